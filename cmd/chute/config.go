@@ -1,0 +1,600 @@
+package main
+
+import (
+	"encoding/base64"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is everything a node needs to start. loadConfig builds it from the
+// command line, the environment and the YAML file; tests build it from
+// DefaultConfig. Nothing in it reads flags, env or files by itself.
+type Config struct {
+	// Name is the node's name, unique in the cluster; the member id is a
+	// stable 64-bit hash of it. Default: the host name. Empty is invalid.
+	Name string
+
+	// Cluster is the cluster's name; gossip from another cluster is refused
+	// and the cluster id is a hash of it. Default "chute". Empty is invalid.
+	Cluster string
+
+	// ListenClientURLs are the etcd API listeners, all bound: http or https
+	// URLs with a host:port and no path. Default http://127.0.0.1:2379.
+	// Empty is invalid.
+	ListenClientURLs []string
+
+	// AdvertiseClientURLs are the client URLs this node reports in
+	// MemberList. Empty means ListenClientURLs; loadConfig fills that in.
+	AdvertiseClientURLs []string
+
+	// ListenPeerURLs are the node-to-node gRPC listeners, never the client
+	// port. Default http://127.0.0.1:2380. Empty is invalid.
+	ListenPeerURLs []string
+
+	// AdvertisePeerURLs are the peer URLs sent to other nodes in serf tags.
+	// Empty means ListenPeerURLs; loadConfig fills that in.
+	AdvertisePeerURLs []string
+
+	// GossipListen is serf's bind address, host:port, TCP and UDP.
+	// Default 127.0.0.1:7946. Empty is invalid.
+	GossipListen string
+
+	// GossipAdvertise is the host:port other nodes use to gossip with this
+	// one. Empty means GossipListen; loadConfig fills that in.
+	GossipAdvertise string
+
+	// Join lists gossip seeds as host:port (DNS names allowed), retried with
+	// backoff until one answers. Empty: start a cluster of one and wait for
+	// others to join.
+	Join []string
+
+	// GossipKey is a base64 AES key, 16, 24 or 32 bytes once decoded, that
+	// encrypts gossip. Empty: gossip is not encrypted.
+	GossipKey string
+
+	// ClickHouseURL is ClickHouse's HTTP interface,
+	// http[s]://[user:pass@]host[:port]. It may hold a password: never log
+	// it whole. Empty: ClickHouse queues keep their rows queued.
+	ClickHouseURL string
+
+	// ClickHouseDB is the database for ch: queue names without a "db." part.
+	// Default "default". Empty is invalid.
+	ClickHouseDB string
+
+	// MetricsListen is the host:port of the HTTP server for /metrics,
+	// /healthz, /readyz and /status. Default 127.0.0.1:9379. Empty: no such
+	// server.
+	MetricsListen string
+
+	// ConfigFile is the YAML file the configuration was read from, re-read
+	// on SIGHUP. Empty: no file.
+	ConfigFile string
+
+	// LogLevel is the lowest level logged: slog.LevelDebug, LevelInfo,
+	// LevelWarn or LevelError. The zero value is slog.LevelInfo.
+	LogLevel slog.Level
+
+	// MaxRequestBytes is the largest client request accepted, in bytes
+	// (etcd's --max-request-bytes). Default 1572864. Zero is invalid.
+	MaxRequestBytes int
+
+	// MaxTxnOps is the most operations one Txn may hold (etcd's
+	// --max-txn-ops). Default 128. Zero is invalid.
+	MaxTxnOps int
+
+	// MaxKeyBytes is the longest key accepted, in bytes. Default 1024. Zero
+	// is invalid.
+	MaxKeyBytes int
+
+	// HistoryRevisions is how many revisions of history the KV keeps at
+	// least; older ones are compacted automatically. Default 100000.
+	// Zero: never compact automatically.
+	HistoryRevisions int64
+}
+
+// DefaultConfig returns the defaults of DESIGN §2. Name is the host name, or
+// empty (and so invalid) when the host name cannot be read. The advertise
+// fields are empty, meaning "the listen value".
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Name:             host,
+		Cluster:          "chute",
+		ListenClientURLs: []string{"http://127.0.0.1:2379"},
+		ListenPeerURLs:   []string{"http://127.0.0.1:2380"},
+		GossipListen:     "127.0.0.1:7946",
+		ClickHouseDB:     "default",
+		MetricsListen:    "127.0.0.1:9379",
+		LogLevel:         slog.LevelInfo,
+		MaxRequestBytes:  1572864,
+		MaxTxnOps:        128,
+		MaxKeyBytes:      1024,
+		HistoryRevisions: 100000,
+	}
+}
+
+// fillAdvertise sets each empty advertise field to its listen value.
+func (c *Config) fillAdvertise() {
+	if len(c.AdvertiseClientURLs) == 0 {
+		c.AdvertiseClientURLs = slices.Clone(c.ListenClientURLs)
+	}
+	if len(c.AdvertisePeerURLs) == 0 {
+		c.AdvertisePeerURLs = slices.Clone(c.ListenPeerURLs)
+	}
+	if c.GossipAdvertise == "" {
+		c.GossipAdvertise = c.GossipListen
+	}
+}
+
+// Validate reports every invalid field, each named by its flag. Its errors
+// never contain the gossip key or the ClickHouse URL, which may hold secrets.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{flagName}, args...)...))
+	}
+	if c.Name == "" {
+		bad("name", "must not be empty")
+	}
+	if c.Cluster == "" {
+		bad("cluster", "must not be empty")
+	}
+	urlLists := []struct {
+		flag     string
+		urls     []string
+		required bool
+	}{
+		{"listen-client-urls", c.ListenClientURLs, true},
+		{"advertise-client-urls", c.AdvertiseClientURLs, false},
+		{"listen-peer-urls", c.ListenPeerURLs, true},
+		{"advertise-peer-urls", c.AdvertisePeerURLs, false},
+	}
+	for _, l := range urlLists {
+		if l.required && len(l.urls) == 0 {
+			bad(l.flag, "at least one URL is required")
+		}
+		for _, u := range l.urls {
+			if err := checkListenURL(u); err != nil {
+				bad(l.flag, "%v", err)
+			}
+		}
+	}
+	addrs := []struct {
+		flag     string
+		addr     string
+		required bool
+	}{
+		{"gossip-listen", c.GossipListen, true},
+		{"gossip-advertise", c.GossipAdvertise, false},
+		{"metrics-listen", c.MetricsListen, false},
+	}
+	for _, a := range addrs {
+		if a.addr == "" {
+			if a.required {
+				bad(a.flag, "must not be empty")
+			}
+			continue
+		}
+		if err := checkHostPort(a.addr); err != nil {
+			bad(a.flag, "%q: %v", a.addr, err)
+		}
+	}
+	for _, j := range c.Join {
+		if err := checkHostPort(j); err != nil {
+			bad("join", "%q: %v", j, err)
+		}
+	}
+	if c.GossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(c.GossipKey)
+		switch {
+		case err != nil:
+			bad("gossip-key", "not valid base64")
+		case len(key) != 16 && len(key) != 24 && len(key) != 32:
+			bad("gossip-key", "decodes to %d bytes, want 16, 24 or 32", len(key))
+		}
+	}
+	if c.ClickHouseURL != "" {
+		if err := checkClickHouseURL(c.ClickHouseURL); err != nil {
+			bad("clickhouse-url", "%v", err)
+		}
+	}
+	if c.ClickHouseDB == "" {
+		bad("clickhouse-db", "must not be empty")
+	}
+	switch c.LogLevel {
+	case slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError:
+	default:
+		bad("log-level", "%v is not one of debug, info, warn, error", c.LogLevel)
+	}
+	if c.MaxRequestBytes <= 0 {
+		bad("max-request-bytes", "%d is not positive", c.MaxRequestBytes)
+	}
+	if c.MaxTxnOps <= 0 {
+		bad("max-txn-ops", "%d is not positive", c.MaxTxnOps)
+	}
+	if c.MaxKeyBytes <= 0 {
+		bad("max-key-bytes", "%d is not positive", c.MaxKeyBytes)
+	}
+	if c.HistoryRevisions < 0 {
+		bad("history-revisions", "%d is negative", c.HistoryRevisions)
+	}
+	return errors.Join(errs...)
+}
+
+// checkListenURL accepts http or https URLs with a host:port and no user,
+// path, query or fragment.
+func checkListenURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL", s)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: scheme must be http or https", u.Redacted())
+	}
+	if u.User != nil {
+		return fmt.Errorf("%q: must not contain a user", u.Redacted())
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%q: must not contain a path, query or fragment", s)
+	}
+	if err := checkHostPort(u.Host); err != nil {
+		return fmt.Errorf("%q: %w", s, err)
+	}
+	return nil
+}
+
+// checkHostPort accepts host:port with a non-empty host and a port from 0
+// to 65535; IPv6 hosts are bracketed.
+func checkHostPort(hp string) error {
+	host, port, err := net.SplitHostPort(hp)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" {
+		return errors.New("host is empty")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
+
+// checkClickHouseURL accepts http[s]://[user:pass@]host[:port]. Its errors
+// never repeat the URL: it may hold a password.
+func checkClickHouseURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("scheme must be http or https")
+	}
+	if u.Hostname() == "" {
+		return errors.New("host is empty")
+	}
+	if p := u.Port(); p != "" {
+		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
+			return errors.New("port is not a number from 0 to 65535")
+		}
+	}
+	return nil
+}
+
+// errVersion is returned by loadConfig when --version was given.
+var errVersion = errors.New("version requested")
+
+// option is one of chute's own settings. Its flag is --name; its YAML key
+// is name in snake_case; its environment variable is CHUTE_ + NAME in
+// UPPER_SNAKE_CASE. Every source sets it through value.Set.
+type option struct {
+	name  string     // flag name, e.g. "listen-client-urls"
+	arg   string     // placeholder for --help, e.g. "urls"
+	value flag.Value // bound to a field of a Config
+	usage string     // one line for --help
+	def   string     // default for --help when the value's initial text would mislead
+}
+
+// yamlKey is the option's key in the config file.
+func (o option) yamlKey() string { return strings.ReplaceAll(o.name, "-", "_") }
+
+// envVar is the option's environment variable.
+func (o option) envVar() string {
+	return "CHUTE_" + strings.ToUpper(strings.ReplaceAll(o.name, "-", "_"))
+}
+
+// options returns chute's own settings bound to the fields of c, in the
+// order --help lists them.
+func options(c *Config) []option {
+	return []option{
+		{"name", "name", (*stringValue)(&c.Name), "node name, unique in the cluster; the member id is a hash of it", "the host name"},
+		{"cluster", "name", (*stringValue)(&c.Cluster), "cluster name; gossip from another cluster is refused", ""},
+		{"listen-client-urls", "urls", (*listValue)(&c.ListenClientURLs), "etcd API listeners, comma list, all bound", ""},
+		{"advertise-client-urls", "urls", (*listValue)(&c.AdvertiseClientURLs), "client URLs reported by MemberList, comma list", "the listen client URLs"},
+		{"listen-peer-urls", "urls", (*listValue)(&c.ListenPeerURLs), "node-to-node gRPC listeners, comma list, never the client port", ""},
+		{"advertise-peer-urls", "urls", (*listValue)(&c.AdvertisePeerURLs), "peer URLs sent to other nodes in gossip tags, comma list", "the listen peer URLs"},
+		{"gossip-listen", "host:port", (*stringValue)(&c.GossipListen), "serf bind address, TCP and UDP", ""},
+		{"gossip-advertise", "host:port", (*stringValue)(&c.GossipAdvertise), "gossip address other nodes use to reach this one", "the gossip listen address"},
+		{"join", "host:port,...", (*listValue)(&c.Join), "gossip seeds, comma list, DNS names allowed; retried until one answers", ""},
+		{"gossip-key", "base64", (*stringValue)(&c.GossipKey), "AES key of 16, 24 or 32 bytes that encrypts gossip", ""},
+		{"clickhouse-url", "url", (*stringValue)(&c.ClickHouseURL), "ClickHouse HTTP interface, http[s]://[user:pass@]host[:port]", ""},
+		{"clickhouse-db", "name", (*stringValue)(&c.ClickHouseDB), "database for ch: queue names without a db. part", ""},
+		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
+		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
+		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},
+		{"max-request-bytes", "n", (*intValue)(&c.MaxRequestBytes), "largest client request accepted, in bytes", ""},
+		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
+		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
+		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
+	}
+}
+
+// newFlagSet returns a private flag set with chute's options bound to c,
+// --version bound to showVersion and etcd's flags recorded in ignored. It
+// prints nothing: its caller reports errors and help.
+func newFlagSet(c *Config, showVersion *bool, ignored *ignoredFlags) (*flag.FlagSet, []option) {
+	fs := flag.NewFlagSet("chute", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	opts := options(c)
+	for _, o := range opts {
+		fs.Var(o.value, o.name, o.usage)
+	}
+	fs.BoolVar(showVersion, "version", false, "print the version and exit")
+	for _, e := range etcdFlags() {
+		fs.Var(&ignoredValue{name: e.name, isBool: e.isBool, seen: ignored}, e.name, "accepted for etcd compatibility, ignored")
+	}
+	return fs, opts
+}
+
+// loadConfig builds the node's Config from args (without the program name),
+// the environment read through getenv and the YAML file named by --config
+// or CHUTE_CONFIG. Precedence: flags > environment > file > defaults; every
+// source goes through the flag's Set. An empty environment variable counts
+// as unset. It returns the etcd flags that were given and ignored, each
+// once, sorted. It returns flag.ErrHelp for -h/--help and errVersion for
+// --version; any other error is a usage or configuration error.
+func loadConfig(args []string, getenv func(string) string) (Config, []string, error) {
+	cfg := DefaultConfig()
+	var showVersion bool
+	var ignored ignoredFlags
+	fs, opts := newFlagSet(&cfg, &showVersion, &ignored)
+
+	args, err := prescanArgs(fs, args, &ignored)
+	if err != nil {
+		return Config{}, nil, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return Config{}, nil, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, nil, fmt.Errorf("unexpected argument %q (subcommands: bench, status)", fs.Arg(0))
+	}
+	if showVersion {
+		return Config{}, nil, errVersion
+	}
+	onCmdLine := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { onCmdLine[f.Name] = true })
+
+	if !onCmdLine["config"] {
+		if p := getenv(option{name: "config"}.envVar()); p != "" {
+			if err := fs.Set("config", p); err != nil {
+				return Config{}, nil, fmt.Errorf("environment CHUTE_CONFIG: %w", err)
+			}
+		}
+	}
+	for _, o := range opts {
+		if o.name == "config" || onCmdLine[o.name] {
+			continue
+		}
+		if v := getenv(o.envVar()); v != "" {
+			if err := fs.Set(o.name, v); err != nil {
+				return Config{}, nil, fmt.Errorf("environment %s: %w", o.envVar(), err)
+			}
+		}
+	}
+	if cfg.ConfigFile != "" {
+		if err := applyFile(fs, opts, cfg.ConfigFile, onCmdLine); err != nil {
+			return Config{}, nil, err
+		}
+	}
+	// Validate before filling in the advertise values, so that a bad
+	// listen value is reported once.
+	if err := cfg.Validate(); err != nil {
+		return Config{}, nil, err
+	}
+	cfg.fillAdvertise()
+	return cfg, ignored.sorted(), nil
+}
+
+// applyFile sets, from the YAML file at path, every option not given on the
+// command line. Unknown keys are errors.
+func applyFile(fs *flag.FlagSet, opts []option, path string, onCmdLine map[string]bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	entries, err := parseConfigFile(data)
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	byKey := make(map[string]option, len(opts))
+	for _, o := range opts {
+		byKey[o.yamlKey()] = o
+	}
+	for _, e := range entries {
+		o, ok := byKey[e.key]
+		if !ok || o.name == "config" {
+			return fmt.Errorf("config file %s: line %d: %s", path, e.line, unknownKey(e.key, byKey))
+		}
+		if onCmdLine[o.name] || e.null {
+			continue
+		}
+		if err := fs.Set(o.name, e.value); err != nil {
+			return fmt.Errorf("config file %s: line %d: %s: %w", path, e.line, e.key, err)
+		}
+	}
+	return nil
+}
+
+// unknownKey describes a key the config file must not hold.
+func unknownKey(key string, known map[string]option) string {
+	if key == "config" {
+		return `key "config" is not allowed in the config file`
+	}
+	if snake := strings.ReplaceAll(key, "-", "_"); snake != key {
+		if _, ok := known[snake]; ok {
+			return fmt.Sprintf("unknown key %q (keys are snake_case: did you mean %q?)", key, snake)
+		}
+	}
+	return fmt.Sprintf("unknown key %q", key)
+}
+
+// fileEntry is one top-level key of the config file, its value as flag
+// text (lists joined by commas) and its line.
+type fileEntry struct {
+	key   string
+	value string
+	null  bool // the value is YAML null: the key is treated as absent
+	line  int
+}
+
+// parseConfigFile reads a YAML mapping of keys to scalars or lists of
+// scalars. An empty document holds no keys.
+func parseConfigFile(data []byte) ([]fileEntry, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind == 0 || len(doc.Content) == 0 {
+		return nil, nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: want a mapping of keys to values", root.Line)
+	}
+	var entries []fileEntry
+	seen := make(map[string]bool)
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: keys must be strings", k.Line)
+		}
+		if seen[k.Value] {
+			return nil, fmt.Errorf("line %d: key %q appears twice", k.Line, k.Value)
+		}
+		seen[k.Value] = true
+		e := fileEntry{key: k.Value, line: k.Line}
+		if v.Kind == yaml.AliasNode {
+			v = v.Alias
+		}
+		switch v.Kind {
+		case yaml.ScalarNode:
+			e.value, e.null = v.Value, v.Tag == "!!null"
+		case yaml.SequenceNode:
+			items := make([]string, 0, len(v.Content))
+			for _, it := range v.Content {
+				if it.Kind == yaml.AliasNode {
+					it = it.Alias
+				}
+				if it.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("line %d: %s: list items must be scalars", it.Line, k.Value)
+				}
+				items = append(items, it.Value)
+			}
+			e.value = strings.Join(items, ",")
+		default:
+			return nil, fmt.Errorf("line %d: %s: want a scalar or a list", v.Line, k.Value)
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// stringValue is a flag.Value for a string field.
+type stringValue string
+
+func (v *stringValue) String() string     { return string(*v) }
+func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+
+// listValue is a flag.Value for a comma list: "a, b,,c" is [a b c]. Each
+// Set replaces the list, as etcd's URL flags do.
+type listValue []string
+
+func (v *listValue) String() string { return strings.Join(*v, ",") }
+
+func (v *listValue) Set(s string) error {
+	*v = splitList(s)
+	return nil
+}
+
+// splitList splits a comma list, trimming spaces and dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// intValue is a flag.Value for an int field, in decimal.
+type intValue int
+
+func (v *intValue) String() string { return strconv.Itoa(int(*v)) }
+
+func (v *intValue) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, strconv.IntSize)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	*v = intValue(n)
+	return nil
+}
+
+// int64Value is a flag.Value for an int64 field, in decimal.
+type int64Value int64
+
+func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
+
+func (v *int64Value) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	*v = int64Value(n)
+	return nil
+}
+
+// levelValue is a flag.Value for a slog.Level named debug, info, warn or
+// error, in any case.
+type levelValue slog.Level
+
+func (v *levelValue) String() string { return strings.ToLower(slog.Level(*v).String()) }
+
+func (v *levelValue) Set(s string) error {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		*v = levelValue(slog.LevelDebug)
+	case "info":
+		*v = levelValue(slog.LevelInfo)
+	case "warn":
+		*v = levelValue(slog.LevelWarn)
+	case "error":
+		*v = levelValue(slog.LevelError)
+	default:
+		return fmt.Errorf("%q is not one of debug, info, warn, error", s)
+	}
+	return nil
+}

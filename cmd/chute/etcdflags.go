@@ -1,0 +1,207 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// etcdFlag is a flag of etcd 3.5's server that means nothing to chute. It
+// is accepted, with one warning, so that existing etcd command lines start.
+type etcdFlag struct {
+	name   string
+	isBool bool // takes no value: --pre-vote, or --pre-vote=false
+}
+
+// etcdExperimentalPrefix marks etcd's experimental flags, which are many
+// and change between releases: prescanArgs removes them all.
+const etcdExperimentalPrefix = "experimental-"
+
+// etcdFlags returns etcd 3.5's server flags that chute ignores, in the
+// order --help lists them. The flags chute shares with etcd (--name,
+// --listen-client-urls, --max-txn-ops, --log-level, ...) are not here.
+func etcdFlags() []etcdFlag {
+	return []etcdFlag{
+		// Member.
+		{"data-dir", false},
+		{"wal-dir", false},
+		{"snapshot-count", false},
+		{"heartbeat-interval", false},
+		{"election-timeout", false},
+		{"initial-election-tick-advance", true},
+		{"listen-client-http-urls", false},
+		{"listen-metrics-urls", false},
+		{"max-snapshots", false},
+		{"max-wals", false},
+		{"quota-backend-bytes", false},
+		{"backend-bbolt-freelist-type", false},
+		{"backend-batch-interval", false},
+		{"backend-batch-limit", false},
+		{"max-concurrent-streams", false},
+		{"grpc-keepalive-min-time", false},
+		{"grpc-keepalive-interval", false},
+		{"grpc-keepalive-timeout", false},
+		{"socket-reuse-port", true},
+		{"socket-reuse-address", true},
+		{"raft-read-timeout", false},
+		{"raft-write-timeout", false},
+		// Clustering.
+		{"initial-advertise-peer-urls", false},
+		{"initial-cluster", false},
+		{"initial-cluster-state", false},
+		{"initial-cluster-token", false},
+		{"discovery", false},
+		{"discovery-fallback", false},
+		{"discovery-proxy", false},
+		{"discovery-srv", false},
+		{"discovery-srv-name", false},
+		{"strict-reconfig-check", true},
+		{"pre-vote", true},
+		{"auto-compaction-retention", false},
+		{"auto-compaction-mode", false},
+		{"enable-v2", true},
+		{"v2-deprecation", false},
+		{"enable-grpc-gateway", true},
+		// Security.
+		{"cert-file", false},
+		{"key-file", false},
+		{"client-cert-auth", true},
+		{"client-cert-file", false},
+		{"client-key-file", false},
+		{"client-crl-file", false},
+		{"client-cert-allowed-hostname", false},
+		{"trusted-ca-file", false},
+		{"auto-tls", true},
+		{"peer-cert-file", false},
+		{"peer-key-file", false},
+		{"peer-client-cert-auth", true},
+		{"peer-trusted-ca-file", false},
+		{"peer-cert-allowed-cn", false},
+		{"peer-cert-allowed-hostname", false},
+		{"peer-auto-tls", true},
+		{"peer-client-cert-file", false},
+		{"peer-client-key-file", false},
+		{"self-signed-cert-validity", false},
+		{"peer-crl-file", false},
+		{"cipher-suites", false},
+		{"cors", false},
+		{"host-whitelist", false},
+		{"tls-min-version", false},
+		{"tls-max-version", false},
+		// Logging, profiling and monitoring.
+		{"logger", false},
+		{"log-outputs", false},
+		{"enable-log-rotation", true},
+		{"log-rotation-config-json", false},
+		{"enable-pprof", true},
+		{"metrics", false},
+		// Auth.
+		{"auth-token", false},
+		{"bcrypt-cost", false},
+		{"auth-token-ttl", false},
+		// Unsafe.
+		{"force-new-cluster", true},
+		{"unsafe-no-fsync", true},
+		// Config file and the v2 proxy.
+		{"config-file", false},
+		{"proxy", false},
+		{"proxy-failure-wait", false},
+		{"proxy-refresh-interval", false},
+		{"proxy-dial-timeout", false},
+		{"proxy-write-timeout", false},
+		{"proxy-read-timeout", false},
+	}
+}
+
+// ignoredFlags records the etcd flags given on a command line.
+type ignoredFlags struct {
+	names []string
+}
+
+func (g *ignoredFlags) add(name string) {
+	if !slices.Contains(g.names, name) {
+		g.names = append(g.names, name)
+	}
+}
+
+// sorted returns each recorded flag once, sorted.
+func (g *ignoredFlags) sorted() []string {
+	out := slices.Clone(g.names)
+	slices.Sort(out)
+	return out
+}
+
+// ignoredValue is the flag.Value of one etcd flag: it accepts any value
+// (a boolean for a boolean flag) and records that the flag was given.
+type ignoredValue struct {
+	name   string
+	isBool bool
+	seen   *ignoredFlags
+}
+
+func (v *ignoredValue) String() string { return "" }
+
+func (v *ignoredValue) Set(s string) error {
+	if v.isBool {
+		if _, err := strconv.ParseBool(s); err != nil {
+			return fmt.Errorf("%q is not a boolean", s)
+		}
+	}
+	v.seen.add(v.name)
+	return nil
+}
+
+// IsBoolFlag tells package flag that a boolean etcd flag takes no value.
+func (v *ignoredValue) IsBoolFlag() bool { return v.isBool }
+
+// prescanArgs walks args as package flag will, stopping at "--" or the
+// first non-flag, so that a flag's value is never taken for a flag. It
+// returns args without etcd's --experimental-* flags, recording them in
+// ignored; such a flag written without "=value" takes the next argument as
+// its value unless that starts with "-" or is absent. A flag that is not
+// chute's, not etcd's and not -h/--help is an error naming it.
+func prescanArgs(fs *flag.FlagSet, args []string, ignored *ignoredFlags) ([]string, error) {
+	out := make([]string, 0, len(args))
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" || len(a) < 2 || a[0] != '-' {
+			return append(out, args[i:]...), nil
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		if name == "" || name[0] == '-' || name[0] == '=' {
+			// Bad syntax: fs.Parse reports it.
+			return append(out, args[i:]...), nil
+		}
+		name, _, hasValue := strings.Cut(name, "=")
+		switch {
+		case strings.HasPrefix(name, etcdExperimentalPrefix):
+			ignored.add(name)
+			if !hasValue && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				i++
+			}
+			continue
+		case name == "h" || name == "help":
+			// fs.Parse returns flag.ErrHelp.
+		default:
+			f := fs.Lookup(name)
+			if f == nil {
+				return nil, fmt.Errorf("unknown flag --%s", name)
+			}
+			if !hasValue && !isBoolFlag(f.Value) && i+1 < len(args) {
+				out = append(out, a, args[i+1])
+				i++
+				continue
+			}
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// isBoolFlag reports whether package flag lets v's flag go without a value.
+func isBoolFlag(v flag.Value) bool {
+	b, ok := v.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}

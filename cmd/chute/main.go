@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+// version is what --version prints.
+const version = "0.1.0-dev"
+
+// Exit codes of run.
+const (
+	exitOK    = 0 // clean shutdown, --help, --version
+	exitFatal = 1 // the node stopped on an error
+	exitUsage = 2 // bad flags, environment or config file
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
+
+// run is the whole binary: it dispatches subcommands, or loads the
+// configuration and runs a node until SIGTERM or SIGINT. It returns the
+// process's exit code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "bench":
+			// TODO(lead): bench subcommand -> bench.Main
+			fmt.Fprintln(stderr, "chute: the bench subcommand is not built yet")
+			return exitUsage
+		case "status":
+			fmt.Fprintln(stderr, "chute: the status subcommand is not built yet")
+			return exitUsage
+		}
+	}
+
+	cfg, ignored, err := loadConfig(args, getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printUsage(stdout)
+		return exitOK
+	case errors.Is(err, errVersion):
+		fmt.Fprintf(stdout, "chute %s\n", version)
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(stderr, "chute: %v\nRun 'chute --help' for usage.\n", err)
+		return exitUsage
+	}
+
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	for _, name := range ignored {
+		logger.Warn("ignoring etcd flag", "flag", name)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := runNode(ctx, cfg, logger); err != nil {
+		logger.Error("node stopped", "err", err)
+		return exitFatal
+	}
+	return exitOK
+}
+
+// printUsage writes --help: every flag with its default, then the etcd
+// flags that are accepted and ignored.
+func printUsage(w io.Writer) {
+	cfg := DefaultConfig()
+	var showVersion bool
+	var ignored ignoredFlags
+	fs, opts := newFlagSet(&cfg, &showVersion, &ignored)
+
+	var b strings.Builder
+	b.WriteString(`Usage:
+  chute [flags]          run a node
+  chute bench [flags]    load generator; see chute bench --help
+  chute status [flags]   print the cluster's members and queues
+  chute --version        print the version
+  chute -h | --help      print this help
+
+Every flag can also be set in the YAML file named by --config (CHUTE_CONFIG),
+under the flag's name in snake_case (listen_client_urls: [...]), and in the
+environment as CHUTE_ and the name in UPPER_SNAKE_CASE (CHUTE_LISTEN_CLIENT_URLS).
+Flags win over the environment, the environment over the file, the file over
+the defaults. Lists are comma separated, or YAML lists in the file.
+
+Flags:
+`)
+	for _, o := range opts {
+		def, initial := o.def, fs.Lookup(o.name).DefValue
+		switch {
+		case def != "" && initial != "":
+			def += ", " + initial
+		case def == "" && initial != "":
+			def = initial
+		case def == "":
+			def = "none"
+		}
+		fmt.Fprintf(&b, "  --%s %s\n        %s (default: %s)\n", o.name, o.arg, o.usage, def)
+	}
+	b.WriteString("  --version\n        print the version and exit\n")
+	b.WriteString("  -h, --help\n        print this help and exit\n")
+
+	b.WriteString("\nFlags accepted for etcd compatibility, ignored (each logs one warning):\n")
+	names := make([]string, 0, len(etcdFlags())+1)
+	for _, e := range etcdFlags() {
+		names = append(names, "--"+e.name)
+	}
+	names = append(names, "--"+etcdExperimentalPrefix+"*")
+	line := " "
+	for _, n := range names {
+		if len(line)+1+len(n) > 78 {
+			b.WriteString(line + "\n")
+			line = " "
+		}
+		line += " " + n
+	}
+	b.WriteString(line + "\n")
+
+	io.WriteString(w, b.String())
+}

@@ -1,0 +1,128 @@
+package bench
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options is the parsed command line of `chute bench`.
+type options struct {
+	cfg           Config
+	label         string
+	json          bool
+	matrix        bool
+	matrixClients []int
+	nodeArgs      []string
+	readyTimeout  time.Duration
+}
+
+// parseFlags parses args (the words after `chute bench`). It returns
+// flag.ErrHelp for -h.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	def := DefaultConfig()
+	fs := flag.NewFlagSet("chute bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: chute bench --endpoints host:port[,...] [flags]\n"+
+			"       chute bench --matrix [flags]\n"+
+			"       chute bench noop-server --listen host:port\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	var (
+		o             options
+		endpoints     string
+		matrixClients string
+		nodeArgs      string
+	)
+	fs.StringVar(&endpoints, "endpoints", "", "comma-separated host:port or http://host:port of an etcd-API server (not with --matrix)")
+	fs.StringVar(&o.label, "label", "", "server name in the report (default: the endpoints)")
+	fs.IntVar(&o.cfg.Clients, "clients", def.Clients, "concurrent putters")
+	fs.IntVar(&o.cfg.Conns, "conns", def.Conns, "clientv3 connections the putters share round-robin (at most --clients are opened)")
+	fs.IntVar(&o.cfg.Puts, "puts", def.Puts, "measured puts per run")
+	fs.DurationVar(&o.cfg.Duration, "duration", 0, "cap on a run's measured phase, 0 for none (a run never exceeds "+MaxRunDuration.String()+")")
+	fs.IntVar(&o.cfg.KeySize, "key-size", def.KeySize, "key length in bytes")
+	fs.IntVar(&o.cfg.ValSize, "val-size", def.ValSize, "value length in bytes")
+	fs.IntVar(&o.cfg.Warmup, "warmup", def.Warmup, "unmeasured puts before each run")
+	fs.DurationVar(&o.cfg.DialTimeout, "dial-timeout", def.DialTimeout, "bound on connecting and on the first put of each connection")
+	fs.DurationVar(&o.cfg.PutTimeout, "put-timeout", def.PutTimeout, "bound on each put")
+	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a markdown table")
+	fs.BoolVar(&o.matrix, "matrix", false, "start a chute node and a no-op server as child processes and benchmark both")
+	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix: comma-separated client counts to run")
+	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute node")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	if fs.NArg() > 0 {
+		return options{}, usageError(fs, fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+
+	o.cfg.Endpoints = splitList(endpoints)
+	o.nodeArgs = strings.Fields(nodeArgs)
+	if o.label == "" {
+		o.label = strings.Join(o.cfg.Endpoints, ",")
+	}
+	var err error
+	if o.matrixClients, err = parseCounts(matrixClients); err != nil {
+		return options{}, usageError(fs, fmt.Errorf("--matrix-clients: %w", err))
+	}
+	if err := o.validate(); err != nil {
+		return options{}, usageError(fs, err)
+	}
+	return o, nil
+}
+
+// validate checks the flag combinations and the run config.
+func (o options) validate() error {
+	cfg := o.cfg
+	switch {
+	case o.matrix && len(cfg.Endpoints) > 0:
+		return errors.New("--endpoints and --matrix exclude each other")
+	case !o.matrix && len(cfg.Endpoints) == 0:
+		return errors.New("--endpoints is required (or --matrix)")
+	case o.matrix && o.readyTimeout <= 0:
+		return fmt.Errorf("--ready-timeout %v, want positive", o.readyTimeout)
+	case o.matrix:
+		cfg.Endpoints = []string{"matrix"} // the children's, known later
+	}
+	return cfg.Validate()
+}
+
+func usageError(fs *flag.FlagSet, err error) error {
+	fmt.Fprintf(fs.Output(), "chute bench: %v\n", err)
+	fs.Usage()
+	return err
+}
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for part := range strings.SplitSeq(s, ",") {
+		if p := strings.TrimSpace(part); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// parseCounts parses a comma-separated list of client counts.
+func parseCounts(s string) ([]int, error) {
+	parts := splitList(s)
+	if len(parts) == 0 {
+		return nil, errors.New("empty list")
+	}
+	out := make([]int, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > maxClients {
+			return nil, fmt.Errorf("client count %q, want 1..%d", p, maxClients)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,151 @@
+package kv
+
+import (
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// limits are the request limits a checker enforces; see Config.
+type limits struct {
+	maxTxnOps   int
+	maxKeyBytes int
+}
+
+// checkPut validates a PutRequest without looking at the store.
+func (l limits) checkPut(r *pb.PutRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	if len(r.Key) > l.maxKeyBytes {
+		return ErrKeyTooLarge
+	}
+	if r.IgnoreValue && len(r.Value) != 0 {
+		return ErrValueProvided
+	}
+	if r.IgnoreLease && r.Lease != 0 {
+		return ErrLeaseProvided
+	}
+	return nil
+}
+
+// checkRange validates a RangeRequest without looking at the store.
+func (l limits) checkRange(r *pb.RangeRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	if _, ok := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]; !ok {
+		return ErrInvalidSort
+	}
+	if _, ok := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]; !ok {
+		return ErrInvalidSort
+	}
+	return nil
+}
+
+// checkDelete validates a DeleteRangeRequest without looking at the store.
+func (l limits) checkDelete(r *pb.DeleteRangeRequest) error {
+	if len(r.Key) == 0 {
+		return ErrEmptyKey
+	}
+	return nil
+}
+
+// checkTxn validates a TxnRequest and every request nested in it: op counts,
+// each op, and that no key is written twice on one path.
+func (l limits) checkTxn(r *pb.TxnRequest) error {
+	if len(r.Compare) > l.maxTxnOps || len(r.Success) > l.maxTxnOps || len(r.Failure) > l.maxTxnOps {
+		return ErrTooManyOps
+	}
+	for _, c := range r.Compare {
+		if len(c.Key) == 0 {
+			return ErrEmptyKey
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if err := l.checkOp(op); err != nil {
+				return err
+			}
+		}
+		if _, _, err := writtenKeys(ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l limits) checkOp(op *pb.RequestOp) error {
+	switch o := op.Request.(type) {
+	case *pb.RequestOp_RequestRange:
+		return l.checkRange(o.RequestRange)
+	case *pb.RequestOp_RequestPut:
+		return l.checkPut(o.RequestPut)
+	case *pb.RequestOp_RequestDeleteRange:
+		return l.checkDelete(o.RequestDeleteRange)
+	case *pb.RequestOp_RequestTxn:
+		return l.checkTxn(o.RequestTxn)
+	}
+	return ErrEmptyKey
+}
+
+// writtenKeys returns the keys put and the ranges deleted by ops, nested txns
+// included, and ErrDuplicateKey when a key is written twice on one path (as
+// etcd's checkIntervals does). A nested txn's two branches are alternatives,
+// so they may put the same key.
+func writtenKeys(ops []*pb.RequestOp) (map[string]struct{}, []keyRange, error) {
+	var dels []keyRange
+	for _, op := range ops {
+		if d, ok := op.Request.(*pb.RequestOp_RequestDeleteRange); ok {
+			dels = append(dels, keyRange{key: d.RequestDeleteRange.Key, end: d.RequestDeleteRange.RangeEnd})
+		}
+	}
+	deleted := func(k string) bool {
+		for _, d := range dels {
+			if d.contains([]byte(k)) {
+				return true
+			}
+		}
+		return false
+	}
+	puts := make(map[string]struct{})
+	for _, op := range ops {
+		t, ok := op.Request.(*pb.RequestOp_RequestTxn)
+		if !ok {
+			continue
+		}
+		putsThen, delsThen, err := writtenKeys(t.RequestTxn.Success)
+		if err != nil {
+			return nil, nil, err
+		}
+		putsElse, delsElse, err := writtenKeys(t.RequestTxn.Failure)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k := range putsThen {
+			if _, dup := puts[k]; dup || deleted(k) {
+				return nil, nil, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		for k := range putsElse {
+			_, inThen := putsThen[k]
+			if _, dup := puts[k]; (dup && !inThen) || deleted(k) {
+				return nil, nil, ErrDuplicateKey
+			}
+			puts[k] = struct{}{}
+		}
+		dels = append(dels, delsThen...)
+		dels = append(dels, delsElse...)
+	}
+	for _, op := range ops {
+		p, ok := op.Request.(*pb.RequestOp_RequestPut)
+		if !ok {
+			continue
+		}
+		k := string(p.RequestPut.Key)
+		if _, dup := puts[k]; dup || deleted(k) {
+			return nil, nil, ErrDuplicateKey
+		}
+		puts[k] = struct{}{}
+	}
+	return puts, dels, nil
+}

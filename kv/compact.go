@@ -1,0 +1,61 @@
+package kv
+
+import "sort"
+
+// compact discards history below rev: reads and watches that start before
+// it get ErrCompacted afterwards. It returns ErrFutureRev for a revision
+// not yet written and ErrCompacted for one at or below the last compaction.
+func (s *store) compact(rev int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.compactLocked(rev)
+}
+
+func (s *store) compactLocked(rev int64) error {
+	if rev > s.rev {
+		return ErrFutureRev
+	}
+	if rev <= s.compactRev {
+		return ErrCompacted
+	}
+	s.compactRev = rev
+
+	var empty []*keyIndex
+	s.tree.Ascend(func(ki *keyIndex) bool {
+		dropped, gone := ki.compact(rev)
+		s.bytes -= dropped
+		if gone {
+			empty = append(empty, ki)
+		}
+		return true
+	})
+	for _, ki := range empty {
+		s.tree.Delete(ki)
+	}
+	// Keep the log records at rev and after: a watch may start at rev.
+	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev >= rev })
+	n := copy(s.log, s.log[i:])
+	clear(s.log[n:])
+	s.log = s.log[:n]
+	if cap(s.log) > 4*len(s.log)+1024 {
+		s.log = append([]changeRecord(nil), s.log...)
+	}
+	// Watchers behind the compaction learn it at their next sync.
+	for w := range s.unsynced {
+		if w.minRev < rev {
+			s.kickSync()
+			break
+		}
+	}
+	return nil
+}
+
+// maybeAutoCompact compacts when the history holds twice the configured
+// number of revisions, down to that number. The caller holds mu.
+func (s *store) maybeAutoCompact() {
+	keep := s.cfg.historyRevisions
+	if keep <= 0 || s.rev-s.compactRev < 2*keep {
+		return
+	}
+	_ = s.compactLocked(s.rev - keep)
+}

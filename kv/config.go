@@ -1,0 +1,158 @@
+package kv
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// APIVersion is the etcd version chute reports in Status: the etcd API level
+// it answers as. Clients compare it with their own (clientv3 with
+// RejectOldCluster refuses servers older than its previous minor release).
+// chute's own version is Config.Version.
+const APIVersion = "3.6.0"
+
+// Default limits, as etcd's.
+const (
+	DefaultMaxRequestBytes  = 1536 * 1024 // etcd's --max-request-bytes
+	DefaultMaxTxnOps        = 128         // etcd's --max-txn-ops
+	DefaultMaxKeyBytes      = 1024
+	DefaultHistoryRevisions = 100_000
+	DefaultMinLeaseTTL      = 2 // seconds; etcd's minimum with its default timings
+)
+
+// grpcOverheadBytes is what etcd allows on top of MaxRequestBytes for gRPC
+// framing, so that an over-limit request reaches the handler and gets etcd's
+// "request is too large" instead of a transport error.
+const grpcOverheadBytes = 512 * 1024
+
+// Config configures a Server. Build it with DefaultConfig and change what
+// you need; New never reads flags, files or the environment.
+type Config struct {
+	// Name is this member's name in MemberList. Empty: "default".
+	Name string
+	// ClusterID and MemberID fill every response header. Zero: zero, which
+	// etcd clients accept but tools print as 0.
+	ClusterID uint64
+	MemberID  uint64
+
+	// ListenClientURLs are bound, every one, to serve the etcd API
+	// (http://host:port; port 0 picks a free port). Empty: nothing is
+	// served, which only tests of the store itself want.
+	ListenClientURLs []string
+	// AdvertiseClientURLs and AdvertisePeerURLs are what MemberList reports
+	// for this member. Empty: the listen URLs, and no peer URLs.
+	AdvertiseClientURLs []string
+	AdvertisePeerURLs   []string
+
+	// MaxRequestBytes limits a request's encoded size. Zero: DefaultMaxRequestBytes.
+	MaxRequestBytes int
+	// MaxTxnOps limits the compares and the ops of each branch of a txn.
+	// Zero: DefaultMaxTxnOps.
+	MaxTxnOps int
+	// MaxKeyBytes limits the length of a key that is written. Zero:
+	// DefaultMaxKeyBytes.
+	MaxKeyBytes int
+	// HistoryRevisions is how many revisions of history are kept at least:
+	// when twice as many have accumulated the store compacts itself down to
+	// this many, as etcd's --auto-compaction-mode=revision would. Zero: the
+	// history is kept until a client compacts it.
+	HistoryRevisions int64
+	// MinLeaseTTL raises shorter granted TTLs, in seconds. Zero: 1.
+	MinLeaseTTL int64
+
+	// WatchSyncInterval is how often watchers that fell behind are fed from
+	// history. Zero: 50ms.
+	WatchSyncInterval time.Duration
+	// WatchProgressInterval is how often idle watchers that asked for
+	// progress notifications get one. Zero: 10 minutes, as etcd.
+	WatchProgressInterval time.Duration
+	// LeaseCheckInterval is how often expired leases are revoked. Zero: 100ms.
+	LeaseCheckInterval time.Duration
+
+	// Members lists the cluster for MemberList. Nil: this member alone.
+	Members Members
+	// Version is chute's version, logged at start. Empty: "unknown".
+	Version string
+	// Logger receives the server's logs. Nil: discarded.
+	Logger *slog.Logger
+	// Meter records per-RPC counts and latencies. Nil: nothing is recorded.
+	Meter metric.MeterProvider
+}
+
+// Members lists the members of the cluster. Implementations must be safe for
+// concurrent use; the returned slice belongs to the caller.
+type Members interface {
+	Members() []*pb.Member
+}
+
+// DefaultConfig returns the configuration of a single node on etcd's default
+// client port, with etcd's limits.
+func DefaultConfig() Config {
+	return Config{
+		Name:                  "default",
+		ListenClientURLs:      []string{"http://127.0.0.1:2379"},
+		MaxRequestBytes:       DefaultMaxRequestBytes,
+		MaxTxnOps:             DefaultMaxTxnOps,
+		MaxKeyBytes:           DefaultMaxKeyBytes,
+		HistoryRevisions:      DefaultHistoryRevisions,
+		MinLeaseTTL:           DefaultMinLeaseTTL,
+		WatchSyncInterval:     50 * time.Millisecond,
+		WatchProgressInterval: 10 * time.Minute,
+		LeaseCheckInterval:    100 * time.Millisecond,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if c.MaxRequestBytes < 0 || c.MaxTxnOps < 0 || c.MaxKeyBytes < 0 || c.HistoryRevisions < 0 || c.MinLeaseTTL < 0 {
+		return errors.New("kv: limits must not be negative")
+	}
+	for _, u := range c.ListenClientURLs {
+		if _, err := listenAddr(u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withDefaults returns c with every zero field given its documented meaning.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "default"
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if c.MaxTxnOps == 0 {
+		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = DefaultMaxKeyBytes
+	}
+	if c.MinLeaseTTL == 0 {
+		c.MinLeaseTTL = 1
+	}
+	if c.WatchSyncInterval == 0 {
+		c.WatchSyncInterval = 50 * time.Millisecond
+	}
+	if c.WatchProgressInterval == 0 {
+		c.WatchProgressInterval = 10 * time.Minute
+	}
+	if c.LeaseCheckInterval == 0 {
+		c.LeaseCheckInterval = 100 * time.Millisecond
+	}
+	if c.Version == "" {
+		c.Version = "unknown"
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(c.AdvertiseClientURLs) == 0 {
+		c.AdvertiseClientURLs = c.ListenClientURLs
+	}
+	return c
+}

@@ -1,0 +1,77 @@
+package kv
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// rpcMetrics records every RPC's duration (and so its count) by method and
+// status code, as OTel's rpc.server.call.duration.
+type rpcMetrics struct {
+	duration metric.Float64Histogram
+	attrs    sync.Map // method + "\x00" + code -> metric.MeasurementOption
+}
+
+func newRPCMetrics(mp metric.MeterProvider) (*rpcMetrics, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	h, err := mp.Meter("chute/kv").Float64Histogram("rpc.server.call.duration",
+		metric.WithDescription("Duration of etcd API calls handled, by method and gRPC status code; its count is the number of calls."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		return nil, err
+	}
+	return &rpcMetrics{duration: h}, nil
+}
+
+func (m *rpcMetrics) record(ctx context.Context, fullMethod string, start time.Time, err error) {
+	code := status.Code(err).String()
+	k := fullMethod + "\x00" + code
+	opt, ok := m.attrs.Load(k)
+	if !ok {
+		service, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+		opt, _ = m.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("rpc.system", "grpc"),
+			attribute.String("rpc.service", service),
+			attribute.String("rpc.method", method),
+			attribute.String("rpc.grpc.status_code", code),
+		)))
+	}
+	m.duration.Record(ctx, time.Since(start).Seconds(), opt.(metric.MeasurementOption))
+}
+
+func (m *rpcMetrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	m.record(ctx, info.FullMethod, start, err)
+	return resp, err
+}
+
+func (m *rpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	m.record(ss.Context(), info.FullMethod, start, err)
+	return err
+}
+
+// requestSizeLimit refuses unary requests whose encoding exceeds max bytes
+// with etcd's "request is too large".
+func requestSizeLimit(max int) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if m, ok := req.(proto.Message); ok && proto.Size(m) > max {
+			return nil, toGRPC(ErrRequestTooLarge)
+		}
+		return handler(ctx, req)
+	}
+}

@@ -1,0 +1,80 @@
+package kv
+
+import (
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// sendQueueEvents bounds the event responses waiting for one watch stream,
+// as etcd's per-stream channel of 128 does. A watcher that finds it full
+// falls behind and catches up from history later.
+const sendQueueEvents = 128
+
+// sendQueue holds a watch stream's responses until its send loop writes them.
+// Pushing never blocks: event responses are refused when the queue holds
+// sendQueueEvents of them; control responses (created, canceled, progress)
+// are always taken, since each answers a request of the client.
+type sendQueue struct {
+	mu     sync.Mutex // guards items, events, closed
+	items  []*pb.WatchResponse
+	events int
+	closed bool
+	ready  chan struct{} // capacity 1: something was queued
+}
+
+var _ watchSink = (*sendQueue)(nil)
+
+func newSendQueue() *sendQueue {
+	return &sendQueue{ready: make(chan struct{}, 1)}
+}
+
+func (q *sendQueue) pushEvents(resp *pb.WatchResponse) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return true // the stream is gone; nothing will read it
+	}
+	if q.events >= sendQueueEvents {
+		return false
+	}
+	q.items = append(q.items, resp)
+	q.events++
+	q.signal()
+	return true
+}
+
+func (q *sendQueue) pushControl(resp *pb.WatchResponse) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	q.items = append(q.items, resp)
+	q.signal()
+}
+
+func (q *sendQueue) signal() {
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take removes and returns everything queued.
+func (q *sendQueue) take() []*pb.WatchResponse {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	q.events = 0
+	return items
+}
+
+// close drops what is queued and refuses everything after.
+func (q *sendQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.items = nil
+}

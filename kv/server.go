@@ -1,0 +1,234 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+)
+
+// Server serves the etcd v3 API over one store: KV, Watch, Lease,
+// Maintenance and Cluster, on every client URL.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	store *store
+	grpc  *grpc.Server
+
+	mu        sync.Mutex // guards listeners and started
+	listeners []net.Listener
+	started   bool
+
+	ready    atomic.Bool
+	stop     chan struct{} // closed by Shutdown; ends the owned loops
+	stopOnce sync.Once
+	wg       sync.WaitGroup // the owned loops and serve goroutines
+}
+
+// New builds a server from cfg. It binds nothing until Start.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	st := newStore(storeConfig{
+		clusterID:        cfg.ClusterID,
+		memberID:         cfg.MemberID,
+		raftTerm:         1,
+		maxTxnOps:        cfg.MaxTxnOps,
+		maxKeyBytes:      cfg.MaxKeyBytes,
+		historyRevisions: cfg.HistoryRevisions,
+		minLeaseTTL:      cfg.MinLeaseTTL,
+	})
+	s := &Server{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		store: st,
+		stop:  make(chan struct{}),
+	}
+	m, err := newRPCMetrics(cfg.Meter)
+	if err != nil {
+		return nil, err
+	}
+	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
+	s.grpc = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
+		grpc.MaxSendMsgSize(math.MaxInt32),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
+			MinTime:             time.Second,
+			PermitWithoutStream: true,
+		}),
+		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes)),
+		grpc.ChainStreamInterceptor(m.stream),
+	)
+	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim})
+	pb.RegisterWatchServer(s.grpc, &watchService{store: st, wg: &s.wg, stop: s.stop})
+	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{store: st, version: APIVersion})
+	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members})
+	return s, nil
+}
+
+// Start binds every client URL and serves them. It fails, binding nothing,
+// if any URL cannot be bound.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("kv: server already started")
+	}
+	var lns []net.Listener
+	for _, u := range s.cfg.ListenClientURLs {
+		addr, err := listenAddr(u)
+		if err != nil {
+			closeAll(lns)
+			return err
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll(lns)
+			return fmt.Errorf("kv: listen on %s: %w", u, err)
+		}
+		lns = append(lns, ln)
+	}
+	s.listeners = lns
+	s.started = true
+	for _, ln := range lns {
+		s.wg.Add(1)
+		go func(ln net.Listener) {
+			defer s.wg.Done()
+			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				s.log.Error("client listener stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}(ln)
+		s.log.Info("serving etcd api", "addr", ln.Addr().String())
+	}
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.store.runWatchLoops(s.stop, s.cfg.WatchSyncInterval, s.cfg.WatchProgressInterval)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.runLeaseExpiry()
+	}()
+	s.ready.Store(true)
+	return nil
+}
+
+// ClientAddrs returns the bound client addresses, in the order of
+// ListenClientURLs; useful when a URL asked for port 0.
+func (s *Server) ClientAddrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addrs := make([]net.Addr, len(s.listeners))
+	for i, ln := range s.listeners {
+		addrs[i] = ln.Addr()
+	}
+	return addrs
+}
+
+// Ready reports whether the server is serving and not shutting down.
+func (s *Server) Ready() bool { return s.ready.Load() }
+
+// Shutdown stops taking new RPCs, lets running ones finish until ctx ends,
+// then cuts the rest and waits for every goroutine it started. It is safe to
+// call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.ready.Store(false)
+	s.stopOnce.Do(func() { close(s.stop) })
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	s.wg.Wait()
+	return nil
+}
+
+// runLeaseExpiry revokes expired leases until the server stops.
+func (s *Server) runLeaseExpiry() {
+	t := time.NewTicker(s.cfg.LeaseCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			if n := s.store.expireLeases(); n > 0 {
+				s.log.Debug("leases expired", "count", n)
+			}
+		}
+	}
+}
+
+// members answers MemberList: the configured membership, or this member.
+func (s *Server) members() []*pb.Member {
+	if s.cfg.Members != nil {
+		return s.cfg.Members.Members()
+	}
+	clientURLs := s.cfg.AdvertiseClientURLs
+	if len(clientURLs) == 0 || hasZeroPort(clientURLs) {
+		clientURLs = nil
+		for _, a := range s.ClientAddrs() {
+			clientURLs = append(clientURLs, "http://"+a.String())
+		}
+	}
+	return []*pb.Member{{
+		ID:         s.cfg.MemberID,
+		Name:       s.cfg.Name,
+		PeerURLs:   s.cfg.AdvertisePeerURLs,
+		ClientURLs: clientURLs,
+	}}
+}
+
+func hasZeroPort(urls []string) bool {
+	for _, u := range urls {
+		if p, err := url.Parse(u); err == nil && p.Port() == "0" {
+			return true
+		}
+	}
+	return false
+}
+
+// listenAddr returns the host:port of a client URL.
+func listenAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("kv: client url %q: %w", raw, err)
+	}
+	switch u.Scheme {
+	case "http":
+	case "https":
+		return "", fmt.Errorf("kv: client url %q: TLS listeners are not supported yet; use http://", raw)
+	default:
+		return "", fmt.Errorf("kv: client url %q: scheme must be http", raw)
+	}
+	if u.Port() == "" {
+		return "", fmt.Errorf("kv: client url %q: port missing", raw)
+	}
+	return u.Host, nil
+}
+
+func closeAll(lns []net.Listener) {
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+}

@@ -1,0 +1,43 @@
+package kv
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// clusterService is etcd's Cluster service. Membership comes from gossip,
+// not from raft configuration changes, so only MemberList does anything.
+type clusterService struct {
+	pb.UnimplementedClusterServer
+	store   *store
+	members func() []*pb.Member
+}
+
+var _ pb.ClusterServer = (*clusterService)(nil)
+
+// errMembershipByGossip answers the calls that change membership.
+var errMembershipByGossip = status.Error(codes.FailedPrecondition,
+	"chute: membership is managed by gossip: start the new node with --join <host:port of any member>; a member that stops leaves by itself")
+
+func (c *clusterService) MemberList(_ context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
+	return &pb.MemberListResponse{Header: c.store.header(c.store.currentRev()), Members: c.members()}, nil
+}
+
+func (c *clusterService) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
+	return nil, errMembershipByGossip
+}
+
+func (c *clusterService) MemberRemove(context.Context, *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	return nil, errMembershipByGossip
+}
+
+func (c *clusterService) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	return nil, errMembershipByGossip
+}
+
+func (c *clusterService) MemberPromote(context.Context, *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	return nil, errMembershipByGossip
+}

@@ -1,0 +1,79 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+)
+
+// leaseService is etcd's Lease service.
+type leaseService struct {
+	pb.UnimplementedLeaseServer
+	store *store
+}
+
+var _ pb.LeaseServer = (*leaseService)(nil)
+
+func (l *leaseService) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	ls, err := l.store.grant(r.ID, r.TTL)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseGrantResponse{Header: l.store.header(l.store.currentRev()), ID: ls.id, TTL: ls.ttl}, nil
+}
+
+func (l *leaseService) LeaseRevoke(_ context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	rev, err := l.store.revoke(r.ID)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseRevokeResponse{Header: l.store.header(rev)}, nil
+}
+
+// LeaseKeepAlive renews each lease the client names; a lease that is gone is
+// answered with TTL 0, as etcd does.
+func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		ttl, err := l.store.renew(req.ID)
+		if err != nil && !errors.Is(err, ErrLeaseNotFound) {
+			return toGRPC(err)
+		}
+		resp := &pb.LeaseKeepAliveResponse{Header: l.store.header(l.store.currentRev()), ID: req.ID, TTL: ttl}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// LeaseTimeToLive reports a lease; a lease that is gone has TTL -1, as etcd
+// reports it.
+func (l *leaseService) LeaseTimeToLive(_ context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	info, err := l.store.timeToLive(r.ID, r.Keys)
+	hdr := l.store.header(l.store.currentRev())
+	if errors.Is(err, ErrLeaseNotFound) {
+		return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: r.ID, TTL: -1}, nil
+	}
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: info.id, TTL: info.ttl, GrantedTTL: info.granted, Keys: info.keys}, nil
+}
+
+func (l *leaseService) LeaseLeases(_ context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	ids := l.store.leaseIDs()
+	resp := &pb.LeaseLeasesResponse{Header: l.store.header(l.store.currentRev()), Leases: make([]*pb.LeaseStatus, len(ids))}
+	for i, id := range ids {
+		resp.Leases[i] = &pb.LeaseStatus{ID: id}
+	}
+	return resp, nil
+}

@@ -1,0 +1,187 @@
+package kv
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+)
+
+// watchService is etcd's Watch service. Each stream has a receive loop that
+// creates and cancels watchers, and a send loop (the handler's goroutine)
+// that writes the stream's sendQueue. Watchers push to the queue without
+// blocking, so a client that stops reading stalls only its own stream.
+type watchService struct {
+	pb.UnimplementedWatchServer
+	store *store
+	wg    *sync.WaitGroup // the server's: receive loops are waited for at shutdown
+	stop  <-chan struct{}
+}
+
+var _ pb.WatchServer = (*watchService)(nil)
+
+// Reasons etcd gives when it refuses a watch.
+const (
+	reasonEmptyRange  = "mvcc: watcher range is empty"
+	reasonDuplicateID = "mvcc: duplicate watch ID provided on the WatchStream"
+)
+
+// watchStream is the state of one Watch call.
+type watchStream struct {
+	store *store
+	queue *sendQueue
+
+	// mu guards watchers (nil once the stream closed) and nextID. Lock
+	// order: mu before store.mu.
+	mu       sync.Mutex
+	watchers map[int64]*watcher
+	nextID   int64
+}
+
+func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
+	st := &watchStream{store: ws.store, queue: newSendQueue(), watchers: make(map[int64]*watcher)}
+	defer st.close()
+
+	recvErr := make(chan error, 1)
+	ws.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		recvErr <- st.recvLoop(stream)
+	}()
+
+	ctx := stream.Context()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ws.stop:
+			return toGRPC(ErrStopped)
+		case err := <-recvErr:
+			if err != nil {
+				return err
+			}
+			recvErr = nil // the client closed its side; keep sending until it goes
+		case <-st.queue.ready:
+			for _, resp := range st.queue.take() {
+				if err := stream.Send(resp); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// recvLoop handles the client's requests until it closes its side (nil) or
+// the stream fails.
+func (st *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch r := req.RequestUnion.(type) {
+		case *pb.WatchRequest_CreateRequest:
+			st.create(r.CreateRequest)
+		case *pb.WatchRequest_CancelRequest:
+			st.cancel(r.CancelRequest.WatchId)
+		case *pb.WatchRequest_ProgressRequest:
+			st.progress()
+		}
+	}
+}
+
+func (st *watchStream) create(cr *pb.WatchCreateRequest) {
+	r := keyRange{key: cr.Key, end: cr.RangeEnd}
+	if !r.single() && !r.fromKey() && bytes.Compare(r.end, r.key) <= 0 {
+		st.refuse(cr.WatchId, reasonEmptyRange)
+		return
+	}
+	w := &watcher{r: r, prevKV: cr.PrevKv, progress: cr.ProgressNotify, sink: st.queue}
+	for _, f := range cr.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			w.noPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			w.noDelete = true
+		}
+	}
+
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.watchers == nil {
+		return // the stream is closing
+	}
+	id := cr.WatchId
+	if id == 0 { // clientv3.AutoWatchID: the server picks
+		for st.watchers[st.nextID] != nil {
+			st.nextID++
+		}
+		id = st.nextID
+		st.nextID++
+	} else if st.watchers[id] != nil {
+		st.refuse(id, reasonDuplicateID)
+		return
+	}
+	w.id = id
+	st.watchers[id] = w
+
+	// Created goes out before any event: it is queued before the watcher
+	// can be fed. Registering under mu keeps close from missing it.
+	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Created: true})
+	st.store.addWatcher(w, cr.StartRevision)
+}
+
+// refuse answers a create that cannot be served as etcd does: created and
+// canceled at once, with the reason.
+func (st *watchStream) refuse(id int64, reason string) {
+	st.queue.pushControl(&pb.WatchResponse{
+		Header:       st.store.header(st.store.currentRev()),
+		WatchId:      id,
+		Created:      true,
+		Canceled:     true,
+		CancelReason: reason,
+	})
+}
+
+func (st *watchStream) cancel(id int64) {
+	st.mu.Lock()
+	w := st.watchers[id]
+	delete(st.watchers, id)
+	st.mu.Unlock()
+	if w == nil {
+		return
+	}
+	st.store.removeWatcher(w)
+	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Canceled: true})
+}
+
+// progress answers a progress request with the revision every watcher of
+// the stream has been brought up to, under watch id -1 as etcd does.
+func (st *watchStream) progress() {
+	st.mu.Lock()
+	ws := make([]*watcher, 0, len(st.watchers))
+	for _, w := range st.watchers {
+		ws = append(ws, w)
+	}
+	st.mu.Unlock()
+	rev := st.store.progressRev(ws)
+	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(rev), WatchId: -1})
+}
+
+// close removes the stream's watchers and drops what it had queued.
+func (st *watchStream) close() {
+	st.mu.Lock()
+	ws := st.watchers
+	st.watchers = nil
+	st.mu.Unlock()
+	for _, w := range ws {
+		st.store.removeWatcher(w)
+	}
+	st.queue.close()
+}

@@ -1,0 +1,267 @@
+package kv
+
+import (
+	"sort"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// A watcher is in one of two sets of the store. Synced watchers are fed by
+// every write, while the write holds mu. Unsynced watchers are behind: they
+// started in the past, or their stream's buffer was full when a write came.
+// The store's sync loop feeds them from the change log, a bounded batch at a
+// time, and moves them back to synced when they reach the current revision.
+// So a write never waits for a watcher, and a slow watcher loses nothing
+// unless its place in history is compacted away, which cancels it with
+// compact_revision as etcd does.
+
+// syncBatchEvents bounds the events one sync step hands to one watcher; a
+// step never splits a revision.
+const syncBatchEvents = 1000
+
+// watcher is one watch of a stream.
+type watcher struct {
+	id       int64
+	r        keyRange
+	prevKV   bool
+	noPut    bool
+	noDelete bool
+	progress bool // progress_notify: told the revision when idle
+	sink     watchSink
+
+	// Guarded by store.mu.
+	minRev   int64 // the next revision this watcher must see
+	removed  bool  // cancelled, compacted or its stream ended
+	notified bool  // sent something since the last progress tick
+}
+
+// watchSink receives a watcher's responses. Both methods are called with
+// store.mu held and must not block.
+type watchSink interface {
+	// pushEvents queues resp and reports whether there was room for it.
+	pushEvents(resp *pb.WatchResponse) bool
+	// pushControl queues resp whatever the buffer holds; used for the few
+	// responses a watcher gets once (compaction).
+	pushControl(resp *pb.WatchResponse)
+}
+
+// filter returns the events of evs this watcher wants, shaped as it asked.
+func (w *watcher) filter(evs []*mvccpb.Event) []*mvccpb.Event {
+	var out []*mvccpb.Event
+	for _, ev := range evs {
+		if !w.wants(ev) {
+			continue
+		}
+		out = append(out, w.shape(ev))
+	}
+	return out
+}
+
+func (w *watcher) wants(ev *mvccpb.Event) bool {
+	if ev.Type == mvccpb.PUT && w.noPut || ev.Type == mvccpb.DELETE && w.noDelete {
+		return false
+	}
+	return w.r.contains(ev.Kv.Key)
+}
+
+func (w *watcher) shape(ev *mvccpb.Event) *mvccpb.Event {
+	if w.prevKV || ev.PrevKv == nil {
+		return ev
+	}
+	return &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
+}
+
+// addWatcher registers w to see changes from startRev (0 = from the next
+// write). A start in the past makes it unsynced; one in the future makes it
+// skip the writes before it.
+func (s *store) addWatcher(w *watcher, startRev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if startRev == 0 || startRev > s.rev {
+		w.minRev = max(startRev, s.rev+1)
+		s.synced[w] = struct{}{}
+		return
+	}
+	w.minRev = startRev
+	s.unsynced[w] = struct{}{}
+	s.kickSync()
+}
+
+// removeWatcher stops w; it gets nothing more.
+func (s *store) removeWatcher(w *watcher) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.removeWatcherLocked(w)
+}
+
+func (s *store) removeWatcherLocked(w *watcher) {
+	w.removed = true
+	delete(s.synced, w)
+	delete(s.unsynced, w)
+}
+
+// notify hands the events of the write at rev to every synced watcher that
+// wants them; a watcher whose sink is full becomes unsynced at rev. The caller
+// holds mu.
+func (s *store) notify(rev int64, evs []*mvccpb.Event) {
+	for w := range s.synced {
+		if rev < w.minRev {
+			continue
+		}
+		mine := w.filter(evs)
+		if len(mine) == 0 {
+			continue
+		}
+		resp := &pb.WatchResponse{Header: s.header(rev), WatchId: w.id, Events: mine}
+		if w.sink.pushEvents(resp) {
+			w.minRev = rev + 1
+			w.notified = true
+			continue
+		}
+		w.minRev = rev
+		delete(s.synced, w)
+		s.unsynced[w] = struct{}{}
+	}
+}
+
+// kickSync asks the sync loop for a pass without waiting for its tick.
+func (s *store) kickSync() {
+	select {
+	case s.syncKick <- struct{}{}:
+	default:
+	}
+}
+
+// syncWatchers runs one pass over the unsynced watchers.
+func (s *store) syncWatchers() {
+	s.mu.RLock()
+	ws := make([]*watcher, 0, len(s.unsynced))
+	for w := range s.unsynced {
+		ws = append(ws, w)
+	}
+	s.mu.RUnlock()
+	for _, w := range ws {
+		s.syncOne(w)
+	}
+}
+
+// syncOne moves w forward by at most one batch of the log. It reads under
+// the read lock and takes the write lock only to record progress; writes
+// in between are found by the next pass, since w is still unsynced.
+func (s *store) syncOne(w *watcher) {
+	s.mu.RLock()
+	if w.removed {
+		s.mu.RUnlock()
+		return
+	}
+	if w.minRev < s.compactRev {
+		compactRev := s.compactRev
+		s.mu.RUnlock()
+		s.mu.Lock()
+		if !w.removed {
+			s.removeWatcherLocked(w)
+			w.sink.pushControl(&pb.WatchResponse{
+				Header:          s.header(s.rev),
+				WatchId:         w.id,
+				CompactRevision: compactRev,
+				Canceled:        true,
+				CancelReason:    "etcdserver: mvcc: required revision has been compacted",
+			})
+		}
+		s.mu.Unlock()
+		return
+	}
+	evs, last := s.logFrom(w)
+	var resp *pb.WatchResponse
+	if len(evs) > 0 {
+		resp = &pb.WatchResponse{Header: s.header(last), WatchId: w.id, Events: evs}
+	}
+	s.mu.RUnlock()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w.removed {
+		return
+	}
+	if resp != nil {
+		if !w.sink.pushEvents(resp) {
+			return // still full; the next pass retries from the same place
+		}
+		w.notified = true
+	}
+	w.minRev = last + 1
+	if w.minRev > s.rev {
+		delete(s.unsynced, w)
+		s.synced[w] = struct{}{}
+	}
+}
+
+// logFrom returns the events w wants from its minRev on, at most about one
+// batch and never part of a revision, and the last revision it looked at.
+// The caller holds mu for reading.
+func (s *store) logFrom(w *watcher) ([]*mvccpb.Event, int64) {
+	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev >= w.minRev })
+	last := s.rev
+	var evs []*mvccpb.Event
+	for ; i < len(s.log); i++ {
+		rec := s.log[i]
+		if len(evs) >= syncBatchEvents && rec.rev != s.log[i-1].rev {
+			last = s.log[i-1].rev
+			break
+		}
+		if w.wants(rec.event) {
+			evs = append(evs, w.shape(rec.event))
+		}
+	}
+	return evs, last
+}
+
+// progressRev returns the revision up to which every watcher in ws has been
+// sent all its events: the current revision, or just below the oldest
+// position of a watcher that is behind.
+func (s *store) progressRev(ws []*watcher) int64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	rev := s.rev
+	for _, w := range ws {
+		if _, behind := s.unsynced[w]; behind && w.minRev-1 < rev {
+			rev = w.minRev - 1
+		}
+	}
+	return rev
+}
+
+// notifyProgress sends the current revision to every synced watcher that
+// asked for progress notifications and got nothing since the last call.
+func (s *store) notifyProgress() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.synced {
+		if w.progress && !w.notified {
+			w.sink.pushEvents(&pb.WatchResponse{Header: s.header(s.rev), WatchId: w.id})
+		}
+		w.notified = false
+	}
+}
+
+// runWatchLoops owns the sync and progress timers until stop is closed.
+func (s *store) runWatchLoops(stop <-chan struct{}, syncEvery, progressEvery time.Duration) {
+	syncTick := time.NewTicker(syncEvery)
+	defer syncTick.Stop()
+	progressTick := time.NewTicker(progressEvery)
+	defer progressTick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-s.syncKick:
+			s.syncWatchers()
+		case <-syncTick.C:
+			s.syncWatchers()
+		case <-progressTick.C:
+			s.notifyProgress()
+		}
+	}
+}
