@@ -79,10 +79,7 @@ func (s *store) rangeOp(r *pb.RangeRequest, cur int64) (*pb.RangeResponse, error
 	} else if limit > 0 {
 		limit++ // one more than asked tells whether there is more
 	}
-	res, err := s.rangeLocked(keyRange{key: r.Key, end: r.RangeEnd}, rev, limit, r.CountOnly)
-	if err != nil {
-		return nil, err
-	}
+	res := s.rangeLocked(keyRange{key: r.Key, end: r.RangeEnd}, rev, limit, r.CountOnly)
 	kvs := res.kvs
 	if filtered {
 		kvs = filterKVs(kvs, r)
@@ -289,7 +286,7 @@ func (s *store) compareAll(cs []*pb.Compare) bool {
 // hold; a missing key compares as zero values, except that a value compare
 // on a missing key is always false.
 func (s *store) compare(c *pb.Compare) bool {
-	res, _ := s.rangeLocked(keyRange{key: c.Key, end: c.RangeEnd}, 0, 0, false)
+	res := s.rangeLocked(keyRange{key: c.Key, end: c.RangeEnd}, s.rev, 0, false)
 	if len(res.kvs) == 0 {
 		if c.Target == pb.Compare_VALUE {
 			return false

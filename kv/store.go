@@ -74,6 +74,7 @@ func newStore(cfg storeConfig) *store {
 		unsynced:   make(map[*watcher]struct{}),
 		memberSalt: int64(cfg.memberID & (1<<23 - 1)),
 		syncKick:   make(chan struct{}, 1),
+		rev:        1,
 	}
 }
 
@@ -175,14 +176,10 @@ type rangeResult struct {
 	count int64              // every key that matched, before limit
 }
 
-// rangeLocked reads the keys of r as of rev (0 = current). With limit > 0 at
-// most limit values are returned; count still counts every match. countOnly
-// returns no values. The caller holds mu.
-func (s *store) rangeLocked(r keyRange, rev, limit int64, countOnly bool) (rangeResult, error) {
-	at, err := s.checkRev(rev)
-	if err != nil {
-		return rangeResult{}, err
-	}
+// rangeLocked reads the keys of r as of revision at, which the caller has
+// validated. With limit > 0 at most limit values are returned; count still
+// counts every match. countOnly returns no values. The caller holds mu.
+func (s *store) rangeLocked(r keyRange, at, limit int64, countOnly bool) rangeResult {
 	var res rangeResult
 	s.ascend(r, func(ki *keyIndex) bool {
 		kv := ki.at(at)
@@ -195,7 +192,7 @@ func (s *store) rangeLocked(r keyRange, rev, limit int64, countOnly bool) (range
 		}
 		return true
 	})
-	return res, nil
+	return res
 }
 
 // get returns the current value of key, or nil. The caller holds mu.

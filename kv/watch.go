@@ -89,6 +89,13 @@ func (s *store) addWatcher(w *watcher, startRev int64) {
 	s.kickSync()
 }
 
+// watcherCount returns how many watchers are registered.
+func (s *store) watcherCount() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.synced) + len(s.unsynced)
+}
+
 // removeWatcher stops w; it gets nothing more.
 func (s *store) removeWatcher(w *watcher) {
 	s.mu.Lock()

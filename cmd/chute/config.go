@@ -393,6 +393,11 @@ func loadConfig(args []string, getenv func(string) string) (Config, []string, er
 			}
 		}
 	}
+	if cfg.ConfigFile != "" {
+		if err := applyFile(fs, opts, cfg.ConfigFile, onCmdLine); err != nil {
+			return Config{}, nil, err
+		}
+	}
 	for _, o := range opts {
 		if o.name == "config" || onCmdLine[o.name] {
 			continue
@@ -401,11 +406,6 @@ func loadConfig(args []string, getenv func(string) string) (Config, []string, er
 			if err := fs.Set(o.name, v); err != nil {
 				return Config{}, nil, fmt.Errorf("environment %s: %w", o.envVar(), err)
 			}
-		}
-	}
-	if cfg.ConfigFile != "" {
-		if err := applyFile(fs, opts, cfg.ConfigFile, onCmdLine); err != nil {
-			return Config{}, nil, err
 		}
 	}
 	// Validate before filling in the advertise values, so that a bad

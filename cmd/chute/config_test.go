@@ -6,13 +6,16 @@ import (
 	"errors"
 	"flag"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // envOf returns a getenv that reads m.
@@ -791,6 +794,101 @@ func TestRun_usageErrors(t *testing.T) {
 				t.Fatalf("got stdout %q, want nothing", stdout.String())
 			}
 		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a logger may write while a test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestRun_signalShutsDownCleanly(t *testing.T) {
+	var stdout, stderr syncBuffer
+	args := []string{
+		"--name", "run-test", "--log-level", "warn", "--metrics-listen=",
+		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
+		"--data-dir", "/x", "--data-dir=/y", "--pre-vote", "--experimental-foo=1",
+	}
+	done := make(chan int, 1)
+	go func() { done <- run(args, envOf(nil), &stdout, &stderr) }()
+
+	// run catches signals before it logs, so once a warning shows, SIGINT
+	// reaches run and not the default handler.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(stderr.String(), "ignoring etcd flag") {
+		select {
+		case code := <-done:
+			t.Fatalf("run returned %d before logging; stderr %q", code, stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no warning logged after 10s; stderr %q", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("got exit code %d, want 0; stderr %q", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not return 30s after SIGINT; stderr %q", stderr.String())
+	}
+	out := stderr.String()
+	for _, f := range []string{"data-dir", "pre-vote", "experimental-foo"} {
+		line := `level=WARN msg="ignoring etcd flag" flag=` + f + "\n"
+		if n := strings.Count(out, line); n != 1 {
+			t.Errorf("got %d lines ending %q, want 1; stderr %q", n, line, out)
+		}
+	}
+	if stdout.String() != "" {
+		t.Errorf("got stdout %q, want nothing", stdout.String())
+	}
+}
+
+func TestRun_fatalErrorExits1(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var stdout, stderr syncBuffer
+	args := []string{
+		"--name", "run-test", "--metrics-listen", ln.Addr().String(),
+		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
+	}
+	done := make(chan int, 1)
+	go func() { done <- run(args, envOf(nil), &stdout, &stderr) }()
+	select {
+	case code := <-done:
+		if code != 1 {
+			t.Fatalf("got exit code %d, want 1; stderr %q", code, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not fail on a taken port within 30s; stderr %q", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "level=ERROR") {
+		t.Fatalf("got stderr %q, want an error logged", stderr.String())
 	}
 }
 

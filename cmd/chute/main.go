@@ -54,13 +54,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		return exitUsage
 	}
 
+	// Catch signals before the first log line, so that whoever watches the
+	// log may signal from then on.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
 	for _, name := range ignored {
 		logger.Warn("ignoring etcd flag", "flag", name)
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	if err := runNode(ctx, cfg, logger); err != nil {
 		logger.Error("node stopped", "err", err)
 		return exitFatal

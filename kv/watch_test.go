@@ -1,0 +1,222 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// collect reads events from wc until it has n of them or d passes.
+func collect(t *testing.T, wc clientv3.WatchChan, n int, d time.Duration) []*clientv3.Event {
+	t.Helper()
+	var evs []*clientv3.Event
+	timeout := time.After(d)
+	for len(evs) < n {
+		select {
+		case resp, ok := <-wc:
+			if !ok {
+				t.Fatalf("watch channel closed after %d of %d events", len(evs), n)
+			}
+			if err := resp.Err(); err != nil {
+				t.Fatalf("watch error after %d of %d events: %v", len(evs), n, err)
+			}
+			evs = append(evs, resp.Events...)
+		case <-timeout:
+			t.Fatalf("got %d of %d events in %v", len(evs), n, d)
+		}
+	}
+	return evs
+}
+
+func describe(evs []*clientv3.Event) string {
+	s := ""
+	for _, ev := range evs {
+		s += fmt.Sprintf("%s %s=%s@%d", ev.Type, ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision)
+		if ev.PrevKv != nil {
+			s += fmt.Sprintf("(prev %s)", ev.PrevKv.Value)
+		}
+		s += ";"
+	}
+	return s
+}
+
+// TestWatch_replaysHistoryFromOldRevision checks that a watch starting in
+// the past gets every change since, then live ones, with DELETE events and
+// previous values when asked.
+func TestWatch_replaysHistoryFromOldRevision(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	for _, op := range []clientv3.Op{
+		clientv3.OpPut("w/a", "1"), // 2
+		clientv3.OpPut("other", "x"),
+		clientv3.OpPut("w/a", "2"), // 4
+		clientv3.OpDelete("w/a"),   // 5
+	} {
+		if _, err := cli.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc := cli.Watch(ctx, "w/", clientv3.WithPrefix(), clientv3.WithRev(2), clientv3.WithPrevKV())
+	got := describe(collect(t, wc, 3, 5*time.Second))
+	want := "PUT w/a=1@2;PUT w/a=2@4(prev 1);DELETE w/a=@5(prev 2);"
+	if got != want {
+		t.Fatalf("replay: got %q, want %q", got, want)
+	}
+	if _, err := cli.Put(ctx, "w/b", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := describe(collect(t, wc, 1, 5*time.Second)), "PUT w/b=3@6;"; got != want {
+		t.Fatalf("live: got %q, want %q", got, want)
+	}
+}
+
+// TestWatch_filtersAndPrevKV checks, on one raw stream, server-assigned
+// watch ids, NOPUT/NODELETE filters, and that prev_kv is only sent to the
+// watcher that asked.
+func TestWatch_filtersAndPrevKV(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	stream, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creates := []*pb.WatchCreateRequest{
+		{Key: []byte("f"), Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}},
+		{Key: []byte("f"), Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}},
+		{Key: []byte("f"), PrevKv: true},
+	}
+	for i, cr := range creates {
+		if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Created || resp.WatchId != int64(i) {
+			t.Fatalf("create %d: got %+v, want created with id %d", i, resp, i)
+		}
+	}
+	for _, op := range []clientv3.Op{clientv3.OpPut("f", "1"), clientv3.OpDelete("f")} {
+		if _, err := cli.Do(ctx, op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[int64]string{}
+	for n := 0; n < 4; n++ { // 0 gets the delete, 1 the put, 2 both
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range resp.Events {
+			got[resp.WatchId] += fmt.Sprintf("%s:%s", ev.Type, ev.Kv.Value)
+			if ev.PrevKv != nil {
+				got[resp.WatchId] += fmt.Sprintf("(prev %s)", ev.PrevKv.Value)
+			}
+			got[resp.WatchId] += ";"
+		}
+	}
+	want := map[int64]string{0: "DELETE:;", 1: "PUT:1;", 2: "PUT:1;DELETE:(prev 1);"}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("watch %d: got %q, want %q", id, got[id], w)
+		}
+	}
+	// A client-chosen id already in use is refused, as etcd does.
+	dup := &pb.WatchCreateRequest{Key: []byte("g"), WatchId: 2}
+	if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: dup}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Canceled || resp.CancelReason != reasonDuplicateID {
+		t.Fatalf("duplicate id: got %+v, want canceled with %q", resp, reasonDuplicateID)
+	}
+}
+
+// TestWatch_compactedRevision checks that a watch from a compacted revision
+// is cancelled with ErrCompacted and the compaction revision.
+func TestWatch_compactedRevision(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	for i := range 5 {
+		if _, err := cli.Put(ctx, "c", fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Compact(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	wc := cli.Watch(ctx, "c", clientv3.WithRev(2))
+	select {
+	case resp := <-wc:
+		if !errors.Is(resp.Err(), rpctypes.ErrCompacted) || resp.CompactRevision != 4 {
+			t.Fatalf("got err %v compact revision %d, want ErrCompacted at 4", resp.Err(), resp.CompactRevision)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no response to a watch from a compacted revision")
+	}
+	// From the compaction revision itself history is still there.
+	wc = cli.Watch(ctx, "c", clientv3.WithRev(4))
+	if got, want := describe(collect(t, wc, 3, 5*time.Second)), "PUT c=2@4;PUT c=3@5;PUT c=4@6;"; got != want {
+		t.Fatalf("from compaction revision: got %q, want %q", got, want)
+	}
+}
+
+// TestWatch_progressAndCancel checks progress requests and notifications,
+// and that a cancelled watch gets nothing more.
+func TestWatch_progressAndCancel(t *testing.T) {
+	srv, cli := startServer(t, func(c *Config) { c.WatchProgressInterval = 50 * time.Millisecond })
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "p", "1"); err != nil { // rev 2
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	wc := cli.Watch(wctx, "p", clientv3.WithProgressNotify())
+	select {
+	case resp := <-wc:
+		if !resp.IsProgressNotify() || resp.Header.Revision != 2 {
+			t.Fatalf("got %+v, want a progress notification at revision 2", resp)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no progress notification")
+	}
+	if n := srv.store.watcherCount(); n != 1 {
+		t.Fatalf("watchers before cancel: got %d, want 1", n)
+	}
+	cancel()
+	for range wc { // drains until the client closes the channel
+	}
+	eventually(t, 5*time.Second, "the server to drop the cancelled watcher", func() bool {
+		return srv.store.watcherCount() == 0
+	})
+}
+
+// TestWatch_ids checks that watches on one stream get distinct ids and each
+// sees only its own key.
+func TestWatch_ids(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	a := cli.Watch(ctx, "a")
+	b := cli.Watch(ctx, "b")
+	if _, err := cli.Put(ctx, "b", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "a", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(collect(t, a, 1, 5*time.Second)); got != "PUT a=1@3;" {
+		t.Fatalf("watch a: got %q", got)
+	}
+	if got := describe(collect(t, b, 1, 5*time.Second)); got != "PUT b=1@2;" {
+		t.Fatalf("watch b: got %q", got)
+	}
+}
