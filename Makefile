@@ -1,0 +1,69 @@
+# chute: make targets. Every target that needs a system package installs it
+# first (make deps), so a fresh Debian machine with Go needs nothing else.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+export PATH := $(PATH):/usr/local/go/bin
+
+GO      ?= go
+BIN     := bin/chute
+PKGS    := ./...
+# Test timeout for the whole go test run; make test must stay under 20 min.
+TEST_TIMEOUT ?= 15m
+# apt packages: etcdctl for e2e tests and make run, etcd for the differential
+# tests that compare chute's answers with etcd's, ClickHouse for the sink.
+APT_PKGS := curl etcd-client etcd-server clickhouse-server clickhouse-client
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: build test test-e2e bench lint fmt tidy run deps clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/chute
+
+# deps installs the Debian packages tests and make run need, if missing.
+# The packages' own services are not used: tests start their own servers.
+deps:
+	@missing=""; \
+	for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		$(SUDO) apt-get update -qq; \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
+		$(SUDO) systemctl stop etcd clickhouse-server >/dev/null 2>&1 || true; \
+		$(SUDO) pkill -x etcd >/dev/null 2>&1 || true; \
+	fi
+	@command -v etcdctl >/dev/null && command -v etcd >/dev/null && command -v clickhouse-server >/dev/null \
+		|| { echo "deps: etcdctl, etcd or clickhouse-server still missing"; exit 1; }
+
+# test runs every test with the race detector, after the lint checks.
+test: deps lint
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+# test-e2e runs only the process-level tests (real binary, etcdctl, etcd).
+test-e2e: deps
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/e2e/...
+
+# bench compares chute with a no-op etcd API server on this machine, for 1
+# and 100 concurrent clients, and prints a markdown table.
+bench: build
+	$(BIN) bench --matrix
+
+lint:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w .
+
+# tidy fails when go.mod or go.sum would change.
+tidy:
+	$(GO) mod tidy
+	git diff --exit-code go.mod go.sum
+
+# run starts one chute node on etcd's default ports and shows etcdctl using
+# it; the node keeps running until Ctrl-C.
+run: deps build
+	deploy/dev/run.sh $(BIN)
+
+clean:
+	rm -rf bin

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// freeAddr returns a loopback host:port that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpGet(url string) (int, string, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
+}
+
+// TestRunNode_operatorEndpoints starts a node in-process and checks
+// /healthz, /readyz and that /metrics counts each RPC with its latency.
+func TestRunNode_operatorEndpoints(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Name = "ops"
+	client, metrics := freeAddr(t), freeAddr(t)
+	cfg.ListenClientURLs = []string{"http://" + client}
+	cfg.MetricsListen = metrics
+	cfg.fillAdvertise()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runNode(ctx, cfg, slog.New(slog.DiscardHandler)) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("runNode: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("runNode did not return after cancel")
+		}
+	}()
+
+	base := "http://" + metrics
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, err := httpGet(base + "/readyz")
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz not 200 within 10s: code %d err %v", code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if code, body, err := httpGet(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
+		t.Fatalf("/healthz: got %d %q %v", code, body, err)
+	}
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer rcancel()
+	for i := range 3 {
+		if _, err := cli.Put(rctx, fmt.Sprint("k", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Put(rctx, "", "v"); err == nil {
+		t.Fatal("put of an empty key succeeded")
+	}
+
+	_, body, err := httpGet(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(method, code string) int {
+		re := regexp.MustCompile(`rpc_server_call_duration_seconds_count\{[^}]*rpc_grpc_status_code="` + code + `"[^}]*rpc_method="` + method + `"[^}]*\} (\d+)`)
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			return -1
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	if got := count("Put", "OK"); got != 3 {
+		t.Errorf("Put OK count: got %d, want 3\n%s", got, body)
+	}
+	if got := count("Put", "InvalidArgument"); got != 1 {
+		t.Errorf("Put InvalidArgument count: got %d, want 1", got)
+	}
+	if !regexp.MustCompile(`rpc_server_call_duration_seconds_bucket\{[^}]*rpc_method="Put"`).MatchString(body) {
+		t.Error("no latency histogram buckets for Put")
+	}
+}
