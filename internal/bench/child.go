@@ -10,7 +10,7 @@ import (
 )
 
 // errChildExited marks errors about a matrix child that is gone.
-var errChildExited = errors.New("bench: child process exited")
+var errChildExited = errors.New("bench: child exited")
 
 // childWaitDelay bounds how long Wait keeps copying a child's output after
 // it exited.
@@ -45,6 +45,14 @@ func startChild(name, exe string, args []string, dir string, out io.Writer) (*ch
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// exitErr is how the process ended; call it only after done is closed.
+func (c *child) exitErr() error {
+	if c.err == nil {
+		return errors.New("exit status 0")
+	}
+	return c.err
 }
 
 // stop sends SIGTERM, waits up to grace, then kills, and always waits for

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,6 +66,8 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 		ServerNoop:  noopCommand(noopAddr),
 		ServerChute: append(chuteCommand(ports), mc.nodeArgs...),
 	}
+	var started []*target
+	defer func() { stopTargets(started, logger) }()
 	for _, t := range targets {
 		logger.Info("starting child", "server", t.name, "args", argv[t.name])
 		proc, err := startChild(t.name, mc.exe, argv[t.name], dir, mc.childOutput)
@@ -74,11 +75,7 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 			return nil, err
 		}
 		t.proc = proc
-		defer func() {
-			if stopErr := proc.stop(childStopGrace); stopErr != nil {
-				logger.Warn("child did not stop cleanly", "server", t.name, "err", stopErr)
-			}
-		}()
+		started = append(started, t)
 	}
 	for _, t := range targets {
 		if err := waitReady(ctx, t.proc, t.endpoint, mc.readyTimeout); err != nil {
@@ -99,11 +96,21 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 	return results, nil
 }
 
+// stopTargets stops the children of targets, last started first.
+func stopTargets(targets []*target, logger *slog.Logger) {
+	for i := len(targets) - 1; i >= 0; i-- {
+		t := targets[i]
+		if err := t.proc.stop(childStopGrace); err != nil {
+			logger.Warn("child did not stop cleanly", "server", t.name, "err", err)
+		}
+	}
+}
+
 // runOne is one cell of the matrix.
 func runOne(ctx context.Context, base Config, t *target, clients int, logger *slog.Logger) (Result, error) {
 	select {
 	case <-t.proc.done:
-		return Result{}, fmt.Errorf("bench: %s exited during the matrix: %w", t.name, errors.Join(t.proc.err, errChildExited))
+		return Result{}, fmt.Errorf("%w during the matrix: %s: %v", errChildExited, t.name, t.proc.exitErr())
 	default:
 	}
 	cfg := base

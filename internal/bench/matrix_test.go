@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -58,7 +59,7 @@ func TestRunMatrix_childExits(t *testing.T) {
 	mc := testMatrix(t, "--fail")
 	start := time.Now()
 	_, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
-	if err == nil || !strings.Contains(err.Error(), "exited before answering") {
+	if !errors.Is(err, errChildExited) || !strings.Contains(err.Error(), "chute: exit status 3") {
 		t.Fatalf("runMatrix: got %v, want a child-exited error", err)
 	}
 	if d := time.Since(start); d > 10*time.Second {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -32,7 +31,7 @@ func waitReady(ctx context.Context, c *child, endpoint string, timeout time.Dura
 		}
 		select {
 		case <-c.done:
-			return fmt.Errorf("bench: %s exited before answering a put: %w", c.name, errors.Join(c.err, errChildExited))
+			return fmt.Errorf("%w before answering a put: %s: %v", errChildExited, c.name, c.exitErr())
 		case <-wctx.Done():
 			if err := ctx.Err(); err != nil {
 				return fmt.Errorf("bench: interrupted waiting for %s: %w", c.name, err)
