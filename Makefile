@@ -46,7 +46,7 @@ test-e2e: deps
 # bench compares chute with a no-op etcd API server on this machine, for 1
 # and 100 concurrent clients, and prints a markdown table.
 bench: build
-	$(BIN) bench --matrix
+	$(BIN) bench --matrix --duration 20s
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

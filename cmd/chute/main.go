@@ -1,6 +1,7 @@
 package main
 
 import (
+	"chute/internal/bench"
 	"context"
 	"errors"
 	"flag"
@@ -32,9 +33,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	if len(args) > 0 {
 		switch args[0] {
 		case "bench":
-			// TODO(lead): bench subcommand -> bench.Main
-			fmt.Fprintln(stderr, "chute: the bench subcommand is not built yet")
-			return exitUsage
+			return bench.Main(args[1:], stdout, stderr)
 		case "status":
 			fmt.Fprintln(stderr, "chute: the status subcommand is not built yet")
 			return exitUsage
