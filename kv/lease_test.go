@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -103,5 +104,30 @@ func TestLease_grantRules(t *testing.T) {
 	}
 	if _, err := raw.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: maxLeaseTTL + 1}); !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseTTLTooLarge) {
 		t.Fatalf("huge TTL: got %v, want %v", err, rpctypes.ErrLeaseTTLTooLarge)
+	}
+}
+
+// TestServer_shutdownDoesNotWaitForIdleStreams checks that open keep-alive
+// and watch streams do not hold up a shutdown until its deadline.
+func TestServer_shutdownDoesNotWaitForIdleStreams(t *testing.T) {
+	srv, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	l, err := cli.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.KeepAlive(ctx, l.ID); err != nil {
+		t.Fatal(err)
+	}
+	wc := cli.Watch(ctx, "w", clientv3.WithCreatedNotify())
+	<-wc
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	if sctx.Err() != nil {
+		t.Fatalf("shutdown ran into its deadline (%v): idle streams held it up", time.Since(start))
 	}
 }

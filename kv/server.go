@@ -74,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 	)
 	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, wg: &s.wg, stop: s.stop})
-	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st})
+	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{store: st, version: APIVersion})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members})
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
@@ -13,6 +14,8 @@ import (
 type leaseService struct {
 	pb.UnimplementedLeaseServer
 	store *store
+	wg    *sync.WaitGroup // the server's: receive loops are waited for at shutdown
+	stop  <-chan struct{}
 }
 
 var _ pb.LeaseServer = (*leaseService)(nil)
@@ -34,15 +37,39 @@ func (l *leaseService) LeaseRevoke(_ context.Context, r *pb.LeaseRevokeRequest) 
 }
 
 // LeaseKeepAlive renews each lease the client names; a lease that is gone is
-// answered with TTL 0, as etcd does.
+// answered with TTL 0, as etcd does. It returns when the client goes or the
+// server stops, so a shutdown never waits for idle keep-alive streams.
 func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
+	reqs := make(chan *pb.LeaseKeepAliveRequest)
+	recvErr := make(chan error, 1)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case reqs <- req:
+			case <-stream.Context().Done():
+				recvErr <- stream.Context().Err()
+				return
+			}
 		}
-		if err != nil {
+	}()
+	for {
+		var req *pb.LeaseKeepAliveRequest
+		select {
+		case req = <-reqs:
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
 			return err
+		case <-l.stop:
+			return toGRPC(ErrStopped)
 		}
 		ttl, err := l.store.renew(req.ID)
 		if err != nil && !errors.Is(err, ErrLeaseNotFound) {
