@@ -15,7 +15,7 @@ TEST_TIMEOUT ?= 15m
 APT_PKGS := curl etcd-client etcd-server clickhouse-server clickhouse-client
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: build test test-e2e bench lint fmt tidy run deps clean
+.PHONY: build test test-e2e bench lint fmt tidy run deps clean proto
 
 build:
 	$(GO) build -o $(BIN) ./cmd/chute
@@ -64,6 +64,17 @@ tidy:
 # it; the node keeps running until Ctrl-C.
 run: deps build
 	deploy/dev/run.sh $(BIN)
+
+# proto regenerates the peer transport's Go code from gossip/peerpb/peer.proto
+# with pinned generators (protoc from Debian's protobuf-compiler).
+PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
+PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+proto:
+	@command -v protoc >/dev/null || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq protobuf-compiler >/dev/null; }
+	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO)
+	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO_GRPC)
+	PATH=$(CURDIR)/bin/tools:$$PATH protoc --go_out=. --go_opt=module=chute \
+		--go-grpc_out=. --go-grpc_opt=module=chute gossip/peerpb/peer.proto
 
 clean:
 	rm -rf bin

@@ -73,6 +73,14 @@ type Config struct {
 	// LeaseCheckInterval is how often expired leases are revoked. Zero: 100ms.
 	LeaseCheckInterval time.Duration
 
+	// TombstoneTTL is how long a deleted key's stamp is remembered, so that
+	// an older change arriving late cannot bring the key back. A member cut
+	// off for longer may resurrect keys deleted meanwhile. Zero: one hour.
+	TombstoneTTL time.Duration
+	// Replicator receives this member's changes for the other members.
+	// Nil: changes stay on this member.
+	Replicator Replicator
+
 	// Members lists the cluster for MemberList. Nil: this member alone.
 	Members Members
 	// Version is chute's version, logged at start. Empty: "unknown".
@@ -144,6 +152,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseCheckInterval == 0 {
 		c.LeaseCheckInterval = 100 * time.Millisecond
+	}
+	if c.TombstoneTTL == 0 {
+		c.TombstoneTTL = time.Hour
 	}
 	if c.Version == "" {
 		c.Version = "unknown"

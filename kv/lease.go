@@ -146,12 +146,13 @@ func (s *store) leaseIDs() []int64 {
 	return ids
 }
 
-// expireLeases revokes every lease whose TTL has run out and returns how many.
+// expireLeases revokes every lease whose TTL has run out, and ends the
+// leases of gone members whose TTL has run out since, and returns how many.
 func (s *store) expireLeases() int {
 	now := s.cfg.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
+	n := s.expireOrphans(now)
 	for _, l := range s.leases {
 		if !now.Before(l.expires) {
 			s.revokeLocked(l)

@@ -49,7 +49,9 @@ func New(cfg Config) (*Server, error) {
 		maxKeyBytes:      cfg.MaxKeyBytes,
 		historyRevisions: cfg.HistoryRevisions,
 		minLeaseTTL:      cfg.MinLeaseTTL,
+		tombstoneTTL:     cfg.TombstoneTTL,
 	})
+	st.replicator = cfg.Replicator
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
@@ -163,10 +165,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// runLeaseExpiry revokes expired leases until the server stops.
+// runLeaseExpiry revokes expired leases, and forgets old tombstones, until
+// the server stops.
 func (s *Server) runLeaseExpiry() {
 	t := time.NewTicker(s.cfg.LeaseCheckInterval)
 	defer t.Stop()
+	gc := time.NewTicker(max(s.cfg.TombstoneTTL/10, time.Second))
+	defer gc.Stop()
 	for {
 		select {
 		case <-s.stop:
@@ -175,6 +180,10 @@ func (s *Server) runLeaseExpiry() {
 			if n := s.store.expireLeases(); n > 0 {
 				s.log.Debug("leases expired", "count", n)
 			}
+		case <-gc.C:
+			s.store.mu.Lock()
+			s.store.forgetTombstones(s.store.cfg.now())
+			s.store.mu.Unlock()
 		}
 	}
 }

@@ -21,6 +21,7 @@ type storeConfig struct {
 	maxKeyBytes      int
 	historyRevisions int64
 	minLeaseTTL      int64
+	tombstoneTTL     time.Duration
 	now              func() time.Time
 }
 
@@ -51,6 +52,13 @@ type store struct {
 	memberSalt int64 // high bits of generated lease ids; set at creation
 
 	syncKick chan struct{} // asks the watch sync loop for a pass
+
+	// Replication state; see replica.go.
+	clock      uint64                // Lamport clock: at or above every stamp seen
+	metas      map[string]*keyMeta   // per key, live or deleted
+	digest     [DigestBuckets]uint64 // per bucket, XOR of entry hashes
+	orphans    map[int64]orphanLease // leases of gone members, by id
+	replicator Replicator            // nil: changes stay on this member
 }
 
 // changeRecord is one change in the log: the event with its previous value
@@ -75,6 +83,8 @@ func newStore(cfg storeConfig) *store {
 		memberSalt: int64(cfg.memberID & (1<<23 - 1)),
 		syncKick:   make(chan struct{}, 1),
 		rev:        1,
+		metas:      make(map[string]*keyMeta),
+		orphans:    make(map[int64]orphanLease),
 	}
 }
 

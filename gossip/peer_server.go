@@ -1,0 +1,118 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peerpb"
+)
+
+// Metadata keys every peer RPC carries: the cluster id, checked by the
+// receiver, and the sender's member id, for logs.
+const (
+	mdCluster = "chute-cluster"
+	mdMember  = "chute-member"
+)
+
+// Store is the key space a Replicator keeps in step with the other members'
+// copies. kv.Server implements it. All methods are safe for concurrent use.
+type Store interface {
+	// ApplyRemote applies the changes whose stamps are newer than the
+	// key's and returns how many it applied.
+	ApplyRemote(writes []*peerpb.Write) int
+	// Digest returns one hash per bucket of the key space.
+	Digest() []uint64
+	// Entries returns every key state in the buckets, all when nil.
+	Entries(buckets []uint32) []*peerpb.Write
+}
+
+// pullChunkWrites bounds the writes in one Pull response.
+const pullChunkWrites = 1024
+
+// peerService serves the Peer service over the member's Store.
+type peerService struct {
+	peerpb.UnimplementedPeerServer
+	store Store
+}
+
+var _ peerpb.PeerServer = (*peerService)(nil)
+
+func (p *peerService) Replicate(stream grpc.ClientStreamingServer[peerpb.WriteBatch, peerpb.ReplicateSummary]) error {
+	var sum peerpb.ReplicateSummary
+	for {
+		batch, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&sum)
+		}
+		if err != nil {
+			return err
+		}
+		p.store.ApplyRemote(batch.Writes)
+		sum.Batches++
+		sum.Writes += uint64(len(batch.Writes))
+	}
+}
+
+func (p *peerService) Digest(_ context.Context, _ *peerpb.DigestRequest) (*peerpb.DigestResponse, error) {
+	return &peerpb.DigestResponse{Buckets: p.store.Digest()}, nil
+}
+
+func (p *peerService) Pull(r *peerpb.PullRequest, stream grpc.ServerStreamingServer[peerpb.PullChunk]) error {
+	var buckets []uint32
+	if !r.All {
+		if len(r.Buckets) == 0 {
+			return nil
+		}
+		buckets = r.Buckets
+	}
+	entries := p.store.Entries(buckets)
+	for len(entries) > 0 {
+		n := min(len(entries), pullChunkWrites)
+		if err := stream.Send(&peerpb.PullChunk{Writes: entries[:n]}); err != nil {
+			return err
+		}
+		entries = entries[n:]
+	}
+	return nil
+}
+
+// clusterCheck refuses peer calls from another cluster.
+type clusterCheck struct {
+	cluster string
+}
+
+func (c clusterCheck) check(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	if got := md.Get(mdCluster); len(got) != 1 || got[0] != c.cluster {
+		return status.Error(codes.PermissionDenied, "chute: peer call from another cluster")
+	}
+	return nil
+}
+
+func (c clusterCheck) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := c.check(ctx); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (c clusterCheck) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := c.check(ss.Context()); err != nil {
+		return err
+	}
+	return handler(srv, ss)
+}
+
+// outgoing returns ctx carrying this member's identity for a peer call.
+func outgoing(ctx context.Context, clusterID, memberID uint64) context.Context {
+	return metadata.AppendToOutgoingContext(ctx,
+		mdCluster, strconv.FormatUint(clusterID, 16),
+		mdMember, strconv.FormatUint(memberID, 16))
+}

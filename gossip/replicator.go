@@ -1,0 +1,311 @@
+package gossip
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"chute/gossip/peerpb"
+)
+
+// A Replicator keeps this member's key space in step with the other alive
+// members'. It serves the Peer service on the peer URLs, sends every local
+// change to every peer over one long-lived stream each (batched frames,
+// bounded queue), and exchanges digests with each peer periodically, pulling
+// the buckets that differ and pushing its own, so a change lost to a full
+// queue, a broken stream or a frozen member is repaired. A new peer link
+// starts with a pull, so a joining or returning member gets the whole state.
+
+// Peer is another member as the replicator dials it.
+type Peer struct {
+	ID   uint64
+	Addr string // host:port of its peer listener
+}
+
+// PeerSource tells the replicator who the other alive members are. Peers
+// must be safe for concurrent use and cheap: it is polled.
+type PeerSource interface {
+	Peers() []Peer
+}
+
+// ReplicatorConfig configures a Replicator. Zero values are documented per
+// field; NewReplicator never reads flags, files or the environment.
+type ReplicatorConfig struct {
+	// ListenURLs are bound, every one, to serve the Peer service:
+	// http://host:port (port 0 picks a free port). Empty: nothing is served.
+	ListenURLs []string
+	// ClusterID is sent with every call and checked on every call received:
+	// members of another cluster are refused.
+	ClusterID uint64
+	// MemberID identifies this member to its peers.
+	MemberID uint64
+	// QueueWrites bounds the changes waiting for one peer; beyond it they
+	// are dropped and the next digest exchange repairs them. Zero: 65536.
+	QueueWrites int
+	// BatchWrites bounds the changes in one frame. Zero: 512.
+	BatchWrites int
+	// DigestInterval is how often digests are exchanged with each peer.
+	// Zero: 2s.
+	DigestInterval time.Duration
+	// PeersInterval is how often the peer list is read. Zero: 200ms.
+	PeersInterval time.Duration
+	// Logger receives the replicator's logs. Nil: discarded.
+	Logger *slog.Logger
+}
+
+func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
+	if c.QueueWrites == 0 {
+		c.QueueWrites = 65536
+	}
+	if c.BatchWrites == 0 {
+		c.BatchWrites = 512
+	}
+	if c.DigestInterval == 0 {
+		c.DigestInterval = 2 * time.Second
+	}
+	if c.PeersInterval == 0 {
+		c.PeersInterval = 200 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Replicator is described above.
+type Replicator struct {
+	cfg  ReplicatorConfig
+	log  *slog.Logger
+	grpc *grpc.Server
+
+	store Store
+	peers PeerSource
+
+	mu        sync.RWMutex // guards links and listeners
+	links     map[uint64]*peerLink
+	listeners []net.Listener
+
+	dropped  atomic.Uint64 // changes dropped on full queues
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+}
+
+// NewReplicator builds a replicator; Start binds and runs it.
+func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
+	cfg = cfg.withDefaults()
+	for _, u := range cfg.ListenURLs {
+		if _, err := peerAddr(u); err != nil {
+			return nil, err
+		}
+	}
+	check := clusterCheck{cluster: fmt.Sprintf("%x", cfg.ClusterID)}
+	r := &Replicator{
+		cfg:   cfg,
+		log:   cfg.Logger,
+		links: make(map[uint64]*peerLink),
+		stop:  make(chan struct{}),
+		grpc: grpc.NewServer(
+			grpc.ChainUnaryInterceptor(check.unary),
+			grpc.ChainStreamInterceptor(check.stream),
+			grpc.MaxRecvMsgSize(64<<20),
+		),
+	}
+	return r, nil
+}
+
+// Replicate queues writes for every peer without blocking; a peer whose
+// queue is full misses them until the next digest exchange. It implements
+// kv.Replicator.
+func (r *Replicator) Replicate(writes []*peerpb.Write) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, l := range r.links {
+		for _, w := range writes {
+			select {
+			case l.queue <- w:
+			default:
+				r.dropped.Add(1)
+				l.behind.Store(true)
+			}
+		}
+	}
+}
+
+// Start binds the peer URLs, serves the Peer service over store and starts
+// following peers. It fails, binding nothing, if a URL cannot be bound.
+func (r *Replicator) Start(store Store, peers PeerSource) error {
+	var lns []net.Listener
+	for _, u := range r.cfg.ListenURLs {
+		addr, _ := peerAddr(u)
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return fmt.Errorf("gossip: peer listener %s: %w", u, err)
+		}
+		lns = append(lns, ln)
+	}
+	r.store, r.peers = store, peers
+	peerpb.RegisterPeerServer(r.grpc, &peerService{store: store})
+	r.mu.Lock()
+	r.listeners = lns
+	r.mu.Unlock()
+	for _, ln := range lns {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := r.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				r.log.Error("peer listener stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}()
+		r.log.Info("serving peers", "addr", ln.Addr().String())
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.run()
+	}()
+	return nil
+}
+
+// Addrs returns the bound peer addresses.
+func (r *Replicator) Addrs() []net.Addr {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]net.Addr, len(r.listeners))
+	for i, ln := range r.listeners {
+		out[i] = ln.Addr()
+	}
+	return out
+}
+
+// Dropped returns how many changes were dropped on full peer queues.
+func (r *Replicator) Dropped() uint64 { return r.dropped.Load() }
+
+// Shutdown stops the links and the server, waiting for running calls until
+// ctx ends. It is safe to call more than once.
+func (r *Replicator) Shutdown(ctx context.Context) error {
+	r.stopOnce.Do(func() { close(r.stop) })
+	done := make(chan struct{})
+	go func() {
+		r.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		r.grpc.Stop()
+		<-done
+	}
+	r.wg.Wait()
+	return nil
+}
+
+// run follows the peer list and runs the digest timer until stop.
+func (r *Replicator) run() {
+	peersTick := time.NewTicker(r.cfg.PeersInterval)
+	defer peersTick.Stop()
+	digestTick := time.NewTicker(r.cfg.DigestInterval)
+	defer digestTick.Stop()
+	r.syncLinks()
+	for {
+		select {
+		case <-r.stop:
+			r.mu.Lock()
+			for id, l := range r.links {
+				l.close()
+				delete(r.links, id)
+			}
+			r.mu.Unlock()
+			return
+		case <-peersTick.C:
+			r.syncLinks()
+		case <-digestTick.C:
+			r.mu.RLock()
+			for _, l := range r.links {
+				l.kick(true)
+			}
+			r.mu.RUnlock()
+		}
+	}
+}
+
+// syncLinks opens a link to every new peer and closes those of peers gone.
+func (r *Replicator) syncLinks() {
+	want := make(map[uint64]Peer)
+	for _, p := range r.peers.Peers() {
+		if p.ID != r.cfg.MemberID && p.Addr != "" {
+			want[p.ID] = p
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, l := range r.links {
+		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
+			l.close()
+			delete(r.links, id)
+			r.log.Info("peer link closed", "peer", fmt.Sprintf("%x", id))
+		}
+	}
+	for id, p := range want {
+		if _, ok := r.links[id]; ok {
+			continue
+		}
+		l, err := r.newLink(p)
+		if err != nil {
+			r.log.Warn("peer link", "peer", fmt.Sprintf("%x", id), "err", err)
+			continue
+		}
+		r.links[id] = l
+		r.log.Info("peer link opened", "peer", fmt.Sprintf("%x", id), "addr", p.Addr)
+	}
+}
+
+// peerAddr returns the host:port of a peer URL.
+func peerAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("gossip: peer url %q: %w", raw, err)
+	}
+	if u.Scheme != "http" {
+		return "", fmt.Errorf("gossip: peer url %q: scheme must be http", raw)
+	}
+	if u.Port() == "" {
+		return "", fmt.Errorf("gossip: peer url %q: port missing", raw)
+	}
+	return u.Host, nil
+}
+
+// dial opens a lazy client connection to a peer.
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+}
+
+// drainPull applies every chunk of a Pull stream.
+func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store) (int, error) {
+	n := 0
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		n += store.ApplyRemote(chunk.Writes)
+	}
+}
