@@ -252,19 +252,19 @@ func (w *writeTxn) txnOp(r *pb.TxnRequest, c *pathCursor) *pb.TxnResponse {
 			if err != nil {
 				rr = &pb.RangeResponse{} // checked before; cannot happen
 			}
-			rr.Header = &pb.ResponseHeader{}
+			rr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponseRange{ResponseRange: rr}
 		case *pb.RequestOp_RequestPut:
 			pr := w.putOp(o.RequestPut)
-			pr.Header = &pb.ResponseHeader{}
+			pr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponsePut{ResponsePut: pr}
 		case *pb.RequestOp_RequestDeleteRange:
 			dr := w.deleteOp(o.RequestDeleteRange)
-			dr.Header = &pb.ResponseHeader{}
+			dr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}
 		case *pb.RequestOp_RequestTxn:
 			tr := w.txnOp(o.RequestTxn, c)
-			tr.Header = &pb.ResponseHeader{}
+			tr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: tr}
 		}
 		resp.Responses[i] = &out

@@ -23,7 +23,9 @@ var errMembershipByGossip = status.Error(codes.FailedPrecondition,
 	"chute: membership is managed by gossip: start the new node with --join <host:port of any member>; a member that stops leaves by itself")
 
 func (c *clusterService) MemberList(_ context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
-	return &pb.MemberListResponse{Header: c.store.header(c.store.currentRev()), Members: c.members()}, nil
+	// etcd's cluster responses carry no revision: membership is not in the
+	// key space.
+	return &pb.MemberListResponse{Header: c.store.header(0), Members: c.members()}, nil
 }
 
 func (c *clusterService) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {

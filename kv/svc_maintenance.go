@@ -66,6 +66,9 @@ func (m *maintenanceService) HashKV(_ context.Context, r *pb.HashKVRequest) (*pb
 	if err != nil {
 		return nil, toGRPC(err)
 	}
+	if compactRev == 0 {
+		compactRev = -1 // as etcd reports "never compacted"
+	}
 	return &pb.HashKVResponse{Header: m.store.header(rev), Hash: h, CompactRevision: compactRev, HashRevision: rev}, nil
 }
 
@@ -112,6 +115,7 @@ func (s *store) hashKV(rev int64) (uint32, int64, int64, error) {
 		return 0, 0, 0, err
 	}
 	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	_, _ = h.Write([]byte("chute")) // so that an empty store does not hash to 0
 	s.tree.Ascend(func(ki *keyIndex) bool {
 		if kv := ki.at(at); kv != nil {
 			writeHashed(h, kv)

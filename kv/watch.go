@@ -170,7 +170,7 @@ func (s *store) syncOne(w *watcher) {
 		if !w.removed {
 			s.removeWatcherLocked(w)
 			w.sink.pushControl(&pb.WatchResponse{
-				Header:          s.header(s.rev),
+				Header:          s.header(0), // etcd's carries no revision
 				WatchId:         w.id,
 				CompactRevision: compactRev,
 				Canceled:        true,
