@@ -101,6 +101,11 @@ type Config struct {
 	// least; older ones are compacted automatically. Default 100000.
 	// Zero: never compact automatically.
 	HistoryRevisions int64
+
+	// GossipProfile picks serf's timings: "lan" (memberlist's LAN defaults:
+	// a failed node is detected in a few seconds) or "fast" (for tests on
+	// one machine: about a second). Default "lan". Empty is invalid.
+	GossipProfile string
 }
 
 // DefaultConfig returns the defaults of DESIGN §2. Name is the host name, or
@@ -121,6 +126,7 @@ func DefaultConfig() Config {
 		MaxTxnOps:        128,
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
+		GossipProfile:    "lan",
 	}
 }
 
@@ -225,6 +231,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxKeyBytes <= 0 {
 		bad("max-key-bytes", "%d is not positive", c.MaxKeyBytes)
+	}
+	if c.GossipProfile != "lan" && c.GossipProfile != "fast" {
+		bad("gossip-profile", "%q is not lan or fast", c.GossipProfile)
 	}
 	if c.HistoryRevisions < 0 {
 		bad("history-revisions", "%d is negative", c.HistoryRevisions)
@@ -336,6 +345,7 @@ func options(c *Config) []option {
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
+		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf timings: lan, or fast for tests on one machine", ""},
 	}
 }
 

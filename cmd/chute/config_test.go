@@ -67,6 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 		MaxTxnOps:        128,
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
+		GossipProfile:    "lan",
 	}
 	got := DefaultConfig()
 	if !reflect.DeepEqual(got, want) {
@@ -127,6 +128,7 @@ func everyOption() []optionCase {
 		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }},
 		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }},
 		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }},
+		{"gossip-profile", "fast", func(c *Config) { c.GossipProfile = "fast" }},
 	}
 }
 
@@ -498,6 +500,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"clickhouse without port", func(c *Config) { c.ClickHouseURL = "https://user:pw@ch.example" }, ""},
 		{"no metrics listener", func(c *Config) { c.MetricsListen = "" }, ""},
 		{"history 0", func(c *Config) { c.HistoryRevisions = 0 }, ""},
+		{"gossip profile", func(c *Config) { c.GossipProfile = "wan" }, "gossip-profile"},
 		{"log level warn", func(c *Config) { c.LogLevel = slog.LevelWarn }, ""},
 		{"log level 2", func(c *Config) { c.LogLevel = 2 }, "--log-level"},
 		{"listen URL with user", func(c *Config) { c.ListenClientURLs = []string{"http://u:p@h:1"} }, "must not contain a user"},

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"chute/gossip"
 	"chute/kv"
@@ -17,18 +21,95 @@ import (
 // shutdownTimeout bounds the whole ordered shutdown.
 const shutdownTimeout = 10 * time.Second
 
+// node is one running chute: membership, replication, the etcd API, the
+// operator HTTP endpoints and telemetry.
+type node struct {
+	log        *slog.Logger
+	providers  *chuteotel.Providers
+	members    *gossip.Membership
+	replicator *gossip.Replicator
+	kv         *kv.Server
+	http       *http.Server
+	httpErr    chan error
+	wg         sync.WaitGroup // the membership event loop
+	stopEvents func()
+}
+
 // runNode starts a node from cfg and blocks until ctx is cancelled
-// (SIGTERM/SIGINT) or a part fails; then it shuts down in order: stop
-// being ready, stop the etcd API, stop the metrics listener, flush telemetry.
+// (SIGTERM/SIGINT) or a part fails; then it shuts down in order: stop being
+// ready, leave the gossip cluster (others see "left", not "failed"), stop the
+// etcd API, stop replication and membership, the metrics listener, and flush
+// telemetry.
 func runNode(ctx context.Context, cfg Config, logger *slog.Logger) error {
-	providers, err := chuteotel.New(chuteotel.Config{InstanceID: cfg.Name, Version: version})
+	n, err := newNode(cfg, logger)
 	if err != nil {
 		return err
 	}
+	if err := n.start(); err != nil {
+		n.shutdown()
+		return err
+	}
+	logger.Info("chute started", "name", cfg.Name, "cluster", cfg.Cluster,
+		"member_id", fmt.Sprintf("%x", gossip.MemberID(cfg.Name)), "version", version)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down")
+	case err := <-n.httpErr:
+		runErr = fmt.Errorf("metrics listener: %w", err)
+		n.http = nil
+	}
+	return errors.Join(runErr, n.shutdown())
+}
+
+func newNode(cfg Config, logger *slog.Logger) (*node, error) {
+	clusterID, memberID := gossip.ClusterID(cfg.Cluster), gossip.MemberID(cfg.Name)
+	providers, err := chuteotel.New(chuteotel.Config{InstanceID: cfg.Name, Version: version})
+	if err != nil {
+		return nil, err
+	}
+	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1)}
+
+	gcfg := gossip.DefaultConfig()
+	gcfg.Name = cfg.Name
+	gcfg.Cluster = cfg.Cluster
+	gcfg.BindAddr = cfg.GossipListen
+	gcfg.AdvertiseAddr = cfg.GossipAdvertise
+	gcfg.Join = cfg.Join
+	gcfg.PeerURLs = cfg.AdvertisePeerURLs
+	gcfg.ClientURLs = cfg.AdvertiseClientURLs
+	gcfg.Version = version
+	gcfg.Fast = cfg.GossipProfile == "fast"
+	gcfg.Logger = logger.With("component", "gossip")
+	if cfg.GossipKey != "" {
+		if gcfg.Key, err = base64.StdEncoding.DecodeString(cfg.GossipKey); err != nil {
+			return nil, fmt.Errorf("--gossip-key: %w", err)
+		}
+	}
+	if n.members, err = gossip.New(gcfg); err != nil {
+		return nil, err
+	}
+
+	rcfg := gossip.ReplicatorConfig{
+		ListenURLs: cfg.ListenPeerURLs,
+		ClusterID:  clusterID,
+		MemberID:   memberID,
+		Logger:     logger.With("component", "replication"),
+	}
+	if gcfg.Fast {
+		rcfg.DigestInterval = 500 * time.Millisecond
+		rcfg.PeersInterval = 50 * time.Millisecond
+	}
+	if n.replicator, err = gossip.NewReplicator(rcfg); err != nil {
+		_ = n.members.Shutdown()
+		return nil, err
+	}
+
 	kcfg := kv.DefaultConfig()
 	kcfg.Name = cfg.Name
-	kcfg.ClusterID = gossip.ClusterID(cfg.Cluster)
-	kcfg.MemberID = gossip.MemberID(cfg.Name)
+	kcfg.ClusterID = clusterID
+	kcfg.MemberID = memberID
 	kcfg.ListenClientURLs = cfg.ListenClientURLs
 	kcfg.AdvertiseClientURLs = cfg.AdvertiseClientURLs
 	kcfg.AdvertisePeerURLs = cfg.AdvertisePeerURLs
@@ -39,55 +120,100 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	kcfg.Version = version
 	kcfg.Logger = logger.With("component", "kv")
 	kcfg.Meter = providers.MeterProvider()
-	srv, err := kv.New(kcfg)
-	if err != nil {
-		return err
+	kcfg.Replicator = n.replicator
+	kcfg.Members = memberList{n.members}
+	if n.kv, err = kv.New(kcfg); err != nil {
+		_ = n.members.Shutdown()
+		return nil, err
 	}
 
-	var httpSrv *http.Server
-	httpErr := make(chan error, 1)
 	if cfg.MetricsListen != "" {
 		ln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
-			return fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, err)
+			_ = n.members.Shutdown()
+			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, err)
 		}
-		httpSrv = &http.Server{Handler: opsHandler(srv, providers), ReadHeaderTimeout: 10 * time.Second}
-		go func() { httpErr <- httpSrv.Serve(ln) }()
+		n.http = &http.Server{Handler: opsHandler(n.kv, providers), ReadHeaderTimeout: 10 * time.Second}
+		go func() { n.httpErr <- n.http.Serve(ln) }()
 		logger.Info("serving metrics", "addr", ln.Addr().String())
 	}
-	if err := srv.Start(); err != nil {
-		if httpSrv != nil {
-			_ = httpSrv.Close()
-			<-httpErr
-		}
+	return n, nil
+}
+
+// start serves the etcd API, then replication, then joins the cluster.
+func (n *node) start() error {
+	if err := n.kv.Start(); err != nil {
 		return err
 	}
-	logger.Info("chute started", "name", cfg.Name, "cluster", cfg.Cluster,
-		"member_id", fmt.Sprintf("%x", kcfg.MemberID), "version", version)
-
-	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err := <-httpErr:
-		runErr = fmt.Errorf("metrics listener: %w", err)
-		httpSrv = nil
+	if err := n.replicator.Start(n.kv, n.members); err != nil {
+		return err
 	}
+	events, stop := n.members.Subscribe(256)
+	n.stopEvents = stop
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		n.followMembers(events)
+	}()
+	n.members.Start()
+	return nil
+}
 
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+// followMembers expires the leases of members that failed or left, and
+// keeps those of members back in time, until the subscription ends.
+func (n *node) followMembers(events <-chan gossip.Event) {
+	for ev := range events {
+		switch ev.Type {
+		case gossip.EventFailed, gossip.EventLeave:
+			n.log.Info("member gone", "name", ev.Member.Name, "status", ev.Member.Status.String())
+			n.kv.ExpireLeasesOf(ev.Member.ID)
+		case gossip.EventJoin:
+			n.log.Info("member joined", "name", ev.Member.Name)
+			n.kv.KeepLeasesOf(ev.Member.ID)
+		}
+	}
+}
+
+// shutdown stops everything in order, each step bounded; it returns the
+// errors of the steps that failed.
+func (n *node) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	errs := []error{runErr, srv.Shutdown(sctx)}
-	if httpSrv != nil {
-		if err := httpSrv.Shutdown(sctx); err != nil {
+	var errs []error
+	if err := n.members.Leave(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
+	}
+	errs = append(errs, n.kv.Shutdown(ctx), n.replicator.Shutdown(ctx))
+	if err := n.members.Shutdown(); err != nil {
+		errs = append(errs, err)
+	}
+	if n.stopEvents != nil {
+		n.stopEvents()
+	}
+	n.wg.Wait()
+	if n.http != nil {
+		if err := n.http.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
-		if err := <-httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := <-n.httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, providers.Shutdown(sctx))
-	logger.Info("stopped")
+	errs = append(errs, n.providers.Shutdown(ctx))
+	n.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// memberList answers etcd's MemberList from gossip: the alive members.
+type memberList struct{ m *gossip.Membership }
+
+func (l memberList) Members() []*pb.Member {
+	alive := l.m.Alive()
+	out := make([]*pb.Member, len(alive))
+	for i, m := range alive {
+		out[i] = &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
+	}
+	return out
 }
 
 // opsHandler serves the operator endpoints of the metrics listener.

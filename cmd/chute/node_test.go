@@ -44,6 +44,9 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 	cfg.Name = "ops"
 	client, metrics := freeAddr(t), freeAddr(t)
 	cfg.ListenClientURLs = []string{"http://" + client}
+	cfg.ListenPeerURLs = []string{"http://" + freeAddr(t)}
+	cfg.GossipListen = freeAddr(t)
+	cfg.GossipProfile = "fast"
 	cfg.MetricsListen = metrics
 	cfg.fillAdvertise()
 
