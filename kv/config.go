@@ -81,6 +81,10 @@ type Config struct {
 	// Nil: changes stay on this member.
 	Replicator Replicator
 
+	// Queues serves the queue namespace (/q/, /queue/). Nil: every key is
+	// plain KV.
+	Queues Queues
+
 	// Members lists the cluster for MemberList. Nil: this member alone.
 	Members Members
 	// Version is chute's version, logged at start. Empty: "unknown".

@@ -74,8 +74,8 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes)),
 		grpc.ChainStreamInterceptor(m.stream),
 	)
-	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim})
-	pb.RegisterWatchServer(s.grpc, &watchService{store: st, wg: &s.wg, stop: s.stop})
+	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim, queues: cfg.Queues})
+	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{store: st, version: APIVersion})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members})

@@ -13,6 +13,7 @@ type kvService struct {
 	pb.UnimplementedKVServer
 	store  *store
 	limits limits
+	queues Queues // nil: no queue namespace; every key is plain KV
 }
 
 var _ pb.KVServer = (*kvService)(nil)
@@ -39,9 +40,12 @@ func (k *kvService) RangeStream(r *pb.RangeRequest, stream grpc.ServerStreamingS
 	return stream.Send(&pb.RangeStreamResponse{RangeResponse: resp})
 }
 
-func (k *kvService) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	if err := k.limits.checkPut(r); err != nil {
 		return nil, toGRPC(err)
+	}
+	if rt := k.route(r.Key); rt != RouteKV && rt != RouteConsumer {
+		return k.putToQueue(ctx, r, rt)
 	}
 	resp, rev, err := k.store.Put(r)
 	if err != nil {
@@ -51,9 +55,14 @@ func (k *kvService) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, e
 	return resp, nil
 }
 
-func (k *kvService) DeleteRange(_ context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
+func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	if err := k.limits.checkDelete(r); err != nil {
 		return nil, toGRPC(err)
+	}
+	if len(r.RangeEnd) == 0 {
+		if rt := k.route(r.Key); rt != RouteKV && rt != RouteConsumer {
+			return k.deleteInQueue(ctx, r, rt)
+		}
 	}
 	resp, rev, err := k.store.DeleteRange(r)
 	if err != nil {
@@ -63,9 +72,12 @@ func (k *kvService) DeleteRange(_ context.Context, r *pb.DeleteRangeRequest) (*p
 	return resp, nil
 }
 
-func (k *kvService) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	if err := k.limits.checkTxn(r); err != nil {
 		return nil, toGRPC(err)
+	}
+	if k.txnQueueKeys(r) {
+		return k.produceTxn(ctx, r)
 	}
 	resp, rev, err := k.store.Txn(r)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
 )
 
@@ -16,9 +17,10 @@ import (
 // blocking, so a client that stops reading stalls only its own stream.
 type watchService struct {
 	pb.UnimplementedWatchServer
-	store *store
-	wg    *sync.WaitGroup // the server's: receive loops are waited for at shutdown
-	stop  <-chan struct{}
+	store  *store
+	queues Queues          // nil: no queue namespace
+	wg     *sync.WaitGroup // the server's: receive loops are waited for at shutdown
+	stop   <-chan struct{}
 }
 
 var _ pb.WatchServer = (*watchService)(nil)
@@ -31,8 +33,9 @@ const (
 
 // watchStream is the state of one Watch call.
 type watchStream struct {
-	store *store
-	queue *sendQueue
+	store  *store
+	queues Queues
+	queue  *sendQueue
 
 	// mu guards watchers (nil once the stream closed) and nextID. Lock
 	// order: mu before store.mu.
@@ -42,7 +45,7 @@ type watchStream struct {
 }
 
 func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
-	st := &watchStream{store: ws.store, queue: newSendQueue(), watchers: make(map[int64]*watcher)}
+	st := &watchStream{store: ws.store, queues: ws.queues, queue: newSendQueue(), watchers: make(map[int64]*watcher)}
 	defer st.close()
 
 	recvErr := make(chan error, 1)
@@ -129,12 +132,43 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		return
 	}
 	w.id = id
+	if st.queues != nil && r.single() && st.queues.Route(r.key) == RouteConsumer {
+		st.consume(w)
+		return
+	}
 	st.watchers[id] = w
 
 	// Created goes out before any event: it is queued before the watcher
 	// can be fed. Registering under mu keeps close from missing it.
 	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Created: true})
 	st.store.addWatcher(w, cr.StartRevision)
+}
+
+// consume registers the watch of a consumer key with the queues instead of
+// the store: its events are the queue's deliveries. The caller holds mu.
+func (st *watchStream) consume(w *watcher) {
+	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: w.id, Created: true})
+	cancel, err := st.queues.Consume(w.r.key, consumerSink{id: w.id, st: st})
+	if err != nil {
+		st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: w.id, Canceled: true, CancelReason: err.Error()})
+		return
+	}
+	w.consumer = cancel
+	st.watchers[w.id] = w
+}
+
+// consumerSink turns a queue's deliveries into PUT events of one watch.
+type consumerSink struct {
+	id int64
+	st *watchStream
+}
+
+func (c consumerSink) Deliver(kvs []*mvccpb.KeyValue) {
+	evs := make([]*mvccpb.Event, len(kvs))
+	for i, kv := range kvs {
+		evs[i] = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv}
+	}
+	c.st.queue.pushControl(&pb.WatchResponse{Header: c.st.store.header(c.st.store.currentRev()), WatchId: c.id, Events: evs})
 }
 
 // refuse answers a create that cannot be served as etcd does: created and
@@ -157,7 +191,7 @@ func (st *watchStream) cancel(id int64) {
 	if w == nil {
 		return
 	}
-	st.store.removeWatcher(w)
+	w.stop(st.store)
 	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Canceled: true})
 }
 
@@ -181,7 +215,7 @@ func (st *watchStream) close() {
 	st.watchers = nil
 	st.mu.Unlock()
 	for _, w := range ws {
-		st.store.removeWatcher(w)
+		w.stop(st.store)
 	}
 	st.queue.close()
 }

@@ -30,6 +30,7 @@ type watcher struct {
 	noDelete bool
 	progress bool // progress_notify: told the revision when idle
 	sink     watchSink
+	consumer func() // set for a queue consumer's watch: cancels it; such a watcher is not in the store
 
 	// Guarded by store.mu.
 	minRev   int64 // the next revision this watcher must see
@@ -94,6 +95,16 @@ func (s *store) watcherCount() int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return len(s.synced) + len(s.unsynced)
+}
+
+// stop ends w: a consumer leaves its queue, any other watcher leaves the
+// store.
+func (w *watcher) stop(s *store) {
+	if w.consumer != nil {
+		w.consumer()
+		return
+	}
+	s.removeWatcher(w)
 }
 
 // removeWatcher stops w; it gets nothing more.

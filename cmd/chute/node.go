@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"chute/dispatch"
 	"chute/gossip"
 	"chute/kv"
 	chuteotel "chute/otel"
@@ -28,6 +30,7 @@ type node struct {
 	providers  *chuteotel.Providers
 	members    *gossip.Membership
 	replicator *gossip.Replicator
+	queues     *dispatch.Manager
 	kv         *kv.Server
 	http       *http.Server
 	httpErr    chan error
@@ -106,6 +109,11 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		return nil, err
 	}
 
+	if n.queues, err = dispatch.New(dispatch.Config{MemberID: memberID, Logger: logger.With("component", "dispatch")}); err != nil {
+		_ = n.members.Shutdown()
+		return nil, err
+	}
+
 	kcfg := kv.DefaultConfig()
 	kcfg.Name = cfg.Name
 	kcfg.ClusterID = clusterID
@@ -122,6 +130,7 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 	kcfg.Meter = providers.MeterProvider()
 	kcfg.Replicator = n.replicator
 	kcfg.Members = memberList{n.members}
+	kcfg.Queues = n.queues
 	if n.kv, err = kv.New(kcfg); err != nil {
 		_ = n.members.Shutdown()
 		return nil, err
@@ -133,7 +142,7 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 			_ = n.members.Shutdown()
 			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, err)
 		}
-		n.http = &http.Server{Handler: opsHandler(n.kv, providers), ReadHeaderTimeout: 10 * time.Second}
+		n.http = &http.Server{Handler: n.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { n.httpErr <- n.http.Serve(ln) }()
 		logger.Info("serving metrics", "addr", ln.Addr().String())
 	}
@@ -148,6 +157,7 @@ func (n *node) start() error {
 	if err := n.replicator.Start(n.kv, n.members); err != nil {
 		return err
 	}
+	n.queues.Start(n.kv)
 	events, stop := n.members.Subscribe(256)
 	n.stopEvents = stop
 	n.wg.Add(1)
@@ -183,7 +193,7 @@ func (n *node) shutdown() error {
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
 	}
-	errs = append(errs, n.kv.Shutdown(ctx), n.replicator.Shutdown(ctx))
+	errs = append(errs, n.kv.Shutdown(ctx), n.queues.Shutdown(ctx), n.replicator.Shutdown(ctx))
 	if err := n.members.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}
@@ -217,18 +227,53 @@ func (l memberList) Members() []*pb.Member {
 }
 
 // opsHandler serves the operator endpoints of the metrics listener.
-func opsHandler(srv *kv.Server, providers *chuteotel.Providers) http.Handler {
+func (n *node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !srv.Ready() {
+		if !n.kv.Ready() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.Handle("GET /metrics", providers.MetricsHandler())
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.status())
+	})
+	mux.Handle("GET /metrics", n.providers.MetricsHandler())
 	return mux
+}
+
+// nodeStatus is the JSON of /status.
+type nodeStatus struct {
+	Name    string                 `json:"name"`
+	Member  string                 `json:"member_id"`
+	Version string                 `json:"version"`
+	Members []memberStatus         `json:"members"`
+	Queues  []dispatch.QueueStatus `json:"queues"`
+}
+
+type memberStatus struct {
+	Name       string   `json:"name"`
+	ID         string   `json:"id"`
+	Status     string   `json:"status"`
+	PeerURLs   []string `json:"peer_urls"`
+	ClientURLs []string `json:"client_urls"`
+}
+
+func (n *node) status() nodeStatus {
+	local := n.members.Local()
+	st := nodeStatus{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: n.queues.Status().Queues}
+	for _, m := range n.members.Members() {
+		st.Members = append(st.Members, memberStatus{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+	}
+	if st.Queues == nil {
+		st.Queues = []dispatch.QueueStatus{}
+	}
+	return st
 }

@@ -1,0 +1,118 @@
+package dispatch
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"chute/kv"
+)
+
+// testNode is one in-process node: a kv server with a queue manager.
+type testNode struct {
+	kv  *kv.Server
+	mgr *Manager
+}
+
+// startNode starts a kv server on a free loopback port with a manager whose
+// config mutate may change.
+func startNode(t *testing.T, mutate func(*Config)) *testNode {
+	t.Helper()
+	cfg := Config{MemberID: 7, Visibility: 5 * time.Second}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	mgr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg := kv.DefaultConfig()
+	kcfg.MemberID = cfg.MemberID
+	kcfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
+	kcfg.Queues = mgr
+	srv, err := kv.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mgr.Start(srv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = mgr.Shutdown(ctx)
+	})
+	return &testNode{kv: srv, mgr: mgr}
+}
+
+// client returns a new clientv3 client of n, closed with the test.
+func (n *testNode) client(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{n.kv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// next returns the next delivered events of wc, failing after d.
+func next(t *testing.T, wc clientv3.WatchChan, d time.Duration) []*clientv3.Event {
+	t.Helper()
+	select {
+	case resp, ok := <-wc:
+		if !ok {
+			t.Fatal("watch closed")
+		}
+		if err := resp.Err(); err != nil {
+			t.Fatalf("watch: %v", err)
+		}
+		return resp.Events
+	case <-time.After(d):
+		t.Fatalf("no delivery within %v", d)
+	}
+	return nil
+}
+
+// collectN reads n events from wc.
+func collectN(t *testing.T, wc clientv3.WatchChan, n int, d time.Duration) []*clientv3.Event {
+	t.Helper()
+	var evs []*clientv3.Event
+	deadline := time.Now().Add(d)
+	for len(evs) < n {
+		evs = append(evs, next(t, wc, time.Until(deadline))...)
+	}
+	return evs
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// depth returns the queue's rows as Status shows them.
+func (n *testNode) depth(name string) int {
+	for _, q := range n.mgr.Status().Queues {
+		if q.Name == name {
+			return q.Rows
+		}
+	}
+	return -1
+}

@@ -1,0 +1,90 @@
+package dispatch
+
+import (
+	"testing"
+)
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		key  string
+		want Key
+	}{
+		{"/q/jobs", Key{Kind: KindRecord, Prefix: "q", Queue: "jobs"}},
+		{"/queue/jobs", Key{Kind: KindRecord, Prefix: "queue", Queue: "jobs"}},
+		{"/q/jobs/p/m1", Key{Kind: KindProduce, Prefix: "q", Queue: "jobs", Tail: "m1"}},
+		{"/queue/jobs/producer/m1", Key{Kind: KindProduce, Prefix: "queue", Queue: "jobs", Tail: "m1"}},
+		{"/q/jobs/i/m1", Key{Kind: KindProduce, Prefix: "q", Queue: "jobs", Tail: "m1"}},
+		{"/q/jobs/input/m1", Key{Kind: KindProduce, Prefix: "q", Queue: "jobs", Tail: "m1"}},
+		{"/q/ch:events/p/42", Key{Kind: KindProduce, Prefix: "q", Queue: "ch:events", Tail: "42"}},
+		{"/q/jobs/c/2b8f0a1e-0000-4000-8000-000000000001", Key{Kind: KindConsumer, Prefix: "q", Queue: "jobs", Consumer: "2b8f0a1e-0000-4000-8000-000000000001"}},
+		{"/queue/jobs/consumer/u1", Key{Kind: KindConsumer, Prefix: "queue", Queue: "jobs", Consumer: "u1"}},
+		{"/q/jobs/7/m1", Key{Kind: KindDelivery, Prefix: "q", Queue: "jobs", Seq: 7, Tail: "m1"}},
+		{"/q/jobs/c/u1/7/m1", Key{Kind: KindDelivery, Prefix: "q", Queue: "jobs", Consumer: "u1", Seq: 7, Tail: "m1"}},
+		{"/q/jobs/dlq/3", Key{Kind: KindDeadLetter, Prefix: "q", Queue: "jobs", Seq: 3}},
+		// Invalid: under a queue but none of the forms.
+		{"/q/jobs/", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/p", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/p/", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/p/a/b", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/x/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/07/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/0/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/-1/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/dlq/x", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/c/u1/x/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		{"/q/jobs/c//7/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		// Outside the namespace.
+		{"/q", Key{Kind: KindNone}},
+		{"/q/", Key{Kind: KindNone}},
+		{"/qq/jobs/p/m", Key{Kind: KindNone}},
+		{"q/jobs/p/m", Key{Kind: KindNone}},
+		{"/secret/db_pw", Key{Kind: KindNone}},
+		{"", Key{Kind: KindNone}},
+	}
+	for _, tt := range tests {
+		if got := ParseKey(tt.key); got != tt.want {
+			t.Errorf("ParseKey(%q): got %+v, want %+v", tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestDeliveryKey_roundTrips(t *testing.T) {
+	k := DeliveryKey("queue", "jobs", 42, "m1")
+	if k != "/queue/jobs/42/m1" {
+		t.Fatalf("got %q", k)
+	}
+	got := ParseKey(k)
+	if got.Kind != KindDelivery || got.Seq != 42 || got.Tail != "m1" || got.Queue != "jobs" {
+		t.Fatalf("parse of %q: %+v", k, got)
+	}
+	if RecordKey("jobs") != "/q/jobs" || DeadLetterKey("jobs", 3) != "/q/jobs/dlq/3" {
+		t.Fatal("record or dead-letter key")
+	}
+}
+
+// FuzzParseKey checks that parsing never panics, that a key outside the
+// namespace is never claimed, and that produce, consumer and delivery keys
+// rebuild to the key parsed.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{"/q/a/p/b", "/queue/a/consumer/u", "/q/a/1/b", "/q/a/c/u/2/b", "/q/a/dlq/1", "/x", "/q//p/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		k := ParseKey(key)
+		inNamespace := len(key) > 3 && (key[:3] == "/q/" || len(key) > 7 && key[:7] == "/queue/")
+		if k.Kind != KindNone && !inNamespace {
+			t.Fatalf("%q parsed as %v outside the namespace", key, k.Kind)
+		}
+		if k.Kind == KindDelivery && k.Consumer == "" {
+			if got := DeliveryKey(k.Prefix, k.Queue, k.Seq, k.Tail); got != key {
+				t.Fatalf("delivery %q rebuilt as %q", key, got)
+			}
+		}
+		if k.Kind == KindProduce {
+			p := ParseKey("/" + k.Prefix + "/" + k.Queue + "/p/" + k.Tail)
+			if p.Kind != KindProduce || p.Tail != k.Tail {
+				t.Fatalf("produce %q: rebuilt key parses as %+v", key, p)
+			}
+		}
+	})
+}

@@ -1,0 +1,281 @@
+package dispatch
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// TestQueue_produceConsumeAck is acceptance 1 in-process: two messages put
+// to producer keys arrive in order on a consumer watch as PUT events with
+// delivery keys, and deleting those keys empties the queue.
+func TestQueue_produceConsumeAck(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	wc := cli.Watch(ctx, "/queue/jobs/consumer/2b8f0a1e-0000-4000-8000-000000000001")
+	for _, m := range []string{"m1", "m2"} {
+		if _, err := cli.Put(ctx, "/queue/jobs/producer/"+m, "body-"+m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := collectN(t, wc, 2, 5*time.Second)
+	got := fmt.Sprintf("%s %s=%s; %s %s=%s", evs[0].Type, evs[0].Kv.Key, evs[0].Kv.Value, evs[1].Type, evs[1].Kv.Key, evs[1].Kv.Value)
+	want := "PUT /queue/jobs/1/m1=body-m1; PUT /queue/jobs/2/m2=body-m2"
+	if got != want {
+		t.Fatalf("deliveries: got %q, want %q", got, want)
+	}
+	if d := n.depth("jobs"); d != 2 {
+		t.Fatalf("depth before acks: got %d, want 2", d)
+	}
+	for _, ev := range evs {
+		r, err := cli.Delete(ctx, string(ev.Kv.Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Deleted != 1 {
+			t.Fatalf("ack of %s: deleted %d, want 1", ev.Kv.Key, r.Deleted)
+		}
+	}
+	if d := n.depth("jobs"); d != 0 {
+		t.Fatalf("depth after acks: got %d, want 0", d)
+	}
+	// A second ack of the same key removes nothing.
+	if r, err := cli.Delete(ctx, string(evs[0].Kv.Key)); err != nil || r.Deleted != 0 {
+		t.Fatalf("second ack: got %v, %v; want deleted 0", r, err)
+	}
+	// Messages never enter the KV; the dispatcher record does.
+	g, err := cli.Get(ctx, "/q", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Kvs) != 1 || string(g.Kvs[0].Key) != "/q/jobs" || !strings.HasPrefix(string(g.Kvs[0].Value), "7;epoch=1") {
+		t.Fatalf("KV under /q: got %v, want only the record /q/jobs = 7;epoch=1", g.Kvs)
+	}
+}
+
+// TestQueue_invalidKeys checks that a put or delete under a queue that is
+// not one of its key forms is InvalidArgument and changes nothing.
+func TestQueue_invalidKeys(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	for _, key := range []string{"/q/jobs/x/m1", "/q/jobs/p/a/b", "/q/jobs/7/m1", "/q/jobs/"} {
+		if _, err := cli.Put(ctx, key, "v"); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("put %s: got %v, want InvalidArgument", key, err)
+		}
+	}
+	if _, err := cli.Delete(ctx, "/q/jobs/p/m1"); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("delete of a producer key: got %v, want InvalidArgument", err)
+	}
+	if _, err := cli.Put(ctx, "/q/jobs/p/m1", "v", clientv3.WithPrevKV()); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("put with prev_kv: got %v, want InvalidArgument", err)
+	}
+	if d := n.depth("jobs"); d > 0 {
+		t.Fatalf("depth: got %d, want nothing queued", d)
+	}
+}
+
+// TestQueue_twoConsumersShareAndRedeliver is acceptance 3: two consumers
+// each get about half; a consumer that goes has its unacknowledged
+// messages delivered to the other, and nothing arrives twice otherwise.
+func TestQueue_twoConsumersShareAndRedeliver(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.Prefetch = 1000 })
+	cliA, cliB, prod := n.client(t), n.client(t), n.client(t)
+	ctx := testCtx(t, 20*time.Second)
+	wa := cliA.Watch(ctx, "/q/work/c/a")
+	wb := cliB.Watch(ctx, "/q/work/c/b")
+	waitUntil(t, 5*time.Second, "two consumers", func() bool {
+		st := n.mgr.Status()
+		return len(st.Queues) == 1 && st.Queues[0].Consumers == 2
+	})
+	const total = 200
+	for i := range total {
+		if _, err := prod.Put(ctx, fmt.Sprintf("/q/work/p/m%03d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evA := collectN(t, wa, total/2, 5*time.Second)
+	evB := collectN(t, wb, total/2, 5*time.Second)
+	if len(evA) != total/2 || len(evB) != total/2 {
+		t.Fatalf("split: a got %d, b got %d; want %d each", len(evA), len(evB), total/2)
+	}
+	seen := map[string]string{}
+	for _, ev := range evA {
+		seen[string(ev.Kv.Key)] = "a"
+	}
+	for _, ev := range evB {
+		if seen[string(ev.Kv.Key)] != "" {
+			t.Fatalf("%s delivered to both", ev.Kv.Key)
+		}
+	}
+	// a acks half of its messages and goes; the rest of its go to b.
+	for _, ev := range evA[:50] {
+		if _, err := cliA.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cliA.Close(); err != nil {
+		t.Fatal(err)
+	}
+	re := collectN(t, wb, 50, 5*time.Second)
+	for i, ev := range re {
+		if want := string(evA[50+i].Kv.Key); string(ev.Kv.Key) != want {
+			t.Fatalf("redelivery %d: got %s, want %s (oldest first)", i, ev.Kv.Key, want)
+		}
+		if ev.Kv.Version != 2 {
+			t.Fatalf("redelivery %d: attempt %d, want 2", i, ev.Kv.Version)
+		}
+	}
+}
+
+// TestQueue_visibilityTimeout checks that a message not acknowledged in
+// time is delivered again.
+func TestQueue_visibilityTimeout(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.Visibility = 200 * time.Millisecond })
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	wc := cli.Watch(ctx, "/q/slow/c/x")
+	if _, err := cli.Put(ctx, "/q/slow/p/only", "v"); err != nil {
+		t.Fatal(err)
+	}
+	first := next(t, wc, 5*time.Second)
+	start := time.Now()
+	again := next(t, wc, 5*time.Second)
+	if string(again[0].Kv.Key) != string(first[0].Kv.Key) || again[0].Kv.Version != 2 {
+		t.Fatalf("got %s attempt %d, want %s attempt 2", again[0].Kv.Key, again[0].Kv.Version, first[0].Kv.Key)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond {
+		t.Fatalf("redelivered after %v, before the visibility timeout", d)
+	}
+}
+
+// TestQueue_byteCap is acceptance 6: over the cap a put is
+// ResourceExhausted and nothing is queued; after consumers drain, puts
+// succeed again.
+func TestQueue_byteCap(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.MaxQueueBytes = 1000 })
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	val := strings.Repeat("x", 98) // 100 bytes with the two-byte key
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/cap/p/%02d", i), val); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	_, err := cli.Put(ctx, "/q/cap/p/xx", val)
+	if !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		t.Fatalf("over the cap: got %v, want %v", err, rpctypes.ErrTooManyRequests)
+	}
+	if d := n.depth("cap"); d != 10 {
+		t.Fatalf("depth: got %d, want 10", d)
+	}
+	wc := cli.Watch(ctx, "/q/cap/c/drain")
+	for _, ev := range collectN(t, wc, 10, 5*time.Second) {
+		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Put(ctx, "/q/cap/p/xx", val); err != nil {
+		t.Fatalf("after draining: %v", err)
+	}
+}
+
+// TestQueue_batchProduce is acceptance 7: a 128-put txn is enqueued
+// atomically and in order; a txn mixing queue and plain keys is refused.
+func TestQueue_batchProduce(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.Prefetch = 200 })
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	ops := make([]clientv3.Op, 128)
+	for i := range ops {
+		ops[i] = clientv3.OpPut(fmt.Sprintf("/q/batch/p/m%03d", i), fmt.Sprint(i))
+	}
+	r, err := cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Succeeded || len(r.Responses) != 128 {
+		t.Fatalf("txn: succeeded %v with %d responses", r.Succeeded, len(r.Responses))
+	}
+	wc := cli.Watch(ctx, "/q/batch/c/x")
+	evs := collectN(t, wc, 128, 5*time.Second)
+	for i, ev := range evs {
+		if want := fmt.Sprintf("/q/batch/%d/m%03d", i+1, i); string(ev.Kv.Key) != want {
+			t.Fatalf("delivery %d: got %s, want %s", i, ev.Kv.Key, want)
+		}
+	}
+	_, err = cli.Txn(ctx).Then(clientv3.OpPut("/q/batch/p/a", "1"), clientv3.OpPut("plain", "1")).Commit()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("mixed txn: got %v, want InvalidArgument", err)
+	}
+	// All or nothing: a batch over the cap queues none of its puts.
+	small := startNode(t, func(c *Config) { c.MaxQueueBytes = 50 })
+	scli := small.client(t)
+	_, err = scli.Txn(ctx).Then(clientv3.OpPut("/q/s/p/a", strings.Repeat("v", 30)), clientv3.OpPut("/q/s/p/b", strings.Repeat("v", 30))).Commit()
+	if !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		t.Fatalf("batch over the cap: got %v", err)
+	}
+	if d := small.depth("s"); d != 0 {
+		t.Fatalf("depth after a refused batch: got %d, want 0", d)
+	}
+}
+
+// TestQueue_manyProducersKeepTheirOrder puts 10,000 messages from four
+// producers on one node and checks that one consumer gets each exactly
+// once, each producer's in its order.
+func TestQueue_manyProducersKeepTheirOrder(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.Prefetch = 256 })
+	cons := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	wc := cons.Watch(ctx, "/q/order/c/only")
+	const producers, each = 4, 2500
+	errs := make(chan error, producers)
+	for p := range producers {
+		cli := n.client(t)
+		go func() {
+			for i := range each {
+				if _, err := cli.Put(ctx, fmt.Sprintf("/q/order/p/%d-%05d", p, i), "v"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	last := make([]int, producers)
+	for i := range last {
+		last[i] = -1
+	}
+	got := 0
+	for got < producers*each {
+		for _, ev := range next(t, wc, 10*time.Second) {
+			k := ParseKey(string(ev.Kv.Key))
+			var p, i int
+			if _, err := fmt.Sscanf(k.Tail, "%d-%d", &p, &i); err != nil {
+				t.Fatalf("tail %q: %v", k.Tail, err)
+			}
+			if i != last[p]+1 {
+				t.Fatalf("producer %d: got message %d after %d", p, i, last[p])
+			}
+			last[p] = i
+			got++
+			if _, err := cons.Delete(ctx, string(ev.Kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range producers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "the queue to empty", func() bool { return n.depth("order") == 0 })
+}

@@ -1,0 +1,57 @@
+package dispatch
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Record is a queue's dispatcher record, the value of /q/{name}:
+// "<member-id>;epoch=<n>[;reply_to=<queue>][;pinned]". The member id is
+// decimal. Unknown fields are ignored so that newer nodes can add some.
+type Record struct {
+	Member  uint64
+	Epoch   uint64
+	ReplyTo string
+	Pinned  bool
+}
+
+// ParseRecord parses a record; ok is false when the member id is missing,
+// zero or not a number.
+func ParseRecord(s string) (r Record, ok bool) {
+	fields := strings.Split(s, ";")
+	id, err := strconv.ParseUint(strings.TrimSpace(fields[0]), 10, 64)
+	if err != nil || id == 0 {
+		return Record{}, false
+	}
+	r.Member = id
+	for _, f := range fields[1:] {
+		k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
+		switch k {
+		case "epoch":
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+				r.Epoch = n
+			}
+		case "reply_to":
+			r.ReplyTo = v
+		case "pinned":
+			r.Pinned = true
+		}
+	}
+	return r, true
+}
+
+// String renders the record; ParseRecord(r.String()) == r.
+func (r Record) String() string {
+	var b strings.Builder
+	b.WriteString(strconv.FormatUint(r.Member, 10))
+	b.WriteString(";epoch=")
+	b.WriteString(strconv.FormatUint(r.Epoch, 10))
+	if r.ReplyTo != "" {
+		b.WriteString(";reply_to=")
+		b.WriteString(r.ReplyTo)
+	}
+	if r.Pinned {
+		b.WriteString(";pinned")
+	}
+	return b.String()
+}

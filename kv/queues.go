@@ -1,0 +1,188 @@
+package kv
+
+import (
+	"context"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Route says how kv treats a key of the queue namespace (/q/ and /queue/).
+type Route int
+
+const (
+	// RouteKV is an ordinary key, kept in the store: every key outside the
+	// queue namespace, and a queue's dispatcher record.
+	RouteKV Route = iota
+	// RouteProduce is a producer key: a put is a message, not a key.
+	RouteProduce
+	// RouteDelivery is a delivery key: a delete acknowledges the message.
+	RouteDelivery
+	// RouteConsumer is a consumer key: a watch on it consumes the queue.
+	// Puts, reads and deletes of it are ordinary KV (consumer records).
+	RouteConsumer
+	// RouteInvalid is a key under a queue that is none of the above.
+	RouteInvalid
+)
+
+// Queues serves the queue namespace: messages never enter the store. kv
+// calls it for the keys it routes away from the store; the dispatch
+// package implements it, so kv never imports dispatch. Errors returned are
+// gRPC status errors, passed to the client as they are.
+type Queues interface {
+	// Route classifies a key. It is pure and cheap: kv calls it on every
+	// key of every request.
+	Route(key []byte) Route
+	// Produce enqueues the values of puts to producer keys, all or none,
+	// in order, and returns once the queue holds them.
+	Produce(ctx context.Context, puts []*pb.PutRequest) error
+	// Ack acknowledges the message of a delivery key and reports whether
+	// there was one.
+	Ack(ctx context.Context, key []byte) (bool, error)
+	// Consume registers the watch of a consumer key as a consumer; the
+	// queue delivers to d until cancel is called (the watch was cancelled
+	// or its stream ended), after which its unacknowledged messages go to
+	// other consumers.
+	Consume(key []byte, d Deliveries) (cancel func(), err error)
+}
+
+// Deliveries receives a consumer's messages as the PUT events of its
+// watch. Deliver never blocks and never refuses: the queue bounds how many
+// unacknowledged messages a consumer holds.
+type Deliveries interface {
+	Deliver(kvs []*mvccpb.KeyValue)
+}
+
+// errQueueOp is the error for a request that mixes queue keys with others
+// or uses them in a way queues do not support.
+func errQueueOp(msg string) error {
+	return status.Error(codes.InvalidArgument, "etcdserver: "+msg)
+}
+
+// route returns the route of key, RouteKV when no Queues is set.
+func (k *kvService) route(key []byte) Route {
+	if k.queues == nil {
+		return RouteKV
+	}
+	return k.queues.Route(key)
+}
+
+// putToQueue handles a put whose key is not plain KV.
+func (k *kvService) putToQueue(ctx context.Context, r *pb.PutRequest, rt Route) (*pb.PutResponse, error) {
+	if rt != RouteProduce {
+		return nil, errQueueOp("a put under a queue must use a producer key /q/{name}/p/{key}")
+	}
+	if err := checkProduce(r); err != nil {
+		return nil, err
+	}
+	if err := k.queues.Produce(ctx, []*pb.PutRequest{r}); err != nil {
+		return nil, err
+	}
+	return &pb.PutResponse{Header: k.store.header(k.store.currentRev())}, nil
+}
+
+// checkProduce refuses put options that mean nothing for a message.
+func checkProduce(r *pb.PutRequest) error {
+	if r.Lease != 0 || r.IgnoreLease || r.IgnoreValue || r.PrevKv {
+		return errQueueOp("a message put takes no lease, prev_kv, ignore_value or ignore_lease")
+	}
+	return nil
+}
+
+// deleteInQueue handles a single-key delete whose key is not plain KV.
+func (k *kvService) deleteInQueue(ctx context.Context, r *pb.DeleteRangeRequest, rt Route) (*pb.DeleteRangeResponse, error) {
+	if rt != RouteDelivery {
+		return nil, errQueueOp("only a delivery key /q/{name}/{seq}/{key} can be deleted (acknowledged) under a queue")
+	}
+	if r.PrevKv {
+		return nil, errQueueOp("acknowledging a message takes no prev_kv")
+	}
+	ok, err := k.queues.Ack(ctx, r.Key)
+	if err != nil {
+		return nil, err
+	}
+	resp := &pb.DeleteRangeResponse{Header: k.store.header(k.store.currentRev())}
+	if ok {
+		resp.Deleted = 1
+	}
+	return resp, nil
+}
+
+// txnQueueKeys reports whether a txn names a key that is not plain KV,
+// anywhere in it.
+func (k *kvService) txnQueueKeys(r *pb.TxnRequest) bool {
+	if k.queues == nil {
+		return false
+	}
+	for _, c := range r.Compare {
+		if rt := k.route(c.Key); rt != RouteKV && rt != RouteConsumer {
+			return true
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				if rt := k.route(o.RequestPut.Key); rt != RouteKV && rt != RouteConsumer {
+					return true
+				}
+			case *pb.RequestOp_RequestDeleteRange:
+				if rt := k.route(o.RequestDeleteRange.Key); rt != RouteKV && rt != RouteConsumer && len(o.RequestDeleteRange.RangeEnd) == 0 {
+					return true
+				}
+			case *pb.RequestOp_RequestTxn:
+				if k.txnQueueKeys(o.RequestTxn) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// produceTxn runs a batch produce: a txn whose success ops are all puts to
+// producer keys and whose failure branch is empty. Its compares, on plain
+// keys only, decide whether the batch is enqueued.
+func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	const shape = "a txn with queue keys must be a batch produce: only puts to producer keys in success, none in failure, compares on plain keys only"
+	if len(r.Failure) != 0 || len(r.Success) == 0 {
+		return nil, errQueueOp(shape)
+	}
+	for _, c := range r.Compare {
+		if k.route(c.Key) != RouteKV {
+			return nil, errQueueOp(shape)
+		}
+	}
+	puts := make([]*pb.PutRequest, len(r.Success))
+	for i, op := range r.Success {
+		p, ok := op.Request.(*pb.RequestOp_RequestPut)
+		if !ok || k.route(p.RequestPut.Key) != RouteProduce {
+			return nil, errQueueOp(shape)
+		}
+		if err := checkProduce(p.RequestPut); err != nil {
+			return nil, err
+		}
+		puts[i] = p.RequestPut
+	}
+	if len(r.Compare) > 0 && !k.store.compareNow(r.Compare) {
+		return &pb.TxnResponse{Header: k.store.header(k.store.currentRev())}, nil
+	}
+	if err := k.queues.Produce(ctx, puts); err != nil {
+		return nil, err
+	}
+	hdr := k.store.header(k.store.currentRev())
+	resp := &pb.TxnResponse{Header: hdr, Succeeded: true, Responses: make([]*pb.ResponseOp, len(puts))}
+	for i := range puts {
+		resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{Header: &pb.ResponseHeader{Revision: hdr.Revision}}}}
+	}
+	return resp, nil
+}
+
+// compareNow evaluates compares against the current state.
+func (s *store) compareNow(cs []*pb.Compare) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compareAll(cs)
+}
