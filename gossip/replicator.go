@@ -309,3 +309,18 @@ func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store)
 		n += store.ApplyRemote(chunk.Writes)
 	}
 }
+
+// RegisterService adds another service to the peer listener, such as the
+// queues' forwarding service. Call it before Start.
+func (r *Replicator) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	r.grpc.RegisterService(desc, impl)
+}
+
+// OutgoingContext returns ctx carrying a member's identity for a call to a
+// peer's listener, which refuses calls without its cluster id.
+func OutgoingContext(ctx context.Context, clusterID, memberID uint64) context.Context {
+	return outgoing(ctx, clusterID, memberID)
+}
+
+// Dial opens a lazy client connection to a peer's listener.
+func Dial(addr string) (*grpc.ClientConn, error) { return dial(addr) }

@@ -429,6 +429,651 @@ func (x *PullChunk) GetWrites() []*Write {
 	return nil
 }
 
+// QueueMessage is one message of a queue as members pass it on: to the
+// dispatcher (Forward), as a broadcast copy (Hold) or on handover. id is
+// (origin, n), unique in the cluster, so a receiver keeps one copy.
+type QueueMessage struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Queue  string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Tail   string                 `protobuf:"bytes,2,opt,name=tail,proto3" json:"tail,omitempty"`
+	Value  []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	Origin uint64                 `protobuf:"varint,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	N      uint64                 `protobuf:"varint,5,opt,name=n,proto3" json:"n,omitempty"`
+	// seq is the message's number on the dispatcher that handed it over, 0
+	// for a message no dispatcher numbered yet. A handed-over message keeps
+	// its number, so a consumer's acknowledgement still finds it.
+	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueMessage) Reset() {
+	*x = QueueMessage{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueMessage) ProtoMessage() {}
+
+func (x *QueueMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
+func (*QueueMessage) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *QueueMessage) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueMessage) GetTail() string {
+	if x != nil {
+		return x.Tail
+	}
+	return ""
+}
+
+func (x *QueueMessage) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *QueueMessage) GetOrigin() uint64 {
+	if x != nil {
+		return x.Origin
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetN() uint64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// ForwardBatch is one produce call (all or nothing) sent to the
+// dispatcher; id matches it with its ForwardResult.
+type ForwardBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Messages      []*QueueMessage        `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardBatch) Reset() {
+	*x = ForwardBatch{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardBatch) ProtoMessage() {}
+
+func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
+func (*ForwardBatch) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ForwardBatch) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardBatch) GetMessages() []*QueueMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type ForwardFrame struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Batches       []*ForwardBatch        `protobuf:"bytes,1,rep,name=batches,proto3" json:"batches,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardFrame) Reset() {
+	*x = ForwardFrame{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardFrame) ProtoMessage() {}
+
+func (x *ForwardFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardFrame.ProtoReflect.Descriptor instead.
+func (*ForwardFrame) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ForwardFrame) GetBatches() []*ForwardBatch {
+	if x != nil {
+		return x.Batches
+	}
+	return nil
+}
+
+// ForwardResult answers one batch: code 0 when the dispatcher holds it,
+// else a gRPC code and message (ResourceExhausted over the byte cap,
+// FailedPrecondition when the receiver is not the dispatcher).
+type ForwardResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Code          uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResult) Reset() {
+	*x = ForwardResult{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResult) ProtoMessage() {}
+
+func (x *ForwardResult) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResult.ProtoReflect.Descriptor instead.
+func (*ForwardResult) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForwardResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardResult) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ForwardResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type ForwardResults struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*ForwardResult       `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardResults) Reset() {
+	*x = ForwardResults{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardResults) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardResults) ProtoMessage() {}
+
+func (x *ForwardResults) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardResults.ProtoReflect.Descriptor instead.
+func (*ForwardResults) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ForwardResults) GetResults() []*ForwardResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type HoldRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Messages      []*QueueMessage        `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldRequest) Reset() {
+	*x = HoldRequest{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldRequest) ProtoMessage() {}
+
+func (x *HoldRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
+func (*HoldRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *HoldRequest) GetMessages() []*QueueMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+type HoldResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HoldResponse) Reset() {
+	*x = HoldResponse{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HoldResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HoldResponse) ProtoMessage() {}
+
+func (x *HoldResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
+func (*HoldResponse) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{13}
+}
+
+// ConsumeRequest registers a consumer hosted by the caller with the
+// dispatcher; deliveries stream back until the call ends.
+type ConsumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Consumer      string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Prefix        string                 `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumeRequest) Reset() {
+	*x = ConsumeRequest{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumeRequest) ProtoMessage() {}
+
+func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
+func (*ConsumeRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ConsumeRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ConsumeRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *ConsumeRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+type Delivery struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Attempt       int64                  `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delivery) Reset() {
+	*x = Delivery{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delivery) ProtoMessage() {}
+
+func (x *Delivery) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
+func (*Delivery) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Delivery) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Delivery) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Delivery) GetAttempt() int64 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+type Deliveries struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deliveries    []*Delivery            `protobuf:"bytes,1,rep,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Deliveries) Reset() {
+	*x = Deliveries{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Deliveries) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Deliveries) ProtoMessage() {}
+
+func (x *Deliveries) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
+func (*Deliveries) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Deliveries) GetDeliveries() []*Delivery {
+	if x != nil {
+		return x.Deliveries
+	}
+	return nil
+}
+
+type AckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tail          string                 `protobuf:"bytes,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRequest) Reset() {
+	*x = AckRequest{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRequest) ProtoMessage() {}
+
+func (x *AckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
+func (*AckRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *AckRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *AckRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *AckRequest) GetTail() string {
+	if x != nil {
+		return x.Tail
+	}
+	return ""
+}
+
+type AckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Acked         bool                   `protobuf:"varint,1,opt,name=acked,proto3" json:"acked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckResponse) Reset() {
+	*x = AckResponse{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckResponse) ProtoMessage() {}
+
+func (x *AckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
+func (*AckResponse) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *AckResponse) GetAcked() bool {
+	if x != nil {
+		return x.Acked
+	}
+	return false
+}
+
 var File_gossip_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_gossip_peerpb_peer_proto_rawDesc = "" +
@@ -460,11 +1105,57 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\abuckets\x18\x01 \x03(\rR\abuckets\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"9\n" +
 	"\tPullChunk\x12,\n" +
-	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes2\xd8\x01\n" +
+	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes\"\x86\x01\n" +
+	"\fQueueMessage\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04tail\x18\x02 \x01(\tR\x04tail\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\x12\x16\n" +
+	"\x06origin\x18\x04 \x01(\x04R\x06origin\x12\f\n" +
+	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\"W\n" +
+	"\fForwardBatch\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"E\n" +
+	"\fForwardFrame\x125\n" +
+	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
+	"\rForwardResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"H\n" +
+	"\x0eForwardResults\x126\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.chute.peer.v1.ForwardResultR\aresults\"F\n" +
+	"\vHoldRequest\x127\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"\x0e\n" +
+	"\fHoldResponse\"Z\n" +
+	"\x0eConsumeRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"L\n" +
+	"\bDelivery\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\x03R\aattempt\"E\n" +
+	"\n" +
+	"Deliveries\x127\n" +
+	"\n" +
+	"deliveries\x18\x01 \x03(\v2\x17.chute.peer.v1.DeliveryR\n" +
+	"deliveries\"H\n" +
+	"\n" +
+	"AckRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04tail\x18\x03 \x01(\tR\x04tail\"#\n" +
+	"\vAckResponse\x12\x14\n" +
+	"\x05acked\x18\x01 \x01(\bR\x05acked2\xd8\x01\n" +
 	"\x04Peer\x12I\n" +
 	"\tReplicate\x12\x19.chute.peer.v1.WriteBatch\x1a\x1f.chute.peer.v1.ReplicateSummary(\x01\x12E\n" +
 	"\x06Digest\x12\x1c.chute.peer.v1.DigestRequest\x1a\x1d.chute.peer.v1.DigestResponse\x12>\n" +
-	"\x04Pull\x12\x1a.chute.peer.v1.PullRequest\x1a\x18.chute.peer.v1.PullChunk0\x01B\x15Z\x13chute/gossip/peerpbb\x06proto3"
+	"\x04Pull\x12\x1a.chute.peer.v1.PullRequest\x1a\x18.chute.peer.v1.PullChunk0\x012\x99\x02\n" +
+	"\x06Queues\x12I\n" +
+	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
+	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
+	"\aConsume\x12\x1d.chute.peer.v1.ConsumeRequest\x1a\x19.chute.peer.v1.Deliveries0\x01\x12<\n" +
+	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponseB\x15Z\x13chute/gossip/peerpbb\x06proto3"
 
 var (
 	file_gossip_peerpb_peer_proto_rawDescOnce sync.Once
@@ -478,7 +1169,7 @@ func file_gossip_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_gossip_peerpb_peer_proto_rawDescData
 }
 
-var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_gossip_peerpb_peer_proto_goTypes = []any{
 	(*Write)(nil),            // 0: chute.peer.v1.Write
 	(*WriteBatch)(nil),       // 1: chute.peer.v1.WriteBatch
@@ -487,21 +1178,46 @@ var file_gossip_peerpb_peer_proto_goTypes = []any{
 	(*DigestResponse)(nil),   // 4: chute.peer.v1.DigestResponse
 	(*PullRequest)(nil),      // 5: chute.peer.v1.PullRequest
 	(*PullChunk)(nil),        // 6: chute.peer.v1.PullChunk
+	(*QueueMessage)(nil),     // 7: chute.peer.v1.QueueMessage
+	(*ForwardBatch)(nil),     // 8: chute.peer.v1.ForwardBatch
+	(*ForwardFrame)(nil),     // 9: chute.peer.v1.ForwardFrame
+	(*ForwardResult)(nil),    // 10: chute.peer.v1.ForwardResult
+	(*ForwardResults)(nil),   // 11: chute.peer.v1.ForwardResults
+	(*HoldRequest)(nil),      // 12: chute.peer.v1.HoldRequest
+	(*HoldResponse)(nil),     // 13: chute.peer.v1.HoldResponse
+	(*ConsumeRequest)(nil),   // 14: chute.peer.v1.ConsumeRequest
+	(*Delivery)(nil),         // 15: chute.peer.v1.Delivery
+	(*Deliveries)(nil),       // 16: chute.peer.v1.Deliveries
+	(*AckRequest)(nil),       // 17: chute.peer.v1.AckRequest
+	(*AckResponse)(nil),      // 18: chute.peer.v1.AckResponse
 }
 var file_gossip_peerpb_peer_proto_depIdxs = []int32{
-	0, // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
-	0, // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
-	1, // 2: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
-	3, // 3: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
-	5, // 4: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
-	2, // 5: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
-	4, // 6: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
-	6, // 7: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
-	5, // [5:8] is the sub-list for method output_type
-	2, // [2:5] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	0,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
+	0,  // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
+	7,  // 2: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
+	8,  // 3: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
+	10, // 4: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
+	7,  // 5: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
+	15, // 6: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
+	1,  // 7: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
+	3,  // 8: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
+	5,  // 9: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
+	9,  // 10: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
+	12, // 11: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
+	14, // 12: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	17, // 13: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	2,  // 14: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
+	4,  // 15: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
+	6,  // 16: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
+	11, // 17: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	13, // 18: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	16, // 19: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	18, // 20: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_gossip_peerpb_peer_proto_init() }
@@ -515,9 +1231,9 @@ func file_gossip_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peerpb_peer_proto_rawDesc), len(file_gossip_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   19,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_gossip_peerpb_peer_proto_goTypes,
 		DependencyIndexes: file_gossip_peerpb_peer_proto_depIdxs,

@@ -206,3 +206,229 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "gossip/peerpb/peer.proto",
 }
+
+const (
+	Queues_Forward_FullMethodName = "/chute.peer.v1.Queues/Forward"
+	Queues_Hold_FullMethodName    = "/chute.peer.v1.Queues/Hold"
+	Queues_Consume_FullMethodName = "/chute.peer.v1.Queues/Consume"
+	Queues_Ack_FullMethodName     = "/chute.peer.v1.Queues/Ack"
+)
+
+// QueuesClient is the client API for Queues service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+type QueuesClient interface {
+	// Forward is a long-lived stream of produce batches to the dispatcher,
+	// pipelined: results come back by batch id.
+	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardFrame, ForwardResults], error)
+	// Hold keeps copies of messages whose dispatcher is unreachable, until
+	// a dispatcher is elected and they are handed to it.
+	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (*HoldResponse, error)
+	// Consume streams a remote consumer's deliveries.
+	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Deliveries], error)
+	// Ack acknowledges a message on its dispatcher.
+	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+}
+
+type queuesClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewQueuesClient(cc grpc.ClientConnInterface) QueuesClient {
+	return &queuesClient{cc}
+}
+
+func (c *queuesClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ForwardFrame, ForwardResults], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Queues_ServiceDesc.Streams[0], Queues_Forward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ForwardFrame, ForwardResults]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Queues_ForwardClient = grpc.BidiStreamingClient[ForwardFrame, ForwardResults]
+
+func (c *queuesClient) Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (*HoldResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HoldResponse)
+	err := c.cc.Invoke(ctx, Queues_Hold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queuesClient) Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Deliveries], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Queues_ServiceDesc.Streams[1], Queues_Consume_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ConsumeRequest, Deliveries]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Queues_ConsumeClient = grpc.ServerStreamingClient[Deliveries]
+
+func (c *queuesClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AckResponse)
+	err := c.cc.Invoke(ctx, Queues_Ack_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// QueuesServer is the server API for Queues service.
+// All implementations must embed UnimplementedQueuesServer
+// for forward compatibility.
+type QueuesServer interface {
+	// Forward is a long-lived stream of produce batches to the dispatcher,
+	// pipelined: results come back by batch id.
+	Forward(grpc.BidiStreamingServer[ForwardFrame, ForwardResults]) error
+	// Hold keeps copies of messages whose dispatcher is unreachable, until
+	// a dispatcher is elected and they are handed to it.
+	Hold(context.Context, *HoldRequest) (*HoldResponse, error)
+	// Consume streams a remote consumer's deliveries.
+	Consume(*ConsumeRequest, grpc.ServerStreamingServer[Deliveries]) error
+	// Ack acknowledges a message on its dispatcher.
+	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	mustEmbedUnimplementedQueuesServer()
+}
+
+// UnimplementedQueuesServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedQueuesServer struct{}
+
+func (UnimplementedQueuesServer) Forward(grpc.BidiStreamingServer[ForwardFrame, ForwardResults]) error {
+	return status.Error(codes.Unimplemented, "method Forward not implemented")
+}
+func (UnimplementedQueuesServer) Hold(context.Context, *HoldRequest) (*HoldResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedQueuesServer) Consume(*ConsumeRequest, grpc.ServerStreamingServer[Deliveries]) error {
+	return status.Error(codes.Unimplemented, "method Consume not implemented")
+}
+func (UnimplementedQueuesServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedQueuesServer) mustEmbedUnimplementedQueuesServer() {}
+func (UnimplementedQueuesServer) testEmbeddedByValue()                {}
+
+// UnsafeQueuesServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to QueuesServer will
+// result in compilation errors.
+type UnsafeQueuesServer interface {
+	mustEmbedUnimplementedQueuesServer()
+}
+
+func RegisterQueuesServer(s grpc.ServiceRegistrar, srv QueuesServer) {
+	// If the following call panics, it indicates UnimplementedQueuesServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Queues_ServiceDesc, srv)
+}
+
+func _Queues_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(QueuesServer).Forward(&grpc.GenericServerStream[ForwardFrame, ForwardResults]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Queues_ForwardServer = grpc.BidiStreamingServer[ForwardFrame, ForwardResults]
+
+func _Queues_Hold_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HoldRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).Hold(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_Hold_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).Hold(ctx, req.(*HoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queues_Consume_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ConsumeRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(QueuesServer).Consume(m, &grpc.GenericServerStream[ConsumeRequest, Deliveries]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Queues_ConsumeServer = grpc.ServerStreamingServer[Deliveries]
+
+func _Queues_Ack_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).Ack(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_Ack_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).Ack(ctx, req.(*AckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Queues_ServiceDesc is the grpc.ServiceDesc for Queues service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Queues_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "chute.peer.v1.Queues",
+	HandlerType: (*QueuesServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Hold",
+			Handler:    _Queues_Hold_Handler,
+		},
+		{
+			MethodName: "Ack",
+			Handler:    _Queues_Ack_Handler,
+		},
+	},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Forward",
+			Handler:       _Queues_Forward_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Consume",
+			Handler:       _Queues_Consume_Handler,
+			ServerStreams: true,
+		},
+	},
+	Metadata: "gossip/peerpb/peer.proto",
+}

@@ -1,0 +1,344 @@
+package gossip
+
+import (
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// ErrInvalidConfig is wrapped by every error Config.Validate returns.
+var ErrInvalidConfig = errors.New("gossip: invalid config")
+
+// Defaults of Config.
+const (
+	DefaultBindAddr       = "127.0.0.1:7946"
+	DefaultJoinBackoffMin = 200 * time.Millisecond
+	DefaultJoinBackoffMax = 10 * time.Second
+
+	// maxNameLen is serf's limit on node names.
+	maxNameLen = serf.MaxNodeNameLength
+)
+
+// Serf tag keys. Every chute node sets all of them; lists are comma-joined.
+const (
+	tagCluster = "cluster"
+	tagID      = "id"
+	tagPeer    = "peer"
+	tagClient  = "client"
+	tagVersion = "version"
+)
+
+// Config configures a Membership. The zero value is not valid: start from
+// DefaultConfig and set Name and Cluster. Config is read by New only.
+type Config struct {
+	// Name is the node's name, unique in the cluster; the member id is
+	// MemberID(Name). Required: at most 128 bytes of printable UTF-8 with no
+	// spaces and no '/'.
+	Name string
+
+	// Cluster is the cluster's name. Required, at most 255 bytes. It is
+	// memberlist's Label, so every packet and stream carries it and a node
+	// drops traffic labelled with another cluster; a serf merge delegate
+	// also refuses members whose "cluster" tag differs. Two clusters never
+	// merge.
+	Cluster string
+
+	// BindAddr is the host:port serf listens on, TCP and UDP. Required. The
+	// host is an IP address, a DNS name (resolved once by New; IPv4
+	// preferred) or empty for every interface. Port 0 is refused: serf
+	// binds TCP and UDP separately, and a node whose port is chosen by the
+	// kernel cannot be named as anybody's seed.
+	BindAddr string
+
+	// AdvertiseAddr is the host:port other nodes use to reach this one
+	// (host: IP address or DNS name resolved once by New). Empty: BindAddr.
+	// When the resulting host is unspecified (0.0.0.0 or ::), memberlist
+	// advertises the first private IP address of the machine, and New
+	// fails when there is none.
+	AdvertiseAddr string
+
+	// Join lists seeds as host:port; a host may be a DNS name, and every
+	// address it resolves to is tried. Start retries them with backoff
+	// until one answers (see Membership.Joined). Seeds equal to BindAddr or
+	// AdvertiseAddr are skipped. Empty: this node waits to be joined.
+	Join []string
+
+	// JoinBackoffMin and JoinBackoffMax bound the pause between two rounds
+	// of join attempts: it starts at JoinBackoffMin, doubles after every
+	// failed round up to JoinBackoffMax, and is jittered down by up to a
+	// half. Zero: DefaultJoinBackoffMin, DefaultJoinBackoffMax.
+	JoinBackoffMin, JoinBackoffMax time.Duration
+
+	// Key is the AES key (16, 24 or 32 bytes) that encrypts and
+	// authenticates gossip. Empty: no encryption; such a node can neither
+	// join nor be joined by an encrypted one.
+	Key []byte
+
+	// PeerURLs and ClientURLs are published in the serf tags "peer" and
+	// "client", comma-joined, so no URL may contain a comma. Empty: the
+	// tag is empty.
+	PeerURLs, ClientURLs []string
+
+	// Version is published in the serf tag "version". Empty: empty.
+	Version string
+
+	// Fast selects timings for in-process tests on loopback: a killed node
+	// is reported failed after about 0.5s instead of 5-7s (3 nodes), and a
+	// graceful leave takes about 0.2s instead of 1s. Details in fastTimings
+	// and lanTimings. False: LAN timings.
+	Fast bool
+
+	// Logger receives the membership's logs and serf's and memberlist's,
+	// each line at the level of its "[LEVEL]" prefix. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns LAN timings, BindAddr DefaultBindAddr and the
+// default join backoff. Name and Cluster are left empty.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:       DefaultBindAddr,
+		JoinBackoffMin: DefaultJoinBackoffMin,
+		JoinBackoffMax: DefaultJoinBackoffMax,
+	}
+}
+
+// Validate reports the first problem of c, wrapping ErrInvalidConfig. It
+// does no I/O: DNS names are resolved by New.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
+	}
+	if err := checkNodeName(c.Name); err != nil {
+		return bad("name %q: %v", c.Name, err)
+	}
+	switch {
+	case c.Cluster == "":
+		return bad("cluster is empty")
+	case len(c.Cluster) > memberlist.LabelMaxSize:
+		return bad("cluster name is %d bytes, more than %d", len(c.Cluster), memberlist.LabelMaxSize)
+	}
+	if c.BindAddr == "" {
+		return bad("bind address is empty")
+	}
+	if _, _, err := splitGossipAddr(c.BindAddr, true); err != nil {
+		return bad("bind address %q: %v", c.BindAddr, err)
+	}
+	if c.AdvertiseAddr != "" {
+		host, _, err := splitGossipAddr(c.AdvertiseAddr, false)
+		if err != nil {
+			return bad("advertise address %q: %v", c.AdvertiseAddr, err)
+		}
+		if host == "" {
+			return bad("advertise address %q has no host", c.AdvertiseAddr)
+		}
+	}
+	for _, seed := range c.Join {
+		host, _, err := splitGossipAddr(seed, false)
+		if err != nil {
+			return bad("join seed %q: %v", seed, err)
+		}
+		if host == "" {
+			return bad("join seed %q has no host", seed)
+		}
+	}
+	if c.JoinBackoffMin < 0 || c.JoinBackoffMax < 0 {
+		return bad("join backoff is negative")
+	}
+	if lo, hi := c.joinBackoff(); lo > hi {
+		return bad("join backoff min %v is above max %v", lo, hi)
+	}
+	if len(c.Key) > 0 {
+		if err := memberlist.ValidateKey(c.Key); err != nil {
+			return bad("key is %d bytes, want 16, 24 or 32", len(c.Key))
+		}
+	}
+	for _, u := range append(append([]string(nil), c.PeerURLs...), c.ClientURLs...) {
+		if u == "" || strings.Contains(u, ",") {
+			return bad("url %q is empty or holds a comma", u)
+		}
+	}
+	if n := tagsSize(c.tags()); n > memberlist.MetaMaxSize {
+		return bad("tags (urls, version, cluster) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
+	}
+	return nil
+}
+
+// checkNodeName accepts what serf and memberlist can carry and what our
+// logs and seeds ("name/addr" is memberlist's seed syntax) can show.
+func checkNodeName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > maxNameLen:
+		return fmt.Errorf("%d bytes, more than %d", len(name), maxNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("not UTF-8")
+	case strings.Contains(name, "/"):
+		return errors.New("contains '/'")
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("contains %q", r)
+		}
+	}
+	return nil
+}
+
+// splitGossipAddr splits host:port and checks the port (1-65535). The host
+// may be empty only when emptyHost is true (a bind address).
+func splitGossipAddr(addr string, emptyHost bool) (host string, port int, err error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q is not a number from 1 to 65535", p)
+	}
+	if n == 0 {
+		return "", 0, errors.New("port 0 is not supported: serf needs a fixed port for TCP and UDP that seeds can name")
+	}
+	if host == "" && !emptyHost {
+		return "", 0, errors.New("host is empty")
+	}
+	return host, int(n), nil
+}
+
+func (c Config) joinBackoff() (lo, hi time.Duration) {
+	lo, hi = c.JoinBackoffMin, c.JoinBackoffMax
+	if lo == 0 {
+		lo = DefaultJoinBackoffMin
+	}
+	if hi == 0 {
+		hi = max(DefaultJoinBackoffMax, lo)
+	}
+	return lo, hi
+}
+
+// tags are the serf tags of the node c describes.
+func (c Config) tags() map[string]string {
+	return map[string]string{
+		tagCluster: c.Cluster,
+		tagID:      strconv.FormatUint(MemberID(c.Name), 16),
+		tagPeer:    strings.Join(c.PeerURLs, ","),
+		tagClient:  strings.Join(c.ClientURLs, ","),
+		tagVersion: c.Version,
+	}
+}
+
+// tagsSize is an upper bound of the size of serf's encoding of tags: a
+// magic byte, then a msgpack map of strings (at most 3 bytes of header per
+// map and per string).
+func tagsSize(tags map[string]string) int {
+	n := 1 + 3
+	for k, v := range tags {
+		n += 3 + len(k) + 3 + len(v)
+	}
+	return n
+}
+
+// fastTimings tunes sc for in-process tests on loopback.
+//
+// memberlist (from DefaultLocalConfig): ProbeInterval 100ms, ProbeTimeout
+// 50ms, SuspicionMult 2, GossipInterval 20ms, PushPullInterval 2s. With
+// SuspicionMult 2 memberlist expects no confirmations (k = SuspicionMult-2
+// = 0), so a suspect is declared dead after SuspicionMult *
+// max(1, log10(N)) * ProbeInterval = 200ms for clusters below 10 nodes.
+// A dead node is first probed within about (N-1) probe intervals, and a
+// probe fails after one probe interval (direct, indirect and TCP tries),
+// so a killed node is reported failed 0.3-0.6s after it dies in a 3-node
+// cluster (about 0.5s measured by the membership tests under -race).
+//
+// serf: reap every 500ms, failed members reconnected every 500ms and
+// forgotten (EventReap) after 10s, left members kept 10s, leave broadcast
+// bounded by 1s plus a 200ms propagation delay.
+func fastTimings(sc *serf.Config) {
+	ml := memberlist.DefaultLocalConfig()
+	ml.ProbeInterval = 100 * time.Millisecond
+	ml.ProbeTimeout = 50 * time.Millisecond
+	ml.SuspicionMult = 2
+	ml.GossipInterval = 20 * time.Millisecond
+	ml.PushPullInterval = 2 * time.Second
+	ml.GossipToTheDeadTime = 2 * time.Second
+	ml.DeadNodeReclaimTime = time.Second
+	sc.MemberlistConfig = ml
+
+	sc.ReapInterval = 500 * time.Millisecond
+	sc.ReconnectInterval = 500 * time.Millisecond
+	sc.ReconnectTimeout = 10 * time.Second
+	sc.TombstoneTimeout = 10 * time.Second
+	sc.BroadcastTimeout = time.Second
+	sc.LeavePropagateDelay = 200 * time.Millisecond
+}
+
+// lanTimings are serf's and memberlist's LAN defaults: probe every 1s with
+// a 500ms timeout, SuspicionMult 4, gossip every 200ms, full state sync
+// every 30s; failed members are reconnected every 30s and forgotten after
+// 24h, left members kept 24h. A killed node is reported failed after the
+// suspicion timeout, SuspicionMult * max(1, log10(N)) * ProbeInterval = 4s
+// below 10 nodes (8s at 100), plus the time to probe it and fail (1-3s):
+// about 5-7s. From 4 nodes on, memberlist waits for 2 independent
+// confirmations and, without them, up to SuspicionMaxTimeoutMult (6) times
+// the suspicion timeout: 24s.
+func lanTimings(sc *serf.Config) {
+	ml := memberlist.DefaultLANConfig()
+	// A node that comes back on another address (a rescheduled pod)
+	// may reclaim its name 30s after it was declared dead.
+	ml.DeadNodeReclaimTime = 30 * time.Second
+	sc.MemberlistConfig = ml
+}
+
+// resolvedAddr is an address whose host is an IP literal (or empty).
+type resolvedAddr struct {
+	host string
+	port int
+}
+
+// serfConfig builds serf's configuration from c, whose addresses New has
+// resolved; serf sends its events to events and logs to logger.
+func (c Config) serfConfig(bind, advertise resolvedAddr, events chan<- serf.Event, logger *log.Logger) *serf.Config {
+	sc := serf.DefaultConfig()
+	if c.Fast {
+		fastTimings(sc)
+	} else {
+		lanTimings(sc)
+	}
+	sc.NodeName = c.Name
+	sc.Tags = c.tags()
+	sc.EventCh = events
+	sc.LogOutput = nil
+	sc.Logger = logger
+	sc.Merge = clusterMerge{cluster: c.Cluster}
+	// Coordinates (RTT estimates) cost ping bytes and nobody reads them.
+	sc.DisableCoordinates = true
+	// Kept from serf's defaults: a second node claiming our name makes the
+	// cluster vote, and the loser's serf shuts down (the event loop logs it).
+	sc.EnableNameConflictResolution = true
+
+	ml := sc.MemberlistConfig
+	ml.Logger = logger
+	ml.LogOutput = nil
+	ml.Label = c.Cluster
+	ml.BindAddr = bind.host
+	if ml.BindAddr == "" {
+		ml.BindAddr = "0.0.0.0"
+	}
+	ml.BindPort = bind.port
+	ml.AdvertiseAddr = advertise.host
+	ml.AdvertisePort = advertise.port
+	if len(c.Key) > 0 {
+		ml.SecretKey = append([]byte(nil), c.Key...)
+	}
+	return sc
+}
