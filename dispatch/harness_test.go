@@ -40,7 +40,7 @@ func startNode(t *testing.T, mutate func(*Config)) *testNode {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mgr.Start(srv)
+	mgr.Start(srv, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -12,6 +13,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +26,13 @@ type Config struct {
 	// MemberID is this member's id, written in the dispatcher records it
 	// claims. Required.
 	MemberID uint64
+	// ClusterID is sent with calls to other members, which refuse calls of
+	// another cluster. Zero: zero (tests of one member).
+	ClusterID uint64
+	// ReconcileInterval is how often queues are checked against their
+	// dispatcher records: handing messages to a new dispatcher, binding
+	// consumers, claiming queues whose dispatcher is gone. Zero: 100ms.
+	ReconcileInterval time.Duration
 	// Prefetch is how many unacknowledged messages a consumer holds at
 	// most. Zero: 64.
 	Prefetch int
@@ -47,17 +56,24 @@ func (c Config) withDefaults() Config {
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = 64 << 20
 	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 100 * time.Millisecond
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
 
-// RecordStore is the KV as the manager reads and writes dispatcher records;
-// kv.Server implements it.
+// RecordStore is the KV as the manager reads and writes dispatcher and
+// consumer records; kv.Server implements it. Writes are local writes that
+// replicate to the other members.
 type RecordStore interface {
 	Get(key string) []byte
 	CompareAndPut(key string, old, value []byte) bool
+	Put(key string, value []byte)
+	Delete(key string)
+	Prefix(prefix string) map[string][]byte
 }
 
 // Manager serves the queue namespace for kv (it implements kv.Queues): it
@@ -67,9 +83,15 @@ type Manager struct {
 	log *slog.Logger
 
 	records RecordStore // set by Start
+	cluster Cluster     // set by Start; nil: this member alone
 
-	mu     sync.Mutex // guards queues
-	queues map[string]*queue
+	mu         sync.Mutex // guards queues, forwarders, locals, conns
+	queues     map[string]*queue
+	forwarders map[uint64]*forwarder
+	locals     map[*localConsumer]struct{}
+	conns      map[string]*grpc.ClientConn // by peer address
+
+	metrics counters
 
 	counter atomic.Uint64 // message ids of this member
 	now     func() time.Time
@@ -88,30 +110,57 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Manager{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		queues: make(map[string]*queue),
-		now:    time.Now,
-		stop:   make(chan struct{}),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		queues:     make(map[string]*queue),
+		forwarders: make(map[uint64]*forwarder),
+		locals:     make(map[*localConsumer]struct{}),
+		conns:      make(map[string]*grpc.ClientConn),
+		now:        time.Now,
+		stop:       make(chan struct{}),
 	}, nil
 }
 
-// Start gives the manager the KV holding dispatcher records and starts the
-// visibility timer.
-func (m *Manager) Start(records RecordStore) {
+// Start gives the manager the KV holding dispatcher records and the
+// cluster (nil for a member alone), and starts its timers. Register
+// PeerService on the peer listener before it serves.
+func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
-	m.wg.Add(1)
+	m.cluster = cluster
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		m.runReconcile()
+	}()
 	go func() {
 		defer m.wg.Done()
 		m.runTimers()
 	}()
 }
 
-// Shutdown stops the timers. Queued messages are in memory and are lost
-// with the process. It is safe to call more than once.
+// Shutdown stops the timers, the forward streams and the remote
+// consumers. Queued messages are in memory and are lost with the process.
+// It is safe to call more than once.
 func (m *Manager) Shutdown(context.Context) error {
-	m.stopOnce.Do(func() { close(m.stop) })
+	m.stopOnce.Do(func() {
+		close(m.stop)
+		m.mu.Lock()
+		for id, f := range m.forwarders {
+			f.close()
+			delete(m.forwarders, id)
+		}
+		for lc := range m.locals {
+			lc.unbindRemote()
+		}
+		m.mu.Unlock()
+	})
 	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for addr, c := range m.conns {
+		_ = c.Close()
+		delete(m.conns, addr)
+	}
 	return nil
 }
 
@@ -158,38 +207,33 @@ func (m *Manager) Route(key []byte) kv.Route {
 	return kv.RouteKV
 }
 
-// queueFor returns the queue called name, creating it and claiming its
-// dispatcher record when needed.
+// queueFor returns this member's state of the queue called name,
+// creating it when needed.
 func (m *Manager) queueFor(name string) *queue {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	q, ok := m.queues[name]
 	if !ok {
 		q = newQueue(name, limits{maxBytes: m.cfg.MaxQueueBytes, prefetch: m.cfg.Prefetch, visibility: m.cfg.Visibility})
 		m.queues[name] = q
 	}
-	m.mu.Unlock()
-	if !ok {
-		m.claim(name)
-	}
 	return q
 }
 
-// claim writes this member as the queue's dispatcher if nobody is.
-func (m *Manager) claim(name string) {
-	if m.records == nil {
-		return
-	}
-	rec := Record{Member: m.cfg.MemberID, Epoch: 1}
-	if m.records.CompareAndPut(RecordKey(name), nil, []byte(rec.String())) {
-		m.log.Info("dispatcher claimed", "queue", name, "epoch", rec.Epoch)
-	}
+// lookup returns this member's state of a queue, or nil.
+func (m *Manager) lookup(name string) *queue {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.queues[name]
 }
 
 // errOverCap is etcd's "too many requests": the queue is at its byte cap.
 var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 
-// Produce implements kv.Queues: all puts are enqueued, in order, or none.
-func (m *Manager) Produce(_ context.Context, puts []*pb.PutRequest) error {
+// Produce implements kv.Queues: the puts of each queue are enqueued on its
+// dispatcher, in order, all or none. A txn spanning queues with different
+// dispatchers is atomic per queue only.
+func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	byQueue := make(map[string][]incoming)
 	var names []string
 	for _, p := range puts {
@@ -203,52 +247,132 @@ func (m *Manager) Produce(_ context.Context, puts []*pb.PutRequest) error {
 		id := MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}
 		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: k.Tail, value: p.Value})
 	}
-	sort.Strings(names) // lock order
-	qs := make([]*queue, len(names))
-	for i, name := range names {
-		qs[i] = m.queueFor(name)
-	}
-	for _, q := range qs {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-	}
-	for _, q := range qs {
-		if !q.roomLocked(byQueue[q.name]) {
-			q.stats.Refused++
-			return errOverCap
+	sort.Strings(names)
+	for _, name := range names {
+		if err := m.produceOne(ctx, name, byQueue[name]); err != nil {
+			return err
 		}
-	}
-	now := m.now()
-	for _, q := range qs {
-		q.enqueueLocked(byQueue[q.name], now)
 	}
 	return nil
 }
 
-// Ack implements kv.Queues.
-func (m *Manager) Ack(_ context.Context, key []byte) (bool, error) {
-	k := ParseKey(string(key))
-	m.mu.Lock()
-	q := m.queues[k.Queue]
-	m.mu.Unlock()
-	if q == nil {
-		return false, nil
+// produceOne puts msgs on their queue's dispatcher: here, or forwarded.
+func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) error {
+	for range 3 {
+		rec := m.dispatcherOf(name, claimAsProducer)
+		if rec.Member != m.cfg.MemberID {
+			return m.produceRemote(ctx, rec, name, msgs)
+		}
+		err := m.enqueueLocal(name, msgs)
+		if !errors.Is(err, errMoved) {
+			return err
+		}
 	}
-	return q.ack(k.Seq, k.Tail, m.now()), nil
+	return status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" keeps moving; retry")
 }
 
-// Consume implements kv.Queues.
+// errMoved is returned by enqueueLocal when the queue's record no longer
+// names this member.
+var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher")
+
+// enqueueLocal enqueues msgs on this member, the queue's dispatcher, all or
+// none. The record is checked under the queue's lock, which a handover also
+// takes, so a message is either handed over or forwarded after it, never
+// left behind out of order.
+func (m *Manager) enqueueLocal(name string, msgs []incoming) error {
+	q := m.queueFor(name)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rec, ok := m.record(name)
+	if ok && rec.Member != m.cfg.MemberID {
+		return errMoved
+	}
+	if !q.roomLocked(msgs) {
+		q.stats.Refused++
+		return errOverCap
+	}
+	q.becomeDispatcherLocked(rec.Epoch)
+	q.enqueueLocked(msgs, m.now())
+	return nil
+}
+
+// epochOf returns the epoch of the queue's record, 0 when none.
+func (m *Manager) epochOf(name string) uint64 {
+	rec, _ := m.record(name)
+	return rec.Epoch
+}
+
+// produceRemote forwards msgs to the queue's dispatcher, after handing it
+// whatever this member still holds of the queue, so order is kept. When the
+// dispatcher cannot be reached, every alive member keeps a copy until a
+// dispatcher is elected, so the put still succeeds and nothing is lost.
+func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) error {
+	if q := m.lookup(name); q != nil && q.holding() {
+		m.handover(q, rec.Member)
+	}
+	for attempt := 0; ; attempt++ {
+		err := m.forward(ctx, rec.Member, name, msgs)
+		switch status.Code(err) {
+		case codes.OK:
+			m.metrics.forwards.Add(uint64(len(msgs)))
+			return nil
+		case codes.ResourceExhausted, codes.InvalidArgument:
+			return err
+		case codes.FailedPrecondition:
+			// The dispatcher moved; read the record again.
+			if attempt < 2 {
+				rec = m.dispatcherOf(name, claimAsProducer)
+				if rec.Member == m.cfg.MemberID {
+					return m.produceOne(ctx, name, msgs)
+				}
+				continue
+			}
+		}
+		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
+		m.hold(ctx, name, msgs)
+		return nil
+	}
+}
+
+// Ack implements kv.Queues: the acknowledgement goes to the queue's
+// dispatcher, wherever the consumer is.
+func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
+	k := ParseKey(string(key))
+	rec, ok := m.record(k.Queue)
+	if !ok || rec.Member == m.cfg.MemberID || m.cluster == nil {
+		q := m.lookup(k.Queue)
+		if q == nil {
+			return false, nil
+		}
+		return q.ack(k.Seq, k.Tail, m.now()), nil
+	}
+	return m.ackRemote(ctx, rec.Member, k)
+}
+
+// Consume implements kv.Queues: the consumer is recorded in the KV, and
+// bound to the queue here when this member dispatches it, or to the
+// dispatcher's stream otherwise; the reconcile loop rebinds it when the
+// dispatcher changes.
 func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 	k := ParseKey(string(key))
 	if k.Kind != KindConsumer {
 		return nil, status.Error(codes.InvalidArgument, "etcdserver: not a consumer key: "+string(key))
 	}
-	q := m.queueFor(k.Queue)
-	c := &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}
-	q.addConsumer(c, m.now())
+	lc := &localConsumer{m: m, queue: k.Queue, c: &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}}
+	m.records.Put(consumerPrefix(k.Queue)+k.Consumer, []byte(strconv.FormatUint(m.cfg.MemberID, 10)))
+	m.mu.Lock()
+	m.locals[lc] = struct{}{}
+	m.mu.Unlock()
+	m.bind(lc, m.dispatcherOf(k.Queue, claimAsConsumer))
 	var once sync.Once
 	return func() {
-		once.Do(func() { q.removeConsumer(c, m.now()) })
+		once.Do(func() {
+			m.mu.Lock()
+			delete(m.locals, lc)
+			m.mu.Unlock()
+			lc.stop()
+			m.records.Delete(consumerPrefix(k.Queue) + k.Consumer)
+		})
 	}, nil
 }
 
@@ -262,6 +386,7 @@ func (m *Manager) Status() Status {
 	var st Status
 	for _, q := range m.snapshot() {
 		qs := q.status()
+		qs.LocalConsumers = m.localConsumers(q.name)
 		if m.records != nil {
 			if rec, ok := ParseRecord(string(m.records.Get(RecordKey(q.name)))); ok {
 				qs.Dispatcher = strconv.FormatUint(rec.Member, 16)

@@ -55,6 +55,10 @@ type queue struct {
 	name string
 	lim  limits
 
+	// handoverMu serialises handovers with the forwards that must follow
+	// them.
+	handoverMu sync.Mutex
+
 	mu        sync.Mutex // guards everything below
 	nextSeq   uint64
 	msgs      map[uint64]*message
@@ -64,7 +68,20 @@ type queue struct {
 	consumers []*consumer
 	rr        int // next consumer to try
 	stats     queueStats
+
+	// held are copies kept for a dispatcher that was unreachable, in
+	// arrival order, until they can be handed to the elected one.
+	held    []incoming
+	heldIDs map[MsgID]bool
+	// done remembers recently acknowledged ids, so that a late copy of an
+	// acknowledged message is not queued again.
+	done     map[MsgID]bool
+	doneRing []MsgID
+	doneNext int
 }
+
+// doneIDs bounds the acknowledged ids a queue remembers.
+const doneIDs = 1 << 16
 
 // queueStats are a queue's counters since it was created here.
 type queueStats struct {
@@ -76,7 +93,11 @@ type queueStats struct {
 }
 
 func newQueue(name string, lim limits) *queue {
-	return &queue{name: name, lim: lim, nextSeq: 1, msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64)}
+	return &queue{
+		name: name, lim: lim, nextSeq: 1,
+		msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64),
+		heldIDs: make(map[MsgID]bool), done: make(map[MsgID]bool),
+	}
 }
 
 // incoming is a message offered to a queue.
@@ -84,6 +105,7 @@ type incoming struct {
 	id    MsgID
 	tail  string
 	value []byte
+	seq   uint64 // kept from the dispatcher that handed it over; 0 for none
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
@@ -99,11 +121,18 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 // delivers what it can. The caller holds mu and checked the room.
 func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 	for _, in := range msgs {
-		if _, dup := q.ids[in.id]; dup {
+		if _, dup := q.ids[in.id]; dup || q.done[in.id] {
 			continue
 		}
-		m := &message{seq: q.nextSeq, id: in.id, tail: in.tail, value: in.value}
-		q.nextSeq++
+		seq := in.seq
+		if _, taken := q.msgs[seq]; seq == 0 || taken {
+			for q.msgs[q.nextSeq] != nil {
+				q.nextSeq++
+			}
+			seq = q.nextSeq
+		}
+		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
+		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value}
 		q.msgs[m.seq] = m
 		q.ids[m.id] = m.seq
 		q.bytes += m.size()
@@ -178,10 +207,121 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	}
 	delete(q.msgs, seq)
 	delete(q.ids, m.id)
+	q.rememberDoneLocked(m.id)
 	q.bytes -= m.size()
 	q.stats.Acked++
 	q.deliverLocked(now)
 	return true
+}
+
+// rememberDoneLocked records an acknowledged id, forgetting the oldest
+// beyond doneIDs. The caller holds mu.
+func (q *queue) rememberDoneLocked(id MsgID) {
+	if len(q.doneRing) < doneIDs {
+		q.doneRing = append(q.doneRing, id)
+	} else {
+		delete(q.done, q.doneRing[q.doneNext])
+		q.doneRing[q.doneNext] = id
+		q.doneNext = (q.doneNext + 1) % doneIDs
+	}
+	q.done[id] = true
+}
+
+// holdLocked keeps copies for an unreachable dispatcher, once per id. The
+// caller holds mu.
+func (q *queue) holdLocked(msgs []incoming) {
+	for _, in := range msgs {
+		if q.heldIDs[in.id] || q.done[in.id] {
+			continue
+		}
+		q.heldIDs[in.id] = true
+		q.held = append(q.held, in)
+		q.bytes += int64(len(in.value) + len(in.tail))
+	}
+}
+
+// takeAll removes and returns every message this member holds for the
+// queue, dispatched ones first in number order (with their numbers), then
+// held copies in arrival order, for handing them to the dispatcher. The
+// messages its consumers held are taken too: the new dispatcher delivers
+// them again.
+func (q *queue) takeAll() []incoming {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	seqs := make([]uint64, 0, len(q.msgs))
+	for seq := range q.msgs {
+		seqs = append(seqs, seq)
+	}
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	out := make([]incoming, 0, len(seqs)+len(q.held))
+	for _, seq := range seqs {
+		m := q.msgs[seq]
+		out = append(out, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
+	}
+	out = append(out, q.held...)
+	q.msgs = make(map[uint64]*message)
+	q.ids = make(map[MsgID]uint64)
+	q.ready = nil
+	q.held = nil
+	q.heldIDs = make(map[MsgID]bool)
+	q.bytes = 0
+	for _, c := range q.consumers {
+		c.unacked = make(map[uint64]*message)
+	}
+	return out
+}
+
+// putBack returns messages that could not be handed over: dispatched ones
+// back into the queue (with their numbers), copies back to the held list.
+func (q *queue) putBack(msgs []incoming, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var numbered, copies []incoming
+	for _, in := range msgs {
+		if in.seq != 0 {
+			numbered = append(numbered, in)
+		} else {
+			copies = append(copies, in)
+		}
+	}
+	q.holdLocked(copies)
+	q.enqueueLocked(numbered, now)
+}
+
+// adoptHeldLocked moves held copies into the queue on its new dispatcher.
+// The caller holds mu.
+func (q *queue) adoptHeldLocked(now time.Time) {
+	if len(q.held) == 0 {
+		return
+	}
+	held := q.held
+	for _, in := range held {
+		q.bytes -= int64(len(in.value) + len(in.tail))
+	}
+	q.held = nil
+	q.heldIDs = make(map[MsgID]bool)
+	q.enqueueLocked(held, now)
+}
+
+// becomeDispatcherLocked prepares the queue for dispatching at epoch:
+// epoch e numbers its messages from (e-1)<<32 + 1, above every number an
+// earlier epoch can have given (epoch 1 from 1), so an acknowledgement
+// never removes another epoch's message; held copies join the queue. The
+// caller holds mu.
+func (q *queue) becomeDispatcherLocked(epoch uint64) {
+	if floor := (max(epoch, 1)-1)<<32 + 1; q.nextSeq < floor {
+		q.nextSeq = floor
+	}
+	if len(q.held) > 0 {
+		q.adoptHeldLocked(time.Now())
+	}
+}
+
+// holding reports whether this member holds any message of the queue.
+func (q *queue) holding() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.msgs) > 0 || len(q.held) > 0
 }
 
 // addConsumer registers a consumer and delivers to it.
@@ -238,20 +378,24 @@ func (q *queue) releaseLocked(c *consumer, match func(*message) bool) {
 
 // QueueStatus is a queue as /status shows it.
 type QueueStatus struct {
-	Name       string     `json:"name"`
-	Dispatcher string     `json:"dispatcher"`
-	Epoch      uint64     `json:"epoch"`
-	Rows       int        `json:"depth_rows"`
-	Bytes      int64      `json:"depth_bytes"`
-	Unacked    int        `json:"unacked"`
-	Consumers  int        `json:"consumers"`
-	Stats      queueStats `json:"stats"`
+	Name       string `json:"name"`
+	Dispatcher string `json:"dispatcher"`
+	Epoch      uint64 `json:"epoch"`
+	Rows       int    `json:"depth_rows"`
+	Held       int    `json:"held_copies"`
+	Bytes      int64  `json:"depth_bytes"`
+	Unacked    int    `json:"unacked"`
+	Consumers  int    `json:"consumers"`
+	// LocalConsumers are the consumer watches on this member, wherever
+	// the dispatcher is.
+	LocalConsumers int        `json:"local_consumers"`
+	Stats          queueStats `json:"stats"`
 }
 
 func (q *queue) status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats}
+	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats}
 	for _, c := range q.consumers {
 		st.Unacked += len(c.unacked)
 	}

@@ -51,13 +51,19 @@ func TestQueue_produceConsumeAck(t *testing.T) {
 	if r, err := cli.Delete(ctx, string(evs[0].Kv.Key)); err != nil || r.Deleted != 0 {
 		t.Fatalf("second ack: got %v, %v; want deleted 0", r, err)
 	}
-	// Messages never enter the KV; the dispatcher record does.
+	// Messages never enter the KV; the dispatcher record and the consumer
+	// record (naming the member hosting the consumer) do.
 	g, err := cli.Get(ctx, "/q", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(g.Kvs) != 1 || string(g.Kvs[0].Key) != "/q/jobs" || !strings.HasPrefix(string(g.Kvs[0].Value), "7;epoch=1") {
-		t.Fatalf("KV under /q: got %v, want only the record /q/jobs = 7;epoch=1", g.Kvs)
+	var kvs []string
+	for _, kv := range g.Kvs {
+		kvs = append(kvs, string(kv.Key)+"="+string(kv.Value))
+	}
+	want = "[/q/jobs=7;epoch=1 /q/jobs/c/2b8f0a1e-0000-4000-8000-000000000001=7]"
+	if fmt.Sprint(kvs) != want {
+		t.Fatalf("KV under /q: got %v, want %s", kvs, want)
 	}
 }
 

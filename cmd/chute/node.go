@@ -16,6 +16,7 @@ import (
 
 	"chute/dispatch"
 	"chute/gossip"
+	"chute/gossip/peerpb"
 	"chute/kv"
 	chuteotel "chute/otel"
 )
@@ -109,7 +110,7 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		return nil, err
 	}
 
-	if n.queues, err = dispatch.New(dispatch.Config{MemberID: memberID, Logger: logger.With("component", "dispatch")}); err != nil {
+	if n.queues, err = dispatch.New(dispatch.Config{MemberID: memberID, ClusterID: clusterID, Logger: logger.With("component", "dispatch")}); err != nil {
 		_ = n.members.Shutdown()
 		return nil, err
 	}
@@ -154,10 +155,11 @@ func (n *node) start() error {
 	if err := n.kv.Start(); err != nil {
 		return err
 	}
+	n.replicator.RegisterService(&peerpb.Queues_ServiceDesc, n.queues.PeerService())
 	if err := n.replicator.Start(n.kv, n.members); err != nil {
 		return err
 	}
-	n.queues.Start(n.kv)
+	n.queues.Start(n.kv, n.members)
 	events, stop := n.members.Subscribe(256)
 	n.stopEvents = stop
 	n.wg.Add(1)

@@ -1,0 +1,196 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"chute/gossip"
+	"chute/gossip/peerpb"
+	"chute/kv"
+)
+
+// peerList is a Cluster and gossip.PeerSource the test edits, standing in
+// for serf.
+type peerList struct {
+	mu    sync.Mutex
+	peers []gossip.Peer
+}
+
+func (p *peerList) Peers() []gossip.Peer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]gossip.Peer(nil), p.peers...)
+}
+
+func (p *peerList) set(ps []gossip.Peer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.peers = ps
+}
+
+// member is one in-process cluster member: kv, replication and queues.
+type member struct {
+	name  string
+	id    uint64
+	kv    *kv.Server
+	repl  *gossip.Replicator
+	mgr   *Manager
+	peers *peerList
+	cli   *clientv3.Client
+	once  sync.Once
+}
+
+func startMember(t *testing.T, name string, mutate func(*Config)) *member {
+	t.Helper()
+	id := gossip.MemberID(name)
+	cluster := gossip.ClusterID("test")
+	repl, err := gossip.NewReplicator(gossip.ReplicatorConfig{
+		ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: cluster, MemberID: id,
+		DigestInterval: 100 * time.Millisecond, PeersInterval: 20 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{MemberID: id, ClusterID: cluster, Visibility: 10 * time.Second, ReconcileInterval: 20 * time.Millisecond}
+	if os.Getenv("CHUTE_TEST_LOG") != "" {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	mgr, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg := kv.DefaultConfig()
+	kcfg.Name, kcfg.MemberID, kcfg.ClusterID = name, id, cluster
+	kcfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
+	kcfg.Replicator = repl
+	kcfg.Queues = mgr
+	srv, err := kv.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mb := &member{name: name, id: id, kv: srv, repl: repl, mgr: mgr, peers: &peerList{}}
+	repl.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
+	if err := repl.Start(srv, mb.peers); err != nil {
+		t.Fatal(err)
+	}
+	mgr.Start(srv, mb.peers)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb.cli = cli
+	t.Cleanup(func() { mb.stop() })
+	return mb
+}
+
+// stop shuts the member down, as a crash would look to the others once
+// they drop it from their peer lists.
+func (mb *member) stop() {
+	mb.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = mb.cli.Close()
+		_ = mb.kv.Shutdown(ctx)
+		_ = mb.mgr.Shutdown(ctx)
+		_ = mb.repl.Shutdown(ctx)
+	})
+}
+
+func (mb *member) asPeer() gossip.Peer {
+	return gossip.Peer{ID: mb.id, Addr: mb.repl.Addrs()[0].String()}
+}
+
+// connect makes every member see every other alive.
+func connect(ms ...*member) {
+	for _, m := range ms {
+		var ps []gossip.Peer
+		for _, o := range ms {
+			if o != m {
+				ps = append(ps, o.asPeer())
+			}
+		}
+		m.peers.set(ps)
+	}
+}
+
+// recordOn returns the queue's dispatcher record as member m has it.
+func recordOn(m *member, queue string) string {
+	return string(m.kv.Get(RecordKey(queue)))
+}
+
+// newClient returns another client of m.
+func (mb *member) newClient(t *testing.T) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{mb.kv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+// consumeAll reads n deliveries from wc, acknowledging each through ack,
+// and returns their tails in arrival order; it fails on a tail seen twice.
+func consumeAll(t *testing.T, ctx context.Context, wc clientv3.WatchChan, ack *clientv3.Client, n int, d time.Duration) []string {
+	t.Helper()
+	seen := make(map[string]bool, n)
+	var tails []string
+	deadline := time.Now().Add(d)
+	for len(tails) < n {
+		for _, ev := range next(t, wc, time.Until(deadline)) {
+			k := ParseKey(string(ev.Kv.Key))
+			if seen[k.Tail] {
+				t.Fatalf("%s delivered twice (attempt %d)", k.Tail, ev.Kv.Version)
+			}
+			seen[k.Tail] = true
+			tails = append(tails, k.Tail)
+			r, err := ack.Delete(ctx, string(ev.Kv.Key))
+			if err != nil {
+				t.Fatalf("ack %s: %v", ev.Kv.Key, err)
+			}
+			if r.Deleted != 1 {
+				t.Fatalf("ack %s removed nothing", ev.Kv.Key)
+			}
+		}
+	}
+	return tails
+}
+
+// checkProducerOrder checks tails "<producer>-<n>" arrive in n order per
+// producer, each once, all of them.
+func checkProducerOrder(t *testing.T, tails []string, producers, each int) {
+	t.Helper()
+	last := make([]int, producers)
+	for i := range last {
+		last[i] = -1
+	}
+	for _, tail := range tails {
+		var p, i int
+		if _, err := fmt.Sscanf(tail, "%d-%d", &p, &i); err != nil {
+			t.Fatalf("tail %q: %v", tail, err)
+		}
+		if i != last[p]+1 {
+			t.Fatalf("producer %d: message %d after %d", p, i, last[p])
+		}
+		last[p] = i
+	}
+	for p, l := range last {
+		if l != each-1 {
+			t.Fatalf("producer %d: last message %d, want %d", p, l, each-1)
+		}
+	}
+}

@@ -1,0 +1,223 @@
+package dispatch
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestCluster_producerOnAConsumerOnC is acceptance 2 in-process: messages
+// from four producers on A reach a consumer on C exactly once, in each
+// producer's order, and none is left unacknowledged.
+func TestCluster_producerOnAConsumerOnC(t *testing.T) {
+	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	const producers, each = 4, 500
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		cli := a.newClient(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%d-%04d", p, i), "v"); err != nil {
+					errs <- fmt.Errorf("producer %d put %d: %w", p, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wc := c.cli.Watch(ctx, "/q/jobs/c/consumer-on-c")
+	tails := consumeAll(t, ctx, wc, c.cli, producers*each, 30*time.Second)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkProducerOrder(t, tails, producers, each)
+	waitUntil(t, 5*time.Second, "nothing left anywhere", func() bool {
+		for _, m := range []*member{a, b, c} {
+			for _, q := range m.mgr.Status().Queues {
+				if q.Rows != 0 || q.Held != 0 || q.Unacked != 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	// The consumer's member took the dispatcher role: A hosted no consumer.
+	if rec := recordOn(a, "jobs"); !strings.HasPrefix(rec, fmt.Sprint(c.id, ";")) {
+		t.Fatalf("record on a: got %q, want c (%d) as dispatcher", rec, c.id)
+	}
+}
+
+// TestCluster_concurrentFirstPuts is acceptance 5: first puts on A and C at
+// once to a new queue end with one dispatcher record on all members, and
+// every message reaches the consumer once.
+func TestCluster_concurrentFirstPuts(t *testing.T) {
+	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	var wg sync.WaitGroup
+	for _, m := range []*member{a, c} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if _, err := m.cli.Put(ctx, fmt.Sprintf("/q/race/p/%s-%02d", m.name, i), "v"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	waitUntil(t, 10*time.Second, "one record on all members", func() bool {
+		ra := recordOn(a, "race")
+		return ra != "" && ra == recordOn(b, "race") && ra == recordOn(c, "race")
+	})
+	wc := b.cli.Watch(ctx, "/q/race/c/x")
+	tails := consumeAll(t, ctx, wc, b.cli, 100, 20*time.Second)
+	if len(tails) != 100 {
+		t.Fatalf("got %d messages, want 100", len(tails))
+	}
+}
+
+// TestCluster_dispatcherDies is acceptance 4 in-process: the dispatcher
+// stops while producers on other members keep putting; puts keep
+// succeeding (held by every member while it is unreachable), the next put
+// after the members drop it re-elects (epoch + 1), and every message put
+// after the stop is delivered exactly once.
+func TestCluster_dispatcherDies(t *testing.T) {
+	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/die/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the record on b and c", func() bool {
+		return recordOn(b, "die") != "" && recordOn(c, "die") != ""
+	})
+	rec, _ := ParseRecord(recordOn(b, "die"))
+	if rec.Member != a.id {
+		t.Fatalf("dispatcher: got %d, want a", rec.Member)
+	}
+	a.stop()
+	// Until serf would notice, the others still list a: their puts are held.
+	for i := range 20 {
+		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/die/p/held-%02d", i), "v"); err != nil {
+			t.Fatalf("put while the dispatcher is unreachable: %v", err)
+		}
+	}
+	connect(b, c) // serf reports a failed
+	for i := range 20 {
+		if _, err := c.cli.Put(ctx, fmt.Sprintf("/q/die/p/after-%02d", i), "v"); err != nil {
+			t.Fatalf("put after re-election: %v", err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "one new record", func() bool {
+		return recordOn(b, "die") == recordOn(c, "die")
+	})
+	nrec, _ := ParseRecord(recordOn(b, "die"))
+	if nrec.Member == a.id || nrec.Epoch != rec.Epoch+1 {
+		t.Fatalf("new record %+v, want another member at epoch %d", nrec, rec.Epoch+1)
+	}
+	wc := b.cli.Watch(ctx, "/q/die/c/x")
+	tails := consumeAll(t, ctx, wc, b.cli, 40, 20*time.Second)
+	got := map[string]bool{}
+	for _, tl := range tails {
+		got[tl] = true
+	}
+	for i := range 20 {
+		for _, p := range []string{"held", "after"} {
+			if k := fmt.Sprintf("%s-%02d", p, i); !got[k] {
+				t.Fatalf("%s not delivered", k)
+			}
+		}
+	}
+	// Nothing more arrives: no copy was delivered twice.
+	select {
+	case resp := <-wc:
+		if len(resp.Events) > 0 {
+			t.Fatalf("extra delivery %s", resp.Events[0].Kv.Key)
+		}
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestCluster_consumersOnTwoMembers checks that consumers on different
+// members share a queue: one member dispatches, the other consumes over a
+// stream and acknowledges through the dispatcher; each gets messages and
+// none gets one twice.
+func TestCluster_consumersOnTwoMembers(t *testing.T) {
+	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	wb := b.cli.Watch(ctx, "/q/share/c/on-b")
+	waitUntil(t, 5*time.Second, "b to claim", func() bool { return strings.HasPrefix(recordOn(c, "share"), fmt.Sprint(b.id, ";")) })
+	wc := c.cli.Watch(ctx, "/q/share/c/on-c")
+	waitUntil(t, 5*time.Second, "two consumers at the dispatcher", func() bool {
+		for _, q := range b.mgr.Status().Queues {
+			if q.Name == "share" && q.Consumers == 2 {
+				return true
+			}
+		}
+		return false
+	})
+	const total = 200
+	for i := range total {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/share/p/m%03d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	seen := map[string]string{}
+	count := func(name string, evs []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, k := range evs {
+			if prev, dup := seen[k]; dup {
+				t.Errorf("%s delivered to %s and %s", k, prev, name)
+			}
+			seen[k] = name
+		}
+	}
+	got := map[string]int{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(seen) < total && time.Now().Before(deadline) {
+		select {
+		case r := <-wb:
+			var ks []string
+			for _, ev := range r.Events {
+				ks = append(ks, string(ev.Kv.Key))
+				if _, err := b.cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count("b", ks)
+			got["b"] += len(ks)
+		case r := <-wc:
+			var ks []string
+			for _, ev := range r.Events {
+				ks = append(ks, string(ev.Kv.Key))
+				if d, err := c.cli.Delete(ctx, string(ev.Kv.Key)); err != nil || d.Deleted != 1 {
+					t.Fatalf("ack on c: %v %v", d, err)
+				}
+			}
+			count("c", ks)
+			got["c"] += len(ks)
+		case <-time.After(time.Until(deadline)):
+		}
+	}
+	if len(seen) != total {
+		t.Fatalf("delivered %d of %d", len(seen), total)
+	}
+	if got["b"] == 0 || got["c"] == 0 {
+		t.Fatalf("split: %v, want both consumers to get messages", got)
+	}
+	t.Logf("split between the members: %v", got)
+}

@@ -1,0 +1,184 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"chute/gossip"
+	"chute/gossip/peerpb"
+)
+
+// localConsumer is a consumer watch on this member. It is bound either to
+// the queue here (this member dispatches it) or to a Consume stream from
+// the dispatcher. Its binding is guarded by Manager.mu.
+type localConsumer struct {
+	m     *Manager
+	queue string
+	c     *consumer
+
+	attached *queue        // the local queue it is registered with, or nil
+	remote   *remoteStream // the stream from a remote dispatcher, or nil
+}
+
+// remoteStream feeds a local consumer from a remote dispatcher.
+type remoteStream struct {
+	member uint64
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the stream ended
+}
+
+func (r *remoteStream) ended() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// bind attaches lc where the queue's dispatcher rec is.
+func (m *Manager) bind(lc *localConsumer, rec Record) {
+	m.mu.Lock()
+	if _, live := m.locals[lc]; !live {
+		m.mu.Unlock()
+		return
+	}
+	if rec.Member == m.cfg.MemberID || m.cluster == nil {
+		lc.unbindRemote()
+		if lc.attached == nil {
+			q := m.queues[lc.queue]
+			if q == nil {
+				q = newQueue(lc.queue, limits{maxBytes: m.cfg.MaxQueueBytes, prefetch: m.cfg.Prefetch, visibility: m.cfg.Visibility})
+				m.queues[lc.queue] = q
+			}
+			lc.attached = q
+			m.mu.Unlock()
+			q.mu.Lock()
+			q.becomeDispatcherLocked(rec.Epoch)
+			q.mu.Unlock()
+			q.addConsumer(lc.c, m.now())
+			return
+		}
+		m.mu.Unlock()
+		return
+	}
+	if q := lc.attached; q != nil {
+		lc.attached = nil
+		defer q.removeConsumer(lc.c, m.now())
+	}
+	if lc.remote != nil && lc.remote.member == rec.Member && !lc.remote.ended() {
+		m.mu.Unlock()
+		return
+	}
+	lc.unbindRemote()
+	addr, ok := m.peerAddr(rec.Member)
+	if !ok {
+		m.mu.Unlock()
+		return // the dispatcher is not alive; the reconcile loop claims
+	}
+	ctx, cancel := context.WithCancel(gossip.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
+	rs := &remoteStream{member: rec.Member, cancel: cancel, done: make(chan struct{})}
+	lc.remote = rs
+	m.mu.Unlock()
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer close(rs.done)
+		lc.consumeRemote(ctx, addr)
+	}()
+}
+
+// unbindRemote ends the remote stream, if any. The caller holds Manager.mu.
+func (lc *localConsumer) unbindRemote() {
+	if lc.remote != nil {
+		lc.remote.cancel()
+		lc.remote = nil
+	}
+}
+
+// stop ends lc wherever it is bound.
+func (lc *localConsumer) stop() {
+	m := lc.m
+	m.mu.Lock()
+	lc.unbindRemote()
+	q := lc.attached
+	lc.attached = nil
+	m.mu.Unlock()
+	if q != nil {
+		q.removeConsumer(lc.c, m.now())
+	}
+}
+
+// consumeRemote relays the dispatcher's deliveries to the watch until the
+// stream ends.
+func (lc *localConsumer) consumeRemote(ctx context.Context, addr string) {
+	conn, err := gossip.Dial(addr)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	stream, err := peerpb.NewQueuesClient(conn).Consume(ctx, &peerpb.ConsumeRequest{Queue: lc.queue, Consumer: lc.c.id, Prefix: lc.c.prefix})
+	if err != nil {
+		return
+	}
+	for {
+		batch, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() == nil {
+				lc.m.log.Debug("remote consumer stream ended", "queue", lc.queue, "consumer", lc.c.id, "err", err)
+			}
+			return
+		}
+		kvs := make([]*mvccpb.KeyValue, len(batch.Deliveries))
+		for i, d := range batch.Deliveries {
+			kvs[i] = &mvccpb.KeyValue{Key: d.Key, Value: d.Value, Version: d.Attempt}
+		}
+		lc.c.out.Deliver(kvs)
+	}
+}
+
+// localConsumers counts the consumer watches of a queue on this member.
+func (m *Manager) localConsumers(name string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for lc := range m.locals {
+		if lc.queue == name {
+			n++
+		}
+	}
+	return n
+}
+
+// streamSink is a remote consumer's Deliveries on its dispatcher: it
+// queues batches for the Consume stream's sender. The queue bounds the
+// messages outstanding by the prefetch, so the list stays small.
+type streamSink struct {
+	mu    sync.Mutex
+	items [][]*mvccpb.KeyValue
+	ready chan struct{}
+}
+
+func (s *streamSink) Deliver(kvs []*mvccpb.KeyValue) {
+	s.mu.Lock()
+	s.items = append(s.items, kvs)
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (s *streamSink) take() [][]*mvccpb.KeyValue {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	items := s.items
+	s.items = nil
+	return items
+}
+
+// reconcileRemoteTimeout bounds one handover or hold call.
+const reconcileRemoteTimeout = 10 * time.Second

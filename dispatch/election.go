@@ -1,0 +1,118 @@
+package dispatch
+
+import (
+	"strconv"
+	"strings"
+
+	"chute/gossip"
+)
+
+// Cluster is what queues need to know of the other members. gossip's
+// Membership implements it. Peers must be safe for concurrent use.
+type Cluster interface {
+	// Peers returns the alive members other than this one.
+	Peers() []gossip.Peer
+}
+
+// claimReason says why a member may claim a queue.
+type claimReason int
+
+const (
+	// claimNever reads the record and claims nothing.
+	claimNever claimReason = iota
+	// claimAsProducer claims a queue nobody alive dispatches.
+	claimAsProducer
+	// claimAsConsumer also claims a queue whose dispatcher hosts no
+	// consumer, so that deliveries stay on the consumer's member.
+	claimAsConsumer
+)
+
+// peerAddr returns the peer address of an alive member other than this one.
+func (m *Manager) peerAddr(id uint64) (string, bool) {
+	if m.cluster == nil {
+		return "", false
+	}
+	for _, p := range m.cluster.Peers() {
+		if p.ID == id {
+			return p.Addr, true
+		}
+	}
+	return "", false
+}
+
+// alive reports whether member is this one or an alive peer.
+func (m *Manager) alive(member uint64) bool {
+	if member == m.cfg.MemberID {
+		return true
+	}
+	_, ok := m.peerAddr(member)
+	return ok
+}
+
+// record returns the queue's dispatcher record, ok false when there is
+// none (or it does not parse).
+func (m *Manager) record(name string) (Record, bool) {
+	if m.records == nil {
+		return Record{Member: m.cfg.MemberID}, true
+	}
+	return ParseRecord(string(m.records.Get(RecordKey(name))))
+}
+
+// dispatcherOf returns the queue's dispatcher, first claiming the queue for
+// this member when why allows it. A claim writes the record with the next
+// epoch, compared against the record read, so of two members claiming from
+// the same record one writes first locally, and replication settles which
+// claim stands (last writer wins); the other hands over what it holds.
+func (m *Manager) dispatcherOf(name string, why claimReason) Record {
+	for range 3 {
+		raw := m.records.Get(RecordKey(name))
+		rec, ok := ParseRecord(string(raw))
+		if ok && rec.Member == m.cfg.MemberID {
+			return rec
+		}
+		if !m.shouldClaim(name, rec, ok, why) {
+			return rec
+		}
+		next := Record{Member: m.cfg.MemberID, Epoch: rec.Epoch + 1}
+		if !ok {
+			raw = nil
+		}
+		if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
+			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", rec.Member)
+			m.metrics.elections.Add(1)
+			return next
+		}
+	}
+	rec, _ := ParseRecord(string(m.records.Get(RecordKey(name))))
+	return rec
+}
+
+func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason) bool {
+	switch {
+	case why == claimNever:
+		return false
+	case !ok || !m.alive(rec.Member):
+		return true
+	case why == claimAsConsumer:
+		return !m.hostsConsumer(name, rec.Member)
+	}
+	return false
+}
+
+// consumerPrefix is where consumer records of a queue live: one key per
+// consumer, /q/{name}/c/{id}, whose value is the member hosting it.
+func consumerPrefix(name string) string { return "/q/" + name + "/c/" }
+
+// hostsConsumer reports whether member hosts a consumer of the queue, by
+// the replicated consumer records.
+func (m *Manager) hostsConsumer(name string, member uint64) bool {
+	for key, v := range m.records.Prefix(consumerPrefix(name)) {
+		if strings.Count(key, "/") != 4 {
+			continue
+		}
+		if id, err := strconv.ParseUint(string(v), 10, 64); err == nil && id == member {
+			return true
+		}
+	}
+	return false
+}

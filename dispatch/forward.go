@@ -1,0 +1,210 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip"
+	"chute/gossip/peerpb"
+)
+
+// forwardTimeout bounds how long a put waits for its dispatcher's answer
+// before it is held by every member instead.
+const forwardTimeout = 5 * time.Second
+
+// forwarder is this member's long-lived Forward stream to one dispatcher.
+// Produce calls queue batches; one goroutine writes them in frames (several
+// batches per frame when they pile up), another reads the results and
+// answers each call by batch id. A broken stream answers every pending
+// call Unavailable and is reopened by the next batch.
+type forwarder struct {
+	m      *Manager
+	member uint64
+	conn   *grpc.ClientConn
+	ctx    context.Context // carries this member's identity; cancelled by close
+	cancel context.CancelFunc
+	sendC  chan *peerpb.ForwardBatch
+
+	mu      sync.Mutex // guards pending and next
+	pending map[uint64]chan *peerpb.ForwardResult
+	next    uint64
+}
+
+// forwardFrameBatches bounds the batches in one frame.
+const forwardFrameBatches = 256
+
+func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
+	conn, err := gossip.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(gossip.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
+	f := &forwarder{
+		m: m, member: member, conn: conn, ctx: ctx, cancel: cancel,
+		sendC:   make(chan *peerpb.ForwardBatch, 1024),
+		pending: make(map[uint64]chan *peerpb.ForwardResult),
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f.run()
+	}()
+	return f, nil
+}
+
+func (f *forwarder) close() {
+	f.cancel()
+	_ = f.conn.Close()
+}
+
+// send forwards msgs as one batch and returns the dispatcher's answer: nil
+// when it holds them, its error otherwise (a status error).
+func (f *forwarder) send(ctx context.Context, msgs []*peerpb.QueueMessage) error {
+	ch := make(chan *peerpb.ForwardResult, 1)
+	f.mu.Lock()
+	f.next++
+	id := f.next
+	f.pending[id] = ch
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.pending, id)
+		f.mu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
+	defer cancel()
+	select {
+	case f.sendC <- &peerpb.ForwardBatch{Id: id, Messages: msgs}:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	case <-f.ctx.Done():
+		return status.Error(codes.Unavailable, "dispatch: forwarder closed")
+	}
+	select {
+	case r := <-ch:
+		if r.Code == 0 {
+			return nil
+		}
+		return status.Error(codes.Code(r.Code), r.Message)
+	case <-ctx.Done():
+		return status.Error(codes.Unavailable, "dispatch: no answer from the dispatcher")
+	case <-f.ctx.Done():
+		return status.Error(codes.Unavailable, "dispatch: forwarder closed")
+	}
+}
+
+// complete answers the call waiting for r, if any.
+func (f *forwarder) complete(r *peerpb.ForwardResult) {
+	f.mu.Lock()
+	ch := f.pending[r.Id]
+	f.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- r:
+		default:
+		}
+	}
+}
+
+// failAll answers every pending call Unavailable.
+func (f *forwarder) failAll(msg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, ch := range f.pending {
+		select {
+		case ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
+		default:
+		}
+	}
+}
+
+// run owns the stream until the forwarder closes.
+func (f *forwarder) run() {
+	client := peerpb.NewQueuesClient(f.conn)
+	backoff := 50 * time.Millisecond
+	for f.ctx.Err() == nil {
+		var first *peerpb.ForwardBatch
+		select {
+		case first = <-f.sendC:
+		case <-f.ctx.Done():
+			return
+		}
+		sctx, scancel := context.WithCancel(f.ctx)
+		stream, err := client.Forward(sctx)
+		if err != nil {
+			scancel()
+			f.answer(first, codes.Unavailable, err.Error())
+			f.failAll(err.Error())
+			select {
+			case <-time.After(backoff):
+			case <-f.ctx.Done():
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 50 * time.Millisecond
+		err = f.pump(stream, first)
+		scancel()
+		f.failAll("dispatch: forward stream broke: " + errString(err))
+	}
+}
+
+func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) {
+	f.complete(&peerpb.ForwardResult{Id: b.Id, Code: uint32(code), Message: msg})
+}
+
+// pump writes frames and reads results until the stream fails.
+func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.ForwardBatch) error {
+	recvErr := make(chan error, 1)
+	f.m.wg.Add(1)
+	go func() {
+		defer f.m.wg.Done()
+		for {
+			res, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			for _, r := range res.Results {
+				f.complete(r)
+			}
+		}
+	}()
+	next := first
+	for {
+		frame := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{next}}
+	more:
+		for len(frame.Batches) < forwardFrameBatches {
+			select {
+			case b := <-f.sendC:
+				frame.Batches = append(frame.Batches, b)
+			default:
+				break more
+			}
+		}
+		if err := stream.Send(frame); err != nil {
+			return err
+		}
+		select {
+		case next = <-f.sendC:
+		case err := <-recvErr:
+			return err
+		case <-f.ctx.Done():
+			_ = stream.CloseSend()
+			return f.ctx.Err()
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return "closed"
+	}
+	return err.Error()
+}

@@ -1,0 +1,224 @@
+package dispatch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peerpb"
+)
+
+// counters are the manager's cluster counters, for /status and metrics.
+type counters struct {
+	forwards   atomic.Uint64 // messages forwarded to another dispatcher
+	broadcasts atomic.Uint64 // messages held by every member instead
+	elections  atomic.Uint64 // dispatcher claims this member won locally
+	handovers  atomic.Uint64 // messages handed to a new dispatcher
+}
+
+// PeerService returns the Queues service other members call; register it
+// on the peer listener.
+func (m *Manager) PeerService() peerpb.QueuesServer { return &queueService{m: m} }
+
+// queueService serves the Queues peer service.
+type queueService struct {
+	peerpb.UnimplementedQueuesServer
+	m *Manager
+}
+
+func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
+	out := make(map[string][]incoming)
+	for _, q := range msgs {
+		out[q.Queue] = append(out[q.Queue], incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq})
+	}
+	return out
+}
+
+func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
+	out := make([]*peerpb.QueueMessage, len(msgs))
+	for i, in := range msgs {
+		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: in.value, Origin: in.id.Origin, N: in.id.N, Seq: in.seq}
+	}
+	return out
+}
+
+// Forward takes produce batches for queues this member dispatches.
+func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFrame, peerpb.ForwardResults]) error {
+	for {
+		frame, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, len(frame.Batches))}
+		for i, b := range frame.Batches {
+			r := &peerpb.ForwardResult{Id: b.Id}
+			if err := s.m.acceptForwarded(b.Messages); err != nil {
+				st := status.Convert(err)
+				r.Code, r.Message = uint32(st.Code()), st.Message()
+			}
+			res.Results[i] = r
+		}
+		if err := stream.Send(res); err != nil {
+			return err
+		}
+	}
+}
+
+// acceptForwarded enqueues a forwarded batch if this member dispatches its
+// queues; FailedPrecondition tells the sender to read the record again.
+func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage) error {
+	byQueue := toIncoming(msgs)
+	names := make([]string, 0, len(byQueue))
+	for name := range byQueue {
+		names = append(names, name)
+	}
+	sortStrings(names)
+	for _, name := range names {
+		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
+			return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
+		}
+		if err := m.enqueueLocal(name, byQueue[name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Hold keeps copies for an unreachable dispatcher.
+func (s *queueService) Hold(_ context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
+	for name, msgs := range toIncoming(r.Messages) {
+		q := s.m.queueFor(name)
+		q.mu.Lock()
+		q.holdLocked(msgs)
+		q.mu.Unlock()
+	}
+	return &peerpb.HoldResponse{}, nil
+}
+
+// Consume serves a consumer hosted by another member.
+func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStreamingServer[peerpb.Deliveries]) error {
+	m := s.m
+	rec, ok := m.record(r.Queue)
+	if !ok || rec.Member != m.cfg.MemberID {
+		return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+r.Queue)
+	}
+	q := m.queueFor(r.Queue)
+	q.mu.Lock()
+	q.becomeDispatcherLocked(rec.Epoch)
+	q.mu.Unlock()
+	sink := &streamSink{ready: make(chan struct{}, 1)}
+	c := &consumer{id: r.Consumer, prefix: r.Prefix, out: sink, unacked: make(map[uint64]*message)}
+	q.addConsumer(c, m.now())
+	defer q.removeConsumer(c, m.now())
+	for {
+		select {
+		case <-stream.Context().Done():
+			return nil
+		case <-m.stop:
+			return status.Error(codes.Unavailable, "dispatch: member stopping")
+		case <-sink.ready:
+			for _, kvs := range sink.take() {
+				out := &peerpb.Deliveries{Deliveries: make([]*peerpb.Delivery, len(kvs))}
+				for i, kv := range kvs {
+					out.Deliveries[i] = &peerpb.Delivery{Key: kv.Key, Value: kv.Value, Attempt: kv.Version}
+				}
+				if err := stream.Send(out); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// Ack acknowledges a message of a queue this member dispatches.
+func (s *queueService) Ack(_ context.Context, r *peerpb.AckRequest) (*peerpb.AckResponse, error) {
+	q := s.m.lookup(r.Queue)
+	if q == nil {
+		return &peerpb.AckResponse{}, nil
+	}
+	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, s.m.now())}, nil
+}
+
+// forwarderFor returns the forward stream to member, opening it when needed.
+func (m *Manager) forwarderFor(member uint64) (*forwarder, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.forwarders[member]; ok {
+		return f, nil
+	}
+	addr, ok := m.peerAddr(member)
+	if !ok {
+		return nil, status.Error(codes.Unavailable, "dispatch: dispatcher is not alive")
+	}
+	f, err := m.newForwarder(member, addr)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	m.forwarders[member] = f
+	return f, nil
+}
+
+// forward sends msgs of one queue to its dispatcher and waits for it to
+// hold them.
+func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs []incoming) error {
+	f, err := m.forwarderFor(member)
+	if err != nil {
+		return err
+	}
+	return f.send(ctx, toMessages(name, msgs))
+}
+
+// hold keeps msgs here and asks every other alive member to keep a copy,
+// until a dispatcher is elected; they are handed to it then, once each.
+func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) {
+	m.metrics.broadcasts.Add(uint64(len(msgs)))
+	q := m.queueFor(name)
+	q.mu.Lock()
+	q.holdLocked(msgs)
+	q.mu.Unlock()
+	if m.cluster == nil {
+		return
+	}
+	req := &peerpb.HoldRequest{Messages: toMessages(name, msgs)}
+	var wg sync.WaitGroup
+	for _, p := range m.cluster.Peers() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(m.outgoing(ctx), 2*time.Second)
+			defer cancel()
+			conn, err := m.conn(p.Addr)
+			if err != nil {
+				return
+			}
+			if _, err := peerpb.NewQueuesClient(conn).Hold(cctx, req); err != nil {
+				m.log.Debug("hold copy", "queue", name, "peer", p.ID, "err", err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// ackRemote sends an acknowledgement to the queue's dispatcher.
+func (m *Manager) ackRemote(ctx context.Context, member uint64, k Key) (bool, error) {
+	addr, ok := m.peerAddr(member)
+	if !ok {
+		return false, status.Error(codes.Unavailable, "dispatch: the queue's dispatcher is not reachable; retry")
+	}
+	conn, err := m.conn(addr)
+	if err != nil {
+		return false, status.Error(codes.Unavailable, err.Error())
+	}
+	cctx, cancel := context.WithTimeout(m.outgoing(ctx), forwardTimeout)
+	defer cancel()
+	r, err := peerpb.NewQueuesClient(conn).Ack(cctx, &peerpb.AckRequest{Queue: k.Queue, Seq: k.Seq, Tail: k.Tail})
+	if err != nil {
+		return false, status.Error(codes.Unavailable, "dispatch: acknowledging on the dispatcher: "+err.Error())
+	}
+	return r.Acked, nil
+}

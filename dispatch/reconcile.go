@@ -1,0 +1,139 @@
+package dispatch
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"chute/gossip"
+)
+
+// The reconcile loop keeps every queue this member knows in step with its
+// dispatcher record:
+//   - a member that holds messages of a queue another alive member now
+//     dispatches hands them over (order and numbers kept) and keeps nothing;
+//   - a member that holds messages or consumers of a queue nobody alive
+//     dispatches claims it (the next epoch);
+//   - a consumer's member claims a queue whose dispatcher hosts no
+//     consumer;
+//   - consumer watches are bound to the queue here or to the dispatcher's
+//     stream, and rebound when the dispatcher changes or the stream ends.
+
+func (m *Manager) runReconcile() {
+	tick := time.NewTicker(m.cfg.ReconcileInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-tick.C:
+			m.reconcile()
+		}
+	}
+}
+
+func (m *Manager) reconcile() {
+	if m.records == nil {
+		return
+	}
+	for _, q := range m.snapshot() {
+		m.reconcileQueue(q)
+	}
+	m.mu.Lock()
+	locals := make([]*localConsumer, 0, len(m.locals))
+	for lc := range m.locals {
+		locals = append(locals, lc)
+	}
+	m.mu.Unlock()
+	for _, lc := range locals {
+		m.bind(lc, m.dispatcherOf(lc.queue, claimAsConsumer))
+	}
+	m.pruneForwarders()
+}
+
+// reconcileQueue hands over or claims one queue.
+func (m *Manager) reconcileQueue(q *queue) {
+	rec, ok := m.record(q.name)
+	switch {
+	case ok && rec.Member == m.cfg.MemberID:
+		q.mu.Lock()
+		q.becomeDispatcherLocked(rec.Epoch)
+		q.mu.Unlock()
+	case ok && m.alive(rec.Member):
+		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
+			// Lost a claim race while hosting the consumers: claim again
+			// rather than send their messages away and back.
+			if m.dispatcherOf(q.name, claimAsConsumer).Member == m.cfg.MemberID {
+				return
+			}
+		}
+		if q.holding() {
+			m.handover(q, rec.Member)
+		}
+	default:
+		if q.holding() {
+			m.dispatcherOf(q.name, claimAsProducer)
+		}
+	}
+}
+
+// handover forwards everything this member holds of q to its dispatcher;
+// what cannot be sent is kept for the next round.
+func (m *Manager) handover(q *queue, member uint64) {
+	q.handoverMu.Lock()
+	defer q.handoverMu.Unlock()
+	msgs := q.takeAll()
+	if len(msgs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
+	defer cancel()
+	const chunk = 512
+	for i := 0; i < len(msgs); i += chunk {
+		part := msgs[i:min(i+chunk, len(msgs))]
+		if err := m.forward(ctx, member, q.name, part); err != nil {
+			m.log.Warn("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
+			q.putBack(msgs[i:], m.now())
+			return
+		}
+		m.metrics.handovers.Add(uint64(len(part)))
+	}
+	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
+}
+
+// pruneForwarders closes the forward streams of members that are gone.
+func (m *Manager) pruneForwarders() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, f := range m.forwarders {
+		if _, ok := m.peerAddr(id); !ok {
+			f.close()
+			delete(m.forwarders, id)
+		}
+	}
+}
+
+// outgoing returns ctx carrying this member's identity for peer calls.
+func (m *Manager) outgoing(ctx context.Context) context.Context {
+	return gossip.OutgoingContext(ctx, m.cfg.ClusterID, m.cfg.MemberID)
+}
+
+// conn returns the cached connection to a peer listener, opening it when
+// needed. Connections live until Shutdown.
+func (m *Manager) conn(addr string) (*grpc.ClientConn, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if c, ok := m.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := gossip.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	m.conns[addr] = c
+	return c, nil
+}
+
+func sortStrings(s []string) { sort.Strings(s) }
