@@ -141,10 +141,7 @@ func (f *forwarder) run() {
 			scancel()
 			f.answer(first, codes.Unavailable, err.Error())
 			f.failAll(err.Error())
-			select {
-			case <-time.After(backoff):
-			case <-f.ctx.Done():
-			}
+			f.refuseFor(backoff, err.Error())
 			backoff = min(2*backoff, time.Second)
 			continue
 		}
@@ -152,6 +149,23 @@ func (f *forwarder) run() {
 		err = f.pump(stream, first)
 		scancel()
 		f.failAll("dispatch: forward stream broke: " + errString(err))
+	}
+}
+
+// refuseFor answers every batch Unavailable at once for d, so that puts
+// fall back to holding without waiting while the dispatcher is down.
+func (f *forwarder) refuseFor(d time.Duration, msg string) {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		select {
+		case b := <-f.sendC:
+			f.answer(b, codes.Unavailable, msg)
+		case <-timer.C:
+			return
+		case <-f.ctx.Done():
+			return
+		}
 	}
 }
 

@@ -94,7 +94,7 @@ func (m *Manager) handover(q *queue, member uint64) {
 	for i := 0; i < len(msgs); i += chunk {
 		part := msgs[i:min(i+chunk, len(msgs))]
 		if err := m.forward(ctx, member, q.name, part); err != nil {
-			m.log.Warn("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
+			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
 			q.putBack(msgs[i:], m.now())
 			return
 		}

@@ -194,21 +194,13 @@ func (r *Replicator) Addrs() []net.Addr {
 // Dropped returns how many changes were dropped on full peer queues.
 func (r *Replicator) Dropped() uint64 { return r.dropped.Load() }
 
-// Shutdown stops the links and the server, waiting for running calls until
-// ctx ends. It is safe to call more than once.
-func (r *Replicator) Shutdown(ctx context.Context) error {
+// Shutdown stops the links and the server. Peer streams are cut rather
+// than drained: they are long-lived by design, and what they carried is
+// repaired by digests (replication) or held and retried by the sender
+// (forwarded messages). It is safe to call more than once.
+func (r *Replicator) Shutdown(context.Context) error {
 	r.stopOnce.Do(func() { close(r.stop) })
-	done := make(chan struct{})
-	go func() {
-		r.grpc.GracefulStop()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		r.grpc.Stop()
-		<-done
-	}
+	r.grpc.Stop()
 	r.wg.Wait()
 	return nil
 }

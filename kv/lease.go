@@ -42,6 +42,9 @@ func (s *store) grant(id, ttl int64) (*lease, error) {
 	} else if _, ok := s.leases[id]; ok {
 		return nil, ErrLeaseExists
 	}
+	// A lease granted again under the id of one this member held before a
+	// restart takes its keys over: they are renewed with it.
+	delete(s.orphans, id)
 	l := &lease{
 		id:      id,
 		ttl:     ttl,
@@ -54,7 +57,10 @@ func (s *store) grant(id, ttl int64) (*lease, error) {
 
 // newLeaseID returns an unused positive id whose high bits come from the
 // member id, so ids granted by different members of a cluster do not
-// collide. The caller holds mu.
+// collide, and whose low bits count from the store's start time, so a
+// member that restarts does not hand out the ids of its leases from before
+// (their keys may still be on other members, waiting to expire). The
+// caller holds mu.
 func (s *store) newLeaseID() int64 {
 	for {
 		s.nextLease++
@@ -62,7 +68,9 @@ func (s *store) newLeaseID() int64 {
 		if id == 0 {
 			continue
 		}
-		if _, used := s.leases[id]; !used {
+		_, used := s.leases[id]
+		_, orphan := s.orphans[id]
+		if !used && !orphan {
 			return id
 		}
 	}

@@ -83,6 +83,7 @@ func newStore(cfg storeConfig) *store {
 		memberSalt: int64(cfg.memberID & (1<<23 - 1)),
 		syncKick:   make(chan struct{}, 1),
 		rev:        1,
+		nextLease:  cfg.now().UnixMilli() & (1<<40 - 1),
 		metas:      make(map[string]*keyMeta),
 		orphans:    make(map[int64]orphanLease),
 	}
