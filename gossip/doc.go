@@ -1,7 +1,26 @@
-// Package gossip will own cluster membership: a hashicorp/serf agent bound to
-// --gossip-listen, the node's serf tags (peer URL, client URLs, version), typed
-// membership events for the rest of the node, and the peer transport (our own
-// gRPC service on --listen-peer-urls, never on the client port).
+// Package gossip owns the cluster: membership over hashicorp/serf
+// (membership.go, config.go, join.go, events.go), member ids (id.go), and the
+// peer transport, our own gRPC service on --listen-peer-urls that is never
+// served on the etcd client port (peerpb/, peer_server.go).
 //
-// It holds no code yet; the cluster issue fills it.
+// Membership: serf on --gossip-listen, seeds from --join retried with
+// backoff until one answers, the cluster name as memberlist's label and a
+// merge check so two clusters never merge, --gossip-key encryption, and
+// tags carrying each member's peer URL, client URLs and version.
+//
+// Replication (replicator.go, peer_link.go): every local KV change is sent
+// to every alive member over one long-lived stream each, in batched frames
+// from a bounded queue; a receiver applies a change only if its stamp
+// (Lamport time, member id) is newer than the key's (kv/replica.go). Every
+// DigestInterval each member compares per-bucket digests with each peer,
+// pulls the buckets that differ and pushes its own, so changes dropped on a
+// full queue, a broken stream or a frozen member are repaired, and a new
+// link starts with a pull, so a joining or restarted member gets the whole
+// key space. This is eventual consistency, not etcd's linearizability: two
+// members may answer a read differently for the few milliseconds a change
+// takes to travel.
+//
+// The Queues service of the same listener is dispatch's (registered with
+// Replicator.RegisterService); every peer call carries the cluster id and
+// is refused when it differs.
 package gossip
