@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/kv"
+	"chute/sink"
 )
 
 // Config configures a Manager. New never reads flags, files or the
@@ -42,6 +43,24 @@ type Config struct {
 	// MaxQueueBytes caps the bytes (values and keys) a queue holds; a put
 	// over it is ResourceExhausted. Zero: 64 MiB.
 	MaxQueueBytes int64
+	// ClickHouse returns the ClickHouse URL and default database, read at
+	// every batch so that a reloaded configuration takes effect at the next
+	// one. Nil or an empty URL: rows of ClickHouse queues stay queued.
+	ClickHouse func() (url, db string)
+	// BatchRows and BatchBytes cap one insert. Zero: 100000 rows, 8 MiB
+	// (below ClickHouse's default block of 1048576 rows and its max insert
+	// block size).
+	BatchRows  int
+	BatchBytes int
+	// BatchInterval is the least time between two inserts into one table:
+	// every insert makes a part, and a trickle of one-row inserts would
+	// make too many. Zero: 50ms.
+	BatchInterval time.Duration
+	// InsertTimeout bounds one insert. Zero: 30s.
+	InsertTimeout time.Duration
+	// RetryMin and RetryMax bound the backoff between failed inserts.
+	// Zero: 100ms and 30s.
+	RetryMin, RetryMax time.Duration
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -55,6 +74,24 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = 64 << 20
+	}
+	if c.BatchRows == 0 {
+		c.BatchRows = 100000
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = 8 << 20
+	}
+	if c.BatchInterval == 0 {
+		c.BatchInterval = 50 * time.Millisecond
+	}
+	if c.InsertTimeout == 0 {
+		c.InsertTimeout = 30 * time.Second
+	}
+	if c.RetryMin == 0 {
+		c.RetryMin = 100 * time.Millisecond
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = 30 * time.Second
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 100 * time.Millisecond
@@ -90,6 +127,9 @@ type Manager struct {
 	forwarders map[uint64]*forwarder
 	locals     map[*localConsumer]struct{}
 	conns      map[string]*grpc.ClientConn // by peer address
+	drainers   map[string]*drainer         // by queue, for ClickHouse queues dispatched here
+
+	sink *sink.Client
 
 	metrics counters
 
@@ -116,6 +156,8 @@ func New(cfg Config) (*Manager, error) {
 		forwarders: make(map[uint64]*forwarder),
 		locals:     make(map[*localConsumer]struct{}),
 		conns:      make(map[string]*grpc.ClientConn),
+		drainers:   make(map[string]*drainer),
+		sink:       sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		now:        time.Now,
 		stop:       make(chan struct{}),
 	}, nil
@@ -241,9 +283,17 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 		if k.Kind != KindProduce {
 			return status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
 		}
+		if _, ch := sink.TableOf(k.Queue); ch {
+			if err := sink.ValidateRow(p.Value); err != nil {
+				return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
+			}
+		}
 		if _, seen := byQueue[k.Queue]; !seen {
 			names = append(names, k.Queue)
 		}
+	}
+	for _, p := range puts { // ids after validation: a refused put uses none
+		k := ParseKey(string(p.Key))
 		id := MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}
 		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: k.Tail, value: p.Value})
 	}
@@ -264,6 +314,9 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 			return m.produceRemote(ctx, rec, name, msgs)
 		}
 		err := m.enqueueLocal(name, msgs)
+		if err == nil {
+			m.ensureDrainer(m.queueFor(name))
+		}
 		if !errors.Is(err, errMoved) {
 			return err
 		}
@@ -357,6 +410,9 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 	k := ParseKey(string(key))
 	if k.Kind != KindConsumer {
 		return nil, status.Error(codes.InvalidArgument, "etcdserver: not a consumer key: "+string(key))
+	}
+	if _, ch := sink.TableOf(k.Queue); ch {
+		return nil, status.Error(codes.InvalidArgument, "etcdserver: "+k.Queue+" is drained into ClickHouse by the cluster; it takes no consumers")
 	}
 	lc := &localConsumer{m: m, queue: k.Queue, c: &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}}
 	m.records.Put(consumerPrefix(k.Queue)+k.Consumer, []byte(strconv.FormatUint(m.cfg.MemberID, 10)))

@@ -34,10 +34,12 @@ func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
 
 // consumer is one consumer watch of a queue.
 type consumer struct {
-	id      string
-	prefix  string // spelling of its key, used for its delivery keys
-	out     kv.Deliveries
-	unacked map[uint64]*message
+	id       string
+	prefix   string // spelling of its key, used for its delivery keys
+	out      kv.Deliveries
+	unacked  map[uint64]*message
+	prefetch int  // its bound on unacknowledged messages; 0: the queue's
+	sink     bool // a ClickHouse drainer: its messages never expire, it retries them itself
 }
 
 // limits are a queue's settings.
@@ -185,7 +187,11 @@ func (q *queue) nextConsumerLocked() *consumer {
 	n := len(q.consumers)
 	for i := range n {
 		c := q.consumers[(q.rr+i)%n]
-		if len(c.unacked) < q.lim.prefetch {
+		limit := c.prefetch
+		if limit == 0 {
+			limit = q.lim.prefetch
+		}
+		if len(c.unacked) < limit {
 			q.rr = (q.rr + i + 1) % n
 			return c
 		}
@@ -212,6 +218,16 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	q.stats.Acked++
 	q.deliverLocked(now)
 	return true
+}
+
+// ackSeq removes the message seq, whoever holds it.
+func (q *queue) ackSeq(seq uint64, now time.Time) {
+	q.mu.Lock()
+	m, ok := q.msgs[seq]
+	q.mu.Unlock()
+	if ok {
+		q.ack(seq, m.tail, now)
+	}
 }
 
 // rememberDoneLocked records an acknowledged id, forgetting the oldest
@@ -354,6 +370,9 @@ func (q *queue) expire(now time.Time) {
 	defer q.mu.Unlock()
 	deadline := now.Add(-q.lim.visibility)
 	for _, c := range q.consumers {
+		if c.sink {
+			continue
+		}
 		q.releaseLocked(c, func(m *message) bool { return m.sentAt.Before(deadline) })
 	}
 	q.deliverLocked(now)

@@ -61,7 +61,9 @@ func (m *Manager) reconcileQueue(q *queue) {
 		q.mu.Lock()
 		q.becomeDispatcherLocked(rec.Epoch)
 		q.mu.Unlock()
+		m.ensureDrainer(q)
 	case ok && m.alive(rec.Member):
+		m.stopDrainer(q.name)
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
 			// Lost a claim race while hosting the consumers: claim again
 			// rather than send their messages away and back.
@@ -73,6 +75,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 			m.handover(q, rec.Member)
 		}
 	default:
+		m.stopDrainer(q.name)
 		if q.holding() {
 			m.dispatcherOf(q.name, claimAsProducer)
 		}
@@ -82,6 +85,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 // handover forwards everything this member holds of q to its dispatcher;
 // what cannot be sent is kept for the next round.
 func (m *Manager) handover(q *queue, member uint64) {
+	m.stopDrainer(q.name) // its rows go back to the queue and over with it
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
 	msgs := q.takeAll()

@@ -1,7 +1,81 @@
-// Package sink will own ClickHouse over HTTP with fasthttp: target and URL
-// parsing, one INSERT ... FORMAT JSONEachRow request per batch, classification
-// of ClickHouse's errors, retries with backoff, bisection of refused batches
-// and dead letters.
+// Package sink owns talking to ClickHouse over its HTTP interface: which
+// table a queue names (target.go), the clickhouse_url (url.go), the request
+// line of one batch (request.go), sending it with fasthttp (client.go),
+// sorting the answer (classify.go), finding the rows ClickHouse refuses in a
+// batch (bisect.go), checking a value at put time (validate.go) and keeping
+// passwords out of everything it returns or logs (redact.go). dispatch owns
+// the queues, the batching, the retry timers and the dead letters; it calls
+// this package and nothing here holds state between calls.
 //
-// It holds no code yet; the ClickHouse queue issue fills it.
+// # Targets
+//
+//	ch:events              `<clickhouse_db or default>`.`events`
+//	clickhouse:events      the same
+//	ch:analytics.events    `analytics`.`events`, whatever clickhouse_db says
+//	ch:                    an ordinary queue
+//
+// Identifiers are backquoted with backquotes and backslashes doubled: a
+// backslash starts an escape inside ClickHouse's backquotes (checked on
+// 18.16), so the name reaches the server as written.
+//
+// # One batch
+//
+//	POST /?query=INSERT%20INTO%20%60db%60.%60t%60%20FORMAT%20JSONEachRow[&insert_deduplication_token=T]
+//	Host: host:port
+//	Authorization: Basic base64(user:password)      only with user info
+//	Connection: close
+//
+//	row 1 \n row 2 \n ... row n                       oldest first, byte for byte
+//
+// Each request opens its own connection (TLS for https://) and closes it;
+// the client's timeout (30 s by default) bounds it from connect to the last
+// byte, and the caller's context ends it early. The request is written with
+// fasthttp's Request and read with its Response on a connection the client
+// dials itself, so that cancelling the context closes the connection at once
+// (fasthttp's Client cannot be cancelled). The token is sent only when the
+// caller asks, and it should ask only after HasSetting(TokenSetting) said
+// the server knows it: 18.16 does not and refuses the request (code 115).
+//
+// # Answers
+//
+// A 2xx without "Code: NN" or "DB::Exception" in its body is OK: every row
+// is in. Anything else puts no row in and is sorted by Classify into
+// transient (retry the batch later), data (Bisect it) and config (retry
+// later and tell an operator); the exception code comes from
+// X-ClickHouse-Exception-Code or the body. ClickHouse 18.16 sends no such
+// header and answers most row errors with a 500 (code 27 for a string in a
+// number column, 117 for an unknown field), some with a 400 (26, 38, 41,
+// 72), an unknown table with a 404 (60) and a wrong password with a 401
+// (193); the code, not the status, decides. Unknown codes: a message that
+// points at a row ("(at row N)") is data, then 400 and 413 are data, 5xx,
+// 408 and 429 transient, and every other status config.
+//
+// # Bisection
+//
+// Bisect halves a refused batch until single rows are refused; the other
+// rows go in. Rows are settled left to right, so when a transient or config
+// error stops it, a prefix of the batch is settled (inserted or refused)
+// and the rest was not sent: the caller removes the prefix, dead-letters
+// the refused rows and keeps the rest. See BisectError.
+//
+// # Values
+//
+// ValidateRow accepts exactly one JSON object with optional white space
+// around it and never re-encodes it: the bytes put are the bytes sent.
+//
+// # Secrets
+//
+// Endpoint.String shows no password, and Result.Message, ResultError and
+// the client's log lines go through Redact, which removes the password and
+// the Authorization value. ClickHouse quotes rows in its errors, so
+// Result.Message is also cut to about 512 bytes.
+//
+// # Decisions beyond DESIGN §5
+//
+//   - https:// speaks TLS (the original spoke plain HTTP to any scheme);
+//     other schemes are refused.
+//   - User and password in the URL are percent-decoded when they hold valid
+//     escapes (the original sent them as written).
+//   - Bisection never resends the whole batch; a single row is sent once
+//     more on its own so its answer describes it.
 package sink

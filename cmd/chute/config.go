@@ -279,9 +279,13 @@ func checkHostPort(hp string) error {
 	return nil
 }
 
-// checkClickHouseURL accepts http[s]://[user:pass@]host[:port]. Its errors
-// never repeat the URL: it may hold a password.
+// checkClickHouseURL accepts http[s]://[user:pass@]host[:port], and a bare
+// [user:pass@]host[:port] meaning http (DESIGN §5). Its errors never repeat
+// the URL: it may hold a password.
 func checkClickHouseURL(s string) error {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
 	u, err := url.Parse(s)
 	if err != nil {
 		return errors.New("not a valid URL")

@@ -110,7 +110,13 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		return nil, err
 	}
 
-	if n.queues, err = dispatch.New(dispatch.Config{MemberID: memberID, ClusterID: clusterID, Logger: logger.With("component", "dispatch")}); err != nil {
+	chURL, chDB := cfg.ClickHouseURL, cfg.ClickHouseDB
+	if n.queues, err = dispatch.New(dispatch.Config{
+		MemberID:   memberID,
+		ClusterID:  clusterID,
+		ClickHouse: func() (string, string) { return chURL, chDB },
+		Logger:     logger.With("component", "dispatch"),
+	}); err != nil {
 		_ = n.members.Shutdown()
 		return nil, err
 	}

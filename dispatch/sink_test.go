@@ -1,0 +1,189 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/internal/chtest"
+)
+
+// chURL lets a test change the ClickHouse settings a node reads at every
+// batch.
+type chURL struct {
+	mu      sync.Mutex
+	url, db string
+}
+
+func (c *chURL) get() (string, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.url, c.db
+}
+
+func (c *chURL) set(url, db string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.url, c.db = url, db
+}
+
+// startSinkNode starts one node draining ClickHouse queues into ch.
+func startSinkNode(t *testing.T, settings *chURL) *testNode {
+	return startNode(t, func(c *Config) {
+		c.ClickHouse = settings.get
+		c.RetryMin = 50 * time.Millisecond
+		c.RetryMax = 500 * time.Millisecond
+		c.InsertTimeout = 5 * time.Second
+	})
+}
+
+func waitCount(t *testing.T, ch *chtest.Server, table string, want int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	got := -1
+	for time.Now().Before(deadline) {
+		if got = ch.Count(t, table); got == want {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: got %d rows, want %d within %v", table, got, want, d)
+}
+
+// TestSink_putsBecomeRows checks the main job: puts to /q/ch:events/p/...
+// become rows of default.events, byte for byte, and the queue empties.
+func TestSink_putsBecomeRows(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.events (id UInt64, big UInt64, s String) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	for i := range 200 {
+		v := fmt.Sprintf(`{"id":%d,"big":18446744073709551615,"s":"row %d"}`, i, i)
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCount(t, ch, "default.events", 200, 10*time.Second)
+	if got := ch.Query(t, "SELECT max(big), uniqExact(id) FROM default.events"); got != "18446744073709551615\t200" {
+		t.Fatalf("rows: got %q", got)
+	}
+	waitUntil(t, 5*time.Second, "the queue to empty", func() bool { return n.depth("ch:events") == 0 })
+}
+
+// TestSink_badRowBecomesDeadLetter checks that one row ClickHouse refuses
+// among 1,000 becomes a dead letter with ClickHouse's reason while the
+// other 999 are inserted, and that later puts keep flowing.
+func TestSink_badRowBecomesDeadLetter(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.typed (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	ops := make([]clientv3.Op, 0, 100)
+	for i := range 1000 {
+		v := fmt.Sprintf(`{"id":%d,"n":%d}`, i, i)
+		if i == 500 {
+			v = `{"id":500,"n":"not a number"}`
+		}
+		ops = append(ops, clientv3.OpPut(fmt.Sprintf("/q/ch:typed/p/%d", i), v))
+		if len(ops) == 100 {
+			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+				t.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	waitCount(t, ch, "default.typed", 999, 20*time.Second)
+	var letters *clientv3.GetResponse
+	waitUntil(t, 5*time.Second, "one dead letter", func() bool {
+		var err error
+		letters, err = cli.Get(ctx, "/q/ch:typed/dlq/", clientv3.WithPrefix())
+		return err == nil && len(letters.Kvs) == 1
+	})
+	var letter struct {
+		Table, Key, Error, Row string
+		Code                   int
+	}
+	if err := json.Unmarshal(letters.Kvs[0].Value, &letter); err != nil {
+		t.Fatal(err)
+	}
+	if letter.Key != "500" || letter.Row != `{"id":500,"n":"not a number"}` || letter.Code == 0 || letter.Error == "" {
+		t.Fatalf("dead letter: %+v", letter)
+	}
+	if _, err := cli.Put(ctx, "/q/ch:typed/p/later", `{"id":1000,"n":1}`); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, ch, "default.typed", 1000, 10*time.Second)
+}
+
+// TestSink_unknownTableThenCreated checks that rows for a table that does
+// not exist stay queued, and arrive without another put once it does.
+func TestSink_unknownTableThenCreated(t *testing.T) {
+	ch := chtest.Start(t)
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:later/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a few failed attempts
+	if d := n.depth("ch:later"); d != 10 {
+		t.Fatalf("depth with no table: got %d, want 10", d)
+	}
+	ch.Exec(t, "CREATE TABLE default.later (id UInt64) ENGINE = MergeTree ORDER BY id")
+	waitCount(t, ch, "default.later", 10, 10*time.Second)
+}
+
+// TestSink_refusesBadValues checks put-time validation: values that are not
+// one JSON object are InvalidArgument and nothing is queued.
+func TestSink_refusesBadValues(t *testing.T) {
+	n := startSinkNode(t, &chURL{})
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	for _, v := range []string{"", "not json", `[{"id":1}]`, `{"id":1}{"id":2}`, `42`} {
+		_, err := cli.Put(ctx, "/q/ch:events/p/x", v)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/q/ch:events/p/x") {
+			t.Errorf("value %q: got %v, want InvalidArgument naming the key", v, err)
+		}
+	}
+	if d := n.depth("ch:events"); d > 0 {
+		t.Fatalf("depth: got %d, want nothing queued", d)
+	}
+	// No clickhouse_url: a good row stays queued.
+	if _, err := cli.Put(ctx, "/q/ch:events/p/x", `{"id":1}`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if d := n.depth("ch:events"); d != 1 {
+		t.Fatalf("depth without a URL: got %d, want 1", d)
+	}
+}
+
+// TestSink_clickhouseDownThenBack checks that rows put while ClickHouse is
+// down land after it restarts, with no put after the restart.
+func TestSink_clickhouseDownThenBack(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.outage (id UInt64) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	ch.Stop(t)
+	for i := range 50 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:outage/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	ch.Restart(t)
+	waitCount(t, ch, "default.outage", 50, 20*time.Second)
+}

@@ -1,0 +1,226 @@
+package sink
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+)
+
+// Class says what a caller does with a batch after an answer.
+type Class int
+
+const (
+	// ClassOK: a 2xx without an exception in the body; the rows are in.
+	ClassOK Class = iota
+	// ClassTransient: no answer, a timeout, an overloaded or failing
+	// server. Nothing is in; send the same batch again after a backoff.
+	ClassTransient
+	// ClassData: ClickHouse refused the rows themselves (a value it cannot
+	// parse, a wrong type, an unknown field). Nothing is in; Bisect finds
+	// the refused rows, the others go in.
+	ClassData
+	// ClassConfig: the target or the credentials are wrong (unknown table
+	// or database, authentication, permissions, a setting the server does
+	// not know). Nothing is in; retry after a backoff and tell an operator.
+	ClassConfig
+)
+
+// String returns "ok", "transient", "data" or "config".
+func (c Class) String() string {
+	switch c {
+	case ClassOK:
+		return "ok"
+	case ClassTransient:
+		return "transient"
+	case ClassData:
+		return "data"
+	case ClassConfig:
+		return "config"
+	}
+	return "class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// ExceptionCodeHeader is the header in which newer ClickHouse servers put
+// the exception code. 18.16 does not send it; the body starts with
+// "Code: NN" there.
+const ExceptionCodeHeader = "X-ClickHouse-Exception-Code"
+
+// transientCodes are ClickHouse exception codes of a server that may well
+// take the same batch later.
+var transientCodes = map[int]bool{
+	159: true, // TIMEOUT_EXCEEDED
+	160: true, // TOO_SLOW
+	173: true, // CANNOT_ALLOCATE_MEMORY
+	201: true, // QUOTA_EXPIRED
+	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
+	203: true, // NO_FREE_CONNECTION
+	209: true, // SOCKET_TIMEOUT
+	210: true, // NETWORK_ERROR
+	225: true, // NO_ZOOKEEPER
+	236: true, // ABORTED
+	241: true, // MEMORY_LIMIT_EXCEEDED
+	242: true, // TABLE_IS_READ_ONLY (a replica that lost ZooKeeper)
+	243: true, // NOT_ENOUGH_SPACE
+	252: true, // TOO_MANY_PARTS
+	279: true, // ALL_CONNECTION_TRIES_FAILED
+	285: true, // TOO_FEW_LIVE_REPLICAS
+	286: true, // UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE
+	319: true, // UNKNOWN_STATUS_OF_INSERT
+	364: true, // RECEIVED_ERROR_TOO_MANY_REQUESTS
+	394: true, // QUERY_WAS_CANCELLED
+	425: true, // SYSTEM_ERROR
+	473: true, // DEADLOCK_AVOIDED
+	999: true, // KEEPER_EXCEPTION
+}
+
+// configCodes are codes about the target, the user or the request, which
+// no row can cause and no retry alone cures.
+var configCodes = map[int]bool{
+	1:   true, // UNSUPPORTED_METHOD (an engine that takes no INSERT)
+	46:  true, // UNKNOWN_FUNCTION (in a DEFAULT or MATERIALIZED column)
+	47:  true, // UNKNOWN_IDENTIFIER (likewise)
+	48:  true, // NOT_IMPLEMENTED
+	60:  true, // UNKNOWN_TABLE
+	62:  true, // SYNTAX_ERROR
+	73:  true, // UNKNOWN_FORMAT
+	81:  true, // UNKNOWN_DATABASE
+	85:  true, // FORMAT_IS_NOT_SUITABLE_FOR_INPUT
+	115: true, // UNKNOWN_SETTING (insert_deduplication_token on an old server)
+	164: true, // READONLY
+	180: true, // THERE_IS_NO_PROFILE
+	192: true, // UNKNOWN_USER
+	193: true, // WRONG_PASSWORD
+	194: true, // REQUIRED_PASSWORD
+	195: true, // IP_ADDRESS_NOT_ALLOWED
+	199: true, // UNKNOWN_QUOTA
+	218: true, // TABLE_IS_DROPPED
+	291: true, // DATABASE_ACCESS_DENIED
+	392: true, // QUERY_IS_PROHIBITED
+	452: true, // SETTING_CONSTRAINT_VIOLATION
+	472: true, // READONLY_SETTING
+	497: true, // ACCESS_DENIED
+	516: true, // AUTHENTICATION_FAILED
+}
+
+// dataCodes are codes of rows ClickHouse cannot take: parse and type
+// errors of the input format.
+var dataCodes = map[int]bool{
+	6:   true, // CANNOT_PARSE_TEXT
+	17:  true, // DELIMITER_IN_STRING_LITERAL_DOESNT_MATCH
+	19:  true, // SIZE_OF_FIXED_STRING_DOESNT_MATCH
+	25:  true, // CANNOT_PARSE_ESCAPE_SEQUENCE
+	26:  true, // CANNOT_PARSE_QUOTED_STRING
+	27:  true, // CANNOT_PARSE_INPUT_ASSERTION_FAILED
+	32:  true, // ATTEMPT_TO_READ_AFTER_EOF
+	33:  true, // CANNOT_READ_ALL_DATA (a row cut short)
+	38:  true, // CANNOT_PARSE_DATE
+	41:  true, // CANNOT_PARSE_DATETIME
+	53:  true, // TYPE_MISMATCH
+	69:  true, // ARGUMENT_OUT_OF_BOUND (e.g. too many digits for a Decimal)
+	70:  true, // CANNOT_CONVERT_TYPE
+	72:  true, // CANNOT_PARSE_NUMBER
+	117: true, // INCORRECT_DATA (e.g. an unknown field)
+	128: true, // TOO_LARGE_ARRAY_SIZE
+	130: true, // CANNOT_READ_ARRAY_FROM_TEXT
+	131: true, // TOO_LARGE_STRING_SIZE (e.g. too long for a FixedString)
+	190: true, // SIZES_OF_ARRAYS_DOESNT_MATCH
+	248: true, // INVALID_PARTITION_VALUE
+	321: true, // VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE
+	349: true, // CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN
+	376: true, // CANNOT_PARSE_UUID
+	407: true, // DECIMAL_OVERFLOW
+	441: true, // CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING
+	467: true, // CANNOT_PARSE_BOOL
+	469: true, // VIOLATED_CONSTRAINT
+	546: true, // NO_ROW_DELIMITER
+	563: true, // CANNOT_READ_MAP_FROM_TEXT
+	626: true, // CANNOT_SKIP_UNKNOWN_FIELD
+	632: true, // UNEXPECTED_DATA_AFTER_PARSED_VALUE
+	675: true, // CANNOT_PARSE_IPV4
+	676: true, // CANNOT_PARSE_IPV6
+	691: true, // UNKNOWN_ELEMENT_OF_ENUM
+}
+
+// rowMarkers are what ClickHouse adds to an exception raised while parsing
+// one row of the input: 18.16 says "(while read the value of key id): (at
+// row 1)", newer servers "(while reading the value of key id): (at row 1)".
+var rowMarkers = [][]byte{[]byte("(at row "), []byte("the value of key ")}
+
+// Classify sorts one answer of ClickHouse and returns its class and its
+// exception code (0 when there is none). status 0 means no answer at all
+// (a network error or a timeout): ClassTransient. The code is headerCode
+// (X-ClickHouse-Exception-Code) when that is a number, else the NN of a
+// "Code: NN" at the start of the body or of one of its lines (ClickHouse
+// appends an exception that happens after it sent a 200 to the body).
+//
+// A 2xx is ClassOK unless its body holds such a code or "DB::Exception".
+// Otherwise, in this order:
+//
+//   - a code in the transient, config or data list (see the tables in this
+//     file) gives that class, whatever the status: 18.16 answers most data
+//     errors with a 500 and some with a 400;
+//   - an unknown code whose message points at a row ("(at row N)", "the
+//     value of key K") is ClassData: 18.16 answers an unknown Enum value
+//     with code 49, LOGICAL_ERROR, and a row position;
+//   - then the status decides: an exception inside a 2xx, 408, 429 and 5xx
+//     are ClassTransient; 400 (most likely a row ClickHouse cannot parse)
+//     and 413 (a batch too large for a proxy: halves may pass) are
+//     ClassData; any other status (401, 403, 404, redirects) is
+//     ClassConfig.
+func Classify(status int, headerCode string, body []byte) (Class, int) {
+	if status == 0 {
+		return ClassTransient, 0
+	}
+	code := exceptionCode(headerCode, body)
+	ok2xx := status >= 200 && status < 300
+	if ok2xx && code == 0 && !bytes.Contains(body, []byte("DB::Exception")) {
+		return ClassOK, 0
+	}
+	if code != 0 {
+		switch {
+		case transientCodes[code]:
+			return ClassTransient, code
+		case configCodes[code]:
+			return ClassConfig, code
+		case dataCodes[code]:
+			return ClassData, code
+		}
+		for _, m := range rowMarkers {
+			if bytes.Contains(body, m) {
+				return ClassData, code
+			}
+		}
+	}
+	switch {
+	case ok2xx, status == 408, status == 429, status >= 500:
+		return ClassTransient, code
+	case status == 400, status == 413:
+		return ClassData, code
+	}
+	return ClassConfig, code
+}
+
+// exceptionCode returns the code of headerCode, else of the first "Code: NN"
+// that starts body or one of its lines, else 0.
+func exceptionCode(headerCode string, body []byte) int {
+	if n, err := strconv.Atoi(strings.TrimSpace(headerCode)); err == nil && n > 0 {
+		return n
+	}
+	const prefix = "Code: "
+	for line := range bytes.Lines(body) {
+		line = bytes.TrimLeft(line, " \t\r")
+		rest, ok := bytes.CutPrefix(line, []byte(prefix))
+		if !ok {
+			continue
+		}
+		n := 0
+		i := 0
+		for ; i < len(rest) && i < 9 && '0' <= rest[i] && rest[i] <= '9'; i++ {
+			n = n*10 + int(rest[i]-'0')
+		}
+		if i > 0 && n > 0 {
+			return n
+		}
+	}
+	return 0
+}

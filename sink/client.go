@@ -1,0 +1,312 @@
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// DefaultTimeout bounds one request to ClickHouse: connect, send, answer.
+const DefaultTimeout = 30 * time.Second
+
+const (
+	// maxAnswer bounds what is read of an answer; ClickHouse answers an
+	// INSERT with an empty body and an error with a short message.
+	maxAnswer = 1 << 20
+	// maxMessage bounds Result.Message: ClickHouse quotes row data in its
+	// errors, and messages go to logs and dead letters.
+	maxMessage = 512
+	userAgent  = "chute"
+)
+
+// ErrTimeout is wrapped by Result.Err when ClickHouse did not answer within
+// the client's timeout.
+var ErrTimeout = errors.New("sink: clickhouse did not answer in time")
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Timeout bounds one request, from connecting to the last byte of the
+	// answer. Zero means DefaultTimeout (30 s).
+	Timeout time.Duration
+	// Logger gets one debug line per request. Nil discards.
+	Logger *slog.Logger
+	// TLSConfig is used for https endpoints; ServerName is filled from the
+	// endpoint's host when empty. Nil means the system's roots.
+	TLSConfig *tls.Config
+}
+
+// DefaultClientConfig returns the configuration NewClient uses for zero
+// fields.
+func DefaultClientConfig() ClientConfig {
+	return ClientConfig{Timeout: DefaultTimeout}
+}
+
+// Validate reports a configuration NewClient would not use as written.
+func (c ClientConfig) Validate() error {
+	if c.Timeout < 0 {
+		return fmt.Errorf("sink: timeout %s is negative", c.Timeout)
+	}
+	return nil
+}
+
+// Client sends requests to ClickHouse's HTTP interface. Every request opens
+// its own connection and closes it after the answer (Connection: close), so
+// a Client holds no connections and needs no Close. It is safe for
+// concurrent use.
+type Client struct {
+	timeout time.Duration
+	log     *slog.Logger
+	tls     *tls.Config
+}
+
+// NewClient returns a Client. Zero or negative fields of cfg take their
+// defaults.
+func NewClient(cfg ClientConfig) *Client {
+	c := &Client{timeout: cfg.Timeout, log: cfg.Logger, tls: cfg.TLSConfig}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Result is ClickHouse's answer to one request, classified.
+type Result struct {
+	// Status is the HTTP status; 0 when there was no answer.
+	Status int
+	// Code is ClickHouse's exception code; 0 when there is none.
+	Code int
+	// Class says what to do with the rows: see Class.
+	Class Class
+	// Message is ClickHouse's error text (or the transport error's),
+	// trimmed, cut to about 512 bytes and redacted; "" when OK.
+	Message string
+	// Err is the transport error (connect, TLS, send, read, timeout,
+	// cancellation); nil when an answer came. It wraps ErrTimeout on a
+	// timeout and the context's error when ctx ended the request.
+	Err error
+	// Duration is the time from the start of the request to its end.
+	Duration time.Duration
+}
+
+// OK reports whether ClickHouse took the request: a 2xx without an
+// exception in its body. The zero Result is not OK.
+func (r Result) OK() bool {
+	return r.Class == ClassOK && r.Err == nil && r.Status >= 200 && r.Status < 300
+}
+
+// ResultError is a Result that is not OK, as an error.
+type ResultError struct {
+	Op     string // "insert into `db`.`t`", "read system.settings"
+	Result Result
+}
+
+func (e *ResultError) Error() string {
+	r := e.Result
+	if r.Err != nil {
+		return fmt.Sprintf("sink: %s: %s: %s", e.Op, r.Class, strings.TrimPrefix(r.Message, "sink: "))
+	}
+	return fmt.Sprintf("sink: %s: %s error, status %d, code %d: %s", e.Op, r.Class, r.Status, r.Code, r.Message)
+}
+
+// Unwrap returns the transport error, if any.
+func (e *ResultError) Unwrap() error { return e.Result.Err }
+
+// Insert sends rows to target (a quoted name from Target) as one INSERT ...
+// FORMAT JSONEachRow: rows joined by "\n" in the order given, byte for
+// byte. token, when not empty, is sent as insert_deduplication_token; send
+// one only to a server whose HasSetting(TokenSetting) is true. Insert
+// returns when ClickHouse answered, the timeout passed or ctx ended; it
+// never retries. The caller keeps ownership of rows; Insert does not keep
+// or change them.
+func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows [][]byte, token string) Result {
+	n := len(rows)
+	for _, r := range rows {
+		n += len(r)
+	}
+	body := make([]byte, 0, n)
+	for i, r := range rows {
+		if i > 0 {
+			body = append(body, '\n')
+		}
+		body = append(body, r...)
+	}
+	res, _ := c.do(ctx, ep, InsertURI(target, token), body)
+	c.log.Debug("clickhouse insert",
+		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", len(body),
+		"status", res.Status, "code", res.Code, "class", res.Class.String(),
+		"duration", res.Duration, "message", res.Message)
+	return res
+}
+
+// HasSetting reports whether the server knows the setting called name, by
+// counting it in system.settings. An error is a *ResultError.
+func (c *Client) HasSetting(ctx context.Context, ep Endpoint, name string) (bool, error) {
+	res, answer := c.do(ctx, ep, "/", []byte(settingQuery(name)))
+	c.log.Debug("clickhouse setting",
+		"endpoint", ep.String(), "setting", name, "status", res.Status, "code", res.Code,
+		"class", res.Class.String(), "duration", res.Duration, "message", res.Message)
+	if !res.OK() {
+		return false, &ResultError{Op: "read system.settings", Result: res}
+	}
+	count, err := strconv.Atoi(string(bytes.TrimSpace(answer)))
+	if err != nil {
+		res.Class = ClassTransient
+		res.Message = truncate([]byte(Redact(string(answer), ep)))
+		return false, &ResultError{Op: "read system.settings: not a count", Result: res}
+	}
+	return count > 0, nil
+}
+
+// do POSTs body to uri on a new connection and returns the classified
+// answer and its body.
+func (c *Client) do(ctx context.Context, ep Endpoint, uri string, body []byte) (Result, []byte) {
+	start := time.Now()
+	deadline, ctxDeadline := start.Add(c.timeout), false
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ctxDeadline = d, true
+	}
+	status, code, answer, err := c.roundTrip(ctx, ep, uri, body, deadline)
+	res := Result{Status: status, Duration: time.Since(start)}
+	if err != nil {
+		timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout)
+		switch {
+		case ctx.Err() != nil:
+			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, context.Cause(ctx))
+		case timedOut && ctxDeadline:
+			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, context.DeadlineExceeded)
+		case timedOut:
+			err = fmt.Errorf("sink: POST to %s: %w after %s", ep.Addr, ErrTimeout, c.timeout)
+		default:
+			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, err)
+		}
+		res.Status = 0
+		res.Class = ClassTransient
+		res.Err = err
+		res.Message = truncate([]byte(Redact(err.Error(), ep)))
+		return res, nil
+	}
+	res.Class, res.Code = Classify(status, code, answer)
+	if res.Class != ClassOK {
+		res.Message = truncate([]byte(Redact(string(answer), ep)))
+		if res.Message == "" {
+			res.Message = fmt.Sprintf("HTTP %d with no body", status)
+		}
+	}
+	return res, answer
+}
+
+// roundTrip sends one request on a new connection and reads the answer.
+// The connection is closed when ctx ends, so a cancelled caller does not
+// wait for the deadline.
+func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []byte, deadline time.Time) (status int, code string, answer []byte, err error) {
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	var d net.Dialer
+	raw, err := d.DialContext(dctx, "tcp", ep.Addr)
+	if err != nil {
+		return 0, "", nil, deadlineErr(dctx, err)
+	}
+	defer raw.Close()
+	// Closing the TCP connection, not the TLS one (whose Close may wait to
+	// send an alert), ends a read or write at once.
+	stop := context.AfterFunc(ctx, func() { raw.Close() })
+	defer stop()
+	conn := raw
+	if ep.TLS {
+		cfg := &tls.Config{}
+		if c.tls != nil {
+			cfg = c.tls.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = ep.Host()
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			return 0, "", nil, deadlineErr(dctx, err)
+		}
+		conn = tc
+	}
+	if err := conn.SetDeadline(deadline); err != nil {
+		return 0, "", nil, err
+	}
+
+	req := fasthttp.AcquireRequest()
+	defer fasthttp.ReleaseRequest(req)
+	req.Header.SetMethod(fasthttp.MethodPost)
+	req.SetRequestURI(uri) // written as is: req.URI() is never parsed
+	req.Header.SetHost(ep.Addr)
+	req.Header.SetUserAgent(userAgent)
+	req.Header.SetNoDefaultContentType(true)
+	req.SetConnectionClose()
+	if auth := ep.AuthHeader(); auth != "" {
+		req.Header.Set(fasthttp.HeaderAuthorization, auth)
+	}
+	req.SetBodyRaw(body)
+
+	// The body is written while the answer is read: ClickHouse may answer
+	// an error before it has read the whole body (a row it cannot parse, a
+	// memory limit) and close the connection, and the answer, not the
+	// failed write, says what happened.
+	wrote := make(chan error, 1)
+	go func() {
+		bw := bufio.NewWriter(conn)
+		err := req.Write(bw)
+		if err == nil {
+			err = bw.Flush()
+		}
+		wrote <- err
+	}()
+	resp := fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseResponse(resp)
+	rerr := resp.ReadLimitBody(bufio.NewReader(conn), maxAnswer)
+	raw.Close() // ends a write still going on after an early answer
+	werr := <-wrote
+	if rerr != nil {
+		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			if werr != nil {
+				return 0, "", nil, werr
+			}
+			rerr = io.ErrUnexpectedEOF // the server closed without answering
+		}
+		return 0, "", nil, rerr
+	}
+	return resp.StatusCode(), string(resp.Header.Peek(ExceptionCodeHeader)), bytes.Clone(resp.Body()), nil
+}
+
+// deadlineErr turns a dial or handshake error caused by the deadline into
+// os.ErrDeadlineExceeded, as a read past the deadline reports it.
+func deadlineErr(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %w", os.ErrDeadlineExceeded, err)
+	}
+	return err
+}
+
+// truncate returns b trimmed of spaces and cut to maxMessage bytes, at a
+// rune boundary, with "..." when cut.
+func truncate(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) <= maxMessage {
+		return string(b)
+	}
+	cut := maxMessage
+	for cut > 0 && b[cut]&0xC0 == 0x80 { // do not split a UTF-8 sequence
+		cut--
+	}
+	return string(b[:cut]) + "..."
+}

@@ -1,0 +1,384 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClickHouse is an HTTP server on 127.0.0.1:0 that answers as a test
+// tells it and records each request as it came over the wire. It is used
+// ONLY for what the real ClickHouse 18.16 of clickhouse_test.go cannot
+// produce: a 400 carrying a data code in X-ClickHouse-Exception-Code, an
+// exception inside a 200 body, an answer slower than the timeout, a TLS
+// endpoint, and a close look at the request bytes.
+type fakeClickHouse struct {
+	srv *httptest.Server
+
+	mu       sync.Mutex // guards requests and answer
+	requests []fakeRequest
+	answer   func(w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+type fakeRequest struct {
+	Method, URI, Host, Auth, ContentType string
+	Close                                bool // the client sent Connection: close
+	Body                                 []byte
+}
+
+func newFakeClickHouse(t *testing.T, tlsServer bool) *fakeClickHouse {
+	t.Helper()
+	f := &fakeClickHouse{}
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	f.srv.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	if tlsServer {
+		f.srv.StartTLS()
+	} else {
+		f.srv.Start()
+	}
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeClickHouse) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	f.requests = append(f.requests, fakeRequest{
+		Method: r.Method, URI: r.RequestURI, Host: r.Host, Auth: r.Header.Get("Authorization"),
+		ContentType: r.Header.Get("Content-Type"), Close: r.Close, Body: body,
+	})
+	answer := f.answer
+	f.mu.Unlock()
+	if answer == nil {
+		return // 200, empty body: what ClickHouse answers an INSERT
+	}
+	answer(w, r, body)
+}
+
+func (f *fakeClickHouse) setAnswer(a func(w http.ResponseWriter, r *http.Request, body []byte)) {
+	f.mu.Lock()
+	f.answer = a
+	f.mu.Unlock()
+}
+
+func (f *fakeClickHouse) lastRequest(t *testing.T) fakeRequest {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.requests) == 0 {
+		t.Fatal("the fake ClickHouse got no request")
+	}
+	return f.requests[len(f.requests)-1]
+}
+
+func (f *fakeClickHouse) endpoint(user, password string) Endpoint {
+	return Endpoint{Addr: f.srv.Listener.Addr().String(), TLS: f.srv.TLS != nil, User: user, Password: password}
+}
+
+func answerWith(status int, code, body string) func(http.ResponseWriter, *http.Request, []byte) {
+	return func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		if code != "" {
+			w.Header().Set(ExceptionCodeHeader, code)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	}
+}
+
+func TestClient_Insert_request(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	c := NewClient(ClientConfig{Timeout: 5 * time.Second})
+	ep := f.endpoint("alice", "s3cr3t")
+	rows := [][]byte{
+		[]byte(`{"id":18446744073709551615,"n":9007199254740993}`),
+		[]byte(`{"s":"caf\u00e9 \"q\" \\ é"}`),
+		[]byte(` {"x":1.50}	`),
+	}
+	target := Target("analytics", "events")
+	res := c.Insert(context.Background(), ep, target, rows, "")
+	if !res.OK() || res.Status != 200 || res.Code != 0 || res.Message != "" || res.Err != nil {
+		t.Fatalf("got %+v, want OK", res)
+	}
+	if res.Duration <= 0 {
+		t.Errorf("Duration %v, want > 0", res.Duration)
+	}
+	req := f.lastRequest(t)
+	want := fakeRequest{
+		Method: "POST",
+		URI:    "/?query=INSERT%20INTO%20%60analytics%60.%60events%60%20FORMAT%20JSONEachRow",
+		Host:   ep.Addr,
+		Auth:   "Basic YWxpY2U6czNjcjN0",
+		Close:  true,
+		Body:   bytes.Join(rows, []byte("\n")),
+	}
+	if req.Method != want.Method || req.URI != want.URI || req.Host != want.Host || req.Auth != want.Auth || req.Close != want.Close {
+		t.Errorf("request:\n got %+v\nwant %+v", req, want)
+	}
+	if !bytes.Equal(req.Body, want.Body) {
+		t.Errorf("body:\n got %q\nwant %q", req.Body, want.Body)
+	}
+	if req.ContentType != "" {
+		t.Errorf("Content-Type %q, want none", req.ContentType)
+	}
+
+	res = c.Insert(context.Background(), f.endpoint("", ""), target, rows[:1], "ch:events/1/1-1")
+	if !res.OK() {
+		t.Fatalf("got %+v, want OK", res)
+	}
+	req = f.lastRequest(t)
+	if want := InsertURI(target, "ch:events/1/1-1"); req.URI != want {
+		t.Errorf("URI with a token: got %s, want %s", req.URI, want)
+	}
+	if req.Auth != "" {
+		t.Errorf("Authorization %q without user info, want none", req.Auth)
+	}
+}
+
+func TestClient_Insert_classifies(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	c := NewClient(ClientConfig{Timeout: 5 * time.Second})
+	ep := f.endpoint("alice", "s3cr3t")
+	long := "Code: 27. DB::Exception: Cannot parse input: " + strings.Repeat("row data ", 200) + "(at row 1)"
+	tests := []struct {
+		name     string
+		answer   func(http.ResponseWriter, *http.Request, []byte)
+		class    Class
+		code     int
+		status   int
+		inMsg    string
+		maxMsg   int
+		noSecret bool
+	}{
+		{name: "400 with a data code in the header", answer: answerWith(400, "27", "Code: 27. DB::Exception: Cannot parse input (at row 1)"),
+			class: ClassData, code: 27, status: 400, inMsg: "Cannot parse input"},
+		{name: "exception inside a 200", answer: answerWith(200, "", "Code: 241, e.displayText() = DB::Exception: Memory limit exceeded, e.what() = DB::Exception"),
+			class: ClassTransient, code: 241, status: 200, inMsg: "Memory limit"},
+		{name: "data exception inside a 200", answer: answerWith(200, "", "Code: 27. DB::Exception: Cannot parse input (at row 2)"),
+			class: ClassData, code: 27, status: 200},
+		{name: "too many parts", answer: answerWith(500, "252", "Code: 252. DB::Exception: Too many parts (300)"),
+			class: ClassTransient, code: 252, status: 500},
+		{name: "unknown table", answer: answerWith(404, "60", "Code: 60. DB::Exception: Table default.nope doesn't exist"),
+			class: ClassConfig, code: 60, status: 404},
+		{name: "echoed password", answer: answerWith(401, "516", "Code: 516. DB::Exception: alice: Authentication failed: password s3cr3t, header Basic YWxpY2U6czNjcjN0"),
+			class: ClassConfig, code: 516, status: 401, noSecret: true, inMsg: "xxxxx"},
+		{name: "long message", answer: answerWith(400, "", long), class: ClassData, code: 27, status: 400, maxMsg: maxMessage + 3},
+		{name: "502 empty", answer: answerWith(502, "", ""), class: ClassTransient, status: 502, inMsg: "HTTP 502 with no body"},
+	}
+	for _, tt := range tests {
+		f.setAnswer(tt.answer)
+		res := c.Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{"a":1}`)}, "")
+		if res.OK() || res.Class != tt.class || res.Code != tt.code || res.Status != tt.status || res.Err != nil {
+			t.Errorf("%s: got %+v, want class %s code %d status %d", tt.name, res, tt.class, tt.code, tt.status)
+		}
+		if !strings.Contains(res.Message, tt.inMsg) {
+			t.Errorf("%s: message %q, want it to hold %q", tt.name, res.Message, tt.inMsg)
+		}
+		if tt.maxMsg > 0 && len(res.Message) > tt.maxMsg {
+			t.Errorf("%s: message of %d bytes, want at most %d", tt.name, len(res.Message), tt.maxMsg)
+		}
+		if strings.Contains(res.Message, "s3cr3t") || strings.Contains(res.Message, "YWxpY2U6czNjcjN0") {
+			t.Errorf("%s: message %q shows the password", tt.name, res.Message)
+		}
+	}
+}
+
+// blockingAnswer answers only when the client goes away or the test ends.
+func blockingAnswer(t *testing.T) func(http.ResponseWriter, *http.Request, []byte) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	return func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}
+}
+
+func TestClient_Insert_timeout(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	f.setAnswer(blockingAnswer(t))
+	c := NewClient(ClientConfig{Timeout: 200 * time.Millisecond})
+	res := c.Insert(context.Background(), f.endpoint("u", "s3cr3t"), "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.OK() || res.Class != ClassTransient || res.Status != 0 || !errors.Is(res.Err, ErrTimeout) {
+		t.Fatalf("got %+v, want a transient timeout", res)
+	}
+	if res.Duration < 200*time.Millisecond || res.Duration > 2*time.Second {
+		t.Errorf("Duration %v, want about the 200ms timeout", res.Duration)
+	}
+	if !strings.Contains(res.Message, "did not answer") {
+		t.Errorf("message %q", res.Message)
+	}
+}
+
+func TestClient_Insert_contextEnds(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	f.setAnswer(blockingAnswer(t))
+	c := NewClient(ClientConfig{Timeout: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	res := c.Insert(ctx, f.endpoint("", ""), "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.Class != ClassTransient || !errors.Is(res.Err, context.Canceled) {
+		t.Fatalf("got %+v, want a transient context.Canceled", res)
+	}
+	if res.Duration > 5*time.Second {
+		t.Errorf("Duration %v: the cancelled request waited for its timeout", res.Duration)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	res = c.Insert(ctx, f.endpoint("", ""), "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.Class != ClassTransient || !errors.Is(res.Err, context.DeadlineExceeded) {
+		t.Fatalf("got %+v, want a transient context.DeadlineExceeded", res)
+	}
+}
+
+func TestClient_Insert_noServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := NewClient(ClientConfig{Timeout: 2 * time.Second})
+	res := c.Insert(context.Background(), Endpoint{Addr: addr, User: "u", Password: "s3cr3t"}, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.OK() || res.Class != ClassTransient || res.Err == nil || res.Status != 0 {
+		t.Fatalf("got %+v, want a transient connect error", res)
+	}
+	if !strings.Contains(res.Message, addr) || strings.Contains(res.Message, "s3cr3t") {
+		t.Errorf("message %q: want the address, never the password", res.Message)
+	}
+}
+
+// A server that closes the connection without answering is transient.
+func TestClient_Insert_closedWithoutAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	c := NewClient(ClientConfig{Timeout: 2 * time.Second})
+	res := c.Insert(context.Background(), Endpoint{Addr: ln.Addr().String()}, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.OK() || res.Class != ClassTransient || res.Err == nil {
+		t.Fatalf("got %+v, want a transient error", res)
+	}
+}
+
+func TestClient_Insert_TLS(t *testing.T) {
+	f := newFakeClickHouse(t, true)
+	pool := x509.NewCertPool()
+	pool.AddCert(f.srv.Certificate())
+	c := NewClient(ClientConfig{Timeout: 5 * time.Second, TLSConfig: &tls.Config{RootCAs: pool}})
+	ep := f.endpoint("u", "p")
+	if !ep.TLS {
+		t.Fatal("endpoint without TLS")
+	}
+	res := c.Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{"a":1}`)}, "")
+	if !res.OK() {
+		t.Fatalf("got %+v, want OK over TLS", res)
+	}
+	if req := f.lastRequest(t); string(req.Body) != `{"a":1}` || req.Auth != "Basic dTpw" {
+		t.Errorf("request over TLS: %+v", req)
+	}
+	// Without the test CA the certificate is refused: transient, as any
+	// failure to reach the server.
+	res = NewClient(ClientConfig{Timeout: 5 * time.Second}).Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.OK() || res.Err == nil {
+		t.Fatalf("got %+v, want a certificate error", res)
+	}
+}
+
+func TestClient_HasSetting(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	f.setAnswer(func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		if strings.Contains(string(body), "'"+TokenSetting+"'") {
+			io.WriteString(w, "1\n")
+			return
+		}
+		io.WriteString(w, "0\n")
+	})
+	c := NewClient(ClientConfig{Timeout: 5 * time.Second})
+	ep := f.endpoint("", "")
+	has, err := c.HasSetting(context.Background(), ep, TokenSetting)
+	if err != nil || !has {
+		t.Fatalf("HasSetting(%s): got %v, %v; want true", TokenSetting, has, err)
+	}
+	if req := f.lastRequest(t); req.URI != "/" || string(req.Body) != settingQuery(TokenSetting) || !req.Close {
+		t.Errorf("request %+v", req)
+	}
+	if has, err := c.HasSetting(context.Background(), ep, "nope"); err != nil || has {
+		t.Fatalf("HasSetting(nope): got %v, %v; want false", has, err)
+	}
+
+	f.setAnswer(answerWith(401, "", "Code: 193, e.displayText() = DB::Exception: Wrong password for user u"))
+	_, err = c.HasSetting(context.Background(), ep, TokenSetting)
+	var re *ResultError
+	if !errors.As(err, &re) || re.Result.Class != ClassConfig || re.Result.Code != 193 {
+		t.Fatalf("got %v, want a config *ResultError with code 193", err)
+	}
+	f.setAnswer(answerWith(200, "", "not a number"))
+	if _, err = c.HasSetting(context.Background(), ep, TokenSetting); !errors.As(err, &re) {
+		t.Fatalf("got %v, want a *ResultError", err)
+	}
+}
+
+func TestClientConfig_Validate(t *testing.T) {
+	if err := DefaultClientConfig().Validate(); err != nil {
+		t.Errorf("default: %v", err)
+	}
+	if err := (ClientConfig{Timeout: -time.Second}).Validate(); err == nil {
+		t.Error("negative timeout: got nil")
+	}
+	if c := NewClient(ClientConfig{}); c.timeout != DefaultTimeout {
+		t.Errorf("zero timeout: got %v, want %v", c.timeout, DefaultTimeout)
+	}
+}
+
+// ClickHouse answers some errors before it has read the whole body and
+// closes the connection; the answer wins over the failed write.
+func TestClient_Insert_earlyAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 4096)
+		conn.Read(buf) // the request line and headers, a little of the body
+		io.WriteString(conn, "HTTP/1.1 400 Bad Request\r\nX-ClickHouse-Exception-Code: 27\r\nContent-Length: 51\r\nConnection: close\r\n\r\n"+
+			"Code: 27. DB::Exception: Cannot parse (at row 1)\n\n\n")
+	}()
+	big := []byte(`{"s":"` + strings.Repeat("x", 8<<20) + `"}`)
+	c := NewClient(ClientConfig{Timeout: 10 * time.Second})
+	res := c.Insert(context.Background(), Endpoint{Addr: ln.Addr().String()}, "`d`.`t`", [][]byte{big}, "")
+	<-done
+	if res.Class != ClassData || res.Code != 27 || res.Status != 400 || res.Err != nil {
+		t.Fatalf("got %+v, want the early 400 with code 27", res)
+	}
+}

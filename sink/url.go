@@ -1,0 +1,181 @@
+package sink
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Default ports of ClickHouse's HTTP interface.
+const (
+	DefaultHTTPPort  = "8123"
+	DefaultHTTPSPort = "8443"
+)
+
+var (
+	// ErrNoURL is returned by ParseURL for an empty or blank URL: no
+	// ClickHouse is configured, and ClickHouse queues keep their rows.
+	ErrNoURL = errors.New("sink: no clickhouse url")
+	// ErrBadURL is returned (wrapped, with the reason) for a URL ParseURL
+	// cannot use. Its message never holds the password.
+	ErrBadURL = errors.New("sink: bad clickhouse url")
+)
+
+// Endpoint is where and as whom a Client talks to ClickHouse. The zero
+// Endpoint is not usable; get one from ParseURL.
+type Endpoint struct {
+	// Addr is host:port, the port always present ("[::1]:8123" for IPv6).
+	Addr string
+	// TLS is set for https:// URLs.
+	TLS bool
+	// User and Password come from the URL's user info; both empty means
+	// no Authorization header.
+	User, Password string
+}
+
+// ParseURL reads a clickhouse_url:
+//
+//	http://host:port        plain HTTP
+//	host, host:port         plain HTTP, port 8123 when absent
+//	https://host[:port]     TLS, port 8443 when absent
+//	http://user:pass@host   HTTP Basic auth
+//
+// Path, query and fragment are ignored. The user info ends at the last '@'
+// before the host, so "u:p@ss@h" is user "u", password "p@ss"; the user
+// ends at its first ':'. User and password are percent-decoded when they
+// hold valid escapes (write '/', '?', '#' or '%' in a password as %2F, %3F,
+// %23, %25) and taken as written otherwise. Schemes other than http and
+// https are refused. A blank URL is ErrNoURL; any other failure wraps
+// ErrBadURL and never quotes the password.
+func ParseURL(raw string) (Endpoint, error) {
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return Endpoint{}, ErrNoURL
+	}
+	var ep Endpoint
+	port := DefaultHTTPPort
+	rest := raw
+	if scheme, after, ok := strings.Cut(raw, "://"); ok {
+		switch strings.ToLower(scheme) {
+		case "http":
+		case "https":
+			ep.TLS = true
+			port = DefaultHTTPSPort
+		default:
+			return Endpoint{}, fmt.Errorf("%w: scheme %q: want http or https", ErrBadURL, scheme)
+		}
+		rest = after
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	hostport := rest
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		userinfo := rest[:i]
+		hostport = rest[i+1:]
+		user, pass, _ := strings.Cut(userinfo, ":")
+		ep.User, ep.Password = unescapeUserinfo(user), unescapeUserinfo(pass)
+	}
+	addr, err := hostPort(hostport, port)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	ep.Addr = addr
+	return ep, nil
+}
+
+// unescapeUserinfo percent-decodes s when it holds only valid escapes.
+func unescapeUserinfo(s string) string {
+	if !strings.Contains(s, "%") {
+		return s
+	}
+	if u, err := url.PathUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+// hostPort returns hostport with defPort added when it has no port.
+func hostPort(hostport, defPort string) (string, error) {
+	if hostport == "" {
+		return "", fmt.Errorf("%w: no host", ErrBadURL)
+	}
+	var host, port string
+	switch {
+	case strings.HasPrefix(hostport, "["):
+		end := strings.IndexByte(hostport, ']')
+		if end < 0 {
+			return "", fmt.Errorf("%w: %q: missing ']'", ErrBadURL, hostport)
+		}
+		host = hostport[1:end]
+		switch tail := hostport[end+1:]; {
+		case tail == "":
+		case tail[0] == ':':
+			port = tail[1:]
+		default:
+			return "", fmt.Errorf("%w: %q: junk after ']'", ErrBadURL, hostport)
+		}
+	case strings.Count(hostport, ":") > 1:
+		host = hostport // a bare IPv6 address
+	default:
+		host, port, _ = strings.Cut(hostport, ":")
+	}
+	if host == "" {
+		return "", fmt.Errorf("%w: no host", ErrBadURL)
+	}
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f || strings.IndexByte(`"<>\^{|}[]@`+"`", c) >= 0 {
+			return "", fmt.Errorf("%w: host %q: invalid character %q", ErrBadURL, host, c)
+		}
+	}
+	if port == "" {
+		port = defPort
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
+		return "", fmt.Errorf("%w: port %q: want 1-65535", ErrBadURL, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// AuthHeader returns the value of the Authorization header for e, "Basic "
+// and the base64 of "user:password", or "" when e has neither.
+func (e Endpoint) AuthHeader() string {
+	if e.User == "" && e.Password == "" {
+		return ""
+	}
+	return "Basic " + base64.StdEncoding.EncodeToString([]byte(e.User+":"+e.Password))
+}
+
+// Host returns the host part of e.Addr, without brackets; TLS checks the
+// server's certificate against it.
+func (e Endpoint) Host() string {
+	host, _, err := net.SplitHostPort(e.Addr)
+	if err != nil {
+		return e.Addr
+	}
+	return host
+}
+
+// String returns e as a URL fit for logs: the password, when there is one,
+// is "xxxxx", and goes through Redact, so it never shows.
+func (e Endpoint) String() string {
+	var b strings.Builder
+	if e.TLS {
+		b.WriteString("https://")
+	} else {
+		b.WriteString("http://")
+	}
+	if e.User != "" || e.Password != "" {
+		b.WriteString(url.PathEscape(e.User))
+		if e.Password != "" {
+			b.WriteString(":" + redacted)
+		}
+		b.WriteByte('@')
+	}
+	b.WriteString(e.Addr)
+	return Redact(b.String(), e)
+}

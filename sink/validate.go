@@ -1,0 +1,73 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrEmptyRow is returned by ValidateRow for an empty or blank value.
+	ErrEmptyRow = errors.New("sink: empty value: a clickhouse queue takes one JSON object per message")
+	// ErrNotObject is wrapped, with the reason, by ValidateRow for a value
+	// that is not exactly one JSON object.
+	ErrNotObject = errors.New("sink: a clickhouse queue takes one JSON object per message")
+)
+
+// ValidateRow checks that v is exactly one JSON object, with nothing but
+// white space around it: one JSONEachRow row. It only reads v: rows reach
+// ClickHouse byte for byte, so numbers past 2^53 keep every digit and
+// string escapes stay as written. The error wraps ErrEmptyRow or
+// ErrNotObject and says what is wrong, with a byte offset where that helps.
+func ValidateRow(v []byte) error {
+	trimmed := bytes.TrimLeft(v, " \t\r\n")
+	if len(trimmed) == 0 {
+		return ErrEmptyRow
+	}
+	if trimmed[0] != '{' {
+		return fmt.Errorf("%w: got %s", ErrNotObject, kindOf(trimmed[0]))
+	}
+	if json.Valid(v) {
+		return nil
+	}
+	// Say why. Decoding into a RawMessage checks the syntax of the first
+	// value without converting anything.
+	dec := json.NewDecoder(bytes.NewReader(v))
+	var first json.RawMessage
+	if err := dec.Decode(&first); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return fmt.Errorf("%w: invalid JSON at byte %d: %s", ErrNotObject, syn.Offset, syn.Error())
+		}
+		return fmt.Errorf("%w: invalid JSON: %s", ErrNotObject, err.Error())
+	}
+	end := dec.InputOffset()
+	rest := bytes.TrimLeft(v[end:], " \t\r\n")
+	return fmt.Errorf("%w: %s after the object, at byte %d", ErrNotObject, describeRest(rest), int(end)+len(v[end:])-len(rest))
+}
+
+// kindOf names the JSON value that starts with c.
+func kindOf(c byte) string {
+	switch {
+	case c == '[':
+		return "a JSON array"
+	case c == '"':
+		return "a JSON string"
+	case c == '-' || '0' <= c && c <= '9':
+		return "a JSON number"
+	case c == 't' || c == 'f':
+		return "a JSON boolean"
+	case c == 'n':
+		return "JSON null"
+	}
+	return fmt.Sprintf("%q, which is not JSON", c)
+}
+
+// describeRest names what follows the first value.
+func describeRest(rest []byte) string {
+	if len(rest) > 0 && rest[0] == '{' {
+		return "a second JSON object"
+	}
+	return "trailing data"
+}

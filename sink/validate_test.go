@@ -1,0 +1,81 @@
+package sink
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestValidateRow(t *testing.T) {
+	tests := []struct {
+		v    string
+		err  error  // nil: valid
+		want string // part of the message
+	}{
+		{v: `{"id":1}`},
+		{v: `{}`},
+		{v: " \n{\"id\":1}\r\n\t"},
+		{v: `{"id":18446744073709551615,"n":9007199254740993}`},
+		{v: `{"id":1e400}`}, // JSON, though ClickHouse may refuse it
+		{v: "{\"a\":\n[1,{\"b\":null}]}"},
+		{v: `{"s":"\u00e9\ud83d\ude00"}`},
+		{v: ``, err: ErrEmptyRow},
+		{v: " \n\t", err: ErrEmptyRow},
+		{v: `[1,2]`, err: ErrNotObject, want: "array"},
+		{v: `[{"id":1}]`, err: ErrNotObject, want: "array"},
+		{v: `"s"`, err: ErrNotObject, want: "string"},
+		{v: `42`, err: ErrNotObject, want: "number"},
+		{v: `-1`, err: ErrNotObject, want: "number"},
+		{v: `true`, err: ErrNotObject, want: "boolean"},
+		{v: `null`, err: ErrNotObject, want: "null"},
+		{v: `id=1`, err: ErrNotObject, want: "not JSON"},
+		{v: `{"a":1}{"a":2}`, err: ErrNotObject, want: "second JSON object after the object, at byte 7"},
+		{v: "{\"a\":1}\n{\"a\":2}", err: ErrNotObject, want: "second JSON object after the object, at byte 8"},
+		{v: `{"a":1} x`, err: ErrNotObject, want: "trailing data after the object, at byte 8"},
+		{v: `{"a":1}}`, err: ErrNotObject, want: "trailing data"},
+		{v: `{"a":1`, err: ErrNotObject, want: "invalid JSON"},
+		{v: `{"a":}`, err: ErrNotObject, want: "invalid JSON at byte"},
+		{v: `{a:1}`, err: ErrNotObject, want: "invalid JSON at byte"},
+		{v: `{"a":01}`, err: ErrNotObject, want: "invalid JSON"},
+		{v: `{"a":NaN}`, err: ErrNotObject, want: "invalid JSON"},
+	}
+	for _, tt := range tests {
+		orig := []byte(tt.v)
+		v := bytes.Clone(orig)
+		err := ValidateRow(v)
+		if !bytes.Equal(v, orig) {
+			t.Errorf("ValidateRow(%q) changed its input to %q", tt.v, v)
+		}
+		switch {
+		case tt.err == nil && err != nil:
+			t.Errorf("ValidateRow(%q): got %v, want nil", tt.v, err)
+		case tt.err != nil && !errors.Is(err, tt.err):
+			t.Errorf("ValidateRow(%q): got %v, want %v", tt.v, err, tt.err)
+		case tt.err != nil && !strings.Contains(err.Error(), tt.want):
+			t.Errorf("ValidateRow(%q): got %q, want it to say %q", tt.v, err, tt.want)
+		}
+	}
+}
+
+func FuzzValidateRow(f *testing.F) {
+	for _, s := range []string{`{"id":1}`, ``, `[1]`, `{"a":1}{"a":2}`, `{"a":1} x`, ` {} `, `{"n":9007199254740993}`, `{"a":"\u0000"}`, "{\"a\":\"\xff\"}"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		orig := bytes.Clone(v)
+		err := ValidateRow(v)
+		if !bytes.Equal(v, orig) {
+			t.Fatalf("ValidateRow changed %q to %q", orig, v)
+		}
+		trimmed := bytes.TrimLeft(v, " \t\r\n")
+		want := json.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
+		if (err == nil) != want {
+			t.Fatalf("ValidateRow(%q): got %v, want valid=%v", v, err, want)
+		}
+		if err != nil && !errors.Is(err, ErrEmptyRow) && !errors.Is(err, ErrNotObject) {
+			t.Fatalf("ValidateRow(%q): %v wraps neither sentinel", v, err)
+		}
+	})
+}
