@@ -60,8 +60,8 @@ tidy:
 	$(GO) mod tidy
 	git diff --exit-code go.mod go.sum
 
-# run starts one chute node on etcd's default ports and shows etcdctl using
-# it; the node keeps running until Ctrl-C.
+# run starts a private ClickHouse and one chute node, puts a row with
+# etcdctl and shows it in ClickHouse; both keep running until Ctrl-C.
 run: deps build
 	deploy/dev/run.sh $(BIN)
 

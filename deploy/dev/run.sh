@@ -1,27 +1,57 @@
 #!/usr/bin/env bash
-# run.sh BIN: start one chute node on etcd's default client port, show a put
-# and a get with etcdctl, then keep the node in the foreground until Ctrl-C.
+# run.sh BIN: the whole pipeline on this machine. Starts a private ClickHouse
+# (Debian's clickhouse-server, loopback, temp dir) and one chute node on
+# etcd's default client port, creates default.events, puts a row with
+# etcdctl and shows it selected back from ClickHouse. Both keep running
+# until Ctrl-C.
 set -euo pipefail
 bin=${1:-bin/chute}
+here=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
-"$bin" --name dev --listen-client-urls http://127.0.0.1:2379 \
-	--metrics-listen 127.0.0.1:9379 >"$dir/chute.log" 2>&1 &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
+ch_http=18123 ch_tcp=19000
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT INT TERM
 
-for _ in $(seq 100); do
-	curl -fs http://127.0.0.1:9379/readyz >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || { cat "$dir/chute.log"; exit 1; }
-	sleep 0.1
-done
-curl -fs http://127.0.0.1:9379/readyz >/dev/null || { echo "chute did not become ready"; cat "$dir/chute.log"; exit 1; }
+wait_http() { # url what logfile
+	for _ in $(seq 300); do
+		curl -fs "$1" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "$2 did not start; its log:"; tail -20 "$3"; exit 1
+}
+ch() { curl -fsS "http://127.0.0.1:$ch_http/" --data-binary "$1"; }
+
+mkdir -p "$dir/ch"
+sed -e "s|@DIR@|$dir/ch|g" -e "s|@HTTP@|$ch_http|g" -e "s|@TCP@|$ch_tcp|g" \
+	"$here/clickhouse/config.xml" >"$dir/ch/config.xml"
+cp "$here/clickhouse/users.xml" "$dir/ch/users.xml"
+clickhouse-server --config-file="$dir/ch/config.xml" >"$dir/ch/stdout.log" 2>&1 &
+pids+=($!)
+wait_http "http://127.0.0.1:$ch_http/ping" ClickHouse "$dir/ch/stdout.log"
+ch "CREATE TABLE IF NOT EXISTS default.events (id UInt64, msg String) ENGINE = MergeTree ORDER BY id"
+
+"$bin" --name dev --listen-client-urls http://127.0.0.1:2379 --metrics-listen 127.0.0.1:9379 \
+	--clickhouse-url "http://127.0.0.1:$ch_http" >"$dir/chute.log" 2>&1 &
+pids+=($!)
+wait_http http://127.0.0.1:9379/readyz chute "$dir/chute.log"
 
 run() { echo "\$ $*"; "$@"; }
 export ETCDCTL_API=3
-run etcdctl --endpoints 127.0.0.1:2379 put greeting "hello from chute"
-run etcdctl --endpoints 127.0.0.1:2379 get greeting -w json
-run etcdctl --endpoints 127.0.0.1:2379 endpoint status -w table
+run etcdctl --endpoints 127.0.0.1:2379 put /q/ch:events/p/1 '{"id":1,"msg":"hello from etcdctl"}'
+for _ in $(seq 100); do
+	[ "$(ch 'SELECT count() FROM default.events')" -ge 1 ] && break
+	sleep 0.1
+done
+echo "\$ SELECT * FROM default.events"
+ch "SELECT * FROM default.events FORMAT PrettyCompact"
 echo
-echo "chute is serving the etcd API on 127.0.0.1:2379 and metrics on http://127.0.0.1:9379/metrics"
-echo "logs: $dir/chute.log; press Ctrl-C to stop"
-wait $pid
+echo "chute: etcd API on 127.0.0.1:2379, metrics and /status on http://127.0.0.1:9379"
+echo "ClickHouse: http://127.0.0.1:$ch_http (table default.events)"
+echo "try:  etcdctl put /q/ch:events/p/2 '{\"id\":2,\"msg\":\"another\"}'"
+echo "logs: $dir; press Ctrl-C to stop both"
+wait "${pids[1]}"
