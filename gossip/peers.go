@@ -1,6 +1,10 @@
 package gossip
 
-import "net/url"
+import (
+	"errors"
+	"fmt"
+	"net/url"
+)
 
 var _ PeerSource = (*Membership)(nil)
 
@@ -20,4 +24,27 @@ func (m *Membership) Peers() []Peer {
 		out = append(out, Peer{ID: mem.ID, Addr: u.Host})
 	}
 	return out
+}
+
+// Errors of RemoveFailed.
+var (
+	ErrUnknownMember = errors.New("gossip: no such member")
+	ErrMemberAlive   = errors.New("gossip: member is alive; only a failed member can be removed (a member that stops leaves by itself)")
+)
+
+// RemoveFailed forces a failed member out of the membership at once,
+// instead of waiting for serf to reap it (etcd's member remove). It refuses
+// an alive member and this member.
+func (m *Membership) RemoveFailed(id uint64) error {
+	mem, ok := m.Member(id)
+	if !ok {
+		return ErrUnknownMember
+	}
+	if mem.Status == StatusAlive || id == m.Local().ID {
+		return ErrMemberAlive
+	}
+	if err := m.serf.RemoveFailedNodePrune(mem.Name); err != nil {
+		return fmt.Errorf("gossip: remove %s: %w", mem.Name, err)
+	}
+	return nil
 }

@@ -78,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{store: st, version: APIVersion})
-	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members})
+	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
 	return s, nil
 }
 

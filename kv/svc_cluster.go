@@ -14,6 +14,14 @@ type clusterService struct {
 	pb.UnimplementedClusterServer
 	store   *store
 	members func() []*pb.Member
+	remover Members // may implement MemberRemover
+}
+
+// MemberRemover is implemented by a Members that can force a failed member
+// out. RemoveMember returns gRPC status errors (etcd's rpctypes where one
+// fits).
+type MemberRemover interface {
+	RemoveMember(id uint64) error
 }
 
 var _ pb.ClusterServer = (*clusterService)(nil)
@@ -32,8 +40,18 @@ func (c *clusterService) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.M
 	return nil, errMembershipByGossip
 }
 
-func (c *clusterService) MemberRemove(context.Context, *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
-	return nil, errMembershipByGossip
+// MemberRemove forces a failed member out when the membership can (see
+// MemberRemover); an alive member cannot be removed: it leaves by itself
+// when stopped.
+func (c *clusterService) MemberRemove(_ context.Context, r *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
+	rm, ok := c.remover.(MemberRemover)
+	if !ok {
+		return nil, errMembershipByGossip
+	}
+	if err := rm.RemoveMember(r.ID); err != nil {
+		return nil, err
+	}
+	return &pb.MemberRemoveResponse{Header: c.store.header(0), Members: c.members()}, nil
 }
 
 func (c *clusterService) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {

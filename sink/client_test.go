@@ -382,3 +382,37 @@ func TestClient_Insert_earlyAnswer(t *testing.T) {
 		t.Fatalf("got %+v, want the early 400 with code 27", res)
 	}
 }
+
+func TestResult_OK(t *testing.T) {
+	tests := []struct {
+		r    Result
+		want bool
+	}{
+		{Result{Status: 200, Class: ClassOK}, true},
+		{Result{}, false}, // a zero Result never counts as inserted
+		{Result{Status: 200, Class: ClassTransient}, false},
+		{Result{Status: 200, Class: ClassOK, Err: io.EOF}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.r.OK(); got != tt.want {
+			t.Errorf("%+v.OK(): got %v, want %v", tt.r, got, tt.want)
+		}
+	}
+}
+
+func TestResultError_Error(t *testing.T) {
+	tests := []struct {
+		r    Result
+		want string
+	}{
+		{Result{Status: 404, Code: 60, Class: ClassConfig, Message: "Code: 60. Table x doesn't exist"},
+			"sink: insert: config error, status 404, code 60: Code: 60. Table x doesn't exist"},
+		{Result{Class: ClassTransient, Err: io.EOF, Message: "sink: POST to h:1: EOF"},
+			"sink: insert: transient: POST to h:1: EOF"},
+	}
+	for _, tt := range tests {
+		if got := (&ResultError{Op: "insert", Result: tt.r}).Error(); got != tt.want {
+			t.Errorf("got %q, want %q", got, tt.want)
+		}
+	}
+}

@@ -32,9 +32,13 @@
 // byte, and the caller's context ends it early. The request is written with
 // fasthttp's Request and read with its Response on a connection the client
 // dials itself, so that cancelling the context closes the connection at once
-// (fasthttp's Client cannot be cancelled). The token is sent only when the
-// caller asks, and it should ask only after HasSetting(TokenSetting) said
-// the server knows it: 18.16 does not and refuses the request (code 115).
+// (fasthttp's Client cannot be cancelled), and the body is written while the
+// answer is read: ClickHouse answers some errors (a memory limit, a row it
+// cannot parse) before it has read a large body and resets the connection,
+// and its answer, not the failed write, is what the caller gets. The token
+// is sent only when the caller asks, and it should ask only after
+// HasSetting(TokenSetting) said the server knows it: 18.16 does not and
+// refuses the request (code 115).
 //
 // # Answers
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -105,13 +106,14 @@ func hostPort(hostport, defPort string) (string, error) {
 		return "", fmt.Errorf("%w: no host", ErrBadURL)
 	}
 	var host, port string
+	ipv6 := true
 	switch {
 	case strings.HasPrefix(hostport, "["):
 		end := strings.IndexByte(hostport, ']')
 		if end < 0 {
 			return "", fmt.Errorf("%w: %q: missing ']'", ErrBadURL, hostport)
 		}
-		host = hostport[1:end]
+		host = strings.Replace(hostport[1:end], "%25", "%", 1) // a zone, as RFC 6874 writes it
 		switch tail := hostport[end+1:]; {
 		case tail == "":
 		case tail[0] == ':':
@@ -123,6 +125,12 @@ func hostPort(hostport, defPort string) (string, error) {
 		host = hostport // a bare IPv6 address
 	default:
 		host, port, _ = strings.Cut(hostport, ":")
+		ipv6 = false
+	}
+	if ipv6 {
+		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
+			return "", fmt.Errorf("%w: %q is not an IPv6 address", ErrBadURL, host)
+		}
 	}
 	if host == "" {
 		return "", fmt.Errorf("%w: no host", ErrBadURL)

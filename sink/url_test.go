@@ -50,6 +50,10 @@ func TestParseURL(t *testing.T) {
 		{raw: "http://[::1", err: ErrBadURL},
 		{raw: "http://[::1]x", err: ErrBadURL},
 		{raw: "http://h h", err: ErrBadURL},
+		{raw: "http://a:b:c", err: ErrBadURL},
+		{raw: "http://[h]:1", err: ErrBadURL},
+		{raw: "http://[1.2.3.4]:1", err: ErrBadURL},
+		{raw: "http://[fe80::1%25eth0]:9000", want: Endpoint{Addr: "[fe80::1%eth0]:9000"}},
 	}
 	for _, tt := range tests {
 		got, err := ParseURL(tt.raw)

@@ -9,10 +9,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/dispatch"
 	"chute/gossip"
@@ -232,6 +236,21 @@ func (l memberList) Members() []*pb.Member {
 		out[i] = &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
 	}
 	return out
+}
+
+// RemoveMember forces a failed member out of the membership: etcdctl
+// member remove.
+func (l memberList) RemoveMember(id uint64) error {
+	switch err := l.m.RemoveFailed(id); {
+	case err == nil:
+		return nil
+	case errors.Is(err, gossip.ErrUnknownMember):
+		return rpctypes.ErrGRPCMemberNotFound
+	case errors.Is(err, gossip.ErrMemberAlive):
+		return status.Error(codes.FailedPrecondition, "chute: "+strings.TrimPrefix(err.Error(), "gossip: "))
+	default:
+		return status.Error(codes.Unavailable, err.Error())
+	}
 }
 
 // opsHandler serves the operator endpoints of the metrics listener.

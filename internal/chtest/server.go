@@ -46,7 +46,6 @@ var errPortInUse = errors.New("chtest: port already in use")
 type Server struct {
 	bin    string
 	dir    string
-	opts   Options
 	ports  ports
 	client *http.Client
 
@@ -97,9 +96,8 @@ func Start(t testing.TB, opts ...Options) *Server {
 		t.Fatal(missingBinary)
 	}
 	s := &Server{
-		bin:  bin,
-		dir:  t.TempDir(),
-		opts: o,
+		bin: bin,
+		dir: t.TempDir(),
 		// No keep-alive: a pooled connection to a killed server would fail
 		// the next request after Restart.
 		client: &http.Client{
