@@ -21,6 +21,59 @@ type localConsumer struct {
 
 	attached *queue        // the local queue it is registered with, or nil
 	remote   *remoteStream // the stream from a remote dispatcher, or nil
+
+	// from remembers which member delivered each unacknowledged delivery
+	// key that came over a remote stream, so that its acknowledgement goes
+	// back there: that member holds the message, or knows where it went.
+	fromMu sync.Mutex
+	from   map[string]uint64
+}
+
+// maxFrom bounds the delivery keys a consumer remembers the sender of.
+const maxFrom = 4096
+
+// noteFrom records the member that delivered key.
+func (lc *localConsumer) noteFrom(key string, member uint64) {
+	lc.fromMu.Lock()
+	defer lc.fromMu.Unlock()
+	if lc.from == nil {
+		lc.from = make(map[string]uint64)
+	}
+	if len(lc.from) >= maxFrom {
+		for k := range lc.from { // forget one; its ack falls back to the record
+			delete(lc.from, k)
+			break
+		}
+	}
+	lc.from[key] = member
+}
+
+// takeFrom returns and forgets the member that delivered key.
+func (lc *localConsumer) takeFrom(key string) (uint64, bool) {
+	lc.fromMu.Lock()
+	defer lc.fromMu.Unlock()
+	id, ok := lc.from[key]
+	delete(lc.from, key)
+	return id, ok
+}
+
+// deliveredBy returns the member that delivered key to a consumer on this
+// member over a remote stream, if one did.
+func (m *Manager) deliveredBy(queue, key string) (uint64, bool) {
+	m.mu.Lock()
+	var lcs []*localConsumer
+	for lc := range m.locals {
+		if lc.queue == queue {
+			lcs = append(lcs, lc)
+		}
+	}
+	m.mu.Unlock()
+	for _, lc := range lcs {
+		if id, ok := lc.takeFrom(key); ok {
+			return id, true
+		}
+	}
+	return 0, false
 }
 
 // remoteStream feeds a local consumer from a remote dispatcher.
@@ -87,7 +140,7 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 	go func() {
 		defer m.wg.Done()
 		defer close(rs.done)
-		lc.consumeRemote(ctx, addr)
+		lc.consumeRemote(ctx, addr, rs.member)
 	}()
 }
 
@@ -114,7 +167,7 @@ func (lc *localConsumer) stop() {
 
 // consumeRemote relays the dispatcher's deliveries to the watch until the
 // stream ends.
-func (lc *localConsumer) consumeRemote(ctx context.Context, addr string) {
+func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member uint64) {
 	conn, err := gossip.Dial(addr)
 	if err != nil {
 		return
@@ -135,6 +188,7 @@ func (lc *localConsumer) consumeRemote(ctx context.Context, addr string) {
 		kvs := make([]*mvccpb.KeyValue, len(batch.Deliveries))
 		for i, d := range batch.Deliveries {
 			kvs[i] = &mvccpb.KeyValue{Key: d.Key, Value: d.Value, Version: d.Attempt}
+			lc.noteFrom(string(d.Key), member)
 		}
 		lc.c.out.Deliver(kvs)
 	}

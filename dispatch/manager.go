@@ -360,11 +360,20 @@ func (m *Manager) epochOf(name string) uint64 {
 // dispatcher cannot be reached, every alive member keeps a copy until a
 // dispatcher is elected, so the put still succeeds and nothing is lost.
 func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) error {
-	if q := m.lookup(name); q != nil && q.holding() {
-		m.handover(q, rec.Member)
-	}
 	for attempt := 0; ; attempt++ {
-		err := m.forward(ctx, rec.Member, name, msgs)
+		var err error
+		if q := m.lookup(name); q != nil {
+			// Older messages first: hand over what is held, or wait for a
+			// handover under way to be answered.
+			q.handoverMu.Lock()
+			if q.holding() {
+				err = m.handoverLocked(q, rec.Member)
+			}
+			q.handoverMu.Unlock()
+		}
+		if err == nil {
+			err = m.forward(ctx, rec.Member, name, msgs)
+		}
 		switch status.Code(err) {
 		case codes.OK:
 			m.metrics.forwards.Add(uint64(len(msgs)))
@@ -372,14 +381,22 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 		case codes.ResourceExhausted, codes.InvalidArgument:
 			return err
 		case codes.FailedPrecondition:
-			// The dispatcher moved; read the record again.
-			if attempt < 2 {
+			// The dispatcher moved, or a claim is settling between members:
+			// read the record again after a moment. Holding copies here
+			// would let later puts overtake these.
+			if attempt < 50 {
+				select {
+				case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+				case <-ctx.Done():
+					return status.FromContextError(ctx.Err()).Err()
+				}
 				rec = m.dispatcherOf(name, claimAsProducer)
 				if rec.Member == m.cfg.MemberID {
 					return m.produceOne(ctx, name, msgs)
 				}
 				continue
 			}
+			return status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
 		}
 		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
 		m.hold(ctx, name, msgs)
@@ -391,13 +408,12 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 // dispatcher, wherever the consumer is.
 func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	k := ParseKey(string(key))
+	if from, ok := m.deliveredBy(k.Queue, string(key)); ok && from != m.cfg.MemberID {
+		return m.ackRemote(ctx, from, k)
+	}
 	rec, ok := m.record(k.Queue)
 	if !ok || rec.Member == m.cfg.MemberID || m.cluster == nil {
-		q := m.lookup(k.Queue)
-		if q == nil {
-			return false, nil
-		}
-		return q.ack(k.Seq, k.Tail, m.now()), nil
+		return m.queueFor(k.Queue).ack(k.Seq, k.Tail, m.now()), nil
 	}
 	return m.ackRemote(ctx, rec.Member, k)
 }

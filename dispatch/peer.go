@@ -37,7 +37,8 @@ type queueService struct {
 func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
 	out := make(map[string][]incoming)
 	for _, q := range msgs {
-		out[q.Queue] = append(out[q.Queue], incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq})
+		out[q.Queue] = append(out[q.Queue], incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
+			consumer: q.Consumer, attempts: int(q.Attempts)})
 	}
 	return out
 }
@@ -45,7 +46,8 @@ func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
 func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 	out := make([]*peerpb.QueueMessage, len(msgs))
 	for i, in := range msgs {
-		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: in.value, Origin: in.id.Origin, N: in.id.N, Seq: in.seq}
+		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: in.value, Origin: in.id.Origin, N: in.id.N, Seq: in.seq,
+			Consumer: in.consumer, Attempts: int64(in.attempts)}
 	}
 	return out
 }
@@ -139,13 +141,20 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 	}
 }
 
-// Ack acknowledges a message of a queue this member dispatches.
-func (s *queueService) Ack(_ context.Context, r *peerpb.AckRequest) (*peerpb.AckResponse, error) {
-	q := s.m.lookup(r.Queue)
-	if q == nil {
-		return &peerpb.AckResponse{}, nil
+// Ack acknowledges a message of a queue this member dispatches. A member
+// that no longer dispatches the queue passes the acknowledgement on to the
+// one that does (its messages went there).
+func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.AckResponse, error) {
+	m := s.m
+	if rec, ok := m.record(r.Queue); ok && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
+		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, m.now()) {
+			acked, err := m.ackRemote(ctx, rec.Member, Key{Queue: r.Queue, Seq: r.Seq, Tail: r.Tail})
+			return &peerpb.AckResponse{Acked: acked}, err
+		}
+		return &peerpb.AckResponse{Acked: true}, nil
 	}
-	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, s.m.now())}, nil
+	q := m.queueFor(r.Queue)
+	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, m.now())}, nil
 }
 
 // forwarderFor returns the forward stream to member, opening it when needed.

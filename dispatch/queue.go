@@ -28,6 +28,11 @@ type message struct {
 	holder   *consumer // delivered to, not yet acknowledged; nil when ready
 	sentAt   time.Time
 	attempts int // deliveries so far
+	// parkedFor names the consumer a handed-over message was delivered to
+	// on the previous dispatcher, until that consumer is attached here (it
+	// then holds it, without a second delivery) or the visibility timeout
+	// passes (it is ready again).
+	parkedFor string
 }
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
@@ -80,6 +85,12 @@ type queue struct {
 	done     map[MsgID]bool
 	doneRing []MsgID
 	doneNext int
+	// early remembers acknowledgements of numbered messages this member
+	// did not hold yet (a handover still on its way), so the message is
+	// dropped when it arrives.
+	early     map[uint64]string // seq -> tail
+	earlyRing []uint64
+	earlyNext int
 }
 
 // doneIDs bounds the acknowledged ids a queue remembers.
@@ -99,15 +110,18 @@ func newQueue(name string, lim limits) *queue {
 		name: name, lim: lim, nextSeq: 1,
 		msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64),
 		heldIDs: make(map[MsgID]bool), done: make(map[MsgID]bool),
+		early: make(map[uint64]string),
 	}
 }
 
 // incoming is a message offered to a queue.
 type incoming struct {
-	id    MsgID
-	tail  string
-	value []byte
-	seq   uint64 // kept from the dispatcher that handed it over; 0 for none
+	id       MsgID
+	tail     string
+	value    []byte
+	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
+	consumer string // handed over while delivered to this consumer; "" for none
+	attempts int    // deliveries so far, for a handed-over message
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
@@ -126,6 +140,11 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 		if _, dup := q.ids[in.id]; dup || q.done[in.id] {
 			continue
 		}
+		if in.seq != 0 && q.early[in.seq] == in.tail {
+			delete(q.early, in.seq) // acknowledged before it arrived
+			q.rememberDoneLocked(in.id)
+			continue
+		}
 		seq := in.seq
 		if _, taken := q.msgs[seq]; seq == 0 || taken {
 			for q.msgs[q.nextSeq] != nil {
@@ -134,14 +153,61 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 			seq = q.nextSeq
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value}
+		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: in.attempts}
 		q.msgs[m.seq] = m
 		q.ids[m.id] = m.seq
 		q.bytes += m.size()
-		heap.Push(&q.ready, m.seq)
 		q.stats.Enqueued++
+		if in.consumer != "" {
+			m.sentAt = q.handoverSentAt(now)
+			if c := q.consumerByID(in.consumer); c != nil {
+				m.holder = c
+				c.unacked[seq] = m
+			} else {
+				m.parkedFor = in.consumer
+			}
+			continue
+		}
+		heap.Push(&q.ready, m.seq)
 	}
 	q.deliverLocked(now)
+}
+
+// handoverGrace is how long a handed-over message stays with the consumer
+// it was delivered to before it is delivered again. The old dispatcher
+// cannot tell whether its last deliveries reached the consumer; a consumer
+// that got them acknowledges within the grace, the others are not left
+// waiting a whole visibility timeout.
+const handoverGrace = 3 * time.Second
+
+// handoverSentAt backdates a handed-over message's delivery so that it
+// expires after handoverGrace rather than the visibility timeout.
+func (q *queue) handoverSentAt(now time.Time) time.Time {
+	return now.Add(min(handoverGrace, q.lim.visibility) - q.lim.visibility)
+}
+
+// consumerByID returns the attached consumer with that id, or nil. The
+// caller holds mu.
+func (q *queue) consumerByID(id string) *consumer {
+	for _, c := range q.consumers {
+		if c.id == id {
+			return c
+		}
+	}
+	return nil
+}
+
+// rememberEarlyLocked records an acknowledgement of a message not held
+// yet, forgetting the oldest beyond doneIDs. The caller holds mu.
+func (q *queue) rememberEarlyLocked(seq uint64, tail string) {
+	if len(q.earlyRing) < doneIDs {
+		q.earlyRing = append(q.earlyRing, seq)
+	} else {
+		delete(q.early, q.earlyRing[q.earlyNext])
+		q.earlyRing[q.earlyNext] = seq
+		q.earlyNext = (q.earlyNext + 1) % doneIDs
+	}
+	q.early[seq] = tail
 }
 
 // deliverLocked hands ready messages to consumers with room, oldest first,
@@ -206,6 +272,9 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	defer q.mu.Unlock()
 	m, ok := q.msgs[seq]
 	if !ok || m.tail != tail {
+		if !ok && seq != 0 {
+			q.rememberEarlyLocked(seq, tail)
+		}
 		return false
 	}
 	if m.holder != nil {
@@ -218,6 +287,24 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	q.stats.Acked++
 	q.deliverLocked(now)
 	return true
+}
+
+// ackIfHeld acknowledges the message if this member holds it, without
+// remembering a miss.
+func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
+	q.mu.Lock()
+	m, ok := q.msgs[seq]
+	q.mu.Unlock()
+	return ok && m.tail == tail && q.ack(seq, tail, now)
+}
+
+// ackDuringHandover is ackIfHeld after any handover in progress: a message
+// being handed over is then either still here or already at the new
+// dispatcher, never in between.
+func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
+	q.handoverMu.Lock()
+	defer q.handoverMu.Unlock()
+	return q.ackIfHeld(seq, tail, now)
 }
 
 // ackSeq removes the message seq, whoever holds it.
@@ -272,7 +359,11 @@ func (q *queue) takeAll() []incoming {
 	out := make([]incoming, 0, len(seqs)+len(q.held))
 	for _, seq := range seqs {
 		m := q.msgs[seq]
-		out = append(out, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
+		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: m.attempts, consumer: m.parkedFor}
+		if m.holder != nil && !m.holder.sink {
+			in.consumer = m.holder.id
+		}
+		out = append(out, in)
 	}
 	out = append(out, q.held...)
 	q.msgs = make(map[uint64]*message)
@@ -345,6 +436,12 @@ func (q *queue) addConsumer(c *consumer, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.consumers = append(q.consumers, c)
+	for seq, m := range q.msgs { // messages handed over while it held them
+		if m.parkedFor == c.id {
+			m.parkedFor, m.holder = "", c
+			c.unacked[seq] = m
+		}
+	}
 	q.deliverLocked(now)
 }
 
@@ -374,6 +471,12 @@ func (q *queue) expire(now time.Time) {
 			continue
 		}
 		q.releaseLocked(c, func(m *message) bool { return m.sentAt.Before(deadline) })
+	}
+	for seq, m := range q.msgs {
+		if m.parkedFor != "" && m.sentAt.Before(deadline) {
+			m.parkedFor = ""
+			heap.Push(&q.ready, seq)
+		}
 	}
 	q.deliverLocked(now)
 }

@@ -16,8 +16,6 @@ import (
 //     dispatches hands them over (order and numbers kept) and keeps nothing;
 //   - a member that holds messages or consumers of a queue nobody alive
 //     dispatches claims it (the next epoch);
-//   - a consumer's member claims a queue whose dispatcher hosts no
-//     consumer;
 //   - consumer watches are bound to the queue here or to the dispatcher's
 //     stream, and rebound when the dispatcher changes or the stream ends.
 
@@ -47,8 +45,12 @@ func (m *Manager) reconcile() {
 		locals = append(locals, lc)
 	}
 	m.mu.Unlock()
+	// A consumer's member claims a queue whose dispatcher hosts no
+	// consumer when the consumer registers (Consume); here it only claims
+	// a queue nobody alive dispatches. Moving the dispatcher because its
+	// own consumer left would hand over messages in flight to the others.
 	for _, lc := range locals {
-		m.bind(lc, m.dispatcherOf(lc.queue, claimAsConsumer))
+		m.bind(lc, m.dispatcherOf(lc.queue, claimAsProducer))
 	}
 	m.pruneForwarders()
 }
@@ -72,7 +74,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 			}
 		}
 		if q.holding() {
-			m.handover(q, rec.Member)
+			_ = m.handover(q, rec.Member) // kept and retried on failure
 		}
 	default:
 		m.stopDrainer(q.name)
@@ -83,14 +85,19 @@ func (m *Manager) reconcileQueue(q *queue) {
 }
 
 // handover forwards everything this member holds of q to its dispatcher;
-// what cannot be sent is kept for the next round.
-func (m *Manager) handover(q *queue, member uint64) {
-	m.stopDrainer(q.name) // its rows go back to the queue and over with it
+// what cannot be sent is kept for the next round, and the error returned.
+func (m *Manager) handover(q *queue, member uint64) error {
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
+	return m.handoverLocked(q, member)
+}
+
+// handoverLocked is handover for a caller holding q.handoverMu.
+func (m *Manager) handoverLocked(q *queue, member uint64) error {
+	m.stopDrainer(q.name) // its rows go back to the queue and over with it
 	msgs := q.takeAll()
 	if len(msgs) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
 	defer cancel()
@@ -100,11 +107,12 @@ func (m *Manager) handover(q *queue, member uint64) {
 		if err := m.forward(ctx, member, q.name, part); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
 			q.putBack(msgs[i:], m.now())
-			return
+			return err
 		}
 		m.metrics.handovers.Add(uint64(len(part)))
 	}
 	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
+	return nil
 }
 
 // pruneForwarders closes the forward streams of members that are gone.

@@ -442,7 +442,13 @@ type QueueMessage struct {
 	// seq is the message's number on the dispatcher that handed it over, 0
 	// for a message no dispatcher numbered yet. A handed-over message keeps
 	// its number, so a consumer's acknowledgement still finds it.
-	Seq           uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	Seq uint64 `protobuf:"varint,6,opt,name=seq,proto3" json:"seq,omitempty"`
+	// consumer and attempts describe a handed-over message delivered to a
+	// consumer and not yet acknowledged: the new dispatcher keeps it as
+	// delivered to the consumer of that id when it is there, instead of
+	// delivering it again.
+	Consumer      string `protobuf:"bytes,7,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Attempts      int64  `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -515,6 +521,20 @@ func (x *QueueMessage) GetN() uint64 {
 func (x *QueueMessage) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *QueueMessage) GetAttempts() int64 {
+	if x != nil {
+		return x.Attempts
 	}
 	return 0
 }
@@ -1105,14 +1125,16 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\abuckets\x18\x01 \x03(\rR\abuckets\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\"9\n" +
 	"\tPullChunk\x12,\n" +
-	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes\"\x86\x01\n" +
+	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes\"\xbe\x01\n" +
 	"\fQueueMessage\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\tR\x04tail\x12\x14\n" +
 	"\x05value\x18\x03 \x01(\fR\x05value\x12\x16\n" +
 	"\x06origin\x18\x04 \x01(\x04R\x06origin\x12\f\n" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
-	"\x03seq\x18\x06 \x01(\x04R\x03seq\"W\n" +
+	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
+	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\"W\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"E\n" +

@@ -86,6 +86,16 @@ func statusOf(p *Proc) (nodeState, error) {
 	return st, nil
 }
 
+// queueStates describes the queue as each node's /status shows it.
+func queueStates(name string, nodes ...*Proc) string {
+	var b strings.Builder
+	for _, p := range nodes {
+		q, ok, err := queueOn(p, name)
+		fmt.Fprintf(&b, "\n\t/status of %s: queue %s known %v, %+v, err %v", p.Name, name, ok, q, err)
+	}
+	return b.String()
+}
+
 // queueOn returns the queue called name as p's /status shows it; ok is
 // false when p holds no state of it.
 func queueOn(p *Proc, name string) (q queueState, ok bool, err error) {
@@ -145,45 +155,45 @@ func waitDrained(t testing.TB, name string, nodes ...*Proc) {
 	}
 }
 
-// record is a dispatcher record, the value of /q/{name}.
-type record struct {
+// queueRecord is a dispatcher record, the value of /q/{name}.
+type queueRecord struct {
 	raw           string
 	member, epoch uint64
 }
 
 var recordRE = regexp.MustCompile(`^([1-9][0-9]*);epoch=([0-9]+)(;.*)?$`)
 
-func parseRecord(s string) (record, error) {
+func parseRecord(s string) (queueRecord, error) {
 	m := recordRE.FindStringSubmatch(s)
 	if m == nil {
-		return record{}, fmt.Errorf("record %q: want <member-id>;epoch=<n>", s)
+		return queueRecord{}, fmt.Errorf("record %q: want <member-id>;epoch=<n>", s)
 	}
 	member, err1 := strconv.ParseUint(m[1], 10, 64)
 	epoch, err2 := strconv.ParseUint(m[2], 10, 64)
 	if err := errors.Join(err1, err2); err != nil {
-		return record{}, fmt.Errorf("record %q: %w", s, err)
+		return queueRecord{}, fmt.Errorf("record %q: %w", s, err)
 	}
-	return record{raw: s, member: member, epoch: epoch}, nil
+	return queueRecord{raw: s, member: member, epoch: epoch}, nil
 }
 
 // ctlRecord reads the dispatcher record of the queue on p with etcdctl.
-func ctlRecord(etcdctl string, p *Proc, name string) (record, error) {
+func ctlRecord(etcdctl string, p *Proc, name string) (queueRecord, error) {
 	res, err := runEtcdctl(etcdctl, p.ClientAddr, "", "get", "--print-value-only", "/q/"+name)
 	if err != nil {
-		return record{}, err
+		return queueRecord{}, err
 	}
 	if res.Code != 0 {
-		return record{}, fmt.Errorf("etcdctl get /q/%s on %s: exit %d: %s", name, p.Name, res.Code, res.Stderr)
+		return queueRecord{}, fmt.Errorf("etcdctl get /q/%s on %s: exit %d: %s", name, p.Name, res.Code, res.Stderr)
 	}
 	return parseRecord(strings.TrimSuffix(res.Stdout, "\n"))
 }
 
 // waitSameRecord polls `etcdctl get /q/{name}` on every node until all
 // print the same record and check accepts it, and returns it.
-func waitSameRecord(t testing.TB, name string, nodes []*Proc, check func(record) error) record {
+func waitSameRecord(t testing.TB, name string, nodes []*Proc, check func(queueRecord) error) queueRecord {
 	t.Helper()
 	etcdctl := lookTool(t, "etcdctl")
-	var got record
+	var got queueRecord
 	waitFor(t, recordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", name, len(nodes)), func() error {
 		var seen []string
 		for i, p := range nodes {
@@ -254,10 +264,10 @@ func parseDelivery(prefix, queue string, kv *mvccpb.KeyValue, at time.Time) (del
 	return d, nil
 }
 
-// consumer is a consumer watch with a clientv3 client of its own. It
+// queueConsumer is a consumer watch with a clientv3 client of its own. It
 // acknowledges (deletes) each delivery on ackers goroutines, unless it
 // holds: then it keeps deliveries unacknowledged.
-type consumer struct {
+type queueConsumer struct {
 	t      testing.TB
 	name   string // for messages: "<consumer> on <node>"
 	prefix string // "q" or "queue", as the consumer key spells it
@@ -282,7 +292,7 @@ type consumer struct {
 // startConsumer watches the consumer key on p with a client of its own and
 // returns once the watch is created. ackers goroutines acknowledge; with
 // none, the consumer holds every delivery.
-func startConsumer(t testing.TB, p *Proc, key string, ackers int) *consumer {
+func startConsumer(t testing.TB, p *Proc, key string, ackers int) *queueConsumer {
 	t.Helper()
 	segs := strings.Split(key, "/")
 	if len(segs) != 5 {
@@ -293,7 +303,7 @@ func startConsumer(t testing.TB, p *Proc, key string, ackers int) *consumer {
 		t.Fatalf("clientv3 %s: %v", p, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &consumer{
+	c := &queueConsumer{
 		t: t, name: segs[4][:min(8, len(segs[4]))] + " on " + p.Name, prefix: segs[1], queue: segs[2],
 		cli: cli, cancel: cancel, acks: make(chan delivery, 1<<16), done: make(chan struct{}),
 		acked: make(map[string]int),
@@ -334,7 +344,7 @@ func startConsumer(t testing.TB, p *Proc, key string, ackers int) *consumer {
 }
 
 // receive records the watch's events until it ends.
-func (c *consumer) receive(ctx context.Context, wch clientv3.WatchChan) {
+func (c *queueConsumer) receive(ctx context.Context, wch clientv3.WatchChan) {
 	for resp := range wch {
 		if err := resp.Err(); err != nil && ctx.Err() == nil {
 			c.fail(fmt.Errorf("%s: watch: %w", c.name, err))
@@ -367,7 +377,7 @@ func (c *consumer) receive(ctx context.Context, wch clientv3.WatchChan) {
 
 // ack deletes the delivery key, retrying while the node answers
 // Unavailable (a dispatcher moving).
-func (c *consumer) ack(ctx context.Context, d delivery) {
+func (c *queueConsumer) ack(ctx context.Context, d delivery) {
 	if delay := time.Duration(c.ackDelay.Load()); delay > 0 {
 		select {
 		case <-ctx.Done():
@@ -401,7 +411,7 @@ func (c *consumer) ack(ctx context.Context, d delivery) {
 	}
 }
 
-func (c *consumer) fail(err error) {
+func (c *queueConsumer) fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err == nil {
@@ -411,7 +421,7 @@ func (c *consumer) fail(err error) {
 
 // hold makes the consumer keep its next deliveries unacknowledged, and
 // waits until the acknowledgements already queued have run.
-func (c *consumer) hold(t testing.TB) {
+func (c *queueConsumer) hold(t testing.TB) {
 	t.Helper()
 	c.holding.Store(true)
 	waitFor(t, rpcTimeout, c.name+": acknowledgements in flight", func() error {
@@ -424,28 +434,28 @@ func (c *consumer) hold(t testing.TB) {
 
 // disconnect closes the consumer's client, which ends its watch, and waits
 // for its goroutines. It may be called more than once.
-func (c *consumer) disconnect() {
+func (c *queueConsumer) disconnect() {
 	c.cancel()
 	_ = c.cli.Close()
 	<-c.done
 }
 
 // deliveries returns the deliveries so far, in order.
-func (c *consumer) deliveries() []delivery {
+func (c *queueConsumer) deliveries() []delivery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.got)
 }
 
 // heldDeliveries returns the deliveries kept unacknowledged.
-func (c *consumer) heldDeliveries() []delivery {
+func (c *queueConsumer) heldDeliveries() []delivery {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.held)
 }
 
 // ackedMsgs returns each message's successful acknowledgements.
-func (c *consumer) ackedMsgs() map[string]int {
+func (c *queueConsumer) ackedMsgs() map[string]int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	m := make(map[string]int, len(c.acked))
@@ -456,7 +466,7 @@ func (c *consumer) ackedMsgs() map[string]int {
 }
 
 // firstErr returns the first watch or acknowledgement error.
-func (c *consumer) firstErr() error {
+func (c *queueConsumer) firstErr() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
@@ -464,7 +474,7 @@ func (c *consumer) firstErr() error {
 
 // lostAcks reports the acknowledgements of deliveries that deleted
 // nothing: the consumer held the message, yet the node did not know it.
-func (c *consumer) lostAcks() error {
+func (c *queueConsumer) lostAcks() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.ackZero) == 0 {
@@ -476,7 +486,7 @@ func (c *consumer) lostAcks() error {
 
 // ackedTotal sums the successful acknowledgements of each message over
 // consumers.
-func ackedTotal(cs ...*consumer) map[string]int {
+func ackedTotal(cs ...*queueConsumer) map[string]int {
 	total := make(map[string]int)
 	for _, c := range cs {
 		for m, n := range c.ackedMsgs() {
@@ -488,12 +498,21 @@ func ackedTotal(cs ...*consumer) map[string]int {
 
 // waitAcked polls until every message of want is acknowledged by one of
 // the consumers, or a consumer fails; it reports what is missing.
-func waitAcked(t testing.TB, timeout time.Duration, want []string, cs ...*consumer) {
+func waitAcked(t testing.TB, timeout time.Duration, want []string, cs ...*queueConsumer) {
 	t.Helper()
-	waitFor(t, timeout, fmt.Sprintf("%d messages acknowledged", len(want)), func() error {
+	if err := ackedWithin(timeout, want, cs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ackedWithin is waitAcked returning its failure: what is missing, and
+// what the consumers received of it.
+func ackedWithin(timeout time.Duration, want []string, cs ...*queueConsumer) error {
+	deadline := time.Now().Add(timeout)
+	for {
 		for _, c := range cs {
 			if err := c.firstErr(); err != nil {
-				t.Fatal(err)
+				return err
 			}
 		}
 		total := ackedTotal(cs...)
@@ -503,18 +522,49 @@ func waitAcked(t testing.TB, timeout time.Duration, want []string, cs ...*consum
 				missing = append(missing, m)
 			}
 		}
-		if len(missing) > 0 {
-			return fmt.Errorf("%d not acknowledged, first %q", len(missing), missing[:min(5, len(missing))])
+		if len(missing) == 0 {
+			return nil
 		}
-		return nil
-	})
+		if time.Now().After(deadline) {
+			first := missing[:min(5, len(missing))]
+			return fmt.Errorf("%d messages acknowledged: not within %v: %d not acknowledged, first %q%s",
+				len(want), timeout, len(missing), first, history(first, cs))
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// history describes what the consumers received of msgs and how their
+// acknowledgements went.
+func history(msgs []string, cs []*queueConsumer) string {
+	var b strings.Builder
+	for _, c := range cs {
+		c.mu.Lock()
+		for _, m := range msgs {
+			var got []string
+			for _, d := range c.got {
+				if d.Msg == m {
+					got = append(got, fmt.Sprintf("%s attempt %d", d.Key, d.Attempt))
+				}
+			}
+			var zero []string
+			for _, k := range c.ackZero {
+				if strings.HasSuffix(k, "/"+m) {
+					zero = append(zero, k)
+				}
+			}
+			fmt.Fprintf(&b, "\n\t%s: %s: received %q, acknowledged %d (deleted=1), deleted=0 for %q", c.name, m, got, c.acked[m], zero)
+		}
+		c.mu.Unlock()
+	}
+	return b.String()
 }
 
 // checkExactlyOnce fails the test unless each message of want was
 // acknowledged exactly once over the consumers and no other message was,
 // no consumer received a message twice, no acknowledgement of a delivery
 // deleted nothing, and no consumer failed.
-func checkExactlyOnce(t testing.TB, want []string, cs ...*consumer) {
+func checkExactlyOnce(t testing.TB, want []string, cs ...*queueConsumer) {
 	t.Helper()
 	for _, c := range cs {
 		if err := errors.Join(c.firstErr(), c.lostAcks()); err != nil {
@@ -581,7 +631,11 @@ func checkProducerOrder(t testing.TB, ds []delivery) {
 		last[p] = d
 	}
 	if bad > 0 {
-		t.Errorf("%d messages delivered out of their producer's order", bad)
+		var head strings.Builder
+		for _, d := range ds[:min(40, len(ds))] {
+			fmt.Fprintf(&head, " %s@%d", d.Msg, d.Seq)
+		}
+		t.Errorf("%d messages delivered out of their producer's order; the first deliveries (message@seq):%s", bad, head.String())
 	}
 }
 
@@ -607,18 +661,6 @@ func msgNames(producer string, from, to int) []string {
 		out = append(out, msgName(producer, i))
 	}
 	return out
-}
-
-// nodeOf returns the node whose member id is id.
-func nodeOf(t testing.TB, id uint64, nodes ...*Proc) *Proc {
-	t.Helper()
-	for _, p := range nodes {
-		if memberID(t, p) == id {
-			return p
-		}
-	}
-	t.Fatalf("no node has member id %d", id)
-	return nil
 }
 
 // grpcCode returns the gRPC code of a clientv3 error: clientv3 turns the

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -196,6 +198,10 @@ func TestQueue_invalidKeys(t *testing.T) {
 // does not.
 const capValueLen = 1<<20 - 64
 
+// capPutTimeout bounds one put of about 1 MiB: a loaded test machine has
+// been seen to take over 5 s.
+const capPutTimeout = 20 * time.Second
+
 // TestQueue_byteCap fills a queue to its 64 MiB byte cap with 64 messages
 // of about 1 MiB: the 65th put gets ResourceExhausted, which clientv3
 // turns into rpctypes.ErrTooManyRequests and etcdctl prints as "etcdserver:
@@ -209,7 +215,7 @@ func TestQueue_byteCap(t *testing.T) {
 	value := strings.Repeat("x", capValueLen)
 	msgs := make([]string, 0, 66)
 	put := func(m string) error {
-		ctx, cancel := rpcCtx()
+		ctx, cancel := context.WithTimeout(context.Background(), capPutTimeout)
 		defer cancel()
 		_, err := cli.Put(ctx, "/q/cap/p/"+m, value)
 		return err
@@ -224,7 +230,7 @@ func TestQueue_byteCap(t *testing.T) {
 	if err := put("m64"); !errors.Is(err, rpctypes.ErrTooManyRequests) || grpcCode(err) != codes.ResourceExhausted {
 		t.Errorf("clientv3 put over the cap: got %v (%v), want %v (ResourceExhausted)", err, grpcCode(err), rpctypes.ErrTooManyRequests)
 	}
-	res, err := runEtcdctl(etcdctl, p.ClientAddr, value, "put", "/q/cap/p/m65") // the value from stdin
+	res, err := runEtcdctl(etcdctl, p.ClientAddr, value, "--command-timeout=20s", "put", "/q/cap/p/m65") // the value from stdin
 	if err != nil || res.Code != 1 || !strings.Contains(res.Stderr, "Error: etcdserver: too many requests") {
 		t.Errorf("etcdctl put over the cap: got %v, exit %d, stderr %q; want exit 1, Error: etcdserver: too many requests", err, res.Code, res.Stderr)
 	}
@@ -239,7 +245,7 @@ func TestQueue_byteCap(t *testing.T) {
 	if err := put("m64"); err != nil {
 		t.Errorf("clientv3 put after the queue drained: %v", err)
 	}
-	if out := ctlOK(t, p, value, "put", "/q/cap/p/m65"); out != "OK\n" {
+	if out := ctlOK(t, p, value, "--command-timeout=20s", "put", "/q/cap/p/m65"); out != "OK\n" {
 		t.Errorf("etcdctl put after the queue drained: got %q, want OK", out)
 	}
 	msgs = append(msgs, "m64", "m65")
@@ -267,7 +273,7 @@ func TestQueue_batchProduceTxn(t *testing.T) {
 	waitMembers(t, []*Proc{a, b}, []*Proc{a, b})
 	cons := startConsumer(t, a, "/q/batch/c/"+newUUID(), 4)
 	idA := memberID(t, a)
-	waitSameRecord(t, "batch", []*Proc{a, b}, func(r record) error {
+	waitSameRecord(t, "batch", []*Proc{a, b}, func(r queueRecord) error {
 		if r.member != idA {
 			return fmt.Errorf("record %q names %d, want a (%d), the consumer's node", r.raw, r.member, idA)
 		}

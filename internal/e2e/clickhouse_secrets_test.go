@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"chute/internal/chtest"
+)
+
+// TestClickHouse_passwordNeverLeaks runs ClickHouse with a user "writer"
+// and a password, and three nodes that are not one cluster: a with the
+// right password in --clickhouse-url, b with a wrong one (percent-encoded,
+// "wr0ng@pass"), c with the right one and a port where nothing listens.
+// a inserts rows, then fails on a missing table (code 60) and refuses a
+// row (code 27, a dead letter); b fails with code 193; c cannot connect.
+// No password, in any spelling, nor the Authorization value, appears in
+// any node's log, /status, /metrics or keys (dead letters included).
+func TestClickHouse_passwordNeverLeaks(t *testing.T) {
+	t.Parallel()
+	const user, password = "writer", "s3cr3t-pass"
+	const wrongInURL, wrong = "wr0ng%40pass", "wr0ng@pass"
+	ch := chtest.Start(t, chtest.Options{User: user, Password: password})
+	ch.Exec(t, "CREATE TABLE default.events (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
+	url := func(pass, addr string) string { return "http://" + user + ":" + pass + "@" + addr }
+
+	a := StartChute(t, "--clickhouse-url", url(password, ch.HTTPAddr()), "--clickhouse-db", "default")
+	ctlPutLoops(t, a, "ch:events", `{"id":%d,"s":"row %d"}`, 0, 10, 1)
+	waitQuery(t, ch, rowsTimeout, "SELECT count() FROM default.events", "10")
+	ctlOK(t, a, "", "put", "/q/ch:missing/p/1", `{"id":1}`)
+	waitLogLine(t, a, "insert failed", "queue=ch:missing", "code=60")
+	ctlOK(t, a, "", "put", "/q/ch:events/p/bad", `{"id":"bad","s":"refused"}`)
+	waitFor(t, chLogTimeout, "a dead letter of ch:events on a", func() error {
+		if letters, raw := ctlDeadLetters(t, a, "ch:events"); len(letters) != 1 {
+			return fmt.Errorf("got %q", raw)
+		}
+		return nil
+	})
+
+	b := StartChute(t, "--clickhouse-url", url(wrongInURL, ch.HTTPAddr()), "--clickhouse-db", "default")
+	ctlOK(t, b, "", "put", "/q/ch:events/p/1", `{"id":100,"s":"wrong password"}`)
+	line := waitLogLine(t, b, "insert failed", "queue=ch:events", "code=193")
+	if !strings.Contains(line, "Wrong password for user "+user) {
+		t.Errorf("b's log line %q: want ClickHouse's message", line)
+	}
+	requireDepth(t, b, "ch:events", 1)
+
+	c := StartChute(t, "--clickhouse-url", url(password, freeAddr(t)), "--clickhouse-db", "default")
+	ctlOK(t, c, "", "put", "/q/ch:events/p/1", `{"id":200,"s":"nobody listens"}`)
+	waitLogLine(t, c, "insert failed", "queue=ch:events")
+	requireDepth(t, c, "ch:events", 1)
+
+	secrets := []string{
+		password, wrong, wrongInURL,
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + password)),
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + wrong)),
+		base64.StdEncoding.EncodeToString([]byte(user + ":" + wrongInURL)),
+	}
+	for _, p := range []*Proc{a, b, c} {
+		places := map[string]string{"log": logText(t, p)}
+		for _, path := range []string{"/status", "/metrics"} {
+			places[path] = httpGet(t, "http://"+p.MetricsAddr+path)
+		}
+		kvs, err := dump(clusterClient(t, p.ClientAddr))
+		if err != nil {
+			t.Fatalf("%s: get all keys: %v", p.Name, err)
+		}
+		var all strings.Builder
+		for k, v := range kvs {
+			fmt.Fprintf(&all, "%s\n%s\n", k, v)
+		}
+		places["keys and values"] = all.String()
+		places["etcdctl get --prefix /q/"] = ctlOK(t, p, "", "get", "--prefix", "/q/")
+		for where, text := range places {
+			for _, s := range secrets {
+				if i := strings.Index(text, s); i >= 0 {
+					t.Errorf("%s: %s holds the secret %q: ...%s...", p.Name, where, s, text[max(0, i-200):min(len(text), i+len(s)+50)])
+				}
+			}
+		}
+	}
+}
+
+// httpGet returns the body of a 200 answer to GET url.
+func httpGet(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := statusClient.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(body)
+}
