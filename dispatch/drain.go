@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -216,7 +217,7 @@ func (d *drainer) insertBatch() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
-	res := m.sink.Insert(ctx, ep, target, values, "")
+	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, rows))
 	done := make(map[uint64]bool, len(rows))
 	switch res.Class {
 	case sink.ClassOK:
@@ -234,6 +235,33 @@ func (d *drainer) insertBatch() bool {
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false
 	}
+}
+
+// token returns the batch's insert_deduplication_token, derived from the
+// queue, its epoch and the batch's first and last numbers, so that a batch
+// sent again after a lost answer is not stored twice; "" when the server
+// does not know the setting (ClickHouse before 22.2, Debian's 18.16
+// among them), which is asked once per server.
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []pendingRow) string {
+	m := d.m
+	m.mu.Lock()
+	known, asked := m.tokenSupport[ep.Addr]
+	m.mu.Unlock()
+	if !asked {
+		ok, err := m.sink.HasSetting(ctx, ep, sink.TokenSetting)
+		if err != nil {
+			return "" // ask again at the next batch
+		}
+		known = ok
+		m.mu.Lock()
+		m.tokenSupport[ep.Addr] = ok
+		m.mu.Unlock()
+	}
+	if !known || len(rows) == 0 {
+		return ""
+	}
+	rec, _ := m.record(d.q.name)
+	return fmt.Sprintf("%s:%d:%d:%d", d.q.name, rec.Epoch, rows[0].seq, rows[len(rows)-1].seq)
 }
 
 // bisect finds the rows ClickHouse refuses, inserts the others, and turns

@@ -122,14 +122,15 @@ type Manager struct {
 	records RecordStore // set by Start
 	cluster Cluster     // set by Start; nil: this member alone
 
-	mu         sync.Mutex // guards queues, forwarders, locals, conns
+	mu         sync.Mutex // guards queues, forwarders, locals, conns, drainers, tokenSupport
 	queues     map[string]*queue
 	forwarders map[uint64]*forwarder
 	locals     map[*localConsumer]struct{}
 	conns      map[string]*grpc.ClientConn // by peer address
 	drainers   map[string]*drainer         // by queue, for ClickHouse queues dispatched here
 
-	sink *sink.Client
+	sink         *sink.Client
+	tokenSupport map[string]bool // by ClickHouse address: knows insert_deduplication_token
 
 	metrics counters
 
@@ -150,16 +151,17 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg = cfg.withDefaults()
 	return &Manager{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		queues:     make(map[string]*queue),
-		forwarders: make(map[uint64]*forwarder),
-		locals:     make(map[*localConsumer]struct{}),
-		conns:      make(map[string]*grpc.ClientConn),
-		drainers:   make(map[string]*drainer),
-		sink:       sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
-		now:        time.Now,
-		stop:       make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger,
+		queues:       make(map[string]*queue),
+		forwarders:   make(map[uint64]*forwarder),
+		locals:       make(map[*localConsumer]struct{}),
+		conns:        make(map[string]*grpc.ClientConn),
+		drainers:     make(map[string]*drainer),
+		tokenSupport: make(map[string]bool),
+		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
+		now:          time.Now,
+		stop:         make(chan struct{}),
 	}, nil
 }
 

@@ -62,7 +62,31 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	for _, name := range ignored {
 		logger.Warn("ignoring etcd flag", "flag", name)
 	}
-	if err := runNode(ctx, cfg, logger); err != nil {
+	// SIGHUP re-reads the configuration (flags, environment, file) and
+	// hands it to the node, which applies what can change while running.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	reload := make(chan Config, 1)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			next, _, err := loadConfig(args, getenv)
+			if err != nil {
+				logger.Error("configuration not reloaded", "err", err)
+				continue
+			}
+			select {
+			case reload <- next:
+			default: // a reload is pending; it reads the newest file anyway
+			}
+		}
+	}()
+	if err := runNode(ctx, cfg, logger, reload); err != nil {
 		logger.Error("node stopped", "err", err)
 		return exitFatal
 	}

@@ -41,6 +41,36 @@ type node struct {
 	httpErr    chan error
 	wg         sync.WaitGroup // the membership event loop
 	stopEvents func()
+	clickhouse *clickhouseSettings
+}
+
+// clickhouseSettings are the ClickHouse URL and database, read by the
+// queues at every batch and changed by a reload.
+type clickhouseSettings struct {
+	mu      sync.Mutex // guards url and db
+	url, db string
+}
+
+func (c *clickhouseSettings) get() (string, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.url, c.db
+}
+
+// update applies a reloaded configuration: an empty URL keeps the old one.
+func (c *clickhouseSettings) update(url, db string, logger *slog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := (url != "" && url != c.url) || db != c.db
+	if url != "" {
+		c.url = url
+	}
+	c.db = db
+	if changed {
+		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db)
+	} else {
+		logger.Info("configuration reloaded: nothing that applies while running changed")
+	}
 }
 
 // runNode starts a node from cfg and blocks until ctx is cancelled
@@ -48,7 +78,11 @@ type node struct {
 // ready, leave the gossip cluster (others see "left", not "failed"), stop the
 // etcd API, stop replication and membership, the metrics listener, and flush
 // telemetry.
-func runNode(ctx context.Context, cfg Config, logger *slog.Logger) error {
+//
+// Configurations arriving on reload (SIGHUP; nil: none) change the
+// ClickHouse URL and database from the next batch on; an empty URL in the
+// new configuration keeps the old one. Other settings need a restart.
+func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan Config) error {
 	n, err := newNode(cfg, logger)
 	if err != nil {
 		return err
@@ -61,13 +95,17 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		"member_id", fmt.Sprintf("%x", gossip.MemberID(cfg.Name)), "version", version)
 
 	var runErr error
-	select {
-	case <-ctx.Done():
-		logger.Info("shutting down")
-	case err := <-n.httpErr:
-		runErr = fmt.Errorf("metrics listener: %w", err)
-		n.http = nil
+	for runErr == nil && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case next := <-reload:
+			n.clickhouse.update(next.ClickHouseURL, next.ClickHouseDB, logger)
+		case err := <-n.httpErr:
+			runErr = fmt.Errorf("metrics listener: %w", err)
+			n.http = nil
+		}
 	}
+	logger.Info("shutting down")
 	return errors.Join(runErr, n.shutdown())
 }
 
@@ -114,11 +152,11 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		return nil, err
 	}
 
-	chURL, chDB := cfg.ClickHouseURL, cfg.ClickHouseDB
+	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB}
 	if n.queues, err = dispatch.New(dispatch.Config{
 		MemberID:   memberID,
 		ClusterID:  clusterID,
-		ClickHouse: func() (string, string) { return chURL, chDB },
+		ClickHouse: n.clickhouse.get,
 		Logger:     logger.With("component", "dispatch"),
 	}); err != nil {
 		_ = n.members.Shutdown()

@@ -52,7 +52,7 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- runNode(ctx, cfg, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- runNode(ctx, cfg, slog.New(slog.DiscardHandler), nil) }()
 	defer func() {
 		cancel()
 		select {
@@ -118,5 +118,17 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 	}
 	if !regexp.MustCompile(`rpc_server_call_duration_seconds_bucket\{[^}]*rpc_method="Put"`).MatchString(body) {
 		t.Error("no latency histogram buckets for Put")
+	}
+}
+
+func TestClickhouseSettings_update(t *testing.T) {
+	c := &clickhouseSettings{url: "http://a:8123", db: "default"}
+	c.update("", "analytics", slog.New(slog.DiscardHandler))
+	if u, db := c.get(); u != "http://a:8123" || db != "analytics" {
+		t.Fatalf("empty url: got %q %q, want the old url and the new db", u, db)
+	}
+	c.update("http://b:8123", "analytics", slog.New(slog.DiscardHandler))
+	if u, _ := c.get(); u != "http://b:8123" {
+		t.Fatalf("new url: got %q", u)
 	}
 }
