@@ -159,6 +159,9 @@ func TestCluster_consumersOnTwoMembers(t *testing.T) {
 	ctx := testCtx(t, 60*time.Second)
 	wb := b.cli.Watch(ctx, "/q/share/c/on-b")
 	waitUntil(t, 5*time.Second, "b to claim", func() bool { return strings.HasPrefix(recordOn(c, "share"), fmt.Sprint(b.id, ";")) })
+	// c must know b hosts a consumer, or it claims the queue for its own
+	// (a claim race this test is not about).
+	waitUntil(t, 5*time.Second, "b's consumer record on c", func() bool { return c.mgr.hostsConsumer("share", b.id) })
 	wc := c.cli.Watch(ctx, "/q/share/c/on-c")
 	waitUntil(t, 5*time.Second, "two consumers at the dispatcher", func() bool {
 		for _, q := range b.mgr.Status().Queues {

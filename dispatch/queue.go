@@ -178,7 +178,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 // cannot tell whether its last deliveries reached the consumer; a consumer
 // that got them acknowledges within the grace, the others are not left
 // waiting a whole visibility timeout.
-const handoverGrace = 3 * time.Second
+const handoverGrace = 10 * time.Second
 
 // handoverSentAt backdates a handed-over message's delivery so that it
 // expires after handoverGrace rather than the visibility timeout.
