@@ -59,7 +59,7 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{MemberID: id, ClusterID: cluster, Visibility: 10 * time.Second, ReconcileInterval: 20 * time.Millisecond}
+	cfg := Config{MemberID: id, ClusterID: cluster, Visibility: time.Minute, ReconcileInterval: 20 * time.Millisecond}
 	if os.Getenv("CHUTE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
 	}
