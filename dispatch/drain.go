@@ -33,8 +33,10 @@ type drainer struct {
 	rows  []pendingRow
 	ready chan struct{} // capacity 1: rows arrived
 
-	stop chan struct{}
-	done chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
+	done     chan struct{}
+	detach   sync.Once
 
 	// Owned by the loop.
 	lastInsert time.Time
@@ -89,18 +91,25 @@ func (m *Manager) ensureDrainer(q *queue) {
 }
 
 // stopDrainer stops a queue's drainer (this member no longer dispatches
-// it); the rows it held go back to the queue, which hands them over.
+// it) and returns once it has: an insert in flight is finished and settled
+// first, so its rows are never handed over while ClickHouse takes them.
+// Concurrent callers all wait. The rows it held go back to the queue, which
+// hands them over.
 func (m *Manager) stopDrainer(name string) {
 	m.mu.Lock()
 	d, ok := m.drainers[name]
-	delete(m.drainers, name)
 	m.mu.Unlock()
 	if !ok {
 		return
 	}
-	close(d.stop)
+	d.stopOnce.Do(func() { close(d.stop) })
 	<-d.done
-	d.q.removeConsumer(d.c, m.now())
+	d.detach.Do(func() { d.q.removeConsumer(d.c, m.now()) })
+	m.mu.Lock()
+	if m.drainers[name] == d {
+		delete(m.drainers, name)
+	}
+	m.mu.Unlock()
 }
 
 // run inserts batches until stopped.

@@ -193,17 +193,27 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 	next := first
 	for {
 		frame := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{next}}
+		bytes := batchBytes(next)
+		next = nil
 	more:
-		for len(frame.Batches) < forwardFrameBatches {
+		for len(frame.Batches) < forwardFrameBatches && bytes < maxFrameBytes {
 			select {
 			case b := <-f.sendC:
+				if bytes+batchBytes(b) > maxFrameBytes {
+					next = b // starts the next frame
+					break more
+				}
 				frame.Batches = append(frame.Batches, b)
+				bytes += batchBytes(b)
 			default:
 				break more
 			}
 		}
 		if err := stream.Send(frame); err != nil {
 			return err
+		}
+		if next != nil {
+			continue
 		}
 		select {
 		case next = <-f.sendC:
@@ -214,6 +224,15 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			return f.ctx.Err()
 		}
 	}
+}
+
+// batchBytes is the message bytes of a forward batch.
+func batchBytes(b *peerpb.ForwardBatch) int {
+	n := 0
+	for _, m := range b.Messages {
+		n += len(m.Value) + len(m.Tail)
+	}
+	return n
 }
 
 func errString(err error) string {

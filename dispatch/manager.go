@@ -280,6 +280,7 @@ var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	byQueue := make(map[string][]incoming)
 	var names []string
+	seen := make(map[string]bool)
 	for _, p := range puts {
 		k := ParseKey(string(p.Key))
 		if k.Kind != KindProduce {
@@ -290,7 +291,8 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 				return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
 			}
 		}
-		if _, seen := byQueue[k.Queue]; !seen {
+		if !seen[k.Queue] {
+			seen[k.Queue] = true
 			names = append(names, k.Queue)
 		}
 	}

@@ -129,9 +129,17 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 			return status.Error(codes.Unavailable, "dispatch: member stopping")
 		case <-sink.ready:
 			for _, kvs := range sink.take() {
-				out := &peerpb.Deliveries{Deliveries: make([]*peerpb.Delivery, len(kvs))}
-				for i, kv := range kvs {
-					out.Deliveries[i] = &peerpb.Delivery{Key: kv.Key, Value: kv.Value, Attempt: kv.Version}
+				out := &peerpb.Deliveries{}
+				bytes := 0
+				for _, kv := range kvs {
+					if len(out.Deliveries) > 0 && bytes+len(kv.Value) > maxFrameBytes {
+						if err := stream.Send(out); err != nil {
+							return err
+						}
+						out, bytes = &peerpb.Deliveries{}, 0
+					}
+					out.Deliveries = append(out.Deliveries, &peerpb.Delivery{Key: kv.Key, Value: kv.Value, Attempt: kv.Version})
+					bytes += len(kv.Value)
 				}
 				if err := stream.Send(out); err != nil {
 					return err

@@ -101,18 +101,37 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
 	defer cancel()
-	const chunk = 512
-	for i := 0; i < len(msgs); i += chunk {
-		part := msgs[i:min(i+chunk, len(msgs))]
+	for i := 0; i < len(msgs); {
+		part := msgs[i:chunkEnd(msgs, i)]
 		if err := m.forward(ctx, member, q.name, part); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
 			q.putBack(msgs[i:], m.now())
 			return err
 		}
 		m.metrics.handovers.Add(uint64(len(part)))
+		i += len(part)
 	}
 	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
 	return nil
+}
+
+// maxFrameBytes bounds the message bytes of one peer frame (a handover
+// chunk, a forward frame, a delivery batch), far below the peer
+// connection's message limit whatever the queue's byte cap.
+const maxFrameBytes = 4 << 20
+
+// chunkEnd returns the end of the chunk of msgs starting at i: at most 512
+// messages and maxFrameBytes, at least one message.
+func chunkEnd(msgs []incoming, i int) int {
+	j, bytes := i, 0
+	for j < len(msgs) && j-i < 512 {
+		bytes += len(msgs[j].value) + len(msgs[j].tail)
+		if j > i && bytes > maxFrameBytes {
+			break
+		}
+		j++
+	}
+	return j
 }
 
 // pruneForwarders closes the forward streams of members that are gone.

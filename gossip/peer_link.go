@@ -117,11 +117,13 @@ func (l *peerLink) pump(stream grpc.ClientStreamingClient[peerpb.WriteBatch, pee
 			_, _ = stream.CloseAndRecv()
 			return l.ctx.Err()
 		}
+		bytes := writeBytes(batch[0])
 	drain:
-		for len(batch) < limit {
+		for len(batch) < limit && bytes < maxFrameBytes {
 			select {
 			case w := <-l.queue:
 				batch = append(batch, w)
+				bytes += writeBytes(w)
 			default:
 				break drain
 			}
@@ -132,6 +134,13 @@ func (l *peerLink) pump(stream grpc.ClientStreamingClient[peerpb.WriteBatch, pee
 		}
 	}
 }
+
+// maxFrameBytes bounds the key and value bytes of one replication frame or
+// pull chunk (one may exceed it by a single write), far below the peer
+// connection's message limit.
+const maxFrameBytes = 4 << 20
+
+func writeBytes(w *peerpb.Write) int { return len(w.Key) + len(w.Value) }
 
 // reconcileLoop runs the exchanges asked for until the link closes.
 func (l *peerLink) reconcileLoop() {

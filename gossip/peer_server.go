@@ -74,7 +74,11 @@ func (p *peerService) Pull(r *peerpb.PullRequest, stream grpc.ServerStreamingSer
 	}
 	entries := p.store.Entries(buckets)
 	for len(entries) > 0 {
-		n := min(len(entries), pullChunkWrites)
+		n, bytes := 0, 0
+		for n < len(entries) && n < pullChunkWrites && (n == 0 || bytes+writeBytes(entries[n]) <= maxFrameBytes) {
+			bytes += writeBytes(entries[n])
+			n++
+		}
 		if err := stream.Send(&peerpb.PullChunk{Writes: entries[:n]}); err != nil {
 			return err
 		}

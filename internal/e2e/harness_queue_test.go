@@ -268,7 +268,6 @@ func parseDelivery(prefix, queue string, kv *mvccpb.KeyValue, at time.Time) (del
 // acknowledges (deletes) each delivery on ackers goroutines, unless it
 // holds: then it keeps deliveries unacknowledged.
 type queueConsumer struct {
-	t      testing.TB
 	name   string // for messages: "<consumer> on <node>"
 	prefix string // "q" or "queue", as the consumer key spells it
 	queue  string
@@ -304,7 +303,7 @@ func startConsumer(t testing.TB, p *Proc, key string, ackers int) *queueConsumer
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &queueConsumer{
-		t: t, name: segs[4][:min(8, len(segs[4]))] + " on " + p.Name, prefix: segs[1], queue: segs[2],
+		name: segs[4][:min(8, len(segs[4]))] + " on " + p.Name, prefix: segs[1], queue: segs[2],
 		cli: cli, cancel: cancel, acks: make(chan delivery, 1<<16), done: make(chan struct{}),
 		acked: make(map[string]int),
 	}
@@ -312,10 +311,10 @@ func startConsumer(t testing.TB, p *Proc, key string, ackers int) *queueConsumer
 	wch := cli.Watch(ctx, key, clientv3.WithCreatedNotify())
 	select {
 	case resp, ok := <-wch:
-		if !ok || !resp.Created {
+		if !ok || !resp.Created || resp.Canceled {
 			cancel()
 			_ = cli.Close()
-			t.Fatalf("consumer watch %s on %s: got %+v (open %v), want the created response", key, p.Name, resp, ok)
+			t.Fatalf("consumer watch %s on %s: got %+v (open %v), want the created response, not canceled", key, p.Name, resp, ok)
 		}
 	case <-time.After(rpcTimeout):
 		cancel()
@@ -390,8 +389,6 @@ func (c *queueConsumer) ack(ctx context.Context, d delivery) {
 		resp, err := c.cli.Delete(cctx, d.Key)
 		cancel()
 		switch {
-		case ctx.Err() != nil:
-			return // disconnected
 		case err == nil && resp.Deleted == 1:
 			c.mu.Lock()
 			c.acked[d.Msg]++
@@ -402,7 +399,9 @@ func (c *queueConsumer) ack(ctx context.Context, d delivery) {
 			c.ackZero = append(c.ackZero, d.Key)
 			c.mu.Unlock()
 			return
-		case status.Code(err) == codes.Unavailable && try < ackTries:
+		case ctx.Err() != nil:
+			return // disconnected
+		case grpcCode(err) == codes.Unavailable && try < ackTries:
 			time.Sleep(100 * time.Millisecond)
 		default:
 			c.fail(fmt.Errorf("%s: acknowledge %s (try %d): %w", c.name, d.Key, try, err))
