@@ -26,6 +26,9 @@ func ValidateRow(v []byte) error {
 		return ErrEmptyRow
 	}
 	if trimmed[0] != '{' {
+		if !json.Valid(v) {
+			return fmt.Errorf("%w: got text that is not JSON", ErrNotObject)
+		}
 		return fmt.Errorf("%w: got %s", ErrNotObject, kindOf(trimmed[0]))
 	}
 	if json.Valid(v) {

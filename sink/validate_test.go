@@ -31,6 +31,8 @@ func TestValidateRow(t *testing.T) {
 		{v: `true`, err: ErrNotObject, want: "boolean"},
 		{v: `null`, err: ErrNotObject, want: "null"},
 		{v: `id=1`, err: ErrNotObject, want: "not JSON"},
+		{v: `nope`, err: ErrNotObject, want: "not JSON"},
+		{v: `[1,`, err: ErrNotObject, want: "not JSON"},
 		{v: `{"a":1}{"a":2}`, err: ErrNotObject, want: "second JSON object after the object, at byte 7"},
 		{v: "{\"a\":1}\n{\"a\":2}", err: ErrNotObject, want: "second JSON object after the object, at byte 8"},
 		{v: `{"a":1} x`, err: ErrNotObject, want: "trailing data after the object, at byte 8"},
