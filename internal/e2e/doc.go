@@ -17,9 +17,24 @@
 //   - *_etcdctl_test.go: the differential tests, by concern; kv_clientv3_test.go
 //     compares what etcdctl 3.4 cannot ask (count_only, revision filters,
 //     watch filters, progress) with the Go client.
+//   - harness_cluster_test.go, cluster_*_test.go: clusters of processes on
+//     127.0.N.x with --gossip-profile fast: joining in any order, replication
+//     delay, concurrent writes, kill -9 and rejoin, a 30 s SIGSTOP, wrong key
+//     or cluster, leases of a killed owner, multi-endpoint clients, member
+//     remove.
+//   - harness_queue_test.go, queue_*_test.go: queues through the binary:
+//     watch/put/delete, exactly once across three nodes, shared consumers,
+//     dispatcher killed, concurrent first puts, byte cap, batch produce,
+//     order across a dispatcher move, full queues moving between nodes.
+//   - clickhouse_*_test.go, reload_test.go: ClickHouse queues against a
+//     private ClickHouse (internal/chtest): etcdctl puts to rows, 30,000 rows
+//     over three nodes, dead letters, a 20 s outage, other databases and
+//     quoted names, passwords never leaking, unknown tables, refused values,
+//     no URL, SIGHUP reloading the URL.
 //
 // E2E_TRANSCRIPTS=1 logs etcd's transcript of every differential test.
 //
-// A missing etcd or etcdctl fails the tests; it never skips them: install
-// them with make deps (apt-get install etcd-client etcd-server).
+// A missing etcd, etcdctl or clickhouse-server fails the tests; it never
+// skips them: install them with make deps (apt-get install etcd-client
+// etcd-server clickhouse-server).
 package e2e
