@@ -6,8 +6,8 @@
 # until Ctrl-C.
 set -euo pipefail
 bin=${1:-bin/chute}
-here=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mktemp -d)
+. "$(dirname "$0")/clickhouse.sh"
 ch_http=18123 ch_tcp=19000
 pids=()
 cleanup() {
@@ -17,22 +17,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-wait_http() { # url what logfile
-	for _ in $(seq 300); do
-		curl -fs "$1" >/dev/null 2>&1 && return 0
-		sleep 0.1
-	done
-	echo "$2 did not start; its log:"; tail -20 "$3"; exit 1
-}
-ch() { curl -fsS "http://127.0.0.1:$ch_http/" --data-binary "$1"; }
-
-mkdir -p "$dir/ch"
-sed -e "s|@DIR@|$dir/ch|g" -e "s|@HTTP@|$ch_http|g" -e "s|@TCP@|$ch_tcp|g" \
-	"$here/clickhouse/config.xml" >"$dir/ch/config.xml"
-cp "$here/clickhouse/users.xml" "$dir/ch/users.xml"
-clickhouse-server --config-file="$dir/ch/config.xml" >"$dir/ch/stdout.log" 2>&1 &
-pids+=($!)
-wait_http "http://127.0.0.1:$ch_http/ping" ClickHouse "$dir/ch/stdout.log"
+ch_start "$dir/ch" $ch_http $ch_tcp
+pids+=($ch_pid)
 ch "CREATE TABLE IF NOT EXISTS default.events (id UInt64, msg String) ENGINE = MergeTree ORDER BY id"
 
 "$bin" --name dev --listen-client-urls http://127.0.0.1:2379 --metrics-listen 127.0.0.1:9379 \

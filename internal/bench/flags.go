@@ -19,6 +19,7 @@ type options struct {
 	matrixClients []int
 	nodeArgs      []string
 	readyTimeout  time.Duration
+	clickhouseURL string
 }
 
 // parseFlags parses args (the words after `chute bench`). It returns
@@ -55,6 +56,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix: comma-separated client counts to run")
 	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute node")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
+	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "with --matrix: a ClickHouse (default user, no password) for the chute node; adds end-to-end runs: rows/s landing and put-to-row latency")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}

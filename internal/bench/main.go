@@ -38,9 +38,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 
-	results, runErr := run(ctx, opts, stderr, logger)
+	var e2e []EndToEndResult
+	results, runErr := run(ctx, opts, stderr, logger, &e2e)
 	if len(results) > 0 {
 		if err := writeReport(stdout, NewReport(results), opts.json); err != nil {
+			logger.Error("cannot write report", "err", err)
+			return 1
+		}
+	}
+	if len(e2e) > 0 {
+		if err := writeEndToEnd(stdout, e2e); err != nil {
 			logger.Error("cannot write report", "err", err)
 			return 1
 		}
@@ -54,19 +61,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 // run runs the matrix or the single run opts ask for. On error it returns
 // the results measured so far.
-func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logger) ([]Result, error) {
+func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logger, e2e *[]EndToEndResult) ([]Result, error) {
 	if opts.matrix {
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("bench: cannot find own executable for the matrix children: %w", err)
 		}
 		return runMatrix(ctx, matrixConfig{
-			exe:          exe,
-			base:         opts.cfg,
-			clients:      opts.matrixClients,
-			nodeArgs:     opts.nodeArgs,
-			readyTimeout: opts.readyTimeout,
-			childOutput:  stderr,
+			exe:           exe,
+			base:          opts.cfg,
+			clients:       opts.matrixClients,
+			nodeArgs:      opts.nodeArgs,
+			readyTimeout:  opts.readyTimeout,
+			childOutput:   stderr,
+			clickhouseURL: opts.clickhouseURL,
+			endToEnd:      e2e,
 		}, logger)
 	}
 	cfg := opts.cfg

@@ -29,6 +29,11 @@ type matrixConfig struct {
 	readyTimeout time.Duration
 	// childOutput receives both children's stdout and stderr.
 	childOutput io.Writer
+	// clickhouseURL, when set, is given to the chute node, and after the
+	// put runs the end-to-end runs go through it into ClickHouse; their
+	// results are appended to endToEnd.
+	clickhouseURL string
+	endToEnd      *[]EndToEndResult
 }
 
 // target is one server of the matrix.
@@ -66,6 +71,9 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 		ServerNoop:  noopCommand(noopAddr),
 		ServerChute: append(chuteCommand(ports), mc.nodeArgs...),
 	}
+	if mc.clickhouseURL != "" {
+		argv[ServerChute] = append(argv[ServerChute], "--clickhouse-url", mc.clickhouseURL)
+	}
 	var started []*target
 	defer func() { stopTargets(started, logger) }()
 	for _, t := range targets {
@@ -91,6 +99,22 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 				return results, err
 			}
 			results = append(results, r)
+		}
+	}
+	if mc.clickhouseURL != "" {
+		// Unary puts, then txn batches of 128, both to a ch: queue, until
+		// every row is in ClickHouse.
+		for _, e := range []EndToEnd{
+			{Rows: 20000, Clients: 16, Batch: 1},
+			{Rows: 200000, Clients: 8, Batch: 128},
+		} {
+			e.Endpoint, e.ClickHouseURL = loopback(ports[0]), mc.clickhouseURL
+			logger.Info("end-to-end run starting", "rows", e.Rows, "clients", e.Clients, "batch", e.Batch)
+			r, err := runEndToEnd(ctx, e, logger)
+			if err != nil {
+				return results, err
+			}
+			*mc.endToEnd = append(*mc.endToEnd, r)
 		}
 	}
 	return results, nil
