@@ -13,6 +13,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.opentelemetry.io/otel/metric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -61,6 +62,8 @@ type Config struct {
 	// RetryMin and RetryMax bound the backoff between failed inserts.
 	// Zero: 100ms and 30s.
 	RetryMin, RetryMax time.Duration
+	// Meter exports queue and ClickHouse metrics. Nil: none.
+	Meter metric.MeterProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -150,7 +153,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("dispatch: member id is required")
 	}
 	cfg = cfg.withDefaults()
-	return &Manager{
+	m := &Manager{
 		cfg:          cfg,
 		log:          cfg.Logger,
 		queues:       make(map[string]*queue),
@@ -162,7 +165,13 @@ func New(cfg Config) (*Manager, error) {
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		now:          time.Now,
 		stop:         make(chan struct{}),
-	}, nil
+	}
+	if cfg.Meter != nil {
+		if err := m.registerMetrics(cfg.Meter); err != nil {
+			return nil, fmt.Errorf("dispatch: metrics: %w", err)
+		}
+	}
+	return m, nil
 }
 
 // Start gives the manager the KV holding dispatcher records and the

@@ -35,8 +35,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		case "bench":
 			return bench.Main(args[1:], stdout, stderr)
 		case "status":
-			fmt.Fprintln(stderr, "chute: the status subcommand is not built yet")
-			return exitUsage
+			return statusMain(args[1:], stdout, stderr)
 		}
 	}
 

@@ -157,6 +157,7 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		MemberID:   memberID,
 		ClusterID:  clusterID,
 		ClickHouse: n.clickhouse.get,
+		Meter:      providers.MeterProvider(),
 		Logger:     logger.With("component", "dispatch"),
 	}); err != nil {
 		_ = n.members.Shutdown()

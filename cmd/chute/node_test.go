@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +119,49 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 	}
 	if !regexp.MustCompile(`rpc_server_call_duration_seconds_bucket\{[^}]*rpc_method="Put"`).MatchString(body) {
 		t.Error("no latency histogram buckets for Put")
+	}
+
+	// chute status prints this member and the queue.
+	var out, errOut strings.Builder
+	if code := run([]string{"status", "--endpoints", metrics}, func(string) string { return "" }, &out, &errOut); code != exitOK {
+		t.Fatalf("chute status: exit %d: %s", code, errOut.String())
+	}
+	if !strings.Contains(out.String(), "ops") || !strings.Contains(out.String(), "alive") {
+		t.Fatalf("chute status output lacks the member:\n%s", out.String())
+	}
+
+	// Queue metrics: three messages put, none consumed.
+	for i := range 3 {
+		if _, err := cli.Put(rctx, fmt.Sprint("/q/jobs/p/m", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, body, err = httpGet(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run([]string{"status", "--endpoints", metrics}, func(string) string { return "" }, &out, &errOut); code != exitOK {
+		t.Fatalf("chute status: exit %d: %s", code, errOut.String())
+	}
+	if !regexp.MustCompile(`(?m)^jobs\s+\S+\s+1\s+3\s`).MatchString(out.String()) {
+		t.Errorf("chute status: no row for queue jobs with epoch 1 and 3 rows:\n%s", out.String())
+	}
+	for _, want := range []string{
+		`chute_queue_enqueued_total{queue="jobs"} 3`,
+		`chute_queue_depth_rows{queue="jobs"} 3`,
+		`chute_queue_depth_bytes{queue="jobs"} 9`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "chute_") {
+				t.Log(line)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// statusMain is `chute status`: it reads /status from each node's metrics
+// listener and prints the members and queues as tables.
+func statusMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chute status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoints := fs.String("endpoints", "127.0.0.1:9379", "comma-separated host:port of nodes' --metrics-listen")
+	timeout := fs.Duration("timeout", 5*time.Second, "bound on each request")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	client := &http.Client{Timeout: *timeout}
+	code := exitOK
+	for _, ep := range splitList(*endpoints) {
+		st, err := fetchStatus(client, ep)
+		if err != nil {
+			fmt.Fprintf(stderr, "chute status: %s: %v\n", ep, err)
+			code = exitFatal
+			continue
+		}
+		printStatus(stdout, ep, st)
+	}
+	return code
+}
+
+// statusDoc is the part of /status that `chute status` prints.
+type statusDoc struct {
+	Name    string `json:"name"`
+	Member  string `json:"member_id"`
+	Version string `json:"version"`
+	Members []struct {
+		Name       string   `json:"name"`
+		ID         string   `json:"id"`
+		Status     string   `json:"status"`
+		PeerURLs   []string `json:"peer_urls"`
+		ClientURLs []string `json:"client_urls"`
+	} `json:"members"`
+	Queues []struct {
+		Name       string `json:"name"`
+		Dispatcher string `json:"dispatcher"`
+		Epoch      uint64 `json:"epoch"`
+		Rows       int    `json:"depth_rows"`
+		Held       int    `json:"held_copies"`
+		Bytes      int64  `json:"depth_bytes"`
+		Unacked    int    `json:"unacked"`
+		Consumers  int    `json:"consumers"`
+		Local      int    `json:"local_consumers"`
+	} `json:"queues"`
+}
+
+func fetchStatus(client *http.Client, endpoint string) (statusDoc, error) {
+	url := endpoint
+	if !strings.Contains(url, "://") {
+		url = "http://" + url
+	}
+	resp, err := client.Get(strings.TrimSuffix(url, "/") + "/status")
+	if err != nil {
+		return statusDoc{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return statusDoc{}, fmt.Errorf("GET /status: %s", resp.Status)
+	}
+	var st statusDoc
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return statusDoc{}, fmt.Errorf("GET /status: %w", err)
+	}
+	return st, nil
+}
+
+func printStatus(w io.Writer, endpoint string, st statusDoc) {
+	fmt.Fprintf(w, "node %s (member %s, version %s) at %s\n\n", st.Name, st.Member, st.Version, endpoint)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tID\tSTATUS\tPEER URLS\tCLIENT URLS")
+	for _, m := range st.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.ID, m.Status, strings.Join(m.PeerURLs, ","), strings.Join(m.ClientURLs, ","))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tDISPATCHER\tEPOCH\tROWS\tHELD\tBYTES\tUNACKED\tCONSUMERS\tLOCAL CONSUMERS")
+	for _, q := range st.Queues {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Dispatcher, q.Epoch, q.Rows, q.Held, q.Bytes, q.Unacked, q.Consumers, q.Local)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+}

@@ -1,0 +1,68 @@
+package dispatch
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// registerMetrics exports the manager's counters and each queue's state
+// as OTel observable instruments, read at every collection (Prometheus
+// scrape); recording costs nothing on the hot path.
+func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
+	meter := mp.Meter("chute/dispatch")
+	counter := func(name, desc string) (metric.Int64ObservableCounter, error) {
+		return meter.Int64ObservableCounter(name, metric.WithDescription(desc))
+	}
+	gauge := func(name, unit, desc string) (metric.Int64ObservableGauge, error) {
+		return meter.Int64ObservableGauge(name, metric.WithUnit(unit), metric.WithDescription(desc))
+	}
+	var errs []error
+	must := func(i metric.Int64Observable, err error) metric.Int64Observable {
+		errs = append(errs, err)
+		return i
+	}
+	depthRows := must(gauge("chute.queue.depth.rows", "{row}", "Messages this member holds for a queue (dispatched or held copies)."))
+	depthBytes := must(gauge("chute.queue.depth.bytes", "By", "Bytes of the messages this member holds for a queue."))
+	unacked := must(gauge("chute.queue.unacked", "{message}", "Messages delivered and not yet acknowledged."))
+	enqueued := must(counter("chute.queue.enqueued", "Messages a queue took on this member (puts and handovers)."))
+	delivered := must(counter("chute.queue.delivered", "Deliveries to consumers, redeliveries included."))
+	redelivered := must(counter("chute.queue.redelivered", "Deliveries after the first of a message."))
+	acked := must(counter("chute.queue.acked", "Messages acknowledged (or inserted into ClickHouse)."))
+	refused := must(counter("chute.queue.refused", "Puts refused over the byte cap."))
+	forwards := must(counter("chute.queue.forwarded", "Messages forwarded to another member's dispatcher."))
+	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
+	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
+	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
+	inserted := must(counter("chute.clickhouse.rows.inserted", "Rows ClickHouse holds, inserted by this member."))
+	dead := must(counter("chute.clickhouse.dead_letters", "Rows ClickHouse refused, stored as dead letters."))
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	_, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, q := range m.snapshot() {
+			st := q.status()
+			opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", q.name)))
+			o.ObserveInt64(depthRows, int64(st.Rows+st.Held), opt)
+			o.ObserveInt64(depthBytes, st.Bytes, opt)
+			o.ObserveInt64(unacked, int64(st.Unacked), opt)
+			o.ObserveInt64(enqueued, int64(st.Stats.Enqueued), opt)
+			o.ObserveInt64(delivered, int64(st.Stats.Delivered), opt)
+			o.ObserveInt64(redelivered, int64(st.Stats.Redelivered), opt)
+			o.ObserveInt64(acked, int64(st.Stats.Acked), opt)
+			o.ObserveInt64(refused, int64(st.Stats.Refused), opt)
+		}
+		o.ObserveInt64(forwards, int64(m.metrics.forwards.Load()))
+		o.ObserveInt64(broadcasts, int64(m.metrics.broadcasts.Load()))
+		o.ObserveInt64(elections, int64(m.metrics.elections.Load()))
+		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
+		o.ObserveInt64(inserted, int64(m.metrics.rowsInserted.Load()))
+		o.ObserveInt64(dead, int64(m.metrics.deadLetters.Load()))
+		return nil
+	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused,
+		forwards, broadcasts, elections, handovers, inserted, dead)
+	return err
+}
