@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"chute/sink"
 )
@@ -227,6 +229,11 @@ func (d *drainer) insertBatch() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
 	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, rows))
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
+	m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
+	if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
+		m.inserts.retries.Add(ctx, 1, attrs)
+	}
 	done := make(map[uint64]bool, len(rows))
 	switch res.Class {
 	case sink.ClassOK:

@@ -136,6 +136,7 @@ type Manager struct {
 	tokenSupport map[string]bool // by ClickHouse address: knows insert_deduplication_token
 
 	metrics counters
+	inserts insertMetrics
 
 	counter atomic.Uint64 // message ids of this member
 	now     func() time.Time
@@ -165,6 +166,10 @@ func New(cfg Config) (*Manager, error) {
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		now:          time.Now,
 		stop:         make(chan struct{}),
+	}
+	var err error
+	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	if cfg.Meter != nil {
 		if err := m.registerMetrics(cfg.Meter); err != nil {

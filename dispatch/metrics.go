@@ -5,7 +5,32 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 )
+
+// insertMetrics are recorded by the drainers at every insert.
+type insertMetrics struct {
+	duration metric.Float64Histogram // by table and outcome class
+	retries  metric.Int64Counter     // failed inserts that will be retried, by table and class
+}
+
+func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	meter := mp.Meter("chute/dispatch")
+	d, err := meter.Float64Histogram("chute.clickhouse.insert.duration",
+		metric.WithUnit("s"), metric.WithDescription("Duration of ClickHouse inserts, by table and outcome (ok, transient, data, config)."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	r, err := meter.Int64Counter("chute.clickhouse.retries", metric.WithDescription("Failed inserts retried later, by table and class."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	return insertMetrics{duration: d, retries: r}, nil
+}
 
 // registerMetrics exports the manager's counters and each queue's state
 // as OTel observable instruments, read at every collection (Prometheus

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/internal/chtest"
+	chuteotel "chute/otel"
 )
 
 // chURL lets a test change the ClickHouse settings a node reads at every
@@ -170,11 +172,21 @@ func TestSink_refusesBadValues(t *testing.T) {
 }
 
 // TestSink_clickhouseDownThenBack checks that rows put while ClickHouse is
-// down land after it restarts, with no put after the restart.
+// down land after it restarts, with no put after the restart, and that the
+// failed and the good inserts show in the metrics.
 func TestSink_clickhouseDownThenBack(t *testing.T) {
 	ch := chtest.Start(t)
 	ch.Exec(t, "CREATE TABLE default.outage (id UInt64) ENGINE = MergeTree ORDER BY id")
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	providers, err := chuteotel.New(chuteotel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings := &chURL{url: ch.URL(), db: "default"}
+	n := startNode(t, func(c *Config) {
+		c.ClickHouse = settings.get
+		c.RetryMin, c.RetryMax, c.InsertTimeout = 50*time.Millisecond, 500*time.Millisecond, 5*time.Second
+		c.Meter = providers.MeterProvider()
+	})
 	cli := n.client(t)
 	ctx := testCtx(t, 60*time.Second)
 	ch.Stop(t)
@@ -186,4 +198,23 @@ func TestSink_clickhouseDownThenBack(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	ch.Restart(t)
 	waitCount(t, ch, "default.outage", 50, 20*time.Second)
+	rec := httptest.NewRecorder()
+	providers.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`chute_clickhouse_retries_total{outcome="transient",table="` + "`default`.`outage`" + `"}`,
+		`chute_clickhouse_insert_duration_seconds_count{outcome="ok",table="` + "`default`.`outage`" + `"}`,
+		`chute_clickhouse_rows_inserted_total 50`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		for _, l := range strings.Split(body, "\n") {
+			if strings.HasPrefix(l, "chute_") {
+				t.Log(l)
+			}
+		}
+	}
 }
