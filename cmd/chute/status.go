@@ -38,52 +38,27 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// statusDoc is the part of /status that `chute status` prints.
-type statusDoc struct {
-	Name    string `json:"name"`
-	Member  string `json:"member_id"`
-	Version string `json:"version"`
-	Members []struct {
-		Name       string   `json:"name"`
-		ID         string   `json:"id"`
-		Status     string   `json:"status"`
-		PeerURLs   []string `json:"peer_urls"`
-		ClientURLs []string `json:"client_urls"`
-	} `json:"members"`
-	Queues []struct {
-		Name       string `json:"name"`
-		Dispatcher string `json:"dispatcher"`
-		Epoch      uint64 `json:"epoch"`
-		Rows       int    `json:"depth_rows"`
-		Held       int    `json:"held_copies"`
-		Bytes      int64  `json:"depth_bytes"`
-		Unacked    int    `json:"unacked"`
-		Consumers  int    `json:"consumers"`
-		Local      int    `json:"local_consumers"`
-	} `json:"queues"`
-}
-
-func fetchStatus(client *http.Client, endpoint string) (statusDoc, error) {
+func fetchStatus(client *http.Client, endpoint string) (nodeStatus, error) {
 	url := endpoint
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
 	resp, err := client.Get(strings.TrimSuffix(url, "/") + "/status")
 	if err != nil {
-		return statusDoc{}, err
+		return nodeStatus{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return statusDoc{}, fmt.Errorf("GET /status: %s", resp.Status)
+		return nodeStatus{}, fmt.Errorf("GET /status: %s", resp.Status)
 	}
-	var st statusDoc
+	var st nodeStatus
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return statusDoc{}, fmt.Errorf("GET /status: %w", err)
+		return nodeStatus{}, fmt.Errorf("GET /status: %w", err)
 	}
 	return st, nil
 }
 
-func printStatus(w io.Writer, endpoint string, st statusDoc) {
+func printStatus(w io.Writer, endpoint string, st nodeStatus) {
 	fmt.Fprintf(w, "node %s (member %s, version %s) at %s\n\n", st.Name, st.Member, st.Version, endpoint)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tID\tSTATUS\tPEER URLS\tCLIENT URLS")
@@ -95,7 +70,7 @@ func printStatus(w io.Writer, endpoint string, st statusDoc) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tDISPATCHER\tEPOCH\tROWS\tHELD\tBYTES\tUNACKED\tCONSUMERS\tLOCAL CONSUMERS")
 	for _, q := range st.Queues {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Dispatcher, q.Epoch, q.Rows, q.Held, q.Bytes, q.Unacked, q.Consumers, q.Local)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Dispatcher, q.Epoch, q.Rows, q.Held, q.Bytes, q.Unacked, q.Consumers, q.LocalConsumers)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
