@@ -194,10 +194,7 @@ func (d *drainer) drop(done map[uint64]bool) {
 	clear(d.rows[len(kept):])
 	d.rows = kept
 	d.mu.Unlock()
-	now := d.m.now()
-	for seq := range done {
-		d.q.ackSeq(seq, now)
-	}
+	d.q.ackSeqs(done, d.m.now())
 }
 
 // insertBatch sends one batch and settles its rows; it reports whether the

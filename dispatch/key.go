@@ -42,6 +42,11 @@ type Key struct {
 // are KindNone; {name}, {key} and {id} are each exactly one non-empty
 // segment.
 func ParseKey(key string) Key {
+	// Most keys are plain KV: tell them apart without allocating, as kv
+	// asks for every key of every request.
+	if !strings.HasPrefix(key, "/q/") && !strings.HasPrefix(key, "/queue/") {
+		return Key{Kind: KindNone}
+	}
 	segs := strings.Split(key, "/")
 	if len(segs) < 3 || segs[0] != "" || (segs[1] != "q" && segs[1] != "queue") || segs[2] == "" {
 		return Key{Kind: KindNone}

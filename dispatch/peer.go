@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -82,7 +83,7 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage) error {
 	for name := range byQueue {
 		names = append(names, name)
 	}
-	sortStrings(names)
+	sort.Strings(names)
 	for _, name := range names {
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
 			return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)

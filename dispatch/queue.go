@@ -82,15 +82,11 @@ type queue struct {
 	heldIDs map[MsgID]bool
 	// done remembers recently acknowledged ids, so that a late copy of an
 	// acknowledged message is not queued again.
-	done     map[MsgID]bool
-	doneRing []MsgID
-	doneNext int
+	done *recent[MsgID, struct{}]
 	// early remembers acknowledgements of numbered messages this member
 	// did not hold yet (a handover still on its way), so the message is
 	// dropped when it arrives.
-	early     map[uint64]string // seq -> tail
-	earlyRing []uint64
-	earlyNext int
+	early *recent[uint64, string] // seq -> tail
 }
 
 // doneIDs bounds the acknowledged ids a queue remembers.
@@ -109,8 +105,9 @@ func newQueue(name string, lim limits) *queue {
 	return &queue{
 		name: name, lim: lim, nextSeq: 1,
 		msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64),
-		heldIDs: make(map[MsgID]bool), done: make(map[MsgID]bool),
-		early: make(map[uint64]string),
+		heldIDs: make(map[MsgID]bool),
+		done:    newRecent[MsgID, struct{}](doneIDs),
+		early:   newRecent[uint64, string](doneIDs),
 	}
 }
 
@@ -137,12 +134,12 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 // delivers what it can. The caller holds mu and checked the room.
 func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 	for _, in := range msgs {
-		if _, dup := q.ids[in.id]; dup || q.done[in.id] {
+		if _, dup := q.ids[in.id]; dup || q.isDone(in.id) {
 			continue
 		}
-		if in.seq != 0 && q.early[in.seq] == in.tail {
-			delete(q.early, in.seq) // acknowledged before it arrived
-			q.rememberDoneLocked(in.id)
+		if tail, ok := q.early.get(in.seq); ok && in.seq != 0 && tail == in.tail {
+			q.early.forget(in.seq) // acknowledged before it arrived
+			q.done.add(in.id, struct{}{})
 			continue
 		}
 		seq := in.seq
@@ -195,19 +192,6 @@ func (q *queue) consumerByID(id string) *consumer {
 		}
 	}
 	return nil
-}
-
-// rememberEarlyLocked records an acknowledgement of a message not held
-// yet, forgetting the oldest beyond doneIDs. The caller holds mu.
-func (q *queue) rememberEarlyLocked(seq uint64, tail string) {
-	if len(q.earlyRing) < doneIDs {
-		q.earlyRing = append(q.earlyRing, seq)
-	} else {
-		delete(q.early, q.earlyRing[q.earlyNext])
-		q.earlyRing[q.earlyNext] = seq
-		q.earlyNext = (q.earlyNext + 1) % doneIDs
-	}
-	q.early[seq] = tail
 }
 
 // deliverLocked hands ready messages to consumers with room, oldest first,
@@ -273,29 +257,40 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	m, ok := q.msgs[seq]
 	if !ok || m.tail != tail {
 		if !ok && seq != 0 {
-			q.rememberEarlyLocked(seq, tail)
+			q.early.add(seq, tail)
 		}
 		return false
 	}
-	if m.holder != nil {
-		delete(m.holder.unacked, seq)
-	}
-	delete(q.msgs, seq)
-	delete(q.ids, m.id)
-	q.rememberDoneLocked(m.id)
-	q.bytes -= m.size()
-	q.stats.Acked++
+	q.removeLocked(m)
 	q.deliverLocked(now)
 	return true
+}
+
+// removeLocked drops an acknowledged message. The caller holds mu and
+// delivers afterwards.
+func (q *queue) removeLocked(m *message) {
+	if m.holder != nil {
+		delete(m.holder.unacked, m.seq)
+	}
+	delete(q.msgs, m.seq)
+	delete(q.ids, m.id)
+	q.done.add(m.id, struct{}{})
+	q.bytes -= m.size()
+	q.stats.Acked++
 }
 
 // ackIfHeld acknowledges the message if this member holds it, without
 // remembering a miss.
 func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	m, ok := q.msgs[seq]
-	q.mu.Unlock()
-	return ok && m.tail == tail && q.ack(seq, tail, now)
+	if !ok || m.tail != tail {
+		return false
+	}
+	q.removeLocked(m)
+	q.deliverLocked(now)
+	return true
 }
 
 // ackDuringHandover is ackIfHeld after any handover in progress: a message
@@ -307,34 +302,29 @@ func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
 	return q.ackIfHeld(seq, tail, now)
 }
 
-// ackSeq removes the message seq, whoever holds it.
-func (q *queue) ackSeq(seq uint64, now time.Time) {
+// ackSeqs removes the messages seqs, whoever holds them, and delivers once.
+func (q *queue) ackSeqs(seqs map[uint64]bool, now time.Time) {
 	q.mu.Lock()
-	m, ok := q.msgs[seq]
-	q.mu.Unlock()
-	if ok {
-		q.ack(seq, m.tail, now)
+	defer q.mu.Unlock()
+	for seq := range seqs {
+		if m, ok := q.msgs[seq]; ok {
+			q.removeLocked(m)
+		}
 	}
+	q.deliverLocked(now)
 }
 
-// rememberDoneLocked records an acknowledged id, forgetting the oldest
-// beyond doneIDs. The caller holds mu.
-func (q *queue) rememberDoneLocked(id MsgID) {
-	if len(q.doneRing) < doneIDs {
-		q.doneRing = append(q.doneRing, id)
-	} else {
-		delete(q.done, q.doneRing[q.doneNext])
-		q.doneRing[q.doneNext] = id
-		q.doneNext = (q.doneNext + 1) % doneIDs
-	}
-	q.done[id] = true
+// isDone reports whether id was acknowledged recently. The caller holds mu.
+func (q *queue) isDone(id MsgID) bool {
+	_, ok := q.done.get(id)
+	return ok
 }
 
 // holdLocked keeps copies for an unreachable dispatcher, once per id. The
 // caller holds mu.
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
-		if q.heldIDs[in.id] || q.done[in.id] {
+		if q.heldIDs[in.id] || q.isDone(in.id) {
 			continue
 		}
 		q.heldIDs[in.id] = true

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"sort"
 	"time"
 
 	"google.golang.org/grpc"
@@ -166,5 +165,3 @@ func (m *Manager) conn(addr string) (*grpc.ClientConn, error) {
 	m.conns[addr] = c
 	return c, nil
 }
-
-func sortStrings(s []string) { sort.Strings(s) }

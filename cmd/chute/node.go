@@ -109,7 +109,7 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 	return errors.Join(runErr, n.shutdown())
 }
 
-func newNode(cfg Config, logger *slog.Logger) (*node, error) {
+func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	clusterID, memberID := gossip.ClusterID(cfg.Cluster), gossip.MemberID(cfg.Name)
 	providers, err := chuteotel.New(chuteotel.Config{InstanceID: cfg.Name, Version: version})
 	if err != nil {
@@ -136,6 +136,11 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 	if n.members, err = gossip.New(gcfg); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // serf is bound: release it
+			_ = n.members.Shutdown()
+		}
+	}()
 
 	rcfg := gossip.ReplicatorConfig{
 		ListenURLs: cfg.ListenPeerURLs,
@@ -148,7 +153,6 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		rcfg.PeersInterval = 50 * time.Millisecond
 	}
 	if n.replicator, err = gossip.NewReplicator(rcfg); err != nil {
-		_ = n.members.Shutdown()
 		return nil, err
 	}
 
@@ -160,7 +164,6 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 		Meter:      providers.MeterProvider(),
 		Logger:     logger.With("component", "dispatch"),
 	}); err != nil {
-		_ = n.members.Shutdown()
 		return nil, err
 	}
 
@@ -182,15 +185,13 @@ func newNode(cfg Config, logger *slog.Logger) (*node, error) {
 	kcfg.Members = memberList{n.members}
 	kcfg.Queues = n.queues
 	if n.kv, err = kv.New(kcfg); err != nil {
-		_ = n.members.Shutdown()
 		return nil, err
 	}
 
 	if cfg.MetricsListen != "" {
-		ln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			_ = n.members.Shutdown()
-			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, err)
+		ln, lerr := net.Listen("tcp", cfg.MetricsListen)
+		if lerr != nil {
+			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, lerr)
 		}
 		n.http = &http.Server{Handler: n.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { n.httpErr <- n.http.Serve(ln) }()
