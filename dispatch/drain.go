@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.opentelemetry.io/otel/attribute"
+	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"chute/sink"
 )
@@ -43,6 +44,17 @@ type drainer struct {
 	// Owned by the loop.
 	lastInsert time.Time
 	lastClass  sink.Class // of the last failed insert, to log state changes once
+	cur        *inflight  // the batch being inserted; nil between batches
+}
+
+// inflight is the batch being inserted: fixed from its first attempt to
+// its last, so a retry sends the same rows in the same order (and the same
+// deduplication token), and one span covers every attempt.
+type inflight struct {
+	rows     []pendingRow
+	bytes    int
+	attempts int
+	span     trace.Span // nil when tracing is off
 }
 
 // pendingRow is a delivered, unacknowledged row.
@@ -50,15 +62,14 @@ type pendingRow struct {
 	seq   uint64
 	tail  string
 	value []byte
+	trace *msgTrace // nil when not traced
 }
 
-// Deliver implements kv.Deliveries for the drainer's consumer.
-func (d *drainer) Deliver(kvs []*mvccpb.KeyValue) {
+// deliverRows takes rows the queue delivers to the drainer's consumer. It
+// is called with the queue's lock held and never blocks.
+func (d *drainer) deliverRows(rows []pendingRow) {
 	d.mu.Lock()
-	for _, kv := range kvs {
-		k := ParseKey(string(kv.Key))
-		d.rows = append(d.rows, pendingRow{seq: k.Seq, tail: k.Tail, value: kv.Value})
-	}
+	d.rows = append(d.rows, rows...)
 	d.mu.Unlock()
 	select {
 	case d.ready <- struct{}{}:
@@ -79,7 +90,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 		return
 	}
 	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	d.c = &consumer{id: "clickhouse", prefix: "q", out: d, unacked: make(map[uint64]*message), sink: true,
+	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d, unacked: make(map[uint64]*message),
 		prefetch: 2 * m.cfg.BatchRows} // one batch in flight, the next one gathering
 	m.drainers[q.name] = d
 	m.mu.Unlock()
@@ -116,6 +127,7 @@ func (m *Manager) stopDrainer(name string) {
 
 // run inserts batches until stopped.
 func (d *drainer) run() {
+	defer d.abandon()
 	backoff := d.m.cfg.RetryMin
 	for {
 		select {
@@ -167,8 +179,9 @@ func (d *drainer) pending() int {
 	return len(d.rows)
 }
 
-// batch returns the oldest rows within the caps, without removing them.
-func (d *drainer) batch() []pendingRow {
+// batch returns the oldest rows within the caps, without removing them,
+// and their bytes in the request.
+func (d *drainer) batch() ([]pendingRow, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, bytes := 0, 0
@@ -179,7 +192,19 @@ func (d *drainer) batch() []pendingRow {
 		bytes += len(d.rows[n].value) + 1
 		n++
 	}
-	return append([]pendingRow(nil), d.rows[:n]...)
+	return append([]pendingRow(nil), d.rows[:n]...), bytes
+}
+
+// abandon ends the span of a batch left unfinished when the drainer stops
+// (this member no longer dispatches the queue): its rows go back to the
+// queue and on to the next dispatcher, as a new batch.
+func (d *drainer) abandon() {
+	if d.cur != nil && d.cur.span != nil {
+		d.cur.span.SetAttributes(attribute.Int("chute.insert.attempts", d.cur.attempts))
+		d.cur.span.SetStatus(otelcodes.Error, "handed over to another dispatcher before it was inserted")
+		d.cur.span.End()
+	}
+	d.cur = nil
 }
 
 // drop removes rows handled by an insert and acknowledges them.
@@ -214,36 +239,49 @@ func (d *drainer) insertBatch() bool {
 		d.warnState(sink.ClassConfig, "clickhouse_url cannot be used; rows stay queued", "queue", d.q.name, "err", err.Error())
 		return false
 	}
-	rows := d.batch()
-	if len(rows) == 0 {
-		return true
+	if d.cur == nil {
+		rows, bytes := d.batch()
+		if len(rows) == 0 {
+			return true
+		}
+		d.cur = &inflight{rows: rows, bytes: bytes, span: d.startInsert(rows, bytes, db, ep, m.now())}
 	}
+	b := d.cur
+	b.attempts++
 	target := sink.Target(db, d.table)
-	values := make([][]byte, len(rows))
-	for i, r := range rows {
+	values := make([][]byte, len(b.rows))
+	for i, r := range b.rows {
 		values[i] = r.value
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
-	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, rows))
+	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.rows))
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
 	m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 	if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
 		m.inserts.retries.Add(ctx, 1, attrs)
 	}
-	done := make(map[uint64]bool, len(rows))
 	switch res.Class {
 	case sink.ClassOK:
-		for _, r := range rows {
+		done := make(map[uint64]bool, len(b.rows))
+		for _, r := range b.rows {
 			done[r.seq] = true
 		}
 		d.drop(done)
 		d.recovered(target)
-		m.metrics.rowsInserted.Add(uint64(len(rows)))
+		m.metrics.rowsInserted.Add(uint64(len(b.rows)))
+		m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
+		endInsert(b.span, b.attempts, res, 0)
+		d.cur = nil
 		return true
 	case sink.ClassData:
-		return d.bisect(ctx, ep, target, rows)
+		insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
+		ok := d.bisect(ctx, ep, target, b)
+		d.cur = nil // what bisection left unsettled forms the next batch
+		return ok
 	default:
+		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
+		d.setLastError(target, res)
 		d.warnState(res.Class, "insert failed; retrying", "queue", d.q.name, "table", target,
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false
@@ -277,16 +315,24 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []pendingRow
 	return fmt.Sprintf("%s:%d:%d:%d", d.q.name, rec.Epoch, rows[0].seq, rows[len(rows)-1].seq)
 }
 
-// bisect finds the rows ClickHouse refuses, inserts the others, and turns
-// the refused ones into dead letters.
-func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, rows []pendingRow) bool {
+// bisect finds the rows of batch b ClickHouse refuses, inserts the others,
+// turns the refused ones into dead letters, and ends the batch's span.
+func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight) bool {
 	m := d.m
+	rows := b.rows
 	values := make([][]byte, len(rows))
 	for i, r := range rows {
 		values[i] = r.value
 	}
+	var last sink.Result
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
-		return m.sink.Insert(ctx, ep, target, part, "")
+		b.attempts++
+		last = m.sink.Insert(ctx, ep, target, part, "")
+		if b.span != nil {
+			b.span.AddEvent("clickhouse.bisect", trace.WithAttributes(attribute.Int("chute.batch.rows", len(part)),
+				attribute.String("chute.insert.outcome", last.Class.String()), attribute.Int("db.response.status_code", last.Code)))
+		}
+		return last
 	}
 	refused, err := sink.Bisect(ctx, insert, values)
 	settled := len(rows)
@@ -303,14 +349,27 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, r
 	}
 	d.drop(done)
 	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
+	if len(refused) > 0 {
+		d.setLastError(target, refused[len(refused)-1].Result)
+	}
+	outcome := "ok"
+	switch {
+	case err != nil:
+		outcome = "retry"
+	case len(refused) > 0:
+		outcome = "dead_letters"
+	}
+	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", outcome)))
 	if err != nil {
 		class := sink.ClassTransient
 		if stopped != nil {
 			class = stopped.Result.Class
 		}
+		endInsert(b.span, b.attempts, last, len(refused))
 		d.warnState(class, "insert failed while isolating refused rows; retrying the rest", "queue", d.q.name, "table", target, "err", err.Error())
 		return false
 	}
+	endInsert(b.span, b.attempts, sink.Result{Class: sink.ClassOK, Status: last.Status}, len(refused))
 	return true
 }
 
@@ -328,6 +387,14 @@ func (d *drainer) deadLetter(r pendingRow, target string, res sink.Result, ep si
 	d.m.metrics.deadLetters.Add(1)
 	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
 		"seq", r.seq, "code", res.Code, "key", DeadLetterKey(d.q.name, r.seq))
+}
+
+// setLastError keeps a failed insert for /status.
+func (d *drainer) setLastError(target string, res sink.Result) {
+	e := &InsertError{Time: d.m.now().UTC(), Table: target, Class: res.Class.String(), Code: res.Code, Status: res.Status, Message: res.Message}
+	d.q.mu.Lock()
+	d.q.lastInsertError = e
+	d.q.mu.Unlock()
 }
 
 // warnState logs a failure loudly once per change of state, then at debug.

@@ -65,7 +65,7 @@ func (f *forwarder) close() {
 
 // send forwards msgs as one batch and returns the dispatcher's answer: nil
 // when it holds them, its error otherwise (a status error).
-func (f *forwarder) send(ctx context.Context, msgs []*peerpb.QueueMessage) error {
+func (f *forwarder) send(ctx context.Context, msgs []*peerpb.QueueMessage, traceparent string) error {
 	ch := make(chan *peerpb.ForwardResult, 1)
 	f.mu.Lock()
 	f.next++
@@ -80,7 +80,7 @@ func (f *forwarder) send(ctx context.Context, msgs []*peerpb.QueueMessage) error
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	select {
-	case f.sendC <- &peerpb.ForwardBatch{Id: id, Messages: msgs}:
+	case f.sendC <- &peerpb.ForwardBatch{Id: id, Messages: msgs, Traceparent: traceparent}:
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	case <-f.ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
 
 	"chute/kv"
@@ -33,6 +34,9 @@ func startNode(t *testing.T, mutate func(*Config)) *testNode {
 	kcfg.MemberID = cfg.MemberID
 	kcfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
 	kcfg.Queues = mgr
+	if cfg.Tracer != nil {
+		kcfg.Tracer, kcfg.Propagator = cfg.Tracer, propagation.TraceContext{}
+	}
 	srv, err := kv.New(kcfg)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -64,6 +65,10 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Meter exports queue and ClickHouse metrics. Nil: none.
 	Meter metric.MeterProvider
+	// Tracer traces forwards to other members and every ClickHouse batch
+	// (one clickhouse.insert span each, continuing the puts' traces). Nil:
+	// no spans and no tracing work.
+	Tracer trace.TracerProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -137,6 +142,7 @@ type Manager struct {
 
 	metrics counters
 	inserts insertMetrics
+	tracer  trace.Tracer // nil when tracing is off
 
 	counter atomic.Uint64 // message ids of this member
 	now     func() time.Time
@@ -166,6 +172,9 @@ func New(cfg Config) (*Manager, error) {
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		now:          time.Now,
 		stop:         make(chan struct{}),
+	}
+	if cfg.Tracer != nil {
+		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
@@ -292,36 +301,47 @@ var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 // dispatcher, in order, all or none. A txn spanning queues with different
 // dispatchers is atomic per queue only.
 func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
-	byQueue := make(map[string][]incoming)
-	var names []string
-	seen := make(map[string]bool)
-	for _, p := range puts {
-		k := ParseKey(string(p.Key))
-		if k.Kind != KindProduce {
-			return status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
+	keys := make([]Key, len(puts))
+	var bad error
+	for i, p := range puts {
+		keys[i] = ParseKey(string(p.Key))
+		if bad != nil {
+			continue
 		}
-		if _, ch := sink.TableOf(k.Queue); ch {
+		if keys[i].Kind != KindProduce {
+			bad = status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
+		} else if _, ch := sink.TableOf(keys[i].Queue); ch {
 			if err := sink.ValidateRow(p.Value); err != nil {
-				return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
+				bad = status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
 			}
 		}
-		if !seen[k.Queue] {
-			seen[k.Queue] = true
+	}
+	byQueue := make(map[string][]incoming)
+	var names []string
+	tr := m.putTrace(ctx)
+	for i, p := range puts { // ids after validation: a refused put uses none
+		k := keys[i]
+		if _, ok := byQueue[k.Queue]; !ok {
 			names = append(names, k.Queue)
 		}
-	}
-	for _, p := range puts { // ids after validation: a refused put uses none
-		k := ParseKey(string(p.Key))
+		if bad != nil {
+			byQueue[k.Queue] = append(byQueue[k.Queue], incoming{})
+			continue
+		}
 		id := MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}
-		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: k.Tail, value: p.Value})
+		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: k.Tail, value: p.Value, trace: tr})
 	}
 	sort.Strings(names)
+	err := bad
 	for _, name := range names {
-		if err := m.produceOne(ctx, name, byQueue[name]); err != nil {
-			return err
+		if err == nil {
+			err = m.produceOne(ctx, name, byQueue[name])
 		}
+		// Queues before a failing one took their messages; it and the
+		// ones after did not.
+		m.inserts.countPuts(ctx, name, err, len(byQueue[name]))
 	}
-	return nil
+	return err
 }
 
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.

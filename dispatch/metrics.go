@@ -2,16 +2,35 @@ package dispatch
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc/status"
 )
 
-// insertMetrics are recorded by the drainers at every insert.
+// insertMetrics are recorded by the drainers at every insert, and by
+// Produce at every put.
 type insertMetrics struct {
 	duration metric.Float64Histogram // by table and outcome class
 	retries  metric.Int64Counter     // failed inserts that will be retried, by table and class
+	batches  metric.Int64Counter     // batches settled, by table and outcome
+	puts     metric.Int64Counter     // messages put, by queue and result
+	putAttrs *sync.Map               // queue + "\x00" + code -> metric.MeasurementOption
+}
+
+// countPuts adds n messages put to queue with the outcome err (a gRPC
+// status error, nil for OK).
+func (im insertMetrics) countPuts(ctx context.Context, queue string, err error, n int) {
+	code := status.Code(err).String()
+	k := queue + "\x00" + code
+	opt, ok := im.putAttrs.Load(k)
+	if !ok {
+		opt, _ = im.putAttrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(
+			attribute.String("queue", queue), attribute.String("result", code))))
+	}
+	im.puts.Add(ctx, int64(n), opt.(metric.MeasurementOption))
 }
 
 func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
@@ -29,7 +48,17 @@ func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	return insertMetrics{duration: d, retries: r}, nil
+	b, err := meter.Int64Counter("chute.clickhouse.batches", metric.WithDescription(
+		"Batches settled, by table and outcome: ok (every row inserted), dead_letters (some rows refused, the others inserted), retry (isolating refused rows failed; the rest form a new batch)."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	p, err := meter.Int64Counter("chute.queue.puts", metric.WithDescription(
+		"Messages put on this member, by queue and result (the gRPC code the producer got: OK, InvalidArgument, ResourceExhausted, ...)."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	return insertMetrics{duration: d, retries: r, batches: b, puts: p, putAttrs: new(sync.Map)}, nil
 }
 
 // registerMetrics exports the manager's counters and each queue's state

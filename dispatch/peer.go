@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -63,7 +64,14 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, len(frame.Batches))}
 		for i, b := range frame.Batches {
 			r := &peerpb.ForwardResult{Id: b.Id}
-			if err := s.m.acceptForwarded(b.Messages); err != nil {
+			var span trace.Span
+			var tr *msgTrace
+			if b.Traceparent != "" && len(b.Messages) > 0 {
+				span, tr = s.m.acceptSpan(b.Traceparent, b.Messages[0].Queue, len(b.Messages))
+			}
+			err := s.m.acceptForwarded(b.Messages, tr)
+			endSpan(span, err)
+			if err != nil {
 				st := status.Convert(err)
 				r.Code, r.Message = uint32(st.Code()), st.Message()
 			}
@@ -77,8 +85,15 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 
 // acceptForwarded enqueues a forwarded batch if this member dispatches its
 // queues; FailedPrecondition tells the sender to read the record again.
-func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage) error {
+func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) error {
 	byQueue := toIncoming(msgs)
+	if tr != nil {
+		for _, ins := range byQueue {
+			for i := range ins {
+				ins[i].trace = tr
+			}
+		}
+	}
 	names := make([]string, 0, len(byQueue))
 	for name := range byQueue {
 		names = append(names, name)
@@ -192,7 +207,10 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 	if err != nil {
 		return err
 	}
-	return f.send(ctx, toMessages(name, msgs))
+	span, traceparent := m.startForward(ctx, name, member, len(msgs))
+	err = f.send(ctx, toMessages(name, msgs), traceparent)
+	endSpan(span, err)
+	return err
 }
 
 // hold keeps msgs here and asks every other alive member to keep a copy,

@@ -33,6 +33,7 @@ type message struct {
 	// then holds it, without a second delivery) or the visibility timeout
 	// passes (it is ready again).
 	parkedFor string
+	trace     *msgTrace // the put's trace; nil when not traced
 }
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
@@ -43,8 +44,8 @@ type consumer struct {
 	prefix   string // spelling of its key, used for its delivery keys
 	out      kv.Deliveries
 	unacked  map[uint64]*message
-	prefetch int  // its bound on unacknowledged messages; 0: the queue's
-	sink     bool // a ClickHouse drainer: its messages never expire, it retries them itself
+	prefetch int      // its bound on unacknowledged messages; 0: the queue's
+	drain    *drainer // a ClickHouse drainer, which takes rows instead of out: its messages never expire, it retries them itself
 }
 
 // limits are a queue's settings.
@@ -75,6 +76,8 @@ type queue struct {
 	consumers []*consumer
 	rr        int // next consumer to try
 	stats     queueStats
+
+	lastInsertError *InsertError // of its drainer; nil when none failed
 
 	// held are copies kept for a dispatcher that was unreachable, in
 	// arrival order, until they can be handed to the elected one.
@@ -119,6 +122,7 @@ type incoming struct {
 	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
+	trace    *msgTrace
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
@@ -150,7 +154,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 			seq = q.nextSeq
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: in.attempts}
+		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: in.attempts, trace: in.trace}
 		q.msgs[m.seq] = m
 		q.ids[m.id] = m.seq
 		q.bytes += m.size()
@@ -201,6 +205,7 @@ func (q *queue) deliverLocked(now time.Time) {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
+	var rows []pendingRow // for the drainer, a queue's only consumer when it has one
 	for q.ready.Len() > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
@@ -218,6 +223,10 @@ func (q *queue) deliverLocked(now time.Time) {
 		}
 		q.stats.Delivered++
 		c.unacked[seq] = m
+		if c.drain != nil {
+			rows = append(rows, pendingRow{seq: seq, tail: m.tail, value: m.value, trace: m.trace})
+			continue
+		}
 		batches[c] = append(batches[c], &mvccpb.KeyValue{
 			Key:     []byte(DeliveryKey(c.prefix, q.name, seq, m.tail)),
 			Value:   m.value,
@@ -225,6 +234,9 @@ func (q *queue) deliverLocked(now time.Time) {
 		})
 	}
 	for _, c := range q.consumers { // in consumer order, so the output is deterministic
+		if c.drain != nil && len(rows) > 0 {
+			c.drain.deliverRows(rows)
+		}
 		if b := batches[c]; len(b) > 0 {
 			c.out.Deliver(b)
 		}
@@ -349,8 +361,8 @@ func (q *queue) takeAll() []incoming {
 	out := make([]incoming, 0, len(seqs)+len(q.held))
 	for _, seq := range seqs {
 		m := q.msgs[seq]
-		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: m.attempts, consumer: m.parkedFor}
-		if m.holder != nil && !m.holder.sink {
+		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: m.attempts, consumer: m.parkedFor, trace: m.trace}
+		if m.holder != nil && m.holder.drain == nil {
 			in.consumer = m.holder.id
 		}
 		out = append(out, in)
@@ -457,7 +469,7 @@ func (q *queue) expire(now time.Time) {
 	defer q.mu.Unlock()
 	deadline := now.Add(-q.lim.visibility)
 	for _, c := range q.consumers {
-		if c.sink {
+		if c.drain != nil {
 			continue
 		}
 		q.releaseLocked(c, func(m *message) bool { return m.sentAt.Before(deadline) })
@@ -502,12 +514,29 @@ type QueueStatus struct {
 	// the dispatcher is.
 	LocalConsumers int        `json:"local_consumers"`
 	Stats          queueStats `json:"stats"`
+	// LastInsertError is the last failed ClickHouse insert of a ch: queue
+	// this member dispatched, kept after inserts succeed again; nil when
+	// none failed.
+	LastInsertError *InsertError `json:"last_insert_error,omitempty"`
+}
+
+// InsertError describes a failed insert for /status. Message is redacted
+// and cut: it never holds a password, and holds at most ~512 bytes of
+// ClickHouse's text (which may echo row data).
+type InsertError struct {
+	Time    time.Time `json:"time"`
+	Table   string    `json:"table"`
+	Class   string    `json:"class"`
+	Code    int       `json:"code,omitempty"`
+	Status  int       `json:"http_status,omitempty"`
+	Message string    `json:"message"`
 }
 
 func (q *queue) status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats}
+	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
+		LastInsertError: q.lastInsertError}
 	for _, c := range q.consumers {
 		st.Unacked += len(c.unacked)
 	}

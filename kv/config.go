@@ -7,6 +7,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // APIVersion is the etcd version chute reports in Status: the etcd API level
@@ -93,6 +95,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Meter records per-RPC counts and latencies. Nil: nothing is recorded.
 	Meter metric.MeterProvider
+	// Tracer traces the KV calls (Range, Put, DeleteRange, Txn, Compact),
+	// as children of the W3C trace context in the client's gRPC metadata,
+	// read with Propagator; the context reaches Queues.Produce. Nil: no
+	// spans, and no tracing work on any call.
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
 }
 
 // Members lists the members of the cluster. Implementations must be safe for

@@ -63,7 +63,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
-	s.grpc = grpc.NewServer(
+	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
@@ -73,7 +73,11 @@ func New(cfg Config) (*Server, error) {
 		}),
 		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes)),
 		grpc.ChainStreamInterceptor(m.stream),
-	)
+	}
+	if cfg.Tracer != nil {
+		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
+	}
+	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim, queues: cfg.Queues})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st, wg: &s.wg, stop: s.stop})

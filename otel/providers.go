@@ -12,11 +12,16 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
-// Config names the process in what it exports.
+// Config names the process in what it exports and says where spans go.
+// Build it in cmd (FromEnv reads the standard OTEL_* variables); New reads
+// no environment itself.
 type Config struct {
 	// ServiceName is service.name. Empty: "chute".
 	ServiceName string
@@ -24,28 +29,27 @@ type Config struct {
 	InstanceID string
 	// Version is service.version. Empty: omitted.
 	Version string
+	// Resource holds further resource attributes (OTEL_RESOURCE_ATTRIBUTES).
+	// They do not override the three above.
+	Resource []attribute.KeyValue
+	// Traces says where spans are exported. Zero: nowhere, and the tracer
+	// provider is a no-op.
+	Traces TraceConfig
 }
 
 // Providers are the OTel providers of one node.
 type Providers struct {
 	meter    *sdkmetric.MeterProvider
 	registry *prometheus.Registry
+	tracer   *sdktrace.TracerProvider // nil: tracing is off
 }
 
 // New builds the providers: a meter provider whose readings are served in
 // Prometheus format by MetricsHandler, together with Go runtime and process
-// metrics.
+// metrics, and a tracer provider exporting over OTLP when cfg.Traces names
+// an endpoint.
 func New(cfg Config) (*Providers, error) {
-	if cfg.ServiceName == "" {
-		cfg.ServiceName = "chute"
-	}
-	attrs := []attribute.KeyValue{attribute.String("service.name", cfg.ServiceName)}
-	if cfg.InstanceID != "" {
-		attrs = append(attrs, attribute.String("service.instance.id", cfg.InstanceID))
-	}
-	if cfg.Version != "" {
-		attrs = append(attrs, attribute.String("service.version", cfg.Version))
-	}
+	res := resource.NewSchemaless(resourceAttrs(cfg)...)
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("otel: %w", err)
@@ -57,22 +61,71 @@ func New(cfg Config) (*Providers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("otel: prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(
-		sdkmetric.WithReader(exp),
-		sdkmetric.WithResource(resource.NewSchemaless(attrs...)),
-	)
-	return &Providers{meter: mp, registry: reg}, nil
+	p := &Providers{
+		meter:    sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
+		registry: reg,
+	}
+	if cfg.Traces.Endpoint != "" {
+		if p.tracer, err = newTracerProvider(cfg.Traces, res); err != nil {
+			_ = p.meter.Shutdown(context.Background())
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// resourceAttrs describes the process: service.name, service.instance.id
+// and service.version first, then the configured extras not naming those.
+func resourceAttrs(cfg Config) []attribute.KeyValue {
+	if cfg.ServiceName == "" {
+		cfg.ServiceName = "chute"
+	}
+	attrs := []attribute.KeyValue{attribute.String("service.name", cfg.ServiceName)}
+	if cfg.InstanceID != "" {
+		attrs = append(attrs, attribute.String("service.instance.id", cfg.InstanceID))
+	}
+	if cfg.Version != "" {
+		attrs = append(attrs, attribute.String("service.version", cfg.Version))
+	}
+	for _, kv := range cfg.Resource {
+		switch kv.Key {
+		case "service.name", "service.instance.id", "service.version":
+		default:
+			attrs = append(attrs, kv)
+		}
+	}
+	return attrs
 }
 
 // MeterProvider is what packages record metrics with.
 func (p *Providers) MeterProvider() metric.MeterProvider { return p.meter }
+
+// TracerProvider is what packages start spans with; nil when tracing is
+// off, so callers skip span work entirely.
+func (p *Providers) TracerProvider() trace.TracerProvider {
+	if p.tracer == nil {
+		return nil
+	}
+	return p.tracer
+}
+
+// Propagator reads and writes W3C trace context and baggage in gRPC
+// metadata and peer messages.
+func (p *Providers) Propagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
 
 // MetricsHandler serves every metric in Prometheus text format.
 func (p *Providers) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{})
 }
 
-// Shutdown flushes and stops the providers.
+// Shutdown flushes the spans not yet exported and stops the providers.
 func (p *Providers) Shutdown(ctx context.Context) error {
-	return errors.Join(p.meter.Shutdown(ctx))
+	var errs []error
+	if p.tracer != nil {
+		errs = append(errs, p.tracer.Shutdown(ctx))
+	}
+	errs = append(errs, p.meter.Shutdown(ctx))
+	return errors.Join(errs...)
 }

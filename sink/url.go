@@ -168,6 +168,16 @@ func (e Endpoint) Host() string {
 	return host
 }
 
+// Port returns the port of e.Addr, 0 if it has none.
+func (e Endpoint) Port() int {
+	_, port, err := net.SplitHostPort(e.Addr)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 // String returns e as a URL fit for logs: the password, when there is one,
 // is "xxxxx", and goes through Redact, so it never shows.
 func (e Endpoint) String() string {

@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	chuteotel "chute/otel"
 )
 
 // Config is everything a node needs to start. loadConfig builds it from the
@@ -106,6 +108,11 @@ type Config struct {
 	// a failed node is detected in a few seconds) or "fast" (for tests on
 	// one machine: about a second). Default "lan". Empty is invalid.
 	GossipProfile string
+
+	// Telemetry is read from the standard OTEL_* environment variables
+	// only (DESIGN §2): service name, resource attributes, where spans go.
+	// Zero: service.name chute, no tracing.
+	Telemetry chuteotel.Config
 }
 
 // DefaultConfig returns the defaults of DESIGN §2. Name is the host name, or
@@ -425,6 +432,9 @@ func loadConfig(args []string, getenv func(string) string) (Config, []string, er
 	// Validate before filling in the advertise values, so that a bad
 	// listen value is reported once.
 	if err := cfg.Validate(); err != nil {
+		return Config{}, nil, err
+	}
+	if cfg.Telemetry, err = chuteotel.FromEnv(getenv, cfg.Telemetry); err != nil {
 		return Config{}, nil, err
 	}
 	cfg.fillAdvertise()

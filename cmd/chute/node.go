@@ -111,7 +111,9 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 
 func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	clusterID, memberID := gossip.ClusterID(cfg.Cluster), gossip.MemberID(cfg.Name)
-	providers, err := chuteotel.New(chuteotel.Config{InstanceID: cfg.Name, Version: version})
+	ocfg := cfg.Telemetry
+	ocfg.InstanceID, ocfg.Version = cfg.Name, version
+	providers, err := chuteotel.New(ocfg)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +143,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 			_ = n.members.Shutdown()
 		}
 	}()
+	if err = n.members.RegisterMetrics(providers.MeterProvider()); err != nil {
+		return nil, fmt.Errorf("gossip metrics: %w", err)
+	}
 
 	rcfg := gossip.ReplicatorConfig{
 		ListenURLs: cfg.ListenPeerURLs,
@@ -162,6 +167,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		ClusterID:  clusterID,
 		ClickHouse: n.clickhouse.get,
 		Meter:      providers.MeterProvider(),
+		Tracer:     providers.TracerProvider(),
 		Logger:     logger.With("component", "dispatch"),
 	}); err != nil {
 		return nil, err
@@ -181,6 +187,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	kcfg.Version = version
 	kcfg.Logger = logger.With("component", "kv")
 	kcfg.Meter = providers.MeterProvider()
+	if tp := providers.TracerProvider(); tp != nil {
+		kcfg.Tracer, kcfg.Propagator = tp, providers.Propagator()
+	}
 	kcfg.Replicator = n.replicator
 	kcfg.Members = memberList{n.members}
 	kcfg.Queues = n.queues

@@ -542,9 +542,12 @@ func (x *QueueMessage) GetAttempts() int64 {
 // ForwardBatch is one produce call (all or nothing) sent to the
 // dispatcher; id matches it with its ForwardResult.
 type ForwardBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Messages      []*QueueMessage        `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Messages []*QueueMessage        `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// traceparent is the W3C trace context of the sender's forward span, ""
+	// when the put is not traced; the dispatcher's spans are its children.
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +594,13 @@ func (x *ForwardBatch) GetMessages() []*QueueMessage {
 		return x.Messages
 	}
 	return nil
+}
+
+func (x *ForwardBatch) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 type ForwardFrame struct {
@@ -1134,10 +1144,11 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
-	"\battempts\x18\b \x01(\x03R\battempts\"W\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\"y\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
-	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"E\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +

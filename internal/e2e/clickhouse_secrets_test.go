@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"chute/internal/chtest"
+	"chute/internal/otlptest"
 )
 
 // TestClickHouse_passwordNeverLeaks runs ClickHouse with a user "writer"
@@ -18,7 +19,8 @@ import (
 // a inserts rows, then fails on a missing table (code 60) and refuses a
 // row (code 27, a dead letter); b fails with code 193; c cannot connect.
 // No password, in any spelling, nor the Authorization value, appears in
-// any node's log, /status, /metrics or keys (dead letters included).
+// any node's log, /status, /metrics or keys (dead letters included), nor
+// in any span the nodes export (all three trace to one OTLP receiver).
 func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	t.Parallel()
 	const user, password = "writer", "s3cr3t-pass"
@@ -26,8 +28,10 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	ch := chtest.Start(t, chtest.Options{User: user, Password: password})
 	ch.Exec(t, "CREATE TABLE default.events (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
 	url := func(pass, addr string) string { return "http://" + user + ":" + pass + "@" + addr }
+	r := otlptest.Start(t)
+	env := otlpEnv(r, "grpc")
 
-	a := StartChute(t, "--clickhouse-url", url(password, ch.HTTPAddr()), "--clickhouse-db", "default")
+	a := StartChuteEnv(t, env, "--clickhouse-url", url(password, ch.HTTPAddr()), "--clickhouse-db", "default")
 	ctlPutLoops(t, a, "ch:events", `{"id":%d,"s":"row %d"}`, 0, 10, 1)
 	waitQuery(t, ch, rowsTimeout, "SELECT count() FROM default.events", "10")
 	ctlOK(t, a, "", "put", "/q/ch:missing/p/1", `{"id":1}`)
@@ -40,7 +44,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 		return nil
 	})
 
-	b := StartChute(t, "--clickhouse-url", url(wrongInURL, ch.HTTPAddr()), "--clickhouse-db", "default")
+	b := StartChuteEnv(t, env, "--clickhouse-url", url(wrongInURL, ch.HTTPAddr()), "--clickhouse-db", "default")
 	ctlOK(t, b, "", "put", "/q/ch:events/p/1", `{"id":100,"s":"wrong password"}`)
 	line := waitLogLine(t, b, "insert failed", "queue=ch:events", "code=193")
 	if !strings.Contains(line, "Wrong password for user "+user) {
@@ -48,7 +52,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	}
 	requireDepth(t, b, "ch:events", 1)
 
-	c := StartChute(t, "--clickhouse-url", url(password, freeAddr(t)), "--clickhouse-db", "default")
+	c := StartChuteEnv(t, env, "--clickhouse-url", url(password, freeAddr(t)), "--clickhouse-db", "default")
 	ctlOK(t, c, "", "put", "/q/ch:events/p/1", `{"id":200,"s":"nobody listens"}`)
 	waitLogLine(t, c, "insert failed", "queue=ch:events")
 	requireDepth(t, c, "ch:events", 1)
@@ -80,6 +84,39 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 					t.Errorf("%s: %s holds the secret %q: ...%s...", p.Name, where, s, text[max(0, i-200):min(len(text), i+len(s)+50)])
 				}
 			}
+		}
+	}
+	// Spans of every kind of failure reach the receiver: a's dead letter
+	// at once, and the batches b and c retry when they stop (a batch's
+	// span covers all its attempts, and ends when its node hands it on).
+	for _, p := range []*Proc{b, c} {
+		if err := p.Stop(); err != nil {
+			t.Errorf("%s: stop: %v", p.Name, err)
+		}
+	}
+	r.WaitFor(t, traceTimeout, "INSERT spans of a's dead letter and of b's and c's failed attempts", func(spans []otlptest.Span) bool {
+		seen := map[string]bool{}
+		for _, s := range spans {
+			if s.Name != "INSERT events" {
+				continue
+			}
+			if s.Attr("error.type") == "dead_letters" {
+				seen["a"] = true
+			}
+			for _, e := range s.Events {
+				switch {
+				case e.Name == "clickhouse.retry" && e.Attrs["error.type"] == "193":
+					seen["b"] = true
+				case e.Name == "clickhouse.retry" && e.Attrs["error.type"] == "transport":
+					seen["c"] = true
+				}
+			}
+		}
+		return len(seen) == 3
+	})
+	for _, s := range secrets {
+		if r.Contains(s) {
+			t.Errorf("an exported span holds the secret %q", s)
 		}
 	}
 }

@@ -43,8 +43,9 @@ var subnets atomic.Int32
 type cluster struct {
 	t      *testing.T
 	subnet int
-	name   string // --cluster
-	hosts  int    // addresses handed out so far
+	name   string   // --cluster
+	hosts  int      // addresses handed out so far
+	env    []string // added to every node's environment
 }
 
 // newCluster returns an empty cluster named after the test, on a subnet of
@@ -116,7 +117,7 @@ func (c *cluster) args(pl nodePlan, extra ...string) []string {
 // start starts the node planned as pl, with extra flags such as --join.
 func (c *cluster) start(pl nodePlan, extra ...string) *Proc {
 	c.t.Helper()
-	return StartChute(c.t, c.args(pl, extra...)...)
+	return StartChuteEnv(c.t, c.env, c.args(pl, extra...)...)
 }
 
 // startNode plans and starts a node.

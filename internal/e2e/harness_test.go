@@ -129,6 +129,7 @@ type Proc struct {
 	DataDir     string   // etcd only
 	LogPath     string   // stdout and stderr of every run of the process
 	Args        []string // the command line, less the binary
+	Env         []string // added to the test's environment, KEY=value
 
 	bin   string
 	ready func() error // nil once the process serves
@@ -244,13 +245,20 @@ var chuteNames atomic.Int64
 // answers 200, and stops the process when the test ends.
 func StartChute(t testing.TB, args ...string) *Proc {
 	t.Helper()
+	return StartChuteEnv(t, nil, args...)
+}
+
+// StartChuteEnv is StartChute with env (KEY=value) added to the process's
+// environment: OTEL_* variables, CHUTE_* settings.
+func StartChuteEnv(t testing.TB, env []string, args ...string) *Proc {
+	t.Helper()
 	if chuteBin == "" {
 		t.Fatal("e2e: the chute binary is not built (TestMain builds it)")
 	}
 	var err error
 	for range startTries {
 		var p *Proc
-		if p, err = startChuteOnce(t, args); err == nil {
+		if p, err = startChuteOnce(t, args, env); err == nil {
 			return p
 		}
 		if !errors.Is(err, errPortTaken) {
@@ -261,8 +269,8 @@ func StartChute(t testing.TB, args ...string) *Proc {
 	return nil
 }
 
-func startChuteOnce(t testing.TB, extra []string) (*Proc, error) {
-	p := &Proc{Kind: "chute", bin: chuteBin}
+func startChuteOnce(t testing.TB, extra, env []string) (*Proc, error) {
+	p := &Proc{Kind: "chute", bin: chuteBin, Env: env}
 	var args []string
 	set := func(flagName string, def func() string) string {
 		if v, ok := flagValue(extra, flagName); ok {
@@ -381,6 +389,9 @@ func (p *Proc) start(t testing.TB) error {
 	}
 	defer logFile.Close() // the child has its own descriptor
 	p.cmd = exec.Command(p.bin, p.Args...)
+	if len(p.Env) > 0 {
+		p.cmd.Env = append(os.Environ(), p.Env...)
+	}
 	p.cmd.Dir = filepath.Dir(p.LogPath)
 	p.cmd.Stdout = logFile
 	p.cmd.Stderr = logFile
