@@ -102,10 +102,12 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 	if rec.Member == m.cfg.MemberID || m.cluster == nil {
 		lc.unbindRemote()
 		if lc.attached == nil {
-			q := m.queues[lc.queue]
-			if q == nil {
-				q = newQueue(lc.queue, limits{maxBytes: m.cfg.MaxQueueBytes, prefetch: m.cfg.Prefetch, visibility: m.cfg.Visibility})
-				m.queues[lc.queue] = q
+			m.mu.Unlock()
+			q := m.queueFor(lc.queue) // reads settings from the KV: not under m.mu
+			m.mu.Lock()
+			if _, live := m.locals[lc]; !live || lc.attached != nil {
+				m.mu.Unlock() // stopped or bound meanwhile
+				return
 			}
 			lc.attached = q
 			m.mu.Unlock()

@@ -90,8 +90,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 		return
 	}
 	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d, unacked: make(map[uint64]*message),
-		prefetch: 2 * m.cfg.BatchRows} // one batch in flight, the next one gathering
+	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d, unacked: make(map[uint64]*message)}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
 	q.addConsumer(d.c, m.now())
@@ -128,7 +127,8 @@ func (m *Manager) stopDrainer(name string) {
 // run inserts batches until stopped.
 func (d *drainer) run() {
 	defer d.abandon()
-	backoff := d.m.cfg.RetryMin
+	set := d.m.settingsOf(d.q.name)
+	backoff := set.RetryMin
 	for {
 		select {
 		case <-d.stop:
@@ -138,7 +138,8 @@ func (d *drainer) run() {
 		case <-d.ready:
 		}
 		for d.pending() > 0 {
-			if wait := d.m.cfg.BatchInterval - time.Since(d.lastInsert); wait > 0 {
+			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
+			if wait := set.BatchInterval - time.Since(d.lastInsert); wait > 0 {
 				if !d.sleep(wait) {
 					return
 				}
@@ -146,13 +147,13 @@ func (d *drainer) run() {
 			ok := d.insertBatch()
 			d.lastInsert = time.Now()
 			if ok {
-				backoff = d.m.cfg.RetryMin
+				backoff = set.RetryMin
 				continue
 			}
 			// Capped exponential backoff with jitter: retried without any
 			// put to wake it.
 			wait := backoff/2 + rand.N(backoff/2+1)
-			backoff = min(2*backoff, d.m.cfg.RetryMax)
+			backoff = max(min(2*backoff, set.RetryMax), set.RetryMin)
 			if !d.sleep(wait) {
 				return
 			}
@@ -181,12 +182,12 @@ func (d *drainer) pending() int {
 
 // batch returns the oldest rows within the caps, without removing them,
 // and their bytes in the request.
-func (d *drainer) batch() ([]pendingRow, int) {
+func (d *drainer) batch(set Settings) ([]pendingRow, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, bytes := 0, 0
-	for n < len(d.rows) && n < d.m.cfg.BatchRows {
-		if n > 0 && bytes+len(d.rows[n].value)+1 > d.m.cfg.BatchBytes {
+	for n < len(d.rows) && n < set.BatchRows {
+		if n > 0 && bytes+len(d.rows[n].value)+1 > set.BatchBytes {
 			break
 		}
 		bytes += len(d.rows[n].value) + 1
@@ -220,6 +221,7 @@ func (d *drainer) drop(done map[uint64]bool) {
 	d.rows = kept
 	d.mu.Unlock()
 	d.q.ackSeqs(done, d.m.now())
+	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
 // insertBatch sends one batch and settles its rows; it reports whether the
@@ -240,7 +242,7 @@ func (d *drainer) insertBatch() bool {
 		return false
 	}
 	if d.cur == nil {
-		rows, bytes := d.batch()
+		rows, bytes := d.batch(m.settingsOf(d.q.name))
 		if len(rows) == 0 {
 			return true
 		}
@@ -384,6 +386,9 @@ func (d *drainer) deadLetter(r pendingRow, target string, res sink.Result, ep si
 		Row   string `json:"row"`
 	}{Table: target, Key: r.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.value)})
 	d.m.records.Put(DeadLetterKey(d.q.name, r.seq), letter)
+	d.q.mu.Lock()
+	d.q.refusedLocked(r.seq, DeadLetterKey(d.q.name, r.seq))
+	d.q.mu.Unlock()
 	d.m.metrics.deadLetters.Add(1)
 	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
 		"seq", r.seq, "code", res.Code, "key", DeadLetterKey(d.q.name, r.seq))

@@ -99,6 +99,9 @@ func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason)
 	return false
 }
 
+// formatMember renders a member id as /status and the logs show it.
+func formatMember(id uint64) string { return strconv.FormatUint(id, 16) }
+
 // consumerPrefix is where consumer records of a queue live: one key per
 // consumer, /q/{name}/c/{id}, whose value is the member hosting it.
 func consumerPrefix(name string) string { return "/q/" + name + "/c/" }

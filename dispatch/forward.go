@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"time"
 
@@ -63,40 +64,70 @@ func (f *forwarder) close() {
 	_ = f.conn.Close()
 }
 
-// send forwards msgs as one batch and returns the dispatcher's answer: nil
-// when it holds them, its error otherwise (a status error).
-func (f *forwarder) send(ctx context.Context, msgs []*peerpb.QueueMessage, traceparent string) error {
-	ch := make(chan *peerpb.ForwardResult, 1)
+// call is one batch sent on a forwarder, waiting for its answer.
+type call struct {
+	f  *forwarder
+	id uint64
+	ch chan *peerpb.ForwardResult
+}
+
+// start queues b on the stream (giving it an id) and returns the call to
+// wait on. It waits at most forwardTimeout for room on the stream.
+func (f *forwarder) start(ctx context.Context, b *peerpb.ForwardBatch) (*call, error) {
+	c := &call{f: f, ch: make(chan *peerpb.ForwardResult, 1)}
 	f.mu.Lock()
 	f.next++
-	id := f.next
-	f.pending[id] = ch
+	c.id = f.next
+	f.pending[c.id] = c.ch
 	f.mu.Unlock()
-	defer func() {
-		f.mu.Lock()
-		delete(f.pending, id)
-		f.mu.Unlock()
-	}()
+	b.Id = c.id
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	select {
-	case f.sendC <- &peerpb.ForwardBatch{Id: id, Messages: msgs, Traceparent: traceparent}:
+	case f.sendC <- b:
+		return c, nil
 	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
+		c.forget()
+		return nil, status.FromContextError(ctx.Err()).Err()
 	case <-f.ctx.Done():
-		return status.Error(codes.Unavailable, "dispatch: forwarder closed")
+		c.forget()
+		return nil, status.Error(codes.Unavailable, "dispatch: forwarder closed")
 	}
+}
+
+func (c *call) forget() {
+	c.f.mu.Lock()
+	delete(c.f.pending, c.id)
+	c.f.mu.Unlock()
+}
+
+// wait returns the receiver's answer: nil when it did what the batch
+// asked, its error otherwise (a status error), Unavailable when no answer
+// came within timeout.
+func (c *call) wait(ctx context.Context, timeout time.Duration) error {
+	defer c.forget()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	select {
-	case r := <-ch:
+	case r := <-c.ch:
 		if r.Code == 0 {
 			return nil
 		}
 		return status.Error(codes.Code(r.Code), r.Message)
 	case <-ctx.Done():
-		return status.Error(codes.Unavailable, "dispatch: no answer from the dispatcher")
-	case <-f.ctx.Done():
+		return status.Error(codes.Unavailable, "dispatch: no answer from "+strconv.FormatUint(c.f.member, 16))
+	case <-c.f.ctx.Done():
 		return status.Error(codes.Unavailable, "dispatch: forwarder closed")
 	}
+}
+
+// send sends b and waits up to timeout for the answer.
+func (f *forwarder) send(ctx context.Context, b *peerpb.ForwardBatch, timeout time.Duration) error {
+	c, err := f.start(ctx, b)
+	if err != nil {
+		return err
+	}
+	return c.wait(ctx, timeout)
 }
 
 // complete answers the call waiting for r, if any.

@@ -139,6 +139,11 @@ type Manager struct {
 
 	sink         *sink.Client
 	tokenSupport map[string]bool // by ClickHouse address: knows insert_deduplication_token
+	unreachable  map[uint64]time.Time // backups passed over, until then
+	settings     settingsCache
+
+	backupMu sync.Mutex // guards backups; never held with m.mu or a queue's mu
+	backups  map[backupKey]*backupSet
 
 	metrics counters
 	inserts insertMetrics
@@ -169,6 +174,8 @@ func New(cfg Config) (*Manager, error) {
 		conns:        make(map[string]*grpc.ClientConn),
 		drainers:     make(map[string]*drainer),
 		tokenSupport: make(map[string]bool),
+		unreachable:  make(map[uint64]time.Time),
+		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		now:          time.Now,
 		stop:         make(chan struct{}),
@@ -261,6 +268,9 @@ func (m *Manager) snapshot() []*queue {
 
 // Route implements kv.Queues.
 func (m *Manager) Route(key []byte) kv.Route {
+	if len(key) >= len(SettingsPrefix) && string(key[:len(SettingsPrefix)]) == SettingsPrefix { // no allocation
+		return kv.RouteChecked
+	}
 	switch ParseKey(string(key)).Kind {
 	case KindProduce:
 		return kv.RouteProduce
@@ -278,10 +288,16 @@ func (m *Manager) Route(key []byte) kv.Route {
 // creating it when needed.
 func (m *Manager) queueFor(name string) *queue {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	q, ok := m.queues[name]
-	if !ok {
-		q = newQueue(name, limits{maxBytes: m.cfg.MaxQueueBytes, prefetch: m.cfg.Prefetch, visibility: m.cfg.Visibility})
+	m.mu.Unlock()
+	if ok {
+		return q
+	}
+	set := m.settingsOf(name) // reads the KV: not under m.mu
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if q, ok = m.queues[name]; !ok {
+		q = newQueue(name, set)
 		m.queues[name] = q
 	}
 	return q
@@ -351,9 +367,12 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 		if rec.Member != m.cfg.MemberID {
 			return m.produceRemote(ctx, rec, name, msgs)
 		}
-		err := m.enqueueLocal(name, msgs)
+		wait, err := m.enqueueLocal(name, msgs)
 		if err == nil {
 			m.ensureDrainer(m.queueFor(name))
+			if wait != nil {
+				return wait(ctx)
+			}
 		}
 		if !errors.Is(err, errMoved) {
 			return err
@@ -369,22 +388,23 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // enqueueLocal enqueues msgs on this member, the queue's dispatcher, all or
 // none. The record is checked under the queue's lock, which a handover also
 // takes, so a message is either handed over or forwarded after it, never
-// left behind out of order.
-func (m *Manager) enqueueLocal(name string, msgs []incoming) error {
+// left behind out of order. It returns what the put still waits for, by
+// the queue's ack mode: nil for ack=queued.
+func (m *Manager) enqueueLocal(name string, msgs []incoming) (func(context.Context) error, error) {
 	q := m.queueFor(name)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	rec, ok := m.record(name)
 	if ok && rec.Member != m.cfg.MemberID {
-		return errMoved
+		return nil, errMoved
 	}
 	if !q.roomLocked(msgs) {
 		q.stats.Refused++
-		return errOverCap
+		return nil, errOverCap
 	}
 	q.becomeDispatcherLocked(rec.Epoch)
-	q.enqueueLocked(msgs, m.now())
-	return nil
+	added := q.enqueueLocked(msgs, m.now(), q.set.Ack != AckQueued)
+	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }
 
 // epochOf returns the epoch of the queue's record, 0 when none.
@@ -398,6 +418,11 @@ func (m *Manager) epochOf(name string) uint64 {
 // dispatcher cannot be reached, every alive member keeps a copy until a
 // dispatcher is elected, so the put still succeeds and nothing is lost.
 func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) error {
+	ack := m.settingsOf(name).Ack
+	timeout := forwardTimeout
+	if ack == AckInserted {
+		timeout = ackWaitTimeout // the dispatcher answers once the rows are in ClickHouse
+	}
 	for attempt := 0; ; attempt++ {
 		var err error
 		if q := m.lookup(name); q != nil {
@@ -410,7 +435,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			q.handoverMu.Unlock()
 		}
 		if err == nil {
-			err = m.forward(ctx, rec.Member, name, msgs)
+			err = m.forward(ctx, rec.Member, name, msgs, timeout)
 		}
 		switch status.Code(err) {
 		case codes.OK:
@@ -435,6 +460,11 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 				continue
 			}
 			return status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
+		}
+		if ack == AckInserted {
+			// Copies held here would return before the rows are in
+			// ClickHouse: the producer retries instead.
+			return err
 		}
 		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
 		m.hold(ctx, name, msgs)
@@ -489,6 +519,9 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 // Status is what /status shows of the queues this member holds.
 type Status struct {
 	Queues []QueueStatus `json:"queues"`
+	// Backups are the copies this member keeps of queues other members
+	// dispatch with ack=replicated.
+	Backups []BackupStatus `json:"backups"`
 }
 
 // Status returns the queues this member holds, by name.
@@ -505,5 +538,6 @@ func (m *Manager) Status() Status {
 		}
 		st.Queues = append(st.Queues, qs)
 	}
+	st.Backups = m.backupStatus()
 	return st
 }

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
 	"chute/gossip/peerpb"
 )
 
@@ -54,38 +55,74 @@ func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 	return out
 }
 
-// Forward takes produce batches for queues this member dispatches.
+// Forward takes produce batches for queues this member dispatches, and
+// backup frames from members whose queues it keeps copies of. Frames are
+// applied in order; a batch whose put waits for more (its ack mode) is
+// answered when that is done, while later frames go on.
 func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFrame, peerpb.ForwardResults]) error {
+	from, _ := gossip.CallerMember(stream.Context())
+	ctx, cancel := context.WithCancel(stream.Context())
+	var waits sync.WaitGroup
+	defer waits.Wait()
+	defer cancel() // before the wait: it ends the waits
+	var sendMu sync.Mutex
+	send := func(res *peerpb.ForwardResults) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return stream.Send(res)
+	}
 	for {
 		frame, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, len(frame.Batches))}
-		for i, b := range frame.Batches {
-			r := &peerpb.ForwardResult{Id: b.Id}
+		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches))}
+		for _, b := range frame.Batches {
+			if b.Kind != peerpb.ForwardKind_PRODUCE {
+				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(from, b)))
+				continue
+			}
 			var span trace.Span
 			var tr *msgTrace
 			if b.Traceparent != "" && len(b.Messages) > 0 {
 				span, tr = s.m.acceptSpan(b.Traceparent, b.Messages[0].Queue, len(b.Messages))
 			}
-			err := s.m.acceptForwarded(b.Messages, tr)
-			endSpan(span, err)
-			if err != nil {
-				st := status.Convert(err)
-				r.Code, r.Message = uint32(st.Code()), st.Message()
+			wait, err := s.m.acceptForwarded(b.Messages, tr)
+			if err != nil || wait == nil {
+				endSpan(span, err)
+				res.Results = append(res.Results, forwardResult(b.Id, err))
+				continue
 			}
-			res.Results[i] = r
+			waits.Add(1)
+			go func(id uint64) {
+				defer waits.Done()
+				err := wait(ctx)
+				endSpan(span, err)
+				_ = send(&peerpb.ForwardResults{Results: []*peerpb.ForwardResult{forwardResult(id, err)}})
+			}(b.Id)
 		}
-		if err := stream.Send(res); err != nil {
-			return err
+		if len(res.Results) > 0 {
+			if err := send(res); err != nil {
+				return err
+			}
 		}
 	}
 }
 
+func forwardResult(id uint64, err error) *peerpb.ForwardResult {
+	r := &peerpb.ForwardResult{Id: id}
+	if err != nil {
+		st := status.Convert(err)
+		r.Code, r.Message = uint32(st.Code()), st.Message()
+	}
+	return r
+}
+
 // acceptForwarded enqueues a forwarded batch if this member dispatches its
-// queues; FailedPrecondition tells the sender to read the record again.
-func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) error {
+// queues; FailedPrecondition tells the sender to read the record again. It
+// returns what the batch still waits for (its queue's ack mode), nil for
+// nothing.
+func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) (func(context.Context) error, error) {
 	byQueue := toIncoming(msgs)
 	if tr != nil {
 		for _, ins := range byQueue {
@@ -99,16 +136,31 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) err
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var waits []func(context.Context) error
 	for _, name := range names {
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
-			return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
+			return nil, status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
 		}
-		if err := m.enqueueLocal(name, byQueue[name]); err != nil {
-			return err
+		wait, err := m.enqueueLocal(name, byQueue[name])
+		if err != nil {
+			return nil, err
 		}
 		m.ensureDrainer(m.queueFor(name))
+		if wait != nil {
+			waits = append(waits, wait)
+		}
 	}
-	return nil
+	if len(waits) == 0 {
+		return nil, nil
+	}
+	return func(ctx context.Context) error {
+		for _, w := range waits {
+			if err := w(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
 
 // Hold keeps copies for an unreachable dispatcher.
@@ -202,13 +254,13 @@ func (m *Manager) forwarderFor(member uint64) (*forwarder, error) {
 
 // forward sends msgs of one queue to its dispatcher and waits for it to
 // hold them.
-func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs []incoming) error {
+func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs []incoming, timeout time.Duration) error {
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return err
 	}
 	span, traceparent := m.startForward(ctx, name, member, len(msgs))
-	err = f.send(ctx, toMessages(name, msgs), traceparent)
+	err = f.send(ctx, &peerpb.ForwardBatch{Messages: toMessages(name, msgs), Traceparent: traceparent}, timeout)
 	endSpan(span, err)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -61,13 +62,14 @@ type limits struct {
 // the visibility timeout, is ready again and delivered again.
 type queue struct {
 	name string
-	lim  limits
 
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
 	handoverMu sync.Mutex
 
 	mu        sync.Mutex // guards everything below
+	set       Settings   // from /config/queues/{name}, refreshed by reconcile
+	lim       limits     // of set
 	nextSeq   uint64
 	msgs      map[uint64]*message
 	ready     seqHeap // seqs of messages to deliver; stale entries are skipped
@@ -78,6 +80,14 @@ type queue struct {
 	stats     queueStats
 
 	lastInsertError *InsertError // of its drainer; nil when none failed
+
+	waiters  map[uint64]*putWaiter // by seq: puts waiting for their rows (ack=inserted)
+	released []uint64              // seqs left since the backup was last told
+
+	// backupMu orders full copies to a new backup before the copies of
+	// later puts; backupMember is the member holding a full copy, 0 none.
+	backupMu     sync.RWMutex
+	backupMember atomic.Uint64
 
 	// held are copies kept for a dispatcher that was unreachable, in
 	// arrival order, until they can be handed to the elected one.
@@ -104,11 +114,12 @@ type queueStats struct {
 	Refused     uint64 `json:"refused"`
 }
 
-func newQueue(name string, lim limits) *queue {
+func newQueue(name string, set Settings) *queue {
 	return &queue{
-		name: name, lim: lim, nextSeq: 1,
+		name: name, set: set, lim: set.limits(), nextSeq: 1,
 		msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64),
 		heldIDs: make(map[MsgID]bool),
+		waiters: make(map[uint64]*putWaiter),
 		done:    newRecent[MsgID, struct{}](doneIDs),
 		early:   newRecent[uint64, string](doneIDs),
 	}
@@ -135,8 +146,9 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 }
 
 // enqueueLocked appends msgs in order, skipping ids already held, and
-// delivers what it can. The caller holds mu and checked the room.
-func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
+// delivers what it can. The caller holds mu and checked the room. With
+// collect it returns the messages it added.
+func (q *queue) enqueueLocked(msgs []incoming, now time.Time, collect bool) (added []*message) {
 	for _, in := range msgs {
 		if _, dup := q.ids[in.id]; dup || q.isDone(in.id) {
 			continue
@@ -159,6 +171,9 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 		q.ids[m.id] = m.seq
 		q.bytes += m.size()
 		q.stats.Enqueued++
+		if collect {
+			added = append(added, m)
+		}
 		if in.consumer != "" {
 			m.sentAt = q.handoverSentAt(now)
 			if c := q.consumerByID(in.consumer); c != nil {
@@ -172,6 +187,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time) {
 		heap.Push(&q.ready, m.seq)
 	}
 	q.deliverLocked(now)
+	return added
 }
 
 // handoverGrace is how long a handed-over message stays with the consumer
@@ -250,7 +266,10 @@ func (q *queue) nextConsumerLocked() *consumer {
 	for i := range n {
 		c := q.consumers[(q.rr+i)%n]
 		limit := c.prefetch
-		if limit == 0 {
+		switch {
+		case c.drain != nil:
+			limit = 2 * q.set.BatchRows // one batch in flight, the next one gathering
+		case limit == 0:
 			limit = q.lim.prefetch
 		}
 		if len(c.unacked) < limit {
@@ -289,6 +308,7 @@ func (q *queue) removeLocked(m *message) {
 	q.done.add(m.id, struct{}{})
 	q.bytes -= m.size()
 	q.stats.Acked++
+	q.settledLocked(m.seq)
 }
 
 // ackIfHeld acknowledges the message if this member holds it, without
@@ -353,6 +373,7 @@ func (q *queue) holdLocked(msgs []incoming) {
 func (q *queue) takeAll() []incoming {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.failWaitersLocked(errMovedOn)
 	seqs := make([]uint64, 0, len(q.msgs))
 	for seq := range q.msgs {
 		seqs = append(seqs, seq)
@@ -394,7 +415,7 @@ func (q *queue) putBack(msgs []incoming, now time.Time) {
 		}
 	}
 	q.holdLocked(copies)
-	q.enqueueLocked(numbered, now)
+	q.enqueueLocked(numbered, now, false)
 }
 
 // adoptHeldLocked moves held copies into the queue on its new dispatcher.
@@ -409,7 +430,7 @@ func (q *queue) adoptHeldLocked(now time.Time) {
 	}
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
-	q.enqueueLocked(held, now)
+	q.enqueueLocked(held, now, false)
 }
 
 // becomeDispatcherLocked prepares the queue for dispatching at epoch:
@@ -514,6 +535,10 @@ type QueueStatus struct {
 	// the dispatcher is.
 	LocalConsumers int        `json:"local_consumers"`
 	Stats          queueStats `json:"stats"`
+	// Ack is the queue's ack mode; Backup the member holding copies of
+	// its messages (ack=replicated), "" for none.
+	Ack    AckMode `json:"ack"`
+	Backup string  `json:"backup,omitempty"`
 	// LastInsertError is the last failed ClickHouse insert of a ch: queue
 	// this member dispatched, kept after inserts succeed again; nil when
 	// none failed.
@@ -536,7 +561,10 @@ func (q *queue) status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
-		LastInsertError: q.lastInsertError}
+		LastInsertError: q.lastInsertError, Ack: q.set.Ack}
+	if b := q.backupMember.Load(); b != 0 {
+		st.Backup = formatMember(b)
+	}
 	for _, c := range q.consumers {
 		st.Unacked += len(c.unacked)
 	}

@@ -38,6 +38,7 @@ func (m *Manager) reconcile() {
 	for _, q := range m.snapshot() {
 		m.reconcileQueue(q)
 	}
+	m.reconcileBackups()
 	m.mu.Lock()
 	locals := make([]*localConsumer, 0, len(m.locals))
 	for lc := range m.locals {
@@ -56,13 +57,23 @@ func (m *Manager) reconcile() {
 
 // reconcileQueue hands over or claims one queue.
 func (m *Manager) reconcileQueue(q *queue) {
+	m.refreshSettings(q)
 	rec, ok := m.record(q.name)
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
 		q.becomeDispatcherLocked(rec.Epoch)
+		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
 		m.ensureDrainer(q)
+		if replicated { // a new backup gets its full copy without waiting for a put
+			ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
+			_, _ = m.ensureBackup(ctx, q)
+			cancel()
+		} else if b := q.backupMember.Swap(0); b != 0 { // no longer replicated
+			m.postReset(q.name, b)
+		}
+		m.flushReleases(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
@@ -102,13 +113,16 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	defer cancel()
 	for i := 0; i < len(msgs); {
 		part := msgs[i:chunkEnd(msgs, i)]
-		if err := m.forward(ctx, member, q.name, part); err != nil {
+		if err := m.forward(ctx, member, q.name, part, forwardTimeout); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
 			q.putBack(msgs[i:], m.now())
 			return err
 		}
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
+	}
+	if b := q.backupMember.Swap(0); b != 0 { // the new dispatcher's backup holds them now
+		m.postReset(q.name, b)
 	}
 	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
 	return nil

@@ -114,6 +114,18 @@ func (c clusterCheck) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServer
 	return handler(srv, ss)
 }
 
+// CallerMember returns the member id a peer call came from, as its caller
+// sent it (the cluster was checked).
+func CallerMember(ctx context.Context) (uint64, bool) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	got := md.Get(mdMember)
+	if len(got) != 1 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(got[0], 16, 64)
+	return id, err == nil
+}
+
 // outgoing returns ctx carrying this member's identity for a peer call.
 func outgoing(ctx context.Context, clusterID, memberID uint64) context.Context {
 	return metadata.AppendToOutgoingContext(ctx,

@@ -25,6 +25,9 @@ const (
 	RouteConsumer
 	// RouteInvalid is a key under a queue that is none of the above.
 	RouteInvalid
+	// RouteChecked is an ordinary key whose value Queues.Check validates
+	// before a put stores it (a queue's settings).
+	RouteChecked
 )
 
 // Queues serves the queue namespace: messages never enter the store. kv
@@ -38,6 +41,9 @@ type Queues interface {
 	// Produce enqueues the values of puts to producer keys, all or none,
 	// in order, and returns once the queue holds them.
 	Produce(ctx context.Context, puts []*pb.PutRequest) error
+	// Check validates the value a put would store under a RouteChecked
+	// key; an error (InvalidArgument) refuses the request.
+	Check(key, value []byte) error
 	// Ack acknowledges the message of a delivery key and reports whether
 	// there was one.
 	Ack(ctx context.Context, key []byte) (bool, error)
@@ -117,7 +123,7 @@ func (k *kvService) txnQueueKeys(r *pb.TxnRequest) bool {
 		return false
 	}
 	for _, c := range r.Compare {
-		if rt := k.route(c.Key); rt != RouteKV && rt != RouteConsumer {
+		if !plainRoute(k.route(c.Key)) {
 			return true
 		}
 	}
@@ -125,11 +131,11 @@ func (k *kvService) txnQueueKeys(r *pb.TxnRequest) bool {
 		for _, op := range ops {
 			switch o := op.Request.(type) {
 			case *pb.RequestOp_RequestPut:
-				if rt := k.route(o.RequestPut.Key); rt != RouteKV && rt != RouteConsumer {
+				if !plainRoute(k.route(o.RequestPut.Key)) {
 					return true
 				}
 			case *pb.RequestOp_RequestDeleteRange:
-				if rt := k.route(o.RequestDeleteRange.Key); rt != RouteKV && rt != RouteConsumer && len(o.RequestDeleteRange.RangeEnd) == 0 {
+				if !plainRoute(k.route(o.RequestDeleteRange.Key)) && len(o.RequestDeleteRange.RangeEnd) == 0 {
 					return true
 				}
 			case *pb.RequestOp_RequestTxn:
@@ -140,6 +146,43 @@ func (k *kvService) txnQueueKeys(r *pb.TxnRequest) bool {
 		}
 	}
 	return false
+}
+
+// plainRoute reports whether keys of rt are stored like any other key.
+func plainRoute(rt Route) bool {
+	return rt == RouteKV || rt == RouteConsumer || rt == RouteChecked
+}
+
+// checkPutValue validates a put to a RouteChecked key; a put that keeps
+// the stored value (ignore_value) was checked when that value was put.
+func (k *kvService) checkPutValue(r *pb.PutRequest) error {
+	if r.IgnoreValue || k.route(r.Key) != RouteChecked {
+		return nil
+	}
+	return k.queues.Check(r.Key, r.Value)
+}
+
+// checkTxnValues validates the puts to RouteChecked keys in every branch
+// of a txn, nested ones included, before any is applied.
+func (k *kvService) checkTxnValues(r *pb.TxnRequest) error {
+	if k.queues == nil {
+		return nil
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			var err error
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				err = k.checkPutValue(o.RequestPut)
+			case *pb.RequestOp_RequestTxn:
+				err = k.checkTxnValues(o.RequestTxn)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // produceTxn runs a batch produce: a txn whose success ops are all puts to

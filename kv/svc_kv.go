@@ -44,8 +44,11 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 	if err := k.limits.checkPut(r); err != nil {
 		return nil, toGRPC(err)
 	}
-	if rt := k.route(r.Key); rt != RouteKV && rt != RouteConsumer {
+	if rt := k.route(r.Key); !plainRoute(rt) {
 		return k.putToQueue(ctx, r, rt)
+	}
+	if err := k.checkPutValue(r); err != nil {
+		return nil, err
 	}
 	resp, rev, err := k.store.Put(r)
 	if err != nil {
@@ -60,7 +63,7 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 		return nil, toGRPC(err)
 	}
 	if len(r.RangeEnd) == 0 {
-		if rt := k.route(r.Key); rt != RouteKV && rt != RouteConsumer {
+		if rt := k.route(r.Key); !plainRoute(rt) {
 			return k.deleteInQueue(ctx, r, rt)
 		}
 	}
@@ -78,6 +81,9 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 	}
 	if k.txnQueueKeys(r) {
 		return k.produceTxn(ctx, r)
+	}
+	if err := k.checkTxnValues(r); err != nil {
+		return nil, err
 	}
 	resp, rev, err := k.store.Txn(r)
 	if err != nil {

@@ -28,6 +28,9 @@ import (
 // shutdownTimeout bounds the whole ordered shutdown.
 const shutdownTimeout = 10 * time.Second
 
+// handoffTimeout bounds handing the queues over, within shutdownTimeout.
+const handoffTimeout = 6 * time.Second
+
 // node is one running chute: membership, replication, the etcd API, the
 // operator HTTP endpoints and telemetry.
 type node struct {
@@ -251,6 +254,14 @@ func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	var errs []error
+	// Queues go to other members while this one still serves and gossips;
+	// producers connected here keep going, forwarded to the new
+	// dispatchers.
+	hctx, hcancel := context.WithTimeout(ctx, handoffTimeout)
+	if err := n.queues.Handoff(hctx); err != nil {
+		errs = append(errs, err)
+	}
+	hcancel()
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
 	}

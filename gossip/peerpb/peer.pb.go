@@ -25,6 +25,67 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ForwardKind says what the receiver of a ForwardBatch does with it.
+type ForwardKind int32
+
+const (
+	// PRODUCE enqueues the messages on the receiver, the queue's dispatcher.
+	ForwardKind_PRODUCE ForwardKind = 0
+	// BACKUP keeps copies of messages (numbered) for the sender, the
+	// queue's dispatcher, which waits for the answer before its put returns
+	// (ack=replicated); the receiver takes them over if the sender fails.
+	ForwardKind_BACKUP ForwardKind = 1
+	// RELEASE drops the copies numbered seqs of queue: they were
+	// acknowledged or inserted.
+	ForwardKind_RELEASE ForwardKind = 2
+	// RESET drops every copy of queue kept for the sender, then keeps the
+	// messages: the first frame of a new backup's full copy.
+	ForwardKind_RESET ForwardKind = 3
+)
+
+// Enum value maps for ForwardKind.
+var (
+	ForwardKind_name = map[int32]string{
+		0: "PRODUCE",
+		1: "BACKUP",
+		2: "RELEASE",
+		3: "RESET",
+	}
+	ForwardKind_value = map[string]int32{
+		"PRODUCE": 0,
+		"BACKUP":  1,
+		"RELEASE": 2,
+		"RESET":   3,
+	}
+)
+
+func (x ForwardKind) Enum() *ForwardKind {
+	p := new(ForwardKind)
+	*p = x
+	return p
+}
+
+func (x ForwardKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ForwardKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_gossip_peerpb_peer_proto_enumTypes[0].Descriptor()
+}
+
+func (ForwardKind) Type() protoreflect.EnumType {
+	return &file_gossip_peerpb_peer_proto_enumTypes[0]
+}
+
+func (x ForwardKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ForwardKind.Descriptor instead.
+func (ForwardKind) EnumDescriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{0}
+}
+
 // Write is the state of one key after a change, as members replicate it.
 // Members keep, per key, the stamp (lamport, member) of its last change and
 // apply a received Write only if its stamp is newer: last writer wins.
@@ -540,14 +601,19 @@ func (x *QueueMessage) GetAttempts() int64 {
 }
 
 // ForwardBatch is one produce call (all or nothing) sent to the
-// dispatcher; id matches it with its ForwardResult.
+// dispatcher, or a backup frame (kind); id matches it with its
+// ForwardResult.
 type ForwardBatch struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Messages []*QueueMessage        `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// traceparent is the W3C trace context of the sender's forward span, ""
 	// when the put is not traced; the dispatcher's spans are its children.
-	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Traceparent string      `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
+	Kind        ForwardKind `protobuf:"varint,4,opt,name=kind,proto3,enum=chute.peer.v1.ForwardKind" json:"kind,omitempty"`
+	// queue and seqs name the copies a RELEASE or RESET is about.
+	Queue         string   `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs          []uint64 `protobuf:"varint,6,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -601,6 +667,27 @@ func (x *ForwardBatch) GetTraceparent() string {
 		return x.Traceparent
 	}
 	return ""
+}
+
+func (x *ForwardBatch) GetKind() ForwardKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ForwardKind_PRODUCE
+}
+
+func (x *ForwardBatch) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *ForwardBatch) GetSeqs() []uint64 {
+	if x != nil {
+		return x.Seqs
+	}
+	return nil
 }
 
 type ForwardFrame struct {
@@ -1144,11 +1231,14 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
-	"\battempts\x18\b \x01(\x03R\battempts\"y\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\"\xd3\x01\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
-	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"E\n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\x12.\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x1a.chute.peer.v1.ForwardKindR\x04kind\x12\x14\n" +
+	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04seqs\x18\x06 \x03(\x04R\x04seqs\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +
@@ -1179,7 +1269,13 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04tail\x18\x03 \x01(\tR\x04tail\"#\n" +
 	"\vAckResponse\x12\x14\n" +
-	"\x05acked\x18\x01 \x01(\bR\x05acked2\xd8\x01\n" +
+	"\x05acked\x18\x01 \x01(\bR\x05acked*>\n" +
+	"\vForwardKind\x12\v\n" +
+	"\aPRODUCE\x10\x00\x12\n" +
+	"\n" +
+	"\x06BACKUP\x10\x01\x12\v\n" +
+	"\aRELEASE\x10\x02\x12\t\n" +
+	"\x05RESET\x10\x032\xd8\x01\n" +
 	"\x04Peer\x12I\n" +
 	"\tReplicate\x12\x19.chute.peer.v1.WriteBatch\x1a\x1f.chute.peer.v1.ReplicateSummary(\x01\x12E\n" +
 	"\x06Digest\x12\x1c.chute.peer.v1.DigestRequest\x1a\x1d.chute.peer.v1.DigestResponse\x12>\n" +
@@ -1202,55 +1298,58 @@ func file_gossip_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_gossip_peerpb_peer_proto_rawDescData
 }
 
+var file_gossip_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_gossip_peerpb_peer_proto_goTypes = []any{
-	(*Write)(nil),            // 0: chute.peer.v1.Write
-	(*WriteBatch)(nil),       // 1: chute.peer.v1.WriteBatch
-	(*ReplicateSummary)(nil), // 2: chute.peer.v1.ReplicateSummary
-	(*DigestRequest)(nil),    // 3: chute.peer.v1.DigestRequest
-	(*DigestResponse)(nil),   // 4: chute.peer.v1.DigestResponse
-	(*PullRequest)(nil),      // 5: chute.peer.v1.PullRequest
-	(*PullChunk)(nil),        // 6: chute.peer.v1.PullChunk
-	(*QueueMessage)(nil),     // 7: chute.peer.v1.QueueMessage
-	(*ForwardBatch)(nil),     // 8: chute.peer.v1.ForwardBatch
-	(*ForwardFrame)(nil),     // 9: chute.peer.v1.ForwardFrame
-	(*ForwardResult)(nil),    // 10: chute.peer.v1.ForwardResult
-	(*ForwardResults)(nil),   // 11: chute.peer.v1.ForwardResults
-	(*HoldRequest)(nil),      // 12: chute.peer.v1.HoldRequest
-	(*HoldResponse)(nil),     // 13: chute.peer.v1.HoldResponse
-	(*ConsumeRequest)(nil),   // 14: chute.peer.v1.ConsumeRequest
-	(*Delivery)(nil),         // 15: chute.peer.v1.Delivery
-	(*Deliveries)(nil),       // 16: chute.peer.v1.Deliveries
-	(*AckRequest)(nil),       // 17: chute.peer.v1.AckRequest
-	(*AckResponse)(nil),      // 18: chute.peer.v1.AckResponse
+	(ForwardKind)(0),         // 0: chute.peer.v1.ForwardKind
+	(*Write)(nil),            // 1: chute.peer.v1.Write
+	(*WriteBatch)(nil),       // 2: chute.peer.v1.WriteBatch
+	(*ReplicateSummary)(nil), // 3: chute.peer.v1.ReplicateSummary
+	(*DigestRequest)(nil),    // 4: chute.peer.v1.DigestRequest
+	(*DigestResponse)(nil),   // 5: chute.peer.v1.DigestResponse
+	(*PullRequest)(nil),      // 6: chute.peer.v1.PullRequest
+	(*PullChunk)(nil),        // 7: chute.peer.v1.PullChunk
+	(*QueueMessage)(nil),     // 8: chute.peer.v1.QueueMessage
+	(*ForwardBatch)(nil),     // 9: chute.peer.v1.ForwardBatch
+	(*ForwardFrame)(nil),     // 10: chute.peer.v1.ForwardFrame
+	(*ForwardResult)(nil),    // 11: chute.peer.v1.ForwardResult
+	(*ForwardResults)(nil),   // 12: chute.peer.v1.ForwardResults
+	(*HoldRequest)(nil),      // 13: chute.peer.v1.HoldRequest
+	(*HoldResponse)(nil),     // 14: chute.peer.v1.HoldResponse
+	(*ConsumeRequest)(nil),   // 15: chute.peer.v1.ConsumeRequest
+	(*Delivery)(nil),         // 16: chute.peer.v1.Delivery
+	(*Deliveries)(nil),       // 17: chute.peer.v1.Deliveries
+	(*AckRequest)(nil),       // 18: chute.peer.v1.AckRequest
+	(*AckResponse)(nil),      // 19: chute.peer.v1.AckResponse
 }
 var file_gossip_peerpb_peer_proto_depIdxs = []int32{
-	0,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
-	0,  // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
-	7,  // 2: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
-	8,  // 3: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
-	10, // 4: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
-	7,  // 5: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
-	15, // 6: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
-	1,  // 7: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
-	3,  // 8: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
-	5,  // 9: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
-	9,  // 10: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
-	12, // 11: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
-	14, // 12: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
-	17, // 13: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
-	2,  // 14: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
-	4,  // 15: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
-	6,  // 16: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
-	11, // 17: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
-	13, // 18: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
-	16, // 19: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
-	18, // 20: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	1,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
+	1,  // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
+	8,  // 2: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
+	0,  // 3: chute.peer.v1.ForwardBatch.kind:type_name -> chute.peer.v1.ForwardKind
+	9,  // 4: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
+	11, // 5: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
+	8,  // 6: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
+	16, // 7: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
+	2,  // 8: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
+	4,  // 9: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
+	6,  // 10: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
+	10, // 11: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
+	13, // 12: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
+	15, // 13: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	18, // 14: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	3,  // 15: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
+	5,  // 16: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
+	7,  // 17: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
+	12, // 18: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	14, // 19: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	17, // 20: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	19, // 21: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	15, // [15:22] is the sub-list for method output_type
+	8,  // [8:15] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_gossip_peerpb_peer_proto_init() }
@@ -1263,13 +1362,14 @@ func file_gossip_peerpb_peer_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peerpb_peer_proto_rawDesc), len(file_gossip_peerpb_peer_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
 		GoTypes:           file_gossip_peerpb_peer_proto_goTypes,
 		DependencyIndexes: file_gossip_peerpb_peer_proto_depIdxs,
+		EnumInfos:         file_gossip_peerpb_peer_proto_enumTypes,
 		MessageInfos:      file_gossip_peerpb_peer_proto_msgTypes,
 	}.Build()
 	File_gossip_peerpb_peer_proto = out.File

@@ -1,0 +1,302 @@
+package dispatch
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peerpb"
+)
+
+// When a put returns depends on its queue's ack mode (Settings.Ack):
+//
+//   - queued: once the dispatcher holds the messages.
+//   - replicated: once the dispatcher's backup, the next alive member after
+//     it in member-id order, holds a copy too. A new backup first gets a
+//     full copy of the queue (RESET, then BACKUP frames), and the old one
+//     is told to drop its copies; acknowledged and inserted messages are
+//     released on the backup. A member alone has no backup: its puts
+//     return as queued ones.
+//   - inserted: once every row of the put is in ClickHouse or stored as a
+//     dead letter (the put then fails, naming the dead letters). A
+//     handover ends the wait with Unavailable: the rows are on their way
+//     to ClickHouse through another member, which cannot tell this one.
+
+// putWaiter is a put waiting for its rows to settle (ack=inserted).
+type putWaiter struct {
+	left    int      // rows not settled yet; done is closed at 0
+	refused []string // dead letter keys of its rows
+	err     error    // set when the rows moved to another member
+	done    chan struct{}
+}
+
+// settledLocked notes that message seq left the queue. The caller holds mu.
+func (q *queue) settledLocked(seq uint64) {
+	if q.backupMember.Load() != 0 {
+		q.released = append(q.released, seq)
+	}
+	w, ok := q.waiters[seq]
+	if !ok {
+		return
+	}
+	delete(q.waiters, seq)
+	if w.left--; w.left == 0 {
+		close(w.done)
+	}
+}
+
+// refusedLocked notes that ClickHouse refused message seq, stored at key.
+// The caller holds mu.
+func (q *queue) refusedLocked(seq uint64, key string) {
+	if w := q.waiters[seq]; w != nil {
+		w.refused = append(w.refused, key)
+	}
+}
+
+// failWaitersLocked ends every wait with err. The caller holds mu.
+func (q *queue) failWaitersLocked(err error) {
+	for seq, w := range q.waiters {
+		delete(q.waiters, seq)
+		if w.left > 0 {
+			w.err, w.left = err, 0
+			close(w.done)
+		}
+	}
+}
+
+// wait blocks until the put's rows settled, ctx ends or the manager stops.
+func (w *putWaiter) wait(ctx context.Context, stop <-chan struct{}) error {
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+		return status.Error(codes.DeadlineExceeded, "etcdserver: request timed out before the rows were in ClickHouse; they may still land")
+	case <-stop:
+		return status.Error(codes.Unavailable, "dispatch: member stopping before the rows were in ClickHouse; they may still land")
+	}
+	switch {
+	case w.err != nil:
+		return w.err
+	case len(w.refused) > 0:
+		return status.Error(codes.InvalidArgument, "etcdserver: ClickHouse refused the row; stored as dead letter "+strings.Join(w.refused, ", "))
+	}
+	return nil
+}
+
+// errMovedOn ends the waits of a queue handed to another member.
+var errMovedOn = status.Error(codes.Unavailable, "dispatch: the queue moved to another member before the rows were in ClickHouse; they may still land")
+
+// ackWaitTimeout bounds how long a put waits for a backup's answer or for
+// its rows to reach ClickHouse when its context has no deadline.
+const ackWaitTimeout = 10 * time.Minute
+
+// afterEnqueue returns what a put still waits for once its messages are
+// queued here: nil for ack=queued. The caller holds q.mu; added are the
+// messages the put queued; fresh is set for a put, unset for messages
+// handed over by another member, which wait for a backup but not for
+// ClickHouse.
+func (m *Manager) afterEnqueueLocked(q *queue, added []*message, fresh bool) func(context.Context) error {
+	if len(added) == 0 {
+		return nil
+	}
+	switch q.set.Ack {
+	case AckInserted:
+		if !fresh {
+			return nil
+		}
+		w := &putWaiter{left: len(added), done: make(chan struct{})}
+		for _, msg := range added {
+			q.waiters[msg.seq] = w
+		}
+		return func(ctx context.Context) error { return w.wait(ctx, m.stop) }
+	case AckReplicated:
+		copies := make([]incoming, len(added))
+		for i, msg := range added {
+			copies[i] = incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: msg.seq}
+		}
+		return func(ctx context.Context) error { return m.replicate(ctx, q, copies) }
+	}
+	return nil
+}
+
+// replicate sends copies of messages to the queue's backup and waits for
+// it to hold them. A backup that does not answer is passed over for a
+// while and the next member takes its place (with a full copy).
+func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) error {
+	ctx, cancel := context.WithTimeout(ctx, ackWaitTimeout)
+	defer cancel()
+	for range 3 {
+		b, err := m.ensureBackup(ctx, q)
+		if err != nil {
+			continue
+		}
+		if b == 0 {
+			return nil // alone: nobody to hold a copy
+		}
+		q.backupMu.RLock()
+		if q.backupMember.Load() != b {
+			q.backupMu.RUnlock()
+			continue
+		}
+		var c *call
+		f, err := m.forwarderFor(b)
+		if err == nil {
+			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Queue: q.name, Messages: toMessages(q.name, copies)})
+		}
+		q.backupMu.RUnlock()
+		if err == nil {
+			if err = c.wait(ctx, forwardTimeout); err == nil {
+				return nil
+			}
+		}
+		m.passOver(q, b, err)
+	}
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(codes.Unavailable, "dispatch: no member could keep a copy of the message; it is queued on the dispatcher only; retry")
+}
+
+// backupPassOver is how long a backup that did not answer is passed over.
+const backupPassOver = 5 * time.Second
+
+// passOver stops using member b as a backup for a while.
+func (m *Manager) passOver(q *queue, b uint64, err error) {
+	m.log.Warn("backup did not keep copies; choosing another", "queue", q.name, "backup", b, "err", err)
+	m.mu.Lock()
+	m.unreachable[b] = m.now().Add(backupPassOver)
+	m.mu.Unlock()
+	q.backupMember.CompareAndSwap(b, 0)
+}
+
+// backupCandidate returns the member that should hold copies of what this
+// member dispatches: the next alive member after it in member-id order,
+// skipping those passed over; 0 when there is none.
+func (m *Manager) backupCandidate() uint64 {
+	if m.cluster == nil {
+		return 0
+	}
+	peers := m.cluster.Peers()
+	ids := make([]uint64, 0, len(peers))
+	now := m.now()
+	m.mu.Lock()
+	for _, p := range peers {
+		if until, ok := m.unreachable[p.ID]; ok && now.Before(until) {
+			continue
+		}
+		ids = append(ids, p.ID)
+	}
+	m.mu.Unlock()
+	if len(ids) == 0 {
+		return 0
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if id > m.cfg.MemberID {
+			return id
+		}
+	}
+	return ids[0]
+}
+
+// ensureBackup makes sure the queue's backup is the current candidate,
+// giving a new one a full copy first, and returns it (0: none).
+func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
+	want := m.backupCandidate()
+	if q.backupMember.Load() == want {
+		return want, nil
+	}
+	q.backupMu.Lock()
+	defer q.backupMu.Unlock()
+	old := q.backupMember.Load()
+	if old == want {
+		return want, nil
+	}
+	if want != 0 {
+		if err := m.copyTo(ctx, q, want); err != nil {
+			m.passOver(q, want, err)
+			return 0, err
+		}
+		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", want)
+	}
+	q.backupMember.Store(want)
+	if old != 0 { // its copies are stale now; dropping them is best effort
+		m.postReset(q.name, old)
+	}
+	return want, nil
+}
+
+// copyTo sends member a full copy of the queue: RESET, then BACKUP frames.
+// The caller holds q.backupMu, so no put sends a copy meanwhile; a put
+// that queued a message after the snapshot sends it again, which the
+// backup keeps once.
+func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
+	q.mu.Lock()
+	all := make([]incoming, 0, len(q.msgs))
+	for seq, msg := range q.msgs {
+		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: seq})
+	}
+	q.released = nil
+	q.mu.Unlock()
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	f, err := m.forwarderFor(member)
+	if err != nil {
+		return err
+	}
+	kind := peerpb.ForwardKind_RESET
+	for i := 0; i == 0 || i < len(all); {
+		j := i
+		if len(all) > 0 {
+			j = chunkEnd(all, i)
+		}
+		b := &peerpb.ForwardBatch{Kind: kind, Queue: q.name, Messages: toMessages(q.name, all[i:j])}
+		if err := f.send(ctx, b, forwardTimeout); err != nil {
+			return err
+		}
+		kind = peerpb.ForwardKind_BACKUP
+		if j == i {
+			break
+		}
+		i = j
+	}
+	return nil
+}
+
+// postReset tells member to drop the copies it keeps of a queue for this
+// member, without waiting.
+func (m *Manager) postReset(name string, member uint64) {
+	m.post(member, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RESET, Queue: name})
+}
+
+// post sends b to member without waiting for the answer; a frame that
+// cannot be sent within forwardTimeout is dropped.
+func (m *Manager) post(member uint64, b *peerpb.ForwardBatch) {
+	f, err := m.forwarderFor(member)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	if c, err := f.start(ctx, b); err == nil {
+		c.forget()
+	}
+}
+
+// flushReleases tells the queue's backup which copies it may drop.
+func (m *Manager) flushReleases(q *queue) {
+	q.mu.Lock()
+	seqs := q.released
+	q.released = nil
+	q.mu.Unlock()
+	if len(seqs) == 0 {
+		return
+	}
+	q.backupMu.RLock()
+	defer q.backupMu.RUnlock()
+	if b := q.backupMember.Load(); b != 0 {
+		m.post(b, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RELEASE, Queue: q.name, Seqs: seqs})
+	}
+}

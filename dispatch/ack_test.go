@@ -1,0 +1,233 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/internal/chtest"
+)
+
+func TestParseSettings(t *testing.T) {
+	def := Config{}.withDefaults().defaults()
+	good := []struct {
+		name, raw string
+		check     func(Settings) bool
+	}{
+		{"jobs", `{}`, func(s Settings) bool { return s == def }},
+		{"jobs", `{"ack":"replicated","max_bytes":1024,"prefetch":5,"visibility":"2s"}`, func(s Settings) bool {
+			return s.Ack == AckReplicated && s.MaxBytes == 1024 && s.Prefetch == 5 && s.Visibility == 2*time.Second && s.BatchRows == def.BatchRows
+		}},
+		{"ch:events", `{"ack":"inserted","batch_rows":10,"batch_bytes":4096,"batch_interval":"0s","retry_min":"10ms","retry_max":"1s"}`, func(s Settings) bool {
+			return s.Ack == AckInserted && s.BatchRows == 10 && s.BatchBytes == 4096 && s.BatchInterval == 0 && s.RetryMin == 10*time.Millisecond && s.RetryMax == time.Second
+		}},
+	}
+	for _, tt := range good {
+		s, err := parseSettings(tt.name, []byte(tt.raw), def)
+		if err != nil || !tt.check(s) {
+			t.Errorf("parseSettings(%s, %s) = %+v, %v", tt.name, tt.raw, s, err)
+		}
+	}
+	bad := []struct{ name, raw, want string }{
+		{"jobs", ``, "JSON object"},
+		{"jobs", `not json`, "invalid character"},
+		{"jobs", `{"ack":"fast"}`, "want queued, replicated or inserted"},
+		{"jobs", `{"ack":"inserted"}`, "ClickHouse queues"},
+		{"jobs", `{"acks":"queued"}`, "unknown field"},
+		{"jobs", `{"max_bytes":0}`, "max_bytes"},
+		{"jobs", `{"prefetch":"5"}`, "prefetch"},
+		{"jobs", `{"visibility":"30"}`, "duration"},
+		{"jobs", `{"retry_min":"2s","retry_max":"1s"}`, "above retry_max"},
+		{"jobs", `{} {}`, "one JSON object"},
+	}
+	for _, tt := range bad {
+		if _, err := parseSettings(tt.name, []byte(tt.raw), def); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("parseSettings(%s, %q): got %v, want an error about %q", tt.name, tt.raw, err, tt.want)
+		}
+	}
+}
+
+// TestSettings_checkedAtPutAppliedAtRuntime checks that settings a put
+// would store are checked first (etcd's InvalidArgument, in a txn too),
+// and that a changed byte cap applies to the running queue.
+func TestSettings_checkedAtPutAppliedAtRuntime(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.ReconcileInterval = 20 * time.Millisecond })
+	cli := n.client(t)
+	ctx := testCtx(t, 20*time.Second)
+	for _, v := range []string{`{"ack":"sometimes"}`, `{"max_bytes":"big"}`, `[]`} {
+		_, err := cli.Put(ctx, SettingsKey("jobs"), v)
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/config/queues/jobs") {
+			t.Errorf("put %s: got %v, want InvalidArgument naming the key", v, err)
+		}
+	}
+	_, err := cli.Txn(ctx).Then(clientv3.OpPut("/plain", "x"), clientv3.OpPut(SettingsKey("jobs"), `{"ack":1}`)).Commit()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("txn with bad settings: got %v, want InvalidArgument", err)
+	}
+	if r, _ := cli.Get(ctx, "/plain"); r == nil || len(r.Kvs) != 0 {
+		t.Errorf("a refused txn applied its other ops")
+	}
+	if _, err := cli.Put(ctx, SettingsKey("jobs/x"), `{}`); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("settings key with two segments: got %v, want InvalidArgument", err)
+	}
+	if _, err := cli.Put(ctx, SettingsKey("jobs"), `{"max_bytes":20}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/q/jobs/p/a", "0123456789"); err != nil { // 11 bytes with the key tail
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/q/jobs/p/b", "0123456789"); !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		t.Fatalf("put over a 20-byte cap: got %v, want ResourceExhausted", err)
+	}
+	if _, err := cli.Put(ctx, SettingsKey("jobs"), `{"max_bytes":1000}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the raised cap to apply", func() bool {
+		_, err := cli.Put(ctx, "/q/jobs/p/b", "0123456789")
+		return err == nil
+	})
+	if got := n.mgr.Status().Queues[0].Ack; got != AckQueued {
+		t.Errorf("ack mode: got %q, want queued", got)
+	}
+}
+
+// TestAck_insertedReturnsAfterInsert checks ack=inserted: a put returns
+// once its row is in ClickHouse; with no table it times out (and the row
+// lands once the table exists); a row ClickHouse refuses fails its put,
+// naming the dead letter.
+func TestAck_insertedReturnsAfterInsert(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.typed (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	for _, q := range []string{"ch:typed", "ch:later"} {
+		if _, err := cli.Put(ctx, SettingsKey(q), `{"ack":"inserted","batch_interval":"0s"}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:typed/p/%d", i), fmt.Sprintf(`{"id":%d,"n":1}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.Count(t, "default.typed"); got != i+1 {
+			t.Fatalf("after put %d returned: %d rows in ClickHouse, want %d", i, got, i+1)
+		}
+	}
+	_, err := cli.Put(ctx, "/q/ch:typed/p/bad", `{"id":9,"n":"x"}`)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/q/ch:typed/dlq/") {
+		t.Fatalf("refused row: got %v, want InvalidArgument naming its dead letter", err)
+	}
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if _, err := cli.Put(short, "/q/ch:later/p/1", `{"id":1}`); err == nil {
+		t.Fatal("put to a missing table returned before its row was inserted")
+	}
+	ch.Exec(t, "CREATE TABLE default.later (id UInt64) ENGINE = MergeTree ORDER BY id")
+	waitCount(t, ch, "default.later", 1, 10*time.Second)
+}
+
+// TestAck_replicatedSurvivesDispatcherKill checks ack=replicated across
+// three members: the backup keeps a copy of every message not yet
+// acknowledged, and when the dispatcher dies it takes the queue over
+// without any put; a consumer then gets exactly the unacknowledged ones.
+func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
+	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on every member", func() bool {
+		return b.kv.Get(SettingsKey("jobs")) != nil && c.kv.Get(SettingsKey("jobs")) != nil
+	})
+	for i := range 30 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backup, other := b, c
+	if want := a.mgr.backupCandidate(); want == c.id {
+		backup, other = c, b
+	}
+	backupRows := func() int {
+		for _, s := range backup.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+	if got := backupRows(); got != 30 {
+		t.Fatalf("backup %s holds %d copies right after the puts returned, want 30", backup.name, got)
+	}
+	// A consumer on a acknowledges some (at least 10, in order): the backup
+	// drops their copies.
+	wc := a.cli.Watch(ctx, "/q/jobs/c/x")
+	acked := consumeAll(t, ctx, wc, a.cli, 10, 10*time.Second)
+	waitUntil(t, 5*time.Second, "the backup to release the acknowledged copies", func() bool { return backupRows() == 30-len(acked) })
+
+	a.stop()
+	connect(b, c) // serf reports a failed; nobody puts
+	waitUntil(t, 5*time.Second, "the backup to take the queue over", func() bool {
+		rec, ok := ParseRecord(recordOn(other, "jobs"))
+		return ok && rec.Member == backup.id
+	})
+	wc2 := other.cli.Watch(ctx, "/q/jobs/c/y")
+	tails := consumeAll(t, ctx, wc2, other.cli, 30-len(acked), 10*time.Second)
+	got := map[string]bool{}
+	for _, tl := range append(acked, tails...) {
+		if got[tl] {
+			t.Fatalf("message %s delivered again after it was acknowledged", tl)
+		}
+		got[tl] = true
+	}
+	if len(got) != 30 {
+		t.Fatalf("got %d distinct messages, want 30", len(got))
+	}
+}
+
+// TestHandoff_beforeLeaving checks that a dispatcher leaving hands its
+// queue to another member: the record moves, the messages follow, and a
+// consumer there gets every one.
+func TestHandoff_beforeLeaving(t *testing.T) {
+	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	for i := range 25 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	if rec.Member != b.id || rec.Epoch != 2 {
+		t.Fatalf("record after handoff: %+v, want b at epoch 2", rec)
+	}
+	if n := a.mgr.Status().Queues[0].Rows; n != 0 {
+		t.Fatalf("a still holds %d messages", n)
+	}
+	a.stop()
+	connect(b)
+	tails := consumeAll(t, ctx, b.cli.Watch(ctx, "/q/jobs/c/x"), b.cli, 25, 10*time.Second)
+	checkProducerOrder(t, prefixed(tails), 1, 25)
+}
+
+// prefixed turns tails "NN" into "0-NN" for checkProducerOrder.
+func prefixed(tails []string) []string {
+	out := make([]string, len(tails))
+	for i, tl := range tails {
+		out[i] = "0-" + tl
+	}
+	return out
+}

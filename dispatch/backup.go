@@ -1,0 +1,194 @@
+package dispatch
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peerpb"
+)
+
+// A member is the backup of queues other members dispatch with
+// ack=replicated: it keeps the copies they send, by queue and dispatcher,
+// until they release them. When serf reports such a dispatcher failed or
+// gone, the backup takes its queues over at once (no put is needed): it
+// claims each queue and queues the copies, numbers and ids kept, or hands
+// them to whoever claimed it first; ids make every later copy of a message
+// (broadcast ones) a duplicate that is dropped.
+
+// backupKey names the copies kept for one dispatcher of one queue.
+type backupKey struct {
+	queue      string
+	dispatcher uint64
+}
+
+// backupSet is the copies kept for one dispatcher of one queue.
+type backupSet struct {
+	msgs  map[uint64]incoming // by seq
+	bytes int64
+	// released remembers releases of copies not received yet (a release
+	// can overtake the copy on another path), so the copy is not kept.
+	released *recent[uint64, struct{}]
+	seen     time.Time // last frame from the dispatcher
+}
+
+// releasedMemory bounds the early releases a backup set remembers.
+const releasedMemory = 4096
+
+// staleBackup is how long copies are kept for a member that is alive but
+// no longer dispatches the queue and sends nothing: it handed the queue
+// over, and its RESET went missing.
+const staleBackup = time.Minute
+
+// keepBackup applies a BACKUP, RELEASE or RESET frame from member from.
+func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
+	if b.Queue == "" {
+		return status.Error(codes.InvalidArgument, "dispatch: backup frame without a queue")
+	}
+	key := backupKey{queue: b.Queue, dispatcher: from}
+	m.backupMu.Lock()
+	defer m.backupMu.Unlock()
+	set := m.backups[key]
+	if b.Kind == peerpb.ForwardKind_RESET {
+		set = nil
+	}
+	if set == nil {
+		set = &backupSet{msgs: make(map[uint64]incoming), released: newRecent[uint64, struct{}](releasedMemory)}
+		m.backups[key] = set
+	}
+	set.seen = m.now()
+	for _, seq := range b.Seqs { // RELEASE
+		if in, ok := set.msgs[seq]; ok {
+			delete(set.msgs, seq)
+			set.bytes -= int64(len(in.value) + len(in.tail))
+		} else {
+			set.released.add(seq, struct{}{})
+		}
+	}
+	for _, msg := range b.Messages {
+		if _, gone := set.released.get(msg.Seq); gone {
+			continue
+		}
+		if _, dup := set.msgs[msg.Seq]; dup {
+			continue
+		}
+		set.msgs[msg.Seq] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq}
+		set.bytes += int64(len(msg.Value) + len(msg.Tail))
+	}
+	if len(set.msgs) == 0 && b.Kind == peerpb.ForwardKind_RESET && len(b.Messages) == 0 {
+		delete(m.backups, key)
+	}
+	return nil
+}
+
+// BackupStatus is what /status shows of the copies this member keeps.
+type BackupStatus struct {
+	Queue      string `json:"queue"`
+	Dispatcher string `json:"dispatcher"`
+	Rows       int    `json:"rows"`
+	Bytes      int64  `json:"bytes"`
+}
+
+// backupStatus lists the copies kept here, by queue and dispatcher.
+func (m *Manager) backupStatus() []BackupStatus {
+	m.backupMu.Lock()
+	defer m.backupMu.Unlock()
+	out := make([]BackupStatus, 0, len(m.backups))
+	for k, set := range m.backups {
+		out = append(out, BackupStatus{Queue: k.queue, Dispatcher: formatMember(k.dispatcher), Rows: len(set.msgs), Bytes: set.bytes})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Queue != out[j].Queue {
+			return out[i].Queue < out[j].Queue
+		}
+		return out[i].Dispatcher < out[j].Dispatcher
+	})
+	return out
+}
+
+// reconcileBackups takes over the queues of dispatchers that are gone and
+// drops copies nobody needs.
+func (m *Manager) reconcileBackups() {
+	m.backupMu.Lock()
+	keys := make([]backupKey, 0, len(m.backups))
+	for k := range m.backups {
+		keys = append(keys, k)
+	}
+	m.backupMu.Unlock()
+	sort.Slice(keys, func(i, j int) bool { return keys[i].queue < keys[j].queue })
+	for _, k := range keys {
+		if m.alive(k.dispatcher) {
+			rec, ok := m.record(k.queue)
+			m.backupMu.Lock()
+			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.now().Sub(set.seen) > staleBackup {
+				delete(m.backups, k)
+			}
+			m.backupMu.Unlock()
+			continue
+		}
+		m.takeOver(k)
+	}
+}
+
+// takeOver moves the copies kept for a dispatcher that is gone into the
+// queue: here, when this member wins the claim, or at whoever dispatches
+// it now. Copies that cannot be moved are kept for the next round.
+func (m *Manager) takeOver(k backupKey) {
+	m.backupMu.Lock()
+	set := m.backups[k]
+	m.backupMu.Unlock()
+	if set == nil {
+		return
+	}
+	rec := m.dispatcherOf(k.queue, claimAsProducer) // claims when the recorded dispatcher is gone
+	if rec.Member == k.dispatcher || !m.alive(rec.Member) {
+		return // the claim did not settle; next round
+	}
+	m.backupMu.Lock()
+	if m.backups[k] != set { // changed meanwhile
+		m.backupMu.Unlock()
+		return
+	}
+	delete(m.backups, k)
+	m.backupMu.Unlock()
+	msgs := make([]incoming, 0, len(set.msgs))
+	for _, in := range set.msgs {
+		msgs = append(msgs, in)
+	}
+	sort.Slice(msgs, func(i, j int) bool { return msgs[i].seq < msgs[j].seq })
+	if rec.Member == m.cfg.MemberID {
+		q := m.queueFor(k.queue)
+		q.mu.Lock()
+		q.becomeDispatcherLocked(rec.Epoch)
+		q.enqueueLocked(msgs, m.now(), false) // over the byte cap if need be: these were acknowledged
+		q.mu.Unlock()
+		m.ensureDrainer(q)
+		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,
+			"failed", formatMember(k.dispatcher), "messages", len(msgs), "epoch", rec.Epoch)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
+	defer cancel()
+	for i := 0; i < len(msgs); {
+		j := chunkEnd(msgs, i)
+		if err := m.forward(ctx, rec.Member, k.queue, msgs[i:j], forwardTimeout); err != nil {
+			m.backupMu.Lock() // keep the rest for the next round
+			if m.backups[k] == nil {
+				rest := &backupSet{msgs: make(map[uint64]incoming), released: set.released, seen: set.seen}
+				for _, in := range msgs[i:] {
+					rest.msgs[in.seq] = in
+					rest.bytes += int64(len(in.value) + len(in.tail))
+				}
+				m.backups[k] = rest
+			}
+			m.backupMu.Unlock()
+			return
+		}
+		i = j
+	}
+	m.log.Warn("handed the copies of a failed dispatcher to the new one", "queue", k.queue,
+		"failed", formatMember(k.dispatcher), "dispatcher", formatMember(rec.Member), "messages", len(msgs))
+}

@@ -1,0 +1,237 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/sink"
+)
+
+// AckMode says when a put to a queue returns.
+type AckMode string
+
+const (
+	// AckQueued returns once the dispatcher holds the message in memory
+	// (the default): a dispatcher killed with messages not yet delivered
+	// or inserted loses them.
+	AckQueued AckMode = "queued"
+	// AckReplicated returns once a second member (the dispatcher's
+	// backup) also holds it: one member killed loses nothing acknowledged.
+	AckReplicated AckMode = "replicated"
+	// AckInserted returns once the row's batch is in ClickHouse (ClickHouse
+	// queues only).
+	AckInserted AckMode = "inserted"
+)
+
+// SettingsPrefix is where queue settings live: /config/queues/{name} holds
+// one queue's settings as JSON, read at runtime.
+const SettingsPrefix = "/config/queues/"
+
+// SettingsKey returns the key of a queue's settings.
+func SettingsKey(name string) string { return SettingsPrefix + name }
+
+// Settings are one queue's settings: the member's defaults (Config)
+// overridden by the queue's /config/queues/{name} JSON. A changed key
+// takes effect at the queue's next put, delivery or batch.
+type Settings struct {
+	Ack           AckMode
+	MaxBytes      int64
+	Prefetch      int
+	Visibility    time.Duration
+	BatchRows     int
+	BatchBytes    int
+	BatchInterval time.Duration
+	RetryMin      time.Duration
+	RetryMax      time.Duration
+}
+
+// settingsJSON is the JSON of /config/queues/{name}; absent fields keep
+// the member's defaults.
+type settingsJSON struct {
+	Ack           *string `json:"ack"`
+	MaxBytes      *int64  `json:"max_bytes"`
+	Prefetch      *int    `json:"prefetch"`
+	Visibility    *string `json:"visibility"`
+	BatchRows     *int    `json:"batch_rows"`
+	BatchBytes    *int    `json:"batch_bytes"`
+	BatchInterval *string `json:"batch_interval"`
+	RetryMin      *string `json:"retry_min"`
+	RetryMax      *string `json:"retry_max"`
+}
+
+// maxBatchBytes keeps a batch under what one insert request and the peer
+// frames carry comfortably.
+const maxBatchBytes = 256 << 20
+
+// parseSettings applies the JSON raw (a queue's settings key) to def.
+// Unknown fields, wrong types and values out of range are errors.
+func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
+	s := def
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return s, errors.New("settings must be a JSON object, e.g. {\"ack\":\"replicated\"}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var j settingsJSON
+	if err := dec.Decode(&j); err != nil {
+		return s, fmt.Errorf("settings: %w", err)
+	}
+	if dec.More() {
+		return s, errors.New("settings: one JSON object only")
+	}
+	if j.Ack != nil {
+		switch m := AckMode(*j.Ack); m {
+		case AckQueued, AckReplicated:
+			s.Ack = m
+		case AckInserted:
+			if _, ch := sink.TableOf(name); !ch {
+				return s, fmt.Errorf("settings: ack %q applies to ClickHouse queues (ch:{table}) only", m)
+			}
+			s.Ack = m
+		default:
+			return s, fmt.Errorf("settings: ack %q: want queued, replicated or inserted", *j.Ack)
+		}
+	}
+	ints := []struct {
+		name     string
+		v        *int
+		min, max int
+		dst      *int
+	}{
+		{"prefetch", j.Prefetch, 1, 1 << 20, &s.Prefetch},
+		{"batch_rows", j.BatchRows, 1, 1_000_000, &s.BatchRows},
+		{"batch_bytes", j.BatchBytes, 1, maxBatchBytes, &s.BatchBytes},
+	}
+	for _, f := range ints {
+		if f.v == nil {
+			continue
+		}
+		if *f.v < f.min || *f.v > f.max {
+			return s, fmt.Errorf("settings: %s %d: want %d to %d", f.name, *f.v, f.min, f.max)
+		}
+		*f.dst = *f.v
+	}
+	if j.MaxBytes != nil {
+		if *j.MaxBytes < 1 {
+			return s, fmt.Errorf("settings: max_bytes %d: want at least 1", *j.MaxBytes)
+		}
+		s.MaxBytes = *j.MaxBytes
+	}
+	durs := []struct {
+		name     string
+		v        *string
+		min, max time.Duration
+		dst      *time.Duration
+	}{
+		{"visibility", j.Visibility, time.Second, 24 * time.Hour, &s.Visibility},
+		{"batch_interval", j.BatchInterval, 0, time.Minute, &s.BatchInterval},
+		{"retry_min", j.RetryMin, time.Millisecond, time.Hour, &s.RetryMin},
+		{"retry_max", j.RetryMax, time.Millisecond, time.Hour, &s.RetryMax},
+	}
+	for _, f := range durs {
+		if f.v == nil {
+			continue
+		}
+		d, err := time.ParseDuration(*f.v)
+		if err != nil {
+			return s, fmt.Errorf("settings: %s %q: want a duration such as \"50ms\" or \"30s\"", f.name, *f.v)
+		}
+		if d < f.min || d > f.max {
+			return s, fmt.Errorf("settings: %s %v: want %v to %v", f.name, d, f.min, f.max)
+		}
+		*f.dst = d
+	}
+	if s.RetryMin > s.RetryMax {
+		return s, fmt.Errorf("settings: retry_min %v is above retry_max %v", s.RetryMin, s.RetryMax)
+	}
+	return s, nil
+}
+
+// Check implements kv.Queues: a put to /config/queues/{name} must hold
+// settings that parse, so a running queue never reads a bad value.
+func (m *Manager) Check(key, value []byte) error {
+	name, ok := strings.CutPrefix(string(key), SettingsPrefix)
+	if !ok || name == "" || strings.Contains(name, "/") {
+		return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+": queue settings live at "+SettingsPrefix+"{name}, one key per queue")
+	}
+	if _, err := parseSettings(name, value, m.cfg.defaults()); err != nil {
+		return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+": "+err.Error())
+	}
+	return nil
+}
+
+// limits are the settings a queue applies to its messages.
+func (s Settings) limits() limits {
+	return limits{maxBytes: s.MaxBytes, prefetch: s.Prefetch, visibility: s.Visibility}
+}
+
+// refreshSettings applies changed settings to a queue.
+func (m *Manager) refreshSettings(q *queue) {
+	s := m.settingsOf(q.name)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s != q.set {
+		q.set, q.lim = s, s.limits()
+		q.deliverLocked(m.now()) // a larger prefetch may deliver more
+	}
+}
+
+// defaults returns the settings of a queue with no settings key.
+func (c Config) defaults() Settings {
+	return Settings{
+		Ack: AckQueued, MaxBytes: c.MaxQueueBytes, Prefetch: c.Prefetch, Visibility: c.Visibility,
+		BatchRows: c.BatchRows, BatchBytes: c.BatchBytes, BatchInterval: c.BatchInterval,
+		RetryMin: c.RetryMin, RetryMax: c.RetryMax,
+	}
+}
+
+// settingsCache keeps each queue's parsed settings with the raw value they
+// came from, so a read costs a KV lookup and a byte comparison.
+type settingsCache struct {
+	mu sync.Mutex // guards byName
+	// byName holds the last value read per queue.
+	byName map[string]cachedSettings
+}
+
+type cachedSettings struct {
+	raw []byte
+	s   Settings
+}
+
+// settingsOf returns a queue's current settings. A stored value that does
+// not parse (it was checked when put, so only a value written by an older
+// version could) leaves the defaults, with a warning.
+func (m *Manager) settingsOf(name string) Settings {
+	def := m.cfg.defaults()
+	if m.records == nil {
+		return def
+	}
+	raw := m.records.Get(SettingsKey(name))
+	c := &m.settings
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if got, ok := c.byName[name]; ok && bytes.Equal(got.raw, raw) {
+		return got.s
+	}
+	s := def
+	if raw != nil {
+		var err error
+		if s, err = parseSettings(name, raw, def); err != nil {
+			m.log.Warn("queue settings ignored", "queue", name, "key", SettingsKey(name), "err", err)
+			s = def
+		}
+	}
+	if c.byName == nil {
+		c.byName = make(map[string]cachedSettings)
+	}
+	c.byName[name] = cachedSettings{raw: bytes.Clone(raw), s: s}
+	return s
+}
