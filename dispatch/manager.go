@@ -138,7 +138,7 @@ type Manager struct {
 	drainers   map[string]*drainer         // by queue, for ClickHouse queues dispatched here
 
 	sink         *sink.Client
-	tokenSupport map[string]bool // by ClickHouse address: knows insert_deduplication_token
+	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
 	unreachable  map[uint64]time.Time // backups passed over, until then
 	settings     settingsCache
 

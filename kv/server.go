@@ -64,7 +64,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
 	opts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes+grpcOverheadBytes),
+		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
 		grpc.MaxConcurrentStreams(math.MaxUint32),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
