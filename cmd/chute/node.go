@@ -343,6 +343,9 @@ type nodeStatus struct {
 	Version string                 `json:"version"`
 	Members []memberStatus         `json:"members"`
 	Queues  []dispatch.QueueStatus `json:"queues"`
+	// Backups are the copies this node keeps of queues other nodes
+	// dispatch with ack=replicated.
+	Backups []dispatch.BackupStatus `json:"backups"`
 }
 
 type memberStatus struct {
@@ -355,7 +358,8 @@ type memberStatus struct {
 
 func (n *node) status() nodeStatus {
 	local := n.members.Local()
-	st := nodeStatus{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: n.queues.Status().Queues}
+	qs := n.queues.Status()
+	st := nodeStatus{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: qs.Queues, Backups: qs.Backups}
 	for _, m := range n.members.Members() {
 		st.Members = append(st.Members, memberStatus{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
 	}

@@ -68,10 +68,39 @@ func printStatus(w io.Writer, endpoint string, st nodeStatus) {
 	_ = tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tDISPATCHER\tEPOCH\tROWS\tHELD\tBYTES\tUNACKED\tCONSUMERS\tLOCAL CONSUMERS")
+	fmt.Fprintln(tw, "QUEUE\tDISPATCHER\tEPOCH\tROWS\tHELD\tBYTES\tUNACKED\tCONSUMERS\tLOCAL CONSUMERS\tACK\tBACKUP")
 	for _, q := range st.Queues {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", q.Name, q.Dispatcher, q.Epoch, q.Rows, q.Held, q.Bytes, q.Unacked, q.Consumers, q.LocalConsumers)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", q.Name, q.Dispatcher, q.Epoch, q.Rows, q.Held, q.Bytes, q.Unacked,
+			q.Consumers, q.LocalConsumers, orDash(string(q.Ack)), orDash(q.Backup))
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w)
+	// Only when there is something to say: the last failed insert of each
+	// ClickHouse queue (redacted), and the copies kept for other members.
+	errs := false
+	for _, q := range st.Queues {
+		if e := q.LastInsertError; e != nil {
+			fmt.Fprintf(w, "last insert error of %s at %s: %s code %d (HTTP %d): %s\n", q.Name, e.Time.Format(time.RFC3339), e.Class, e.Code, e.Status, e.Message)
+			errs = true
+		}
+	}
+	if errs {
+		fmt.Fprintln(w)
+	}
+	if len(st.Backups) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "COPIES OF QUEUE\tFOR DISPATCHER\tROWS\tBYTES")
+		for _, b := range st.Backups {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", b.Queue, b.Dispatcher, b.Rows, b.Bytes)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

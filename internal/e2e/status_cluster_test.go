@@ -22,7 +22,7 @@ import (
 // Columns of the two tables of `chute status`.
 var (
 	statusMemberCols = []string{"MEMBER", "ID", "STATUS", "PEER URLS", "CLIENT URLS"}
-	statusQueueCols  = []string{"QUEUE", "DISPATCHER", "EPOCH", "ROWS", "HELD", "BYTES", "UNACKED", "CONSUMERS", "LOCAL CONSUMERS"}
+	statusQueueCols  = []string{"QUEUE", "DISPATCHER", "EPOCH", "ROWS", "HELD", "BYTES", "UNACKED", "CONSUMERS", "LOCAL CONSUMERS", "ACK", "BACKUP"}
 )
 
 // statusBlock is what `chute status` prints for one endpoint.
@@ -255,8 +255,8 @@ func TestStatus_threeNodes(t *testing.T) {
 	// queue's one consumer: it took the rows and keeps them
 	// unacknowledged, as it cannot insert them.
 	queuesOf := map[*Proc][][]string{
-		a:  {{"orders", ids[a], strconv.FormatUint(recOrders.epoch, 10), "5", "0", strconv.Itoa(ordersBytes), "0", "0", "0"}},
-		b:  {{"ch:events", ids[b], strconv.FormatUint(recEvents.epoch, 10), "4", "0", strconv.Itoa(eventsBytes), "4", "1", "0"}},
+		a:  {{"orders", ids[a], strconv.FormatUint(recOrders.epoch, 10), "5", "0", strconv.Itoa(ordersBytes), "0", "0", "0", "queued", "-"}},
+		b:  {{"ch:events", ids[b], strconv.FormatUint(recEvents.epoch, 10), "4", "0", strconv.Itoa(eventsBytes), "4", "1", "0", "queued", "-"}},
 		cc: nil, // c forwarded its puts and holds nothing
 	}
 
