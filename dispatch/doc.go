@@ -3,7 +3,10 @@
 // queue each dispatcher holds (queue.go), forwarding puts to the dispatcher
 // (forward.go), holding copies while it is unreachable and handing
 // everything to a new one (reconcile.go), consumers local and remote
-// (consumers.go) and the peer service those use (peer.go). kv calls it
+// (consumers.go), the peer service those use (peer.go), ClickHouse
+// drainers (drain.go), settings and ack modes (settings.go, ack.go,
+// backup.go), the hand-off at shutdown (handoff.go), metrics and spans
+// (metrics.go, tracing.go). kv calls it
 // through kv.Queues, so kv never imports dispatch.
 //
 // # Keys
@@ -13,6 +16,7 @@
 //	/q/{name}/p/{key}                 produce (also producer, i, input)
 //	/q/{name}/{seq}/{key}             delivery key: delete = acknowledge
 //	/q/{name}/dlq/{seq}               dead letter (KV)
+//	/config/queues/{name}             the queue's settings, JSON (KV, checked at put)
 //
 // /queue/ is the same namespace; deliveries are spelled as the consumer
 // spelled its key. Any other key under /q/{name}/ is InvalidArgument.
@@ -41,19 +45,51 @@
 // acknowledgement never removes another epoch's message. Acknowledgements
 // go to the dispatcher.
 //
+// # Settings and acknowledgement modes
+//
+// /config/queues/{name} holds a queue's settings as JSON (settings.go):
+// ack (queued, replicated, inserted), max_bytes, prefetch, visibility,
+// batch_rows, batch_bytes, batch_interval, retry_min, retry_max. A put of
+// a value that does not parse is InvalidArgument (kv asks Check); a stored
+// change applies at the queue's next put, batch or reconcile round (100ms).
+//
+//   - queued (default): the put returns once the dispatcher holds the
+//     message. A dispatcher killed loses what it held.
+//   - replicated: the put returns once the dispatcher's backup also holds a
+//     copy (ack.go, backup.go). The backup is the next alive member after
+//     the dispatcher in member-id order; a new backup gets a full copy
+//     first; copies are released once acknowledged or inserted. When serf
+//     reports the dispatcher failed or gone, the backup claims the queue
+//     and queues the copies (numbers and ids kept) without waiting for a
+//     put, or hands them to whoever claimed first. Duplicates after a kill
+//     are bounded by what was inserted or acknowledged but not yet released
+//     (about one ClickHouse batch). A member alone has no backup.
+//   - inserted (ClickHouse queues): the put returns once its rows are in
+//     ClickHouse; a row ClickHouse refuses fails its put with
+//     InvalidArgument naming the dead letter. A dispatcher that moves ends
+//     the waits with Unavailable (the rows may still land: indeterminate).
+//
+// On SIGTERM (handoff.go) every queue this member dispatches is handed to
+// its backup, or the next alive member, before serf Leave: the record moves
+// first, the drainer finishes its insert in flight, then the messages
+// follow in order.
+//
 // # Guarantees and limits
 //
 // Delivery is at least once: a message is redelivered when its consumer
 // goes or it stays unacknowledged past the visibility timeout, and when a
-// dispatcher hands over messages its consumers had not acknowledged. A
-// dispatcher's messages live in its memory: a dispatcher that dies loses
-// the messages it held (the acknowledgement modes of issue 7 lift this);
-// copies held during an outage are not lost. Order is kept per producer
-// connection through handovers. A txn producing to several queues with
-// different dispatchers is atomic per queue only.
+// dispatcher hands over messages its consumers had not acknowledged. With
+// ack=queued a dispatcher's messages live in its memory only: a dispatcher
+// that dies loses them; copies held during an outage are not lost. Order
+// is kept per producer connection through handovers, not through a
+// takeover by a backup. A txn producing to several queues with different
+// dispatchers is atomic per queue only. Everything is in memory: all
+// members killed at once lose every message not yet inserted, whatever
+// the mode (inserted rows are in ClickHouse).
 //
 // Locks: Manager.mu and queue.mu are never held together; queue.handoverMu
-// is taken before queue.mu.
-// queue.mu may be held while calling kv.Deliveries (which never blocks) and
-// while reading the KV.
+// is taken before queue.mu; queue.backupMu before queue.mu and before
+// Manager.mu; Manager.backupMu and the settings cache's mutex are taken
+// alone. queue.mu may be held while calling kv.Deliveries (which never
+// blocks) and while reading the KV.
 package dispatch
