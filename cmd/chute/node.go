@@ -333,6 +333,7 @@ func (n *node) opsHandler() http.Handler {
 		_ = enc.Encode(n.status())
 	})
 	mux.Handle("GET /metrics", n.providers.MetricsHandler())
+	handleProfiles(mux)
 	return mux
 }
 

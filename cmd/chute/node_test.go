@@ -81,6 +81,14 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 	if code, body, err := httpGet(base + "/healthz"); err != nil || code != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz: got %d %q %v", code, body, err)
 	}
+	// Profiles for go tool pprof: a gzipped protobuf (magic 1f 8b), and 404
+	// for a profile that does not exist.
+	if code, body, err := httpGet(base + "/debug/pprof/goroutine"); err != nil || code != http.StatusOK || !strings.HasPrefix(body, "\x1f\x8b") {
+		t.Fatalf("/debug/pprof/goroutine: got %d, %d bytes, %v; want a gzipped profile", code, len(body), err)
+	}
+	if code, _, err := httpGet(base + "/debug/pprof/nothing"); err != nil || code != http.StatusNotFound {
+		t.Fatalf("/debug/pprof/nothing: got %d %v, want 404", code, err)
+	}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
