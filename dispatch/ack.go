@@ -144,7 +144,7 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		var c *call
 		f, err := m.forwarderFor(b)
 		if err == nil {
-			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Queue: q.name, Messages: toMessages(q.name, copies)})
+			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, copies)})
 		}
 		q.backupMu.RUnlock()
 		if err == nil {
@@ -252,7 +252,7 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 		if len(all) > 0 {
 			j = chunkEnd(all, i)
 		}
-		b := &peerpb.ForwardBatch{Kind: kind, Queue: q.name, Messages: toMessages(q.name, all[i:j])}
+		b := &peerpb.ForwardBatch{Kind: kind, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, all[i:j])}
 		if err := f.send(ctx, b, forwardTimeout); err != nil {
 			return err
 		}
@@ -268,7 +268,7 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 // postReset tells member to drop the copies it keeps of a queue for this
 // member, without waiting.
 func (m *Manager) postReset(name string, member uint64) {
-	m.post(member, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RESET, Queue: name})
+	m.post(member, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RESET, Boot: m.cfg.Boot, Queue: name})
 }
 
 // post sends b to member without waiting for the answer; a frame that
@@ -297,6 +297,6 @@ func (m *Manager) flushReleases(q *queue) {
 	q.backupMu.RLock()
 	defer q.backupMu.RUnlock()
 	if b := q.backupMember.Load(); b != 0 {
-		m.post(b, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RELEASE, Queue: q.name, Seqs: seqs})
+		m.post(b, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RELEASE, Boot: m.cfg.Boot, Queue: q.name, Seqs: seqs})
 	}
 }

@@ -231,3 +231,37 @@ func prefixed(tails []string) []string {
 	}
 	return out
 }
+
+// TestAck_replicatedSurvivesQuickRestart checks that a dispatcher killed
+// and back under the same name before serf saw it fail (a new run: another
+// boot id) does not strand its copies: the backup notices the new run,
+// takes the queue over and nothing is lost.
+func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
+	run := func(boot string) func(*Config) { return func(c *Config) { c.Boot = boot } }
+	a, b, c := startMember(t, "a", run("a1")), startMember(t, "b", run("b1")), startMember(t, "c", run("c1"))
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on every member", func() bool {
+		return b.kv.Get(SettingsKey("jobs")) != nil && c.kv.Get(SettingsKey("jobs")) != nil
+	})
+	for i := range 15 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.stop()
+	a2 := startMember(t, "a", run("a2")) // same name and id, empty memory
+	connect(a2, b, c)                     // serf never reported a failed
+	waitUntil(t, 5*time.Second, "the record on a2", func() bool { return recordOn(a2, "jobs") != "" })
+	waitUntil(t, 5*time.Second, "a backup to take the queue over from the new run", func() bool {
+		rec, ok := ParseRecord(recordOn(b, "jobs"))
+		return ok && rec.Member != a.id && rec.Epoch >= 2
+	})
+	tails := consumeAll(t, ctx, c.cli.Watch(ctx, "/q/jobs/c/x"), c.cli, 15, 10*time.Second)
+	if len(tails) != 15 {
+		t.Fatalf("got %d messages, want 15", len(tails))
+	}
+}

@@ -23,6 +23,7 @@ import (
 type backupKey struct {
 	queue      string
 	dispatcher uint64
+	boot       string // the run of the dispatcher's process that sent them
 }
 
 // backupSet is the copies kept for one dispatcher of one queue.
@@ -48,7 +49,7 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 	if b.Queue == "" {
 		return status.Error(codes.InvalidArgument, "dispatch: backup frame without a queue")
 	}
-	key := backupKey{queue: b.Queue, dispatcher: from}
+	key := backupKey{queue: b.Queue, dispatcher: from, boot: b.Boot}
 	m.backupMu.Lock()
 	defer m.backupMu.Unlock()
 	set := m.backups[key]
@@ -120,31 +121,62 @@ func (m *Manager) reconcileBackups() {
 	m.backupMu.Unlock()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].queue < keys[j].queue })
 	for _, k := range keys {
-		if m.alive(k.dispatcher) {
+		boot := m.peerBoot(k.dispatcher)
+		switch {
+		case boot == "": // gone: serf reported it failed or left
+			m.takeOver(k, false)
+		case k.boot != "" && boot != "?" && boot != k.boot:
+			// Back under the same name, with an empty queue. (Serf may
+			// still show the earlier run for a moment when a new run's
+			// copies arrive: taking those over moves the queue for
+			// nothing, and ids drop the duplicates.)
+			m.takeOver(k, true)
+		default:
 			rec, ok := m.record(k.queue)
 			m.backupMu.Lock()
 			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.now().Sub(set.seen) > staleBackup {
 				delete(m.backups, k)
 			}
 			m.backupMu.Unlock()
-			continue
 		}
-		m.takeOver(k)
 	}
 }
 
-// takeOver moves the copies kept for a dispatcher that is gone into the
-// queue: here, when this member wins the claim, or at whoever dispatches
-// it now. Copies that cannot be moved are kept for the next round.
-func (m *Manager) takeOver(k backupKey) {
+// peerBoot returns the run of an alive peer's process, "" when it is not
+// an alive peer.
+func (m *Manager) peerBoot(id uint64) string {
+	if m.cluster == nil {
+		return ""
+	}
+	for _, p := range m.cluster.Peers() {
+		if p.ID == id {
+			if p.Boot == "" {
+				return "?" // alive, run unknown
+			}
+			return p.Boot
+		}
+	}
+	return ""
+}
+
+// takeOver moves the copies kept for a dispatcher that is gone (or that
+// restarted: force) into the queue: here, when this member wins the claim,
+// or at whoever dispatches it now. Copies that cannot be moved are kept
+// for the next round.
+func (m *Manager) takeOver(k backupKey, force bool) {
 	m.backupMu.Lock()
 	set := m.backups[k]
 	m.backupMu.Unlock()
 	if set == nil {
 		return
 	}
-	rec := m.dispatcherOf(k.queue, claimAsProducer) // claims when the recorded dispatcher is gone
-	if rec.Member == k.dispatcher || !m.alive(rec.Member) {
+	var rec Record
+	if force {
+		rec = m.claimFrom(k.queue, k.dispatcher)
+	} else {
+		rec = m.dispatcherOf(k.queue, claimAsProducer) // claims when the recorded dispatcher is gone
+	}
+	if rec.Member == k.dispatcher && !force || !m.alive(rec.Member) {
 		return // the claim did not settle; next round
 	}
 	m.backupMu.Lock()

@@ -111,7 +111,7 @@ func (mb *member) stop() {
 }
 
 func (mb *member) asPeer() gossip.Peer {
-	return gossip.Peer{ID: mb.id, Addr: mb.repl.Addrs()[0].String()}
+	return gossip.Peer{ID: mb.id, Addr: mb.repl.Addrs()[0].String(), Boot: mb.mgr.cfg.Boot}
 }
 
 // connect makes every member see every other alive.

@@ -87,6 +87,24 @@ func (m *Manager) dispatcherOf(name string, why claimReason) Record {
 	return rec
 }
 
+// claimFrom claims a queue whose record names member, alive or not (it
+// restarted and lost the queue), and returns the record as it stands.
+func (m *Manager) claimFrom(name string, member uint64) Record {
+	raw := m.records.Get(RecordKey(name))
+	rec, ok := ParseRecord(string(raw))
+	if !ok || rec.Member != member {
+		return rec
+	}
+	next := Record{Member: m.cfg.MemberID, Epoch: rec.Epoch + 1}
+	if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
+		m.log.Info("dispatcher claimed from a restarted member", "queue", name, "epoch", next.Epoch, "previous", formatMember(member))
+		m.metrics.elections.Add(1)
+		return next
+	}
+	rec, _ = ParseRecord(string(m.records.Get(RecordKey(name))))
+	return rec
+}
+
 func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason) bool {
 	switch {
 	case why == claimNever:

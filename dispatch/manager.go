@@ -32,6 +32,11 @@ type Config struct {
 	// ClusterID is sent with calls to other members, which refuse calls of
 	// another cluster. Zero: zero (tests of one member).
 	ClusterID uint64
+	// Boot identifies this run of the process, as gossip publishes it (the
+	// serf tag "boot"); backups keep copies from different runs apart.
+	// Empty: unknown, and a restart under the same name is only noticed
+	// when serf reports the member failed.
+	Boot string
 	// ReconcileInterval is how often queues are checked against their
 	// dispatcher records: handing messages to a new dispatcher, binding
 	// consumers, claiming queues whose dispatcher is gone. Zero: 100ms.

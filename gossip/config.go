@@ -36,6 +36,7 @@ const (
 	tagPeer    = "peer"
 	tagClient  = "client"
 	tagVersion = "version"
+	tagBoot    = "boot"
 )
 
 // Config configures a Membership. The zero value is not valid: start from
@@ -91,6 +92,12 @@ type Config struct {
 
 	// Version is published in the serf tag "version". Empty: empty.
 	Version string
+
+	// Boot identifies this run of the process, published in the serf tag
+	// "boot": a member restarted under the same name has a new one, so the
+	// others can tell it lost what it held in memory even when serf never
+	// saw it fail. Empty: New picks a random one.
+	Boot string
 
 	// Fast selects timings for in-process tests on loopback: a killed node
 	// is reported failed after about 0.5s instead of 5-7s (3 nodes), and a
@@ -234,6 +241,7 @@ func (c Config) tags() map[string]string {
 		tagPeer:    strings.Join(c.PeerURLs, ","),
 		tagClient:  strings.Join(c.ClientURLs, ","),
 		tagVersion: c.Version,
+		tagBoot:    c.Boot,
 	}
 }
 

@@ -52,6 +52,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"strconv"
@@ -125,6 +126,7 @@ type Member struct {
 	PeerURLs   []string
 	ClientURLs []string
 	Version    string
+	Boot       string // this run of its process
 	Status     Status
 }
 
@@ -136,6 +138,7 @@ func memberFromSerf(sm serf.Member) Member {
 		PeerURLs:   splitTag(sm.Tags[tagPeer]),
 		ClientURLs: splitTag(sm.Tags[tagClient]),
 		Version:    sm.Tags[tagVersion],
+		Boot:       sm.Tags[tagBoot],
 		Status:     statusFromSerf(sm.Status),
 	}
 }
@@ -204,6 +207,9 @@ type Membership struct {
 // New validates cfg, resolves its addresses and creates the serf agent,
 // bound to cfg.BindAddr. It does not join: Start does.
 func New(cfg Config) (*Membership, error) {
+	if cfg.Boot == "" {
+		cfg.Boot = strconv.FormatUint(rand.Uint64(), 36)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func TestConfig_tags(t *testing.T) {
 		"peer":    "http://a:2380",
 		"client":  "http://a:2379,http://b:2379",
 		"version": "v9",
+		"boot":    "",
 	}
 	for k, v := range want {
 		if k != "id" && got[k] != v {

@@ -21,7 +21,7 @@ func (m *Membership) Peers() []Peer {
 		if err != nil || u.Host == "" {
 			continue
 		}
-		out = append(out, Peer{ID: mem.ID, Addr: u.Host})
+		out = append(out, Peer{ID: mem.ID, Addr: u.Host, Boot: mem.Boot})
 	}
 	return out
 }

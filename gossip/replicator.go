@@ -30,6 +30,7 @@ import (
 type Peer struct {
 	ID   uint64
 	Addr string // host:port of its peer listener
+	Boot string // this run of its process (the serf tag "boot")
 }
 
 // PeerSource tells the replicator who the other alive members are. Peers

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -131,6 +133,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	gcfg.PeerURLs = cfg.AdvertisePeerURLs
 	gcfg.ClientURLs = cfg.AdvertiseClientURLs
 	gcfg.Version = version
+	// This run of the process, in the serf tags and on backup frames: a
+	// node restarted under the same name is told apart from its last run.
+	boot := strconv.FormatUint(rand.Uint64(), 36)
+	gcfg.Boot = boot
 	gcfg.Fast = cfg.GossipProfile == "fast"
 	gcfg.Logger = logger.With("component", "gossip")
 	if cfg.GossipKey != "" {
@@ -167,6 +173,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB}
 	if n.queues, err = dispatch.New(dispatch.Config{
 		MemberID:   memberID,
+		Boot:       boot,
 		ClusterID:  clusterID,
 		ClickHouse: n.clickhouse.get,
 		Meter:      providers.MeterProvider(),

@@ -612,8 +612,12 @@ type ForwardBatch struct {
 	Traceparent string      `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	Kind        ForwardKind `protobuf:"varint,4,opt,name=kind,proto3,enum=chute.peer.v1.ForwardKind" json:"kind,omitempty"`
 	// queue and seqs name the copies a RELEASE or RESET is about.
-	Queue         string   `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
-	Seqs          []uint64 `protobuf:"varint,6,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	Queue string   `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seqs  []uint64 `protobuf:"varint,6,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
+	// boot is the run of the sender's process (its serf tag "boot") on
+	// backup frames: copies sent by an earlier run, which lost its queue
+	// when it stopped, are kept apart and taken over.
+	Boot          string `protobuf:"bytes,7,opt,name=boot,proto3" json:"boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +692,13 @@ func (x *ForwardBatch) GetSeqs() []uint64 {
 		return x.Seqs
 	}
 	return nil
+}
+
+func (x *ForwardBatch) GetBoot() string {
+	if x != nil {
+		return x.Boot
+	}
+	return ""
 }
 
 type ForwardFrame struct {
@@ -1231,14 +1242,15 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
-	"\battempts\x18\b \x01(\x03R\battempts\"\xd3\x01\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\"\xe7\x01\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
 	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\x12.\n" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1a.chute.peer.v1.ForwardKindR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x12\n" +
-	"\x04seqs\x18\x06 \x03(\x04R\x04seqs\"E\n" +
+	"\x04seqs\x18\x06 \x03(\x04R\x04seqs\x12\x12\n" +
+	"\x04boot\x18\a \x01(\tR\x04boot\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +
