@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -28,9 +29,11 @@ type child struct {
 	err error
 }
 
-// startChild starts exe with args in dir, its stdout and stderr going to out.
-func startChild(name, exe string, args []string, dir string, out io.Writer) (*child, error) {
+// startChild starts exe with args and the environment env (KEY=value
+// entries; nil: this process's) in dir, its stdout and stderr going to out.
+func startChild(name, exe string, args, env []string, dir string, out io.Writer) (*child, error) {
 	cmd := exec.Command(exe, args...)
+	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -45,6 +48,19 @@ func startChild(name, exe string, args []string, dir string, out io.Writer) (*ch
 		close(c.done)
 	}()
 	return c, nil
+}
+
+// childEnv is environ without its OpenTelemetry variables (OTEL_*), then
+// extra: a matrix child traces exactly when the matrix asks, whatever the
+// shell running the bench has set.
+func childEnv(environ []string, extra ...string) []string {
+	out := make([]string, 0, len(environ)+len(extra))
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "OTEL_") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
 }
 
 // exitErr is how the process ended; call it only after done is closed.

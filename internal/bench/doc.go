@@ -4,7 +4,10 @@
 // no-op etcd KV gRPC server that answers Put without doing anything (the
 // ceiling of the machine); and the matrix mode behind `make bench`, which
 // starts chute and the no-op server as child processes of the same binary and
-// benchmarks both in one run.
+// benchmarks both in one run. With --trace the matrix adds a second chute
+// node that samples every call and exports its spans over OTLP/gRPC to a
+// sink in the bench process that counts and discards them, so one run
+// measures what tracing costs and shows that spans really flowed.
 //
 // Invariants:
 //   - Every run is bounded: by its put count, by Config.Duration when set, by
@@ -16,5 +19,11 @@
 //     path but one atomic counter.
 //   - The matrix owns its child processes: they are stopped (SIGTERM, then
 //     SIGKILL) and waited for on every return path, including errors and
-//     signals.
+//     signals. It owns the span sink too, and stops it after the children,
+//     which flush their spans as they stop.
+//   - No child inherits the bench's OTEL_* variables: only the traced node
+//     traces, and only to the sink.
+//   - A traced run's spans are counted once all are in (one per KV call) or
+//     the sink has been quiet for longer than the exporter's batch delay;
+//     a traced node that sends none fails the matrix.
 package bench

@@ -29,12 +29,16 @@ type EndToEnd struct {
 
 // EndToEndResult is what the end-to-end run measured.
 type EndToEndResult struct {
+	Server     string // the node's label, ServerChute or ServerChuteTraced; set by the caller
 	Rows       int
 	Clients    int
 	Batch      int
 	PutsPerSec float64       // rows acknowledged by chute per second
 	RowsPerSec float64       // rows landed in ClickHouse per second, first put to last row
 	P50, P99   time.Duration // put-to-row latency
+	// Trace is set on a run against a traced node; its Spans include the
+	// INSERT spans of the ClickHouse batches. Nil: not traced.
+	Trace *TraceCount
 }
 
 // runEndToEnd creates a table, puts the rows with clientv3 to
@@ -164,14 +168,21 @@ func runEndToEnd(ctx context.Context, e EndToEnd, logger *slog.Logger) (EndToEnd
 	return res, nil
 }
 
-// writeEndToEnd prints the end-to-end results as a markdown table.
+// writeEndToEnd prints the end-to-end results as a markdown table, then
+// the spans the traced runs sent.
 func writeEndToEnd(w io.Writer, rs []EndToEndResult) error {
 	var b strings.Builder
-	b.WriteString("\n| rows | clients | puts per txn | puts/s | rows/s in ClickHouse | put-to-row p50 ms | p99 ms |\n")
-	b.WriteString("|-----:|--------:|-------------:|-------:|---------------------:|------------------:|-------:|\n")
+	b.WriteString("\n| server | rows | clients | puts per txn | puts/s | rows/s in ClickHouse | put-to-row p50 ms | p99 ms |\n")
+	b.WriteString("|--------|-----:|--------:|-------------:|-------:|---------------------:|------------------:|-------:|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&b, "| %d | %d | %d | %.0f | %.0f | %.1f | %.1f |\n", r.Rows, r.Clients, r.Batch, r.PutsPerSec, r.RowsPerSec,
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %.0f | %.0f | %.1f | %.1f |\n", r.Server, r.Rows, r.Clients, r.Batch, r.PutsPerSec, r.RowsPerSec,
 			float64(r.P50.Microseconds())/1000, float64(r.P99.Microseconds())/1000)
+	}
+	for _, r := range rs {
+		if r.Trace != nil {
+			fmt.Fprintf(&b, "\nspans received by the bench's OTLP sink in the %s run of %d rows, %d puts per txn: %d, for %d KV calls and their INSERT batches\n",
+				r.Server, r.Rows, r.Batch, r.Trace.Spans, r.Trace.Calls)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

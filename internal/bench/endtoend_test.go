@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,5 +50,30 @@ func TestRunEndToEnd_rowsLand(t *testing.T) {
 	}
 	if r.Rows != 1000 || r.RowsPerSec <= 0 || r.PutsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
 		t.Fatalf("result: %+v", r)
+	}
+}
+
+func TestWriteEndToEnd(t *testing.T) {
+	var b strings.Builder
+	err := writeEndToEnd(&b, []EndToEndResult{
+		{Server: ServerChute, Rows: 20000, Clients: 16, Batch: 1, PutsPerSec: 7000, RowsPerSec: 6900, P50: 38 * time.Millisecond, P99: 72 * time.Millisecond},
+		{Server: ServerChuteTraced, Rows: 20000, Clients: 16, Batch: 1, PutsPerSec: 6000, RowsPerSec: 5900, P50: 40 * time.Millisecond, P99: 80 * time.Millisecond,
+			Trace: &TraceCount{Spans: 20400, Calls: 20000}},
+	})
+	if err != nil {
+		t.Fatalf("writeEndToEnd: %v", err)
+	}
+	for _, want := range []string{
+		"| server | rows | clients | puts per txn |",
+		"| chute | 20000 | 16 | 1 | 7000 | 6900 | 38.0 | 72.0 |",
+		"| chute, traced 100% | 20000 | 16 | 1 | 6000 | 5900 | 40.0 | 80.0 |",
+		"spans received by the bench's OTLP sink in the chute, traced 100% run of 20000 rows, 1 puts per txn: 20400, for 20000 KV calls and their INSERT batches",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if n := strings.Count(b.String(), "spans received"); n != 1 {
+		t.Errorf("spans lines: got %d, want 1", n)
 	}
 }

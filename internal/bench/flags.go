@@ -19,6 +19,7 @@ type options struct {
 	matrixClients []int
 	nodeArgs      []string
 	readyTimeout  time.Duration
+	trace         bool
 	clickhouseURL string
 }
 
@@ -54,9 +55,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a markdown table")
 	fs.BoolVar(&o.matrix, "matrix", false, "start a chute node and a no-op server as child processes and benchmark both")
 	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix: comma-separated client counts to run")
-	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute node")
+	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute nodes")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
-	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "with --matrix: a ClickHouse (default user, no password) for the chute node; adds end-to-end runs: rows/s landing and put-to-row latency")
+	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
+	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "with --matrix: a ClickHouse (default user, no password) for the chute nodes; adds end-to-end runs: rows/s landing and put-to-row latency")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -87,6 +89,8 @@ func (o options) validate() error {
 		return errors.New("--endpoints and --matrix exclude each other")
 	case !o.matrix && len(cfg.Endpoints) == 0:
 		return errors.New("--endpoints is required (or --matrix)")
+	case o.trace && !o.matrix:
+		return errors.New("--trace needs --matrix")
 	case o.matrix && o.readyTimeout <= 0:
 		return fmt.Errorf("--ready-timeout %v, want positive", o.readyTimeout)
 	case o.matrix:

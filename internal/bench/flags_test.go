@@ -34,11 +34,24 @@ func TestParseFlags_matrix(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
+	if opts.trace {
+		t.Errorf("trace: got true, want false without --trace")
+	}
 	if !reflect.DeepEqual(opts.matrixClients, []int{1, 10, 100}) {
 		t.Errorf("matrix clients: got %v, want [1 10 100]", opts.matrixClients)
 	}
 	if !reflect.DeepEqual(opts.nodeArgs, []string{"--data-dir", "x"}) {
 		t.Errorf("node args: got %q, want [--data-dir x]", opts.nodeArgs)
+	}
+}
+
+func TestParseFlags_trace(t *testing.T) {
+	opts, err := parseFlags([]string{"--matrix", "--trace"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if !opts.trace {
+		t.Errorf("trace: got false, want true")
 	}
 }
 
@@ -54,6 +67,7 @@ func TestParseFlags_errors(t *testing.T) {
 		{"empty matrix clients", []string{"--matrix", "--matrix-clients", ","}},
 		{"stray argument", []string{"--endpoints", "127.0.0.1:1", "extra"}},
 		{"unknown flag", []string{"--nope"}},
+		{"trace without matrix", []string{"--endpoints", "127.0.0.1:1", "--trace"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"flag"
+	"fmt"
 	"net"
 	"os"
 	"os/signal"
@@ -10,11 +11,20 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"google.golang.org/grpc"
 )
 
 // fakeChildEnv makes the test binary act as a matrix child: `bench ...` runs
 // Main, anything else is a fake chute node that serves the no-op API on its
-// --listen-client-urls.
+// --listen-client-urls, and traces like chute: with
+// OTEL_EXPORTER_OTLP_ENDPOINT set (and OTEL_EXPORTER_OTLP_PROTOCOL=grpc,
+// the only protocol it speaks), one server span per call, exported within
+// 50 ms.
 const fakeChildEnv = "CHUTE_BENCH_FAKE_CHILD"
 
 func TestMain(m *testing.M) {
@@ -31,6 +41,7 @@ func fakeChild(args []string) int {
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
 	var name, client, peer, gossip, metrics, level string
 	fail := fs.Bool("fail", false, "exit 3 at once")
+	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
 	fs.StringVar(&name, "name", "", "")
 	fs.StringVar(&client, "listen-client-urls", "", "")
 	fs.StringVar(&peer, "listen-peer-urls", "", "")
@@ -50,17 +61,53 @@ func fakeChild(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	getenv := os.Getenv
+	if *ignoreOTel {
+		getenv = func(string) string { return "" }
+	}
+	srv, shutdown, err := fakeChuteServer(ctx, getenv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fake chute: %v\n", err)
+		return 2
+	}
 	l, err := net.Listen("tcp", strings.TrimPrefix(client, "http://"))
 	if err != nil {
 		return 1
 	}
-	srv := NewNoopServer()
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	<-ctx.Done()
 	srv.Stop()
 	<-served
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := shutdown(sctx); err != nil {
+		return 1
+	}
 	return 0
+}
+
+// fakeChuteServer is the fake chute node's gRPC server: the no-op KV API,
+// traced when getenv names an OTLP endpoint. shutdown flushes the spans.
+func fakeChuteServer(ctx context.Context, getenv func(string) string) (srv *grpc.Server, shutdown func(context.Context) error, err error) {
+	shutdown = func(context.Context) error { return nil }
+	var opts []grpc.ServerOption
+	if ep := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); ep != "" {
+		if p := getenv("OTEL_EXPORTER_OTLP_PROTOCOL"); p != "grpc" {
+			return nil, nil, fmt.Errorf("OTEL_EXPORTER_OTLP_PROTOCOL %q, want grpc", p)
+		}
+		exp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpointURL(ep))
+		if err != nil {
+			return nil, nil, err
+		}
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(50*time.Millisecond)))
+		opts = append(opts, grpc.StatsHandler(otelgrpc.NewServerHandler(otelgrpc.WithTracerProvider(tp))))
+		shutdown = tp.Shutdown
+	}
+	srv = grpc.NewServer(opts...)
+	pb.RegisterKVServer(srv, noopKV{})
+	pb.RegisterMaintenanceServer(srv, noopMaintenance{})
+	return srv, shutdown, nil
 }
 
 // startNoop serves a NoopServer on a random loopback port until the test

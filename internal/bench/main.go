@@ -17,7 +17,7 @@ import (
 // a usage error.
 //
 //	chute bench --endpoints host:port[,...] [--clients 100] [--conns 10] ...
-//	chute bench --matrix [--matrix-clients 1,100] ...
+//	chute bench --matrix [--matrix-clients 1,100] [--trace] ...
 //	chute bench noop-server --listen host:port
 //
 // The report goes to stdout (markdown, or JSON with --json); progress and
@@ -74,6 +74,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			nodeArgs:      opts.nodeArgs,
 			readyTimeout:  opts.readyTimeout,
 			childOutput:   stderr,
+			trace:         opts.trace,
 			clickhouseURL: opts.clickhouseURL,
 			endToEnd:      e2e,
 		}, logger)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,8 +68,137 @@ func TestRunMatrix_childExits(t *testing.T) {
 	}
 }
 
+// TestRunMatrix_traced runs the matrix with --trace while this process's
+// environment points OTLP at a stray sink: the traced fake node must send
+// one span per call to the matrix's own sink, and no child may send any to
+// the stray one.
+func TestRunMatrix_traced(t *testing.T) {
+	mc := testMatrix(t)
+	mc.trace = true
+	stray, err := startOTLPSink()
+	if err != nil {
+		t.Fatalf("startOTLPSink: %v", err)
+	}
+	t.Cleanup(func() { _ = stray.stop(time.Second) })
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", stray.endpoint())
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+
+	results, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("runMatrix: %v", err)
+	}
+	want := []struct {
+		server  string
+		clients int
+		calls   int64 // probes (one per connection) + warmup + puts
+	}{
+		{ServerNoop, 1, 0}, {ServerChute, 1, 0}, {ServerChuteTraced, 1, 1 + 10 + 300},
+		{ServerNoop, 4, 0}, {ServerChute, 4, 0}, {ServerChuteTraced, 4, 2 + 10 + 300},
+	}
+	if len(results) != len(want) {
+		t.Fatalf("results: got %d, want %d: %+v", len(results), len(want), results)
+	}
+	for i, w := range want {
+		r := results[i]
+		if r.Server != w.server || r.Clients != w.clients || r.Puts != 300 || r.Errors != 0 {
+			t.Errorf("result %d: got %s/%d clients/%d puts/%d errors, want %s/%d/300/0",
+				i, r.Server, r.Clients, r.Puts, r.Errors, w.server, w.clients)
+		}
+		switch {
+		case w.calls == 0 && r.Trace != nil:
+			t.Errorf("result %d (%s): got trace %+v, want none", i, r.Server, *r.Trace)
+		case w.calls > 0 && r.Trace == nil:
+			t.Errorf("result %d (%s): got no trace, want %d spans", i, r.Server, w.calls)
+		case w.calls > 0 && (r.Trace.Spans != w.calls || r.Trace.Calls != w.calls):
+			t.Errorf("result %d (%s): got %d spans for %d calls, want %d for %d",
+				i, r.Server, r.Trace.Spans, r.Trace.Calls, w.calls, w.calls)
+		}
+	}
+	rep := NewReport(results)
+	if len(rep.Ratios) != 2 || len(rep.Tracing) != 2 {
+		t.Errorf("report: got ratios %+v and tracing %+v, want two of each", rep.Ratios, rep.Tracing)
+	}
+	if n := stray.received(); n != 0 {
+		t.Errorf("stray sink named by the bench's own environment: got %d spans, want 0", n)
+	}
+}
+
+// TestRunMatrix_traceWithoutSpans has the traced node ignore its OTLP
+// variables, as a chute without tracing would: the matrix must fail rather
+// than report untraced figures under the traced label.
+func TestRunMatrix_traceWithoutSpans(t *testing.T) {
+	mc := testMatrix(t, "--ignore-otel")
+	mc.trace = true
+	results, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if !errors.Is(err, errNoSpans) {
+		t.Fatalf("runMatrix: got %v, want errNoSpans", err)
+	}
+	if len(results) != 0 {
+		t.Errorf("results: got %+v, want none", results)
+	}
+}
+
+func TestMatrixTargets(t *testing.T) {
+	sink, err := startOTLPSink()
+	if err != nil {
+		t.Fatalf("startOTLPSink: %v", err)
+	}
+	t.Cleanup(func() { _ = sink.stop(time.Second) })
+	mc := matrixConfig{nodeArgs: []string{"--x"}, clickhouseURL: "http://ch:8123"}
+	environ := []string{"HOME=/h", "OTEL_EXPORTER_OTLP_ENDPOINT=http://elsewhere:4317", "OTEL_TRACES_SAMPLER=always_off"}
+	ports := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
+
+	untraced := matrixTargets(mc, ports, environ, nil)
+	if len(untraced) != 2 {
+		t.Fatalf("targets without a sink: got %d, want 2", len(untraced))
+	}
+	traced := matrixTargets(mc, ports, environ, sink)
+	if len(traced) != 3 {
+		t.Fatalf("targets with a sink: got %d, want 3", len(traced))
+	}
+	tests := []struct {
+		name, endpoint, argv, env string
+		sink                      bool
+	}{
+		{ServerNoop, "127.0.0.1:5", "bench noop-server --listen 127.0.0.1:5", "HOME=/h", false},
+		{ServerChute, "http://127.0.0.1:1",
+			"--name bench --listen-client-urls http://127.0.0.1:1 --listen-peer-urls http://127.0.0.1:2" +
+				" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn --x --clickhouse-url http://ch:8123",
+			"HOME=/h", false},
+		{ServerChuteTraced, "http://127.0.0.1:6",
+			"--name bench-traced --listen-client-urls http://127.0.0.1:6 --listen-peer-urls http://127.0.0.1:7" +
+				" --gossip-listen 127.0.0.1:8 --metrics-listen 127.0.0.1:9 --log-level warn --x --clickhouse-url http://ch:8123",
+			"HOME=/h OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.endpoint() + " OTEL_TRACES_SAMPLER=always_on",
+			true},
+	}
+	for i, tt := range tests {
+		got := traced[i]
+		if got.name != tt.name || got.endpoint != tt.endpoint || (got.sink != nil) != tt.sink {
+			t.Errorf("target %d: got %s at %s (sink %v), want %s at %s (sink %v)",
+				i, got.name, got.endpoint, got.sink != nil, tt.name, tt.endpoint, tt.sink)
+		}
+		if a := strings.Join(got.argv, " "); a != tt.argv {
+			t.Errorf("%s argv: got %q, want %q", tt.name, a, tt.argv)
+		}
+		if e := strings.Join(got.env, " "); e != tt.env {
+			t.Errorf("%s env: got %q, want %q", tt.name, e, tt.env)
+		}
+		if i < len(untraced) && strings.Join(untraced[i].env, " ") != tt.env {
+			t.Errorf("%s env without a sink: got %q, want %q", tt.name, untraced[i].env, tt.env)
+		}
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	got := childEnv([]string{"A=1", "OTEL_SDK_DISABLED=true", "XOTEL_=2", "OTEL_X=y"}, "OTEL_TRACES_SAMPLER=always_on")
+	want := []string{"A=1", "XOTEL_=2", "OTEL_TRACES_SAMPLER=always_on"}
+	if !slices.Equal(got, want) {
+		t.Errorf("childEnv: got %q, want %q", got, want)
+	}
+}
+
 func TestChuteCommand(t *testing.T) {
-	got := strings.Join(chuteCommand([]int{1, 2, 3, 4}), " ")
+	got := strings.Join(chuteCommand("bench", []int{1, 2, 3, 4}), " ")
 	want := "--name bench --listen-client-urls http://127.0.0.1:1 --listen-peer-urls http://127.0.0.1:2" +
 		" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn"
 	if got != want {

@@ -32,6 +32,21 @@ type Result struct {
 	// P50 and P99 are nearest-rank percentiles of successful put latencies.
 	P50 time.Duration `json:"p50_ns"`
 	P99 time.Duration `json:"p99_ns"`
+
+	// Trace is set on a run against a traced server. Nil: not traced.
+	Trace *TraceCount `json:"trace,omitempty"`
+}
+
+// TraceCount shows that a traced run was traced: the spans the bench's OTLP
+// sink received for it, next to the KV calls it made.
+type TraceCount struct {
+	// Spans is what the sink received from the run's start until the
+	// server had exported all of them, or sent none for a while.
+	Spans int64 `json:"spans"`
+	// Calls is the KV calls the run made: connection probes, warmup and
+	// measured puts. At 100% sampling each has one server span, so Spans
+	// below Calls means the server's exporter dropped spans.
+	Calls int64 `json:"calls"`
 }
 
 // percentiles sorts lat in place and returns its nearest-rank p50 and p99;
