@@ -1,0 +1,36 @@
+// Package deploy holds no Go code: it is the home of chute's deployment
+// files, and its tests keep them true.
+//
+//	docker/     Dockerfile (multi-stage, static binary, distroless, non-root) and its .dockerignore
+//	compose/    three nodes, ClickHouse, Jaeger and Prometheus for one machine
+//	k8s/        StatefulSet, headless and client Services, ConfigMap, Secret, PodDisruptionBudget
+//	systemd/    chute.service, its environment file and an example config with every key
+//	clickhouse/ the private ClickHouse of make run, make bench and the tests
+//	dev/        the scripts of make run and make bench
+//
+// The tests (go test ./deploy) build the binary once and check, without a
+// container engine or a cluster:
+//
+//   - every file parses (YAML, multi-document; the unit; the Dockerfile);
+//   - every --flag in a command line (Dockerfile CMD, compose command,
+//     StatefulSet args, ExecStart) is one of chute --help, every CHUTE_*
+//     variable names one, every OTEL_* variable is one chute reads;
+//   - each deployment's command line, environment and config file load:
+//     the binary, given them plus one invalid flag, reports that flag and
+//     nothing else; given them with every address moved to free loopback
+//     ports and no seeds, it serves /readyz and exits 0 on SIGTERM;
+//   - the structure the issue asks for: a StatefulSet whose serviceName is
+//     a headless Service, probes on /healthz and /readyz at the metrics
+//     port, a preStop hook within the grace period, a PodDisruptionBudget
+//     selecting the pods, the ClickHouse URL from a Secret, the node name
+//     from the pod name, advertised addresses from the pod IP and --join
+//     through the headless Service, so that 3 or 5 replicas need the same
+//     files; compose nodes that join each other, a table created at start
+//     and Prometheus scraping each node;
+//   - the docs (README.md, docs/, deploy/README.md): every flag, metric,
+//     key form, setting, endpoint and /status field is documented, every
+//     flag a chute command line in them uses exists, and every relative
+//     link resolves.
+//
+// internal/e2e/docs_test.go runs the docs' etcdctl blocks against a node.
+package deploy

@@ -1,0 +1,509 @@
+package deploy_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const k8sDir = "deploy/k8s"
+
+// k8sObject is one manifest document; the parts the checks read are typed.
+type k8sObject struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Metadata   struct {
+		Name   string            `yaml:"name"`
+		Labels map[string]string `yaml:"labels"`
+	} `yaml:"metadata"`
+	Spec       yaml.Node         `yaml:"spec"`
+	Data       map[string]string `yaml:"data"`
+	StringData map[string]string `yaml:"stringData"`
+	Resources  []string          `yaml:"resources"` // a Kustomization
+	file       string
+}
+
+type serviceSpec struct {
+	ClusterIP                string            `yaml:"clusterIP"`
+	PublishNotReadyAddresses bool              `yaml:"publishNotReadyAddresses"`
+	Selector                 map[string]string `yaml:"selector"`
+	Ports                    []struct {
+		Name       string `yaml:"name"`
+		Port       int    `yaml:"port"`
+		Protocol   string `yaml:"protocol"`
+		TargetPort string `yaml:"targetPort"`
+	} `yaml:"ports"`
+}
+
+type statefulSetSpec struct {
+	ServiceName string `yaml:"serviceName"`
+	Replicas    int    `yaml:"replicas"`
+	Selector    struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"selector"`
+	Template struct {
+		Metadata struct {
+			Labels map[string]string `yaml:"labels"`
+		} `yaml:"metadata"`
+		Spec podSpec `yaml:"spec"`
+	} `yaml:"template"`
+	VolumeClaimTemplates []any `yaml:"volumeClaimTemplates"`
+}
+
+type podSpec struct {
+	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
+	SecurityContext               struct {
+		RunAsNonRoot bool `yaml:"runAsNonRoot"`
+	} `yaml:"securityContext"`
+	Containers []container `yaml:"containers"`
+	Volumes    []struct {
+		Name      string `yaml:"name"`
+		ConfigMap struct {
+			Name string `yaml:"name"`
+		} `yaml:"configMap"`
+	} `yaml:"volumes"`
+}
+
+type container struct {
+	Name  string   `yaml:"name"`
+	Image string   `yaml:"image"`
+	Args  []string `yaml:"args"`
+	Env   []struct {
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			FieldRef *struct {
+				FieldPath string `yaml:"fieldPath"`
+			} `yaml:"fieldRef"`
+			SecretKeyRef *struct {
+				Name     string `yaml:"name"`
+				Key      string `yaml:"key"`
+				Optional bool   `yaml:"optional"`
+			} `yaml:"secretKeyRef"`
+			ResourceFieldRef *struct {
+				Resource string `yaml:"resource"`
+			} `yaml:"resourceFieldRef"`
+		} `yaml:"valueFrom"`
+	} `yaml:"env"`
+	Ports []struct {
+		Name          string `yaml:"name"`
+		ContainerPort int    `yaml:"containerPort"`
+		Protocol      string `yaml:"protocol"`
+	} `yaml:"ports"`
+	StartupProbe   *probe `yaml:"startupProbe"`
+	LivenessProbe  *probe `yaml:"livenessProbe"`
+	ReadinessProbe *probe `yaml:"readinessProbe"`
+	Lifecycle      struct {
+		PreStop *struct {
+			Sleep *struct {
+				Seconds int `yaml:"seconds"`
+			} `yaml:"sleep"`
+			Exec *struct {
+				Command []string `yaml:"command"`
+			} `yaml:"exec"`
+		} `yaml:"preStop"`
+	} `yaml:"lifecycle"`
+	Resources struct {
+		Limits map[string]string `yaml:"limits"`
+	} `yaml:"resources"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+type probe struct {
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port string `yaml:"port"`
+	} `yaml:"httpGet"`
+}
+
+type pdbSpec struct {
+	MinAvailable   any `yaml:"minAvailable"`
+	MaxUnavailable any `yaml:"maxUnavailable"`
+	Selector       struct {
+		MatchLabels map[string]string `yaml:"matchLabels"`
+	} `yaml:"selector"`
+}
+
+// loadK8s parses every YAML file of deploy/k8s, each possibly holding
+// several documents.
+func loadK8s(t testing.TB) []k8sObject {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoFile(k8sDir), "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("deploy/k8s: no YAML files (%v)", err)
+	}
+	var objs []k8sObject
+	for _, f := range files {
+		dec := yaml.NewDecoder(bytes.NewReader(mustRead(t, f)))
+		for n := 1; ; n++ {
+			var o k8sObject
+			err := dec.Decode(&o)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s: document %d: %v", filepath.Base(f), n, err)
+			}
+			o.file = filepath.Base(f)
+			if o.APIVersion == "" || o.Kind == "" || (o.Metadata.Name == "" && o.Kind != "Kustomization") {
+				t.Errorf("%s: document %d: want apiVersion, kind and metadata.name", o.file, n)
+			}
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+func one(t testing.TB, objs []k8sObject, kind string) []k8sObject {
+	t.Helper()
+	var out []k8sObject
+	for _, o := range objs {
+		if o.Kind == kind {
+			out = append(out, o)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("deploy/k8s: no %s", kind)
+	}
+	return out
+}
+
+func decodeSpec(t testing.TB, o k8sObject, into any) {
+	t.Helper()
+	if err := o.Spec.Decode(into); err != nil {
+		t.Fatalf("%s %s: spec: %v", o.Kind, o.Metadata.Name, err)
+	}
+}
+
+// subset reports whether every label of sel is in labels.
+func subset(sel, labels map[string]string) bool {
+	if len(sel) == 0 {
+		return false
+	}
+	for k, v := range sel {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestK8s(t *testing.T) {
+	objs := loadK8s(t)
+
+	// The Kustomization lists every other file.
+	kust := one(t, objs, "Kustomization")[0]
+	var files []string
+	for _, o := range objs {
+		if o.Kind != "Kustomization" && !slices.Contains(files, o.file) {
+			files = append(files, o.file)
+		}
+	}
+	if !slices.Equal(sortedCopy(kust.Resources), sortedCopy(files)) {
+		t.Errorf("kustomization.yaml: resources %v, want the manifests %v", kust.Resources, files)
+	}
+
+	stsObj := one(t, objs, "StatefulSet")[0]
+	var sts statefulSetSpec
+	decodeSpec(t, stsObj, &sts)
+	pod := sts.Template.Spec
+	podLabels := sts.Template.Metadata.Labels
+	if !subset(sts.Selector.MatchLabels, podLabels) {
+		t.Errorf("StatefulSet: selector %v does not select the pod labels %v", sts.Selector.MatchLabels, podLabels)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("StatefulSet: %d containers, want chute alone", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image == "" || !pod.SecurityContext.RunAsNonRoot {
+		t.Errorf("StatefulSet: image %q, runAsNonRoot %v: want an image, run as non-root", c.Image, pod.SecurityContext.RunAsNonRoot)
+	}
+	if len(sts.VolumeClaimTemplates) > 0 {
+		t.Error("StatefulSet: volumeClaimTemplates: chute persists nothing")
+	}
+
+	// serviceName is a headless Service selecting the pods, published
+	// before they are ready so that starting pods find each other.
+	services := map[string]serviceSpec{}
+	for _, o := range one(t, objs, "Service") {
+		var s serviceSpec
+		decodeSpec(t, o, &s)
+		services[o.Metadata.Name] = s
+	}
+	headless, ok := services[sts.ServiceName]
+	switch {
+	case !ok:
+		t.Fatalf("StatefulSet: serviceName %q is no Service", sts.ServiceName)
+	case headless.ClusterIP != "None":
+		t.Errorf("Service %s: clusterIP %q, want None (headless)", sts.ServiceName, headless.ClusterIP)
+	case !headless.PublishNotReadyAddresses:
+		t.Errorf("Service %s: publishNotReadyAddresses false: pods that are not ready yet could not be joined", sts.ServiceName)
+	}
+	ports := map[string]int{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+	for name, s := range services {
+		if !subset(s.Selector, podLabels) {
+			t.Errorf("Service %s: selector %v does not select the pod labels %v", name, s.Selector, podLabels)
+		}
+		for _, p := range s.Ports {
+			if _, ok := ports[p.TargetPort]; !ok {
+				t.Errorf("Service %s: port %s targets %q, no container port of that name", name, p.Name, p.TargetPort)
+			}
+		}
+	}
+
+	// The config: from the ConfigMap, mounted where --config says.
+	cfgArg, ok := flagArg(c.Args, "config")
+	if !ok {
+		t.Fatal("StatefulSet: no --config")
+	}
+	var cmName string
+	for _, m := range c.VolumeMounts {
+		if filepath.Dir(cfgArg) == m.MountPath {
+			for _, v := range pod.Volumes {
+				if v.Name == m.Name {
+					cmName = v.ConfigMap.Name
+				}
+			}
+		}
+	}
+	var cfgText string
+	for _, o := range one(t, objs, "ConfigMap") {
+		if o.Metadata.Name == cmName {
+			cfgText, ok = o.Data[filepath.Base(cfgArg)]
+		}
+	}
+	if cfgText == "" {
+		t.Fatalf("StatefulSet: --config %s is no key of a ConfigMap mounted at %s", cfgArg, filepath.Dir(cfgArg))
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cfgText), &cfg); err != nil {
+		t.Fatalf("ConfigMap %s: %s: %v", cmName, filepath.Base(cfgArg), err)
+	}
+	for _, secret := range []string{"clickhouse_url", "gossip_key", "name"} {
+		if _, ok := cfg[secret]; ok {
+			t.Errorf("ConfigMap %s: %s belongs in the Secret or the pod, not in the shared config", cmName, secret)
+		}
+	}
+
+	// Every port chute listens on is a named container port.
+	portOf := func(key string) string {
+		v, _ := cfg[key].(string)
+		v = strings.TrimPrefix(v, "http://")
+		_, p, _ := net.SplitHostPort(v)
+		return p
+	}
+	for key, name := range map[string]string{"listen_client_urls": "client", "listen_peer_urls": "peer", "gossip_listen": "gossip-tcp", "metrics_listen": "metrics"} {
+		if p := portOf(key); p == "" || strconv.Itoa(ports[name]) != p {
+			t.Errorf("ConfigMap %s: %s port %q, container port %s is %d", cmName, key, p, name, ports[name])
+		}
+	}
+	var udp bool
+	for _, p := range c.Ports {
+		udp = udp || (p.Protocol == "UDP" && strconv.Itoa(p.ContainerPort) == portOf("gossip_listen"))
+	}
+	if !udp {
+		t.Error("StatefulSet: gossip needs its port over UDP as well")
+	}
+
+	// Probes: /healthz (startup, liveness) and /readyz (readiness) on the
+	// metrics port.
+	for name, p := range map[string]*probe{"startupProbe": c.StartupProbe, "livenessProbe": c.LivenessProbe, "readinessProbe": c.ReadinessProbe} {
+		want := "/healthz"
+		if name == "readinessProbe" {
+			want = "/readyz"
+		}
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != want || ports[p.HTTPGet.Port] == 0 || p.HTTPGet.Port != "metrics" {
+			t.Errorf("StatefulSet: %s: want httpGet %s on the metrics port", name, want)
+		}
+	}
+
+	// preStop, then SIGTERM's graceful leave (at most 10 s), within the
+	// grace period.
+	pre := c.Lifecycle.PreStop
+	if pre == nil || (pre.Sleep == nil && pre.Exec == nil) {
+		t.Fatal("StatefulSet: no preStop hook")
+	}
+	grace := 30
+	if pod.TerminationGracePeriodSeconds != nil {
+		grace = *pod.TerminationGracePeriodSeconds
+	}
+	if pre.Sleep != nil && pre.Sleep.Seconds+10+5 > grace {
+		t.Errorf("StatefulSet: preStop sleeps %d s, shutdown takes up to 10 s: terminationGracePeriodSeconds %d is too short", pre.Sleep.Seconds, grace)
+	}
+
+	// The PDB selects the pods and holds for any replica count.
+	var pdb pdbSpec
+	decodeSpec(t, one(t, objs, "PodDisruptionBudget")[0], &pdb)
+	if !subset(pdb.Selector.MatchLabels, podLabels) {
+		t.Errorf("PodDisruptionBudget: selector %v does not select the pod labels %v", pdb.Selector.MatchLabels, podLabels)
+	}
+	if pdb.MaxUnavailable != 1 || pdb.MinAvailable != nil {
+		t.Error("PodDisruptionBudget: want maxUnavailable: 1 (a minAvailable count would tie it to the replica count)")
+	}
+
+	// The environment: name from the pod, ClickHouse URL from the Secret.
+	env := map[string]string{}
+	secrets := map[string]map[string]string{}
+	for _, o := range one(t, objs, "Secret") {
+		s := maps.Clone(o.StringData)
+		if s == nil {
+			s = map[string]string{}
+		}
+		maps.Copy(s, o.Data) // base64 values: their keys are what matters here
+		secrets[o.Metadata.Name] = s
+	}
+	podName := "chute-0"
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = e.Value
+		case e.ValueFrom.FieldRef != nil:
+			switch e.ValueFrom.FieldRef.FieldPath {
+			case "metadata.name":
+				env[e.Name] = podName
+			case "status.podIP":
+				env[e.Name] = "127.0.0.1"
+			default:
+				t.Errorf("env %s: fieldRef %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
+			}
+		case e.ValueFrom.SecretKeyRef != nil:
+			ref := e.ValueFrom.SecretKeyRef
+			v, ok := secrets[ref.Name][ref.Key]
+			switch {
+			case ok:
+				env[e.Name] = v
+			case !ref.Optional:
+				t.Errorf("env %s: Secret %s has no key %s", e.Name, ref.Name, ref.Key)
+			}
+		case e.ValueFrom.ResourceFieldRef != nil:
+			env[e.Name] = k8sBytes(t, c.Resources.Limits[strings.TrimPrefix(e.ValueFrom.ResourceFieldRef.Resource, "limits.")])
+		}
+	}
+	nameFrom := func(name string) string {
+		for _, e := range c.Env {
+			if e.Name == name && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+				return e.ValueFrom.FieldRef.FieldPath
+			}
+		}
+		return ""
+	}
+	if nameFrom("CHUTE_NAME") != "metadata.name" {
+		t.Error("StatefulSet: CHUTE_NAME must come from the pod's name (fieldRef metadata.name)")
+	}
+	if _, ok := flagArg(c.Args, "name"); ok {
+		t.Error("StatefulSet: --name in args would give every pod one name")
+	}
+	var fromSecret bool
+	for _, e := range c.Env {
+		if e.Name == "CHUTE_CLICKHOUSE_URL" {
+			fromSecret = e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		}
+	}
+	if !fromSecret {
+		t.Error("StatefulSet: CHUTE_CLICKHOUSE_URL (it holds the password) must come from a Secret")
+	}
+
+	// Advertised addresses are the pod's IP.
+	ipVar := ""
+	for _, e := range c.Env {
+		if nameFrom(e.Name) == "status.podIP" {
+			ipVar = e.Name
+		}
+	}
+	for _, f := range []string{"advertise-client-urls", "advertise-peer-urls", "gossip-advertise"} {
+		if v, _ := flagArg(c.Args, f); ipVar == "" || !strings.Contains(v, "$("+ipVar+")") {
+			t.Errorf("StatefulSet: --%s %q: want the pod IP, $(%s) from status.podIP", f, v, ipVar)
+		}
+	}
+
+	// --join names the headless Service only: it resolves to every pod, so
+	// 3 or 5 replicas need the same files.
+	var seeds []string
+	switch j := cfg["join"].(type) {
+	case string:
+		seeds = strings.Split(j, ",")
+	case []any:
+		for _, s := range j {
+			seeds = append(seeds, fmt.Sprint(s))
+		}
+	}
+	if v, ok := flagArg(c.Args, "join"); ok {
+		seeds = strings.Split(v, ",")
+	}
+	if len(seeds) == 0 {
+		t.Error("no --join: pods would not find each other")
+	}
+	for _, s := range seeds {
+		host, _, err := net.SplitHostPort(strings.TrimSpace(s))
+		first, _, _ := strings.Cut(host, ".")
+		if err != nil || first != sts.ServiceName {
+			t.Errorf("join seed %q: want the headless Service %s (it resolves to every pod)", s, sts.ServiceName)
+		}
+	}
+	ordinal := regexp.MustCompile(`\b` + regexp.QuoteMeta(stsObj.Metadata.Name) + `-\d+\b`)
+	for _, f := range files {
+		if m := ordinal.FindString(string(mustRead(t, filepath.Join(repoFile(k8sDir), f)))); m != "" {
+			t.Errorf("%s names the pod %s: scaling would need a change", f, m)
+		}
+	}
+
+	// Every pod of 5 replicas gets a name of its own from the same spec.
+	cfgFile := filepath.Join(t.TempDir(), filepath.Base(cfgArg))
+	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		name := fmt.Sprintf("%s-%d", stsObj.Metadata.Name, i)
+		e := maps.Clone(env)
+		e["CHUTE_NAME"] = name
+		l := launch{name: "k8s pod " + name, args: expandK8s(c.Args, e), env: e, files: map[string]string{cfgArg: cfgFile}}
+		if i == 0 || i == 4 {
+			t.Run(name, func(t *testing.T) { checkLaunch(t, l) })
+		}
+	}
+}
+
+// expandK8s expands $(VAR) in args from env, as the kubelet does.
+func expandK8s(args []string, env map[string]string) []string {
+	re := regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = re.ReplaceAllStringFunc(a, func(m string) string {
+			if v, ok := env[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	return out
+}
+
+// k8sBytes turns a quantity such as 1Gi or 512Mi into bytes.
+func k8sBytes(t testing.TB, q string) string {
+	t.Helper()
+	units := map[string]int64{"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "": 1}
+	m := regexp.MustCompile(`^(\d+)(Ki|Mi|Gi|)$`).FindStringSubmatch(q)
+	if m == nil {
+		t.Fatalf("quantity %q: want a number with Ki, Mi or Gi", q)
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	return strconv.FormatInt(n*units[m[2]], 10)
+}
