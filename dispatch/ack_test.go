@@ -265,3 +265,37 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 		t.Fatalf("got %d messages, want 15", len(tails))
 	}
 }
+
+// TestCheck_recordsAreChuteFormat checks that a client cannot put a
+// dispatcher record chute would not write, while a well-formed one (an
+// operator moving a queue by hand) is taken.
+func TestCheck_recordsAreChuteFormat(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	for _, v := range []string{"", "me", "0;epoch=1", "-1"} {
+		if _, err := cli.Put(ctx, "/q/jobs", v); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("put /q/jobs %q: got %v, want InvalidArgument", v, err)
+		}
+	}
+	if _, err := cli.Put(ctx, "/q/jobs", "7;epoch=3"); err != nil {
+		t.Fatalf("put of a well-formed record: %v", err)
+	}
+}
+
+// TestSettings_applyAtTheNextPut checks that a settings change reaches the
+// very next put of a running queue, not only the next reconcile round.
+func TestSettings_applyAtTheNextPut(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.ReconcileInterval = time.Hour })
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "/q/jobs/p/a", "0123456789"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, SettingsKey("jobs"), `{"max_bytes":12}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(ctx, "/q/jobs/p/b", "0123456789"); !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		t.Fatalf("first put after lowering the cap: got %v, want too many requests", err)
+	}
+}

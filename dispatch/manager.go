@@ -277,6 +277,8 @@ func (m *Manager) Route(key []byte) kv.Route {
 		return kv.RouteChecked
 	}
 	switch ParseKey(string(key)).Kind {
+	case KindRecord:
+		return kv.RouteChecked
 	case KindProduce:
 		return kv.RouteProduce
 	case KindConsumer:
@@ -397,8 +399,10 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // the queue's ack mode: nil for ack=queued.
 func (m *Manager) enqueueLocal(name string, msgs []incoming) (func(context.Context) error, error) {
 	q := m.queueFor(name)
+	set := m.settingsOf(name) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.applySettingsLocked(set, m.now())
 	rec, ok := m.record(name)
 	if ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved

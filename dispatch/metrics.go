@@ -44,7 +44,7 @@ func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	r, err := meter.Int64Counter("chute.clickhouse.retries", metric.WithDescription("Failed inserts retried later, by table and class."))
+	r, err := meter.Int64Counter("chute.clickhouse.retries", metric.WithDescription("Failed inserts retried later, by table and outcome (transient, config)."))
 	if err != nil {
 		return insertMetrics{}, err
 	}

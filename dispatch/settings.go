@@ -156,8 +156,15 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 }
 
 // Check implements kv.Queues: a put to /config/queues/{name} must hold
-// settings that parse, so a running queue never reads a bad value.
+// settings that parse, so a running queue never reads a bad value, and a
+// put to a dispatcher record /q/{name} a record ("<member>;epoch=<n>").
 func (m *Manager) Check(key, value []byte) error {
+	if k := ParseKey(string(key)); k.Kind == KindRecord {
+		if _, ok := ParseRecord(string(value)); !ok {
+			return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+" is the queue's dispatcher record, written by chute: \"<member-id>;epoch=<n>\"")
+		}
+		return nil
+	}
 	name, ok := strings.CutPrefix(string(key), SettingsPrefix)
 	if !ok || name == "" || strings.Contains(name, "/") {
 		return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+": queue settings live at "+SettingsPrefix+"{name}, one key per queue")
@@ -178,9 +185,14 @@ func (m *Manager) refreshSettings(q *queue) {
 	s := m.settingsOf(q.name)
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.applySettingsLocked(s, m.now())
+}
+
+// applySettingsLocked applies s if it changed. The caller holds q.mu.
+func (q *queue) applySettingsLocked(s Settings, now time.Time) {
 	if s != q.set {
 		q.set, q.lim = s, s.limits()
-		q.deliverLocked(m.now()) // a larger prefetch may deliver more
+		q.deliverLocked(now) // a larger prefetch may deliver more
 	}
 }
 

@@ -26,7 +26,7 @@ const (
 	// RouteInvalid is a key under a queue that is none of the above.
 	RouteInvalid
 	// RouteChecked is an ordinary key whose value Queues.Check validates
-	// before a put stores it (a queue's settings).
+	// before a put stores it (a queue's settings, its dispatcher record).
 	RouteChecked
 )
 
@@ -194,7 +194,7 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 		return nil, errQueueOp(shape)
 	}
 	for _, c := range r.Compare {
-		if k.route(c.Key) != RouteKV {
+		if !plainRoute(k.route(c.Key)) {
 			return nil, errQueueOp(shape)
 		}
 	}
