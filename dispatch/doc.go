@@ -51,7 +51,8 @@
 // ack (queued, replicated, inserted), max_bytes, prefetch, visibility,
 // batch_rows, batch_bytes, batch_interval, retry_min, retry_max. A put of
 // a value that does not parse is InvalidArgument (kv asks Check); a stored
-// change applies at the queue's next put, batch or reconcile round (100ms).
+// change applies at the queue's next put or batch, or at the next
+// reconcile round (100ms) for what neither touches.
 //
 //   - queued (default): the put returns once the dispatcher holds the
 //     message. A dispatcher killed loses what it held.
