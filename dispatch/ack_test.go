@@ -254,7 +254,7 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	}
 	a.stop()
 	a2 := startMember(t, "a", run("a2")) // same name and id, empty memory
-	connect(a2, b, c)                     // serf never reported a failed
+	connect(a2, b, c)                    // serf never reported a failed
 	waitUntil(t, 5*time.Second, "the record on a2", func() bool { return recordOn(a2, "jobs") != "" })
 	waitUntil(t, 5*time.Second, "a backup to take the queue over from the new run", func() bool {
 		rec, ok := ParseRecord(recordOn(b, "jobs"))
