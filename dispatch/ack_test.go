@@ -299,3 +299,37 @@ func TestSettings_applyAtTheNextPut(t *testing.T) {
 		t.Fatalf("first put after lowering the cap: got %v, want too many requests", err)
 	}
 }
+
+// TestProduce_restartedProducerKeepsItsPuts checks that a member restarted
+// under the same name gives its messages ids its earlier run never used:
+// the dispatcher, which remembers the ids it acknowledged, takes them.
+func TestProduce_restartedProducerKeepsItsPuts(t *testing.T) {
+	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/first", "v"); err != nil { // b dispatches
+		t.Fatal(err)
+	}
+	wc := b.cli.Watch(ctx, "/q/jobs/c/x")
+	consumeAll(t, ctx, wc, b.cli, 1, 5*time.Second)
+	for i := range 5 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/run1-%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	consumeAll(t, ctx, wc, b.cli, 5, 5*time.Second)
+	a.stop()
+	a2 := startMember(t, "a", nil)
+	connect(a2, b)
+	for i := range 5 {
+		if _, err := a2.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/run2-%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tails := consumeAll(t, ctx, wc, b.cli, 5, 5*time.Second)
+	for i, tl := range tails {
+		if want := fmt.Sprintf("run2-%d", i); tl != want {
+			t.Fatalf("after the restart: got %v, want run2-0..4", tails)
+		}
+	}
+}

@@ -154,7 +154,11 @@ type Manager struct {
 	inserts insertMetrics
 	tracer  trace.Tracer // nil when tracing is off
 
-	counter atomic.Uint64 // message ids of this member
+	// counter numbers the messages this member accepts (MsgID.N). It
+	// starts at the wall clock in nanoseconds, so a member restarted under
+	// the same name never reuses an id of its earlier run, which other
+	// members may remember as acknowledged (and drop as a duplicate).
+	counter atomic.Uint64
 	now     func() time.Time
 
 	stop     chan struct{}
@@ -188,6 +192,7 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.Tracer != nil {
 		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
+	m.counter.Store(uint64(m.now().UnixNano()))
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
