@@ -1,0 +1,87 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"chute/kv"
+)
+
+// BenchmarkQueue_rowMemory measures what a queued row of a ClickHouse
+// queue costs beyond its value: 100,000 rows of 256 bytes are put through
+// Produce (as kv hands them over, values in buffers of their own) on a
+// member with no ClickHouse URL, so they stay queued and delivered to the
+// drainer; the heap growth per row, less the value, is reported as
+// overhead-B/row (issue 8's target: at most 128).
+func BenchmarkQueue_rowMemory(b *testing.B) {
+	const rows, size = 100_000, 256
+	for b.Loop() {
+		b.StopTimer()
+		m := benchManager(b, 1<<30)
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		puts := make([]*pb.PutRequest, rows)
+		for i := range puts {
+			puts[i] = &pb.PutRequest{Key: fmt.Appendf(nil, "/q/ch:events/p/%d", i), Value: fmt.Appendf(make([]byte, 0, size), `{"id":"%06d","pad":"%0*d"}`, i, size-24, 0)}
+		}
+		b.StartTimer()
+		for _, p := range puts {
+			if err := m.Produce(context.Background(), []*pb.PutRequest{p}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		puts = nil // what the queue keeps stays reachable through it
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if d := m.Status().Queues[0].Rows; d != rows {
+			b.Fatalf("queued %d rows, want %d", d, rows)
+		}
+		per := float64(after.HeapAlloc-before.HeapAlloc) / rows
+		b.ReportMetric(per-size, "overhead-B/row")
+		_ = m.Shutdown(context.Background())
+		runtime.KeepAlive(m)
+		b.StartTimer()
+	}
+}
+
+// benchManager starts a member alone whose records live in a KV store
+// that serves no client.
+func benchManager(b *testing.B, maxBytes int64) *Manager {
+	b.Helper()
+	m, err := New(Config{MemberID: 1, MaxQueueBytes: maxBytes})
+	if err != nil {
+		b.Fatal(err)
+	}
+	kcfg := kv.DefaultConfig()
+	kcfg.MemberID = 1
+	kcfg.Queues = m
+	srv, err := kv.New(kcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.Start(srv, nil)
+	return m
+}
+
+// BenchmarkProduce_local measures one unary put enqueued on this member,
+// the dispatcher, with a drainer taking the rows (no ClickHouse URL).
+func BenchmarkProduce_local(b *testing.B) {
+	m := benchManager(b, 1<<40)
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	val := fmt.Appendf(nil, `{"id":1,"pad":"%0*d"}`, 256-17, 0)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		p := &pb.PutRequest{Key: fmt.Appendf(nil, "/q/ch:events/p/%d", i), Value: val}
+		if err := m.Produce(context.Background(), []*pb.PutRequest{p}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
