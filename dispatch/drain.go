@@ -32,8 +32,11 @@ type drainer struct {
 	table string
 	c     *consumer
 
+	// rows are the messages delivered to the drainer and not settled yet,
+	// oldest first. Their seq, tail, value and trace never change once
+	// queued, so the drainer reads them without the queue's lock.
 	mu    sync.Mutex // guards rows
-	rows  []pendingRow
+	rows  []*message
 	ready chan struct{} // capacity 1: rows arrived
 
 	stop     chan struct{}
@@ -51,23 +54,15 @@ type drainer struct {
 // its last, so a retry sends the same rows in the same order (and the same
 // deduplication token), and one span covers every attempt.
 type inflight struct {
-	rows     []pendingRow
+	rows     []*message
 	bytes    int
 	attempts int
 	span     trace.Span // nil when tracing is off
 }
 
-// pendingRow is a delivered, unacknowledged row.
-type pendingRow struct {
-	seq   uint64
-	tail  string
-	value []byte
-	trace *msgTrace // nil when not traced
-}
-
 // deliverRows takes rows the queue delivers to the drainer's consumer. It
 // is called with the queue's lock held and never blocks.
-func (d *drainer) deliverRows(rows []pendingRow) {
+func (d *drainer) deliverRows(rows []*message) {
 	d.mu.Lock()
 	d.rows = append(d.rows, rows...)
 	d.mu.Unlock()
@@ -90,7 +85,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 		return
 	}
 	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d, unacked: make(map[uint64]*message)}
+	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
 	q.addConsumer(d.c, m.now())
@@ -182,7 +177,7 @@ func (d *drainer) pending() int {
 
 // batch returns the oldest rows within the caps, without removing them,
 // and their bytes in the request.
-func (d *drainer) batch(set Settings) ([]pendingRow, int) {
+func (d *drainer) batch(set Settings) ([]*message, int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n, bytes := 0, 0
@@ -193,7 +188,7 @@ func (d *drainer) batch(set Settings) ([]pendingRow, int) {
 		bytes += len(d.rows[n].value) + 1
 		n++
 	}
-	return append([]pendingRow(nil), d.rows[:n]...), bytes
+	return append([]*message(nil), d.rows[:n]...), bytes
 }
 
 // abandon ends the span of a batch left unfinished when the drainer stops
@@ -295,7 +290,7 @@ func (d *drainer) insertBatch() bool {
 // sent again after a lost answer is not stored twice; "" when the server
 // does not know the setting (ClickHouse before 22.2, Debian's 18.16
 // among them), which is asked once per server.
-func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []pendingRow) string {
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []*message) string {
 	m := d.m
 	m.mu.Lock()
 	known, asked := m.tokenSupport[ep.Addr]
@@ -377,7 +372,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 
 // deadLetter stores a refused row under /q/{name}/dlq/{seq} with
 // ClickHouse's reason (redacted).
-func (d *drainer) deadLetter(r pendingRow, target string, res sink.Result, ep sink.Endpoint) {
+func (d *drainer) deadLetter(r *message, target string, res sink.Result, ep sink.Endpoint) {
 	letter, _ := json.Marshal(struct {
 		Table string `json:"table"`
 		Key   string `json:"key"`

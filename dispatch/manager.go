@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,7 +358,9 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 			continue
 		}
 		id := MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}
-		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: k.Tail, value: p.Value, trace: tr})
+		// The tail is copied: a substring would keep the whole key alive
+		// as long as the message is queued.
+		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: strings.Clone(k.Tail), value: p.Value, trace: tr})
 	}
 	sort.Strings(names)
 	err := bad

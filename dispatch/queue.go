@@ -20,21 +20,18 @@ type MsgID struct {
 	N      uint64
 }
 
-// message is one queued message.
+// message is one queued message. It is kept small (96 bytes): a queue
+// may hold millions. seq, id, tail, value and trace never change once it
+// is queued.
 type message struct {
 	seq      uint64
 	id       MsgID
 	tail     string
 	value    []byte
 	holder   *consumer // delivered to, not yet acknowledged; nil when ready
-	sentAt   time.Time
-	attempts int // deliveries so far
-	// parkedFor names the consumer a handed-over message was delivered to
-	// on the previous dispatcher, until that consumer is attached here (it
-	// then holds it, without a second delivery) or the visibility timeout
-	// passes (it is ready again).
-	parkedFor string
-	trace     *msgTrace // the put's trace; nil when not traced
+	trace    *msgTrace // the put's trace; nil when not traced
+	sentAt   int64     // unix nanoseconds of its last delivery
+	attempts int32     // deliveries so far
 }
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
@@ -44,7 +41,8 @@ type consumer struct {
 	id       string
 	prefix   string // spelling of its key, used for its delivery keys
 	out      kv.Deliveries
-	unacked  map[uint64]*message
+	unacked  map[uint64]*message // by seq; nil for a drainer, which counts them in drained
+	drained  int                 // messages a drainer holds (it keeps them itself)
 	prefetch int      // its bound on unacknowledged messages; 0: the queue's
 	drain    *drainer // a ClickHouse drainer, which takes rows instead of out: its messages never expire, it retries them itself
 }
@@ -73,7 +71,12 @@ type queue struct {
 	nextSeq   uint64
 	msgs      map[uint64]*message
 	ready     seqHeap // seqs of messages to deliver; stale entries are skipped
-	ids       map[MsgID]uint64
+	ids       map[MsgID]struct{}
+	// parked names, by seq, the consumer a handed-over message was
+	// delivered to on the previous dispatcher, until that consumer is
+	// attached here (it then holds it, without a second delivery) or the
+	// visibility timeout passes (it is ready again).
+	parked map[uint64]string
 	bytes     int64
 	consumers []*consumer
 	rr        int // next consumer to try
@@ -117,7 +120,7 @@ type queueStats struct {
 func newQueue(name string, set Settings) *queue {
 	return &queue{
 		name: name, set: set, lim: set.limits(), nextSeq: 1,
-		msgs: make(map[uint64]*message), ids: make(map[MsgID]uint64),
+		msgs: make(map[uint64]*message), ids: make(map[MsgID]struct{}), parked: make(map[uint64]string),
 		heldIDs: make(map[MsgID]bool),
 		waiters: make(map[uint64]*putWaiter),
 		done:    newRecent[MsgID, struct{}](doneIDs),
@@ -166,21 +169,21 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, collect bool) (add
 			seq = q.nextSeq
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: in.attempts, trace: in.trace}
+		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: int32(in.attempts), trace: in.trace}
 		q.msgs[m.seq] = m
-		q.ids[m.id] = m.seq
+		q.ids[m.id] = struct{}{}
 		q.bytes += m.size()
 		q.stats.Enqueued++
 		if collect {
 			added = append(added, m)
 		}
 		if in.consumer != "" {
-			m.sentAt = q.handoverSentAt(now)
+			m.sentAt = q.handoverSentAt(now).UnixNano()
 			if c := q.consumerByID(in.consumer); c != nil {
 				m.holder = c
 				c.unacked[seq] = m
 			} else {
-				m.parkedFor = in.consumer
+				q.parked[seq] = in.consumer
 			}
 			continue
 		}
@@ -207,7 +210,7 @@ func (q *queue) handoverSentAt(now time.Time) time.Time {
 // caller holds mu.
 func (q *queue) consumerByID(id string) *consumer {
 	for _, c := range q.consumers {
-		if c.id == id {
+		if c.id == id && c.drain == nil {
 			return c
 		}
 	}
@@ -221,7 +224,7 @@ func (q *queue) deliverLocked(now time.Time) {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
-	var rows []pendingRow // for the drainer, a queue's only consumer when it has one
+	var rows []*message // for the drainer, a queue's only consumer when it has one
 	for q.ready.Len() > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
@@ -232,17 +235,18 @@ func (q *queue) deliverLocked(now time.Time) {
 		if !ok || m.holder != nil {
 			continue // acknowledged or delivered since it was pushed
 		}
-		m.holder, m.sentAt = c, now
+		m.holder, m.sentAt = c, now.UnixNano()
 		m.attempts++
 		if m.attempts > 1 {
 			q.stats.Redelivered++
 		}
 		q.stats.Delivered++
-		c.unacked[seq] = m
 		if c.drain != nil {
-			rows = append(rows, pendingRow{seq: seq, tail: m.tail, value: m.value, trace: m.trace})
+			c.drained++
+			rows = append(rows, m)
 			continue
 		}
+		c.unacked[seq] = m
 		batches[c] = append(batches[c], &mvccpb.KeyValue{
 			Key:     []byte(DeliveryKey(c.prefix, q.name, seq, m.tail)),
 			Value:   m.value,
@@ -272,7 +276,7 @@ func (q *queue) nextConsumerLocked() *consumer {
 		case limit == 0:
 			limit = q.lim.prefetch
 		}
-		if len(c.unacked) < limit {
+		if c.holds() < limit {
 			q.rr = (q.rr + i + 1) % n
 			return c
 		}
@@ -301,10 +305,11 @@ func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 // delivers afterwards.
 func (q *queue) removeLocked(m *message) {
 	if m.holder != nil {
-		delete(m.holder.unacked, m.seq)
+		m.holder.forget(m.seq)
 	}
 	delete(q.msgs, m.seq)
 	delete(q.ids, m.id)
+	delete(q.parked, m.seq)
 	q.done.add(m.id, struct{}{})
 	q.bytes -= m.size()
 	q.stats.Acked++
@@ -382,7 +387,7 @@ func (q *queue) takeAll() []incoming {
 	out := make([]incoming, 0, len(seqs)+len(q.held))
 	for _, seq := range seqs {
 		m := q.msgs[seq]
-		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: m.attempts, consumer: m.parkedFor, trace: m.trace}
+		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), consumer: q.parked[seq], trace: m.trace}
 		if m.holder != nil && m.holder.drain == nil {
 			in.consumer = m.holder.id
 		}
@@ -390,13 +395,17 @@ func (q *queue) takeAll() []incoming {
 	}
 	out = append(out, q.held...)
 	q.msgs = make(map[uint64]*message)
-	q.ids = make(map[MsgID]uint64)
+	q.ids = make(map[MsgID]struct{})
+	q.parked = make(map[uint64]string)
 	q.ready = nil
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
 	q.bytes = 0
 	for _, c := range q.consumers {
-		c.unacked = make(map[uint64]*message)
+		if c.drain == nil {
+			c.unacked = make(map[uint64]*message)
+		}
+		c.drained = 0
 	}
 	return out
 }
@@ -460,8 +469,9 @@ func (q *queue) addConsumer(c *consumer, now time.Time) {
 	defer q.mu.Unlock()
 	q.consumers = append(q.consumers, c)
 	for seq, m := range q.msgs { // messages handed over while it held them
-		if m.parkedFor == c.id {
-			m.parkedFor, m.holder = "", c
+		if c.drain == nil && q.parked[seq] == c.id {
+			delete(q.parked, seq)
+			m.holder = c
 			c.unacked[seq] = m
 		}
 	}
@@ -488,17 +498,19 @@ func (q *queue) removeConsumer(c *consumer, now time.Time) {
 func (q *queue) expire(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	deadline := now.Add(-q.lim.visibility)
+	deadline := now.Add(-q.lim.visibility).UnixNano()
 	for _, c := range q.consumers {
 		if c.drain != nil {
 			continue
 		}
-		q.releaseLocked(c, func(m *message) bool { return m.sentAt.Before(deadline) })
+		q.releaseLocked(c, func(m *message) bool { return m.sentAt < deadline })
 	}
-	for seq, m := range q.msgs {
-		if m.parkedFor != "" && m.sentAt.Before(deadline) {
-			m.parkedFor = ""
-			heap.Push(&q.ready, seq)
+	for seq := range q.parked {
+		if m, ok := q.msgs[seq]; !ok || m.sentAt < deadline {
+			delete(q.parked, seq)
+			if ok {
+				heap.Push(&q.ready, seq)
+			}
 		}
 	}
 	q.deliverLocked(now)
@@ -506,19 +518,44 @@ func (q *queue) expire(now time.Time) {
 
 // releaseLocked returns the messages c holds that match to the ready heap.
 func (q *queue) releaseLocked(c *consumer, match func(*message) bool) {
-	seqs := make([]uint64, 0, len(c.unacked))
-	for seq, m := range c.unacked {
-		if match(m) {
-			seqs = append(seqs, seq)
+	var seqs []uint64
+	if c.drain != nil { // a drainer keeps no map: find its messages
+		for seq, m := range q.msgs {
+			if m.holder == c && match(m) {
+				seqs = append(seqs, seq)
+			}
+		}
+	} else {
+		for seq, m := range c.unacked {
+			if match(m) {
+				seqs = append(seqs, seq)
+			}
 		}
 	}
 	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	for _, seq := range seqs {
-		m := c.unacked[seq]
-		delete(c.unacked, seq)
+		m := q.msgs[seq]
+		c.forget(seq)
 		m.holder = nil
 		heap.Push(&q.ready, seq)
 	}
+}
+
+// holds is how many unacknowledged messages c holds.
+func (c *consumer) holds() int {
+	if c.drain != nil {
+		return c.drained
+	}
+	return len(c.unacked)
+}
+
+// forget drops message seq from what c holds.
+func (c *consumer) forget(seq uint64) {
+	if c.drain != nil {
+		c.drained--
+		return
+	}
+	delete(c.unacked, seq)
 }
 
 // QueueStatus is a queue as /status shows it.
@@ -566,7 +603,7 @@ func (q *queue) status() QueueStatus {
 		st.Backup = formatMember(b)
 	}
 	for _, c := range q.consumers {
-		st.Unacked += len(c.unacked)
+		st.Unacked += c.holds()
 	}
 	return st
 }

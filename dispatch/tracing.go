@@ -95,7 +95,7 @@ func endSpan(span trace.Span, err error) {
 // first traced put it carries (one trace then holds a put and its insert),
 // linked to the others, each link saying how long its rows waited. Nil
 // when tracing is off.
-func (d *drainer) startInsert(rows []pendingRow, bytes int, db string, ep sink.Endpoint, now time.Time) trace.Span {
+func (d *drainer) startInsert(rows []*message, bytes int, db string, ep sink.Endpoint, now time.Time) trace.Span {
 	m := d.m
 	if m.tracer == nil {
 		return nil
