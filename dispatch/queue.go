@@ -43,8 +43,8 @@ type consumer struct {
 	out      kv.Deliveries
 	unacked  map[uint64]*message // by seq; nil for a drainer, which counts them in drained
 	drained  int                 // messages a drainer holds (it keeps them itself)
-	prefetch int      // its bound on unacknowledged messages; 0: the queue's
-	drain    *drainer // a ClickHouse drainer, which takes rows instead of out: its messages never expire, it retries them itself
+	prefetch int                 // its bound on unacknowledged messages; 0: the queue's
+	drain    *drainer            // a ClickHouse drainer, which takes rows instead of out: its messages never expire, it retries them itself
 }
 
 // limits are a queue's settings.
@@ -65,18 +65,18 @@ type queue struct {
 	// them.
 	handoverMu sync.Mutex
 
-	mu        sync.Mutex // guards everything below
-	set       Settings   // from /config/queues/{name}, refreshed by reconcile
-	lim       limits     // of set
-	nextSeq   uint64
-	msgs      map[uint64]*message
-	ready     seqHeap // seqs of messages to deliver; stale entries are skipped
-	ids       map[MsgID]struct{}
+	mu      sync.Mutex // guards everything below
+	set     Settings   // from /config/queues/{name}, refreshed by reconcile
+	lim     limits     // of set
+	nextSeq uint64
+	msgs    map[uint64]*message
+	ready   seqHeap // seqs of messages to deliver; stale entries are skipped
+	ids     map[MsgID]struct{}
 	// parked names, by seq, the consumer a handed-over message was
 	// delivered to on the previous dispatcher, until that consumer is
 	// attached here (it then holds it, without a second delivery) or the
 	// visibility timeout passes (it is ready again).
-	parked map[uint64]string
+	parked    map[uint64]string
 	bytes     int64
 	consumers []*consumer
 	rr        int // next consumer to try
