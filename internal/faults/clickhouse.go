@@ -1,0 +1,128 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// chClient talks to ClickHouse without keep-alive: a pooled connection to
+// a server that was killed would fail the next query.
+var chClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
+// Query runs sql over ClickHouse's HTTP interface at chURL
+// (http://[user:pass@]host:port) and returns the body of a 200 answer,
+// TabSeparated unless sql says FORMAT.
+func Query(ctx context.Context, chURL, sql string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(chURL, "/")+"/", strings.NewReader(sql))
+	if err != nil {
+		return "", fmt.Errorf("faults: query %q: %w", sql, err)
+	}
+	resp, err := chClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("faults: query %q: %w", sql, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("faults: query %q: read: %w", sql, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("faults: query %q: HTTP %d: %s", sql, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}
+
+// CountIDs returns how many rows of each id table holds: SELECT id,
+// count() FROM table GROUP BY id. table is used as written ("db.t").
+func CountIDs(ctx context.Context, chURL, table string) (map[uint64]int, error) {
+	out, err := Query(ctx, chURL, "SELECT id, count() FROM "+table+" GROUP BY id FORMAT TabSeparated")
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[uint64]int)
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		idText, nText, ok := strings.Cut(sc.Text(), "\t")
+		id, err1 := strconv.ParseUint(idText, 10, 64)
+		n, err2 := strconv.Atoi(nText)
+		if !ok || err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("faults: ids of %s: line %q: want <id>\\t<count>", table, sc.Text())
+		}
+		found[id] = n
+	}
+	return found, sc.Err()
+}
+
+// MaxInsertRows returns the rows of the largest insert into
+// database.table: every INSERT into a MergeTree without partitions makes
+// one part of level 0, which merges leave behind as an inactive part for
+// 8 minutes (old_parts_lifetime), so the largest such part is the largest
+// batch of that time. 0 when there was none.
+func MaxInsertRows(ctx context.Context, chURL, database, table string) (int, error) {
+	out, err := Query(ctx, chURL, fmt.Sprintf(
+		"SELECT max(rows) FROM system.parts WHERE database = '%s' AND table = '%s' AND level = 0",
+		quoteString(database), quoteString(table)))
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(out))
+	if err != nil {
+		return 0, fmt.Errorf("faults: largest insert into %s.%s: %q: %w", database, table, out, err)
+	}
+	return n, nil
+}
+
+// quoteString escapes s for a single-quoted ClickHouse string literal.
+func quoteString(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
+}
+
+// WaitIDs polls CountIDs every poll until the table holds every id of
+// want, or holds the same rows for quiet (the rest is not coming), or ctx
+// ends; it returns the last count it read. It returns an error only when
+// no count could be read at all.
+func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, poll time.Duration) (map[uint64]int, error) {
+	var last map[uint64]int
+	var lastErr error
+	var stableSince time.Time
+	for {
+		found, err := CountIDs(ctx, chURL, table)
+		switch {
+		case err != nil:
+			lastErr = err
+		case last != nil && maps.Equal(found, last):
+			if time.Since(stableSince) >= quiet {
+				return found, nil
+			}
+		default:
+			last, stableSince = found, time.Now()
+			if hasAll(found, want) {
+				return found, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				return nil, fmt.Errorf("faults: ids of %s: %w (last error: %v)", table, ctx.Err(), lastErr)
+			}
+			return last, nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+func hasAll(found map[uint64]int, want []uint64) bool {
+	for _, id := range want {
+		if found[id] == 0 {
+			return false
+		}
+	}
+	return true
+}

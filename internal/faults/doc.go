@@ -1,0 +1,47 @@
+// Package faults is the tooling of chute's fault tests (issue 7): a
+// producer workload that records the outcome of every put (workload.go,
+// outcome.go), an oracle that compares those outcomes with the rows
+// ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in
+// docs/reliability.md (report.go), a TCP proxy that slows, hangs or
+// refuses ClickHouse (proxy.go), readers of a node's resident memory and
+// of its /status and /metrics (memory.go, status.go), and the JSON of a
+// queue's settings key (settings.go). The scenarios
+// themselves (nodes as processes, SIGKILL, SIGSTOP, ClickHouse stopped)
+// live in internal/e2e/faults_*_test.go; this package has no processes of
+// its own and never reads flags or the environment.
+//
+// # Ids
+//
+// Every put carries a unique id, producer<<32 | n (ID), as the JSON value
+// {"id":<id>,"p":<producer>,"n":<n>[,"pad":"..."]} at the key
+// /q/{queue}/p/{producer}-{n}. The table the scenarios create has the
+// columns id UInt64, p UInt32, n UInt64 and pad String, so a row is
+// traced back to its put by id alone.
+//
+// # Outcomes and the oracle
+//
+// A put ends Acked (the server answered OK), Failed (it answered an error,
+// kept as a gRPC code) or TimedOut (no answer before the put's deadline).
+// Judge compares the outcomes with the multiset of ids in the table:
+//
+//	lost           acknowledged and absent
+//	duplicates     rows beyond the first of an id (extra copies)
+//	indeterminate  failed or timed-out puts whose row landed anyway
+//	refused landed puts refused with a definite code (InvalidArgument,
+//	               ResourceExhausted) whose row landed: always a bug
+//	unknown        ids in the table that no put carried
+//
+// Verdict.Check(maxLost, maxDuplicates) fails on more lost ids or extra
+// copies than allowed, and on any refused-landed or unknown id. The oracle
+// only knows what it is shown: rows still on their way count as lost, so
+// callers wait for the queue to drain (WaitIDs) before they judge.
+//
+// # Concurrency
+//
+// A Workload's methods may be called from any goroutine; its producers are
+// goroutines it owns, ended by Stop or its bounds. A Proxy's methods may
+// be called from any goroutine; Close ends every goroutine it started.
+// WriteReport serializes writers of this process with one mutex and
+// replaces the file atomically (rename); two processes writing one report
+// at once may lose one another's rows.
+package faults
