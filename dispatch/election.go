@@ -52,10 +52,16 @@ func (m *Manager) alive(member uint64) bool {
 // record returns the queue's dispatcher record, ok false when there is
 // none (or it does not parse).
 func (m *Manager) record(name string) (Record, bool) {
+	return m.recordAt(RecordKey(name))
+}
+
+// recordAt is record for the key of the record, which a queue keeps so a
+// put builds no key.
+func (m *Manager) recordAt(key string) (Record, bool) {
 	if m.records == nil {
 		return Record{Member: m.cfg.MemberID}, true
 	}
-	return ParseRecord(string(m.records.Get(RecordKey(name))))
+	return ParseRecord(string(m.records.Get(key)))
 }
 
 // dispatcherOf returns the queue's dispatcher, first claiming the queue for

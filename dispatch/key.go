@@ -47,11 +47,28 @@ func ParseKey(key string) Key {
 	if !strings.HasPrefix(key, "/q/") && !strings.HasPrefix(key, "/queue/") {
 		return Key{Kind: KindNone}
 	}
-	segs := strings.Split(key, "/")
+	// Split into at most maxSegments on the stack: every put's key is
+	// parsed. A key with more is no queue key of any kind.
+	var buf [maxSegments]string
+	segs, more := buf[:0], key
+	for len(segs) < maxSegments {
+		i := strings.IndexByte(more, '/')
+		if i < 0 {
+			segs = append(segs, more)
+			more = ""
+			break
+		}
+		segs = append(segs, more[:i])
+		more = more[i+1:]
+	}
+	tooMany := len(segs) == maxSegments
 	if len(segs) < 3 || segs[0] != "" || (segs[1] != "q" && segs[1] != "queue") || segs[2] == "" {
 		return Key{Kind: KindNone}
 	}
 	k := Key{Kind: KindInvalid, Prefix: segs[1], Queue: segs[2]}
+	if tooMany {
+		return k
+	}
 	rest := segs[3:]
 	for _, s := range rest {
 		if s == "" {
@@ -80,6 +97,10 @@ func ParseKey(key string) Key {
 	}
 	return k
 }
+
+// maxSegments bounds the "/"-separated segments ParseKey looks at: the
+// longest queue key, /q/{name}/c/{id}/{seq}/{key}, has 7 ("" first).
+const maxSegments = 8
 
 func isProducer(s string) bool { return s == "p" || s == "producer" || s == "i" || s == "input" }
 

@@ -407,11 +407,11 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // the queue's ack mode: nil for ack=queued.
 func (m *Manager) enqueueLocal(name string, msgs []incoming) (func(context.Context) error, error) {
 	q := m.queueFor(name)
-	set := m.settingsOf(name) // a changed settings key applies to this put
+	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.applySettingsLocked(set, m.now())
-	rec, ok := m.record(name)
+	rec, ok := m.recordAt(q.recordKey)
 	if ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved
 	}

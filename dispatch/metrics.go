@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -17,20 +18,37 @@ type insertMetrics struct {
 	retries  metric.Int64Counter     // failed inserts that will be retried, by table and class
 	batches  metric.Int64Counter     // batches settled, by table and outcome
 	puts     metric.Int64Counter     // messages put, by queue and result
-	putAttrs *sync.Map               // queue + "\x00" + code -> metric.MeasurementOption
+	putAttrs *putAttrs
+}
+
+// putAttrs caches the attributes of the puts counter by queue and result.
+type putAttrs struct {
+	mu sync.RWMutex // guards m
+	m  map[putResult]metric.MeasurementOption
+}
+
+// putResult keys the attributes of the puts counter (no allocation to look
+// them up).
+type putResult struct {
+	queue string
+	code  codes.Code
 }
 
 // countPuts adds n messages put to queue with the outcome err (a gRPC
 // status error, nil for OK).
 func (im insertMetrics) countPuts(ctx context.Context, queue string, err error, n int) {
-	code := status.Code(err).String()
-	k := queue + "\x00" + code
-	opt, ok := im.putAttrs.Load(k)
+	k := putResult{queue: queue, code: status.Code(err)}
+	a := im.putAttrs
+	a.mu.RLock()
+	opt, ok := a.m[k]
+	a.mu.RUnlock()
 	if !ok {
-		opt, _ = im.putAttrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(
-			attribute.String("queue", queue), attribute.String("result", code))))
+		opt = metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))
+		a.mu.Lock()
+		a.m[k] = opt
+		a.mu.Unlock()
 	}
-	im.puts.Add(ctx, int64(n), opt.(metric.MeasurementOption))
+	im.puts.Add(ctx, int64(n), opt)
 }
 
 func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
@@ -58,7 +76,7 @@ func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	return insertMetrics{duration: d, retries: r, batches: b, puts: p, putAttrs: new(sync.Map)}, nil
+	return insertMetrics{duration: d, retries: r, batches: b, puts: p, putAttrs: &putAttrs{m: make(map[putResult]metric.MeasurementOption)}}, nil
 }
 
 // registerMetrics exports the manager's counters and each queue's state

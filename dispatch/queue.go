@@ -59,7 +59,9 @@ type limits struct {
 // consumer. A message whose consumer goes, or that stays unacknowledged past
 // the visibility timeout, is ready again and delivered again.
 type queue struct {
-	name string
+	name        string
+	recordKey   string // RecordKey(name)
+	settingsKey string // SettingsKey(name)
 
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
@@ -119,7 +121,7 @@ type queueStats struct {
 
 func newQueue(name string, set Settings) *queue {
 	return &queue{
-		name: name, set: set, lim: set.limits(), nextSeq: 1,
+		name: name, recordKey: RecordKey(name), settingsKey: SettingsKey(name), set: set, lim: set.limits(), nextSeq: 1,
 		msgs: make(map[uint64]*message), ids: make(map[MsgID]struct{}), parked: make(map[uint64]string),
 		heldIDs: make(map[MsgID]bool),
 		waiters: make(map[uint64]*putWaiter),

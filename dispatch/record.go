@@ -17,14 +17,17 @@ type Record struct {
 
 // ParseRecord parses a record; ok is false when the member id is missing,
 // zero or not a number.
+// Every put reads its queue's record: parsing allocates nothing.
 func ParseRecord(s string) (r Record, ok bool) {
-	fields := strings.Split(s, ";")
-	id, err := strconv.ParseUint(strings.TrimSpace(fields[0]), 10, 64)
+	first, rest, _ := strings.Cut(s, ";")
+	id, err := strconv.ParseUint(strings.TrimSpace(first), 10, 64)
 	if err != nil || id == 0 {
 		return Record{}, false
 	}
 	r.Member = id
-	for _, f := range fields[1:] {
+	for rest != "" {
+		var f string
+		f, rest, _ = strings.Cut(rest, ";")
 		k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
 		switch k {
 		case "epoch":
@@ -32,7 +35,7 @@ func ParseRecord(s string) (r Record, ok bool) {
 				r.Epoch = n
 			}
 		case "reply_to":
-			r.ReplyTo = v
+			r.ReplyTo = strings.Clone(v) // s does not escape: string(b) callers need not allocate
 		case "pinned":
 			r.Pinned = true
 		}

@@ -222,11 +222,17 @@ type cachedSettings struct {
 // not parse (it was checked when put, so only a value written by an older
 // version could) leaves the defaults, with a warning.
 func (m *Manager) settingsOf(name string) Settings {
+	return m.settingsAt(name, SettingsKey(name))
+}
+
+// settingsAt is settingsOf for the key of the settings, which a queue keeps
+// so a put builds no key.
+func (m *Manager) settingsAt(name, key string) Settings {
 	def := m.cfg.defaults()
 	if m.records == nil {
 		return def
 	}
-	raw := m.records.Get(SettingsKey(name))
+	raw := m.records.Get(key)
 	c := &m.settings
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -12,7 +12,7 @@ func (s *Server) Get(key string) []byte {
 	st := s.store
 	st.mu.RLock()
 	defer st.mu.RUnlock()
-	if kv := st.get([]byte(key)); kv != nil {
+	if kv := st.getString(key); kv != nil {
 		return kv.Value
 	}
 	return nil

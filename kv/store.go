@@ -207,8 +207,12 @@ func (s *store) rangeLocked(r keyRange, at, limit int64, countOnly bool) rangeRe
 }
 
 // get returns the current value of key, or nil. The caller holds mu.
-func (s *store) get(key []byte) *mvccpb.KeyValue {
-	ki, ok := s.tree.Get(&keyIndex{key: string(key)})
+func (s *store) get(key []byte) *mvccpb.KeyValue { return s.getString(string(key)) }
+
+// getString is get for a key held as a string (dispatch reads records and
+// settings at every put), without converting it twice.
+func (s *store) getString(key string) *mvccpb.KeyValue {
+	ki, ok := s.tree.Get(&keyIndex{key: key})
 	if !ok {
 		return nil
 	}
