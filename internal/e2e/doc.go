@@ -30,7 +30,21 @@
 //     private ClickHouse (internal/chtest): etcdctl puts to rows, 30,000 rows
 //     over three nodes, dead letters, a 20 s outage, other databases and
 //     quoted names, passwords never leaking, unknown tables, refused values,
-//     no URL, SIGHUP reloading the URL.
+//     no URL, SIGHUP reloading the URL; with an OTLP receiver, no password
+//     in any exported span either.
+//   - tracing_test.go, metrics_test.go, status_cluster_test.go: the
+//     OpenTelemetry issue: one trace from an otelgrpc producer through the
+//     forward to the INSERT span (internal/otlptest receives over OTLP gRPC
+//     and HTTP), retries as span events, /metrics equal to a scripted
+//     workload, chute status of a 3-node cluster.
+//   - handoff_test.go: SIGTERM of a dispatcher hands its queues over.
+//   - faults_*_test.go: the fault scenarios of issue 7 on top of
+//     internal/faults (producers recording outcomes, the oracle): kill -9
+//     under each ack mode, SIGSTOP, ClickHouse down, graceful restarts;
+//     short here, full with CHUTE_FAULTS=full (make test-faults), which
+//     writes docs/reliability.md.
+//   - docs_test.go: the etcdctl and SQL blocks of the README and docs run
+//     against a node and a ClickHouse; every exported metric is documented.
 //
 // E2E_TRANSCRIPTS=1 logs etcd's transcript of every differential test.
 //
