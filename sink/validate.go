@@ -21,6 +21,9 @@ var (
 // string escapes stay as written. The error wraps ErrEmptyRow or
 // ErrNotObject and says what is wrong, with a byte offset where that helps.
 func ValidateRow(v []byte) error {
+	if validObject(v) {
+		return nil
+	}
 	trimmed := bytes.TrimLeft(v, " \t\r\n")
 	if len(trimmed) == 0 {
 		return ErrEmptyRow

@@ -81,3 +81,32 @@ func FuzzValidateRow(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidObject checks the fast scanner against encoding/json: it must
+// accept exactly the single JSON objects json.Valid accepts.
+func FuzzValidObject(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a":[1,2,{"b":null}],"c":"x\u00e9\n"}`, `{"n":-0.5e+10}`, `{"a":01}`,
+		`{"a":1,}`, `{"a" 1}`, `[1]`, `"s"`, `{"a":"\x01"}`, `{"a":tru}`, `{"a":1}{}`, `{"a":1.}`, `{"a":-}`,
+		`{"a":"\u12"}`, `{"a":[}`, `{"a":{"b":[]}}`, "{\"a\":\"\xff\"}", `{"a":1e}`, `{"":""}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		trimmed := bytes.TrimLeft(v, " \t\r\n")
+		want := json.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
+		if got := validObject(v); got != want {
+			t.Fatalf("validObject(%q) = %v, encoding/json says %v", v, got, want)
+		}
+	})
+}
+
+func BenchmarkValidateRow(b *testing.B) {
+	row := []byte(`{"id":123456789,"ts":"2026-11-30 10:00:00","user":"someone@example.com","tags":["a","b"],"v":0.25,"ok":true,"pad":"` + strings.Repeat("x", 150) + `"}`)
+	b.SetBytes(int64(len(row)))
+	for b.Loop() {
+		if err := ValidateRow(row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
