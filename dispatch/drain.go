@@ -203,19 +203,34 @@ func (d *drainer) abandon() {
 	d.cur = nil
 }
 
-// drop removes rows handled by an insert and acknowledges them.
-func (d *drainer) drop(done map[uint64]bool) {
+// drop removes rows handled by an insert and acknowledges them. They are
+// the oldest rows (a batch is taken from the front, rows arrive at the
+// back), so they are cut off the front; a check falls back to a search.
+func (d *drainer) drop(done []*message) {
 	d.mu.Lock()
-	kept := d.rows[:0]
-	for _, r := range d.rows {
-		if !done[r.seq] {
-			kept = append(kept, r)
-		}
+	prefix := len(done) <= len(d.rows)
+	for i := 0; prefix && i < len(done); i++ {
+		prefix = d.rows[i] == done[i]
 	}
-	clear(d.rows[len(kept):])
-	d.rows = kept
+	if prefix {
+		clear(d.rows[:len(done)])
+		d.rows = d.rows[len(done):]
+	} else {
+		gone := make(map[*message]bool, len(done))
+		for _, r := range done {
+			gone[r] = true
+		}
+		kept := d.rows[:0]
+		for _, r := range d.rows {
+			if !gone[r] {
+				kept = append(kept, r)
+			}
+		}
+		clear(d.rows[len(kept):])
+		d.rows = kept
+	}
 	d.mu.Unlock()
-	d.q.ackSeqs(done, d.m.now())
+	d.q.ackMessages(done, d.m.now())
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
@@ -260,11 +275,7 @@ func (d *drainer) insertBatch() bool {
 	}
 	switch res.Class {
 	case sink.ClassOK:
-		done := make(map[uint64]bool, len(b.rows))
-		for _, r := range b.rows {
-			done[r.seq] = true
-		}
-		d.drop(done)
+		d.drop(b.rows)
 		d.recovered(target)
 		m.metrics.rowsInserted.Add(uint64(len(b.rows)))
 		m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
@@ -337,14 +348,10 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	if errors.As(err, &stopped) {
 		settled = stopped.Settled
 	}
-	done := make(map[uint64]bool, settled)
-	for _, r := range rows[:settled] {
-		done[r.seq] = true
-	}
 	for _, ref := range refused {
 		d.deadLetter(rows[ref.Index], target, ref.Result, ep)
 	}
-	d.drop(done)
+	d.drop(rows[:settled])
 	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)

@@ -341,12 +341,12 @@ func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
 	return q.ackIfHeld(seq, tail, now)
 }
 
-// ackSeqs removes the messages seqs, whoever holds them, and delivers once.
-func (q *queue) ackSeqs(seqs map[uint64]bool, now time.Time) {
+// ackMessages removes msgs, whoever holds them, and delivers once.
+func (q *queue) ackMessages(msgs []*message, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for seq := range seqs {
-		if m, ok := q.msgs[seq]; ok {
+	for _, m := range msgs {
+		if q.msgs[m.seq] == m {
 			q.removeLocked(m)
 		}
 	}
