@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 )
 
@@ -10,17 +11,24 @@ import (
 // and Config.Puts say.
 const MaxRunDuration = 10 * time.Minute
 
-// maxPuts bounds Config.Puts so that the recorded latencies (8 bytes a put)
-// stay within 80 MB.
+// maxPuts bounds Config.Puts so that the recorded latencies (8 bytes a call,
+// 24 more when rows are watched) stay within about 320 MB.
 const maxPuts = 10_000_000
 
 // maxClients bounds Config.Clients (one goroutine each).
 const maxClients = 100_000
 
-// Config is one benchmark run against one etcd-API server.
+// maxTxn is the most puts a txn may carry: chute's and etcd's default
+// --max-txn-ops.
+const maxTxn = 128
+
+// maxQueues bounds Config.Tables: each is a table the run creates and polls.
+const maxQueues = 64
+
+// Config is one benchmark run against one etcd-API server or cluster.
 type Config struct {
-	// Endpoints are host:port or http://host:port addresses of the server.
-	// Required.
+	// Endpoints are host:port or http://host:port addresses of the server;
+	// each connection balances its calls over all of them. Required.
 	Endpoints []string
 
 	// Clients is the number of concurrent putters. Zero is invalid.
@@ -30,36 +38,82 @@ type Config struct {
 	// round-robin; it is lowered to Clients when larger. Zero is invalid.
 	Conns int
 
-	// Puts is the number of measured puts. Zero is invalid.
+	// Puts is the number of measured puts (rows, with Tables). Zero is
+	// invalid.
 	Puts int
 
-	// Duration caps the measured phase; putters start no new put after it.
+	// Txn is the number of puts each call carries in one txn (its Then
+	// branch). Zero or one: unary puts. At most 128.
+	Txn int
+
+	// Duration caps the measured phase; putters start no new call after it.
 	// Zero means no cap other than MaxRunDuration.
 	Duration time.Duration
 
-	// KeySize is the length of each key. Keys are never shorter; they are
-	// longer only when KeyPrefix and the put's number do not fit. Zero is
-	// invalid.
+	// Rate paces the measured phase at this many puts per second in all
+	// (a txn counts for Txn puts): call i starts no earlier than i calls'
+	// worth of puts after the phase's start. A call that falls behind
+	// starts at once. Zero: no pacing, every putter calls as fast as its
+	// previous call returns.
+	Rate float64
+
+	// KeySize is the length of each key, or with Tables of the message
+	// key after /q/ch:<table>/p/ (the put's number in base 36, padded).
+	// Keys are never shorter; they are longer only when KeyPrefix and the
+	// put's number do not fit. Zero is invalid.
 	KeySize int
 
-	// ValSize is the length of each value, printable random bytes. Zero means
-	// empty values.
+	// ValSize is the length of each value: printable random bytes, or with
+	// Tables a JSON object {"id":<n>,"v":"<padding>"} of exactly ValSize
+	// bytes (longer when the id alone does not fit). Zero means empty
+	// values (the smallest object with Tables).
 	ValSize int
 
 	// Warmup is the number of puts made before the measured phase and not
 	// measured. Zero means none.
 	Warmup int
 
-	// KeyPrefix starts every key, e.g. "bench/k3x9/". Empty means keys are
-	// bare numbers.
+	// KeyPrefix starts every plain key, e.g. "bench/k3x9/", and the keys
+	// of the connection probes. Empty means keys are bare numbers.
 	KeyPrefix string
+
+	// Tables, when set, turns the puts into rows of ClickHouse queues: call
+	// i puts to /q/ch:<Tables[i%len]>/p/<key>. Empty: plain keys. At most
+	// 64.
+	Tables []string
+
+	// ClickHouseURL, with Tables, is the ClickHouse (default user, no
+	// password) the server inserts into: Run creates the tables in its
+	// default database (id UInt64, v String), waits until every row of the
+	// warmup and of the measured phase is counted there, measures rows/s
+	// and put-to-row latency, and drops the tables. Empty: rows are not
+	// watched.
+	ClickHouseURL string
+
+	// Claim, with Tables, is an endpoint that gets the first put to every
+	// queue before any other call, so that its member claims them all and
+	// dispatches them; Run waits until every endpoint of Endpoints shows
+	// the same dispatcher record. Empty: the first put claims, wherever it
+	// lands.
+	Claim string
+
+	// LandTimeout bounds the wait for rows once the puts have ended, and
+	// for the warmup's rows. Zero: two minutes.
+	LandTimeout time.Duration
 
 	// DialTimeout bounds clientv3.New and the first put on each connection,
 	// which proves the server answers. Zero is invalid.
 	DialTimeout time.Duration
 
-	// PutTimeout bounds every single put. Zero is invalid.
+	// PutTimeout bounds every single call. Zero is invalid.
 	PutTimeout time.Duration
+
+	// Progress receives a progress line, rewritten in place (\r) while the
+	// run goes on and erased at its end: for a terminal. Nil: none.
+	Progress io.Writer
+
+	// Label names the run in progress lines. Empty: the endpoints.
+	Label string
 }
 
 // DefaultConfig returns the defaults of `chute bench`, without endpoints.
@@ -71,6 +125,7 @@ func DefaultConfig() Config {
 		KeySize:     16,
 		ValSize:     256,
 		Warmup:      1000,
+		LandTimeout: 2 * time.Minute,
 		DialTimeout: 5 * time.Second,
 		PutTimeout:  5 * time.Second,
 	}
@@ -96,8 +151,14 @@ func (c Config) Validate() error {
 	if c.Puts < 1 || c.Puts > maxPuts {
 		errs = append(errs, fmt.Errorf("bench: puts %d, want 1..%d", c.Puts, maxPuts))
 	}
+	if c.Txn < 0 || c.Txn > maxTxn {
+		errs = append(errs, fmt.Errorf("bench: txn %d, want 0..%d puts", c.Txn, maxTxn))
+	}
 	if c.Duration < 0 {
 		errs = append(errs, fmt.Errorf("bench: duration %v is negative", c.Duration))
+	}
+	if c.Rate < 0 {
+		errs = append(errs, fmt.Errorf("bench: rate %v is negative", c.Rate))
 	}
 	if c.KeySize < 1 {
 		errs = append(errs, fmt.Errorf("bench: key size %d, want at least 1", c.KeySize))
@@ -108,6 +169,23 @@ func (c Config) Validate() error {
 	if c.Warmup < 0 || c.Warmup > maxPuts {
 		errs = append(errs, fmt.Errorf("bench: warmup %d, want 0..%d", c.Warmup, maxPuts))
 	}
+	if len(c.Tables) > maxQueues {
+		errs = append(errs, fmt.Errorf("bench: %d tables, want at most %d", len(c.Tables), maxQueues))
+	}
+	for _, t := range c.Tables {
+		if !isTableName(t) {
+			errs = append(errs, fmt.Errorf("bench: table %q, want [A-Za-z_][A-Za-z0-9_]*", t))
+		}
+	}
+	if c.ClickHouseURL != "" && len(c.Tables) == 0 {
+		errs = append(errs, errors.New("bench: a ClickHouse URL needs tables to watch"))
+	}
+	if c.Claim != "" && len(c.Tables) == 0 {
+		errs = append(errs, errors.New("bench: a claim endpoint needs tables to claim"))
+	}
+	if c.LandTimeout < 0 {
+		errs = append(errs, fmt.Errorf("bench: land timeout %v is negative", c.LandTimeout))
+	}
 	if c.DialTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("bench: dial timeout %v, want positive", c.DialTimeout))
 	}
@@ -117,15 +195,58 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// isTableName reports whether s is a bare ClickHouse identifier, which
+// needs no quoting in SQL or in a ch: queue name.
+func isTableName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, c := range []byte(s) {
+		letter := c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+		if !letter && (i == 0 || c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // conns is the number of connections a run opens.
 func (c Config) conns() int {
 	return min(c.Conns, c.Clients)
 }
 
-// measureFor is how long the measured phase may start new puts.
+// perCall is the number of puts one call carries.
+func (c Config) perCall() int {
+	return max(c.Txn, 1)
+}
+
+// calls is the number of calls that make n puts: the last may carry fewer
+// than perCall.
+func (c Config) calls(n int) int64 {
+	k := c.perCall()
+	return int64((n + k - 1) / k)
+}
+
+// measureFor is how long the measured phase may start new calls.
 func (c Config) measureFor() time.Duration {
 	if c.Duration > 0 && c.Duration < MaxRunDuration {
 		return c.Duration
 	}
 	return MaxRunDuration
+}
+
+// landTimeout is LandTimeout with its default.
+func (c Config) landTimeout() time.Duration {
+	if c.LandTimeout > 0 {
+		return c.LandTimeout
+	}
+	return 2 * time.Minute
+}
+
+// label names the run in progress lines.
+func (c Config) label() string {
+	if c.Label != "" {
+		return c.Label
+	}
+	return fmt.Sprint(c.Endpoints)
 }

@@ -1,29 +1,54 @@
-// Package bench owns the put benchmark behind `chute bench`: a load loop that
-// drives any etcd-API server with the real clientv3 (N putters sharing C
-// client connections round-robin) and reports puts/s and p50/p99 latency; a
-// no-op etcd KV gRPC server that answers Put without doing anything (the
-// ceiling of the machine); and the matrix mode behind `make bench`, which
-// starts chute and the no-op server as child processes of the same binary and
-// benchmarks both in one run. With --trace the matrix adds a second chute
-// node that samples every call and exports its spans over OTLP/gRPC to a
-// sink in the bench process that counts and discards them, so one run
-// measures what tracing costs and shows that spans really flowed.
+// Package bench owns the benchmark behind `chute bench`: a load loop that
+// drives any etcd-API server or cluster with the real clientv3 (N putters
+// sharing C client connections round-robin, each call a unary put or a txn
+// of K puts, paced or not) and reports puts/s and p50/p99/p99.9 call
+// latency; with ClickHouse tables, puts become rows of ch: queues and the
+// run waits until every row is counted in ClickHouse, reporting rows/s and
+// put-to-row latency; a no-op etcd KV gRPC server that answers Put and Txn
+// without doing anything (the ceiling of the API path); raw JSONEachRow
+// inserts of the same rows straight to ClickHouse (the ceiling of the
+// sink); the memory a queued row costs a node; and the matrix mode behind
+// `make bench`, which starts chute nodes and the no-op server as child
+// processes of the same binary, samples their resident memory, checks
+// issue 8's targets and writes a markdown report. With --trace the matrix
+// adds a chute node that samples every call and exports its spans over
+// OTLP/gRPC to a sink in the bench process that counts and discards them,
+// so one run measures what tracing costs and shows that spans really
+// flowed.
+//
+// Files: config.go (Config), run.go (Run: dial, claim, probe, warmup,
+// measured phase), load.go (the putters), payload.go (keys and rows),
+// landing.go (counting rows in ClickHouse, put-to-row latency),
+// clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
+// status.go (a node's /status and /metrics), progress.go, matrix.go (the
+// children and the plans), targets.go, report.go and reportdoc.go,
+// machine.go, noop.go, otlpsink.go, flags.go and main.go.
 //
 // Invariants:
 //   - Every run is bounded: by its put count, by Config.Duration when set, by
-//     a hard cap of MaxRunDuration, and every single put by Config.PutTimeout.
-//   - Run owns its goroutines (one per putter) and its clientv3 clients; all
-//     have ended and been closed when Run returns.
-//   - Latencies are recorded per putter into a slice only that putter writes,
-//     and merged after the putters have stopped: no shared state on the hot
-//     path but one atomic counter.
+//     a hard cap of MaxRunDuration, every single call by Config.PutTimeout,
+//     and the wait for its rows by Config.LandTimeout.
+//   - Run owns its goroutines (one per putter, the row watch, the progress
+//     line) and its clientv3 clients; all have ended and been closed when
+//     Run returns, and the tables it created have been dropped.
+//   - Latencies and acknowledgements are recorded per putter into slices
+//     only that putter writes, and merged after the putters have stopped:
+//     no shared state on the hot path but one atomic counter.
+//   - A watched run's rows are counted from the start of its measured
+//     phase, after the warmup's rows (and the claims') are all in; rows of
+//     a table are taken to land in the order their calls were answered.
 //   - The matrix owns its child processes: they are stopped (SIGTERM, then
 //     SIGKILL) and waited for on every return path, including errors and
-//     signals. It owns the span sink too, and stops it after the children,
-//     which flush their spans as they stop.
+//     signals, and each group's before the next group starts. It owns the
+//     span sink too, and stops it after the children, which flush their
+//     spans as they stop.
 //   - No child inherits the bench's OTEL_* variables: only the traced node
 //     traces, and only to the sink.
 //   - A traced run's spans are counted once all are in (one per KV call) or
 //     the sink has been quiet for longer than the exporter's batch delay;
 //     a traced node that sends none fails the matrix.
+//   - A three-node run whose claiming node does not dispatch every queue
+//     afterwards fails the matrix: its puts were not all forwarded.
+//   - Progress lines go only to Config.Progress, which Main sets when
+//     stderr is a terminal or --progress is given: tests print nothing.
 package bench

@@ -21,6 +21,12 @@ type options struct {
 	readyTimeout  time.Duration
 	trace         bool
 	clickhouseURL string
+	queues        int
+	claim         string
+	progress      bool
+	report        string
+	rawPosters    int
+	commit        string
 }
 
 // parseFlags parses args (the words after `chute bench`). It returns
@@ -45,20 +51,29 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.label, "label", "", "server name in the report (default: the endpoints)")
 	fs.IntVar(&o.cfg.Clients, "clients", def.Clients, "concurrent putters")
 	fs.IntVar(&o.cfg.Conns, "conns", def.Conns, "clientv3 connections the putters share round-robin (at most --clients are opened)")
-	fs.IntVar(&o.cfg.Puts, "puts", def.Puts, "measured puts per run")
+	fs.IntVar(&o.cfg.Puts, "puts", def.Puts, "measured puts per run (rows, with --queues)")
+	fs.IntVar(&o.cfg.Txn, "txn", 0, "puts per txn, 2.."+fmt.Sprint(maxTxn)+"; 0 or 1 for unary puts (with --matrix --clickhouse-url: the txn runs' size, default 128)")
 	fs.DurationVar(&o.cfg.Duration, "duration", 0, "cap on a run's measured phase, 0 for none (a run never exceeds "+MaxRunDuration.String()+")")
+	fs.Float64Var(&o.cfg.Rate, "rate", 0, "pace each run at this many puts per second in all, 0 for as fast as the clients go (not with --matrix --clickhouse-url, which paces its own run)")
 	fs.IntVar(&o.cfg.KeySize, "key-size", def.KeySize, "key length in bytes")
 	fs.IntVar(&o.cfg.ValSize, "val-size", def.ValSize, "value length in bytes")
 	fs.IntVar(&o.cfg.Warmup, "warmup", def.Warmup, "unmeasured puts before each run")
 	fs.DurationVar(&o.cfg.DialTimeout, "dial-timeout", def.DialTimeout, "bound on connecting and on the first put of each connection")
 	fs.DurationVar(&o.cfg.PutTimeout, "put-timeout", def.PutTimeout, "bound on each put")
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a markdown table")
-	fs.BoolVar(&o.matrix, "matrix", false, "start a chute node and a no-op server as child processes and benchmark both")
-	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix: comma-separated client counts to run")
+	fs.BoolVar(&o.matrix, "matrix", false, "start a chute node and a no-op server as child processes and benchmark both (with --clickhouse-url: issue 8's matrix)")
+	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix and no --clickhouse-url: comma-separated client counts to run (the ClickHouse matrix runs at --clients)")
 	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute nodes")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
 	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
-	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "with --matrix: a ClickHouse (default user, no password) for the chute nodes; adds end-to-end runs: rows/s landing and put-to-row latency")
+	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is issue 8's: 1 and 3 nodes, unary and txn, no-op ceilings, raw inserts, memory")
+	fs.IntVar(&o.queues, "queues", 0, "put rows to this many ch: queues, tables bench_<run>_0..Q-1 created for each run (needs --clickhouse-url; the matrix's default is 1), 0 for plain keys")
+	fs.StringVar(&o.claim, "claim", "", "with --endpoints and --queues: an endpoint that gets the first put of every queue, so its node dispatches them, while the puts go to --endpoints")
+	fs.DurationVar(&o.cfg.LandTimeout, "land-timeout", def.LandTimeout, "with --queues: how long the rows may take to land once the puts have ended")
+	fs.BoolVar(&o.progress, "progress", false, "draw a progress line on stderr (the default when stderr is a terminal)")
+	fs.StringVar(&o.report, "report", "", "also write the results, the machine, the command and how they were measured as a markdown document to this file (make bench: docs/benchmarks.md)")
+	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
+	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
@@ -67,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 
 	o.cfg.Endpoints = splitList(endpoints)
+	o.claim = strings.TrimSpace(o.claim)
 	o.nodeArgs = strings.Fields(nodeArgs)
 	if o.label == "" {
 		o.label = strings.Join(o.cfg.Endpoints, ",")
@@ -93,6 +109,18 @@ func (o options) validate() error {
 		return errors.New("--trace needs --matrix")
 	case o.matrix && o.readyTimeout <= 0:
 		return fmt.Errorf("--ready-timeout %v, want positive", o.readyTimeout)
+	case o.queues < 0 || o.queues > maxQueues:
+		return fmt.Errorf("--queues %d, want 0..%d", o.queues, maxQueues)
+	case o.queues > 0 && o.clickhouseURL == "":
+		return errors.New("--queues needs --clickhouse-url")
+	case !o.matrix && o.clickhouseURL != "" && o.queues == 0:
+		return errors.New("--clickhouse-url needs --queues (or --matrix)")
+	case o.claim != "" && (o.matrix || o.queues == 0):
+		return errors.New("--claim needs --endpoints and --queues")
+	case o.matrix && o.clickhouseURL != "" && o.cfg.Rate > 0:
+		return errors.New("--rate does not apply to --matrix --clickhouse-url, which paces its own run")
+	case o.rawPosters < 1:
+		return fmt.Errorf("--raw-posters %d, want at least 1", o.rawPosters)
 	case o.matrix:
 		cfg.Endpoints = []string{"matrix"} // the children's, known later
 	}

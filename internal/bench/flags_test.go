@@ -68,6 +68,15 @@ func TestParseFlags_errors(t *testing.T) {
 		{"stray argument", []string{"--endpoints", "127.0.0.1:1", "extra"}},
 		{"unknown flag", []string{"--nope"}},
 		{"trace without matrix", []string{"--endpoints", "127.0.0.1:1", "--trace"}},
+		{"txn too large", []string{"--endpoints", "127.0.0.1:1", "--txn", "129"}},
+		{"queues without clickhouse", []string{"--endpoints", "127.0.0.1:1", "--queues", "1"}},
+		{"too many queues", []string{"--endpoints", "127.0.0.1:1", "--queues", "65", "--clickhouse-url", "http://ch"}},
+		{"clickhouse without queues", []string{"--endpoints", "127.0.0.1:1", "--clickhouse-url", "http://ch"}},
+		{"claim without queues", []string{"--endpoints", "127.0.0.1:1", "--claim", "127.0.0.1:2"}},
+		{"claim with matrix", []string{"--matrix", "--clickhouse-url", "http://ch", "--queues", "1", "--claim", "127.0.0.1:2"}},
+		{"rate with the clickhouse matrix", []string{"--matrix", "--clickhouse-url", "http://ch", "--rate", "100"}},
+		{"negative rate", []string{"--endpoints", "127.0.0.1:1", "--rate", "-1"}},
+		{"zero raw posters", []string{"--matrix", "--clickhouse-url", "http://ch", "--raw-posters", "0"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,6 +84,30 @@ func TestParseFlags_errors(t *testing.T) {
 				t.Errorf("parseFlags(%q): got nil error, want one", tt.args)
 			}
 		})
+	}
+}
+
+func TestParseFlags_queues(t *testing.T) {
+	opts, err := parseFlags([]string{
+		"--endpoints", "127.0.0.1:1,127.0.0.1:2", "--queues", "4", "--clickhouse-url", "http://ch:8123", "--txn", "128",
+		"--rate", "5000", "--claim", "127.0.0.1:3", "--land-timeout", "1m", "--progress", "--report", "out.md", "--commit", "abc",
+	}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	if opts.queues != 4 || opts.clickhouseURL != "http://ch:8123" || opts.claim != "127.0.0.1:3" || !opts.progress ||
+		opts.report != "out.md" || opts.commit != "abc" {
+		t.Errorf("options: got %+v", opts)
+	}
+	if opts.cfg.Txn != 128 || opts.cfg.Rate != 5000 || opts.cfg.LandTimeout != time.Minute {
+		t.Errorf("config: got txn %d rate %v land timeout %v", opts.cfg.Txn, opts.cfg.Rate, opts.cfg.LandTimeout)
+	}
+	m, err := parseFlags([]string{"--matrix", "--clickhouse-url", "http://ch:8123", "--raw-posters", "4", "--queues", "2"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags(matrix): %v", err)
+	}
+	if m.rawPosters != 4 || m.queues != 2 || m.clickhouseURL == "" {
+		t.Errorf("matrix options: got %+v", m)
 	}
 }
 

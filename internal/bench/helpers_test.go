@@ -20,11 +20,14 @@ import (
 )
 
 // fakeChildEnv makes the test binary act as a matrix child: `bench ...` runs
-// Main, anything else is a fake chute node that serves the no-op API on its
-// --listen-client-urls, and traces like chute: with
-// OTEL_EXPORTER_OTLP_ENDPOINT set (and OTEL_EXPORTER_OTLP_PROTOCOL=grpc,
-// the only protocol it speaks), one server span per call, exported within
-// 50 ms.
+// Main, anything else is a fake chute node (fakeNode) that serves the etcd
+// KV API on its --listen-client-urls and /status and /metrics on its
+// --metrics-listen, inserts its queues' rows into --clickhouse-url, and
+// traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
+// OTEL_EXPORTER_OTLP_PROTOCOL=grpc, the only protocol it speaks), one
+// server span per call, exported within 50 ms. --join and
+// --gossip-profile are accepted and ignored: a fake node always sees three
+// members alive.
 const fakeChildEnv = "CHUTE_BENCH_FAKE_CHILD"
 
 func TestMain(m *testing.M) {
@@ -39,7 +42,7 @@ func fakeChild(args []string) int {
 		return Main(args[1:], os.Stdout, os.Stderr)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
-	var name, client, peer, gossip, metrics, level string
+	var name, client, peer, gossip, metrics, level, join, profile, clickhouse string
 	fail := fs.Bool("fail", false, "exit 3 at once")
 	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
 	fs.StringVar(&name, "name", "", "")
@@ -48,6 +51,9 @@ func fakeChild(args []string) int {
 	fs.StringVar(&gossip, "gossip-listen", "", "")
 	fs.StringVar(&metrics, "metrics-listen", "", "")
 	fs.StringVar(&level, "log-level", "", "")
+	fs.StringVar(&join, "join", "", "")
+	fs.StringVar(&profile, "gossip-profile", "", "")
+	fs.StringVar(&clickhouse, "clickhouse-url", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -65,7 +71,8 @@ func fakeChild(args []string) int {
 	if *ignoreOTel {
 		getenv = func(string) string { return "" }
 	}
-	srv, shutdown, err := fakeChuteServer(ctx, getenv)
+	node := newFakeNode(name, clickhouse)
+	srv, shutdown, err := fakeChuteServer(ctx, getenv, node)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fake chute: %v\n", err)
 		return 2
@@ -73,6 +80,14 @@ func fakeChild(args []string) int {
 	l, err := net.Listen("tcp", strings.TrimPrefix(client, "http://"))
 	if err != nil {
 		return 1
+	}
+	ml, err := net.Listen("tcp", metrics)
+	if err != nil {
+		return 1
+	}
+	go node.serveMetrics(ctx, ml)
+	if clickhouse != "" {
+		go node.flushLoop(ctx)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
@@ -87,9 +102,9 @@ func fakeChild(args []string) int {
 	return 0
 }
 
-// fakeChuteServer is the fake chute node's gRPC server: the no-op KV API,
-// traced when getenv names an OTLP endpoint. shutdown flushes the spans.
-func fakeChuteServer(ctx context.Context, getenv func(string) string) (srv *grpc.Server, shutdown func(context.Context) error, err error) {
+// fakeChuteServer is the fake chute node's gRPC server: kv's API, traced
+// when getenv names an OTLP endpoint. shutdown flushes the spans.
+func fakeChuteServer(ctx context.Context, getenv func(string) string, kv pb.KVServer) (srv *grpc.Server, shutdown func(context.Context) error, err error) {
 	shutdown = func(context.Context) error { return nil }
 	var opts []grpc.ServerOption
 	if ep := getenv("OTEL_EXPORTER_OTLP_ENDPOINT"); ep != "" {
@@ -105,7 +120,7 @@ func fakeChuteServer(ctx context.Context, getenv func(string) string) (srv *grpc
 		shutdown = tp.Shutdown
 	}
 	srv = grpc.NewServer(opts...)
-	pb.RegisterKVServer(srv, noopKV{})
+	pb.RegisterKVServer(srv, kv)
 	pb.RegisterMaintenanceServer(srv, noopMaintenance{})
 	return srv, shutdown, nil
 }

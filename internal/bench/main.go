@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -16,12 +17,15 @@ import (
 // process exit code: 0 on success, 1 when a run or the matrix failed, 2 on
 // a usage error.
 //
-//	chute bench --endpoints host:port[,...] [--clients 100] [--conns 10] ...
+//	chute bench --endpoints host:port[,...] [--clients 100] [--conns 10] [--txn 128] ...
+//	chute bench --endpoints host:port --queues 1 --clickhouse-url http://ch:8123 ...
 //	chute bench --matrix [--matrix-clients 1,100] [--trace] ...
+//	chute bench --matrix --clickhouse-url http://ch:8123 [--report docs/benchmarks.md] ...
 //	chute bench noop-server --listen host:port
 //
-// The report goes to stdout (markdown, or JSON with --json); progress and
-// errors go to stderr, as do the matrix children's output.
+// The report goes to stdout (markdown, or JSON with --json), and with
+// --report to a file too; progress and errors go to stderr, as do the
+// matrix children's output.
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "noop-server" {
 		return noopMain(args[1:], stderr)
@@ -37,37 +41,51 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-
-	var e2e []EndToEndResult
-	results, runErr := run(ctx, opts, stderr, logger, &e2e)
-	if len(results) > 0 {
-		if err := writeReport(stdout, NewReport(results), opts.json); err != nil {
-			logger.Error("cannot write report", "err", err)
-			return 1
-		}
+	if opts.progress || isTerminal(stderr) {
+		opts.cfg.Progress = stderr
 	}
-	if len(e2e) > 0 {
-		if err := writeEndToEnd(stdout, e2e); err != nil {
+	machine := describeMachine(ctx, opts.clickhouseURL)
+	if opts.commit != "" {
+		machine.Commit, machine.Modified = opts.commit, false
+	}
+
+	m, runErr := run(ctx, opts, stderr, logger)
+	machine.LoadAvgEnd = loadAvg()
+	rep := NewReport(m)
+	rep.Machine = &machine
+	rep.Command = commandLine(args)
+	if len(m.Results) > 0 || m.Raw != nil || m.Memory != nil {
+		if err := writeReport(stdout, rep, opts.json); err != nil {
 			logger.Error("cannot write report", "err", err)
 			return 1
 		}
 	}
 	if runErr != nil {
 		logger.Error("bench failed", "err", runErr)
+		if opts.report != "" {
+			logger.Error("report file not written", "path", opts.report)
+		}
 		return 1
+	}
+	if opts.report != "" {
+		if err := writeReportFile(opts.report, rep, opts); err != nil {
+			logger.Error("cannot write report file", "err", err)
+			return 1
+		}
+		logger.Info("report written", "path", opts.report)
 	}
 	return 0
 }
 
 // run runs the matrix or the single run opts ask for. On error it returns
-// the results measured so far.
-func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logger, e2e *[]EndToEndResult) ([]Result, error) {
+// what was measured so far.
+func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logger) (Measured, error) {
 	if opts.matrix {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("bench: cannot find own executable for the matrix children: %w", err)
+			return Measured{}, fmt.Errorf("bench: cannot find own executable for the matrix children: %w", err)
 		}
-		return runMatrix(ctx, matrixConfig{
+		out, err := runMatrix(ctx, matrixConfig{
 			exe:           exe,
 			base:          opts.cfg,
 			clients:       opts.matrixClients,
@@ -76,18 +94,42 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			childOutput:   stderr,
 			trace:         opts.trace,
 			clickhouseURL: opts.clickhouseURL,
-			endToEnd:      e2e,
+			queues:        opts.queues,
+			txn:           opts.cfg.Txn,
+			rawPosters:    opts.rawPosters,
 		}, logger)
+		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
 	}
 	cfg := opts.cfg
-	cfg.KeyPrefix = "bench/" + newRunID() + "/"
-	logger.Info("run starting", "server", opts.label, "clients", cfg.Clients, "conns", cfg.conns(), "puts", cfg.Puts)
+	id := newRunID()
+	cfg.KeyPrefix = "bench/" + id + "/"
+	if opts.queues > 0 {
+		cfg.Tables = runTables(id, opts.queues)
+		cfg.ClickHouseURL = opts.clickhouseURL
+		cfg.Claim = opts.claim
+	}
+	cfg.Label = opts.label
+	logger.Info("run starting", "server", opts.label, "clients", cfg.Clients, "conns", cfg.conns(), "puts", cfg.Puts,
+		"txn", cfg.Txn, "queues", len(cfg.Tables))
 	r, err := Run(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return Measured{}, err
 	}
 	r.Server = opts.label
-	return []Result{r}, nil
+	return Measured{Results: []Result{r}}, nil
+}
+
+// commandLine is `chute bench` with args, each quoted for a POSIX shell
+// when it needs to be.
+func commandLine(args []string) string {
+	words := []string{"chute", "bench"}
+	for _, a := range args {
+		if a == "" || strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,@%+-") != "" {
+			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }
 
 func writeReport(w io.Writer, r Report, asJSON bool) error {
@@ -95,4 +137,20 @@ func writeReport(w io.Writer, r Report, asJSON bool) error {
 		return r.WriteJSON(w)
 	}
 	return r.WriteMarkdown(w)
+}
+
+// writeReportFile writes the report document to path, replacing it.
+func writeReportFile(path string, r Report, opts options) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: report: %w", err)
+	}
+	if err := r.WriteDoc(f, docSettingsOf(opts)); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("bench: report: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bench: report: %w", err)
+	}
+	return nil
 }

@@ -3,6 +3,8 @@ package bench
 import (
 	"encoding/json"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -20,6 +22,54 @@ func TestMain_endpointsJSON(t *testing.T) {
 	}
 	if len(rep.Results) != 1 || rep.Results[0].Puts != 300 || rep.Results[0].Server != addr {
 		t.Errorf("report: got %+v, want one result of 300 puts labelled %s", rep.Results, addr)
+	}
+}
+
+// TestMain_report writes the report document of a single run, in txns.
+func TestMain_report(t *testing.T) {
+	addr := startNoop(t)
+	path := filepath.Join(t.TempDir(), "bench.md")
+	var stdout, stderr strings.Builder
+	args := []string{"--endpoints", addr, "--clients", "3", "--conns", "2", "--puts", "320", "--warmup", "0", "--txn", "32",
+		"--report", path, "--commit", "abc123"}
+	if code := Main(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("Main: got exit %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	for _, want := range []string{"# Benchmarks", "| chute built from | abc123 |", "chute bench --endpoints " + addr,
+		"| " + addr + " | txn 32 | 3 | 2 | - |", "## How it was measured"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("report lacks %q:\n%s", want, doc)
+		}
+	}
+	if !strings.Contains(stdout.String(), "| "+addr+" | txn 32 |") {
+		t.Errorf("stdout: got %q, want the table", stdout.String())
+	}
+	if strings.Contains(stderr.String(), "\r") {
+		t.Errorf("stderr: got a progress line without --progress or a terminal:\n%q", stderr.String())
+	}
+}
+
+func TestMain_progressFlag(t *testing.T) {
+	addr := startNoop(t)
+	var stdout, stderr strings.Builder
+	code := Main([]string{"--endpoints", addr, "--clients", "2", "--puts", "200", "--warmup", "0", "--progress"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("Main: got exit %d; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "\r"+addr+" [") {
+		t.Errorf("stderr: got %q, want a progress line", stderr.String())
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	got := commandLine([]string{"--matrix", "--commit", "abc with local changes", "--x=it's", "", "--url=http://a:1/b"})
+	want := `chute bench --matrix --commit 'abc with local changes' '--x=it'\''s' '' --url=http://a:1/b`
+	if got != want {
+		t.Errorf("commandLine: got %s, want %s", got, want)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -21,43 +22,70 @@ const (
 	traceQuiet = 6 * time.Second
 	// traceSettleLimit bounds the wait for a traced run's spans.
 	traceSettleLimit = 30 * time.Second
+	// defaultMatrixTxn is the txn size of the ClickHouse plan's txn cells
+	// when none is asked for: chute's --max-txn-ops.
+	defaultMatrixTxn = 128
 )
 
 // errNoSpans marks a traced node that exported nothing: its figures would
 // be an untraced node's under the traced label.
 var errNoSpans = errors.New("bench: traced node sent no spans")
 
+// errNotDispatcher marks a three-node run whose queues were not all
+// dispatched by the node that claimed them: its producers' puts were not
+// all forwarded, so its figures are not those of the cell.
+var errNotDispatcher = errors.New("bench: the claiming node does not dispatch every queue")
+
 // matrixConfig is the `--matrix` mode: which binary to start, how to load it.
 type matrixConfig struct {
 	// exe is the binary every child runs: chute itself.
 	exe string
-	// base is the run config; Endpoints, Clients and KeyPrefix are set per
-	// run.
+	// base is the run config; Endpoints, Tables, KeyPrefix and the call
+	// shape are set per run, and Clients in the plan without ClickHouse.
 	base Config
-	// clients are the client counts to run, each against every server.
+	// clients are the client counts of the plan without ClickHouse, each
+	// run against every server.
 	clients []int
 	// nodeArgs are appended to the chute nodes' command lines.
 	nodeArgs []string
-	// readyTimeout bounds each child's wait until it answers a put.
+	// readyTimeout bounds each child's wait until it answers a put, and a
+	// cluster's until every node sees the others alive.
 	readyTimeout time.Duration
 	// childOutput receives every child's stdout and stderr.
 	childOutput io.Writer
-	// trace adds a second chute node that samples every call and exports
-	// its spans over OTLP/gRPC to a sink in this process; it is measured
-	// after the untraced node at every client count. No child inherits
-	// this process's OTEL_* variables, so the untraced node never traces.
+	// trace adds a chute node that samples every call and exports its
+	// spans over OTLP/gRPC to a sink in this process; it is measured after
+	// the untraced node. No child inherits this process's OTEL_*
+	// variables, so no other node traces.
 	trace bool
-	// clickhouseURL, when set, is given to the chute nodes, and after the
-	// put runs the end-to-end runs go through them into ClickHouse; their
-	// results are appended to endToEnd.
+	// clickhouseURL, when set, selects the plan of issue 8 (see
+	// runClickHouseMatrix) and is given to the chute nodes that insert.
 	clickhouseURL string
-	endToEnd      *[]EndToEndResult
+	// queues is the number of queues (tables) of each run of the
+	// ClickHouse plan; zero means one.
+	queues int
+	// txn is the puts per txn of the ClickHouse plan's txn cells; zero
+	// means 128.
+	txn int
+	// rawPosters is the number of concurrent posters of the raw inserts;
+	// zero means 2.
+	rawPosters int
+	// memRows caps the rows the memory cell queues; zero means 100000.
+	memRows int
+}
+
+// matrixOutcome is what a matrix measured.
+type matrixOutcome struct {
+	results []Result
+	raw     *RawResult
+	memory  *MemoryResult
 }
 
 // target is one server of the matrix.
 type target struct {
 	name     string
 	endpoint string   // what the clients dial
+	metrics  string   // a chute node's metrics listener; empty for the no-op server
 	argv     []string // the child's command line after the executable
 	env      []string // the child's environment
 	// sink receives the target's spans; nil: the target is not traced.
@@ -65,19 +93,15 @@ type target struct {
 	proc *child
 }
 
-// runMatrix starts the no-op server and a chute node (and, with mc.trace,
-// a traced chute node and its span sink) as children of mc.exe, waits
-// until each answers a put, then runs mc.clients against every server in
-// turn. The children, then the sink, are stopped and waited for before it
-// returns. On error it returns the results measured so far.
-func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (results []Result, err error) {
-	ports, err := freePorts(9)
-	if err != nil {
-		return nil, err
-	}
+// runMatrix runs the matrix mc asks for: without a ClickHouse URL, the
+// no-op server and a chute node (and, with mc.trace, a traced node) at
+// every client count of mc.clients; with one, the plan of issue 8. Every
+// child is stopped and waited for before it returns, and the span sink
+// after them. On error it returns what was measured so far.
+func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (out matrixOutcome, err error) {
 	dir, err := os.MkdirTemp("", "chute-bench-")
 	if err != nil {
-		return nil, fmt.Errorf("bench: node directory: %w", err)
+		return out, fmt.Errorf("bench: node directory: %w", err)
 	}
 	defer func() {
 		if rmErr := os.RemoveAll(dir); rmErr != nil {
@@ -87,7 +111,7 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 	var sink *otlpSink
 	if mc.trace {
 		if sink, err = startOTLPSink(); err != nil {
-			return nil, err
+			return out, err
 		}
 		// Deferred before the children's stop, so it runs after it: a
 		// node flushes its spans when it stops.
@@ -98,99 +122,337 @@ func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (resul
 		}()
 		logger.Info("otlp sink serving", "endpoint", sink.endpoint())
 	}
+	if mc.clickhouseURL == "" {
+		return runPlainMatrix(ctx, mc, dir, sink, logger)
+	}
+	return runClickHouseMatrix(ctx, mc, dir, sink, logger)
+}
 
+// runPlainMatrix starts the no-op server and a chute node (and the traced
+// node with sink), then runs mc.clients against every server in turn.
+func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
+	ports, err := freePorts(9)
+	if err != nil {
+		return out, err
+	}
 	targets := matrixTargets(mc, ports, os.Environ(), sink)
+	started, err := startTargets(ctx, mc, dir, targets, logger)
+	defer stopTargets(started, logger)
+	if err != nil {
+		return out, err
+	}
+	for _, n := range mc.clients {
+		for _, t := range targets {
+			cfg := mc.base
+			cfg.Endpoints = []string{t.endpoint}
+			cfg.Clients = n
+			cfg.KeyPrefix = "bench/" + newRunID() + "/"
+			cfg.Label = t.name
+			r, err := runCell(ctx, cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}, logger)
+			if err != nil {
+				return out, err
+			}
+			out.results = append(out.results, r)
+		}
+	}
+	return out, nil
+}
+
+// runClickHouseMatrix is the plan of issue 8, each run at mc.base.Clients
+// putting rows to mc.queues ch: queues, bounded by mc.base.Duration:
+//
+//  1. The no-op server, a chute node inserting into mc.clickhouseURL (and
+//     the traced node): no-op unary, chute unary, chute unary paced at
+//     half the rows/s of its unpaced run, no-op txn, chute txn (and the
+//     traced node unary); the txn run comes last as it leaves the node
+//     the largest. Chute runs wait for their rows.
+//  2. Three chute nodes joined by gossip: the first claims every queue,
+//     the producers put only to the other two; unary, then txn, and the
+//     first node must still dispatch every queue after each run.
+//  3. The raw inserts: the same rows posted straight to ClickHouse in
+//     batches the size of the one-node txn run's inserts.
+//  4. A chute node without ClickHouse queues rows; their cost in memory.
+//
+// Each group's children are stopped before the next group starts.
+func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
+	txn := mc.txn
+	if txn == 0 {
+		txn = defaultMatrixTxn
+	}
+	queues := max(mc.queues, 1)
+	// queueCell is a run of the plan against t's endpoints.
+	queueCell := func(server string, nodes int, procs []*target, endpoints []string, claim string, txn int, rate float64, watch bool) cell {
+		cfg := mc.base
+		cfg.Endpoints = endpoints
+		cfg.Txn = txn
+		cfg.Rate = rate
+		cfg.Tables = runTables(newRunID(), queues)
+		cfg.KeyPrefix = "bench/" + newRunID() + "/"
+		cfg.Claim = claim
+		if watch {
+			cfg.ClickHouseURL = mc.clickhouseURL
+		}
+		cfg.Label = server + " " + callShape(Result{Txn: cfg.Txn, Rate: rate})
+		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink}
+	}
+	run := func(c cell) (Result, error) {
+		r, err := runCell(ctx, c, logger)
+		if err == nil {
+			out.results = append(out.results, r)
+		}
+		return r, err
+	}
+
+	// 1. One node.
+	var txnRowsPerInsert float64
+	err = func() error {
+		ports, err := freePorts(9)
+		if err != nil {
+			return err
+		}
+		targets := matrixTargets(mc, ports, os.Environ(), sink)
+		started, err := startTargets(ctx, mc, dir, targets, logger)
+		defer stopTargets(started, logger)
+		if err != nil {
+			return err
+		}
+		noop, node := targets[0], targets[1]
+		one := []string{node.endpoint}
+		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", 0, 0, false)); err != nil {
+			return err
+		}
+		unary, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, 0, true))
+		if err != nil {
+			return err
+		}
+		half := math.Round(unary.Rows.RowsPerSec / 2)
+		if _, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
+			return err
+		}
+		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)); err != nil {
+			return err
+		}
+		batched, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true))
+		if err != nil {
+			return err
+		}
+		txnRowsPerInsert = batched.Rows.RowsPerInsert
+		if len(targets) > 2 {
+			traced := targets[2]
+			if _, err := run(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return out, err
+	}
+
+	// 2. Three nodes.
+	err = func() error {
+		ports, err := freePorts(12)
+		if err != nil {
+			return err
+		}
+		nodes := clusterTargets(mc, ports, os.Environ())
+		started, err := startTargets(ctx, mc, dir, nodes, logger)
+		defer stopTargets(started, logger)
+		if err != nil {
+			return err
+		}
+		if err := waitMembers(ctx, nodes, mc.readyTimeout); err != nil {
+			return err
+		}
+		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
+		for _, k := range []int{0, txn} {
+			c := queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true)
+			if _, err := run(c); err != nil {
+				return err
+			}
+			if err := checkDispatcher(ctx, nodes[0], c.cfg.Tables); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return out, err
+	}
+
+	// 3. The sink's ceiling.
+	batch := rawDefaultBatchRows
+	if txnRowsPerInsert >= 1 {
+		batch = int(math.Round(txnRowsPerInsert))
+	}
+	posters := mc.rawPosters
+	if posters == 0 {
+		posters = 2
+	}
+	logger.Info("raw inserts starting", "posters", posters, "batch_rows", batch)
+	raw, err := runRawInsert(ctx, rawInsert{
+		url: mc.clickhouseURL, rows: int64(mc.base.Puts), duration: mc.base.Duration,
+		posters: posters, batchRows: batch, valSize: mc.base.ValSize, progress: mc.base.Progress,
+	})
+	if err != nil {
+		return out, err
+	}
+	out.raw = &raw
+	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
+
+	// 4. Memory.
+	err = func() error {
+		ports, err := freePorts(4)
+		if err != nil {
+			return err
+		}
+		t := memoryTarget(mc, ports, os.Environ())
+		started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
+		defer stopTargets(started, logger)
+		if err != nil {
+			return err
+		}
+		limit := mc.memRows
+		if limit == 0 {
+			limit = memoryRows
+		}
+		rows := memoryRowsFor(mc.base.ValSize, mc.base.KeySize, limit)
+		logger.Info("memory cell starting", "server", t.name, "rows", rows)
+		m, err := measureRowMemory(ctx, t, mc.base, rows)
+		if err != nil {
+			return err
+		}
+		out.memory = &m
+		logger.Info("memory cell finished", "heap_per_row", int64(m.HeapPerRow), "overhead_per_row", int64(m.OverheadPerRow))
+		return nil
+	}()
+	return out, err
+}
+
+// matrixTargets are the servers of the one-node group: the no-op server
+// and the chute node, then the traced chute node when sink is set. ports
+// holds nine free ports. Every child gets environ without its OTEL_*
+// variables; the traced node also gets the variables that send all its
+// spans to sink.
+func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSink) []*target {
+	noopAddr := loopback(ports[4])
+	env := childEnv(environ)
+	targets := []*target{
+		{name: ServerNoop, endpoint: noopAddr, argv: noopCommand(noopAddr), env: env},
+		chuteTarget(mc, "bench", ports[0:4], env, mc.clickhouseURL),
+	}
+	if sink != nil {
+		t := chuteTarget(mc, "bench-traced", ports[5:9], childEnv(environ,
+			"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
+			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.endpoint(),
+			"OTEL_TRACES_SAMPLER=always_on"), mc.clickhouseURL)
+		t.name, t.sink = ServerChuteTraced, sink
+		targets = append(targets, t)
+	}
+	targets[1].name = ServerChute
+	return targets
+}
+
+// clusterTargets are three chute nodes, bench-1 to bench-3, on twelve free
+// ports; the second and the third join the first by gossip.
+func clusterTargets(mc matrixConfig, ports []int, environ []string) []*target {
+	env := childEnv(environ)
+	nodes := make([]*target, 3)
+	for i := range nodes {
+		t := chuteTarget(mc, "bench-"+strconv.Itoa(i+1), ports[4*i:4*i+4], env, mc.clickhouseURL)
+		t.argv = append(t.argv, "--gossip-profile", "fast")
+		if i > 0 {
+			t.argv = append(t.argv, "--join", loopback(ports[2]))
+		}
+		nodes[i] = t
+	}
+	return nodes
+}
+
+// memoryTarget is a chute node without ClickHouse, on four free ports.
+func memoryTarget(mc matrixConfig, ports []int, environ []string) *target {
+	return chuteTarget(mc, "bench-mem", ports, childEnv(environ), "")
+}
+
+// chuteTarget is the chute node called name on four ports, inserting into
+// clickhouseURL when set; it is also its label until the caller names it.
+func chuteTarget(mc matrixConfig, name string, ports []int, env []string, clickhouseURL string) *target {
+	argv := append(chuteCommand(name, ports), mc.nodeArgs...)
+	if clickhouseURL != "" {
+		argv = append(argv, "--clickhouse-url", clickhouseURL)
+	}
+	return &target{
+		name:     name,
+		endpoint: "http://" + loopback(ports[0]),
+		metrics:  loopback(ports[3]),
+		argv:     argv,
+		env:      env,
+	}
+}
+
+// startTargets starts targets as children of mc.exe in dir, then waits
+// until each answers a put and, when traced, has exported that put's
+// span. It returns the targets it started, to be stopped, with or without
+// an error.
+func startTargets(ctx context.Context, mc matrixConfig, dir string, targets []*target, logger *slog.Logger) ([]*target, error) {
 	var started []*target
-	defer func() { stopTargets(started, logger) }()
 	for _, t := range targets {
 		logger.Info("starting child", "server", t.name, "args", t.argv)
 		proc, err := startChild(t.name, mc.exe, t.argv, t.env, dir, mc.childOutput)
 		if err != nil {
-			return nil, err
+			return started, err
 		}
 		t.proc = proc
 		started = append(started, t)
 	}
 	for _, t := range targets {
 		if err := waitReady(ctx, t.proc, t.endpoint, mc.readyTimeout); err != nil {
-			return nil, err
+			return started, err
 		}
 		if t.sink != nil {
 			// The readiness put's span, in before the first run; none
 			// means this chute does not trace.
 			if t.sink.settle(ctx, 0, 1, traceQuiet, traceSettleLimit) == 0 {
-				return nil, fmt.Errorf("%w: %s exported no span of its readiness put within %v", errNoSpans, t.name, traceQuiet)
+				return started, fmt.Errorf("%w: %s exported no span of its readiness put within %v", errNoSpans, t.name, traceQuiet)
 			}
 		}
 		logger.Info("child ready", "server", t.name, "endpoint", t.endpoint)
 	}
-
-	for _, n := range mc.clients {
-		for _, t := range targets {
-			r, err := runOne(ctx, mc.base, t, n, logger)
-			if err != nil {
-				return results, err
-			}
-			results = append(results, r)
-		}
-	}
-	if mc.clickhouseURL != "" {
-		// Unary puts, then txn batches of 128, both to a ch: queue, until
-		// every row is in ClickHouse; the traced node repeats the unary
-		// run.
-		type e2eRun struct {
-			t *target
-			e EndToEnd
-		}
-		unary := EndToEnd{Rows: 20000, Clients: 16, Batch: 1}
-		chute := targets[1] // see matrixTargets
-		runs := []e2eRun{{chute, unary}}
-		if len(targets) > 2 {
-			runs = append(runs, e2eRun{targets[2], unary})
-		}
-		runs = append(runs, e2eRun{chute, EndToEnd{Rows: 200000, Clients: 8, Batch: 128}})
-		for _, job := range runs {
-			r, err := endToEndOn(ctx, job.t, job.e, mc.clickhouseURL, logger)
-			if err != nil {
-				return results, err
-			}
-			*mc.endToEnd = append(*mc.endToEnd, r)
-		}
-	}
-	return results, nil
+	return started, nil
 }
 
-// matrixTargets are the servers of the matrix: the no-op server and the
-// chute node, then the traced chute node when sink is set. ports holds
-// nine free ports. Every child gets environ without its OTEL_* variables;
-// the traced node also gets the variables that send all its spans to sink.
-func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSink) []*target {
-	node := func(name string, ports []int) []string {
-		argv := append(chuteCommand(name, ports), mc.nodeArgs...)
-		if mc.clickhouseURL != "" {
-			argv = append(argv, "--clickhouse-url", mc.clickhouseURL)
+// waitMembers polls the /status of every node until each sees all of them
+// alive, within timeout.
+func waitMembers(ctx context.Context, nodes []*target, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for _, t := range nodes {
+		for {
+			st, err := fetchStatus(wctx, t.metrics)
+			if err == nil && st.alive() >= len(nodes) {
+				break
+			}
+			if !sleepUntil(wctx, time.Now().Add(readyPoll)) {
+				return fmt.Errorf("bench: %s does not see %d members alive within %v (last: %d, %v)", t.name, len(nodes), timeout, st.alive(), err)
+			}
 		}
-		return argv
 	}
-	noopAddr := loopback(ports[4])
-	env := childEnv(environ)
-	targets := []*target{
-		{name: ServerNoop, endpoint: noopAddr, argv: noopCommand(noopAddr), env: env},
-		{name: ServerChute, endpoint: "http://" + loopback(ports[0]), argv: node("bench", ports[0:4]), env: env},
+	return nil
+}
+
+// checkDispatcher fails unless node dispatches the queue of every table.
+func checkDispatcher(ctx context.Context, node *target, tables []string) error {
+	st, err := fetchStatus(ctx, node.metrics)
+	if err != nil {
+		return err
 	}
-	if sink != nil {
-		targets = append(targets, &target{
-			name:     ServerChuteTraced,
-			endpoint: "http://" + loopback(ports[5]),
-			argv:     node("bench-traced", ports[5:9]),
-			env: childEnv(environ,
-				"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
-				"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.endpoint(),
-				"OTEL_TRACES_SAMPLER=always_on"),
-			sink: sink,
-		})
+	for _, t := range tables {
+		q, ok := st.queue(queueName(t))
+		if !ok || q.Dispatcher != st.MemberID {
+			return fmt.Errorf("%w: %s (member %s) shows %s dispatched by %q", errNotDispatcher, node.name, st.MemberID, queueName(t), q.Dispatcher)
+		}
 	}
-	return targets
+	return nil
 }
 
 // stopTargets stops the children of targets, last started first.
@@ -203,77 +465,76 @@ func stopTargets(targets []*target, logger *slog.Logger) {
 	}
 }
 
-// runOne is one cell of the matrix.
-func runOne(ctx context.Context, base Config, t *target, clients int, logger *slog.Logger) (Result, error) {
-	select {
-	case <-t.proc.done:
-		return Result{}, fmt.Errorf("%w during the matrix: %s: %v", errChildExited, t.name, t.proc.exitErr())
-	default:
+// cell is one run of the matrix.
+type cell struct {
+	server string
+	nodes  int
+	cfg    Config
+	// procs are the children the run depends on: each must be alive, and
+	// its memory is sampled.
+	procs []*target
+	// sink receives the spans of a traced server; nil: not traced.
+	sink *otlpSink
+}
+
+// runCell checks that the cell's children are alive, runs it while
+// sampling their memory, and with a sink counts the spans of the run.
+func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
+	ps := make([]proc, 0, len(c.procs))
+	for _, t := range c.procs {
+		select {
+		case <-t.proc.done:
+			return Result{}, fmt.Errorf("%w during the matrix: %s: %v", errChildExited, t.name, t.proc.exitErr())
+		default:
+		}
+		ps = append(ps, proc{name: t.name, pid: t.proc.cmd.Process.Pid})
 	}
-	cfg := base
-	cfg.Endpoints = []string{t.endpoint}
-	cfg.Clients = clients
-	cfg.KeyPrefix = "bench/" + newRunID() + "/"
+	cfg := c.cfg
 	var from int64
-	if t.sink != nil {
-		from = t.sink.received()
+	if c.sink != nil {
+		from = c.sink.received()
 	}
-	logger.Info("run starting", "server", t.name, "clients", cfg.Clients, "conns", cfg.conns(), "puts", cfg.Puts)
+	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
+		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
+	rss := sampleRSS(ps, rssPeriod)
 	r, err := Run(ctx, cfg)
+	peaks := rss.stop()
 	if err != nil {
-		return Result{}, fmt.Errorf("bench: %s at %d clients: %w", t.name, clients, err)
+		return Result{}, fmt.Errorf("bench: %s, %s, %d clients: %w", c.server, callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}), cfg.Clients, err)
 	}
-	r.Server = t.name
-	logger.Info("run finished", "server", t.name, "clients", r.Clients,
-		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "errors", r.Errors)
-	if t.sink != nil {
+	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
+	attrs := []any{"server", r.Server, "calls", callShape(r), "clients", r.Clients,
+		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "p999", r.P999, "errors", r.Errors}
+	if r.Rows != nil {
+		attrs = append(attrs, "rows_per_sec", int64(r.Rows.RowsPerSec), "put_to_row_p99", r.Rows.P99, "rows_per_insert", int64(r.Rows.RowsPerInsert))
+	}
+	logger.Info("run finished", attrs...)
+	if c.sink != nil {
 		// One server span per call: the probes, the warmup, the measured
-		// puts.
-		calls := int64(cfg.conns()+cfg.Warmup) + r.Puts + r.Errors
-		if r.Trace, err = settleSpans(ctx, t, from, calls, true, logger); err != nil {
+		// calls; with rows, the INSERT spans come on top and may end after
+		// the rows are counted.
+		per := int64(cfg.perCall())
+		calls := int64(cfg.conns()) + cfg.calls(cfg.Warmup) + r.Calls + (r.Errors+per-1)/per
+		if r.Trace, err = settleSpans(ctx, c.sink, c.server, from, calls, r.Rows == nil, logger); err != nil {
 			return Result{}, err
 		}
 	}
 	return r, nil
 }
 
-// endToEndOn is one end-to-end run through the chute node of t.
-func endToEndOn(ctx context.Context, t *target, e EndToEnd, clickhouseURL string, logger *slog.Logger) (EndToEndResult, error) {
-	e.Endpoint, e.ClickHouseURL = t.endpoint, clickhouseURL
-	var from int64
-	if t.sink != nil {
-		from = t.sink.received()
-	}
-	logger.Info("end-to-end run starting", "server", t.name, "rows", e.Rows, "clients", e.Clients, "batch", e.Batch)
-	r, err := runEndToEnd(ctx, e, logger)
-	if err != nil {
-		return EndToEndResult{}, fmt.Errorf("bench: %s end-to-end: %w", t.name, err)
-	}
-	r.Server = t.name
-	if t.sink != nil {
-		// The INSERT spans come on top of the calls' and may end after
-		// the rows are counted.
-		calls := int64((e.Rows + e.Batch - 1) / e.Batch)
-		if r.Trace, err = settleSpans(ctx, t, from, calls, false, logger); err != nil {
-			return EndToEndResult{}, err
-		}
-	}
-	return r, nil
-}
-
-// settleSpans counts the spans t's sink received since from for a run of
+// settleSpans counts the spans sink received since from for a run of
 // calls KV calls, once they are all in: one per call when oneEach says the
 // calls make no other span, else when the sink has gone quiet. None is
 // errNoSpans.
-func settleSpans(ctx context.Context, t *target, from, calls int64, oneEach bool, logger *slog.Logger) (*TraceCount, error) {
+func settleSpans(ctx context.Context, sink *otlpSink, server string, from, calls int64, oneEach bool, logger *slog.Logger) (*TraceCount, error) {
 	want := int64(0)
 	if oneEach {
 		want = calls
 	}
-	spans := t.sink.settle(ctx, from, want, traceQuiet, traceSettleLimit)
-	logger.Info("spans received", "server", t.name, "spans", spans, "calls", calls)
+	spans := sink.settle(ctx, from, want, traceQuiet, traceSettleLimit)
+	logger.Info("spans received", "server", server, "spans", spans, "calls", calls)
 	if spans == 0 {
-		return nil, fmt.Errorf("%w: %s during a run", errNoSpans, t.name)
+		return nil, fmt.Errorf("%w: %s during a run", errNoSpans, server)
 	}
 	return &TraceCount{Spans: spans, Calls: calls}, nil
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -33,10 +34,11 @@ func testMatrix(t *testing.T, nodeArgs ...string) matrixConfig {
 
 func TestRunMatrix_fakeChildren(t *testing.T) {
 	mc := testMatrix(t)
-	results, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("runMatrix: %v", err)
 	}
+	results := out.results
 	want := []struct {
 		server  string
 		clients int
@@ -50,9 +52,34 @@ func TestRunMatrix_fakeChildren(t *testing.T) {
 			t.Errorf("result %d: got %s/%d clients/%d puts/%d errors, want %s/%d/300/0",
 				i, r.Server, r.Clients, r.Puts, r.Errors, w.server, w.clients)
 		}
+		if len(r.PeakRSS) != 1 || r.PeakRSS[0].Node != w.server || r.PeakRSS[0].Bytes <= 0 {
+			t.Errorf("result %d: got peak RSS %+v, want one of %s", i, r.PeakRSS, w.server)
+		}
 	}
-	if got := NewReport(results).Ratios; len(got) != 2 {
+	if got := NewReport(Measured{Results: results}).Ratios; len(got) != 2 {
 		t.Errorf("ratios: got %+v, want two", got)
+	}
+	if out.raw != nil || out.memory != nil {
+		t.Errorf("plain matrix: got raw %+v and memory %+v, want neither", out.raw, out.memory)
+	}
+}
+
+// TestRunMatrix_txn runs the plain matrix in txns of 16 puts.
+func TestRunMatrix_txn(t *testing.T) {
+	mc := testMatrix(t)
+	mc.clients = []int{4}
+	mc.base.Txn = 16
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("runMatrix: %v", err)
+	}
+	for _, r := range out.results {
+		if r.Txn != 16 || r.Puts != 300 || r.Calls != 19 {
+			t.Errorf("%s: got txn %d, %d puts in %d calls; want txn 16, 300 in 19", r.Server, r.Txn, r.Puts, r.Calls)
+		}
+	}
+	if rs := NewReport(Measured{Results: out.results}).Ratios; len(rs) != 1 || rs[0].Txn != 16 {
+		t.Errorf("ratios: got %+v, want one at txn 16", rs)
 	}
 }
 
@@ -83,10 +110,11 @@ func TestRunMatrix_traced(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", stray.endpoint())
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
 
-	results, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("runMatrix: %v", err)
 	}
+	results := out.results
 	want := []struct {
 		server  string
 		clients int
@@ -114,7 +142,7 @@ func TestRunMatrix_traced(t *testing.T) {
 				i, r.Server, r.Trace.Spans, r.Trace.Calls, w.calls, w.calls)
 		}
 	}
-	rep := NewReport(results)
+	rep := NewReport(Measured{Results: results})
 	if len(rep.Ratios) != 2 || len(rep.Tracing) != 2 {
 		t.Errorf("report: got ratios %+v and tracing %+v, want two of each", rep.Ratios, rep.Tracing)
 	}
@@ -129,12 +157,12 @@ func TestRunMatrix_traced(t *testing.T) {
 func TestRunMatrix_traceWithoutSpans(t *testing.T) {
 	mc := testMatrix(t, "--ignore-otel")
 	mc.trace = true
-	results, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
 	if !errors.Is(err, errNoSpans) {
 		t.Fatalf("runMatrix: got %v, want errNoSpans", err)
 	}
-	if len(results) != 0 {
-		t.Errorf("results: got %+v, want none", results)
+	if len(out.results) != 0 {
+		t.Errorf("results: got %+v, want none", out.results)
 	}
 }
 
@@ -157,15 +185,15 @@ func TestMatrixTargets(t *testing.T) {
 		t.Fatalf("targets with a sink: got %d, want 3", len(traced))
 	}
 	tests := []struct {
-		name, endpoint, argv, env string
-		sink                      bool
+		name, endpoint, metrics, argv, env string
+		sink                               bool
 	}{
-		{ServerNoop, "127.0.0.1:5", "bench noop-server --listen 127.0.0.1:5", "HOME=/h", false},
-		{ServerChute, "http://127.0.0.1:1",
+		{ServerNoop, "127.0.0.1:5", "", "bench noop-server --listen 127.0.0.1:5", "HOME=/h", false},
+		{ServerChute, "http://127.0.0.1:1", "127.0.0.1:4",
 			"--name bench --listen-client-urls http://127.0.0.1:1 --listen-peer-urls http://127.0.0.1:2" +
 				" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn --x --clickhouse-url http://ch:8123",
 			"HOME=/h", false},
-		{ServerChuteTraced, "http://127.0.0.1:6",
+		{ServerChuteTraced, "http://127.0.0.1:6", "127.0.0.1:9",
 			"--name bench-traced --listen-client-urls http://127.0.0.1:6 --listen-peer-urls http://127.0.0.1:7" +
 				" --gossip-listen 127.0.0.1:8 --metrics-listen 127.0.0.1:9 --log-level warn --x --clickhouse-url http://ch:8123",
 			"HOME=/h OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.endpoint() + " OTEL_TRACES_SAMPLER=always_on",
@@ -173,9 +201,9 @@ func TestMatrixTargets(t *testing.T) {
 	}
 	for i, tt := range tests {
 		got := traced[i]
-		if got.name != tt.name || got.endpoint != tt.endpoint || (got.sink != nil) != tt.sink {
-			t.Errorf("target %d: got %s at %s (sink %v), want %s at %s (sink %v)",
-				i, got.name, got.endpoint, got.sink != nil, tt.name, tt.endpoint, tt.sink)
+		if got.name != tt.name || got.endpoint != tt.endpoint || got.metrics != tt.metrics || (got.sink != nil) != tt.sink {
+			t.Errorf("target %d: got %s at %s, metrics %q (sink %v), want %s at %s, metrics %q (sink %v)",
+				i, got.name, got.endpoint, got.metrics, got.sink != nil, tt.name, tt.endpoint, tt.metrics, tt.sink)
 		}
 		if a := strings.Join(got.argv, " "); a != tt.argv {
 			t.Errorf("%s argv: got %q, want %q", tt.name, a, tt.argv)
@@ -186,6 +214,44 @@ func TestMatrixTargets(t *testing.T) {
 		if i < len(untraced) && strings.Join(untraced[i].env, " ") != tt.env {
 			t.Errorf("%s env without a sink: got %q, want %q", tt.name, untraced[i].env, tt.env)
 		}
+	}
+}
+
+func TestClusterTargets(t *testing.T) {
+	mc := matrixConfig{nodeArgs: []string{"--x"}, clickhouseURL: "http://ch:8123"}
+	ports := make([]int, 12)
+	for i := range ports {
+		ports[i] = 10 + i
+	}
+	nodes := clusterTargets(mc, ports, []string{"HOME=/h", "OTEL_X=y"})
+	if len(nodes) != 3 {
+		t.Fatalf("nodes: got %d, want 3", len(nodes))
+	}
+	for i, n := range nodes {
+		base := 10 + 4*i
+		want := fmt.Sprintf("--name bench-%d --listen-client-urls http://127.0.0.1:%d --listen-peer-urls http://127.0.0.1:%d"+
+			" --gossip-listen 127.0.0.1:%d --metrics-listen 127.0.0.1:%d --log-level warn --x --clickhouse-url http://ch:8123 --gossip-profile fast",
+			i+1, base, base+1, base+2, base+3)
+		if i > 0 {
+			want += " --join 127.0.0.1:12" // the first node's gossip
+		}
+		if got := strings.Join(n.argv, " "); got != want {
+			t.Errorf("node %d argv: got %q, want %q", i+1, got, want)
+		}
+		if n.endpoint != fmt.Sprintf("http://127.0.0.1:%d", base) || n.metrics != fmt.Sprintf("127.0.0.1:%d", base+3) {
+			t.Errorf("node %d: got endpoint %s, metrics %s", i+1, n.endpoint, n.metrics)
+		}
+		if e := strings.Join(n.env, " "); e != "HOME=/h" {
+			t.Errorf("node %d env: got %q, want HOME=/h", i+1, e)
+		}
+	}
+}
+
+func TestMemoryTarget_noClickHouse(t *testing.T) {
+	mc := matrixConfig{clickhouseURL: "http://ch:8123"}
+	got := strings.Join(memoryTarget(mc, []int{1, 2, 3, 4}, nil).argv, " ")
+	if strings.Contains(got, "clickhouse") || !strings.HasPrefix(got, "--name bench-mem ") {
+		t.Errorf("memory node argv: got %q, want bench-mem without ClickHouse", got)
 	}
 }
 

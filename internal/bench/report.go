@@ -5,80 +5,106 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
 // Server labels used by the matrix, and by the ratios of the report.
 const (
 	ServerChute       = "chute"
+	ServerChute3      = "chute, 3 nodes"
 	ServerChuteTraced = "chute, traced 100%"
 	ServerNoop        = "no-op"
 )
 
 // Report is what `chute bench` prints: the results in run order; for every
-// client count measured against both servers, chute's rate as a fraction of
-// the no-op rate; and for every client count measured against both chute
-// nodes, the traced node's rate as a fraction of the untraced node's.
+// client count and call shape measured against both servers, chute's rate
+// as a fraction of the no-op rate; for every one measured against both
+// chute nodes, the traced node's rate as a fraction of the untraced
+// node's; with the matrix against ClickHouse, the sink's ceiling, the
+// memory of a queued row and the targets of issue 8.
 type Report struct {
-	Results []Result     `json:"results"`
-	Ratios  []Ratio      `json:"ratios,omitempty"`
-	Tracing []TraceRatio `json:"tracing,omitempty"`
+	Machine *Machine      `json:"machine,omitempty"`
+	Command string        `json:"command,omitempty"`
+	Results []Result      `json:"results"`
+	Ratios  []Ratio       `json:"ratios,omitempty"`
+	Tracing []TraceRatio  `json:"tracing,omitempty"`
+	Raw     *RawResult    `json:"raw_insert,omitempty"`
+	Memory  *MemoryResult `json:"memory,omitempty"`
+	Targets []Target      `json:"targets,omitempty"`
 }
 
-// Ratio is chute's puts/s divided by the no-op server's at one client count.
+// Measured is what a bench measured, for NewReport.
+type Measured struct {
+	Results []Result
+	Raw     *RawResult
+	Memory  *MemoryResult
+}
+
+// Ratio is chute's puts/s divided by the no-op server's at one client
+// count and call shape.
 type Ratio struct {
 	Clients      int     `json:"clients"`
+	Txn          int     `json:"txn,omitempty"`
 	ChutePerNoop float64 `json:"chute_per_noop"`
 }
 
 // TraceRatio is the traced chute node's puts/s divided by the untraced
-// node's at one client count: what tracing every put costs.
+// node's at one client count and call shape: what tracing every call
+// costs.
 type TraceRatio struct {
 	Clients           int     `json:"clients"`
+	Txn               int     `json:"txn,omitempty"`
 	TracedPerUntraced float64 `json:"traced_per_untraced"`
 }
 
-// NewReport returns the report of results, computing the ratios.
-func NewReport(results []Result) Report {
-	r := Report{Results: results}
-	for _, p := range ratios(results, ServerChute, ServerNoop) {
-		r.Ratios = append(r.Ratios, Ratio{Clients: p.clients, ChutePerNoop: p.value})
+// NewReport returns the report of m, computing the ratios and checking the
+// targets.
+func NewReport(m Measured) Report {
+	r := Report{Results: m.Results, Raw: m.Raw, Memory: m.Memory}
+	for _, p := range ratios(m.Results, ServerChute, ServerNoop) {
+		r.Ratios = append(r.Ratios, Ratio{Clients: p.clients, Txn: p.txn, ChutePerNoop: p.value})
 	}
-	for _, p := range ratios(results, ServerChuteTraced, ServerChute) {
-		r.Tracing = append(r.Tracing, TraceRatio{Clients: p.clients, TracedPerUntraced: p.value})
+	for _, p := range ratios(m.Results, ServerChuteTraced, ServerChute) {
+		r.Tracing = append(r.Tracing, TraceRatio{Clients: p.clients, Txn: p.txn, TracedPerUntraced: p.value})
 	}
+	r.Targets = evaluateTargets(m.Results, m.Memory)
 	return r
 }
 
-// clientRatio is the puts/s of one server over another's at one client
-// count.
-type clientRatio struct {
+// cellRatio is the puts/s of one server over another's at one client
+// count and call shape.
+type cellRatio struct {
 	clients int
+	txn     int
 	value   float64
 }
 
-// ratios pairs the num and den results of each client count, in the order
-// the client counts first appear.
-func ratios(results []Result, num, den string) []clientRatio {
-	var out []clientRatio
-	seen := make(map[int]bool)
+// ratios pairs the unpaced num and den results of each client count and
+// call shape, in the order they first appear.
+func ratios(results []Result, num, den string) []cellRatio {
+	type shape struct{ clients, txn int }
+	var out []cellRatio
+	seen := make(map[shape]bool)
 	for _, r := range results {
-		if seen[r.Clients] {
+		s := shape{r.Clients, r.Txn}
+		if r.Rate > 0 || seen[s] {
 			continue
 		}
-		seen[r.Clients] = true
-		n, okN := find(results, num, r.Clients)
-		d, okD := find(results, den, r.Clients)
+		seen[s] = true
+		n, okN := find(results, num, s.clients, s.txn)
+		d, okD := find(results, den, s.clients, s.txn)
 		if okN && okD && d.PutsPerSec > 0 {
-			out = append(out, clientRatio{clients: r.Clients, value: n.PutsPerSec / d.PutsPerSec})
+			out = append(out, cellRatio{clients: s.clients, txn: s.txn, value: n.PutsPerSec / d.PutsPerSec})
 		}
 	}
 	return out
 }
 
-func find(results []Result, server string, clients int) (Result, bool) {
+// find returns the first unpaced result of server at clients and txn.
+func find(results []Result, server string, clients, txn int) (Result, bool) {
 	for _, r := range results {
-		if r.Server == server && r.Clients == clients {
+		if r.Server == server && r.Clients == clients && r.Txn == txn && r.Rate == 0 {
 			return r, true
 		}
 	}
@@ -86,30 +112,61 @@ func find(results []Result, server string, clients int) (Result, bool) {
 }
 
 // WriteMarkdown writes a markdown table with one row per result, then the
-// ratio lines when there are ratios, the spans the traced runs sent, and
-// one line per result that had errors.
+// ratio lines when there are ratios, the spans the traced runs sent, one
+// line per result that had errors, and the tables of rows, of the sink's
+// ceiling, of memory and of the targets when there are any.
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b bytes.Buffer
-	b.WriteString("| clients | conns | server | puts/s | p50 ms | p99 ms |\n")
-	b.WriteString("|--------:|------:|--------|-------:|-------:|-------:|\n")
-	for _, res := range r.Results {
-		fmt.Fprintf(&b, "| %d | %d | %s | %.0f | %s | %s |\n",
-			res.Clients, res.Conns, res.Server, res.PutsPerSec, millis(res.P50), millis(res.P99))
+	r.writePuts(&b)
+	r.writeRatios(&b)
+	r.writeErrors(&b)
+	if hasRows(r.Results) {
+		b.WriteString("\nRows into ClickHouse:\n\n")
+		r.writeRows(&b)
 	}
+	if r.Raw != nil {
+		b.WriteString("\nRaw JSONEachRow inserts, the ceiling of the sink:\n\n")
+		r.writeRaw(&b)
+	}
+	if r.Memory != nil {
+		b.WriteString("\nMemory of a queued row:\n\n")
+		r.writeMemory(&b)
+	}
+	if len(r.Targets) > 0 {
+		b.WriteString("\nTargets of issue 8:\n\n")
+		r.writeTargets(&b)
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// writePuts writes the table of results.
+func (r Report) writePuts(b *bytes.Buffer) {
+	b.WriteString("| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB |\n")
+	b.WriteString("|--------|-------|--------:|------:|-------:|-------:|-------:|-------:|---------:|-------------:|\n")
+	for _, res := range r.Results {
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %.0f | %s | %s | %s | %s |\n",
+			res.Server, callShape(res), res.Clients, res.Conns, dash(res.Queues), res.PutsPerSec,
+			millis(res.P50), millis(res.P99), millis(res.P999), peakRSS(res.PeakRSS))
+	}
+}
+
+// writeRatios writes the ratio lines and the spans of the traced runs.
+func (r Report) writeRatios(b *bytes.Buffer) {
 	if len(r.Ratios) > 0 || len(r.Tracing) > 0 {
 		b.WriteString("\n")
 	}
 	if len(r.Ratios) > 0 {
 		b.WriteString("chute/no-op puts/s:")
 		for i, ra := range r.Ratios {
-			writeRatio(&b, i, ra.Clients, ra.ChutePerNoop)
+			writeRatio(b, i, ra.Clients, ra.Txn, ra.ChutePerNoop)
 		}
 		b.WriteString("\n")
 	}
 	if len(r.Tracing) > 0 {
 		b.WriteString("traced/untraced chute puts/s:")
 		for i, ra := range r.Tracing {
-			writeRatio(&b, i, ra.Clients, ra.TracedPerUntraced)
+			writeRatio(b, i, ra.Clients, ra.Txn, ra.TracedPerUntraced)
 		}
 		b.WriteString("\n")
 	}
@@ -123,28 +180,123 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		} else {
 			b.WriteString(",")
 		}
-		fmt.Fprintf(&b, " %d clients %d for %d KV calls", res.Clients, res.Trace.Spans, res.Trace.Calls)
+		fmt.Fprintf(b, " %d clients %d for %d KV calls", res.Clients, res.Trace.Spans, res.Trace.Calls)
 		traced++
 	}
 	if traced > 0 {
 		b.WriteString("\n")
 	}
+}
+
+// writeErrors writes one line per result that had errors.
+func (r Report) writeErrors(b *bytes.Buffer) {
 	for _, res := range r.Results {
 		if res.Errors > 0 {
-			fmt.Fprintf(&b, "\nerrors: %s at %d clients: %d of %d puts failed, e.g. %s\n",
-				res.Server, res.Clients, res.Errors, res.Errors+res.Puts, res.FirstError)
+			fmt.Fprintf(b, "\nerrors: %s, %s, %d clients: %d of %d puts failed, e.g. %s\n",
+				res.Server, callShape(res), res.Clients, res.Errors, res.Errors+res.Puts, res.FirstError)
 		}
 	}
-	_, err := w.Write(b.Bytes())
-	return err
+}
+
+// writeRows writes the table of the results that watched their rows.
+func (r Report) writeRows(b *bytes.Buffer) {
+	b.WriteString("| server | calls | puts/s | rows | rows/s | rows per insert | put-to-row p50 ms | p99 ms | p99.9 ms |\n")
+	b.WriteString("|--------|-------|-------:|-----:|-------:|----------------:|------------------:|-------:|---------:|\n")
+	for _, res := range r.Results {
+		if res.Rows == nil {
+			continue
+		}
+		rw := res.Rows
+		fmt.Fprintf(b, "| %s | %s | %.0f | %d | %.0f | %.0f | %s | %s | %s |\n",
+			res.Server, callShape(res), res.PutsPerSec, rw.Rows, rw.RowsPerSec, rw.RowsPerInsert,
+			millis1(rw.P50), millis1(rw.P99), millis1(rw.P999))
+	}
+}
+
+// writeRaw writes the table of the raw inserts.
+func (r Report) writeRaw(b *bytes.Buffer) {
+	x := r.Raw
+	b.WriteString("| posters | rows per insert | bytes per insert | inserts | rows | rows/s | insert p50 ms | p99 ms |\n")
+	b.WriteString("|--------:|----------------:|-----------------:|--------:|-----:|-------:|--------------:|-------:|\n")
+	fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %.0f | %s | %s |\n",
+		x.Posters, x.BatchRows, x.BatchBytes, x.Inserts, x.Rows, x.RowsPerSec, millis1(x.P50), millis1(x.P99))
+}
+
+// writeMemory writes the table of the memory of a queued row.
+func (r Report) writeMemory(b *bytes.Buffer) {
+	m := r.Memory
+	b.WriteString("| rows queued | value bytes | live heap per row | beyond the value | RSS growth per row | GOGC |\n")
+	b.WriteString("|------------:|------------:|------------------:|-----------------:|-------------------:|-----:|\n")
+	fmt.Fprintf(b, "| %d | %d | %.0f B | %.0f B | %.0f B | %d |\n",
+		m.Rows, m.ValSize, m.HeapPerRow, m.OverheadPerRow, m.RSSPerRow, m.GOGC)
+}
+
+// writeTargets writes the table of the targets.
+func (r Report) writeTargets(b *bytes.Buffer) {
+	b.WriteString("| # | target | measured | got | want | |\n")
+	b.WriteString("|---|--------|----------|----:|-----:|-|\n")
+	for _, t := range r.Targets {
+		verdict := "**fail**"
+		if t.Pass {
+			verdict = "pass"
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s |\n", t.ID, t.Goal, t.Measured, t.Got, t.Want, verdict)
+	}
+}
+
+// hasRows reports whether any result watched its rows.
+func hasRows(results []Result) bool {
+	for _, r := range results {
+		if r.Rows != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// callShape names what a result's calls were: "put" or "txn 128", and
+// the pace when paced.
+func callShape(r Result) string {
+	s := "put"
+	if r.Txn > 0 {
+		s = fmt.Sprintf("txn %d", r.Txn)
+	}
+	if r.Rate > 0 {
+		s += fmt.Sprintf(", paced %.0f/s", r.Rate)
+	}
+	return s
+}
+
+// dash is n, or "-" for zero.
+func dash(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+// peakRSS is each node's peak RSS in MiB, "/"-separated; "-" for none.
+func peakRSS(nodes []NodeRSS) string {
+	if len(nodes) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%.0f", float64(n.Bytes)/(1<<20))
+	}
+	return strings.Join(parts, " / ")
 }
 
 // writeRatio writes the i-th entry of a ratio line.
-func writeRatio(b *bytes.Buffer, i, clients int, value float64) {
+func writeRatio(b *bytes.Buffer, i, clients, txn int, value float64) {
 	if i > 0 {
 		b.WriteString(",")
 	}
-	fmt.Fprintf(b, " %d clients %.2f (%.0f%%)", clients, value, 100*value)
+	fmt.Fprintf(b, " %d clients", clients)
+	if txn > 0 {
+		fmt.Fprintf(b, " txn %d", txn)
+	}
+	fmt.Fprintf(b, " %.2f (%.0f%%)", value, 100*value)
 }
 
 // WriteJSON writes r as one indented JSON document.
@@ -157,4 +309,9 @@ func (r Report) WriteJSON(w io.Writer) error {
 // millis formats d in milliseconds with microsecond precision.
 func millis(d time.Duration) string {
 	return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond))
+}
+
+// millis1 formats d in milliseconds with one decimal.
+func millis1(d time.Duration) string {
+	return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
 }

@@ -11,21 +11,22 @@ import (
 
 func sampleResults() []Result {
 	return []Result{
-		{Server: ServerNoop, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Elapsed: time.Second, PutsPerSec: 1000, P50: 900 * time.Microsecond, P99: 2 * time.Millisecond},
-		{Server: ServerChute, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Elapsed: 2 * time.Second, PutsPerSec: 500, P50: 1800 * time.Microsecond, P99: 4 * time.Millisecond},
-		{Server: ServerNoop, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 100000, Elapsed: 2 * time.Second, PutsPerSec: 50000, P50: 1500 * time.Microsecond, P99: 6 * time.Millisecond},
-		{Server: ServerChute, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 99990, Errors: 10, FirstError: "boom", Elapsed: 2 * time.Second, PutsPerSec: 45000, P50: 1700 * time.Microsecond, P99: 7 * time.Millisecond},
+		{Server: ServerNoop, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Calls: 1000, Elapsed: time.Second, PutsPerSec: 1000, P50: 900 * time.Microsecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond},
+		{Server: ServerChute, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Calls: 1000, Elapsed: 2 * time.Second, PutsPerSec: 500, P50: 1800 * time.Microsecond, P99: 4 * time.Millisecond, P999: 5 * time.Millisecond,
+			PeakRSS: []NodeRSS{{Node: ServerChute, Bytes: 40 << 20}}},
+		{Server: ServerNoop, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 100000, Calls: 100000, Elapsed: 2 * time.Second, PutsPerSec: 50000, P50: 1500 * time.Microsecond, P99: 6 * time.Millisecond, P999: 9 * time.Millisecond},
+		{Server: ServerChute, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 99990, Calls: 99990, Errors: 10, FirstError: "boom", Elapsed: 2 * time.Second, PutsPerSec: 45000, P50: 1700 * time.Microsecond, P99: 7 * time.Millisecond, P999: 8 * time.Millisecond},
 	}
 }
 
 func TestReport_WriteMarkdown(t *testing.T) {
 	var b bytes.Buffer
-	if err := NewReport(sampleResults()).WriteMarkdown(&b); err != nil {
+	if err := NewReport(Measured{Results: sampleResults()}).WriteMarkdown(&b); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
 	out := b.String()
 	lines := strings.Split(out, "\n")
-	if got, want := lines[0], "| clients | conns | server | puts/s | p50 ms | p99 ms |"; got != want {
+	if got, want := lines[0], "| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB |"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
 	}
 	rows := 0
@@ -38,13 +39,19 @@ func TestReport_WriteMarkdown(t *testing.T) {
 		t.Errorf("rows: got %d, want 4 in\n%s", rows, out)
 	}
 	for _, want := range []string{
-		"| 1 | 1 | no-op | 1000 | 0.900 | 2.000 |",
-		"| 100 | 10 | chute | 45000 | 1.700 | 7.000 |",
+		"| no-op | put | 1 | 1 | - | 1000 | 0.900 | 2.000 | 3.000 | - |",
+		"| chute | put | 1 | 1 | - | 500 | 1.800 | 4.000 | 5.000 | 40 |",
+		"| chute | put | 100 | 10 | - | 45000 | 1.700 | 7.000 | 8.000 | - |",
 		"chute/no-op puts/s: 1 clients 0.50 (50%), 100 clients 0.90 (90%)",
-		"errors: chute at 100 clients: 10 of 100000 puts failed, e.g. boom",
+		"errors: chute, put, 100 clients: 10 of 100000 puts failed, e.g. boom",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	for _, absent := range []string{"Rows into ClickHouse", "Raw JSONEachRow", "Memory", "Targets"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("markdown of put runs only holds %q:\n%s", absent, out)
 		}
 	}
 }
@@ -55,23 +62,23 @@ func tracedResults() []Result {
 	rs := sampleResults()
 	traced := []Result{
 		{Server: ServerChuteTraced, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Elapsed: 2500 * time.Millisecond, PutsPerSec: 400,
-			P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, Trace: &TraceCount{Spans: 2001, Calls: 2001}},
+			P50: 2 * time.Millisecond, P99: 5 * time.Millisecond, P999: 6 * time.Millisecond, Trace: &TraceCount{Spans: 2001, Calls: 2001}},
 		{Server: ServerChuteTraced, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 100000, Elapsed: 2 * time.Second, PutsPerSec: 36000,
-			P50: 2 * time.Millisecond, P99: 8 * time.Millisecond, Trace: &TraceCount{Spans: 90000, Calls: 101010}},
+			P50: 2 * time.Millisecond, P99: 8 * time.Millisecond, P999: 9 * time.Millisecond, Trace: &TraceCount{Spans: 90000, Calls: 101010}},
 	}
 	return []Result{rs[0], rs[1], traced[0], rs[2], rs[3], traced[1]}
 }
 
 func TestReport_WriteMarkdown_traced(t *testing.T) {
 	var b bytes.Buffer
-	rep := NewReport(tracedResults())
+	rep := NewReport(Measured{Results: tracedResults()})
 	if err := rep.WriteMarkdown(&b); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| 1 | 1 | chute, traced 100% | 400 | 2.000 | 5.000 |\n| 100 | 10 | no-op |",
-		"| 100 | 10 | chute, traced 100% | 36000 | 2.000 | 8.000 |",
+		"| chute, traced 100% | put | 1 | 1 | - | 400 | 2.000 | 5.000 | 6.000 | - |\n| no-op | put | 100 |",
+		"| chute, traced 100% | put | 100 | 10 | - | 36000 | 2.000 | 8.000 | 9.000 | - |",
 		"\nchute/no-op puts/s: 1 clients 0.50 (50%), 100 clients 0.90 (90%)\n" +
 			"traced/untraced chute puts/s: 1 clients 0.80 (80%), 100 clients 0.80 (80%)\n" +
 			"spans received by the bench's OTLP sink: 1 clients 2001 for 2001 KV calls, 100 clients 90000 for 101010 KV calls\n",
@@ -87,7 +94,7 @@ func TestReport_WriteMarkdown_traced(t *testing.T) {
 
 func TestReport_WriteMarkdown_singleServer(t *testing.T) {
 	var b bytes.Buffer
-	r := NewReport([]Result{{Server: "127.0.0.1:2379", Clients: 4, Conns: 2, PutsPerSec: 10}})
+	r := NewReport(Measured{Results: []Result{{Server: "127.0.0.1:2379", Clients: 4, Conns: 2, PutsPerSec: 10}}})
 	if err := r.WriteMarkdown(&b); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
 	}
@@ -95,10 +102,146 @@ func TestReport_WriteMarkdown_singleServer(t *testing.T) {
 		strings.Contains(b.String(), "traced") || strings.Contains(b.String(), "spans") {
 		t.Errorf("got ratio or error lines for a single clean result:\n%s", b.String())
 	}
+	if len(r.Targets) != 0 {
+		t.Errorf("targets: got %+v, want none", r.Targets)
+	}
+}
+
+// clickHouseMeasured is what the ClickHouse matrix measures: every target
+// passes but 3b and 5.
+func clickHouseMeasured() Measured {
+	rows := func(perSec float64, p99 time.Duration) *RowsResult {
+		return &RowsResult{Rows: 100000, Elapsed: time.Second, RowsPerSec: perSec, P50: p99 / 2, P99: p99, P999: p99 + time.Millisecond, Inserts: 20, RowsPerInsert: 5000}
+	}
+	return Measured{
+		Results: []Result{
+			{Server: ServerNoop, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 20000, PeakRSS: []NodeRSS{{Node: ServerNoop, Bytes: 30 << 20}}},
+			{Server: ServerChute, Nodes: 1, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 19000, Rows: rows(18900, 80*time.Millisecond)},
+			{Server: ServerNoop, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 300000},
+			{Server: ServerChute, Nodes: 1, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 280000, Rows: rows(270000, 200*time.Millisecond)},
+			{Server: ServerChute, Nodes: 1, Clients: 100, Conns: 10, Queues: 1, Rate: 9450, PutsPerSec: 9440, Rows: rows(9400, 99*time.Millisecond)},
+			{Server: ServerChute3, Nodes: 3, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 14000, Rows: rows(13800, 90*time.Millisecond),
+				PeakRSS: []NodeRSS{{Node: "bench-1", Bytes: 60 << 20}, {Node: "bench-2", Bytes: 50 << 20}, {Node: "bench-3", Bytes: 51 << 20}}},
+			{Server: ServerChute3, Nodes: 3, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 150000, Rows: rows(140000, 300*time.Millisecond)},
+		},
+		Raw:    &RawResult{Rows: 1000000, Inserts: 200, BatchRows: 5000, BatchBytes: 1285000, Posters: 2, ValSize: 256, Elapsed: 2 * time.Second, RowsPerSec: 500000, P50: 8 * time.Millisecond, P99: 20 * time.Millisecond},
+		Memory: &MemoryResult{Rows: 100000, ValSize: 256, KeySize: 16, HeapBytes: 44200000, HeapPerRow: 442, OverheadPerRow: 186, RSSBytes: 97400000, RSSPerRow: 974, GOGC: 100},
+	}
+}
+
+func TestNewReport_targets(t *testing.T) {
+	rep := NewReport(clickHouseMeasured())
+	want := []struct {
+		id    string
+		value float64
+		pass  bool
+	}{
+		{"1a", 0.95, true}, {"1b", 18900.0 / 19000, true}, {"2", 0.9, true},
+		{"3a", 13800.0 / 18900, true}, {"3b", 140000.0 / 270000, false}, {"4", 99, true}, {"5", 186, false},
+	}
+	if len(rep.Targets) != len(want) {
+		t.Fatalf("targets: got %+v, want %d", rep.Targets, len(want))
+	}
+	for i, w := range want {
+		g := rep.Targets[i]
+		if g.ID != w.id || g.Pass != w.pass || g.Value < w.value-1e-9 || g.Value > w.value+1e-9 {
+			t.Errorf("target %d: got %s %.4f pass %v, want %s %.4f pass %v", i, g.ID, g.Value, g.Pass, w.id, w.value, w.pass)
+		}
+	}
+	if rep.Targets[6].Got != "value + 186 B" || rep.Targets[5].Got != "99.0 ms" || rep.Targets[0].Want != "≥ 0.90" {
+		t.Errorf("target texts: got %q, %q, %q", rep.Targets[6].Got, rep.Targets[5].Got, rep.Targets[0].Want)
+	}
+	if len(rep.Ratios) != 2 || rep.Ratios[1].Txn != 128 || rep.Ratios[1].ChutePerNoop != 280000.0/300000 {
+		t.Errorf("ratios: got %+v, want unary and txn 128, the paced run left out", rep.Ratios)
+	}
+}
+
+func TestEvaluateTargets_boundaries(t *testing.T) {
+	m := clickHouseMeasured()
+	m.Results[4].Rows.P99 = targetPutToRowP99 // not under
+	m.Memory.OverheadPerRow = targetRowOverhead
+	m.Results[1].PutsPerSec = 18000 // exactly 90% of the no-op rate
+	got := map[string]bool{}
+	for _, tg := range evaluateTargets(m.Results, m.Memory) {
+		got[tg.ID] = tg.Pass
+	}
+	if !got["1a"] || got["4"] || !got["5"] {
+		t.Errorf("boundaries: got 1a %v, 4 %v, 5 %v; want pass, fail, pass", got["1a"], got["4"], got["5"])
+	}
+	if ts := evaluateTargets(m.Results[:2], nil); len(ts) != 2 {
+		t.Errorf("one node unary only: got %+v, want 1a and 1b", ts)
+	}
+}
+
+func TestReport_WriteMarkdown_clickHouse(t *testing.T) {
+	var b bytes.Buffer
+	if err := NewReport(clickHouseMeasured()).WriteMarkdown(&b); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| chute, 3 nodes | put | 100 | 10 | 1 | 14000 | 0.000 | 0.000 | 0.000 | 60 / 50 / 51 |",
+		"| chute | put, paced 9450/s | 100 | 10 | 1 | 9440 |",
+		"chute/no-op puts/s: 100 clients 0.95 (95%), 100 clients txn 128 0.93 (93%)",
+		"\nRows into ClickHouse:\n\n| server | calls | puts/s | rows | rows/s | rows per insert | put-to-row p50 ms | p99 ms | p99.9 ms |",
+		"| chute | txn 128 | 280000 | 100000 | 270000 | 5000 | 100.0 | 200.0 | 201.0 |",
+		"\nRaw JSONEachRow inserts, the ceiling of the sink:\n\n",
+		"| 2 | 5000 | 1285000 | 200 | 1000000 | 500000 | 8.0 | 20.0 |",
+		"| 100000 | 256 | 442 B | 186 B | 974 B | 100 |",
+		"| 3b | three nodes, producers on the non-dispatcher nodes, txn-128: ≥ 70% of one node | 3 nodes 140000 rows/s ÷ 1 node 270000 rows/s | 0.52 (52%) | ≥ 0.70 | **fail** |",
+		"| 4 | put-to-row p99 under 100 ms at half the maximum rate | one node, unary, paced at 9450 puts/s (ran at 9440) | 99.0 ms | < 100 ms | pass |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestReport_WriteDoc(t *testing.T) {
+	rep := NewReport(clickHouseMeasured())
+	rep.Machine = &Machine{CPUs: 2, CPUModel: "AMD EPYC", MemoryBytes: 24 << 30, OS: "linux", Arch: "amd64", Kernel: "6.1",
+		GoVersion: "go1.26.8", ClickHouse: "18.16.1", Commit: "abc123", Modified: true, LoadAvg: "0.5 0.4 0.3", LoadAvgEnd: "2.5 1.4 0.9",
+		Started: time.Date(2026, 11, 30, 9, 45, 0, 0, time.UTC)}
+	rep.Command = "chute bench --matrix --clickhouse-url http://127.0.0.1:18124"
+	var b bytes.Buffer
+	cfg := DefaultConfig()
+	cfg.Duration = 20 * time.Second
+	if err := rep.WriteDoc(&b, docSettings{cfg: cfg, matrix: true, clickhouse: true, rawPosters: 2}); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"# Benchmarks\n",
+		"| CPUs | 2 × AMD EPYC |\n| memory | 24.0 GiB |\n| OS | linux/amd64, kernel 6.1 |\n| Go | go1.26.8 |\n| ClickHouse | 18.16.1 |\n" +
+			"| chute built from | abc123 with local changes |\n| started | 2026-11-30 09:45 UTC |\n| load average at start | 0.5 0.4 0.3 |\n| load average at the end | 2.5 1.4 0.9 |\n",
+		"## Command\n\n```\nchute bench --matrix --clickhouse-url http://127.0.0.1:18124\n```\n",
+		"## Targets of issue 8\n\n| # | target |",
+		"## Puts\n\n| server |",
+		"## Rows into ClickHouse\n\n",
+		"## Ceiling of the sink: raw JSONEachRow inserts\n\n",
+		"## Memory of a queued row\n\n",
+		"## How it was measured\n\n",
+		"100 concurrent\nputters share 10 client connections",
+		"1000 unmeasured warmup puts, then\n20s or 100000 puts, whichever comes first",
+		"A put refused\n(`too many requests`",
+		"every 10ms from the start of the measured phase",
+		"no-op txn-128, chute txn-128",
+		"by 2 concurrent posters",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("document lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "--trace") {
+		t.Errorf("document of an untraced matrix explains --trace")
+	}
+	if strings.Index(out, "## Targets") > strings.Index(out, "## Puts") {
+		t.Errorf("document: the targets come after the tables")
+	}
 }
 
 func TestReport_WriteJSON_roundTrip(t *testing.T) {
-	want := NewReport(tracedResults())
+	want := NewReport(Measured{Results: tracedResults()})
 	var b bytes.Buffer
 	if err := want.WriteJSON(&b); err != nil {
 		t.Fatalf("WriteJSON: %v", err)
@@ -121,5 +264,27 @@ func TestReport_WriteJSON_roundTrip(t *testing.T) {
 	}
 	if n := strings.Count(b.String(), `"trace"`); n != 2 {
 		t.Errorf("JSON: got %d trace objects, want 2 (untraced runs have none)", n)
+	}
+}
+
+func TestReport_WriteJSON_clickHouse(t *testing.T) {
+	want := NewReport(clickHouseMeasured())
+	want.Machine = &Machine{CPUs: 2, GoVersion: "go1.26.8", Started: time.Date(2026, 11, 30, 9, 45, 0, 0, time.UTC)}
+	var b bytes.Buffer
+	if err := want.WriteJSON(&b); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	var got Report
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: got %+v, want %+v", got, want)
+	}
+	for _, field := range []string{`"p999_ns"`, `"rows_per_sec"`, `"rows_per_insert"`, `"peak_rss"`, `"txn": 128`, `"rate": 9450`,
+		`"raw_insert"`, `"batch_rows": 5000`, `"memory"`, `"overhead_per_row": 186`, `"targets"`, `"pass": false`, `"machine"`, `"queues": 1`} {
+		if !strings.Contains(b.String(), field) {
+			t.Errorf("JSON lacks %s", field)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -10,16 +11,30 @@ import (
 // integer nanoseconds.
 type Result struct {
 	// Server labels the server measured, e.g. ServerChute or ServerNoop.
-	Server  string `json:"server"`
-	Clients int    `json:"clients"`
+	Server string `json:"server"`
+	// Nodes is the number of chute nodes of the cluster measured; zero for
+	// a server that is not a chute cluster of the matrix.
+	Nodes   int `json:"nodes,omitempty"`
+	Clients int `json:"clients"`
 	// Conns is the number of connections actually opened (at most Clients).
 	Conns   int `json:"conns"`
 	KeySize int `json:"key_size"`
 	ValSize int `json:"val_size"`
+	// Txn is the number of puts per txn; zero for unary puts.
+	Txn int `json:"txn,omitempty"`
+	// Queues is the number of ClickHouse queues the puts went to; zero for
+	// plain keys.
+	Queues int `json:"queues,omitempty"`
+	// Rate is the pace asked for, in puts per second; zero: unpaced.
+	Rate float64 `json:"rate,omitempty"`
 
 	// Puts is the number of measured puts that succeeded.
 	Puts int64 `json:"puts"`
-	// Errors is the number of measured puts that failed.
+	// Calls is the number of measured calls (puts or txns) that
+	// succeeded.
+	Calls int64 `json:"calls"`
+	// Errors is the number of measured puts that failed (all the puts of
+	// a failed txn).
 	Errors int64 `json:"errors"`
 	// FirstError is the text of one failure (the first seen by the first
 	// putter that failed), empty when none.
@@ -29,12 +44,51 @@ type Result struct {
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// PutsPerSec is Puts divided by Elapsed.
 	PutsPerSec float64 `json:"puts_per_sec"`
-	// P50 and P99 are nearest-rank percentiles of successful put latencies.
-	P50 time.Duration `json:"p50_ns"`
-	P99 time.Duration `json:"p99_ns"`
+	// P50, P99 and P999 are nearest-rank percentiles of the latencies of
+	// successful calls (a txn's is the whole txn's).
+	P50  time.Duration `json:"p50_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	P999 time.Duration `json:"p999_ns"`
+
+	// Rows is set when the run watched its rows land in ClickHouse.
+	Rows *RowsResult `json:"rows,omitempty"`
+	// PeakRSS is the largest resident memory of each node of the server
+	// seen during the run; empty when the bench did not start the server.
+	PeakRSS []NodeRSS `json:"peak_rss,omitempty"`
 
 	// Trace is set on a run against a traced server. Nil: not traced.
 	Trace *TraceCount `json:"trace,omitempty"`
+}
+
+// RowsResult is what a run measured of its rows in ClickHouse.
+type RowsResult struct {
+	// Rows is the number of rows of the measured phase counted in
+	// ClickHouse (the puts acknowledged, and any failed put that landed
+	// anyway).
+	Rows int64 `json:"rows"`
+	// Elapsed is the time from the measured phase's start to the first
+	// count that held every acknowledged row.
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// RowsPerSec is Rows divided by Elapsed: the end-to-end rate.
+	RowsPerSec float64 `json:"rows_per_sec"`
+	// P50, P99 and P999 are put-to-row latencies over rows: from the
+	// start of the call that put a row to the first count that held it.
+	P50  time.Duration `json:"p50_ns"`
+	P99  time.Duration `json:"p99_ns"`
+	P999 time.Duration `json:"p999_ns"`
+	// Inserts is the number of INSERT queries ClickHouse counted from the
+	// measured phase's start until every row was in (system.events
+	// InsertQuery), and RowsPerInsert the rows it counted inserted
+	// (InsertedRows) per insert; zero when unknown.
+	Inserts       int64   `json:"inserts"`
+	RowsPerInsert float64 `json:"rows_per_insert"`
+}
+
+// NodeRSS is the peak resident memory of one node during a run.
+type NodeRSS struct {
+	Node string `json:"node"`
+	// Bytes is the largest VmRSS of /proc/<pid>/status sampled every 50 ms.
+	Bytes int64 `json:"bytes"`
 }
 
 // TraceCount shows that a traced run was traced: the spans the bench's OTLP
@@ -44,23 +98,53 @@ type TraceCount struct {
 	// server had exported all of them, or sent none for a while.
 	Spans int64 `json:"spans"`
 	// Calls is the KV calls the run made: connection probes, warmup and
-	// measured puts. At 100% sampling each has one server span, so Spans
+	// measured calls. At 100% sampling each has one server span, so Spans
 	// below Calls means the server's exporter dropped spans.
 	Calls int64 `json:"calls"`
 }
 
-// percentiles sorts lat in place and returns its nearest-rank p50 and p99;
-// zeros when lat is empty.
-func percentiles(lat []time.Duration) (p50, p99 time.Duration) {
+// percentiles sorts lat in place and returns its nearest-rank p50, p99 and
+// p99.9; zeros when lat is empty.
+func percentiles(lat []time.Duration) (p50, p99, p999 time.Duration) {
 	if len(lat) == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	slices.Sort(lat)
-	return nearestRank(lat, 0.50), nearestRank(lat, 0.99)
+	return nearestRank(lat, 0.50), nearestRank(lat, 0.99), nearestRank(lat, 0.999)
 }
 
 // nearestRank returns the q-quantile of sorted, which must not be empty.
 func nearestRank(sorted []time.Duration, q float64) time.Duration {
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// weighted is a latency shared by n rows.
+type weighted struct {
+	d time.Duration
+	n int64
+}
+
+// weightedPercentiles sorts ws in place and returns the nearest-rank p50,
+// p99 and p99.9 over the rows they count; zeros when they count none.
+func weightedPercentiles(ws []weighted) (p50, p99, p999 time.Duration) {
+	var total int64
+	for _, w := range ws {
+		total += w.n
+	}
+	if total == 0 {
+		return 0, 0, 0
+	}
+	slices.SortFunc(ws, func(a, b weighted) int { return cmp.Compare(a.d, b.d) })
+	at := func(q float64) time.Duration {
+		rank := max(int64(math.Ceil(q*float64(total))), 1)
+		var seen int64
+		for _, w := range ws {
+			if seen += w.n; seen >= rank {
+				return w.d
+			}
+		}
+		return ws[len(ws)-1].d
+	}
+	return at(0.50), at(0.99), at(0.999)
 }

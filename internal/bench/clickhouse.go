@@ -1,0 +1,121 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// chQueryTimeout bounds one statement the bench sends to ClickHouse.
+const chQueryTimeout = 30 * time.Second
+
+// httpClient talks to ClickHouse and to the nodes' metrics listeners. It
+// has no timeout of its own: every request carries a context.
+var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+
+// chQuery runs a statement over ClickHouse's HTTP interface at url (the
+// default user, no password) and returns the body.
+func chQuery(ctx context.Context, url, sql string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, chQueryTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(sql))
+	if err != nil {
+		return "", fmt.Errorf("bench: clickhouse: %w", err)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("bench: clickhouse: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("bench: clickhouse: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("bench: clickhouse: %s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	return string(body), nil
+}
+
+// createTable creates default.table with the columns of the bench's rows.
+func createTable(ctx context.Context, url, table string) error {
+	_, err := chQuery(ctx, url, "CREATE TABLE default."+table+" (id UInt64, v String) ENGINE = MergeTree ORDER BY id")
+	return err
+}
+
+// dropTable drops default.table if it exists.
+func dropTable(ctx context.Context, url, table string) error {
+	_, err := chQuery(ctx, url, "DROP TABLE IF EXISTS default."+table)
+	return err
+}
+
+// chCounts returns count() of each of default.tables, in one query.
+func chCounts(ctx context.Context, url string, tables []string) ([]int64, error) {
+	var q strings.Builder
+	for i, t := range tables {
+		if i > 0 {
+			q.WriteString(" UNION ALL ")
+		}
+		fmt.Fprintf(&q, "SELECT %d, count() FROM default.%s", i, t)
+	}
+	q.WriteString(" FORMAT TabSeparated")
+	out, err := chQuery(ctx, url, q.String())
+	if err != nil {
+		return nil, err
+	}
+	counts := make([]int64, len(tables))
+	seen := 0
+	for line := range strings.Lines(out) {
+		idx, n, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		i, err1 := strconv.Atoi(idx)
+		c, err2 := strconv.ParseInt(n, 10, 64)
+		if !ok || err1 != nil || err2 != nil || i < 0 || i >= len(counts) {
+			return nil, fmt.Errorf("bench: clickhouse: counts: unexpected line %q", line)
+		}
+		counts[i] = c
+		seen++
+	}
+	if seen != len(tables) {
+		return nil, fmt.Errorf("bench: clickhouse: counts: got %d lines, want %d", seen, len(tables))
+	}
+	return counts, nil
+}
+
+// insertEvents are ClickHouse's server-wide counts of INSERT queries and
+// of the rows they inserted (system.events).
+type insertEvents struct {
+	queries, rows int64
+}
+
+// chInsertEvents reads insertEvents; an event not yet counted is zero.
+func chInsertEvents(ctx context.Context, url string) (insertEvents, error) {
+	out, err := chQuery(ctx, url, "SELECT event, value FROM system.events WHERE event IN ('InsertQuery', 'InsertedRows') FORMAT TabSeparated")
+	if err != nil {
+		return insertEvents{}, err
+	}
+	var ev insertEvents
+	for line := range strings.Lines(out) {
+		name, v, _ := strings.Cut(strings.TrimSpace(line), "\t")
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return insertEvents{}, fmt.Errorf("bench: clickhouse: events: unexpected line %q", line)
+		}
+		switch name {
+		case "InsertQuery":
+			ev.queries = n
+		case "InsertedRows":
+			ev.rows = n
+		}
+	}
+	return ev, nil
+}
+
+// chVersion returns the server's version().
+func chVersion(ctx context.Context, url string) (string, error) {
+	out, err := chQuery(ctx, url, "SELECT version()")
+	return strings.TrimSpace(out), err
+}

@@ -1,0 +1,280 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"chute/dispatch"
+	"chute/internal/chtest"
+	"chute/kv"
+)
+
+// TestWithClickHouse runs everything that needs a real ClickHouse against
+// one server, started once: a run's rows into it through a real in-process
+// node, the raw inserts, and the ClickHouse matrix with fake children.
+func TestWithClickHouse(t *testing.T) {
+	ch := chtest.Start(t)
+	t.Run("Run_rowsLand", func(t *testing.T) { testRunRowsLand(t, ch) })
+	t.Run("Run_rowsMissing", func(t *testing.T) { testRunRowsMissing(t, ch) })
+	t.Run("chCounts", func(t *testing.T) { testChCounts(t, ch) })
+	t.Run("runRawInsert", func(t *testing.T) { testRunRawInsert(t, ch) })
+	t.Run("runRawInsert_capped", func(t *testing.T) { testRunRawInsertCapped(t, ch) })
+	t.Run("runMatrix", func(t *testing.T) { testRunMatrixClickHouse(t, ch) })
+}
+
+// startNode starts an in-process chute node (kv and dispatch) inserting
+// into ch, stopped when the test ends, and returns its client address.
+func startNode(t *testing.T, ch *chtest.Server) string {
+	t.Helper()
+	mgr, err := dispatch.New(dispatch.Config{MemberID: 1, ClickHouse: func() (string, string) { return ch.URL(), "default" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg := kv.DefaultConfig()
+	kcfg.MemberID = 1
+	kcfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
+	kcfg.Queues = mgr
+	srv, err := kv.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	mgr.Start(srv, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		_ = mgr.Shutdown(ctx)
+	})
+	return srv.ClientAddrs()[0].String()
+}
+
+// benchTables counts the tables of run id left in ch.
+func benchTables(t *testing.T, ch *chtest.Server, id string) string {
+	t.Helper()
+	return strings.TrimSpace(ch.Query(t, "SELECT count() FROM system.tables WHERE database = 'default' AND name LIKE 'bench_"+id+"%'"))
+}
+
+// testRunRowsLand puts rows through a real node, unary and in txns over
+// two queues claimed first: every row must be counted, the figures must be
+// positive and ordered, and the tables dropped.
+func testRunRowsLand(t *testing.T, ch *chtest.Server) {
+	addr := startNode(t, ch)
+	for _, txn := range []int{0, 50} {
+		cfg := smallConfig(addr)
+		cfg.Puts, cfg.Warmup, cfg.Txn = 1000, 100, txn
+		id := newRunID()
+		cfg.Tables = runTables(id, 2)
+		cfg.ClickHouseURL = ch.URL()
+		cfg.Claim = addr
+		cfg.LandTimeout = 30 * time.Second
+		r, err := Run(testContext(t), cfg)
+		if err != nil {
+			t.Fatalf("txn %d: Run: %v", txn, err)
+		}
+		if r.Puts != 1000 || r.Errors != 0 || r.Queues != 2 || r.Rows == nil {
+			t.Fatalf("txn %d: got %d puts, %d errors, %d queues, rows %+v; want 1000, 0, 2, rows", txn, r.Puts, r.Errors, r.Queues, r.Rows)
+		}
+		rw := r.Rows
+		if rw.Rows != 1000 {
+			t.Errorf("txn %d: rows: got %d, want 1000 (the warmup's and the claims' are not the measured phase's)", txn, rw.Rows)
+		}
+		if rw.RowsPerSec <= 0 || rw.Elapsed <= 0 || rw.P50 <= 0 || rw.P99 < rw.P50 || rw.P999 < rw.P99 {
+			t.Errorf("txn %d: rows result: got %+v, want positive rates and ordered latencies", txn, *rw)
+		}
+		if rw.Inserts < 1 || rw.RowsPerInsert <= 0 {
+			t.Errorf("txn %d: inserts: got %d of %.1f rows, want some", txn, rw.Inserts, rw.RowsPerInsert)
+		}
+		if r.P999 < r.P99 || r.P99 < r.P50 {
+			t.Errorf("txn %d: put latencies: got p50 %v p99 %v p99.9 %v, want ordered", txn, r.P50, r.P99, r.P999)
+		}
+		if n := benchTables(t, ch, id); n != "0" {
+			t.Errorf("txn %d: tables left after the run: got %s, want 0", txn, n)
+		}
+	}
+}
+
+// testRunRowsMissing runs against the no-op server, which inserts nothing:
+// the run must fail once the land timeout has passed.
+func testRunRowsMissing(t *testing.T, ch *chtest.Server) {
+	cfg := smallConfig(startNoop(t))
+	cfg.Puts, cfg.Warmup = 100, 0
+	cfg.Tables = runTables(newRunID(), 1)
+	cfg.ClickHouseURL = ch.URL()
+	cfg.LandTimeout = 300 * time.Millisecond
+	start := time.Now()
+	_, err := Run(testContext(t), cfg)
+	if err == nil || !strings.Contains(err.Error(), "only 0 of 100 rows reached ClickHouse") {
+		t.Fatalf("Run: got %v, want rows missing", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Run took %v, want about the land timeout", d)
+	}
+}
+
+func testChCounts(t *testing.T, ch *chtest.Server) {
+	ctx := testContext(t)
+	tables := runTables(newRunID(), 3)
+	for _, tb := range tables {
+		if err := createTable(ctx, ch.URL(), tb); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = dropTable(context.Background(), ch.URL(), tb) })
+	}
+	ch.Exec(t, "INSERT INTO default."+tables[2]+" VALUES (1, 'a'), (2, 'b')")
+	got, err := chCounts(ctx, ch.URL(), tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{0, 0, 2}; !equalInts(got, want) {
+		t.Errorf("chCounts: got %v, want %v", got, want)
+	}
+	before, err := chInsertEvents(ctx, ch.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.Exec(t, "INSERT INTO default."+tables[0]+" VALUES (1, 'a'), (2, 'b'), (3, 'c')")
+	after, err := chInsertEvents(ctx, ch.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.queries-before.queries != 1 || after.rows-before.rows != 3 {
+		t.Errorf("insert events: got %+v then %+v, want one more query of 3 rows", before, after)
+	}
+	if _, err := chCounts(ctx, ch.URL(), []string{"nope_" + newRunID()}); err == nil {
+		t.Errorf("chCounts of a missing table: got nil error")
+	}
+}
+
+func equalInts(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func testRunRawInsert(t *testing.T, ch *chtest.Server) {
+	r, err := runRawInsert(testContext(t), rawInsert{url: ch.URL(), rows: 5000, posters: 2, batchRows: 1000, valSize: 256})
+	if err != nil {
+		t.Fatalf("runRawInsert: %v", err)
+	}
+	if r.Rows != 5000 || r.Inserts != 5 || r.BatchRows != 1000 || r.Posters != 2 {
+		t.Errorf("result: got %d rows in %d inserts of %d by %d posters, want 5000 in 5 of 1000 by 2", r.Rows, r.Inserts, r.BatchRows, r.Posters)
+	}
+	if r.BatchBytes != 1000*257 {
+		t.Errorf("batch bytes: got %d, want %d (rows of 256 bytes and a newline)", r.BatchBytes, 1000*257)
+	}
+	if r.RowsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+		t.Errorf("result: got %+v, want a positive rate and ordered latencies", r)
+	}
+}
+
+// testRunRawInsertCapped asks for batches over chute's 8 MiB cap.
+func testRunRawInsertCapped(t *testing.T, ch *chtest.Server) {
+	r, err := runRawInsert(testContext(t), rawInsert{url: ch.URL(), rows: 3000, posters: 1, batchRows: 1_000_000, valSize: 4096})
+	if err != nil {
+		t.Fatalf("runRawInsert: %v", err)
+	}
+	if want := rawMaxBatchBytes / 4097; r.BatchRows != want || r.Inserts != 2 || r.Rows != 2*int64(want) {
+		t.Errorf("result: got %d inserts of %d rows (%d in all), want 2 of %d", r.Inserts, r.BatchRows, r.Rows, want)
+	}
+	if r.BatchBytes > rawMaxBatchBytes {
+		t.Errorf("batch bytes: got %d, want at most %d", r.BatchBytes, rawMaxBatchBytes)
+	}
+}
+
+// testRunMatrixClickHouse runs issue 8's matrix with fake nodes that insert
+// into ch.
+func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
+	mc := testMatrix(t)
+	mc.clickhouseURL = ch.URL()
+	mc.memRows = 20000
+	mc.base.Puts, mc.base.Warmup = 400, 20
+	mc.base.LandTimeout = 30 * time.Second
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("runMatrix: %v", err)
+	}
+	want := []struct {
+		server      string
+		txn         int
+		paced, rows bool
+		nodes       int
+	}{
+		{ServerNoop, 0, false, false, 1},
+		{ServerChute, 0, false, true, 1},
+		{ServerChute, 0, true, true, 1},
+		{ServerNoop, 128, false, false, 1},
+		{ServerChute, 128, false, true, 1},
+		{ServerChute3, 0, false, true, 3},
+		{ServerChute3, 128, false, true, 3},
+	}
+	if len(out.results) != len(want) {
+		t.Fatalf("results: got %d, want %d: %+v", len(out.results), len(want), out.results)
+	}
+	for i, w := range want {
+		r := out.results[i]
+		if r.Server != w.server || r.Txn != w.txn || (r.Rate > 0) != w.paced || (r.Rows != nil) != w.rows || r.Queues != 1 {
+			t.Errorf("result %d: got %s txn %d rate %v rows %v queues %d, want %s txn %d paced %v rows %v queues 1",
+				i, r.Server, r.Txn, r.Rate, r.Rows != nil, r.Queues, w.server, w.txn, w.paced, w.rows)
+		}
+		if r.Puts != 400 || r.Errors != 0 || (r.Rows != nil && r.Rows.Rows != 400) {
+			t.Errorf("result %d (%s): got %d puts, %d errors, rows %+v; want 400 puts, all landed", i, r.Server, r.Puts, r.Errors, r.Rows)
+		}
+		if len(r.PeakRSS) != w.nodes {
+			t.Errorf("result %d (%s): got peak RSS %+v, want %d nodes", i, r.Server, r.PeakRSS, w.nodes)
+		}
+	}
+	if h := out.results[2]; h.Rate != max(float64(int64(out.results[1].Rows.RowsPerSec/2+0.5)), 1) {
+		t.Errorf("paced run: got rate %v, want half of %v", h.Rate, out.results[1].Rows.RowsPerSec)
+	}
+	if out.raw == nil || out.raw.Rows < 400 || out.raw.Posters != 2 {
+		t.Errorf("raw inserts: got %+v, want at least 400 rows by 2 posters", out.raw)
+	}
+	m := out.memory
+	if m == nil || m.Rows != 20000 || m.GOGC <= 0 {
+		t.Fatalf("memory: got %+v, want 20000 rows", m)
+	}
+	t.Logf("memory of the fake node: %+v", *m)
+	// The fake node keeps a copy of each value: a row costs its value and
+	// a slice header, give or take the collector's noise.
+	if m.HeapPerRow < 0.8*float64(m.ValSize) || m.HeapPerRow > float64(m.ValSize)+256 || m.RSSBytes <= 0 {
+		t.Errorf("memory: got %.0f B of heap per %d-byte value (RSS %d), want about the value", m.HeapPerRow, m.ValSize, m.RSSBytes)
+	}
+	rep := NewReport(Measured{Results: out.results, Raw: out.raw, Memory: out.memory})
+	var ids []string
+	for _, tg := range rep.Targets {
+		ids = append(ids, tg.ID)
+	}
+	if got := strings.Join(ids, ","); got != "1a,1b,2,3a,3b,4,5" {
+		t.Errorf("targets: got %s, want 1a,1b,2,3a,3b,4,5", got)
+	}
+}
+
+// TestCheckDispatcher_moved serves a /status in which another member
+// dispatches a queue of the run.
+func TestCheckDispatcher_moved(t *testing.T) {
+	addr := serveStatus(t, nodeStatus{MemberID: "a1", Queues: []queueStatus{
+		{Name: "ch:t0", Dispatcher: "a1"}, {Name: "ch:t1", Dispatcher: "b2"},
+	}})
+	node := &target{name: "bench-1", metrics: addr}
+	if err := checkDispatcher(testContext(t), node, []string{"t0"}); err != nil {
+		t.Errorf("checkDispatcher(t0): got %v, want nil", err)
+	}
+	for _, tables := range [][]string{{"t0", "t1"}, {"t2"}} {
+		if err := checkDispatcher(testContext(t), node, tables); !errors.Is(err, errNotDispatcher) {
+			t.Errorf("checkDispatcher(%v): got %v, want errNotDispatcher", tables, err)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// fakeNode is the KV of a fake chute node: puts to /q/ch:<table>/p/<key>
+// are rows of table's queue, which the node dispatches from its first put
+// on; with a ClickHouse URL a flusher inserts them every 10 ms, without
+// one the node keeps a copy of every value (so its heap grows as a real
+// node's does). A get of a dispatcher record /q/<name> answers
+// "fake;epoch=1" on every fake node, as if one member dispatched every
+// queue. Other keys are accepted and forgotten.
+type fakeNode struct {
+	pb.UnimplementedKVServer
+	name, memberID string
+	clickhouse     string
+
+	mu      sync.Mutex        // guards pending, held, depth
+	pending map[string][]byte // table -> JSONEachRow not yet inserted
+	held    [][]byte          // values kept without ClickHouse
+	depth   map[string]int64  // queue -> rows taken
+	order   []string          // queues in the order of their first put
+}
+
+var _ pb.KVServer = (*fakeNode)(nil)
+
+func newFakeNode(name, clickhouse string) *fakeNode {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return &fakeNode{
+		name: name, memberID: fmt.Sprintf("%x", h.Sum64()), clickhouse: clickhouse,
+		pending: make(map[string][]byte), depth: make(map[string]int64),
+	}
+}
+
+func (n *fakeNode) put(key, value []byte) {
+	rest, ok := strings.CutPrefix(string(key), "/q/ch:")
+	if !ok {
+		return
+	}
+	table, _, ok := strings.Cut(rest, "/p/")
+	if !ok {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	q := "ch:" + table
+	if _, seen := n.depth[q]; !seen {
+		n.order = append(n.order, q)
+	}
+	n.depth[q]++
+	if n.clickhouse == "" {
+		n.held = append(n.held, bytes.Clone(value))
+		return
+	}
+	b := append(n.pending[table], value...)
+	n.pending[table] = append(b, '\n')
+}
+
+func (n *fakeNode) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	n.put(r.Key, r.Value)
+	return &pb.PutResponse{Header: noopHeader()}, nil
+}
+
+func (n *fakeNode) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	for _, op := range r.Success {
+		if p := op.GetRequestPut(); p != nil {
+			n.put(p.Key, p.Value)
+		}
+	}
+	return &pb.TxnResponse{Header: noopHeader(), Succeeded: true}, nil
+}
+
+func (n *fakeNode) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+	resp := &pb.RangeResponse{Header: noopHeader()}
+	if k := string(r.Key); strings.HasPrefix(k, "/q/") && strings.Count(k, "/") == 2 {
+		resp.Kvs = []*mvccpb.KeyValue{{Key: r.Key, Value: []byte("fake;epoch=1"), CreateRevision: 1, ModRevision: 1, Version: 1}}
+		resp.Count = 1
+	}
+	return resp, nil
+}
+
+// flushLoop inserts the pending rows every 10 ms until ctx ends.
+func (n *fakeNode) flushLoop(ctx context.Context) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		n.mu.Lock()
+		batches := n.pending
+		n.pending = make(map[string][]byte)
+		n.mu.Unlock()
+		for table, body := range batches {
+			u := n.clickhouse + "/?query=" + url.QueryEscape("INSERT INTO default."+table+" FORMAT JSONEachRow")
+			resp, err := http.Post(u, "text/plain", bytes.NewReader(body))
+			if err != nil {
+				continue // rows lost: the bench's wait for them fails
+			}
+			_ = resp.Body.Close()
+		}
+	}
+}
+
+// serveMetrics serves /status (three members alive, the queues this node
+// took puts for, dispatched by itself) and /metrics (Go runtime metrics)
+// on l until ctx ends.
+func (n *fakeNode) serveMetrics(ctx context.Context, l net.Listener) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector())
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		n.mu.Lock()
+		st := nodeStatus{Name: n.name, MemberID: n.memberID}
+		for i := range 3 {
+			st.Members = append(st.Members, memberStatus{Name: fmt.Sprint(i), Status: "alive"})
+		}
+		for _, q := range n.order {
+			st.Queues = append(st.Queues, queueStatus{Name: q, Dispatcher: n.memberID, Rows: n.depth[q]})
+		}
+		n.mu.Unlock()
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	_ = srv.Serve(l)
+}

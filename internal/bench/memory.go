@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const (
+	// memoryRows is how many rows the memory cell queues at most.
+	memoryRows = 100_000
+	// memoryQueueBytes is how many bytes of rows it queues at most: under
+	// a queue's default cap (max_bytes, 64 MiB).
+	memoryQueueBytes = 48 << 20
+	// gcWaitLimit bounds the wait for the garbage collections that show a
+	// node's live heap.
+	gcWaitLimit = time.Minute
+	// gcsAfter is how many collections must end after the wait begins:
+	// the first may have started before, the second marked everything
+	// allocated up to then.
+	gcsAfter = 2
+)
+
+// errNoGC marks a node whose collections could not be seen: its live heap
+// is unknown.
+var errNoGC = errors.New("bench: no garbage collection seen")
+
+// MemoryResult is what queued rows cost the chute node that holds them:
+// a ClickHouse queue of a node without ClickHouse keeps every row.
+type MemoryResult struct {
+	// Rows is the number of rows queued.
+	Rows    int64 `json:"rows"`
+	ValSize int   `json:"val_size"`
+	KeySize int   `json:"key_size"`
+	// HeapBytes is the growth of the node's live heap: the heap goals the
+	// garbage collector set before and after the rows were queued, each
+	// divided by 1+GOGC/100.
+	HeapBytes int64 `json:"heap_bytes"`
+	// HeapPerRow is HeapBytes per row, and OverheadPerRow the same less
+	// the value: what the queue spends on a row beyond its value.
+	HeapPerRow     float64 `json:"heap_per_row"`
+	OverheadPerRow float64 `json:"overhead_per_row"`
+	// RSSBytes is the growth of the node's resident memory, garbage and
+	// the heap's headroom included, and RSSPerRow the same per row.
+	RSSBytes  int64   `json:"rss_bytes"`
+	RSSPerRow float64 `json:"rss_per_row"`
+	// GOGC is the node's go_gc_gogc_percent.
+	GOGC int `json:"gogc"`
+}
+
+// memoryRowsFor is how many rows of valSize and a message key of keySize
+// the memory cell queues: memoryRows, fewer when they would pass
+// memoryQueueBytes.
+func memoryRowsFor(valSize, keySize, limit int) int {
+	per := valSize + keySize + 64 // the queue counts keys and values
+	return max(1, min(limit, memoryQueueBytes/per))
+}
+
+// measureRowMemory queues rows rows on the node of t, which must have no
+// ClickHouse, and measures what they cost it. cfg gives the sizes and the
+// timeouts; its endpoints, tables and load are set here.
+func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (MemoryResult, error) {
+	table := "bench_" + newRunID() + "_mem"
+	cfg.Endpoints = []string{t.endpoint}
+	cfg.Tables = []string{table}
+	cfg.ClickHouseURL, cfg.Claim = "", ""
+	cfg.Puts, cfg.Warmup, cfg.Rate, cfg.Duration = rows, 0, 0, 0
+	cfg.Txn, cfg.Clients, cfg.Conns = maxTxn, 8, 2
+	cfg.Label = t.name + " memory"
+
+	// The queue must exist before the first reading: one put claims it.
+	claim := cfg
+	claim.Puts, claim.Txn, claim.Clients, claim.Conns, claim.Progress = 1, 0, 1, 1, nil
+	if _, err := Run(ctx, claim); err != nil {
+		return MemoryResult{}, fmt.Errorf("bench: memory: create the queue: %w", err)
+	}
+	goal0, gogc, err := heapGoalAfterGC(ctx, t.metrics)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	rss0, err := readRSS(t.proc.cmd.Process.Pid)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+
+	r, err := Run(ctx, cfg)
+	if err != nil {
+		return MemoryResult{}, fmt.Errorf("bench: memory: %w", err)
+	}
+	if r.Errors > 0 {
+		return MemoryResult{}, fmt.Errorf("bench: memory: %d puts failed, e.g. %s", r.Errors, r.FirstError)
+	}
+	st, err := fetchStatus(ctx, t.metrics)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	q, _ := st.queue(queueName(table))
+	if want := int64(rows) + 1; q.Rows != want {
+		return MemoryResult{}, fmt.Errorf("bench: memory: %s holds %d rows of %s, want %d", t.name, q.Rows, queueName(table), want)
+	}
+	goal1, _, err := heapGoalAfterGC(ctx, t.metrics)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	rss1, err := readRSS(t.proc.cmd.Process.Pid)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	return memoryResult(int64(rows), cfg.ValSize, cfg.KeySize, goal0, goal1, rss0, rss1, gogc), nil
+}
+
+// memoryResult computes a MemoryResult from two heap goals and two
+// resident sizes.
+func memoryResult(rows int64, valSize, keySize int, goal0, goal1, rss0, rss1 int64, gogc int) MemoryResult {
+	m := MemoryResult{Rows: rows, ValSize: valSize, KeySize: keySize, GOGC: gogc, RSSBytes: rss1 - rss0}
+	m.HeapBytes = int64(float64(goal1-goal0) / (1 + float64(gogc)/100))
+	if rows > 0 {
+		m.HeapPerRow = float64(m.HeapBytes) / float64(rows)
+		m.OverheadPerRow = m.HeapPerRow - float64(valSize)
+		m.RSSPerRow = float64(m.RSSBytes) / float64(rows)
+	}
+	return m
+}
+
+// heapGoalAfterGC reads the node's metrics until gcsAfter more garbage
+// collections have ended, and returns the heap goal the last one set and
+// GOGC. The goal is live heap × (1+GOGC/100), plus a term for stacks and
+// globals that barely moves, so a difference of goals shows the growth of
+// the live heap. Reading /metrics allocates on the node, so the reads
+// themselves bring the collections about.
+func heapGoalAfterGC(ctx context.Context, metricsAddr string) (goal int64, gogc int, err error) {
+	m, err := fetchMetrics(ctx, metricsAddr)
+	if err != nil {
+		return 0, 0, err
+	}
+	start, ok := m["go_gc_duration_seconds_count"]
+	if !ok {
+		return 0, 0, fmt.Errorf("%w: %s has no go_gc_duration_seconds_count", errNoGC, metricsAddr)
+	}
+	deadline := time.Now().Add(gcWaitLimit)
+	for m["go_gc_duration_seconds_count"] < start+gcsAfter {
+		if time.Now().After(deadline) {
+			return 0, 0, fmt.Errorf("%w: %s ran %v collections in %v, want %d", errNoGC, metricsAddr,
+				m["go_gc_duration_seconds_count"]-start, gcWaitLimit, gcsAfter)
+		}
+		if m, err = fetchMetrics(ctx, metricsAddr); err != nil {
+			return 0, 0, err
+		}
+	}
+	g, okG := m["go_memstats_next_gc_bytes"]
+	p, okP := m["go_gc_gogc_percent"]
+	if !okG || !okP || p <= 0 {
+		return 0, 0, fmt.Errorf("%w: %s shows no heap goal or GOGC (%v)", errNoGC, metricsAddr, p)
+	}
+	return int64(g), int(p), nil
+}

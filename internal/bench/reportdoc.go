@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+)
+
+// docSettings are the settings of a bench that its report document
+// explains.
+type docSettings struct {
+	cfg        Config
+	matrix     bool
+	clickhouse bool
+	trace      bool
+	queues     int
+	txn        int
+	rawPosters int
+}
+
+func docSettingsOf(opts options) docSettings {
+	return docSettings{
+		cfg:        opts.cfg,
+		matrix:     opts.matrix,
+		clickhouse: opts.clickhouseURL != "",
+		trace:      opts.trace,
+		queues:     opts.queues,
+		txn:        opts.cfg.Txn,
+		rawPosters: opts.rawPosters,
+	}
+}
+
+// WriteDoc writes r as a markdown document: the machine, the command, the
+// targets, every table, and how the figures were measured.
+func (r Report) WriteDoc(w io.Writer, s docSettings) error {
+	var b bytes.Buffer
+	b.WriteString("# Benchmarks\n\n")
+	b.WriteString("Written by `chute bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
+		"rerun it rather than editing this file. Ratios come from one run: on a\n" +
+		"shared 2-core machine they move by several percent from run to run.\n")
+	if m := r.Machine; m != nil {
+		b.WriteString("\n## Machine\n\n| | |\n|---|---|\n")
+		fmt.Fprintf(&b, "| CPUs | %d × %s |\n", m.CPUs, orUnknown(m.CPUModel))
+		fmt.Fprintf(&b, "| memory | %.1f GiB |\n", float64(m.MemoryBytes)/(1<<30))
+		fmt.Fprintf(&b, "| OS | %s/%s, kernel %s |\n", m.OS, m.Arch, orUnknown(m.Kernel))
+		fmt.Fprintf(&b, "| Go | %s |\n", m.GoVersion)
+		fmt.Fprintf(&b, "| ClickHouse | %s |\n", orUnknown(m.ClickHouse))
+		commit := orUnknown(m.Commit)
+		if m.Modified {
+			commit += " with local changes"
+		}
+		fmt.Fprintf(&b, "| chute built from | %s |\n", commit)
+		fmt.Fprintf(&b, "| started | %s |\n", m.Started.Format("2006-01-02 15:04 MST"))
+		fmt.Fprintf(&b, "| load average at start | %s |\n", orUnknown(m.LoadAvg))
+		fmt.Fprintf(&b, "| load average at the end | %s |\n", orUnknown(m.LoadAvgEnd))
+	}
+	if r.Command != "" {
+		fmt.Fprintf(&b, "\n## Command\n\n```\n%s\n```\n", r.Command)
+	}
+	if len(r.Targets) > 0 {
+		b.WriteString("\n## Targets of issue 8\n\n")
+		r.writeTargets(&b)
+	}
+	b.WriteString("\n## Puts\n\n")
+	r.writePuts(&b)
+	r.writeRatios(&b)
+	r.writeErrors(&b)
+	if hasRows(r.Results) {
+		b.WriteString("\n## Rows into ClickHouse\n\n")
+		r.writeRows(&b)
+	}
+	if r.Raw != nil {
+		b.WriteString("\n## Ceiling of the sink: raw JSONEachRow inserts\n\n")
+		r.writeRaw(&b)
+	}
+	if r.Memory != nil {
+		b.WriteString("\n## Memory of a queued row\n\n")
+		r.writeMemory(&b)
+	}
+	b.WriteString("\n## How it was measured\n\n")
+	writeMethod(&b, s)
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// writeMethod explains the measurement with the settings of s.
+func writeMethod(b *bytes.Buffer, s docSettings) {
+	c := s.cfg
+	bound := fmt.Sprintf("%d puts", c.Puts)
+	if c.Duration > 0 {
+		bound = fmt.Sprintf("%v or %d puts, whichever comes first", c.Duration, c.Puts)
+	}
+	fmt.Fprintf(b, "Every run drives the server with the real `clientv3`: %d concurrent\n"+
+		"putters share %d client connections round-robin, each making one call at\n"+
+		"a time (a unary put, or a txn whose Then branch holds the puts); a run is\n"+
+		"%d unmeasured warmup puts, then\n%s. Put latencies are per call,\n"+
+		"nearest rank. The no-op server answers Put and Txn without doing\n"+
+		"anything, through the same gRPC stack: the ceiling of the API path on\n"+
+		"this machine.",
+		c.Clients, min(c.Conns, c.Clients), c.Warmup, bound)
+	if !s.clickhouse {
+		fmt.Fprintf(b, " Keys are %d bytes, values %d random printable bytes.\n", c.KeySize, c.ValSize)
+		return
+	}
+	fmt.Fprintf(b, " Rows are JSON objects of %d bytes\n"+
+		"(`{\"id\":<n>,\"v\":\"<padding>\"}`) with %d-byte message keys, put to\n"+
+		"`/q/ch:<table>/p/<key>`; calls go round-robin over the run's queues\n"+
+		"(one table each, `id UInt64, v String`, MergeTree, created for the run\n"+
+		"and dropped after it), a txn's puts all to one queue. A put refused\n"+
+		"(`too many requests`: its queue holds max_bytes, 64 MiB by default)\n"+
+		"counts as an error, not in puts/s, and its row is not waited for.\n\n",
+		c.ValSize, c.KeySize)
+	fmt.Fprintf(b, "Rows landing: the bench counts `count()` of every table in one query\n"+
+		"every %v from the start of the measured phase until the tables hold\n"+
+		"every acknowledged row (the warmup's rows are in before it starts).\n"+
+		"rows/s is the rows counted divided by the time from the phase's start\n"+
+		"to that count. A table's rows are taken to land in the order their\n"+
+		"calls were answered, so a row's put-to-row latency runs from the start\n"+
+		"of its call to the first count that holds every row answered up to\n"+
+		"it: exact up to the poll period. Rows per insert is ClickHouse's own\n"+
+		"count (system.events InsertedRows / InsertQuery) over the same time.\n",
+		pollInterval)
+	if s.matrix && s.clickhouse {
+		txn := s.txn
+		if txn == 0 {
+			txn = defaultMatrixTxn
+		}
+		fmt.Fprintf(b, "\nThe matrix starts every server as a child process of the bench's own\n"+
+			"binary, on loopback, with the client, the servers and ClickHouse\n"+
+			"sharing the machine. One node: the no-op server and a chute node;\n"+
+			"no-op unary, chute unary, chute unary paced at half the rows/s of\n"+
+			"its unpaced run (target 4), no-op txn-%d, chute txn-%d. Three\n"+
+			"nodes: chute processes joined by gossip (`--gossip-profile fast`);\n"+
+			"the first gets the first put of every queue, so it claims and\n"+
+			"dispatches them all, and every other put goes to the second and\n"+
+			"third nodes (both in each client's endpoint list), which forward it;\n"+
+			"after each run the first node must still dispatch every queue. Each\n"+
+			"group's processes are stopped before the next group starts. Peak RSS\n"+
+			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
+			"during the run, per node.\n\n", txn, txn, rssPeriod)
+		if s.trace {
+			b.WriteString("With `--trace` a second chute node runs next to the first with\n" +
+				"`OTEL_TRACES_SAMPLER=always_on` and an `OTEL_EXPORTER_OTLP_ENDPOINT`\n" +
+				"naming an OTLP/gRPC sink in the bench process that counts the spans\n" +
+				"and drops them; no other child inherits the shell's `OTEL_*`\n" +
+				"variables. Its unary run compares with the untraced node's.\n\n")
+		}
+		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
+			"ClickHouse over HTTP by %d concurrent posters, each with one insert in\n"+
+			"flight, in batches of the size ClickHouse saw from chute in the\n"+
+			"one-node txn run (at most 100000 rows and 8 MiB, chute's caps); rows/s\n"+
+			"counts the rows the table holds after the last answer.\n\n", s.rawPosters)
+		fmt.Fprintf(b, "Memory: a chute node without ClickHouse keeps every row of a `ch:`\n"+
+			"queue. The bench reads the node's `/metrics` until two garbage\n"+
+			"collections have ended (each read allocates, which brings them\n"+
+			"about) and takes the heap goal the last one set, then queues the\n"+
+			"rows (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
+			"the goal again. The goal is the live heap × (1 + GOGC/100) plus a\n"+
+			"term for stacks and globals that barely moves, so the difference of\n"+
+			"the goals divided by 1 + GOGC/100 is the growth of the live heap;\n"+
+			"less the value, per row, it is what the queue spends on a row (key\n"+
+			"included). RSS growth per row is shown too: it holds the heap's\n"+
+			"headroom (GOGC) and garbage, which a row does not cost for good.\n",
+			maxTxn)
+	}
+}
+
+// orUnknown is s, or "unknown" when empty.
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
