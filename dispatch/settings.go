@@ -208,7 +208,7 @@ func (c Config) defaults() Settings {
 // settingsCache keeps each queue's parsed settings with the raw value they
 // came from, so a read costs a KV lookup and a byte comparison.
 type settingsCache struct {
-	mu sync.Mutex // guards byName
+	mu sync.RWMutex // guards byName; every put reads it
 	// byName holds the last value read per queue.
 	byName map[string]cachedSettings
 }
@@ -234,11 +234,14 @@ func (m *Manager) settingsAt(name, key string) Settings {
 	}
 	raw := m.records.Get(key)
 	c := &m.settings
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if got, ok := c.byName[name]; ok && bytes.Equal(got.raw, raw) {
+	c.mu.RLock()
+	got, ok := c.byName[name]
+	c.mu.RUnlock()
+	if ok && bytes.Equal(got.raw, raw) {
 		return got.s
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	s := def
 	if raw != nil {
 		var err error

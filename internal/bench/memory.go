@@ -79,7 +79,7 @@ func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (Mem
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	rss0, err := readRSS(t.proc.cmd.Process.Pid)
+	rss0, err := ReadRSS(t.proc.cmd.Process.Pid)
 	if err != nil {
 		return MemoryResult{}, err
 	}
@@ -103,7 +103,7 @@ func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (Mem
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	rss1, err := readRSS(t.proc.cmd.Process.Pid)
+	rss1, err := ReadRSS(t.proc.cmd.Process.Pid)
 	if err != nil {
 		return MemoryResult{}, err
 	}

@@ -13,9 +13,10 @@ import (
 // rssPeriod is how often a run samples its nodes' resident memory.
 const rssPeriod = 50 * time.Millisecond
 
-// readRSS returns the resident memory of process pid in bytes: VmRSS of
-// /proc/<pid>/status (Linux only; elsewhere an error).
-func readRSS(pid int) (int64, error) {
+// ReadRSS returns the resident memory of process pid in bytes: VmRSS of
+// /proc/<pid>/status (Linux only; elsewhere an error). The fault tests
+// read it too.
+func ReadRSS(pid int) (int64, error) {
 	path := fmt.Sprintf("/proc/%d/status", pid)
 	f, err := os.Open(path)
 	if err != nil {
@@ -71,7 +72,7 @@ func sampleRSS(procs []proc, period time.Duration) *rssSampler {
 		defer tick.Stop()
 		for {
 			for i, p := range s.procs {
-				if rss, err := readRSS(p.pid); err == nil { // gone or not Linux: no sample
+				if rss, err := ReadRSS(p.pid); err == nil { // gone or not Linux: no sample
 					s.peak[i] = max(s.peak[i], rss)
 				}
 			}

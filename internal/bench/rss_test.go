@@ -11,12 +11,12 @@ func TestReadRSS_self(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("/proc/<pid>/status is Linux's")
 	}
-	rss, err := readRSS(os.Getpid())
+	rss, err := ReadRSS(os.Getpid())
 	if err != nil || rss < 1<<20 {
-		t.Errorf("readRSS(self): got %d, %v; want at least 1 MiB", rss, err)
+		t.Errorf("ReadRSS(self): got %d, %v; want at least 1 MiB", rss, err)
 	}
-	if _, err := readRSS(1 << 30); err == nil {
-		t.Errorf("readRSS(no such process): got nil error")
+	if _, err := ReadRSS(1 << 30); err == nil {
+		t.Errorf("ReadRSS(no such process): got nil error")
 	}
 }
 

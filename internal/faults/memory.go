@@ -1,45 +1,15 @@
 package faults
 
 import (
-	"bufio"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
+
+	"chute/internal/bench"
 )
 
 // RSS returns the resident memory of process pid in bytes, from VmRSS in
 // /proc/<pid>/status (Linux only).
-func RSS(pid int) (int64, error) {
-	path := fmt.Sprintf("/proc/%d/status", pid)
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, fmt.Errorf("faults: rss: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:")
-		if !ok {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("faults: rss: %s: line %q: want VmRSS: <n> kB", path, sc.Text())
-		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("faults: rss: %s: %w", path, err)
-		}
-		return kb << 10, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("faults: rss: %s: %w", path, err)
-	}
-	return 0, fmt.Errorf("faults: rss: %s: no VmRSS line (a zombie?)", path)
-}
+func RSS(pid int) (int64, error) { return bench.ReadRSS(pid) }
 
 // Sampler reads a process's resident memory at a fixed interval and keeps
 // the largest value. Its methods may be called from any goroutine.
