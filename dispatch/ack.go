@@ -95,10 +95,10 @@ const ackWaitTimeout = 10 * time.Minute
 
 // afterEnqueue returns what a put still waits for once its messages are
 // queued here: nil for ack=queued. The caller holds q.mu; added are the
-// messages the put queued; fresh is set for a put, unset for messages
-// handed over by another member, which wait for a backup but not for
-// ClickHouse.
-func (m *Manager) afterEnqueueLocked(q *queue, added []*message, fresh bool) func(context.Context) error {
+// messages the put queued, numbered; fresh is set for a put, unset for
+// messages handed over by another member, which wait for a backup but not
+// for ClickHouse.
+func (m *Manager) afterEnqueueLocked(q *queue, added []incoming, fresh bool) func(context.Context) error {
 	if len(added) == 0 {
 		return nil
 	}
@@ -113,11 +113,7 @@ func (m *Manager) afterEnqueueLocked(q *queue, added []*message, fresh bool) fun
 		}
 		return func(ctx context.Context) error { return w.wait(ctx, m.stop) }
 	case AckReplicated:
-		copies := make([]incoming, len(added))
-		for i, msg := range added {
-			copies[i] = incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: msg.seq}
-		}
-		return func(ctx context.Context) error { return m.replicate(ctx, q, copies) }
+		return func(ctx context.Context) error { return m.replicate(ctx, q, added) }
 	}
 	return nil
 }
@@ -235,13 +231,12 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 // backup keeps once.
 func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	q.mu.Lock()
-	all := make([]incoming, 0, len(q.msgs))
-	for seq, msg := range q.msgs {
+	all := make([]incoming, 0, q.msgs.len())
+	for seq, msg := range q.msgs.all() { // in number order
 		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: seq})
 	}
 	q.released = nil
 	q.mu.Unlock()
-	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return err

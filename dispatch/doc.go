@@ -88,6 +88,25 @@
 // members killed at once lose every message not yet inserted, whatever
 // the mode (inserted rows are in ClickHouse).
 //
+// # Memory
+//
+// A queue may hold millions of messages, so a queued message costs little
+// beyond its value (issue 8: at most 128 bytes; BenchmarkQueue_rowMemory
+// measures it): a 64-byte message (id, key tail, value, delivery count
+// and state), the tail's bytes, a slot of the queue's store and a slot of
+// its id index. The store (store.go) keeps messages by number in one run
+// of slots, numbers being given in arrival order, and the few that do not
+// fit in a map (numbers of another epoch; a message left at the front
+// long after the ones behind it were acknowledged): the run never has
+// more holes than messages plus a constant, so it costs at most about two
+// pointers a message. The id index (ids.go) is an open-addressing table of
+// the messages themselves. What concerns few messages at a time is kept
+// beside them, in maps bounded by the consumers' prefetch or by tracing:
+// which consumer holds a delivered message and since when (queue.out,
+// queue.parked), the traces of traced puts (queue.traces). A drainer keeps
+// no list of its rows: they are the messages in state msgDrained, and a
+// batch is the oldest of them by number, read from the store.
+//
 // Locks: Manager.mu and queue.mu are never held together; queue.handoverMu
 // is taken before queue.mu; queue.backupMu before queue.mu and before
 // Manager.mu; Manager.backupMu and the settings cache's mutex are taken

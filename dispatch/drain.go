@@ -26,17 +26,17 @@ import (
 // letters. Failed batches are retried on a timer with capped exponential
 // backoff and jitter; no put is needed to wake it. Its rows never expire
 // back to the queue while it retries.
+//
+// The drainer keeps no list of its rows: they are the queue's messages in
+// state msgDrained, and a batch is the oldest of them by number, read
+// under the queue's lock (queue.drainBatch). A row's tail and value never
+// change once queued, so the drainer reads them without the lock.
 type drainer struct {
 	m     *Manager
 	q     *queue
 	table string
 	c     *consumer
 
-	// rows are the messages delivered to the drainer and not settled yet,
-	// oldest first. Their seq, tail, value and trace never change once
-	// queued, so the drainer reads them without the queue's lock.
-	mu    sync.Mutex // guards rows
-	rows  []*message
 	ready chan struct{} // capacity 1: rows arrived
 
 	stop     chan struct{}
@@ -45,27 +45,32 @@ type drainer struct {
 	detach   sync.Once
 
 	// Owned by the loop.
-	lastInsert time.Time
-	lastClass  sink.Class // of the last failed insert, to log state changes once
-	cur        *inflight  // the batch being inserted; nil between batches
+	lastInsert time.Time     // start of the last insert
+	lastTook   time.Duration // how long the last insert took; 0 after a failure or a big batch
+	lastBig    bool          // the last batch filled over half the caps
+	lastClass  sink.Class    // of the last failed insert, to log state changes once
+	cur        *inflight     // the batch being inserted; nil between batches
 }
 
 // inflight is the batch being inserted: fixed from its first attempt to
 // its last, so a retry sends the same rows in the same order (and the same
 // deduplication token), and one span covers every attempt.
 type inflight struct {
-	rows     []*message
+	rows     []row
 	bytes    int
 	attempts int
 	span     trace.Span // nil when tracing is off
 }
 
-// deliverRows takes rows the queue delivers to the drainer's consumer. It
-// is called with the queue's lock held and never blocks.
-func (d *drainer) deliverRows(rows []*message) {
-	d.mu.Lock()
-	d.rows = append(d.rows, rows...)
-	d.mu.Unlock()
+// row is a message delivered to the drainer, with its number.
+type row struct {
+	seq uint64
+	m   *message
+}
+
+// wake tells the drainer that rows were delivered to it. It is called with
+// the queue's lock held and never blocks.
+func (d *drainer) wake() {
 	select {
 	case d.ready <- struct{}{}:
 	default:
@@ -77,6 +82,12 @@ func (d *drainer) deliverRows(rows []*message) {
 func (m *Manager) ensureDrainer(q *queue) {
 	table, ok := sink.TableOf(q.name)
 	if !ok {
+		return
+	}
+	m.mu.RLock()
+	_, running := m.drainers[q.name]
+	m.mu.RUnlock()
+	if running {
 		return
 	}
 	m.mu.Lock()
@@ -119,6 +130,25 @@ func (m *Manager) stopDrainer(name string) {
 	m.mu.Unlock()
 }
 
+// insertShare bounds the share of the time a queue keeps ClickHouse
+// inserting: the next insert starts no sooner than insertShare times the
+// last one's duration after its start.
+const insertShare = 3
+
+// spacing is the time from one insert's start to the next's: the batch
+// interval (at most one insert per interval; a row that comes while an
+// insert is in flight waits for the interval's rest, not a whole interval
+// after that insert), or longer when inserts are slow. Every insert costs
+// ClickHouse a part, which it must merge, and some fixed work whatever its
+// size: when it answers slowly (it is busy, or shares the machine with
+// the producers) the batches grow instead of the inserts multiplying, as
+// TCP backs off when the network is slow. A batch over half the caps does
+// not stretch the spacing: the backlog is large, and waiting would only
+// slow the queue down.
+func (d *drainer) spacing(set Settings) time.Duration {
+	return max(set.BatchInterval, insertShare*d.lastTook)
+}
+
 // run inserts batches until stopped.
 func (d *drainer) run() {
 	defer d.abandon()
@@ -134,13 +164,17 @@ func (d *drainer) run() {
 		}
 		for d.pending() > 0 {
 			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
-			if wait := set.BatchInterval - time.Since(d.lastInsert); wait > 0 {
+			if wait := d.spacing(set) - time.Since(d.lastInsert); wait > 0 {
 				if !d.sleep(wait) {
 					return
 				}
 			}
-			ok := d.insertBatch()
 			d.lastInsert = time.Now()
+			ok := d.insertBatch()
+			d.lastTook = 0 // after a failure the retry backoff spaces the attempts
+			if ok && !d.lastBig {
+				d.lastTook = time.Since(d.lastInsert)
+			}
 			if ok {
 				backoff = set.RetryMin
 				continue
@@ -169,26 +203,51 @@ func (d *drainer) sleep(dur time.Duration) bool {
 	}
 }
 
+// pending is how many rows were delivered to the drainer and are not
+// settled yet, the batch in flight included.
 func (d *drainer) pending() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.rows)
+	d.q.mu.Lock()
+	defer d.q.mu.Unlock()
+	return d.c.drained
 }
 
-// batch returns the oldest rows within the caps, without removing them,
-// and their bytes in the request.
-func (d *drainer) batch(set Settings) ([]*message, int) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n, bytes := 0, 0
-	for n < len(d.rows) && n < set.BatchRows {
-		if n > 0 && bytes+len(d.rows[n].value)+1 > set.BatchBytes {
+// drainBatch returns the oldest rows delivered to the drainer c, by
+// number, within the caps, without removing them, and their bytes in the
+// request.
+func (q *queue) drainBatch(c *consumer, set Settings) ([]row, int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if c.drained == 0 {
+		return nil, 0
+	}
+	rows, bytes := make([]row, 0, min(c.drained, set.BatchRows)), 0
+	for seq, m := range q.msgs.all() {
+		if len(rows) == set.BatchRows || len(rows) == c.drained {
 			break
 		}
-		bytes += len(d.rows[n].value) + 1
-		n++
+		if m.state != msgDrained {
+			continue // ready: beyond the drainer's prefetch
+		}
+		if len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
+			break
+		}
+		bytes += len(m.value) + 1
+		rows = append(rows, row{seq: seq, m: m})
 	}
-	return append([]*message(nil), d.rows[:n]...), bytes
+	return rows, bytes
+}
+
+// ackRows removes the rows the drainer settled, unless something else
+// removed them meanwhile, and delivers once.
+func (q *queue) ackRows(rows []row, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, r := range rows {
+		if q.msgs.get(r.seq) == r.m {
+			q.removeLocked(r.seq, r.m)
+		}
+	}
+	q.deliverLocked(now)
 }
 
 // abandon ends the span of a batch left unfinished when the drainer stops
@@ -203,34 +262,9 @@ func (d *drainer) abandon() {
 	d.cur = nil
 }
 
-// drop removes rows handled by an insert and acknowledges them. They are
-// the oldest rows (a batch is taken from the front, rows arrive at the
-// back), so they are cut off the front; a check falls back to a search.
-func (d *drainer) drop(done []*message) {
-	d.mu.Lock()
-	prefix := len(done) <= len(d.rows)
-	for i := 0; prefix && i < len(done); i++ {
-		prefix = d.rows[i] == done[i]
-	}
-	if prefix {
-		clear(d.rows[:len(done)])
-		d.rows = d.rows[len(done):]
-	} else {
-		gone := make(map[*message]bool, len(done))
-		for _, r := range done {
-			gone[r] = true
-		}
-		kept := d.rows[:0]
-		for _, r := range d.rows {
-			if !gone[r] {
-				kept = append(kept, r)
-			}
-		}
-		clear(d.rows[len(kept):])
-		d.rows = kept
-	}
-	d.mu.Unlock()
-	d.q.ackMessages(done, d.m.now())
+// drop acknowledges rows handled by an insert.
+func (d *drainer) drop(done []row) {
+	d.q.ackRows(done, d.m.now())
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
@@ -252,18 +286,20 @@ func (d *drainer) insertBatch() bool {
 		return false
 	}
 	if d.cur == nil {
-		rows, bytes := d.batch(m.settingsOf(d.q.name))
+		rows, bytes := d.q.drainBatch(d.c, m.settingsOf(d.q.name))
 		if len(rows) == 0 {
 			return true
 		}
 		d.cur = &inflight{rows: rows, bytes: bytes, span: d.startInsert(rows, bytes, db, ep, m.now())}
+		set := m.settingsOf(d.q.name)
+		d.lastBig = len(rows) > set.BatchRows/2 || bytes > set.BatchBytes/2
 	}
 	b := d.cur
 	b.attempts++
 	target := sink.Target(db, d.table)
 	values := make([][]byte, len(b.rows))
 	for i, r := range b.rows {
-		values[i] = r.value
+		values[i] = r.m.value
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
@@ -301,7 +337,7 @@ func (d *drainer) insertBatch() bool {
 // sent again after a lost answer is not stored twice; "" when the server
 // does not know the setting (ClickHouse before 22.2, Debian's 18.16
 // among them), which is asked once per server.
-func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []*message) string {
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []row) string {
 	m := d.m
 	m.mu.Lock()
 	known, asked := m.tokenSupport[ep.Addr]
@@ -330,7 +366,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	rows := b.rows
 	values := make([][]byte, len(rows))
 	for i, r := range rows {
-		values[i] = r.value
+		values[i] = r.m.value
 	}
 	var last sink.Result
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
@@ -379,14 +415,14 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 
 // deadLetter stores a refused row under /q/{name}/dlq/{seq} with
 // ClickHouse's reason (redacted).
-func (d *drainer) deadLetter(r *message, target string, res sink.Result, ep sink.Endpoint) {
+func (d *drainer) deadLetter(r row, target string, res sink.Result, ep sink.Endpoint) {
 	letter, _ := json.Marshal(struct {
 		Table string `json:"table"`
 		Key   string `json:"key"`
 		Code  int    `json:"code"`
 		Error string `json:"error"`
 		Row   string `json:"row"`
-	}{Table: target, Key: r.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.value)})
+	}{Table: target, Key: r.m.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.m.value)})
 	d.m.records.Put(DeadLetterKey(d.q.name, r.seq), letter)
 	d.q.mu.Lock()
 	d.q.refusedLocked(r.seq, DeadLetterKey(d.q.name, r.seq))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -204,9 +205,17 @@ func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) 
 	f.complete(&peerpb.ForwardResult{Id: b.Id, Code: uint32(code), Message: msg})
 }
 
+// forwardWindow bounds the frames on a stream the dispatcher has not
+// applied yet. Batches that come while the window is full wait on sendC and
+// go in one frame when it opens: under load a frame carries many puts for
+// one write and one answer, while a lone put still goes at once.
+const forwardWindow = 2
+
 // pump writes frames and reads results until the stream fails.
 func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.ForwardBatch) error {
 	recvErr := make(chan error, 1)
+	var applied atomic.Uint64        // frames the dispatcher has applied, from its answers
+	opened := make(chan struct{}, 1) // a token when applied moved on
 	f.m.wg.Add(1)
 	go func() {
 		defer f.m.wg.Done()
@@ -219,10 +228,28 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			for _, r := range res.Results {
 				f.complete(r)
 			}
+			if res.Applied > applied.Load() {
+				applied.Store(res.Applied)
+				select {
+				case opened <- struct{}{}:
+				default:
+				}
+			}
 		}
 	}()
 	next := first
+	var sent uint64
 	for {
+		for sent-applied.Load() >= forwardWindow {
+			select {
+			case <-opened:
+			case err := <-recvErr:
+				return err
+			case <-f.ctx.Done():
+				_ = stream.CloseSend()
+				return f.ctx.Err()
+			}
+		}
 		frame := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{next}}
 		bytes := batchBytes(next)
 		next = nil
@@ -243,6 +270,7 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 		if err := stream.Send(frame); err != nil {
 			return err
 		}
+		sent++
 		if next != nil {
 			continue
 		}

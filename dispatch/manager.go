@@ -136,7 +136,7 @@ type Manager struct {
 	records RecordStore // set by Start
 	cluster Cluster     // set by Start; nil: this member alone
 
-	mu         sync.Mutex // guards queues, forwarders, locals, conns, drainers, tokenSupport
+	mu         sync.RWMutex // guards queues, forwarders, locals, conns, drainers, tokenSupport; every put reads queues and drainers
 	queues     map[string]*queue
 	forwarders map[uint64]*forwarder
 	locals     map[*localConsumer]struct{}
@@ -300,9 +300,9 @@ func (m *Manager) Route(key []byte) kv.Route {
 // queueFor returns this member's state of the queue called name,
 // creating it when needed.
 func (m *Manager) queueFor(name string) *queue {
-	m.mu.Lock()
+	m.mu.RLock()
 	q, ok := m.queues[name]
-	m.mu.Unlock()
+	m.mu.RUnlock()
 	if ok {
 		return q
 	}
@@ -318,8 +318,8 @@ func (m *Manager) queueFor(name string) *queue {
 
 // lookup returns this member's state of a queue, or nil.
 func (m *Manager) lookup(name string) *queue {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	return m.queues[name]
 }
 
@@ -330,19 +330,15 @@ var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 // dispatcher, in order, all or none. A txn spanning queues with different
 // dispatchers is atomic per queue only.
 func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
+	if len(puts) == 1 {
+		return m.produceSingle(ctx, puts[0])
+	}
 	keys := make([]Key, len(puts))
 	var bad error
 	for i, p := range puts {
 		keys[i] = ParseKey(string(p.Key))
-		if bad != nil {
-			continue
-		}
-		if keys[i].Kind != KindProduce {
-			bad = status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
-		} else if _, ch := sink.TableOf(keys[i].Queue); ch {
-			if err := sink.ValidateRow(p.Value); err != nil {
-				bad = status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
-			}
+		if bad == nil {
+			bad = checkProduce(p, keys[i])
 		}
 	}
 	byQueue := make(map[string][]incoming)
@@ -357,10 +353,7 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 			byQueue[k.Queue] = append(byQueue[k.Queue], incoming{})
 			continue
 		}
-		id := MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}
-		// The tail is copied: a substring would keep the whole key alive
-		// as long as the message is queued.
-		byQueue[k.Queue] = append(byQueue[k.Queue], incoming{id: id, tail: strings.Clone(k.Tail), value: p.Value, trace: tr})
+		byQueue[k.Queue] = append(byQueue[k.Queue], m.newMessage(k, p, tr))
 	}
 	sort.Strings(names)
 	err := bad
@@ -373,6 +366,39 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 		m.inserts.countPuts(ctx, name, err, len(byQueue[name]))
 	}
 	return err
+}
+
+// produceSingle is Produce for one put (a unary Put), without the maps
+// and sorting that group a txn's puts by queue.
+func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
+	k := ParseKey(string(p.Key))
+	err := checkProduce(p, k)
+	if err == nil {
+		err = m.produceOne(ctx, k.Queue, []incoming{m.newMessage(k, p, m.putTrace(ctx))})
+	}
+	m.inserts.countPuts(ctx, k.Queue, err, 1)
+	return err
+}
+
+// checkProduce refuses a put that is not to a producer key, or whose value
+// is not a row of its ClickHouse queue.
+func checkProduce(p *pb.PutRequest, k Key) error {
+	if k.Kind != KindProduce {
+		return status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
+	}
+	if _, ch := sink.TableOf(k.Queue); ch {
+		if err := sink.ValidateRow(p.Value); err != nil {
+			return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
+		}
+	}
+	return nil
+}
+
+// newMessage is the message of a checked put, with the next id of this
+// member. The tail is copied: a substring would keep the whole key alive
+// as long as the message is queued.
+func (m *Manager) newMessage(k Key, p *pb.PutRequest, tr *msgTrace) incoming {
+	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}, tail: strings.Clone(k.Tail), value: p.Value, trace: tr}
 }
 
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.

@@ -71,12 +71,12 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		defer sendMu.Unlock()
 		return stream.Send(res)
 	}
-	for {
+	for applied := uint64(1); ; applied++ {
 		frame, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches))}
+		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
 		for _, b := range frame.Batches {
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
 				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(from, b)))
@@ -101,10 +101,9 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 				_ = send(&peerpb.ForwardResults{Results: []*peerpb.ForwardResult{forwardResult(id, err)}})
 			}(b.Id)
 		}
-		if len(res.Results) > 0 {
-			if err := send(res); err != nil {
-				return err
-			}
+		// Sent even with no result in it: the sender waits for applied.
+		if err := send(res); err != nil {
+			return err
 		}
 	}
 }

@@ -1,8 +1,7 @@
 package dispatch
 
 import (
-	"container/heap"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,21 +19,52 @@ type MsgID struct {
 	N      uint64
 }
 
-// message is one queued message. It is kept small (96 bytes): a queue
-// may hold millions. seq, id, tail, value and trace never change once it
-// is queued.
+// message is one queued message. It is kept to 64 bytes, one size class
+// of the allocator: a queue may hold millions. Its number is where the
+// queue keeps it (msgStore), the state of its delivery to an ordinary
+// consumer is in the queue's out and parked maps, and its trace, when the
+// put was traced, in the queue's traces: those concern few messages at a
+// time. id, tail and value never change once it is queued, so the drainer
+// reads them without the queue's lock.
 type message struct {
-	seq      uint64
 	id       MsgID
 	tail     string
 	value    []byte
-	holder   *consumer // delivered to, not yet acknowledged; nil when ready
-	trace    *msgTrace // the put's trace; nil when not traced
-	sentAt   int64     // unix nanoseconds of its last delivery
-	attempts int32     // deliveries so far
+	attempts int32    // deliveries so far
+	state    msgState // guarded by the queue's mu
 }
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
+
+// msgState says where a queued message is.
+type msgState uint8
+
+const (
+	// msgReady: waiting to be delivered (its number is in the ready heap).
+	msgReady msgState = iota
+	// msgDrained: delivered to the queue's drainer, which a queue has at
+	// most one of (Manager.ensureDrainer), counted in its drained.
+	msgDrained
+	// msgOut: delivered to an ordinary consumer, named by the queue's
+	// out, and in that consumer's unacked.
+	msgOut
+	// msgParked: handed over while delivered to a consumer not attached
+	// here yet, named by the queue's parked.
+	msgParked
+)
+
+// delivery is a message delivered to an ordinary consumer.
+type delivery struct {
+	c      *consumer
+	sentAt int64 // unix nanoseconds of the delivery
+}
+
+// parking is a handed-over message waiting for the consumer it was
+// delivered to on the previous dispatcher.
+type parking struct {
+	consumer string // its id
+	sentAt   int64  // unix nanoseconds, backdated (handoverSentAt)
+}
 
 // consumer is one consumer watch of a queue.
 type consumer struct {
@@ -42,9 +72,9 @@ type consumer struct {
 	prefix   string // spelling of its key, used for its delivery keys
 	out      kv.Deliveries
 	unacked  map[uint64]*message // by seq; nil for a drainer, which counts them in drained
-	drained  int                 // messages a drainer holds (it keeps them itself)
+	drained  int                 // messages a drainer holds
 	prefetch int                 // its bound on unacknowledged messages; 0: the queue's
-	drain    *drainer            // a ClickHouse drainer, which takes rows instead of out: its messages never expire, it retries them itself
+	drain    *drainer            // a ClickHouse drainer, which is woken instead of given deliveries: its messages never expire, it retries them itself
 }
 
 // limits are a queue's settings.
@@ -71,14 +101,20 @@ type queue struct {
 	set     Settings   // from /config/queues/{name}, refreshed by reconcile
 	lim     limits     // of set
 	nextSeq uint64
-	msgs    map[uint64]*message
-	ready   seqHeap // seqs of messages to deliver; stale entries are skipped
-	ids     map[MsgID]struct{}
+	msgs    msgStore // by seq
+	ids     idIndex  // the ids of msgs
+	ready   seqHeap  // seqs of messages to deliver; stale entries are skipped
+	// out are the messages delivered to ordinary consumers (msgOut), by
+	// seq: at most their prefetch each.
+	out map[uint64]delivery
 	// parked names, by seq, the consumer a handed-over message was
-	// delivered to on the previous dispatcher, until that consumer is
-	// attached here (it then holds it, without a second delivery) or the
-	// visibility timeout passes (it is ready again).
-	parked    map[uint64]string
+	// delivered to on the previous dispatcher (msgParked), until that
+	// consumer is attached here (it then holds it, without a second
+	// delivery) or the visibility timeout passes (it is ready again).
+	parked map[uint64]parking
+	// traces are the traces of the traced puts' messages, by seq; nil
+	// when there are none.
+	traces    map[uint64]*msgTrace
 	bytes     int64
 	consumers []*consumer
 	rr        int // next consumer to try
@@ -122,7 +158,7 @@ type queueStats struct {
 func newQueue(name string, set Settings) *queue {
 	return &queue{
 		name: name, recordKey: RecordKey(name), settingsKey: SettingsKey(name), set: set, lim: set.limits(), nextSeq: 1,
-		msgs: make(map[uint64]*message), ids: make(map[MsgID]struct{}), parked: make(map[uint64]string),
+		out: make(map[uint64]delivery), parked: make(map[uint64]parking),
 		heldIDs: make(map[MsgID]bool),
 		waiters: make(map[uint64]*putWaiter),
 		done:    newRecent[MsgID, struct{}](doneIDs),
@@ -152,10 +188,10 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 
 // enqueueLocked appends msgs in order, skipping ids already held, and
 // delivers what it can. The caller holds mu and checked the room. With
-// collect it returns the messages it added.
-func (q *queue) enqueueLocked(msgs []incoming, now time.Time, collect bool) (added []*message) {
+// collect it returns the messages it added, with their numbers.
+func (q *queue) enqueueLocked(msgs []incoming, now time.Time, collect bool) (added []incoming) {
 	for _, in := range msgs {
-		if _, dup := q.ids[in.id]; dup || q.isDone(in.id) {
+		if q.ids.has(in.id) || q.isDone(in.id) {
 			continue
 		}
 		if tail, ok := q.early.get(in.seq); ok && in.seq != 0 && tail == in.tail {
@@ -164,32 +200,40 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, collect bool) (add
 			continue
 		}
 		seq := in.seq
-		if _, taken := q.msgs[seq]; seq == 0 || taken {
-			for q.msgs[q.nextSeq] != nil {
+		if seq == 0 || q.msgs.get(seq) != nil {
+			for q.msgs.get(q.nextSeq) != nil {
 				q.nextSeq++
 			}
 			seq = q.nextSeq
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{seq: seq, id: in.id, tail: in.tail, value: in.value, attempts: int32(in.attempts), trace: in.trace}
-		q.msgs[m.seq] = m
-		q.ids[m.id] = struct{}{}
+		m := &message{id: in.id, tail: in.tail, value: in.value, attempts: int32(in.attempts)}
+		q.msgs.put(seq, m)
+		q.ids.add(m)
+		if in.trace != nil {
+			if q.traces == nil {
+				q.traces = make(map[uint64]*msgTrace)
+			}
+			q.traces[seq] = in.trace
+		}
 		q.bytes += m.size()
 		q.stats.Enqueued++
 		if collect {
-			added = append(added, m)
+			added = append(added, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
 		}
 		if in.consumer != "" {
-			m.sentAt = q.handoverSentAt(now).UnixNano()
+			sentAt := q.handoverSentAt(now).UnixNano()
 			if c := q.consumerByID(in.consumer); c != nil {
-				m.holder = c
+				m.state = msgOut
+				q.out[seq] = delivery{c: c, sentAt: sentAt}
 				c.unacked[seq] = m
 			} else {
-				q.parked[seq] = in.consumer
+				m.state = msgParked
+				q.parked[seq] = parking{consumer: in.consumer, sentAt: sentAt}
 			}
 			continue
 		}
-		heap.Push(&q.ready, m.seq)
+		q.ready.push(seq)
 	}
 	q.deliverLocked(now)
 	return added
@@ -226,28 +270,30 @@ func (q *queue) deliverLocked(now time.Time) {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
-	var rows []*message // for the drainer, a queue's only consumer when it has one
-	for q.ready.Len() > 0 {
+	drained := false // rows went to the drainer, a queue's only consumer when it has one
+	for len(q.ready) > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
 			break
 		}
-		seq := heap.Pop(&q.ready).(uint64)
-		m, ok := q.msgs[seq]
-		if !ok || m.holder != nil {
+		seq := q.ready.pop()
+		m := q.msgs.get(seq)
+		if m == nil || m.state != msgReady {
 			continue // acknowledged or delivered since it was pushed
 		}
-		m.holder, m.sentAt = c, now.UnixNano()
 		m.attempts++
 		if m.attempts > 1 {
 			q.stats.Redelivered++
 		}
 		q.stats.Delivered++
 		if c.drain != nil {
+			m.state = msgDrained
 			c.drained++
-			rows = append(rows, m)
+			drained = true
 			continue
 		}
+		m.state = msgOut
+		q.out[seq] = delivery{c: c, sentAt: now.UnixNano()}
 		c.unacked[seq] = m
 		batches[c] = append(batches[c], &mvccpb.KeyValue{
 			Key:     []byte(DeliveryKey(c.prefix, q.name, seq, m.tail)),
@@ -256,8 +302,8 @@ func (q *queue) deliverLocked(now time.Time) {
 		})
 	}
 	for _, c := range q.consumers { // in consumer order, so the output is deterministic
-		if c.drain != nil && len(rows) > 0 {
-			c.drain.deliverRows(rows)
+		if c.drain != nil && drained {
+			c.drain.wake()
 		}
 		if b := batches[c]; len(b) > 0 {
 			c.out.Deliver(b)
@@ -291,31 +337,54 @@ func (q *queue) nextConsumerLocked() *consumer {
 func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m, ok := q.msgs[seq]
-	if !ok || m.tail != tail {
-		if !ok && seq != 0 {
+	m := q.msgs.get(seq)
+	if m == nil || m.tail != tail {
+		if m == nil && seq != 0 {
 			q.early.add(seq, tail)
 		}
 		return false
 	}
-	q.removeLocked(m)
+	q.removeLocked(seq, m)
 	q.deliverLocked(now)
 	return true
 }
 
-// removeLocked drops an acknowledged message. The caller holds mu and
-// delivers afterwards.
-func (q *queue) removeLocked(m *message) {
-	if m.holder != nil {
-		m.holder.forget(m.seq)
+// removeLocked drops an acknowledged message, number seq. The caller holds
+// mu and delivers afterwards.
+func (q *queue) removeLocked(seq uint64, m *message) {
+	switch m.state {
+	case msgDrained:
+		if c := q.drainerLocked(); c != nil {
+			c.drained--
+		}
+	case msgOut:
+		delete(q.out[seq].c.unacked, seq)
+		delete(q.out, seq)
+	case msgParked:
+		delete(q.parked, seq)
 	}
-	delete(q.msgs, m.seq)
-	delete(q.ids, m.id)
-	delete(q.parked, m.seq)
+	q.msgs.remove(seq)
+	q.ids.remove(m)
+	if q.traces != nil {
+		if delete(q.traces, seq); len(q.traces) == 0 {
+			q.traces = nil // a map never shrinks: drop it once the traced puts are gone
+		}
+	}
 	q.done.add(m.id, struct{}{})
 	q.bytes -= m.size()
 	q.stats.Acked++
-	q.settledLocked(m.seq)
+	q.settledLocked(seq)
+}
+
+// drainerLocked returns the queue's drainer, nil when it has none. The
+// caller holds mu.
+func (q *queue) drainerLocked() *consumer {
+	for _, c := range q.consumers {
+		if c.drain != nil {
+			return c
+		}
+	}
+	return nil
 }
 
 // ackIfHeld acknowledges the message if this member holds it, without
@@ -323,11 +392,11 @@ func (q *queue) removeLocked(m *message) {
 func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m, ok := q.msgs[seq]
-	if !ok || m.tail != tail {
+	m := q.msgs.get(seq)
+	if m == nil || m.tail != tail {
 		return false
 	}
-	q.removeLocked(m)
+	q.removeLocked(seq, m)
 	q.deliverLocked(now)
 	return true
 }
@@ -339,18 +408,6 @@ func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
 	return q.ackIfHeld(seq, tail, now)
-}
-
-// ackMessages removes msgs, whoever holds them, and delivers once.
-func (q *queue) ackMessages(msgs []*message, now time.Time) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, m := range msgs {
-		if q.msgs[m.seq] == m {
-			q.removeLocked(m)
-		}
-	}
-	q.deliverLocked(now)
 }
 
 // isDone reports whether id was acknowledged recently. The caller holds mu.
@@ -381,24 +438,23 @@ func (q *queue) takeAll() []incoming {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.failWaitersLocked(errMovedOn)
-	seqs := make([]uint64, 0, len(q.msgs))
-	for seq := range q.msgs {
-		seqs = append(seqs, seq)
-	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	out := make([]incoming, 0, len(seqs)+len(q.held))
-	for _, seq := range seqs {
-		m := q.msgs[seq]
-		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), consumer: q.parked[seq], trace: m.trace}
-		if m.holder != nil && m.holder.drain == nil {
-			in.consumer = m.holder.id
+	out := make([]incoming, 0, q.msgs.len()+len(q.held))
+	for seq, m := range q.msgs.all() {
+		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), trace: q.traces[seq]}
+		switch m.state {
+		case msgOut:
+			in.consumer = q.out[seq].c.id
+		case msgParked:
+			in.consumer = q.parked[seq].consumer
 		}
 		out = append(out, in)
 	}
 	out = append(out, q.held...)
-	q.msgs = make(map[uint64]*message)
-	q.ids = make(map[MsgID]struct{})
-	q.parked = make(map[uint64]string)
+	q.msgs = msgStore{}
+	q.ids = idIndex{}
+	q.out = make(map[uint64]delivery)
+	q.parked = make(map[uint64]parking)
+	q.traces = nil
 	q.ready = nil
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
@@ -462,7 +518,7 @@ func (q *queue) becomeDispatcherLocked(epoch uint64) {
 func (q *queue) holding() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.msgs) > 0 || len(q.held) > 0
+	return q.msgs.len() > 0 || len(q.held) > 0
 }
 
 // addConsumer registers a consumer and delivers to it.
@@ -470,10 +526,11 @@ func (q *queue) addConsumer(c *consumer, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.consumers = append(q.consumers, c)
-	for seq, m := range q.msgs { // messages handed over while it held them
-		if c.drain == nil && q.parked[seq] == c.id {
+	for seq, p := range q.parked { // messages handed over while it held them
+		if m := q.msgs.get(seq); m != nil && c.drain == nil && p.consumer == c.id {
 			delete(q.parked, seq)
-			m.holder = c
+			m.state = msgOut
+			q.out[seq] = delivery{c: c, sentAt: p.sentAt}
 			c.unacked[seq] = m
 		}
 	}
@@ -491,7 +548,7 @@ func (q *queue) removeConsumer(c *consumer, now time.Time) {
 			break
 		}
 	}
-	q.releaseLocked(c, func(*message) bool { return true })
+	q.releaseLocked(c, func(delivery) bool { return true })
 	q.deliverLocked(now)
 }
 
@@ -505,41 +562,47 @@ func (q *queue) expire(now time.Time) {
 		if c.drain != nil {
 			continue
 		}
-		q.releaseLocked(c, func(m *message) bool { return m.sentAt < deadline })
+		q.releaseLocked(c, func(d delivery) bool { return d.sentAt < deadline })
 	}
-	for seq := range q.parked {
-		if m, ok := q.msgs[seq]; !ok || m.sentAt < deadline {
+	for seq, p := range q.parked {
+		if m := q.msgs.get(seq); m == nil || p.sentAt < deadline {
 			delete(q.parked, seq)
-			if ok {
-				heap.Push(&q.ready, seq)
+			if m != nil {
+				m.state = msgReady
+				q.ready.push(seq)
 			}
 		}
 	}
 	q.deliverLocked(now)
 }
 
-// releaseLocked returns the messages c holds that match to the ready heap.
-func (q *queue) releaseLocked(c *consumer, match func(*message) bool) {
+// releaseLocked returns the messages c holds whose delivery matches to the
+// ready heap; a drainer's are all returned (they never expire: only its
+// removal releases them).
+func (q *queue) releaseLocked(c *consumer, match func(delivery) bool) {
 	var seqs []uint64
 	if c.drain != nil { // a drainer keeps no map: find its messages
-		for seq, m := range q.msgs {
-			if m.holder == c && match(m) {
+		for seq, m := range q.msgs.all() {
+			if m.state == msgDrained {
 				seqs = append(seqs, seq)
 			}
 		}
+		c.drained -= len(seqs)
 	} else {
-		for seq, m := range c.unacked {
-			if match(m) {
+		for seq := range c.unacked {
+			if match(q.out[seq]) {
 				seqs = append(seqs, seq)
 			}
+		}
+		slices.Sort(seqs)
+		for _, seq := range seqs {
+			delete(c.unacked, seq)
+			delete(q.out, seq)
 		}
 	}
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
 	for _, seq := range seqs {
-		m := q.msgs[seq]
-		c.forget(seq)
-		m.holder = nil
-		heap.Push(&q.ready, seq)
+		q.msgs.get(seq).state = msgReady
+		q.ready.push(seq)
 	}
 }
 
@@ -549,15 +612,6 @@ func (c *consumer) holds() int {
 		return c.drained
 	}
 	return len(c.unacked)
-}
-
-// forget drops message seq from what c holds.
-func (c *consumer) forget(seq uint64) {
-	if c.drain != nil {
-		c.drained--
-		return
-	}
-	delete(c.unacked, seq)
 }
 
 // QueueStatus is a queue as /status shows it.
@@ -599,7 +653,7 @@ type InsertError struct {
 func (q *queue) status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStatus{Name: q.name, Rows: len(q.msgs), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
+	st := QueueStatus{Name: q.name, Rows: q.msgs.len(), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
 		LastInsertError: q.lastInsertError, Ack: q.set.Ack}
 	if b := q.backupMember.Load(); b != 0 {
 		st.Backup = formatMember(b)
@@ -610,16 +664,46 @@ func (q *queue) status() QueueStatus {
 	return st
 }
 
-// seqHeap is a min-heap of sequence numbers.
+// seqHeap is a min-heap of sequence numbers. It is typed rather than a
+// container/heap.Interface, whose any boxes every number on the put path.
 type seqHeap []uint64
 
-func (h seqHeap) Len() int           { return len(h) }
-func (h seqHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *seqHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
-func (h *seqHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
+func (h *seqHeap) push(seq uint64) {
+	*h = append(*h, seq)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if s[p] <= s[i] {
+			break
+		}
+		s[p], s[i] = s[i], s[p]
+		i = p
+	}
+}
+
+// pop removes and returns the least number; the heap must not be empty.
+func (h *seqHeap) pop() uint64 {
+	s := *h
+	top, n := s[0], len(s)-1
+	s[0] = s[n]
+	s = s[:n]
+	for i := 0; ; {
+		l, least := 2*i+1, i
+		if l < n && s[l] < s[least] {
+			least = l
+		}
+		if r := l + 1; r < n && s[r] < s[least] {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		s[i], s[least] = s[least], s[i]
+		i = least
+	}
+	if cap(s) > 1024 && n < cap(s)/4 { // give back the room of a backlog delivered
+		s = append(seqHeap(nil), s...)
+	}
+	*h = s
+	return top
 }

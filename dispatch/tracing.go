@@ -91,11 +91,26 @@ func endSpan(span trace.Span, err error) {
 	span.End()
 }
 
+// tracesOf returns the traces of rows, in their order (nil for a row not
+// traced), or nil when none is.
+func (q *queue) tracesOf(rows []row) []*msgTrace {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.traces) == 0 {
+		return nil
+	}
+	out := make([]*msgTrace, len(rows))
+	for i, r := range rows {
+		out[i] = q.traces[r.seq]
+	}
+	return out
+}
+
 // startInsert starts a batch's clickhouse.insert span: the child of the
 // first traced put it carries (one trace then holds a put and its insert),
 // linked to the others, each link saying how long its rows waited. Nil
 // when tracing is off.
-func (d *drainer) startInsert(rows []*message, bytes int, db string, ep sink.Endpoint, now time.Time) trace.Span {
+func (d *drainer) startInsert(rows []row, bytes int, db string, ep sink.Endpoint, now time.Time) trace.Span {
 	m := d.m
 	if m.tracer == nil {
 		return nil
@@ -104,19 +119,19 @@ func (d *drainer) startInsert(rows []*message, bytes int, db string, ep sink.End
 	var links []trace.Link
 	var last *msgTrace
 	var oldest time.Time
-	for _, r := range rows {
-		if r.trace == nil || r.trace == last {
+	for _, tr := range d.q.tracesOf(rows) {
+		if tr == nil || tr == last {
 			continue
 		}
 		if last == nil {
-			ctx = trace.ContextWithSpanContext(ctx, r.trace.sc)
-			oldest = r.trace.queued
+			ctx = trace.ContextWithSpanContext(ctx, tr.sc)
+			oldest = tr.queued
 		} else if len(links) < maxInsertLinks {
-			links = append(links, trace.Link{SpanContext: r.trace.sc, Attributes: []attribute.KeyValue{
-				attribute.Float64("chute.queue.wait", now.Sub(r.trace.queued).Seconds()),
+			links = append(links, trace.Link{SpanContext: tr.sc, Attributes: []attribute.KeyValue{
+				attribute.Float64("chute.queue.wait", now.Sub(tr.queued).Seconds()),
 			}})
 		}
-		last = r.trace
+		last = tr
 	}
 	host, port := ep.Host(), ep.Port()
 	attrs := []attribute.KeyValue{

@@ -178,6 +178,7 @@ func (m *Membership) handleSerfEvent(e serf.Event) {
 	if !ok {
 		return // user events and queries: chute sends none
 	}
+	m.peersGen.Add(1) // serf changed its member list before sending this
 	typ, ok := eventTypeFromSerf(me.Type)
 	if !ok {
 		return

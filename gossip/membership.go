@@ -193,6 +193,11 @@ type Membership struct {
 
 	dropped atomic.Uint64 // events lost to full subscribers
 
+	// peersGen counts serf member events; peers caches Peers' answer for
+	// one generation.
+	peersGen atomic.Uint64
+	peers    atomic.Pointer[peerList]
+
 	mu      sync.Mutex // guards the fields below and wg.Add
 	started bool
 	closed  bool // Shutdown called: no new goroutines

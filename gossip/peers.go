@@ -9,9 +9,31 @@ import (
 var _ PeerSource = (*Membership)(nil)
 
 // Peers returns the alive members other than this one with the address of
-// their peer listener (their first peer URL), for the Replicator.
+// their peer listener (their first peer URL), for the Replicator and the
+// dispatcher, which ask on every forwarded put. The list is built once per
+// change of the membership (each serf member event moves peersGen on) and
+// shared: callers must not modify it.
 func (m *Membership) Peers() []Peer {
-	self := m.Local().ID
+	gen := m.peersGen.Load()
+	if c := m.peers.Load(); c != nil && c.gen == gen {
+		return c.list
+	}
+	list := m.buildPeers()
+	// Built from serf's state at or after gen: if an event moved gen on
+	// meanwhile, the next call builds the list again.
+	m.peers.Store(&peerList{gen: gen, list: list})
+	return list
+}
+
+// peerList is the cached answer of Peers, valid while peersGen is gen.
+type peerList struct {
+	gen  uint64
+	list []Peer
+}
+
+// buildPeers reads the alive peers from serf.
+func (m *Membership) buildPeers() []Peer {
+	self := MemberID(m.name)
 	var out []Peer
 	for _, mem := range m.Alive() {
 		if mem.ID == self || len(mem.PeerURLs) == 0 {

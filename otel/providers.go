@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -62,7 +63,10 @@ func New(cfg Config) (*Providers, error) {
 		return nil, fmt.Errorf("otel: prometheus exporter: %w", err)
 	}
 	p := &Providers{
-		meter:    sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
+		// No exemplars: /metrics is served as plain Prometheus text, which
+		// has none, and offering each measurement to them costs every put.
+		meter: sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res),
+			sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter)),
 		registry: reg,
 	}
 	if cfg.Traces.Endpoint != "" {

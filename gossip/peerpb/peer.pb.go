@@ -808,9 +808,13 @@ func (x *ForwardResult) GetMessage() string {
 	return ""
 }
 
+// ForwardResults carries answers to batches and, in applied, how many
+// frames of the stream the receiver has applied so far: the sender keeps
+// few frames unapplied, and what piles up meanwhile goes in the next frame.
 type ForwardResults struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*ForwardResult       `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	Applied       uint64                 `protobuf:"varint,2,opt,name=applied,proto3" json:"applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -850,6 +854,13 @@ func (x *ForwardResults) GetResults() []*ForwardResult {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *ForwardResults) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
 }
 
 type HoldRequest struct {
@@ -1256,9 +1267,10 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\rForwardResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"H\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"b\n" +
 	"\x0eForwardResults\x126\n" +
-	"\aresults\x18\x01 \x03(\v2\x1c.chute.peer.v1.ForwardResultR\aresults\"F\n" +
+	"\aresults\x18\x01 \x03(\v2\x1c.chute.peer.v1.ForwardResultR\aresults\x12\x18\n" +
+	"\aapplied\x18\x02 \x01(\x04R\aapplied\"F\n" +
 	"\vHoldRequest\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"\x0e\n" +
 	"\fHoldResponse\"Z\n" +

@@ -235,6 +235,16 @@ func (c Config) measureFor() time.Duration {
 	return MaxRunDuration
 }
 
+// rowPollInterval is the period of the run's row counts: fine when the run
+// is paced (it measures put-to-row latency), coarser when it measures
+// throughput.
+func (c Config) rowPollInterval() time.Duration {
+	if c.Rate > 0 {
+		return pollInterval
+	}
+	return throughputPollInterval
+}
+
 // landTimeout is LandTimeout with its default.
 func (c Config) landTimeout() time.Duration {
 	if c.LandTimeout > 0 {

@@ -11,9 +11,17 @@ import (
 	"time"
 )
 
-// pollInterval is the period of the row counts of a watched run: the
-// resolution of its put-to-row latencies.
+// pollInterval is the period of the row counts of a paced run, the
+// resolution of its put-to-row latencies; of the waits for records and
+// rows outside a measured phase too.
 const pollInterval = 10 * time.Millisecond
+
+// throughputPollInterval is the period of the row counts of a run that is
+// not paced, which measures throughput: each count costs ClickHouse about
+// a millisecond and a half of CPU on the machine the server under test
+// shares, so counting every 10 ms would take some 15% of a core from it.
+// Over a run of seconds, 50 ms moves rows/s by under 1%.
+const throughputPollInterval = 50 * time.Millisecond
 
 // errWatchStopped ends a row watch stopped before its rows were in.
 var errWatchStopped = errors.New("bench: row watch stopped")
@@ -25,11 +33,12 @@ type rowPoll struct {
 	counts []int64
 }
 
-// rowWatch counts the rows of a run's tables every pollInterval from the
+// rowWatch counts the rows of a run's tables every period from the
 // start of its measured phase until they hold the rows it is told to wait
 // for. Its goroutine is its own: finish or stop ends it and waits for it.
 type rowWatch struct {
 	url    string
+	period time.Duration
 	tables []string
 	base   []int64 // rows each table held before the measured phase
 	before insertEvents
@@ -47,14 +56,14 @@ type rowWatch struct {
 }
 
 // startRowWatch reads ClickHouse's insert counters, then polls tables
-// (which held base rows each) until finish or stop.
-func startRowWatch(ctx context.Context, url string, tables []string, base []int64) (*rowWatch, error) {
+// (which held base rows each) every period until finish or stop.
+func startRowWatch(ctx context.Context, url string, period time.Duration, tables []string, base []int64) (*rowWatch, error) {
 	before, err := chInsertEvents(ctx, url)
 	if err != nil {
 		return nil, err
 	}
 	w := &rowWatch{
-		url: url, tables: tables, base: base, before: before,
+		url: url, period: period, tables: tables, base: base, before: before,
 		want:  make(chan landWant, 1),
 		stopc: make(chan struct{}),
 		done:  make(chan struct{}),
@@ -67,7 +76,7 @@ func startRowWatch(ctx context.Context, url string, tables []string, base []int6
 // after it asked, a count fails, stop, or ctx ends.
 func (w *rowWatch) loop(ctx context.Context) {
 	defer close(w.done)
-	tick := time.NewTicker(pollInterval)
+	tick := time.NewTicker(w.period)
 	defer tick.Stop()
 	var (
 		want     []int64

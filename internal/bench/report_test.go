@@ -224,7 +224,7 @@ func TestReport_WriteDoc(t *testing.T) {
 		"100 concurrent\nputters share 10 client connections",
 		"1000 unmeasured warmup puts, then\n20s or 100000 puts, whichever comes first",
 		"A put refused\n(`too many requests`",
-		"every 10ms from the start of the measured phase",
+		"every 50ms (every 10ms in a run paced for its latency) from the start",
 		"no-op txn-128, chute txn-128",
 		"by 2 concurrent posters",
 	} {

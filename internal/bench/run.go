@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return Result{}, fmt.Errorf("bench: warmup rows: %w", err)
 		}
-		if rw, err = startRowWatch(ctx, cfg.ClickHouseURL, cfg.Tables, base); err != nil {
+		if rw, err = startRowWatch(ctx, cfg.ClickHouseURL, cfg.rowPollInterval(), cfg.Tables, base); err != nil {
 			return Result{}, err
 		}
 		defer rw.stop()
