@@ -45,11 +45,9 @@ type drainer struct {
 	detach   sync.Once
 
 	// Owned by the loop.
-	lastInsert time.Time     // start of the last insert
-	lastTook   time.Duration // how long the last insert took; 0 after a failure or a big batch
-	lastBig    bool          // the last batch filled over half the caps
-	lastClass  sink.Class    // of the last failed insert, to log state changes once
-	cur        *inflight     // the batch being inserted; nil between batches
+	lastInsert time.Time  // start of the last insert
+	lastClass  sink.Class // of the last failed insert, to log state changes once
+	cur        *inflight  // the batch being inserted; nil between batches
 }
 
 // inflight is the batch being inserted: fixed from its first attempt to
@@ -130,25 +128,6 @@ func (m *Manager) stopDrainer(name string) {
 	m.mu.Unlock()
 }
 
-// insertShare bounds the share of the time a queue keeps ClickHouse
-// inserting: the next insert starts no sooner than insertShare times the
-// last one's duration after its start.
-const insertShare = 3
-
-// spacing is the time from one insert's start to the next's: the batch
-// interval (at most one insert per interval; a row that comes while an
-// insert is in flight waits for the interval's rest, not a whole interval
-// after that insert), or longer when inserts are slow. Every insert costs
-// ClickHouse a part, which it must merge, and some fixed work whatever its
-// size: when it answers slowly (it is busy, or shares the machine with
-// the producers) the batches grow instead of the inserts multiplying, as
-// TCP backs off when the network is slow. A batch over half the caps does
-// not stretch the spacing: the backlog is large, and waiting would only
-// slow the queue down.
-func (d *drainer) spacing(set Settings) time.Duration {
-	return max(set.BatchInterval, insertShare*d.lastTook)
-}
-
 // run inserts batches until stopped.
 func (d *drainer) run() {
 	defer d.abandon()
@@ -164,17 +143,17 @@ func (d *drainer) run() {
 		}
 		for d.pending() > 0 {
 			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
-			if wait := d.spacing(set) - time.Since(d.lastInsert); wait > 0 {
+			// The interval runs from one insert's start to the next's: at
+			// most one insert per interval, and a row that comes while an
+			// insert is in flight waits for the interval's rest, not for a
+			// whole interval after that insert.
+			if wait := set.BatchInterval - time.Since(d.lastInsert); wait > 0 {
 				if !d.sleep(wait) {
 					return
 				}
 			}
 			d.lastInsert = time.Now()
 			ok := d.insertBatch()
-			d.lastTook = 0 // after a failure the retry backoff spaces the attempts
-			if ok && !d.lastBig {
-				d.lastTook = time.Since(d.lastInsert)
-			}
 			if ok {
 				backoff = set.RetryMin
 				continue
@@ -291,8 +270,6 @@ func (d *drainer) insertBatch() bool {
 			return true
 		}
 		d.cur = &inflight{rows: rows, bytes: bytes, span: d.startInsert(rows, bytes, db, ep, m.now())}
-		set := m.settingsOf(d.q.name)
-		d.lastBig = len(rows) > set.BatchRows/2 || bytes > set.BatchBytes/2
 	}
 	b := d.cur
 	b.attempts++
