@@ -195,7 +195,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		q := m.queueFor(k.queue)
 		q.mu.Lock()
 		q.becomeDispatcherLocked(rec.Epoch)
-		q.enqueueLocked(msgs, m.now(), false) // over the byte cap if need be: these were acknowledged
+		q.enqueueLocked(msgs, m.now(), false, false) // over the byte cap if need be: these were acknowledged
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,

@@ -140,7 +140,7 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) (fu
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
 			return nil, status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
 		}
-		wait, err := m.enqueueLocal(name, byQueue[name])
+		wait, err := m.enqueueLocal(name, byQueue[name], false)
 		if err != nil {
 			return nil, err
 		}
