@@ -14,6 +14,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -83,6 +84,7 @@ func New(cfg Config) (*Server, error) {
 		// an eighth of a node's CPU under 100 clients). Calls beyond the
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
+		experimental.BufferPool(&bufferPool{}),
 	}
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
