@@ -1,6 +1,11 @@
 package kv
 
-import "testing"
+import (
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/mem"
+)
 
 func TestBufferPool_GetPut(t *testing.T) {
 	var p bufferPool
@@ -30,4 +35,41 @@ func TestBufferPool_GetPut(t *testing.T) {
 		}
 	}
 	t.Errorf("a buffer given back never served a Get of its tier")
+}
+
+// countingPool counts the buffers taken from the pool it wraps.
+type countingPool struct {
+	bufferPool
+	gets int
+}
+
+func (p *countingPool) Get(n int) *[]byte { p.gets++; return p.bufferPool.Get(n) }
+
+func TestProtoCodec_unmarshalsWithItsPool(t *testing.T) {
+	pool := &countingPool{}
+	codec, err := newProtoCodec(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &pb.PutRequest{Key: []byte("/q/ch:events/p/1"), Value: []byte(`{"id":1}`)}
+	data, err := codec.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A message that came in two frames is gathered into one buffer.
+	raw := data.Materialize()
+	two := mem.BufferSlice{mem.SliceBuffer(raw[:5]), mem.SliceBuffer(raw[5:])}
+	var got pb.PutRequest
+	if err := codec.Unmarshal(two, &got); err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Key) != string(want.Key) || string(got.Value) != string(want.Value) {
+		t.Errorf("got %q=%q, want %q=%q", got.Key, got.Value, want.Key, want.Value)
+	}
+	if pool.gets != 1 {
+		t.Errorf("buffers taken from the codec's pool: %d, want 1", pool.gets)
+	}
+	if codec.Name() != "proto" {
+		t.Errorf("Name() = %q, want proto", codec.Name())
+	}
 }

@@ -69,6 +69,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
+	pool := &bufferPool{}
+	codec, err := newProtoCodec(pool)
+	if err != nil {
+		return nil, err
+	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
@@ -84,7 +89,8 @@ func New(cfg Config) (*Server, error) {
 		// an eighth of a node's CPU under 100 clients). Calls beyond the
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
-		experimental.BufferPool(&bufferPool{}),
+		experimental.BufferPool(pool),
+		grpc.ForceServerCodecV2(codec),
 	}
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
