@@ -58,7 +58,7 @@ test-faults: deps build
 # (deploy/dev/bench.sh): one node and three, unary puts and txns of 128 from
 # 100 clients until every row is in ClickHouse, next to the no-op server and
 # raw inserts of the same rows; put-to-row latency at half rate; the memory
-# of a queued row; a node tracing every call. About six minutes on 2 cores;
+# of a queued row; a node tracing every call. About four minutes on 2 cores;
 # it prints the tables and writes them, the targets, the machine and the
 # method to BENCH_REPORT.
 BENCH_REPORT ?= docs/benchmarks.md

@@ -7,7 +7,7 @@
 # txn rates (the ceiling of the API path) and raw JSONEachRow inserts of
 # the same rows (the ceiling of the sink); put-to-row latency at half the
 # unary rate; what a queued row costs in memory; a node tracing every call.
-# Each run lasts 20 s; the whole takes about six minutes on 2 cores. The
+# Each run lasts 20 s; the whole takes about four minutes on 2 cores. The
 # tables, the targets with pass/fail, the machine and the method go to
 # REPORT (default docs/benchmarks.md) and, without the machine, to stdout.
 set -euo pipefail
