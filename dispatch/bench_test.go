@@ -85,3 +85,24 @@ func BenchmarkProduce_local(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProduce_txn128 measures a batch produce of 128 puts enqueued on
+// this member, the dispatcher, with a drainer taking the rows (no
+// ClickHouse URL): per op is per batch.
+func BenchmarkProduce_txn128(b *testing.B) {
+	m := benchManager(b, 1<<40)
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	val := fmt.Appendf(nil, `{"id":1,"pad":"%0*d"}`, 256-17, 0)
+	puts := make([]*pb.PutRequest, 128)
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		for j := range puts {
+			i++
+			puts[j] = &pb.PutRequest{Key: fmt.Appendf(nil, "/q/ch:events/p/%d", i), Value: val}
+		}
+		if err := m.Produce(context.Background(), puts); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -106,7 +106,7 @@ func writtenKeys(ops []*pb.RequestOp) (map[string]struct{}, []keyRange, error) {
 		}
 		return false
 	}
-	puts := make(map[string]struct{})
+	puts := make(map[string]struct{}, len(ops))
 	for _, op := range ops {
 		t, ok := op.Request.(*pb.RequestOp_RequestTxn)
 		if !ok {

@@ -217,8 +217,18 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 	}
 	hdr := k.store.header(k.store.currentRev())
 	resp := &pb.TxnResponse{Header: hdr, Succeeded: true, Responses: make([]*pb.ResponseOp, len(puts))}
+	// One allocation per kind of part rather than four per put: a batch
+	// of 128 puts answers with 128 of each.
+	ops := make([]pb.ResponseOp, len(puts))
+	wraps := make([]pb.ResponseOp_ResponsePut, len(puts))
+	putResps := make([]pb.PutResponse, len(puts))
+	hdrs := make([]pb.ResponseHeader, len(puts))
 	for i := range puts {
-		resp.Responses[i] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{Header: &pb.ResponseHeader{Revision: hdr.Revision}}}}
+		hdrs[i].Revision = hdr.Revision
+		putResps[i].Header = &hdrs[i]
+		wraps[i].ResponsePut = &putResps[i]
+		ops[i].Response = &wraps[i]
+		resp.Responses[i] = &ops[i]
 	}
 	return resp, nil
 }
