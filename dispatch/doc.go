@@ -112,7 +112,7 @@
 // batch is the oldest of them by number, read from the store.
 //
 // Locks: Manager.mu and queue.mu are never held together; queue.handoverMu
-// is taken before queue.mu; queue.backupMu before queue.mu and before
+// is taken before queue.mu and before Manager.mu; queue.backupMu before queue.mu and before
 // Manager.mu; Manager.backupMu and the settings cache's mutex are taken
 // alone. queue.mu may be held while calling kv.Deliveries (which never
 // blocks) and while reading the KV.

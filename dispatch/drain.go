@@ -56,6 +56,7 @@ type drainer struct {
 type inflight struct {
 	rows     []row
 	bytes    int
+	epoch    uint64 // of the queue's record when the batch was formed, for its token
 	attempts int
 	span     trace.Span // nil when tracing is off
 }
@@ -76,7 +77,11 @@ func (d *drainer) wake() {
 }
 
 // ensureDrainer starts the drainer of a ClickHouse queue this member
-// dispatches, if it has none.
+// dispatches, if it has none. It reads the record and starts the drainer
+// under the queue's handoverMu: a handover (which stops the drainer, then
+// takes the messages) either comes after and stops it, or came before and
+// moved the record, so no drainer inserts rows that went to the next
+// dispatcher. Callers do not hold handoverMu.
 func (m *Manager) ensureDrainer(q *queue) {
 	table, ok := sink.TableOf(q.name)
 	if !ok {
@@ -86,6 +91,11 @@ func (m *Manager) ensureDrainer(q *queue) {
 	_, running := m.drainers[q.name]
 	m.mu.RUnlock()
 	if running {
+		return
+	}
+	q.handoverMu.Lock()
+	defer q.handoverMu.Unlock()
+	if rec, ok := m.recordAt(q.recordKey); ok && rec.Member != m.cfg.MemberID {
 		return
 	}
 	m.mu.Lock()
@@ -142,6 +152,15 @@ func (d *drainer) run() {
 		case <-d.ready:
 		}
 		for d.pending() > 0 {
+			// Inserts may follow each other without a sleep (one took the
+			// whole interval): look for stop before each.
+			select {
+			case <-d.stop:
+				return
+			case <-d.m.stop:
+				return
+			default:
+			}
 			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
 			// The interval runs from one insert's start to the next's: at
 			// most one insert per interval, and a row that comes while an
@@ -269,7 +288,8 @@ func (d *drainer) insertBatch() bool {
 		if len(rows) == 0 {
 			return true
 		}
-		d.cur = &inflight{rows: rows, bytes: bytes, span: d.startInsert(rows, bytes, db, ep, m.now())}
+		rec, _ := m.record(d.q.name)
+		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.now())}
 	}
 	b := d.cur
 	b.attempts++
@@ -280,7 +300,7 @@ func (d *drainer) insertBatch() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
-	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.rows))
+	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
 	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
 	m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 	if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
@@ -310,11 +330,12 @@ func (d *drainer) insertBatch() bool {
 }
 
 // token returns the batch's insert_deduplication_token, derived from the
-// queue, its epoch and the batch's first and last numbers, so that a batch
-// sent again after a lost answer is not stored twice; "" when the server
+// queue, the epoch when the batch was formed and the batch's first and
+// last numbers, the same at every attempt, so that a batch sent again
+// after a lost answer is not stored twice; "" when the server
 // does not know the setting (ClickHouse before 22.2, Debian's 18.16
 // among them), which is asked once per server.
-func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []row) string {
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, rows []row) string {
 	m := d.m
 	m.mu.Lock()
 	known, asked := m.tokenSupport[ep.Addr]
@@ -332,8 +353,7 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []row) strin
 	if !known || len(rows) == 0 {
 		return ""
 	}
-	rec, _ := m.record(d.q.name)
-	return fmt.Sprintf("%s:%d:%d:%d", d.q.name, rec.Epoch, rows[0].seq, rows[len(rows)-1].seq)
+	return fmt.Sprintf("%s:%d:%d:%d", d.q.name, epoch, rows[0].seq, rows[len(rows)-1].seq)
 }
 
 // bisect finds the rows of batch b ClickHouse refuses, inserts the others,

@@ -21,6 +21,7 @@ import (
 //   - the run is empty or its first and last slots hold messages;
 //   - the run's empty slots (holes) are at most its messages plus
 //     storeSlack, so it costs at most about two slots per message;
+//   - order holds at most twice the strays plus storeSlack numbers;
 //   - buf[:head] are nil and buf[head:] is the run, numbered from base.
 //
 // The zero value is an empty store. Not safe for concurrent use: the
@@ -88,6 +89,20 @@ func (s *msgStore) put(seq uint64, m *message) {
 		s.live++
 		return
 	}
+	if end := s.base + uint64(n); seq >= end && seq>>32 > (end-1)>>32 && s.live <= storeSlack {
+		// A later epoch's number (epoch e numbers from (e-1)<<32 + 1)
+		// past a run of few messages left of an earlier one: those few
+		// become strays and the new numbers a new run, rather than every
+		// new message a stray.
+		for i := s.head; i < len(s.buf); i++ {
+			if old := s.buf[i]; old != nil {
+				s.addStray(s.base+uint64(i-s.head), old)
+			}
+		}
+		clear(s.buf)
+		s.buf, s.head, s.base, s.live = append(s.buf[:0], m), 0, seq, 1
+		return
+	}
 	s.addStray(seq, m)
 }
 
@@ -137,8 +152,13 @@ func (s *msgStore) remove(seq uint64) {
 	}
 	if _, ok := s.strays[seq]; ok {
 		delete(s.strays, seq)
-		if len(s.strays) == 0 {
+		switch {
+		case len(s.strays) == 0:
 			s.strays, s.order, s.unsorted = nil, nil, false
+		case len(s.order) > 2*len(s.strays)+storeSlack:
+			// Mostly numbers gone: drop them, strayOrder sorts the rest
+			// when it is next asked (addStray appends nothing meanwhile).
+			s.order, s.unsorted = nil, true
 		}
 	}
 }

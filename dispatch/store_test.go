@@ -46,6 +46,9 @@ func checkStore(t *testing.T, s *msgStore, want map[uint64]*message) {
 			t.Fatalf("stray %d is nil", seq)
 		}
 	}
+	if max := 2*len(s.strays) + storeSlack; len(s.order) > max {
+		t.Fatalf("order holds %d numbers for %d strays, want at most %d", len(s.order), len(s.strays), max)
+	}
 	if s.len() != len(want) {
 		t.Fatalf("len: got %d, want %d", s.len(), len(want))
 	}
@@ -179,5 +182,38 @@ func TestMsgStore_random(t *testing.T) {
 	checkStore(t, &s, want)
 	if cap(s.buf) > storeMinCap || s.strays != nil {
 		t.Errorf("empty store keeps %d slots and %d strays, want at most %d and none", cap(s.buf), len(s.strays), storeMinCap)
+	}
+}
+
+// TestMsgStore_newEpochAfterAStuckMessage: one message of epoch 1 is never
+// acknowledged while epoch 2's flow through a window of ten. The new
+// numbers form a run of their own (not one stray each) and the strays'
+// order does not keep a number per message that went.
+func TestMsgStore_newEpochAfterAStuckMessage(t *testing.T) {
+	var s msgStore
+	want := make(map[uint64]*message)
+	put := func(seq uint64) {
+		m := &message{}
+		s.put(seq, m)
+		want[seq] = m
+	}
+	put(5) // epoch 1, stuck
+	first := uint64(1)<<32 + 1
+	for i := range uint64(100_000) {
+		put(first + i)
+		if i >= 10 {
+			s.remove(first + i - 10)
+			delete(want, first+i-10)
+		}
+		if i%10_000 == 0 {
+			checkStore(t, &s, want)
+		}
+	}
+	checkStore(t, &s, want)
+	if len(s.strays) > 1 || s.live != 10 {
+		t.Errorf("strays %d, run %d messages; want the stuck one a stray and the window of 10 in the run", len(s.strays), s.live)
+	}
+	if len(s.order) > 2*len(s.strays)+storeSlack {
+		t.Errorf("order holds %d numbers for %d strays", len(s.order), len(s.strays))
 	}
 }
