@@ -330,8 +330,8 @@ func (d *drainer) insertBatch() bool {
 }
 
 // token returns the batch's insert_deduplication_token, derived from the
-// queue, the epoch when the batch was formed and the batch's first and
-// last numbers, the same at every attempt, so that a batch sent again
+// queue, the epoch when the batch was formed, this member and the batch's
+// first and last numbers, the same at every attempt, so that a batch sent again
 // after a lost answer is not stored twice; "" when the server
 // does not know the setting (ClickHouse before 22.2, Debian's 18.16
 // among them), which is asked once per server.
@@ -353,7 +353,10 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	if !known || len(rows) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s:%d:%d:%d", d.q.name, epoch, rows[0].seq, rows[len(rows)-1].seq)
+	// The member too: two members claiming a queue at once both take
+	// epoch e+1 and number from the same floor, and a batch of the one
+	// that lost must not pass for one of the winner's.
+	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, formatMember(m.cfg.MemberID), rows[0].seq, rows[len(rows)-1].seq)
 }
 
 // bisect finds the rows of batch b ClickHouse refuses, inserts the others,

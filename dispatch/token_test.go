@@ -12,10 +12,10 @@ import (
 
 // TestSink_dedupTokenWhenServerKnowsIt uses a fake ClickHouse, because
 // 18.16 has no insert_deduplication_token: the fake says it has the
-// setting, and every insert must carry a token naming the queue, the epoch
-// and the batch's first and last numbers. (That a real 18.16 never gets
-// the token is checked by the real-server tests, whose inserts would fail
-// with code 115.)
+// setting, and every insert must carry a token naming the queue, the
+// epoch, the member and the batch's first and last numbers. (That a real
+// 18.16 never gets the token is checked by the real-server tests, whose
+// inserts would fail with code 115.)
 func TestSink_dedupTokenWhenServerKnowsIt(t *testing.T) {
 	var mu sync.Mutex
 	var inserts []string
@@ -46,8 +46,8 @@ func TestSink_dedupTokenWhenServerKnowsIt(t *testing.T) {
 		t.Fatal("no insert reached the fake server")
 	}
 	for _, tok := range inserts {
-		if !strings.HasPrefix(tok, "ch:tok:1:") || strings.Count(tok, ":") != 4 {
-			t.Fatalf("token %q, want ch:tok:<epoch 1>:<first>:<last>", tok)
+		if want := "ch:tok:1:" + formatMember(n.mgr.cfg.MemberID) + ":"; !strings.HasPrefix(tok, want) || strings.Count(tok, ":") != 5 {
+			t.Fatalf("token %q, want %s<first>:<last>", tok, want)
 		}
 	}
 }
