@@ -170,7 +170,7 @@ func (lc *localConsumer) stop() {
 // consumeRemote relays the dispatcher's deliveries to the watch until the
 // stream ends.
 func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member uint64) {
-	conn, err := gossip.Dial(addr)
+	conn, err := gossip.Dial(addr, lc.m.dialOpts...)
 	if err != nil {
 		return
 	}

@@ -42,7 +42,7 @@ type forwarder struct {
 const forwardFrameBatches = 256
 
 func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
-	conn, err := gossip.Dial(addr)
+	conn, err := gossip.Dial(addr, m.dialOpts...)
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,7 @@ type Manager struct {
 	conns      map[string]*grpc.ClientConn // by peer address
 	drainers   map[string]*drainer         // by queue, for ClickHouse queues dispatched here
 
+	dialOpts     []grpc.DialOption // for connections to other members: message buffers and codec
 	sink         *sink.Client
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
 	unreachable  map[uint64]time.Time // backups passed over, until then
@@ -195,6 +196,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.counter.Store(uint64(m.now().UnixNano()))
 	var err error
+	if m.dialOpts, err = kv.MessageBufferDialOptions(); err != nil {
+		return nil, fmt.Errorf("dispatch: %w", err)
+	}
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}

@@ -172,7 +172,7 @@ func (m *Manager) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := m.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := gossip.Dial(addr)
+	c, err := gossip.Dial(addr, m.dialOpts...)
 	if err != nil {
 		return nil, err
 	}

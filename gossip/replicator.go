@@ -62,6 +62,9 @@ type ReplicatorConfig struct {
 	PeersInterval time.Duration
 	// Logger receives the replicator's logs. Nil: discarded.
 	Logger *slog.Logger
+	// ServerOptions are added to the peer server's own (message buffers,
+	// codec). Nil: grpc's defaults.
+	ServerOptions []grpc.ServerOption
 }
 
 func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
@@ -116,11 +119,11 @@ func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 		log:   cfg.Logger,
 		links: make(map[uint64]*peerLink),
 		stop:  make(chan struct{}),
-		grpc: grpc.NewServer(
+		grpc: grpc.NewServer(append([]grpc.ServerOption{
 			grpc.ChainUnaryInterceptor(check.unary),
 			grpc.ChainStreamInterceptor(check.stream),
-			grpc.MaxRecvMsgSize(64<<20),
-		),
+			grpc.MaxRecvMsgSize(64 << 20),
+		}, cfg.ServerOptions...)...),
 	}
 	return r, nil
 }
@@ -281,11 +284,12 @@ func peerAddr(raw string) (string, error) {
 	return u.Host, nil
 }
 
-// dial opens a lazy client connection to a peer.
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr,
+// dial opens a lazy client connection to a peer, with opts after its own.
+func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
+	}, opts...)...)
 }
 
 // drainPull applies every chunk of a Pull stream.
@@ -315,5 +319,8 @@ func OutgoingContext(ctx context.Context, clusterID, memberID uint64) context.Co
 	return outgoing(ctx, clusterID, memberID)
 }
 
-// Dial opens a lazy client connection to a peer's listener.
-func Dial(addr string) (*grpc.ClientConn, error) { return dial(addr) }
+// Dial opens a lazy client connection to a peer's listener, with opts
+// added to its own (message buffers, codec).
+func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
+	return dial(addr, opts...)
+}

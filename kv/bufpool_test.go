@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"fmt"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -71,5 +72,40 @@ func TestProtoCodec_unmarshalsWithItsPool(t *testing.T) {
 	}
 	if codec.Name() != "proto" {
 		t.Errorf("Name() = %q, want proto", codec.Name())
+	}
+}
+
+func TestProtoCodec_marshalsLargeMessagesIntoItsPool(t *testing.T) {
+	pool := &countingPool{}
+	codec, err := newProtoCodec(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn := &pb.TxnRequest{}
+	for i := range 128 {
+		txn.Success = append(txn.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+			Key: fmt.Appendf(nil, "/q/ch:events/p/%d", i), Value: fmt.Appendf(nil, `{"id":%d,"pad":"%0200d"}`, i, 0)}}})
+	}
+	data, err := codec.Marshal(txn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pool.gets != 1 {
+		t.Errorf("buffers taken to marshal a txn of 128 puts: %d, want 1", pool.gets)
+	}
+	var got pb.TxnRequest
+	if err := codec.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	data.Free()
+	if len(got.Success) != 128 || string(got.Success[127].GetRequestPut().Key) != "/q/ch:events/p/127" {
+		t.Errorf("round trip: %d ops, last key %q", len(got.Success), got.Success[len(got.Success)-1].GetRequestPut().Key)
+	}
+	// A small message is not worth a pooled buffer.
+	if _, err := codec.Marshal(&pb.PutRequest{Key: []byte("k")}); err != nil || pool.gets != 1 {
+		t.Errorf("small message: err %v, buffers taken %d, want still 1", err, pool.gets)
+	}
+	if _, err := codec.Marshal(42); err == nil {
+		t.Errorf("Marshal(42): want an error")
 	}
 }

@@ -3,17 +3,19 @@ package kv
 import (
 	"fmt"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
 )
 
-// protoCodec is grpc's proto codec, except that a received message is
-// gathered into a buffer of pool, not of grpc's default pool, which clears
-// each buffer it hands out (see bufferPool). Marshalling is grpc's own.
+// protoCodec is grpc's proto codec, except that messages are encoded into
+// and received ones gathered in buffers of pool, not of grpc's default
+// pool, which clears each buffer it hands out (see bufferPool).
 type protoCodec struct {
-	base encoding.CodecV2 // grpc's "proto" codec
+	base encoding.CodecV2 // grpc's "proto" codec, for its name
 	pool mem.BufferPool
 }
 
@@ -27,17 +29,44 @@ func newProtoCodec(pool mem.BufferPool) (protoCodec, error) {
 	return protoCodec{base: base, pool: pool}, nil
 }
 
-func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) { return c.base.Marshal(v) }
+// Marshal encodes v as grpc's codec does, into a buffer of pool when it
+// is large enough to be worth pooling.
+func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
+	m, err := messageOf(v)
+	if err != nil {
+		return nil, err
+	}
+	size := proto.Size(m)
+	opts := proto.MarshalOptions{UseCachedSize: true} // the size was just computed
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		b, err := opts.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	}
+	buf := c.pool.Get(size)
+	if _, err := opts.MarshalAppend((*buf)[:0], m); err != nil { // writes size bytes over the old ones
+		c.pool.Put(buf)
+		return nil, err
+	}
+	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
+}
 
-func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	var m proto.Message
+func messageOf(v any) (proto.Message, error) {
 	switch v := v.(type) {
 	case protoadapt.MessageV1:
-		m = protoadapt.MessageV2Of(v)
+		return protoadapt.MessageV2Of(v), nil
 	case protoadapt.MessageV2:
-		m = v
-	default:
-		return fmt.Errorf("kv: cannot unmarshal into %T, want a proto message", v)
+		return v, nil
+	}
+	return nil, fmt.Errorf("kv: %T is not a proto message", v)
+}
+
+func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	m, err := messageOf(v)
+	if err != nil {
+		return err
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
@@ -45,3 +74,28 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 func (c protoCodec) Name() string { return c.base.Name() }
+
+// MessageBufferDialOptions are MessageBufferOptions for a client
+// connection (dispatch's forward streams to other members).
+func MessageBufferDialOptions() ([]grpc.DialOption, error) {
+	pool := &bufferPool{}
+	codec, err := newProtoCodec(pool)
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.DialOption{experimental.WithBufferPool(pool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec))}, nil
+}
+
+// MessageBufferOptions are the gRPC server options that take messages'
+// buffers from a pool that does not clear them, and decode received
+// messages from it (see bufferPool): the etcd API server uses them, and
+// the peer server can (cmd/chute hands them to gossip's replicator, whose
+// server takes dispatch's forward frames).
+func MessageBufferOptions() ([]grpc.ServerOption, error) {
+	pool := &bufferPool{}
+	codec, err := newProtoCodec(pool)
+	if err != nil {
+		return nil, err
+	}
+	return []grpc.ServerOption{experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec)}, nil
+}

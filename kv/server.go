@@ -14,7 +14,6 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/keepalive"
 )
 
@@ -69,8 +68,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
-	pool := &bufferPool{}
-	codec, err := newProtoCodec(pool)
+	bufOpts, err := MessageBufferOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -89,9 +87,8 @@ func New(cfg Config) (*Server, error) {
 		// an eighth of a node's CPU under 100 clients). Calls beyond the
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
-		experimental.BufferPool(pool),
-		grpc.ForceServerCodecV2(codec),
 	}
+	opts = append(opts, bufOpts...)
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
 	}

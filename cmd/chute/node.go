@@ -156,11 +156,16 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, fmt.Errorf("gossip metrics: %w", err)
 	}
 
+	bufOpts, err := kv.MessageBufferOptions() // forward frames are large: their buffers are not cleared either
+	if err != nil {
+		return nil, err
+	}
 	rcfg := gossip.ReplicatorConfig{
-		ListenURLs: cfg.ListenPeerURLs,
-		ClusterID:  clusterID,
-		MemberID:   memberID,
-		Logger:     logger.With("component", "replication"),
+		ListenURLs:    cfg.ListenPeerURLs,
+		ClusterID:     clusterID,
+		MemberID:      memberID,
+		Logger:        logger.With("component", "replication"),
+		ServerOptions: bufOpts,
 	}
 	if gcfg.Fast {
 		rcfg.DigestInterval = 500 * time.Millisecond
