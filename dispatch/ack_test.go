@@ -135,6 +135,23 @@ func TestAck_insertedReturnsAfterInsert(t *testing.T) {
 	waitCount(t, ch, "default.later", 1, 10*time.Second)
 }
 
+// replicateJobs sets ack=replicated for queue "jobs" through a and waits
+// until the others have the setting.
+func replicateJobs(t *testing.T, ctx context.Context, a *member, others ...*member) {
+	t.Helper()
+	if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on every member", func() bool {
+		for _, m := range others {
+			if m.kv.Get(SettingsKey("jobs")) == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // TestAck_replicatedSurvivesDispatcherKill checks ack=replicated across
 // three members: the backup keeps a copy of every message not yet
 // acknowledged, and when the dispatcher dies it takes the queue over
@@ -143,12 +160,7 @@ func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
 	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated"}`); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "the settings on every member", func() bool {
-		return b.kv.Get(SettingsKey("jobs")) != nil && c.kv.Get(SettingsKey("jobs")) != nil
-	})
+	replicateJobs(t, ctx, a, b, c)
 	for i := range 30 {
 		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
 			t.Fatal(err)
@@ -241,12 +253,7 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	a, b, c := startMember(t, "a", run("a1")), startMember(t, "b", run("b1")), startMember(t, "c", run("c1"))
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated"}`); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "the settings on every member", func() bool {
-		return b.kv.Get(SettingsKey("jobs")) != nil && c.kv.Get(SettingsKey("jobs")) != nil
-	})
+	replicateJobs(t, ctx, a, b, c)
 	for i := range 15 {
 		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
 			t.Fatal(err)

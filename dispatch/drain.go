@@ -154,12 +154,8 @@ func (d *drainer) run() {
 		for d.pending() > 0 {
 			// Inserts may follow each other without a sleep (one took the
 			// whole interval): look for stop before each.
-			select {
-			case <-d.stop:
+			if d.stopped() {
 				return
-			case <-d.m.stop:
-				return
-			default:
 			}
 			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
 			// The interval runs from one insert's start to the next's: at
@@ -185,6 +181,18 @@ func (d *drainer) run() {
 				return
 			}
 		}
+	}
+}
+
+// stopped reports whether the drainer or its manager was told to stop.
+func (d *drainer) stopped() bool {
+	select {
+	case <-d.stop:
+		return true
+	case <-d.m.stop:
+		return true
+	default:
+		return false
 	}
 }
 

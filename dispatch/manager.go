@@ -188,6 +188,7 @@ func New(cfg Config) (*Manager, error) {
 		unreachable:  make(map[uint64]time.Time),
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
+		dialOpts:     kv.MessageBufferDialOptions(),
 		now:          time.Now,
 		stop:         make(chan struct{}),
 	}
@@ -196,9 +197,6 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.counter.Store(uint64(m.now().UnixNano()))
 	var err error
-	if m.dialOpts, err = kv.MessageBufferDialOptions(); err != nil {
-		return nil, fmt.Errorf("dispatch: %w", err)
-	}
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}

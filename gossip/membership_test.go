@@ -242,6 +242,20 @@ func startTrio(t *testing.T, net int, mutate func(*Config)) (a, b, c *testMember
 	return a, b, c
 }
 
+// leaveAndShutdown makes m leave the cluster gracefully, then shuts it
+// down.
+func leaveAndShutdown(t *testing.T, m *testMember) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Leave(ctx); err != nil {
+		t.Fatalf("%s.Leave: %v", m.cfg.Name, err)
+	}
+	if err := m.Shutdown(); err != nil {
+		t.Fatalf("%s.Shutdown: %v", m.cfg.Name, err)
+	}
+}
+
 // waitAlive waits until every node's Alive() is exactly want.
 func waitAlive(t *testing.T, want []string, nodes ...*testMember) {
 	t.Helper()
@@ -322,14 +336,7 @@ func TestMembership_Leave_othersSeeLeft(t *testing.T) {
 	a, b, c := startTrio(t, 2, nil)
 	tapeA, tapeC := tapeEvents(t, a), tapeEvents(t, c)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := b.Leave(ctx); err != nil {
-		t.Fatalf("b.Leave: %v", err)
-	}
-	if err := b.Shutdown(); err != nil {
-		t.Fatalf("b.Shutdown: %v", err)
-	}
+	leaveAndShutdown(t, b)
 	eventuallyTrue(t, settle, "a and c to see b left", func() bool {
 		return statusOf(a, "b") == StatusLeft && statusOf(c, "b") == StatusLeft
 	})
@@ -344,7 +351,7 @@ func TestMembership_Leave_othersSeeLeft(t *testing.T) {
 			t.Errorf("%s: last event about b is %v, want leave", name, got)
 		}
 	}
-	if err := b.Leave(ctx); !errors.Is(err, ErrShutdown) {
+	if err := b.Leave(context.Background()); !errors.Is(err, ErrShutdown) {
 		t.Errorf("Leave after Shutdown: got %v, want ErrShutdown", err)
 	}
 }

@@ -133,14 +133,7 @@ func TestMembership_RegisterMetrics_membersByState(t *testing.T) {
 
 	// b leaves gracefully: left. c stays failed until serf reaps it, 10s
 	// after its failure with Fast timings.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := b.Leave(ctx); err != nil {
-		t.Fatalf("b.Leave: %v", err)
-	}
-	if err := b.Shutdown(); err != nil {
-		t.Fatalf("b.Shutdown: %v", err)
-	}
+	leaveAndShutdown(t, b)
 	waitMembersMetric(t, r, membersByState(1, 0, 1, 1))
 
 	// The stuck subscriber took the failure of c and lost the leave of b.

@@ -1,10 +1,8 @@
 package gossip
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 )
 
 // peerIDs returns the ids Peers reports, sorted.
@@ -34,14 +32,7 @@ func TestMembership_Peers_followsMembership(t *testing.T) {
 		}
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := b.Leave(ctx); err != nil {
-		t.Fatalf("b.Leave: %v", err)
-	}
-	if err := b.Shutdown(); err != nil {
-		t.Fatalf("b.Shutdown: %v", err)
-	}
+	leaveAndShutdown(t, b)
 	eventuallyTrue(t, settle, "a and c to drop b from their peers", func() bool {
 		return slices.Equal(peerIDs(a), []uint64{MemberID("c")}) && slices.Equal(peerIDs(c), []uint64{MemberID("a")})
 	})

@@ -26,9 +26,9 @@ var _ mem.BufferPool = (*bufferPool)(nil)
 // tier returns the index of the tier whose buffers hold n bytes, and
 // whether there is one.
 func tier(n int) (int, bool) {
-	shift := max(bits.Len(uint(n-1)), minPoolShift)
-	if n <= 0 {
-		shift = minPoolShift
+	shift := minPoolShift
+	if n > 1<<minPoolShift {
+		shift = bits.Len(uint(n - 1))
 	}
 	return shift - minPoolShift, shift <= maxPoolShift
 }

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	protoenc "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -15,19 +16,10 @@ import (
 // and received ones gathered in buffers of pool, not of grpc's default
 // pool, which clears each buffer it hands out (see bufferPool).
 type protoCodec struct {
-	base encoding.CodecV2 // grpc's "proto" codec, for its name
 	pool mem.BufferPool
 }
 
 var _ encoding.CodecV2 = protoCodec{}
-
-func newProtoCodec(pool mem.BufferPool) (protoCodec, error) {
-	base := encoding.GetCodecV2("proto")
-	if base == nil {
-		return protoCodec{}, fmt.Errorf("kv: grpc has no proto codec")
-	}
-	return protoCodec{base: base, pool: pool}, nil
-}
 
 // Marshal encodes v as grpc's codec does, into a buffer of pool when it
 // is large enough to be worth pooling.
@@ -73,17 +65,14 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
 }
 
-func (c protoCodec) Name() string { return c.base.Name() }
+// Name is grpc's proto codec's: the content subtype clients send.
+func (protoCodec) Name() string { return protoenc.Name }
 
 // MessageBufferDialOptions are MessageBufferOptions for a client
 // connection (dispatch's forward streams to other members).
-func MessageBufferDialOptions() ([]grpc.DialOption, error) {
+func MessageBufferDialOptions() []grpc.DialOption {
 	pool := &bufferPool{}
-	codec, err := newProtoCodec(pool)
-	if err != nil {
-		return nil, err
-	}
-	return []grpc.DialOption{experimental.WithBufferPool(pool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec))}, nil
+	return []grpc.DialOption{experimental.WithBufferPool(pool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(protoCodec{pool}))}
 }
 
 // MessageBufferOptions are the gRPC server options that take messages'
@@ -91,11 +80,7 @@ func MessageBufferDialOptions() ([]grpc.DialOption, error) {
 // messages from it (see bufferPool): the etcd API server uses them, and
 // the peer server can (cmd/chute hands them to gossip's replicator, whose
 // server takes dispatch's forward frames).
-func MessageBufferOptions() ([]grpc.ServerOption, error) {
+func MessageBufferOptions() []grpc.ServerOption {
 	pool := &bufferPool{}
-	codec, err := newProtoCodec(pool)
-	if err != nil {
-		return nil, err
-	}
-	return []grpc.ServerOption{experimental.BufferPool(pool), grpc.ForceServerCodecV2(codec)}, nil
+	return []grpc.ServerOption{experimental.BufferPool(pool), grpc.ForceServerCodecV2(protoCodec{pool})}
 }

@@ -68,10 +68,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
-	bufOpts, err := MessageBufferOptions()
-	if err != nil {
-		return nil, err
-	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
@@ -88,7 +84,7 @@ func New(cfg Config) (*Server, error) {
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
-	opts = append(opts, bufOpts...)
+	opts = append(opts, MessageBufferOptions()...)
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
 	}

@@ -156,16 +156,12 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, fmt.Errorf("gossip metrics: %w", err)
 	}
 
-	bufOpts, err := kv.MessageBufferOptions() // forward frames are large: their buffers are not cleared either
-	if err != nil {
-		return nil, err
-	}
 	rcfg := gossip.ReplicatorConfig{
 		ListenURLs:    cfg.ListenPeerURLs,
 		ClusterID:     clusterID,
 		MemberID:      memberID,
 		Logger:        logger.With("component", "replication"),
-		ServerOptions: bufOpts,
+		ServerOptions: kv.MessageBufferOptions(), // forward frames are large: their buffers are not cleared either
 	}
 	if gcfg.Fast {
 		rcfg.DigestInterval = 500 * time.Millisecond
