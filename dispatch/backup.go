@@ -195,7 +195,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		q := m.queueFor(k.queue)
 		q.mu.Lock()
 		q.becomeDispatcherLocked(rec.Epoch)
-		q.enqueueLocked(msgs, m.now(), false, false) // over the byte cap if need be: these were acknowledged
+		q.enqueueLocked(msgs, m.now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,
@@ -206,7 +206,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	defer cancel()
 	for i := 0; i < len(msgs); {
 		j := chunkEnd(msgs, i)
-		if err := m.forward(ctx, rec.Member, k.queue, msgs[i:j], forwardTimeout); err != nil {
+		if err := m.forward(ctx, rec.Member, k.queue, msgs[i:j], false, forwardTimeout); err != nil {
 			m.backupMu.Lock() // keep the rest for the next round
 			if m.backups[k] == nil {
 				rest := &backupSet{msgs: make(map[uint64]incoming), released: set.released, seen: set.seen}

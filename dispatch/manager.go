@@ -410,9 +410,9 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 		if rec.Member != m.cfg.MemberID {
 			return m.produceRemote(ctx, rec, name, msgs)
 		}
-		// Fresh: a put that has not left this member, or was refused
-		// elsewhere before anything was kept of it.
-		wait, err := m.enqueueLocal(name, msgs, true)
+		// A put that has not left this member, or was refused elsewhere
+		// before anything was kept of it.
+		wait, err := m.enqueueLocal(name, msgs, arrivedLocal)
 		if err == nil {
 			m.ensureDrainer(m.queueFor(name))
 			if wait != nil {
@@ -434,8 +434,8 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // none. The record is checked under the queue's lock, which a handover also
 // takes, so a message is either handed over or forwarded after it, never
 // left behind out of order. It returns what the put still waits for, by
-// the queue's ack mode: nil for ack=queued. fresh is enqueueLocked's.
-func (m *Manager) enqueueLocal(name string, msgs []incoming, fresh bool) (func(context.Context) error, error) {
+// the queue's ack mode: nil for ack=queued. how is how msgs came.
+func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q := m.queueFor(name)
 	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
@@ -450,7 +450,7 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, fresh bool) (func(c
 		return nil, errOverCap
 	}
 	q.becomeDispatcherLocked(rec.Epoch)
-	added := q.enqueueLocked(msgs, m.now(), fresh, q.set.Ack != AckQueued)
+	added := q.enqueueLocked(msgs, m.now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }
 
@@ -482,7 +482,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			q.handoverMu.Unlock()
 		}
 		if err == nil {
-			err = m.forward(ctx, rec.Member, name, msgs, timeout)
+			err = m.forward(ctx, rec.Member, name, msgs, true, timeout)
 		}
 		switch status.Code(err) {
 		case codes.OK:

@@ -87,7 +87,11 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			if b.Traceparent != "" && len(b.Messages) > 0 {
 				span, tr = s.m.acceptSpan(b.Traceparent, b.Messages[0].Queue, len(b.Messages))
 			}
-			wait, err := s.m.acceptForwarded(b.Messages, tr)
+			how := arrivedCopy
+			if b.Puts && madeBy(b.Messages, from) {
+				how = arrivedForwarded
+			}
+			wait, err := s.m.acceptForwarded(b.Messages, how, tr)
 			if err != nil || wait == nil {
 				endSpan(span, err)
 				res.Results = append(res.Results, forwardResult(b.Id, err))
@@ -117,11 +121,21 @@ func forwardResult(id uint64, err error) *peerpb.ForwardResult {
 	return r
 }
 
-// acceptForwarded enqueues a forwarded batch if this member dispatches its
-// queues; FailedPrecondition tells the sender to read the record again. It
-// returns what the batch still waits for (its queue's ack mode), nil for
-// nothing.
-func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) (func(context.Context) error, error) {
+// madeBy reports whether every message of msgs was made by member.
+func madeBy(msgs []*peerpb.QueueMessage, member uint64) bool {
+	for _, q := range msgs {
+		if q.Origin != member {
+			return false
+		}
+	}
+	return member != 0
+}
+
+// acceptForwarded enqueues a forwarded batch, arrived as how, if this
+// member dispatches its queues; FailedPrecondition tells the sender to read
+// the record again. It returns what the batch still waits for (its queue's
+// ack mode), nil for nothing.
+func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *msgTrace) (func(context.Context) error, error) {
 	byQueue := toIncoming(msgs)
 	if tr != nil {
 		for _, ins := range byQueue {
@@ -140,7 +154,7 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, tr *msgTrace) (fu
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
 			return nil, status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
 		}
-		wait, err := m.enqueueLocal(name, byQueue[name], false)
+		wait, err := m.enqueueLocal(name, byQueue[name], how)
 		if err != nil {
 			return nil, err
 		}
@@ -252,14 +266,15 @@ func (m *Manager) forwarderFor(member uint64) (*forwarder, error) {
 }
 
 // forward sends msgs of one queue to its dispatcher and waits for it to
-// hold them.
-func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs []incoming, timeout time.Duration) error {
+// hold them. puts says they are new puts made on this member, which wait
+// for the answer, not copies (peerpb.ForwardBatch.puts).
+func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs []incoming, puts bool, timeout time.Duration) error {
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return err
 	}
 	span, traceparent := m.startForward(ctx, name, member, len(msgs))
-	err = f.send(ctx, &peerpb.ForwardBatch{Messages: toMessages(name, msgs), Traceparent: traceparent}, timeout)
+	err = f.send(ctx, &peerpb.ForwardBatch{Messages: toMessages(name, msgs), Traceparent: traceparent, Puts: puts}, timeout)
 	endSpan(span, err)
 	return err
 }

@@ -137,6 +137,10 @@ type queue struct {
 	// done remembers recently acknowledged ids, so that a late copy of an
 	// acknowledged message is not queued again.
 	done *recent[MsgID, struct{}]
+	// copiesFrom are the origins of the copies this queue ever took
+	// (arrivedCopy); nil until the first. A put forwarded by its origin can
+	// meet an earlier copy of itself only if its origin is here.
+	copiesFrom map[uint64]struct{}
 	// early remembers acknowledgements of numbered messages this member
 	// did not hold yet (a handover still on its way), so the message is
 	// dropped when it arrives.
@@ -186,16 +190,36 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 	return q.bytes+n <= q.lim.maxBytes
 }
 
+// arrival is how messages reached a queue, which decides whether their
+// ids are looked up for duplicates (enqueueLocked). The lookups, two
+// misses in large tables per message, were a tenth of a node's CPU under
+// txn batches, and a fifth of a dispatcher's under forwarded ones.
+type arrival uint8
+
+const (
+	// arrivedCopy: handed over, held for an unreachable dispatcher, taken
+	// over from a backup, put back after a failed handover. Every id is
+	// looked up, and its origin noted in copiesFrom.
+	arrivedCopy arrival = iota
+	// arrivedForwarded: puts forwarded by the member that made them, which
+	// waits for this answer (peerpb.ForwardBatch.puts). Its ids were made
+	// for these puts and sent once; the only earlier copies there can be
+	// are those the origin held when an earlier forward of them failed,
+	// which arrive as copies: the ids are looked up only if copiesFrom has
+	// their origin.
+	arrivedForwarded
+	// arrivedLocal: puts made on this member and still running; their ids
+	// are new here and never looked up.
+	arrivedLocal
+)
+
 // enqueueLocked appends msgs in order, skipping ids already held or
-// recently acknowledged, and delivers what it can. The caller holds mu and
-// checked the room. With fresh the caller vouches that msgs were made by
-// puts on this member that are still running, so their ids are new here
-// and are not looked up (the lookups, two misses in large tables, were a
-// tenth of a node's CPU under txn batches). With collect it returns the
+// recently acknowledged (looked up as how says), and delivers what it can.
+// The caller holds mu and checked the room. With collect it returns the
 // messages it added, with their numbers.
-func (q *queue) enqueueLocked(msgs []incoming, now time.Time, fresh, collect bool) (added []incoming) {
+func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, collect bool) (added []incoming) {
 	for _, in := range msgs {
-		if !fresh && (q.ids.has(in.id) || q.isDone(in.id)) {
+		if q.seenBeforeLocked(in.id, how) {
 			continue
 		}
 		if in.seq == 0 {
@@ -422,6 +446,26 @@ func (q *queue) isDone(id MsgID) bool {
 	return ok
 }
 
+// seenBeforeLocked reports whether a message with id, arrived as how, is
+// held already or was acknowledged recently; a copy's origin is noted
+// first. The caller holds mu.
+func (q *queue) seenBeforeLocked(id MsgID, how arrival) bool {
+	switch how {
+	case arrivedLocal:
+		return false
+	case arrivedForwarded:
+		if _, ok := q.copiesFrom[id.Origin]; !ok {
+			return false
+		}
+	default:
+		if q.copiesFrom == nil {
+			q.copiesFrom = make(map[uint64]struct{})
+		}
+		q.copiesFrom[id.Origin] = struct{}{}
+	}
+	return q.ids.has(id) || q.isDone(id)
+}
+
 // holdLocked keeps copies for an unreachable dispatcher, once per id. The
 // caller holds mu.
 func (q *queue) holdLocked(msgs []incoming) {
@@ -488,7 +532,7 @@ func (q *queue) putBack(msgs []incoming, now time.Time) {
 		}
 	}
 	q.holdLocked(copies)
-	q.enqueueLocked(numbered, now, false, false)
+	q.enqueueLocked(numbered, now, arrivedCopy, false)
 }
 
 // adoptHeldLocked moves held copies into the queue on its new dispatcher.
@@ -503,7 +547,7 @@ func (q *queue) adoptHeldLocked(now time.Time) {
 	}
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
-	q.enqueueLocked(held, now, false, false)
+	q.enqueueLocked(held, now, arrivedCopy, false)
 }
 
 // becomeDispatcherLocked prepares the queue for dispatching at epoch:

@@ -113,7 +113,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	defer cancel()
 	for i := 0; i < len(msgs); {
 		part := msgs[i:chunkEnd(msgs, i)]
-		if err := m.forward(ctx, member, q.name, part, forwardTimeout); err != nil {
+		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
 			q.putBack(msgs[i:], m.now())
 			return err

@@ -617,7 +617,12 @@ type ForwardBatch struct {
 	// boot is the run of the sender's process (its serf tag "boot") on
 	// backup frames: copies sent by an earlier run, which lost its queue
 	// when it stopped, are kept apart and taken over.
-	Boot          string `protobuf:"bytes,7,opt,name=boot,proto3" json:"boot,omitempty"`
+	Boot string `protobuf:"bytes,7,opt,name=boot,proto3" json:"boot,omitempty"`
+	// puts says that a PRODUCE batch holds new puts made on the sender and
+	// still waiting for this answer, not copies (a handover, held copies):
+	// the dispatcher looks their ids up only if copies from the sender came
+	// before. false is always safe.
+	Puts          bool `protobuf:"varint,8,opt,name=puts,proto3" json:"puts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -699,6 +704,13 @@ func (x *ForwardBatch) GetBoot() string {
 		return x.Boot
 	}
 	return ""
+}
+
+func (x *ForwardBatch) GetPuts() bool {
+	if x != nil {
+		return x.Puts
+	}
+	return false
 }
 
 type ForwardFrame struct {
@@ -1253,7 +1265,7 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
-	"\battempts\x18\b \x01(\x03R\battempts\"\xe7\x01\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\"\xfb\x01\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
@@ -1261,7 +1273,8 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x04kind\x18\x04 \x01(\x0e2\x1a.chute.peer.v1.ForwardKindR\x04kind\x12\x14\n" +
 	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04seqs\x18\x06 \x03(\x04R\x04seqs\x12\x12\n" +
-	"\x04boot\x18\a \x01(\tR\x04boot\"E\n" +
+	"\x04boot\x18\a \x01(\tR\x04boot\x12\x12\n" +
+	"\x04puts\x18\b \x01(\bR\x04puts\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +

@@ -1,0 +1,127 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+
+	"chute/gossip/peerpb"
+)
+
+// TestQueue_enqueueLocked_arrivals checks the duplicate rules by arrival:
+// a forwarded put skips the lookups only while no copy from its origin
+// came, so a copy and its forwarded original are kept once whichever
+// comes first, and a copy of an acknowledged put is dropped.
+func TestQueue_enqueueLocked_arrivals(t *testing.T) {
+	const a, b = 0xa, 0xb
+	type step struct {
+		how  arrival
+		id   MsgID
+		ack  bool // acknowledge the message numbered by this step instead
+		want int  // messages queued after the step
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"copy then its forwarded original", []step{
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 1},
+			{how: arrivedForwarded, id: MsgID{a, 1}, want: 1},
+			{how: arrivedForwarded, id: MsgID{a, 2}, want: 2},
+		}},
+		{"forwarded then its copy", []step{
+			{how: arrivedForwarded, id: MsgID{a, 1}, want: 1},
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 1},
+		}},
+		{"forwarded, acknowledged, then its copy", []step{
+			{how: arrivedForwarded, id: MsgID{a, 1}, want: 1},
+			{ack: true, id: MsgID{a, 1}, want: 0},
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 0},
+		}},
+		{"copy acknowledged, then its forwarded original", []step{
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 1},
+			{ack: true, id: MsgID{a, 1}, want: 0},
+			{how: arrivedForwarded, id: MsgID{a, 1}, want: 0},
+		}},
+		{"a copy from one origin leaves another's puts alone", []step{
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 1},
+			{how: arrivedForwarded, id: MsgID{b, 1}, want: 2},
+			{how: arrivedForwarded, id: MsgID{b, 2}, want: 3},
+		}},
+		{"copies are looked up among themselves", []step{
+			{how: arrivedCopy, id: MsgID{b, 7}, want: 1},
+			{how: arrivedCopy, id: MsgID{b, 7}, want: 1},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue("t", Config{}.withDefaults().defaults())
+			now := time.Now()
+			for i, s := range tt.steps {
+				q.mu.Lock()
+				if s.ack {
+					for seq, m := range q.msgs.all() {
+						if m.id == s.id {
+							q.removeLocked(seq, m)
+							break
+						}
+					}
+				} else {
+					q.enqueueLocked([]incoming{{id: s.id, tail: "k", value: []byte(`{}`)}}, now, s.how, false)
+				}
+				got := q.msgs.len()
+				q.mu.Unlock()
+				if got != s.want {
+					t.Fatalf("step %d: %d messages queued, want %d", i, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+// TestQueue_enqueueLocked_forwardedPutsNotLookedUp shows what the rule
+// saves: with no copy from the origin, a forwarded put's id is not looked
+// up, so the same id forwarded twice (which a member never does) is queued
+// twice; after a copy from that origin it is not.
+func TestQueue_enqueueLocked_forwardedPutsNotLookedUp(t *testing.T) {
+	q := newQueue("t", Config{}.withDefaults().defaults())
+	now := time.Now()
+	put := []incoming{{id: MsgID{0xa, 1}, tail: "k", value: []byte(`{}`)}}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.enqueueLocked(put, now, arrivedForwarded, false)
+	q.enqueueLocked(put, now, arrivedForwarded, false)
+	if got := q.msgs.len(); got != 2 {
+		t.Fatalf("%d messages queued, want 2: a forwarded put was looked up with no copy from its origin", got)
+	}
+	q.enqueueLocked([]incoming{{id: MsgID{0xa, 9}, tail: "k", value: []byte(`{}`)}}, now, arrivedCopy, false)
+	q.enqueueLocked(put, now, arrivedForwarded, false)
+	if got := q.msgs.len(); got != 3 {
+		t.Fatalf("%d messages queued, want 3: a forwarded put was not looked up after a copy from its origin", got)
+	}
+}
+
+func TestMadeBy(t *testing.T) {
+	msgs := func(origins ...uint64) []*peerpb.QueueMessage {
+		var out []*peerpb.QueueMessage
+		for _, o := range origins {
+			out = append(out, &peerpb.QueueMessage{Origin: o})
+		}
+		return out
+	}
+	tests := []struct {
+		name   string
+		msgs   []*peerpb.QueueMessage
+		member uint64
+		want   bool
+	}{
+		{"all the sender's", msgs(5, 5, 5), 5, true},
+		{"one from another member", msgs(5, 6, 5), 5, false},
+		{"unknown sender", msgs(0), 0, false},
+		{"no messages", nil, 5, true},
+	}
+	for _, tt := range tests {
+		if got := madeBy(tt.msgs, tt.member); got != tt.want {
+			t.Errorf("%s: madeBy = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
