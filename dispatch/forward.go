@@ -34,7 +34,7 @@ type forwarder struct {
 	sendC  chan *peerpb.ForwardBatch
 
 	mu      sync.Mutex // guards pending and next
-	pending map[uint64]chan *peerpb.ForwardResult
+	pending map[uint64]*call
 	next    uint64
 }
 
@@ -50,12 +50,16 @@ func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
 	f := &forwarder{
 		m: m, member: member, conn: conn, ctx: ctx, cancel: cancel,
 		sendC:   make(chan *peerpb.ForwardBatch, 1024),
-		pending: make(map[uint64]chan *peerpb.ForwardResult),
+		pending: make(map[uint64]*call),
 	}
-	m.wg.Add(1)
+	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
 		f.run()
+	}()
+	go func() {
+		defer m.wg.Done()
+		f.expireLoop()
 	}()
 	return f, nil
 }
@@ -70,6 +74,9 @@ type call struct {
 	f  *forwarder
 	id uint64
 	ch chan *peerpb.ForwardResult
+	// deadline is when expireLoop answers the call Unavailable, in unix
+	// nanoseconds; 0 while nobody waits. Guarded by f.mu.
+	deadline int64
 }
 
 // start queues b on the stream (giving it an id) and returns the call to
@@ -79,9 +86,14 @@ func (f *forwarder) start(ctx context.Context, b *peerpb.ForwardBatch) (*call, e
 	f.mu.Lock()
 	f.next++
 	c.id = f.next
-	f.pending[c.id] = c.ch
+	f.pending[c.id] = c
 	f.mu.Unlock()
 	b.Id = c.id
+	select {
+	case f.sendC <- b: // room: no timer needed (a put's hot path)
+		return c, nil
+	default:
+	}
 	ctx, cancel := context.WithTimeout(ctx, forwardTimeout)
 	defer cancel()
 	select {
@@ -104,11 +116,12 @@ func (c *call) forget() {
 
 // wait returns the receiver's answer: nil when it did what the batch
 // asked, its error otherwise (a status error), Unavailable when no answer
-// came within timeout.
+// came within timeout (give or take expireEvery) or ctx ended first.
 func (c *call) wait(ctx context.Context, timeout time.Duration) error {
 	defer c.forget()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	c.f.mu.Lock()
+	c.deadline = time.Now().Add(timeout).UnixNano()
+	c.f.mu.Unlock()
 	select {
 	case r := <-c.ch:
 		if r.Code == 0 {
@@ -116,9 +129,44 @@ func (c *call) wait(ctx context.Context, timeout time.Duration) error {
 		}
 		return status.Error(codes.Code(r.Code), r.Message)
 	case <-ctx.Done():
-		return status.Error(codes.Unavailable, "dispatch: no answer from "+strconv.FormatUint(c.f.member, 16))
+		return status.FromContextError(ctx.Err()).Err()
 	case <-c.f.ctx.Done():
 		return status.Error(codes.Unavailable, "dispatch: forwarder closed")
+	}
+}
+
+// expireEvery is how often a forwarder looks for calls past their
+// deadline: one sweep instead of a timer per put.
+const expireEvery = 100 * time.Millisecond
+
+// expireLoop answers Unavailable the calls whose deadline passed, until
+// the forwarder closes.
+func (f *forwarder) expireLoop() {
+	tick := time.NewTicker(expireEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case now := <-tick.C:
+			f.expire(now)
+		}
+	}
+}
+
+// expire answers Unavailable the calls whose deadline is before now.
+func (f *forwarder) expire(now time.Time) {
+	msg := "dispatch: no answer from " + strconv.FormatUint(f.member, 16)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, c := range f.pending {
+		if c.deadline != 0 && c.deadline < now.UnixNano() {
+			c.deadline = 0
+			select {
+			case c.ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
+			default:
+			}
+		}
 	}
 }
 
@@ -134,11 +182,11 @@ func (f *forwarder) send(ctx context.Context, b *peerpb.ForwardBatch, timeout ti
 // complete answers the call waiting for r, if any.
 func (f *forwarder) complete(r *peerpb.ForwardResult) {
 	f.mu.Lock()
-	ch := f.pending[r.Id]
+	c := f.pending[r.Id]
 	f.mu.Unlock()
-	if ch != nil {
+	if c != nil {
 		select {
-		case ch <- r:
+		case c.ch <- r:
 		default:
 		}
 	}
@@ -148,9 +196,9 @@ func (f *forwarder) complete(r *peerpb.ForwardResult) {
 func (f *forwarder) failAll(msg string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for id, ch := range f.pending {
+	for id, c := range f.pending {
 		select {
-		case ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
+		case c.ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
 		default:
 		}
 	}

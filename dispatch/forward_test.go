@@ -2,10 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/gossip/peerpb"
 )
@@ -41,7 +44,7 @@ func (s *fakeForwardStream) CloseSend() error { return nil }
 func TestForwarder_pump_windowOfTwoFrames(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{}
-	f := &forwarder{m: m, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.ForwardBatch, 64), pending: make(map[uint64]chan *peerpb.ForwardResult)}
+	f := &forwarder{m: m, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.ForwardBatch, 64), pending: make(map[uint64]*call)}
 	stream := &fakeForwardStream{frames: make(chan *peerpb.ForwardFrame, 16), answers: make(chan *peerpb.ForwardResults, 16), ctx: ctx}
 	done := make(chan error, 1)
 	go func() { done <- f.pump(stream, &peerpb.ForwardBatch{Id: 1}) }()
@@ -88,5 +91,58 @@ func TestForwarder_pump_windowOfTwoFrames(t *testing.T) {
 	got := ids(frame("the batches that piled up, once a frame was applied"))
 	if len(got) != 8 || got[0] != 3 || got[7] != 10 {
 		t.Fatalf("third frame: batches %v, want 3..10 in one frame", got)
+	}
+}
+
+// TestForwarder_wait_deadline checks that a call nobody answers ends
+// Unavailable once its deadline passes, by the forwarder's sweep rather
+// than a timer of its own, and that an answered call is not touched.
+func TestForwarder_wait_deadline(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	m := &Manager{}
+	f := &forwarder{m: m, member: 0xbeef, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.ForwardBatch, 4), pending: make(map[uint64]*call)}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f.expireLoop()
+	}()
+	t.Cleanup(func() {
+		cancel()
+		m.wg.Wait()
+	})
+
+	lost, err := f.start(ctx, &peerpb.ForwardBatch{})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	answered, err := f.start(ctx, &peerpb.ForwardBatch{})
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	f.complete(&peerpb.ForwardResult{Id: answered.id})
+	if err := answered.wait(ctx, time.Millisecond); err != nil {
+		t.Fatalf("answered call: %v, want nil", err)
+	}
+
+	began := time.Now()
+	ended := make(chan error, 1)
+	go func() { ended <- lost.wait(ctx, 150*time.Millisecond) }()
+	select {
+	case err = <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("an unanswered call with a 150ms deadline still waits after 5s")
+	}
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no answer from beef") {
+		t.Fatalf("unanswered call: %v, want Unavailable: no answer from beef", err)
+	}
+	if took := time.Since(began); took < 150*time.Millisecond {
+		t.Fatalf("unanswered call ended after %v, before its 150ms deadline", took)
+	}
+	f.mu.Lock()
+	left := len(f.pending)
+	f.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d calls still pending, want 0", left)
 	}
 }
