@@ -44,6 +44,15 @@
 // under its cluster-unique id; the reconcile loop hands held copies to the
 // dispatcher elected next, which keeps one per id.
 //
+// Keeping one per id costs two table lookups per message, so a queue looks
+// up only what can be a second copy (queue.go, arrival): handed-over,
+// held and backed-up messages always, and their origins are noted; a put
+// forwarded by the member that made it only when copies from that member
+// came before (its first copy can only be one it held after a forward of
+// it failed, and that arrives as a copy); a put made on the dispatcher
+// never. A forward waits at most five seconds for its answer; one sweep
+// per stream every 100 ms ends the waits that passed it.
+//
 // Message numbers are per dispatcher epoch: epoch e numbers from
 // (e-1)<<32 + 1, and handed-over messages keep their numbers, so an
 // acknowledgement never removes another epoch's message. Acknowledgements
