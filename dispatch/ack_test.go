@@ -235,6 +235,41 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 	checkProducerOrder(t, prefixed(tails), 1, 25)
 }
 
+// TestHandoff_targetLeftMeanwhile checks that a member leaving, whose
+// queue was handed to a member that then left too, stops handing over
+// once nobody is left to take it, as a member alone does, instead of
+// retrying until its shutdown deadline and exiting with an error (seen
+// when a test stopped the last two members of a cluster at once).
+func TestHandoff_targetLeftMeanwhile(t *testing.T) {
+	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	for i := range 5 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.stop() // a still sees b alive: the record moves to b, the messages cannot follow
+
+	hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.mgr.Handoff(hctx) }()
+	waitUntil(t, 5*time.Second, "the record to name b", func() bool {
+		rec, ok := ParseRecord(recordOn(a, "jobs"))
+		return ok && rec.Member == b.id
+	})
+	connect(a) // serf: b left
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("handoff with nobody left: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handoff still retrying 10s after the last other member left")
+	}
+}
+
 // prefixed turns tails "NN" into "0-NN" for checkProducerOrder.
 func prefixed(tails []string) []string {
 	out := make([]string, len(tails))

@@ -28,44 +28,63 @@ func (m *Manager) Handoff(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// handoffQueue hands one queue over, retrying until ctx ends.
+// handoffQueue hands one queue over, retrying until ctx ends. When the
+// members it could go to leave meanwhile, the queue stays here as with a
+// member alone.
 func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
-	rec, ok := m.record(q.name)
-	if ok && rec.Member == m.cfg.MemberID {
-		to := q.backupMember.Load()
-		if to == 0 || !m.alive(to) {
-			to = m.backupCandidate()
-		}
-		if to == 0 {
-			return nil // alone: nobody to take it
-		}
-		next := Record{Member: to, Epoch: rec.Epoch + 1}
-		raw := []byte(rec.String())
-		if cur := m.records.Get(RecordKey(q.name)); cur != nil {
-			raw = cur
-		}
-		if !m.records.CompareAndPut(RecordKey(q.name), raw, []byte(next.String())) {
-			return nil // changed meanwhile: the reconcile rules apply
-		}
-		m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", formatMember(to), "epoch", next.Epoch)
-		rec = next
-	}
-	if !q.holding() {
-		return nil
-	}
 	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		// The new dispatcher refuses the messages until the record has
-		// reached it: retry.
-		if err := m.handover(q, rec.Member); err == nil && !q.holding() {
+		to, ok := m.handoffTarget(q)
+		if !ok || !q.holding() {
 			return nil
+		}
+		// The new dispatcher refuses the messages until the record has
+		// reached it (to 0: no dispatcher to give them to yet): retry.
+		if to != 0 {
+			if err := m.handover(q, to); err == nil && !q.holding() {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return errors.New("dispatch: queue " + q.name + " not handed over before the shutdown deadline; its messages are lost")
 		case <-time.After(delay):
 		}
-		if r, ok := m.record(q.name); ok && m.alive(r.Member) && r.Member != m.cfg.MemberID {
-			rec = r
-		}
 	}
+}
+
+// handoffTarget returns the member to hand q to, 0 to wait and ask again,
+// and ok false when nobody can take it. When the record names this member
+// (it dispatches q, or claimed it back after the member it was handed to
+// left), the record first moves to the queue's backup, else the next
+// alive member, at the next epoch. A record naming a member that is gone
+// waits for the next dispatcher; with no other member alive, or none to
+// move the record to, the queue stays here.
+func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
+	rec, found := m.record(q.name)
+	if found && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
+		return rec.Member, true
+	}
+	if m.cluster == nil || len(m.cluster.Peers()) == 0 {
+		return 0, false // alone: nobody to take it
+	}
+	if !found || rec.Member != m.cfg.MemberID {
+		return 0, true // its dispatcher is gone: wait for the next
+	}
+	to = q.backupMember.Load()
+	if to == 0 || !m.alive(to) {
+		to = m.backupCandidate()
+	}
+	if to == 0 {
+		return 0, false
+	}
+	next := Record{Member: to, Epoch: rec.Epoch + 1}
+	raw := []byte(rec.String())
+	if cur := m.records.Get(RecordKey(q.name)); cur != nil {
+		raw = cur
+	}
+	if !m.records.CompareAndPut(RecordKey(q.name), raw, []byte(next.String())) {
+		return 0, true // changed meanwhile: read it again
+	}
+	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", formatMember(to), "epoch", next.Epoch)
+	return to, true
 }
