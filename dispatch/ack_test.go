@@ -161,11 +161,7 @@ func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
-	for i := range 30 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putJobs(t, ctx, a, 30)
 	backup, other := b, c
 	if want := a.mgr.backupCandidate(); want == c.id {
 		backup, other = c, b
@@ -214,11 +210,7 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
-	for i := range 25 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putJobs(t, ctx, a, 25)
 	if err := a.mgr.Handoff(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -244,11 +236,7 @@ func TestHandoff_targetLeftMeanwhile(t *testing.T) {
 	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
-	for i := range 5 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putJobs(t, ctx, a, 5)
 	b.stop() // a still sees b alive: the record moves to b, the messages cannot follow
 
 	hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -267,6 +255,16 @@ func TestHandoff_targetLeftMeanwhile(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("handoff still retrying 10s after the last other member left")
+	}
+}
+
+// putJobs puts n messages "v" to the queue jobs on m, tails 00, 01, ...
+func putJobs(t *testing.T, ctx context.Context, m *member, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := m.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -289,11 +287,7 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
-	for i := range 15 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putJobs(t, ctx, a, 15)
 	a.stop()
 	a2 := startMember(t, "a", run("a2")) // same name and id, empty memory
 	connect(a2, b, c)                    // serf never reported a failed
