@@ -125,3 +125,68 @@ func TestMadeBy(t *testing.T) {
 		}
 	}
 }
+
+// TestQueue_ack_renamedHandover checks acknowledgements of a handed-over
+// message renumbered here while its consumer held it: two members claimed
+// the queue at once and both numbered from the same floor, so the
+// consumer's ack of the old number must not remove the message that has
+// that number here (it would be lost, never delivered); the first ack of
+// the number with that tail goes to the handed-over one, the next to the
+// other.
+func TestQueue_ack_renamedHandover(t *testing.T) {
+	const winner, loser = 0xa, 0xb
+	now := time.Now()
+	own := incoming{id: MsgID{winner, 1}, tail: "k", value: []byte(`{}`)}
+	tests := []struct {
+		name      string
+		handed    incoming
+		acks      []string // tails acknowledged with number 1, in order
+		wantAfter []MsgID  // ids left after each ack
+	}{
+		{
+			name:      "delivered on the loser: first ack is its, second the winner's",
+			handed:    incoming{id: MsgID{loser, 1}, tail: "k", value: []byte(`{}`), seq: 1, consumer: "x"},
+			acks:      []string{"k", "k"},
+			wantAfter: []MsgID{{winner, 1}, {}},
+		},
+		{
+			name:      "not delivered on the loser: nobody holds its old number",
+			handed:    incoming{id: MsgID{loser, 1}, tail: "k", value: []byte(`{}`), seq: 1},
+			acks:      []string{"k"},
+			wantAfter: []MsgID{{loser, 1}},
+		},
+		{
+			name:      "another tail is not the renamed one's",
+			handed:    incoming{id: MsgID{loser, 1}, tail: "j", value: []byte(`{}`), seq: 1, consumer: "x"},
+			acks:      []string{"k", "j"},
+			wantAfter: []MsgID{{loser, 1}, {}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := newQueue("t", Config{}.withDefaults().defaults())
+			q.mu.Lock()
+			q.enqueueLocked([]incoming{own}, now, arrivedLocal, false)
+			q.enqueueLocked([]incoming{tt.handed}, now, arrivedCopy, false)
+			n := q.msgs.len()
+			q.mu.Unlock()
+			if n != 2 {
+				t.Fatalf("%d messages queued, want 2 (the handed-over one renumbered)", n)
+			}
+			for i, tail := range tt.acks {
+				if !q.ack(1, tail, now) {
+					t.Fatalf("ack %d of 1/%s removed nothing", i, tail)
+				}
+				q.mu.Lock()
+				var left MsgID
+				for _, m := range q.msgs.all() {
+					left = m.id
+				}
+				q.mu.Unlock()
+				if left != tt.wantAfter[i] {
+					t.Fatalf("after ack %d of 1/%s: %v left, want %v", i, tail, left, tt.wantAfter[i])
+				}
+			}
+		})
+	}
+}

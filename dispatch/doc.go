@@ -56,7 +56,14 @@
 // Message numbers are per dispatcher epoch: epoch e numbers from
 // (e-1)<<32 + 1, and handed-over messages keep their numbers, so an
 // acknowledgement never removes another epoch's message. Acknowledgements
-// go to the dispatcher.
+// go to the dispatcher. Two members claiming a queue at once both take
+// the next epoch and number from its floor: the loser's handed-over
+// messages whose numbers the winner gave already are renumbered, and when
+// a consumer holds one under its old number, the next acknowledgement of
+// that number and tail removes it rather than the winner's message with
+// the number (queue.renamed): a wrong guess delivers the winner's again
+// instead of losing it. An acknowledgement that reaches the winner before
+// the handover does is still taken by the number it names.
 //
 // # Settings and acknowledgement modes
 //

@@ -145,6 +145,19 @@ type queue struct {
 	// did not hold yet (a handover still on its way), so the message is
 	// dropped when it arrives.
 	early *recent[uint64, string] // seq -> tail
+	// renamed are handed-over messages that a consumer holds under a
+	// number this queue had given already (two members claimed the queue
+	// at once and numbered from the same floor), by that number: the next
+	// acknowledgement of the number with the same tail is theirs, not the
+	// message that has the number here. nil when none.
+	renamed map[uint64]renaming
+}
+
+// renaming is a handed-over message renumbered while a consumer holds it
+// under its old number (queue.renamed).
+type renaming struct {
+	tail string
+	to   uint64 // its number here
 }
 
 // doneIDs bounds the acknowledged ids a queue remembers.
@@ -235,6 +248,13 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 				q.nextSeq++
 			}
 			seq = q.nextSeq
+			if in.seq != 0 && in.consumer != "" {
+				// Its consumer acknowledges the old number: see renamed.
+				if q.renamed == nil {
+					q.renamed = make(map[uint64]renaming)
+				}
+				q.renamed[in.seq] = renaming{tail: in.tail, to: seq}
+			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
 		m := &message{id: in.id, tail: in.tail, value: in.value, attempts: int32(in.attempts)}
@@ -367,6 +387,9 @@ func (q *queue) nextConsumerLocked() *consumer {
 func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ackRenamedLocked(seq, tail, now) {
+		return true
+	}
 	m := q.msgs.get(seq)
 	if m == nil || m.tail != tail {
 		if m == nil && seq != 0 {
@@ -422,11 +445,39 @@ func (q *queue) drainerLocked() *consumer {
 func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.ackRenamedLocked(seq, tail, now) {
+		return true
+	}
 	m := q.msgs.get(seq)
 	if m == nil || m.tail != tail {
 		return false
 	}
 	q.removeLocked(seq, m)
+	q.deliverLocked(now)
+	return true
+}
+
+// ackRenamedLocked takes an acknowledgement of number seq as one of the
+// renamed message's that a consumer holds under that number, once: a
+// second acknowledgement of seq is the message's that has the number here.
+// Of the two a consumer may have meant, it removes the one that was handed
+// over: if the ack was for the other, that one is delivered again
+// (at-least-once) rather than lost. It reports whether it removed one.
+// The caller holds mu.
+func (q *queue) ackRenamedLocked(seq uint64, tail string, now time.Time) bool {
+	r, ok := q.renamed[seq]
+	if !ok || r.tail != tail {
+		return false
+	}
+	delete(q.renamed, seq)
+	if len(q.renamed) == 0 {
+		q.renamed = nil
+	}
+	m := q.msgs.get(r.to)
+	if m == nil || m.tail != tail {
+		return false // gone already (delivered again under its new number and acknowledged)
+	}
+	q.removeLocked(r.to, m)
 	q.deliverLocked(now)
 	return true
 }
@@ -508,6 +559,7 @@ func (q *queue) takeAll() []incoming {
 	q.ready = nil
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
+	q.renamed = nil // the numbers they name are no longer here
 	q.bytes = 0
 	for _, c := range q.consumers {
 		if c.drain == nil {
