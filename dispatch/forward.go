@@ -162,10 +162,7 @@ func (f *forwarder) expire(now time.Time) {
 	for id, c := range f.pending {
 		if c.deadline != 0 && c.deadline < now.UnixNano() {
 			c.deadline = 0
-			select {
-			case c.ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
-			default:
-			}
+			c.answer(&peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg})
 		}
 	}
 }
@@ -185,10 +182,15 @@ func (f *forwarder) complete(r *peerpb.ForwardResult) {
 	c := f.pending[r.Id]
 	f.mu.Unlock()
 	if c != nil {
-		select {
-		case c.ch <- r:
-		default:
-		}
+		c.answer(r)
+	}
+}
+
+// answer hands r to the call's waiter, unless it has an answer already.
+func (c *call) answer(r *peerpb.ForwardResult) {
+	select {
+	case c.ch <- r:
+	default:
 	}
 }
 
@@ -197,10 +199,7 @@ func (f *forwarder) failAll(msg string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, c := range f.pending {
-		select {
-		case c.ch <- &peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg}:
-		default:
-		}
+		c.answer(&peerpb.ForwardResult{Id: id, Code: uint32(codes.Unavailable), Message: msg})
 	}
 }
 

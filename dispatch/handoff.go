@@ -64,7 +64,7 @@ func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
 	if found && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
 		return rec.Member, true
 	}
-	if m.cluster == nil || len(m.cluster.Peers()) == 0 {
+	if len(m.cluster.Peers()) == 0 { // Handoff runs only with a cluster
 		return 0, false // alone: nobody to take it
 	}
 	if !found || rec.Member != m.cfg.MemberID {

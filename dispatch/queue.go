@@ -387,12 +387,18 @@ func (q *queue) nextConsumerLocked() *consumer {
 func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.ackRenamedLocked(seq, tail, now) {
-		return true
-	}
+	return q.ackLocked(seq, tail, now, true)
+}
+
+// ackLocked removes the message an acknowledgement of number seq with
+// tail names (see renamedLocked), delivers, and reports whether it
+// removed one. With early, an acknowledgement of a number not held here is
+// remembered for a handover still on its way. The caller holds mu.
+func (q *queue) ackLocked(seq uint64, tail string, now time.Time, early bool) bool {
+	seq = q.renamedLocked(seq, tail)
 	m := q.msgs.get(seq)
 	if m == nil || m.tail != tail {
-		if m == nil && seq != 0 {
+		if early && m == nil && seq != 0 {
 			q.early.add(seq, tail)
 		}
 		return false
@@ -445,41 +451,29 @@ func (q *queue) drainerLocked() *consumer {
 func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.ackRenamedLocked(seq, tail, now) {
-		return true
-	}
-	m := q.msgs.get(seq)
-	if m == nil || m.tail != tail {
-		return false
-	}
-	q.removeLocked(seq, m)
-	q.deliverLocked(now)
-	return true
+	return q.ackLocked(seq, tail, now, false)
 }
 
-// ackRenamedLocked takes an acknowledgement of number seq as one of the
-// renamed message's that a consumer holds under that number, once: a
-// second acknowledgement of seq is the message's that has the number here.
-// Of the two a consumer may have meant, it removes the one that was handed
-// over: if the ack was for the other, that one is delivered again
-// (at-least-once) rather than lost. It reports whether it removed one.
-// The caller holds mu.
-func (q *queue) ackRenamedLocked(seq uint64, tail string, now time.Time) bool {
+// renamedLocked returns the number an acknowledgement of seq with tail
+// removes: a renamed message's new number the first time (see renamed),
+// seq itself otherwise, so a second acknowledgement of seq is the
+// message's that has the number here. Of the two a consumer may have
+// meant, the one handed over goes first: if the ack was for the other,
+// that one is delivered again (at-least-once) rather than lost. The caller
+// holds mu.
+func (q *queue) renamedLocked(seq uint64, tail string) uint64 {
 	r, ok := q.renamed[seq]
 	if !ok || r.tail != tail {
-		return false
+		return seq
 	}
 	delete(q.renamed, seq)
 	if len(q.renamed) == 0 {
 		q.renamed = nil
 	}
-	m := q.msgs.get(r.to)
-	if m == nil || m.tail != tail {
-		return false // gone already (delivered again under its new number and acknowledged)
+	if m := q.msgs.get(r.to); m != nil && m.tail == tail {
+		return r.to
 	}
-	q.removeLocked(r.to, m)
-	q.deliverLocked(now)
-	return true
+	return seq // gone already (delivered again under its new number and acknowledged)
 }
 
 // ackDuringHandover is ackIfHeld after any handover in progress: a message
