@@ -5,6 +5,7 @@
 package testcerts
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -130,3 +131,6 @@ func serial(t testing.TB) *big.Int {
 func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
+
+// Signer returns the CA's private key, to sign revocation lists.
+func (ca *CA) Signer() crypto.Signer { return ca.key }
