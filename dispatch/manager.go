@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"chute/kv"
@@ -33,6 +34,10 @@ type Config struct {
 	// ClusterID is sent with calls to other members, which refuse calls of
 	// another cluster. Zero: zero (tests of one member).
 	ClusterID uint64
+	// PeerCredentials secure the connections to other members; they must
+	// match the peer listener's (gossip.ReplicatorConfig.Credentials).
+	// Nil: plain text.
+	PeerCredentials credentials.TransportCredentials
 	// Boot identifies this run of the process, as gossip publishes it (the
 	// serf tag "boot"); backups keep copies from different runs apart.
 	// Empty: unknown, and a restart under the same name is only noticed
@@ -188,7 +193,7 @@ func New(cfg Config) (*Manager, error) {
 		unreachable:  make(map[uint64]time.Time),
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
-		dialOpts:     kv.MessageBufferDialOptions(),
+		dialOpts:     peerDialOptions(cfg.PeerCredentials),
 		now:          time.Now,
 		stop:         make(chan struct{}),
 	}
@@ -587,4 +592,14 @@ func (m *Manager) Status() Status {
 	}
 	st.Backups = m.backupStatus()
 	return st
+}
+
+// peerDialOptions are the options of connections to other members:
+// message buffers and codec, and the peer link's credentials.
+func peerDialOptions(creds credentials.TransportCredentials) []grpc.DialOption {
+	opts := kv.MessageBufferDialOptions()
+	if creds != nil {
+		opts = append(opts, grpc.WithTransportCredentials(creds))
+	}
+	return opts
 }

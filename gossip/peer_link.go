@@ -32,7 +32,7 @@ type peerLink struct {
 }
 
 func (r *Replicator) newLink(p Peer) (*peerLink, error) {
-	conn, err := dial(p.Addr)
+	conn, err := dial(p.Addr, r.dialOptions()...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"chute/gossip/peerpb"
@@ -65,6 +66,10 @@ type ReplicatorConfig struct {
 	// ServerOptions are added to the peer server's own (message buffers,
 	// codec). Nil: grpc's defaults.
 	ServerOptions []grpc.ServerOption
+	// Credentials secure the peer link, served and dialed: TLS from the
+	// peer certificates or derived from the gossip key. Nil: plain text,
+	// open to anyone who can reach the peer port.
+	Credentials credentials.TransportCredentials
 }
 
 func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
@@ -114,16 +119,20 @@ func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 		}
 	}
 	check := clusterCheck{cluster: fmt.Sprintf("%x", cfg.ClusterID)}
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(check.unary),
+		grpc.ChainStreamInterceptor(check.stream),
+		grpc.MaxRecvMsgSize(64 << 20),
+	}
+	if cfg.Credentials != nil {
+		opts = append(opts, grpc.Creds(cfg.Credentials))
+	}
 	r := &Replicator{
 		cfg:   cfg,
 		log:   cfg.Logger,
 		links: make(map[uint64]*peerLink),
 		stop:  make(chan struct{}),
-		grpc: grpc.NewServer(append([]grpc.ServerOption{
-			grpc.ChainUnaryInterceptor(check.unary),
-			grpc.ChainStreamInterceptor(check.stream),
-			grpc.MaxRecvMsgSize(64 << 20),
-		}, cfg.ServerOptions...)...),
+		grpc:  grpc.NewServer(append(opts, cfg.ServerOptions...)...),
 	}
 	return r, nil
 }
@@ -275,8 +284,8 @@ func peerAddr(raw string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("gossip: peer url %q: %w", raw, err)
 	}
-	if u.Scheme != "http" {
-		return "", fmt.Errorf("gossip: peer url %q: scheme must be http", raw)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("gossip: peer url %q: scheme must be http or https", raw)
 	}
 	if u.Port() == "" {
 		return "", fmt.Errorf("gossip: peer url %q: port missing", raw)
@@ -284,12 +293,21 @@ func peerAddr(raw string) (string, error) {
 	return u.Host, nil
 }
 
-// dial opens a lazy client connection to a peer, with opts after its own.
+// dial opens a lazy client connection to a peer, with opts after its own:
+// plain text unless opts hold transport credentials.
 func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
 	}, opts...)...)
+}
+
+// dialOptions are the options of the replicator's own connections.
+func (r *Replicator) dialOptions() []grpc.DialOption {
+	if r.cfg.Credentials == nil {
+		return nil
+	}
+	return []grpc.DialOption{grpc.WithTransportCredentials(r.cfg.Credentials)}
 }
 
 // drainPull applies every chunk of a Pull stream.

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc/credentials"
 )
 
 // APIVersion is the etcd version chute reports in Status: the etcd API level
@@ -42,9 +44,12 @@ type Config struct {
 	MemberID  uint64
 
 	// ListenClientURLs are bound, every one, to serve the etcd API
-	// (http://host:port; port 0 picks a free port). Empty: nothing is
-	// served, which only tests of the store itself want.
+	// (http://host:port or https://host:port; port 0 picks a free port).
+	// Empty: nothing is served, which only tests of the store itself want.
 	ListenClientURLs []string
+	// TLS serves the https:// client URLs; http:// ones stay plain, as in
+	// etcd. Nil: an https:// URL is invalid.
+	TLS credentials.TransportCredentials
 	// AdvertiseClientURLs and AdvertisePeerURLs are what MemberList reports
 	// for this member. Empty: the listen URLs, and no peer URLs.
 	AdvertiseClientURLs []string
@@ -132,8 +137,10 @@ func (c Config) Validate() error {
 		return errors.New("kv: limits must not be negative")
 	}
 	for _, u := range c.ListenClientURLs {
-		if _, err := listenAddr(u); err != nil {
+		if _, secure, err := listenAddr(u); err != nil {
 			return err
+		} else if secure && c.TLS == nil {
+			return fmt.Errorf("kv: client url %q: https needs a certificate", u)
 		}
 	}
 	return nil

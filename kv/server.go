@@ -88,6 +88,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
 	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(mixedCredentials{tls: cfg.TLS}))
+	}
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim, queues: cfg.Queues})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
@@ -107,7 +110,7 @@ func (s *Server) Start() error {
 	}
 	var lns []net.Listener
 	for _, u := range s.cfg.ListenClientURLs {
-		addr, err := listenAddr(u)
+		addr, secure, err := listenAddr(u)
 		if err != nil {
 			closeAll(lns)
 			return err
@@ -116,6 +119,9 @@ func (s *Server) Start() error {
 		if err != nil {
 			closeAll(lns)
 			return fmt.Errorf("kv: listen on %s: %w", u, err)
+		}
+		if secure {
+			ln = tlsListener{ln}
 		}
 		lns = append(lns, ln)
 	}
@@ -232,23 +238,20 @@ func hasZeroPort(urls []string) bool {
 	return false
 }
 
-// listenAddr returns the host:port of a client URL.
-func listenAddr(raw string) (string, error) {
+// listenAddr returns the host:port of a client URL, and whether it is
+// https.
+func listenAddr(raw string) (string, bool, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("kv: client url %q: %w", raw, err)
+		return "", false, fmt.Errorf("kv: client url %q: %w", raw, err)
 	}
-	switch u.Scheme {
-	case "http":
-	case "https":
-		return "", fmt.Errorf("kv: client url %q: TLS listeners are not supported yet; use http://", raw)
-	default:
-		return "", fmt.Errorf("kv: client url %q: scheme must be http", raw)
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", false, fmt.Errorf("kv: client url %q: scheme must be http or https", raw)
 	}
 	if u.Port() == "" {
-		return "", fmt.Errorf("kv: client url %q: port missing", raw)
+		return "", false, fmt.Errorf("kv: client url %q: port missing", raw)
 	}
-	return u.Host, nil
+	return u.Host, u.Scheme == "https", nil
 }
 
 func closeAll(lns []net.Listener) {

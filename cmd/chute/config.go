@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"chute/internal/tlsfiles"
 	chuteotel "chute/otel"
 )
 
@@ -109,8 +110,45 @@ type Config struct {
 	// one machine: about a second). Default "lan". Empty is invalid.
 	GossipProfile string
 
+	// ClientTLS are the certificate files of the https:// client URLs, with
+	// etcd's flags: --cert-file, --key-file, --trusted-ca-file,
+	// --client-cert-auth, --client-crl-file, --client-cert-allowed-hostname.
+	// Zero: no certificate; an https:// client URL then needs AutoTLS.
+	ClientTLS tlsfiles.Files
+
+	// AutoTLS serves the https:// client URLs with a certificate made at
+	// start, signed by itself (etcd's --auto-tls). Zero: off.
+	AutoTLS bool
+
+	// PeerTLS are the certificate files of the peer link, with etcd's
+	// --peer-* flags. Zero: no certificate; the peer link is TLS derived
+	// from GossipKey when there is one, else plain text.
+	PeerTLS tlsfiles.Files
+
+	// PeerAutoTLS secures the peer link with a certificate made at start:
+	// derived from GossipKey when there is one (members authenticate each
+	// other), else self-signed (encrypted, not authenticated), as etcd's
+	// --peer-auto-tls. Zero: off.
+	PeerAutoTLS bool
+
+	// SelfSignedCertValidity is how many years the certificates of AutoTLS
+	// and PeerAutoTLS are valid. Default 1. Zero is invalid.
+	SelfSignedCertValidity int
+
+	// TLSMinVersion and TLSMaxVersion bound the TLS versions of every
+	// listener and dialer: TLS1.2 or TLS1.3. Empty: TLS1.2 and the newest.
+	TLSMinVersion, TLSMaxVersion string
+
+	// CipherSuites are the TLS 1.2 cipher suites offered, IANA names.
+	// Empty: Go's defaults.
+	CipherSuites []string
+
+	// MetricsCertFile and MetricsKeyFile make MetricsListen serve HTTPS.
+	// Empty: plain HTTP.
+	MetricsCertFile, MetricsKeyFile string
+
 	// Telemetry is read from the standard OTEL_* environment variables
-	// only (DESIGN §2): service name, resource attributes, where spans go.
+	// only: service name, resource attributes, where spans go.
 	// Zero: service.name chute, no tracing.
 	Telemetry chuteotel.Config
 }
@@ -134,6 +172,8 @@ func DefaultConfig() Config {
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
 		GossipProfile:    "lan",
+
+		SelfSignedCertValidity: 1,
 	}
 }
 
@@ -245,6 +285,7 @@ func (c Config) Validate() error {
 	if c.HistoryRevisions < 0 {
 		bad("history-revisions", "%d is negative", c.HistoryRevisions)
 	}
+	c.validateTLS(bad)
 	return errors.Join(errs...)
 }
 
@@ -357,6 +398,30 @@ func options(c *Config) []option {
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
 		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf timings: lan, or fast for tests on one machine", ""},
+
+		{"cert-file", "path", (*stringValue)(&c.ClientTLS.CertFile), "certificate of the https:// client URLs", ""},
+		{"key-file", "path", (*stringValue)(&c.ClientTLS.KeyFile), "key of --cert-file", ""},
+		{"client-cert-auth", "", (*boolValue)(&c.ClientTLS.ClientCertAuth), "require client certificates that --trusted-ca-file verifies", ""},
+		{"trusted-ca-file", "path", (*stringValue)(&c.ClientTLS.TrustedCAFile), "CA bundle that verifies client certificates", ""},
+		{"client-crl-file", "path", (*stringValue)(&c.ClientTLS.CRLFile), "revocation list of client certificates", ""},
+		{"client-cert-allowed-hostname", "name", (*stringValue)(&c.ClientTLS.AllowedHostname), "host name client certificates must be valid for", ""},
+		{"auto-tls", "", (*boolValue)(&c.AutoTLS), "serve the https:// client URLs with a self-signed certificate made at start", ""},
+		{"peer-cert-file", "path", (*stringValue)(&c.PeerTLS.CertFile), "certificate of the peer link (https:// peer URLs)", ""},
+		{"peer-key-file", "path", (*stringValue)(&c.PeerTLS.KeyFile), "key of --peer-cert-file", ""},
+		{"peer-client-cert-auth", "", (*boolValue)(&c.PeerTLS.ClientCertAuth), "require peer client certificates that --peer-trusted-ca-file verifies", ""},
+		{"peer-trusted-ca-file", "path", (*stringValue)(&c.PeerTLS.TrustedCAFile), "CA bundle that verifies peers", ""},
+		{"peer-crl-file", "path", (*stringValue)(&c.PeerTLS.CRLFile), "revocation list of peer certificates", ""},
+		{"peer-cert-allowed-cn", "name", (*stringValue)(&c.PeerTLS.AllowedCN), "the only common name accepted in peer client certificates", ""},
+		{"peer-cert-allowed-hostname", "name", (*stringValue)(&c.PeerTLS.AllowedHostname), "host name peer client certificates must be valid for", ""},
+		{"peer-client-cert-file", "path", (*stringValue)(&c.PeerTLS.ClientCertFile), "certificate presented when dialing peers", "--peer-cert-file"},
+		{"peer-client-key-file", "path", (*stringValue)(&c.PeerTLS.ClientKeyFile), "key of --peer-client-cert-file", "--peer-key-file"},
+		{"peer-auto-tls", "", (*boolValue)(&c.PeerAutoTLS), "peer link TLS made at start: derived from --gossip-key, else self-signed", ""},
+		{"self-signed-cert-validity", "years", (*intValue)(&c.SelfSignedCertValidity), "validity of the certificates of --auto-tls and --peer-auto-tls", ""},
+		{"tls-min-version", "TLS1.2|TLS1.3", (*stringValue)(&c.TLSMinVersion), "lowest TLS version of every listener and dialer", "TLS1.2"},
+		{"tls-max-version", "TLS1.2|TLS1.3", (*stringValue)(&c.TLSMaxVersion), "highest TLS version", "TLS1.3"},
+		{"cipher-suites", "names", (*listValue)(&c.CipherSuites), "TLS 1.2 cipher suites, comma list of IANA names", "Go's defaults"},
+		{"metrics-cert-file", "path", (*stringValue)(&c.MetricsCertFile), "certificate that makes --metrics-listen serve HTTPS", ""},
+		{"metrics-key-file", "path", (*stringValue)(&c.MetricsKeyFile), "key of --metrics-cert-file", ""},
 	}
 }
 
@@ -374,6 +439,9 @@ func newFlagSet(c *Config, showVersion *bool, ignored *ignoredFlags) (*flag.Flag
 	fs.BoolVar(showVersion, "version", false, "print the version and exit")
 	for _, e := range etcdFlags() {
 		fs.Var(&ignoredValue{name: e.name, isBool: e.isBool, seen: ignored}, e.name, "accepted for etcd compatibility, ignored")
+	}
+	for _, r := range refusedEtcdFlags() {
+		fs.Var(&refusedValue{r}, r.name, "refused: "+r.why)
 	}
 	return fs, opts
 }
@@ -572,6 +640,24 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// boolValue is a flag.Value for a bool field: --flag, --flag=true or
+// --flag=false on the command line, true/false in the file.
+type boolValue bool
+
+func (v *boolValue) String() string { return strconv.FormatBool(bool(*v)) }
+
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("%q is not a boolean", s)
+	}
+	*v = boolValue(b)
+	return nil
+}
+
+// IsBoolFlag lets the flag go without a value on the command line.
+func (v *boolValue) IsBoolFlag() bool { return true }
 
 // intValue is a flag.Value for an int field, in decimal.
 type intValue int

@@ -68,6 +68,8 @@ func TestDefaultConfig(t *testing.T) {
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
 		GossipProfile:    "lan",
+
+		SelfSignedCertValidity: 1,
 	}
 	got := DefaultConfig()
 	if !reflect.DeepEqual(got, want) {
@@ -106,9 +108,9 @@ func everyOption() []optionCase {
 	return []optionCase{
 		{"name", "n1", func(c *Config) { c.Name = "n1" }},
 		{"cluster", "c1", func(c *Config) { c.Cluster = "c1" }},
-		{"listen-client-urls", "http://10.0.0.1:1, https://h:2", func(c *Config) {
-			c.ListenClientURLs = []string{"http://10.0.0.1:1", "https://h:2"}
-			c.AdvertiseClientURLs = []string{"http://10.0.0.1:1", "https://h:2"}
+		{"listen-client-urls", "http://10.0.0.1:1, http://h:2", func(c *Config) {
+			c.ListenClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
+			c.AdvertiseClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
 		}},
 		{"advertise-client-urls", "http://a:1,http://b:2", func(c *Config) { c.AdvertiseClientURLs = []string{"http://a:1", "http://b:2"} }},
 		{"listen-peer-urls", "http://10.0.0.1:3", func(c *Config) {
@@ -137,6 +139,9 @@ func TestLoadConfig_everyOptionIsTested(t *testing.T) {
 	for _, o := range options(&c) {
 		if o.name == "config" {
 			continue // TestLoadConfig_configPath
+		}
+		if slices.ContainsFunc(tlsOptions(t), func(e optionCase) bool { return e.name == o.name }) {
+			continue // TestLoadConfig_tlsOptions: they need each other
 		}
 		if !slices.ContainsFunc(everyOption(), func(e optionCase) bool { return e.name == o.name }) {
 			t.Errorf("option --%s has no case in everyOption", o.name)
@@ -492,7 +497,10 @@ func TestConfig_Validate(t *testing.T) {
 	}{
 		{"defaults", func(c *Config) {}, ""},
 		{"filled advertise", func(c *Config) { c.fillAdvertise() }, ""},
-		{"https and IPv6", func(c *Config) { c.ListenClientURLs = []string{"https://[::1]:2379", "http://localhost:0/"} }, ""},
+		{"https and IPv6", func(c *Config) {
+			c.ListenClientURLs = []string{"https://[::1]:2379", "http://localhost:0/"}
+			c.AutoTLS = true
+		}, ""},
 		{"gossip key 16", func(c *Config) { c.GossipKey = key(16) }, ""},
 		{"gossip key 24", func(c *Config) { c.GossipKey = key(24) }, ""},
 		{"gossip key 32", func(c *Config) { c.GossipKey = key(32) }, ""},
@@ -734,7 +742,7 @@ func TestRun_help(t *testing.T) {
 			var ign ignoredFlags
 			fs, opts := newFlagSet(&cfg, &v, &ign)
 			for _, o := range opts {
-				if !strings.Contains(out, "\n  --"+o.name+" ") {
+				if !strings.Contains(out, "\n  --"+o.name+" ") && !strings.Contains(out, "\n  --"+o.name+"\n") {
 					t.Errorf("help does not list --%s", o.name)
 				}
 				def := fs.Lookup(o.name).DefValue

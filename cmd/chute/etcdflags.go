@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -64,32 +65,6 @@ func etcdFlags() []etcdFlag {
 		{"enable-v2", true},
 		{"v2-deprecation", false},
 		{"enable-grpc-gateway", true},
-		// Security.
-		{"cert-file", false},
-		{"key-file", false},
-		{"client-cert-auth", true},
-		{"client-cert-file", false},
-		{"client-key-file", false},
-		{"client-crl-file", false},
-		{"client-cert-allowed-hostname", false},
-		{"trusted-ca-file", false},
-		{"auto-tls", true},
-		{"peer-cert-file", false},
-		{"peer-key-file", false},
-		{"peer-client-cert-auth", true},
-		{"peer-trusted-ca-file", false},
-		{"peer-cert-allowed-cn", false},
-		{"peer-cert-allowed-hostname", false},
-		{"peer-auto-tls", true},
-		{"peer-client-cert-file", false},
-		{"peer-client-key-file", false},
-		{"self-signed-cert-validity", false},
-		{"peer-crl-file", false},
-		{"cipher-suites", false},
-		{"cors", false},
-		{"host-whitelist", false},
-		{"tls-min-version", false},
-		{"tls-max-version", false},
 		// Logging, profiling and monitoring.
 		{"logger", false},
 		{"log-outputs", false},
@@ -97,10 +72,6 @@ func etcdFlags() []etcdFlag {
 		{"log-rotation-config-json", false},
 		{"enable-pprof", true},
 		{"metrics", false},
-		// Auth.
-		{"auth-token", false},
-		{"bcrypt-cost", false},
-		{"auth-token-ttl", false},
 		// Unsafe.
 		{"force-new-cluster", true},
 		{"unsafe-no-fsync", true},
@@ -114,6 +85,43 @@ func etcdFlags() []etcdFlag {
 		{"proxy-read-timeout", false},
 	}
 }
+
+// refusedFlag is a security flag of etcd 3.5's server that chute cannot
+// honour. A security flag is never ignored: given, it stops the node with
+// a usage error (exit 2) that says why.
+type refusedFlag struct {
+	etcdFlag
+	why string
+}
+
+// refusedEtcdFlags returns etcd's security flags that chute refuses. The
+// others (--cert-file, --peer-client-cert-auth, ...) are chute's own
+// options with etcd's meaning.
+func refusedEtcdFlags() []refusedFlag {
+	const noSelfClient = "chute makes no client connections to its own etcd API (no gRPC gateway or proxy)"
+	const noGateway = "chute serves no HTTP gateway, only gRPC"
+	const noAuth = "etcd authentication is not supported yet"
+	return []refusedFlag{
+		{etcdFlag{"client-cert-file", false}, noSelfClient},
+		{etcdFlag{"client-key-file", false}, noSelfClient},
+		{etcdFlag{"cors", false}, noGateway},
+		{etcdFlag{"host-whitelist", false}, noGateway},
+		{etcdFlag{"auth-token", false}, noAuth},
+		{etcdFlag{"bcrypt-cost", false}, noAuth},
+		{etcdFlag{"auth-token-ttl", false}, noAuth},
+	}
+}
+
+// refusedValue is the flag.Value of a refused flag: any value is an error
+// that names the flag and says why.
+type refusedValue struct{ refusedFlag }
+
+func (v *refusedValue) String() string { return "" }
+
+func (v *refusedValue) Set(string) error { return errors.New(v.why) }
+
+// IsBoolFlag tells package flag that a boolean refused flag takes no value.
+func (v *refusedValue) IsBoolFlag() bool { return v.isBool }
 
 // ignoredFlags records the etcd flags given on a command line.
 type ignoredFlags struct {

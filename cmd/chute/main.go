@@ -126,7 +126,7 @@ Flags:
 		case def == "":
 			def = "none"
 		}
-		fmt.Fprintf(&b, "  --%s %s\n        %s (default: %s)\n", o.name, o.arg, o.usage, def)
+		fmt.Fprintf(&b, "  --%s\n        %s (default: %s)\n", strings.TrimSpace(o.name+" "+o.arg), o.usage, def)
 	}
 	b.WriteString("  --version\n        print the version and exit\n")
 	b.WriteString("  -h, --help\n        print this help and exit\n")
@@ -137,6 +137,20 @@ Flags:
 		names = append(names, "--"+e.name)
 	}
 	names = append(names, "--"+etcdExperimentalPrefix+"*")
+	writeNames(&b, names)
+
+	b.WriteString("\nSecurity flags of etcd that chute cannot honour; each stops it with exit 2:\n")
+	names = names[:0]
+	for _, r := range refusedEtcdFlags() {
+		names = append(names, "--"+r.name)
+	}
+	writeNames(&b, names)
+
+	io.WriteString(w, b.String())
+}
+
+// writeNames writes flag names as indented lines of at most 78 columns.
+func writeNames(b *strings.Builder, names []string) {
 	line := " "
 	for _, n := range names {
 		if len(line)+1+len(n) > 78 {
@@ -146,6 +160,4 @@ Flags:
 		line += " " + n
 	}
 	b.WriteString(line + "\n")
-
-	io.WriteString(w, b.String())
 }

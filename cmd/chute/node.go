@@ -18,6 +18,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"chute/dispatch"
@@ -47,6 +48,7 @@ type node struct {
 	wg         sync.WaitGroup // the membership event loop
 	stopEvents func()
 	clickhouse *clickhouseSettings
+	tls        tlsSources
 }
 
 // clickhouseSettings are the ClickHouse URL and database, read by the
@@ -105,6 +107,7 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 		case <-ctx.Done():
 		case next := <-reload:
 			n.clickhouse.update(next.ClickHouseURL, next.ClickHouseDB, logger)
+			n.tls.reload(logger)
 		case err := <-n.httpErr:
 			runErr = fmt.Errorf("metrics listener: %w", err)
 			n.http = nil
@@ -123,6 +126,13 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1)}
+	if n.tls, err = newTLSSources(cfg, logger); err != nil {
+		return nil, err
+	}
+	var peerCreds credentials.TransportCredentials
+	if n.tls.peer != nil {
+		peerCreds = n.tls.peer.Credentials()
+	}
 
 	gcfg := gossip.DefaultConfig()
 	gcfg.Name = cfg.Name
@@ -162,6 +172,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		MemberID:      memberID,
 		Logger:        logger.With("component", "replication"),
 		ServerOptions: kv.MessageBufferOptions(), // forward frames are large: their buffers are not cleared either
+		Credentials:   peerCreds,
 	}
 	if gcfg.Fast {
 		rcfg.DigestInterval = 500 * time.Millisecond
@@ -173,13 +184,14 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 
 	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB}
 	if n.queues, err = dispatch.New(dispatch.Config{
-		MemberID:   memberID,
-		Boot:       boot,
-		ClusterID:  clusterID,
-		ClickHouse: n.clickhouse.get,
-		Meter:      providers.MeterProvider(),
-		Tracer:     providers.TracerProvider(),
-		Logger:     logger.With("component", "dispatch"),
+		MemberID:        memberID,
+		Boot:            boot,
+		ClusterID:       clusterID,
+		PeerCredentials: peerCreds,
+		ClickHouse:      n.clickhouse.get,
+		Meter:           providers.MeterProvider(),
+		Tracer:          providers.TracerProvider(),
+		Logger:          logger.With("component", "dispatch"),
 	}); err != nil {
 		return nil, err
 	}
@@ -201,6 +213,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if tp := providers.TracerProvider(); tp != nil {
 		kcfg.Tracer, kcfg.Propagator = tp, providers.Propagator()
 	}
+	if n.tls.client != nil {
+		kcfg.TLS = n.tls.client.Credentials()
+	}
 	kcfg.Replicator = n.replicator
 	kcfg.Members = memberList{n.members}
 	kcfg.Queues = n.queues
@@ -214,8 +229,13 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, lerr)
 		}
 		n.http = &http.Server{Handler: n.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { n.httpErr <- n.http.Serve(ln) }()
-		logger.Info("serving metrics", "addr", ln.Addr().String())
+		if n.tls.metrics != nil {
+			n.http.TLSConfig = n.tls.metrics.ServerConfig()
+			go func() { n.httpErr <- n.http.ServeTLS(ln, "", "") }()
+		} else {
+			go func() { n.httpErr <- n.http.Serve(ln) }()
+		}
+		logger.Info("serving metrics", "addr", ln.Addr().String(), "tls", n.tls.metrics != nil)
 	}
 	return n, nil
 }
