@@ -24,6 +24,10 @@ func (c *creds) ClientHandshake(ctx context.Context, authority string, conn net.
 	if err != nil {
 		host = authority
 	}
+	if c.src.serverName != "" {
+		// grpc verifies the authority's host: hand it the derived name.
+		authority = c.src.serverName
+	}
 	return credentials.NewTLS(c.src.ClientConfig(host)).ClientHandshake(ctx, authority, conn)
 }
 
