@@ -140,8 +140,8 @@ func (m *Membership) closeSubscribers() {
 }
 
 // eventLoop reads serf's events until Shutdown and publishes the member
-// events. If serf shuts down on its own (it lost a name conflict), the
-// loop logs it and keeps draining until Shutdown.
+// events. If serf shuts down without Shutdown asking, the loop reports it
+// (Stopped) and keeps draining until Shutdown.
 func (m *Membership) eventLoop() {
 	defer m.wg.Done()
 	serfDown := m.serf.ShutdownCh()
@@ -151,13 +151,7 @@ func (m *Membership) eventLoop() {
 			m.handleSerfEvent(e)
 		case <-serfDown:
 			serfDown = nil
-			m.mu.Lock()
-			closed := m.closed
-			m.mu.Unlock()
-			if !closed {
-				m.log.Error("serf stopped on its own, node is out of the cluster",
-					"name", m.name, "hint", "another node may use this name")
-			}
+			m.serfStopped()
 		case <-m.stop:
 			// Empty the channel so that serf's forwarding goroutine,
 			// which sends without watching its shutdown, cannot block.
@@ -171,6 +165,18 @@ func (m *Membership) eventLoop() {
 			}
 		}
 	}
+}
+
+// serfStopped reports serf's shutdown unless Shutdown caused it.
+func (m *Membership) serfStopped() {
+	m.mu.Lock()
+	closed := m.closed
+	m.mu.Unlock()
+	if closed {
+		return
+	}
+	m.markStopped(nil)
+	m.log.Error("serf stopped on its own, node is out of the cluster", "name", m.name, "err", m.Err())
 }
 
 func (m *Membership) handleSerfEvent(e serf.Event) {

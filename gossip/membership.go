@@ -67,6 +67,10 @@ import (
 // ErrShutdown is returned by Leave once Shutdown has been called.
 var ErrShutdown = errors.New("gossip: membership is shut down")
 
+// ErrSerfStopped is wrapped by Err when serf shut down without Shutdown
+// asking it to: the node is out of the cluster for good.
+var ErrSerfStopped = errors.New("gossip: serf stopped without being asked")
+
 // serfEventBuffer is the capacity of the channel between serf and the
 // event loop. serf blocks on it while holding its member lock, so it is
 // large enough to absorb bursts while the loop fans out.
@@ -184,6 +188,7 @@ type Membership struct {
 	leaveOnce  sync.Once
 	joined     chan struct{} // closed by markJoined
 	joinedOnce sync.Once
+	stopped    chan struct{} // closed by markStopped
 
 	// joinMu is held around every serf.Join and around serf.Leave. A join
 	// that ends after a leave began would broadcast a join intent newer
@@ -200,7 +205,8 @@ type Membership struct {
 
 	mu      sync.Mutex // guards the fields below and wg.Add
 	started bool
-	closed  bool // Shutdown called: no new goroutines
+	closed  bool  // Shutdown called: no new goroutines
+	stopErr error // why serf stopped on its own; set before stopped closes
 	subs    map[*subscriber]struct{}
 
 	wg           sync.WaitGroup // every goroutine of ours
@@ -245,6 +251,7 @@ func New(cfg Config) (*Membership, error) {
 		stop:    make(chan struct{}),
 		leaving: make(chan struct{}),
 		joined:  make(chan struct{}),
+		stopped: make(chan struct{}),
 		subs:    make(map[*subscriber]struct{}),
 	}
 	m.joinBackoffMin, m.joinBackoffMax = cfg.joinBackoff()
@@ -363,6 +370,37 @@ func (m *Membership) markJoined() {
 	m.joinedOnce.Do(func() { close(m.joined) })
 }
 
+// Stopped is closed when serf stopped without Shutdown asking it to; Err
+// then says why. The node is out of the cluster for good: others report
+// it failed, and it neither gossips nor learns of changes any more. It is
+// never closed by Shutdown.
+func (m *Membership) Stopped() <-chan struct{} {
+	return m.stopped
+}
+
+// Err returns nil until Stopped is closed, then why serf stopped, wrapping
+// ErrSerfStopped.
+func (m *Membership) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopErr
+}
+
+// markStopped records that serf stopped on its own because of cause (nil:
+// unknown) and closes Stopped, unless Shutdown was called first.
+func (m *Membership) markStopped(cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.stopErr != nil {
+		return
+	}
+	m.stopErr = ErrSerfStopped
+	if cause != nil {
+		m.stopErr = fmt.Errorf("%w: %w", ErrSerfStopped, cause)
+	}
+	close(m.stopped)
+}
+
 // Leave leaves the cluster gracefully: serf broadcasts the intent and
 // leaves memberlist, so others report this node "left", not "failed". It
 // stops the join loop. It returns when serf is done or ctx ends, whichever
@@ -371,13 +409,19 @@ func (m *Membership) markJoined() {
 // leave after shutdown). serf bounds a leave by twice its BroadcastTimeout
 // plus LeavePropagateDelay: 11s with LAN timings, 2.2s with Fast ones;
 // with the cluster answering, it takes about LeavePropagateDelay (1s LAN).
-// Calling Leave again after it returned is a no-op. Call Shutdown
-// afterwards.
+// Calling Leave again after it returned is a no-op, and so is Leave after
+// serf stopped on its own (see Stopped): there is nothing left to leave.
+// Call Shutdown afterwards.
 func (m *Membership) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return ErrShutdown
+	}
+	if m.serf.State() == serf.SerfShutdown {
+		m.mu.Unlock()
+		m.log.Info("not leaving: serf has already stopped", "name", m.name)
+		return nil
 	}
 	m.leaveOnce.Do(func() { close(m.leaving) })
 	done := make(chan error, 1)
