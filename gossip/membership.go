@@ -10,8 +10,9 @@ package gossip
 //   - Identity. Serf's node name is Config.Name; the member id is
 //     MemberID(name), computed, never read from the wire. The tags carry
 //     "cluster", "id" (hex member id, for tools), "peer" and "client"
-//     (comma-joined URLs) and "version". Tags are fixed for the life of the
-//     Membership (serf's encoded tags are limited to 512 bytes).
+//     (comma-joined URLs), "version", "boot" and "started". Tags are
+//     fixed for the life of the Membership (serf's encoded tags are
+//     limited to 512 bytes).
 //   - Clusters never merge. memberlist's Label is the cluster name: it
 //     prefixes every packet and stream (and is GCM additional data when a
 //     key is set), and a node drops whatever carries another label. A serf
@@ -39,6 +40,9 @@ package gossip
 //     broadcasts a newer join intent, and the others then report the node
 //     failed (joinMu serializes the two); and memberlist panics when it
 //     leaves after shutdown, so Shutdown waits for a Leave in flight.
+//   - Unique names: see names.go. A node that finds an earlier node
+//     under its name stops serf; Stopped reports it, and any other
+//     shutdown of serf that Shutdown did not ask for.
 //   - Locks: mu guards the subscriber set and lifecycle flags; joinMu
 //     serializes serf.Join with serf.Leave. They are never held together.
 //   - Failure detection: see fastTimings and lanTimings in config.go.
@@ -189,6 +193,7 @@ type Membership struct {
 	joined     chan struct{} // closed by markJoined
 	joinedOnce sync.Once
 	stopped    chan struct{} // closed by markStopped
+	conflict   chan struct{} // nameGuard found an older claimant; cap 1
 
 	// joinMu is held around every serf.Join and around serf.Leave. A join
 	// that ends after a leave began would broadcast a join intent newer
@@ -207,6 +212,7 @@ type Membership struct {
 	started bool
 	closed  bool  // Shutdown called: no new goroutines
 	stopErr error // why serf stopped on its own; set before stopped closes
+	nameErr error // the first name conflict this node lost
 	subs    map[*subscriber]struct{}
 
 	wg           sync.WaitGroup // every goroutine of ours
@@ -220,6 +226,9 @@ type Membership struct {
 func New(cfg Config) (*Membership, error) {
 	if cfg.Boot == "" {
 		cfg.Boot = strconv.FormatUint(rand.Uint64(), 36)
+	}
+	if cfg.Started.IsZero() {
+		cfg.Started = time.Now()
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -245,14 +254,15 @@ func New(cfg Config) (*Membership, error) {
 	}
 
 	m := &Membership{
-		log:     logger,
-		name:    cfg.Name,
-		events:  make(chan serf.Event, serfEventBuffer),
-		stop:    make(chan struct{}),
-		leaving: make(chan struct{}),
-		joined:  make(chan struct{}),
-		stopped: make(chan struct{}),
-		subs:    make(map[*subscriber]struct{}),
+		log:      logger,
+		name:     cfg.Name,
+		events:   make(chan serf.Event, serfEventBuffer),
+		stop:     make(chan struct{}),
+		leaving:  make(chan struct{}),
+		joined:   make(chan struct{}),
+		stopped:  make(chan struct{}),
+		conflict: make(chan struct{}, 1),
+		subs:     make(map[*subscriber]struct{}),
 	}
 	m.joinBackoffMin, m.joinBackoffMax = cfg.joinBackoff()
 	for _, seed := range cfg.Join {
@@ -265,11 +275,19 @@ func New(cfg Config) (*Membership, error) {
 		m.markJoined()
 	}
 
-	sc := cfg.serfConfig(bind, advertise, m.events, newSerfLogger(logger))
+	names := &nameGuard{
+		name:    cfg.Name,
+		boot:    cfg.Boot,
+		started: cfg.Started.UnixMilli(),
+		log:     logger,
+		yield:   m.lostName,
+	}
+	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
 	if m.serf, err = serf.Create(sc); err != nil {
 		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
 	}
 	local := m.Local()
+	names.bound(local.Addr)
 	logger.Info("gossip bound", "name", local.Name, "member_id", fmt.Sprintf("%x", local.ID),
 		"bind", cfg.BindAddr, "advertise", local.Addr, "cluster", cfg.Cluster,
 		"encrypted", len(cfg.Key) > 0, "seeds", len(m.seeds))
@@ -386,6 +404,21 @@ func (m *Membership) Err() error {
 	return m.stopErr
 }
 
+// lostName records that another node holds our name (the first reason
+// wins) and wakes the event loop, which stops serf. It never blocks: it
+// runs in serf's merge delegate.
+func (m *Membership) lostName(err error) {
+	m.mu.Lock()
+	if m.nameErr == nil {
+		m.nameErr = err
+	}
+	m.mu.Unlock()
+	select {
+	case m.conflict <- struct{}{}:
+	default:
+	}
+}
+
 // markStopped records that serf stopped on its own because of cause (nil:
 // unknown) and closes Stopped, unless Shutdown was called first.
 func (m *Membership) markStopped(cause error) {
@@ -434,7 +467,10 @@ func (m *Membership) Leave(ctx context.Context) error {
 		defer m.wg.Done()
 		defer m.leaveWG.Done()
 		m.joinMu.Lock() // waits for a join in flight; no join starts now
-		err := m.serf.Leave()
+		var err error
+		if m.serf.State() != serf.SerfShutdown { // yieldName may have stopped it
+			err = m.serf.Leave()
+		}
 		m.joinMu.Unlock()
 		done <- err
 	}()
