@@ -37,6 +37,7 @@ const (
 	tagClient  = "client"
 	tagVersion = "version"
 	tagBoot    = "boot"
+	tagStarted = "started" // Config.Started, Unix milliseconds
 )
 
 // Config configures a Membership. The zero value is not valid: start from
@@ -98,6 +99,12 @@ type Config struct {
 	// others can tell it lost what it held in memory even when serf never
 	// saw it fail. Empty: New picks a random one.
 	Boot string
+
+	// Started is when this run began, published in the serf tag
+	// "started". Of two nodes that claim one name at different addresses,
+	// the one that started later stops (see nameGuard). Zero: New uses
+	// the time it is called.
+	Started time.Time
 
 	// Fast selects timings for in-process tests on loopback: a killed node
 	// is reported failed after about 0.5s instead of 5-7s (3 nodes), and a
@@ -242,6 +249,7 @@ func (c Config) tags() map[string]string {
 		tagClient:  strings.Join(c.ClientURLs, ","),
 		tagVersion: c.Version,
 		tagBoot:    c.Boot,
+		tagStarted: strconv.FormatInt(c.Started.UnixMilli(), 10),
 	}
 }
 
@@ -315,7 +323,7 @@ type resolvedAddr struct {
 
 // serfConfig builds serf's configuration from c, whose addresses New has
 // resolved; serf sends its events to events and logs to logger.
-func (c Config) serfConfig(bind, advertise resolvedAddr, events chan<- serf.Event, logger *log.Logger) *serf.Config {
+func (c Config) serfConfig(bind, advertise resolvedAddr, events chan<- serf.Event, names *nameGuard, logger *log.Logger) *serf.Config {
 	sc := serf.DefaultConfig()
 	if c.Fast {
 		fastTimings(sc)
@@ -327,12 +335,14 @@ func (c Config) serfConfig(bind, advertise resolvedAddr, events chan<- serf.Even
 	sc.EventCh = events
 	sc.LogOutput = nil
 	sc.Logger = logger
-	sc.Merge = clusterMerge{cluster: c.Cluster}
+	sc.Merge = mergeChecks{cluster: clusterMerge{cluster: c.Cluster}, names: names}
 	// Coordinates (RTT estimates) cost ping bytes and nobody reads them.
 	sc.DisableCoordinates = true
-	// Kept from serf's defaults: a second node claiming our name makes the
-	// cluster vote, and the loser's serf shuts down (the event loop logs it).
-	sc.EnableNameConflictResolution = true
+	// serf's own vote on a name conflict asks the other members where
+	// the name lives; with no other member to answer, both nodes lose and
+	// shut down, so a misconfigured newcomer takes a running node down
+	// with it. nameGuard decides instead.
+	sc.EnableNameConflictResolution = false
 
 	ml := sc.MemberlistConfig
 	ml.Logger = logger

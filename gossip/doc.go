@@ -8,6 +8,19 @@
 // merge check so two clusters never merge, --gossip-key encryption, and
 // tags carrying each member's peer URL, client URLs and version.
 //
+// Names are unique (names.go). What serf does with a duplicate, measured
+// with serf v0.11.0: memberlist keeps the first address it saw for a name
+// and rejects the other, and each node that finds its own name elsewhere
+// asks the others where the name lives and shuts down when it gets no
+// majority. A newcomer to a cluster of three loses 0 of 2 and stops; but
+// when the newcomer joins a lone node under its name, neither has anybody
+// to ask, both lose 0 of 0 and both stop. So serf's vote is off, and the
+// merge delegate compares the "started" tags: the later node refuses the
+// join and stops serf (without a leave, which would announce the other
+// node's departure), the earlier one keeps running. A Membership whose
+// serf stopped on its own, for this or any reason, closes Stopped; chute
+// then exits non-zero.
+//
 // Replication (replicator.go, peer_link.go): every local KV change is sent
 // to every alive member over one long-lived stream each, in batched frames
 // from a bounded queue; a receiver applies a change only if its stamp

@@ -140,8 +140,8 @@ func (m *Membership) closeSubscribers() {
 }
 
 // eventLoop reads serf's events until Shutdown and publishes the member
-// events. If serf shuts down on its own (it lost a name conflict), the
-// loop logs it and keeps draining until Shutdown.
+// events. If serf shuts down without Shutdown asking, the loop reports it
+// (Stopped) and keeps draining until Shutdown.
 func (m *Membership) eventLoop() {
 	defer m.wg.Done()
 	serfDown := m.serf.ShutdownCh()
@@ -149,15 +149,11 @@ func (m *Membership) eventLoop() {
 		select {
 		case e := <-m.events:
 			m.handleSerfEvent(e)
+		case <-m.conflict:
+			m.yieldName()
 		case <-serfDown:
 			serfDown = nil
-			m.mu.Lock()
-			closed := m.closed
-			m.mu.Unlock()
-			if !closed {
-				m.log.Error("serf stopped on its own, node is out of the cluster",
-					"name", m.name, "hint", "another node may use this name")
-			}
+			m.serfStopped()
 		case <-m.stop:
 			// Empty the channel so that serf's forwarding goroutine,
 			// which sends without watching its shutdown, cannot block.
@@ -171,6 +167,37 @@ func (m *Membership) eventLoop() {
 			}
 		}
 	}
+}
+
+// yieldName stops serf after nameGuard found that an older node holds our
+// name. It does not leave: a leave in our name would tell the cluster that
+// the other node left. joinMu keeps serf.Leave from running meanwhile
+// (memberlist panics on a leave during its shutdown).
+func (m *Membership) yieldName() {
+	m.mu.Lock()
+	closed, cause := m.closed, m.nameErr
+	m.mu.Unlock()
+	if closed || m.serf.State() == serf.SerfShutdown {
+		return
+	}
+	m.log.Error("another node uses this name, leaving it the cluster", "name", m.name, "err", cause)
+	m.joinMu.Lock()
+	defer m.joinMu.Unlock()
+	if err := m.serf.Shutdown(); err != nil {
+		m.log.Error("stop serf", "err", err)
+	}
+}
+
+// serfStopped reports serf's shutdown unless Shutdown caused it.
+func (m *Membership) serfStopped() {
+	m.mu.Lock()
+	closed, cause := m.closed, m.nameErr
+	m.mu.Unlock()
+	if closed {
+		return
+	}
+	m.markStopped(cause)
+	m.log.Error("serf stopped on its own, node is out of the cluster", "name", m.name, "err", m.Err())
 }
 
 func (m *Membership) handleSerfEvent(e serf.Event) {

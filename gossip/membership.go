@@ -10,8 +10,9 @@ package gossip
 //   - Identity. Serf's node name is Config.Name; the member id is
 //     MemberID(name), computed, never read from the wire. The tags carry
 //     "cluster", "id" (hex member id, for tools), "peer" and "client"
-//     (comma-joined URLs) and "version". Tags are fixed for the life of the
-//     Membership (serf's encoded tags are limited to 512 bytes).
+//     (comma-joined URLs), "version", "boot" and "started". Tags are
+//     fixed for the life of the Membership (serf's encoded tags are
+//     limited to 512 bytes).
 //   - Clusters never merge. memberlist's Label is the cluster name: it
 //     prefixes every packet and stream (and is GCM additional data when a
 //     key is set), and a node drops whatever carries another label. A serf
@@ -39,6 +40,9 @@ package gossip
 //     broadcasts a newer join intent, and the others then report the node
 //     failed (joinMu serializes the two); and memberlist panics when it
 //     leaves after shutdown, so Shutdown waits for a Leave in flight.
+//   - Unique names: see names.go. A node that finds an earlier node
+//     under its name stops serf; Stopped reports it, and any other
+//     shutdown of serf that Shutdown did not ask for.
 //   - Locks: mu guards the subscriber set and lifecycle flags; joinMu
 //     serializes serf.Join with serf.Leave. They are never held together.
 //   - Failure detection: see fastTimings and lanTimings in config.go.
@@ -66,6 +70,10 @@ import (
 
 // ErrShutdown is returned by Leave once Shutdown has been called.
 var ErrShutdown = errors.New("gossip: membership is shut down")
+
+// ErrSerfStopped is wrapped by Err when serf shut down without Shutdown
+// asking it to: the node is out of the cluster for good.
+var ErrSerfStopped = errors.New("gossip: serf stopped without being asked")
 
 // serfEventBuffer is the capacity of the channel between serf and the
 // event loop. serf blocks on it while holding its member lock, so it is
@@ -184,6 +192,8 @@ type Membership struct {
 	leaveOnce  sync.Once
 	joined     chan struct{} // closed by markJoined
 	joinedOnce sync.Once
+	stopped    chan struct{} // closed by markStopped
+	conflict   chan struct{} // nameGuard found an older claimant; cap 1
 
 	// joinMu is held around every serf.Join and around serf.Leave. A join
 	// that ends after a leave began would broadcast a join intent newer
@@ -200,7 +210,9 @@ type Membership struct {
 
 	mu      sync.Mutex // guards the fields below and wg.Add
 	started bool
-	closed  bool // Shutdown called: no new goroutines
+	closed  bool  // Shutdown called: no new goroutines
+	stopErr error // why serf stopped on its own; set before stopped closes
+	nameErr error // the first name conflict this node lost
 	subs    map[*subscriber]struct{}
 
 	wg           sync.WaitGroup // every goroutine of ours
@@ -214,6 +226,9 @@ type Membership struct {
 func New(cfg Config) (*Membership, error) {
 	if cfg.Boot == "" {
 		cfg.Boot = strconv.FormatUint(rand.Uint64(), 36)
+	}
+	if cfg.Started.IsZero() {
+		cfg.Started = time.Now()
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -239,13 +254,15 @@ func New(cfg Config) (*Membership, error) {
 	}
 
 	m := &Membership{
-		log:     logger,
-		name:    cfg.Name,
-		events:  make(chan serf.Event, serfEventBuffer),
-		stop:    make(chan struct{}),
-		leaving: make(chan struct{}),
-		joined:  make(chan struct{}),
-		subs:    make(map[*subscriber]struct{}),
+		log:      logger,
+		name:     cfg.Name,
+		events:   make(chan serf.Event, serfEventBuffer),
+		stop:     make(chan struct{}),
+		leaving:  make(chan struct{}),
+		joined:   make(chan struct{}),
+		stopped:  make(chan struct{}),
+		conflict: make(chan struct{}, 1),
+		subs:     make(map[*subscriber]struct{}),
 	}
 	m.joinBackoffMin, m.joinBackoffMax = cfg.joinBackoff()
 	for _, seed := range cfg.Join {
@@ -258,11 +275,19 @@ func New(cfg Config) (*Membership, error) {
 		m.markJoined()
 	}
 
-	sc := cfg.serfConfig(bind, advertise, m.events, newSerfLogger(logger))
+	names := &nameGuard{
+		name:    cfg.Name,
+		boot:    cfg.Boot,
+		started: cfg.Started.UnixMilli(),
+		log:     logger,
+		yield:   m.lostName,
+	}
+	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
 	if m.serf, err = serf.Create(sc); err != nil {
 		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
 	}
 	local := m.Local()
+	names.bound(local.Addr)
 	logger.Info("gossip bound", "name", local.Name, "member_id", fmt.Sprintf("%x", local.ID),
 		"bind", cfg.BindAddr, "advertise", local.Addr, "cluster", cfg.Cluster,
 		"encrypted", len(cfg.Key) > 0, "seeds", len(m.seeds))
@@ -363,6 +388,52 @@ func (m *Membership) markJoined() {
 	m.joinedOnce.Do(func() { close(m.joined) })
 }
 
+// Stopped is closed when serf stopped without Shutdown asking it to; Err
+// then says why. The node is out of the cluster for good: others report
+// it failed, and it neither gossips nor learns of changes any more. It is
+// never closed by Shutdown.
+func (m *Membership) Stopped() <-chan struct{} {
+	return m.stopped
+}
+
+// Err returns nil until Stopped is closed, then why serf stopped, wrapping
+// ErrSerfStopped.
+func (m *Membership) Err() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopErr
+}
+
+// lostName records that another node holds our name (the first reason
+// wins) and wakes the event loop, which stops serf. It never blocks: it
+// runs in serf's merge delegate.
+func (m *Membership) lostName(err error) {
+	m.mu.Lock()
+	if m.nameErr == nil {
+		m.nameErr = err
+	}
+	m.mu.Unlock()
+	select {
+	case m.conflict <- struct{}{}:
+	default:
+	}
+}
+
+// markStopped records that serf stopped on its own because of cause (nil:
+// unknown) and closes Stopped, unless Shutdown was called first.
+func (m *Membership) markStopped(cause error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed || m.stopErr != nil {
+		return
+	}
+	m.stopErr = ErrSerfStopped
+	if cause != nil {
+		m.stopErr = fmt.Errorf("%w: %w", ErrSerfStopped, cause)
+	}
+	close(m.stopped)
+}
+
 // Leave leaves the cluster gracefully: serf broadcasts the intent and
 // leaves memberlist, so others report this node "left", not "failed". It
 // stops the join loop. It returns when serf is done or ctx ends, whichever
@@ -371,13 +442,19 @@ func (m *Membership) markJoined() {
 // leave after shutdown). serf bounds a leave by twice its BroadcastTimeout
 // plus LeavePropagateDelay: 11s with LAN timings, 2.2s with Fast ones;
 // with the cluster answering, it takes about LeavePropagateDelay (1s LAN).
-// Calling Leave again after it returned is a no-op. Call Shutdown
-// afterwards.
+// Calling Leave again after it returned is a no-op, and so is Leave after
+// serf stopped on its own (see Stopped): there is nothing left to leave.
+// Call Shutdown afterwards.
 func (m *Membership) Leave(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
 		return ErrShutdown
+	}
+	if m.serf.State() == serf.SerfShutdown {
+		m.mu.Unlock()
+		m.log.Info("not leaving: serf has already stopped", "name", m.name)
+		return nil
 	}
 	m.leaveOnce.Do(func() { close(m.leaving) })
 	done := make(chan error, 1)
@@ -390,7 +467,10 @@ func (m *Membership) Leave(ctx context.Context) error {
 		defer m.wg.Done()
 		defer m.leaveWG.Done()
 		m.joinMu.Lock() // waits for a join in flight; no join starts now
-		err := m.serf.Leave()
+		var err error
+		if m.serf.State() != serf.SerfShutdown { // yieldName may have stopped it
+			err = m.serf.Leave()
+		}
 		m.joinMu.Unlock()
 		done <- err
 	}()

@@ -79,6 +79,7 @@ func TestConfig_tags(t *testing.T) {
 	c.PeerURLs = []string{"http://a:2380"}
 	c.ClientURLs = []string{"http://a:2379", "http://b:2379"}
 	c.Version = "v9"
+	c.Started = time.UnixMilli(1700000000123)
 	got := c.tags()
 	want := map[string]string{
 		"cluster": "chute",
@@ -87,6 +88,7 @@ func TestConfig_tags(t *testing.T) {
 		"client":  "http://a:2379,http://b:2379",
 		"version": "v9",
 		"boot":    "",
+		"started": "1700000000123",
 	}
 	for k, v := range want {
 		if k != "id" && got[k] != v {

@@ -81,7 +81,8 @@ func (c *clickhouseSettings) update(url, db string, logger *slog.Logger) {
 }
 
 // runNode starts a node from cfg and blocks until ctx is cancelled
-// (SIGTERM/SIGINT) or a part fails; then it shuts down in order: stop being
+// (SIGTERM/SIGINT) or a part fails (the metrics listener, or gossip, whose
+// serf stopped on its own: see gossip.Membership.Stopped); then it shuts down in order: stop being
 // ready, leave the gossip cluster (others see "left", not "failed"), stop the
 // etcd API, stop replication and membership, the metrics listener, and flush
 // telemetry.
@@ -111,6 +112,9 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 		case err := <-n.httpErr:
 			runErr = fmt.Errorf("metrics listener: %w", err)
 			n.http = nil
+		case <-n.members.Stopped():
+			runErr = n.members.Err()
+			logger.Error("gossip stopped, node is out of the cluster: shutting down", "err", runErr)
 		}
 	}
 	logger.Info("shutting down")
@@ -285,11 +289,17 @@ func (n *node) shutdown() error {
 	// Queues go to other members while this one still serves and gossips;
 	// producers connected here keep going, forwarded to the new
 	// dispatchers.
-	hctx, hcancel := context.WithTimeout(ctx, handoffTimeout)
-	if err := n.queues.Handoff(hctx); err != nil {
-		errs = append(errs, err)
+	// A node whose gossip stopped on its own is no member any more (it
+	// may share its name and id with a running one): handing queues over
+	// in its name could move the other node's, so the others take them
+	// over as after a crash.
+	if !gossipStopped(n.members) {
+		hctx, hcancel := context.WithTimeout(ctx, handoffTimeout)
+		if err := n.queues.Handoff(hctx); err != nil {
+			errs = append(errs, err)
+		}
+		hcancel()
 	}
-	hcancel()
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
 	}
@@ -312,6 +322,16 @@ func (n *node) shutdown() error {
 	errs = append(errs, n.providers.Shutdown(ctx))
 	n.log.Info("stopped")
 	return errors.Join(errs...)
+}
+
+// gossipStopped reports whether m's serf stopped on its own.
+func gossipStopped(m *gossip.Membership) bool {
+	select {
+	case <-m.Stopped():
+		return true
+	default:
+		return false
+	}
 }
 
 // memberList answers etcd's MemberList from gossip: the alive members.
@@ -348,7 +368,7 @@ func (n *node) opsHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.kv.Ready() {
+		if !n.kv.Ready() || gossipStopped(n.members) {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}

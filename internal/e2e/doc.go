@@ -21,7 +21,7 @@
 //     127.0.N.x with --gossip-profile fast: joining in any order, replication
 //     delay, concurrent writes, kill -9 and rejoin, a 30 s SIGSTOP, wrong key
 //     or cluster, leases of a killed owner, multi-endpoint clients, member
-//     remove.
+//     remove, a second node under a running node's name exiting 1.
 //   - harness_queue_test.go, queue_*_test.go: queues through the binary:
 //     watch/put/delete, exactly once across three nodes, shared consumers,
 //     dispatcher killed, concurrent first puts, byte cap, batch produce,

@@ -175,6 +175,27 @@ func (p *Proc) Stop() error {
 	return fmt.Errorf("%s did not exit within %v of SIGTERM: killed", p, stopTimeout)
 }
 
+// WaitExit waits up to timeout for a process expected to exit on its own
+// and returns its exit code; it fails the test when the process is still
+// running then. The test's cleanup then accepts any exit status.
+func (p *Proc) WaitExit(t testing.TB, timeout time.Duration) int {
+	t.Helper()
+	p.markSignaled()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("e2e: %s still running %v later, want it to exit", p, timeout)
+	}
+	if p.err == nil {
+		return 0
+	}
+	var exit *exec.ExitError
+	if !errors.As(p.err, &exit) {
+		t.Fatalf("e2e: %s: %v", p, p.err)
+	}
+	return exit.ExitCode()
+}
+
 // Kill sends SIGKILL and waits for the process to exit.
 func (p *Proc) Kill() {
 	p.markSignaled()
@@ -270,6 +291,19 @@ func StartChuteEnv(t testing.TB, env []string, args ...string) *Proc {
 }
 
 func startChuteOnce(t testing.TB, extra, env []string) (*Proc, error) {
+	p, err := launchChute(t, extra, env)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(readyTimeout); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// launchChute starts chute like StartChuteEnv but returns at once, without
+// waiting for it to serve.
+func launchChute(t testing.TB, extra, env []string) (*Proc, error) {
 	p := &Proc{Kind: "chute", bin: chuteBin, Env: env}
 	var args []string
 	set := func(flagName string, def func() string) string {
@@ -301,9 +335,6 @@ func startChuteOnce(t testing.TB, extra, env []string) (*Proc, error) {
 		return nil
 	}
 	if err := p.start(t); err != nil {
-		return nil, err
-	}
-	if err := p.waitReady(readyTimeout); err != nil {
 		return nil, err
 	}
 	return p, nil
