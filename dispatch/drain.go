@@ -291,6 +291,9 @@ func (d *drainer) insertBatch() bool {
 		d.warnState(sink.ClassConfig, "clickhouse_url cannot be used; rows stay queued", "queue", d.q.name, "err", err.Error())
 		return false
 	}
+	if m.cfg.ClickHouseTLS != nil {
+		ep.TLSConfig = m.cfg.ClickHouseTLS()
+	}
 	if d.cur == nil {
 		rows, bytes := d.q.drainBatch(d.c, m.settingsOf(d.q.name))
 		if len(rows) == 0 {

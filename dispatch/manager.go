@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,11 @@ type Config struct {
 	// every batch so that a reloaded configuration takes effect at the next
 	// one. Nil or an empty URL: rows of ClickHouse queues stay queued.
 	ClickHouse func() (url, db string)
+	// ClickHouseTLS returns the TLS configuration for an https
+	// clickhouse_url (CA, client certificate, server name), read with
+	// the URL at every batch; the sink clones it and never changes it.
+	// Nil, or a nil result: the system's roots and no client certificate.
+	ClickHouseTLS func() *tls.Config
 	// BatchRows and BatchBytes cap one insert. Zero: 100000 rows, 8 MiB
 	// (below ClickHouse's default block of 1048576 rows and its max insert
 	// block size).

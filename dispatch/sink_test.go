@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/internal/chtest"
+	"chute/internal/testcerts"
 	chuteotel "chute/otel"
 )
 
@@ -22,6 +25,19 @@ import (
 type chURL struct {
 	mu      sync.Mutex
 	url, db string
+	tls     *tls.Config
+}
+
+func (c *chURL) tlsConfig() *tls.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tls
+}
+
+func (c *chURL) setTLS(cfg *tls.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tls = cfg
 }
 
 func (c *chURL) get() (string, string) {
@@ -40,6 +56,7 @@ func (c *chURL) set(url, db string) {
 func startSinkNode(t *testing.T, settings *chURL) *testNode {
 	return startNode(t, func(c *Config) {
 		c.ClickHouse = settings.get
+		c.ClickHouseTLS = settings.tlsConfig
 		c.RetryMin = 50 * time.Millisecond
 		c.RetryMax = 500 * time.Millisecond
 		c.InsertTimeout = 5 * time.Second
@@ -144,6 +161,45 @@ func TestSink_unknownTableThenCreated(t *testing.T) {
 	}
 	ch.Exec(t, "CREATE TABLE default.later (id UInt64) ENGINE = MergeTree ORDER BY id")
 	waitCount(t, ch, "default.later", 10, 10*time.Second)
+}
+
+// TestSink_TLS drains over https with the TLS configuration read at every
+// batch: while the CA is not the one that signed ClickHouse's certificate,
+// the rows stay queued and the queue shows a config error; once the right
+// CA is handed over, the next batch lands them.
+func TestSink_TLS(t *testing.T) {
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "clickhouse CA")
+	cert, key := ca.Issue(t, "clickhouse", "127.0.0.1").Write(t, dir, "server")
+	ch := chtest.Start(t, chtest.Options{TLSCertFile: cert, TLSKeyFile: key})
+	ch.Exec(t, "CREATE TABLE default.sealed (id UInt64) ENGINE = MergeTree ORDER BY id")
+	pool := func(ca *testcerts.CA) *x509.CertPool {
+		p := x509.NewCertPool()
+		p.AddCert(ca.Cert)
+		return p
+	}
+	settings := &chURL{url: "https://" + ch.HTTPSAddr(), db: "default", tls: &tls.Config{RootCAs: pool(testcerts.NewCA(t, "other CA"))}}
+	n := startSinkNode(t, settings)
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	for i := range 5 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:sealed/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 10*time.Second, "a config error on ch:sealed", func() bool {
+		qs := n.mgr.Status().Queues
+		return len(qs) == 1 && qs[0].LastInsertError != nil
+	})
+	le := n.mgr.Status().Queues[0].LastInsertError
+	if le.Class != "config" || !strings.Contains(le.Message, "--clickhouse-ca-file") {
+		t.Fatalf("last insert error: got %+v, want class config naming --clickhouse-ca-file", le)
+	}
+	if d := n.depth("ch:sealed"); d != 5 {
+		t.Fatalf("depth with the wrong CA: got %d, want 5", d)
+	}
+	settings.setTLS(&tls.Config{RootCAs: pool(ca)})
+	waitCount(t, ch, "default.sealed", 5, 10*time.Second)
 }
 
 // TestSink_refusesBadValues checks put-time validation: values that are not

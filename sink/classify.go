@@ -2,6 +2,10 @@ package sink
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"net"
 	"strconv"
 	"strings"
 )
@@ -21,7 +25,8 @@ const (
 	ClassData
 	// ClassConfig: the target or the credentials are wrong (unknown table
 	// or database, authentication, permissions, a setting the server does
-	// not know). Nothing is in; retry after a backoff and tell an operator.
+	// not know, a TLS certificate that does not verify either way).
+	// Nothing is in; retry after a backoff and tell an operator.
 	ClassConfig
 )
 
@@ -223,4 +228,73 @@ func exceptionCode(headerCode string, body []byte) int {
 		}
 	}
 	return 0
+}
+
+// Hints appended to the message of a TLS failure. They name chute's
+// flags: the operator reads them in chute's log and /status.
+const (
+	hintCA         = "check --clickhouse-ca-file: it must hold the CA that signed the server's certificate"
+	hintName       = "check --clickhouse-server-name or the URL's host: the server's certificate must name it"
+	hintInvalid    = "check the server's certificate (validity dates, key usage) and --clickhouse-ca-file"
+	hintRoots      = "set --clickhouse-ca-file: there are no system roots to verify the server with"
+	hintClientCert = "the server refused the client certificate: check --clickhouse-cert-file and --clickhouse-key-file"
+	hintHandshake  = "the server refused the TLS handshake (no client certificate, or no TLS version or cipher in common): check --clickhouse-cert-file"
+	hintNotTLS     = "the server did not answer in TLS: is the URL's port an https_port?"
+)
+
+// alertHints are the TLS alerts a server sends when it refuses the
+// client's certificate or the handshake, by their text: crypto/tls reports
+// a received alert as a *net.OpError with Op "remote error" and an
+// unexported error type, so the text is all there is to match. Other
+// alerts (internal error, close notify, ...) are transient.
+var alertHints = map[string]string{
+	"tls: bad certificate":                 hintClientCert,
+	"tls: unsupported certificate":         hintClientCert,
+	"tls: revoked certificate":             hintClientCert,
+	"tls: expired certificate":             hintClientCert,
+	"tls: unknown certificate":             hintClientCert,
+	"tls: unknown certificate authority":   hintClientCert,
+	"tls: bad certificate status response": hintClientCert,
+	"tls: access denied":                   hintClientCert,
+	"tls: certificate required":            hintClientCert,
+	// TLS 1.2 servers answer a missing client certificate with a
+	// handshake failure, as they answer no cipher in common.
+	"tls: handshake failure":              hintHandshake,
+	"tls: protocol version not supported": hintHandshake,
+	"tls: insufficient security level":    hintHandshake,
+}
+
+// classifyTransport sorts an error that left no answer: a certificate
+// that does not verify, on either side, is ClassConfig with a hint saying
+// what to check, for no retry alone cures it; everything else (refused,
+// reset, timed out) is ClassTransient with no hint.
+func classifyTransport(err error) (Class, string) {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		roots     x509.SystemRootsError
+		verify    *tls.CertificateVerificationError
+		header    tls.RecordHeaderError
+		op        *net.OpError
+	)
+	switch {
+	case errors.As(err, &unknownCA):
+		return ClassConfig, hintCA
+	case errors.As(err, &hostname):
+		return ClassConfig, hintName
+	case errors.As(err, &invalid):
+		return ClassConfig, hintInvalid
+	case errors.As(err, &roots):
+		return ClassConfig, hintRoots
+	case errors.As(err, &verify):
+		return ClassConfig, hintCA
+	case errors.As(err, &header):
+		return ClassConfig, hintNotTLS
+	case errors.As(err, &op) && op.Op == "remote error" && op.Err != nil:
+		if hint, ok := alertHints[op.Err.Error()]; ok {
+			return ClassConfig, hint
+		}
+	}
+	return ClassTransient, ""
 }

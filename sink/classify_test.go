@@ -1,6 +1,18 @@
 package sink
 
-import "testing"
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"chute/internal/testcerts"
+)
 
 // Bodies as ClickHouse 18.16 sends them (captured from the server the real
 // tests start), and as newer servers word them.
@@ -96,6 +108,48 @@ func TestClass_String(t *testing.T) {
 	for c, want := range map[Class]string{ClassOK: "ok", ClassTransient: "transient", ClassData: "data", ClassConfig: "config", Class(9): "class(9)"} {
 		if got := c.String(); got != want {
 			t.Errorf("Class(%d).String(): got %q, want %q", int(c), got, want)
+		}
+	}
+}
+
+// TLS failures as crypto/tls reports them, wrapped as the client wraps
+// them: a certificate that does not verify, on either side, is a config
+// error whose hint names what to check; other transport errors are
+// transient.
+func TestClassifyTransport(t *testing.T) {
+	leaf := testcerts.NewCA(t, "ca").Cert
+	remote := func(alert string) error {
+		return fmt.Errorf("%w", &net.OpError{Op: "remote error", Err: errors.New(alert)})
+	}
+	tests := []struct {
+		name  string
+		err   error
+		class Class
+		hint  string
+	}{
+		{"unknown authority", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{Cert: leaf}}, ClassConfig, hintCA},
+		{"unknown authority, deadline wrapped", fmt.Errorf("%w: %w", os.ErrDeadlineExceeded, &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}), ClassConfig, hintCA},
+		{"hostname", &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: leaf, Host: "db.example"}}, ClassConfig, hintName},
+		{"expired", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Cert: leaf, Reason: x509.Expired}}, ClassConfig, hintInvalid},
+		{"not for a server", &tls.CertificateVerificationError{Err: x509.CertificateInvalidError{Cert: leaf, Reason: x509.IncompatibleUsage}}, ClassConfig, hintInvalid},
+		{"no system roots", &tls.CertificateVerificationError{Err: x509.SystemRootsError{}}, ClassConfig, hintRoots},
+		{"other verification error", &tls.CertificateVerificationError{Err: errors.New("x509: something new")}, ClassConfig, hintCA},
+		{"plain http on the port", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, ClassConfig, hintNotTLS},
+		{"client certificate required (1.3)", remote("tls: certificate required"), ClassConfig, hintClientCert},
+		{"client certificate of another CA", remote("tls: unknown certificate authority"), ClassConfig, hintClientCert},
+		{"bad client certificate", remote("tls: bad certificate"), ClassConfig, hintClientCert},
+		{"handshake failure (1.2, no client certificate)", remote("tls: handshake failure"), ClassConfig, hintHandshake},
+		{"protocol version", remote("tls: protocol version not supported"), ClassConfig, hintHandshake},
+		{"remote internal error", remote("tls: internal error"), ClassTransient, ""},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, ClassTransient, ""},
+		{"connection reset", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, ClassTransient, ""},
+		{"closed without answer", io.ErrUnexpectedEOF, ClassTransient, ""},
+		{"deadline", os.ErrDeadlineExceeded, ClassTransient, ""},
+	}
+	for _, tt := range tests {
+		class, hint := classifyTransport(tt.err)
+		if class != tt.class || hint != tt.hint {
+			t.Errorf("%s: got (%s, %q), want (%s, %q)", tt.name, class, hint, tt.class, tt.hint)
 		}
 	}
 }

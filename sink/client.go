@@ -42,8 +42,9 @@ type ClientConfig struct {
 	Timeout time.Duration
 	// Logger gets one debug line per request. Nil discards.
 	Logger *slog.Logger
-	// TLSConfig is used for https endpoints; ServerName is filled from the
-	// endpoint's host when empty. Nil means the system's roots.
+	// TLSConfig is used for https endpoints without an
+	// Endpoint.TLSConfig; ServerName is filled from the endpoint's host
+	// when empty. Nil means the system's roots and no client certificate.
 	TLSConfig *tls.Config
 }
 
@@ -184,6 +185,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri string, body []byte) (
 	res := Result{Status: status, Duration: time.Since(start)}
 	if err != nil {
 		timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout)
+		res.Class = ClassTransient
 		switch {
 		case ctx.Err() != nil:
 			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, context.Cause(ctx))
@@ -192,10 +194,14 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri string, body []byte) (
 		case timedOut:
 			err = fmt.Errorf("sink: POST to %s: %w after %s", ep.Addr, ErrTimeout, c.timeout)
 		default:
+			var hint string
+			res.Class, hint = classifyTransport(err)
+			if hint != "" {
+				err = fmt.Errorf("%w: %s", err, hint)
+			}
 			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, err)
 		}
 		res.Status = 0
-		res.Class = ClassTransient
 		res.Err = err
 		res.Message = truncate([]byte(Redact(err.Error(), ep)))
 		return res, nil
@@ -229,7 +235,9 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []
 	conn := raw
 	if ep.TLS {
 		cfg := &tls.Config{}
-		if c.tls != nil {
+		if ep.TLSConfig != nil {
+			cfg = ep.TLSConfig.Clone()
+		} else if c.tls != nil {
 			cfg = c.tls.Clone()
 		}
 		if cfg.ServerName == "" {
@@ -273,11 +281,18 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []
 	}()
 	resp := fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseResponse(resp)
-	rerr := resp.ReadLimitBody(bufio.NewReader(conn), maxAnswer)
+	in := &readErrRecorder{r: conn}
+	rerr := resp.ReadLimitBody(bufio.NewReader(in), maxAnswer)
 	raw.Close() // ends a write still going on after an early answer
 	werr := <-wrote
 	if rerr != nil {
 		if errors.Is(rerr, io.EOF) || errors.Is(rerr, io.ErrUnexpectedEOF) {
+			// fasthttp reports any error on the first byte as EOF; the
+			// connection's own error says more, such as a TLS 1.3 server
+			// refusing the client's certificate after the handshake.
+			if in.err != nil && !errors.Is(in.err, io.EOF) {
+				return 0, "", nil, in.err
+			}
 			if werr != nil {
 				return 0, "", nil, werr
 			}
@@ -286,6 +301,20 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []
 		return 0, "", nil, rerr
 	}
 	return resp.StatusCode(), string(resp.Header.Peek(ExceptionCodeHeader)), bytes.Clone(resp.Body()), nil
+}
+
+// readErrRecorder keeps the first error of the reader it wraps.
+type readErrRecorder struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErrRecorder) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
 
 // deadlineErr turns a dial or handshake error caused by the deadline into

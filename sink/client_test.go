@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"chute/internal/testcerts"
 )
 
 // fakeClickHouse is an HTTP server on 127.0.0.1:0 that answers as a test
@@ -299,11 +301,74 @@ func TestClient_Insert_TLS(t *testing.T) {
 	if req := f.lastRequest(t); string(req.Body) != `{"a":1}` || req.Auth != "Basic dTpw" {
 		t.Errorf("request over TLS: %+v", req)
 	}
-	// Without the test CA the certificate is refused: transient, as any
-	// failure to reach the server.
+	// Without the test CA the certificate is refused: a config error,
+	// which no retry alone cures, saying what to check.
 	res = NewClient(ClientConfig{Timeout: 5 * time.Second}).Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
-	if res.OK() || res.Err == nil {
-		t.Fatalf("got %+v, want a certificate error", res)
+	var unknownCA x509.UnknownAuthorityError
+	if res.OK() || res.Class != ClassConfig || !errors.As(res.Err, &unknownCA) {
+		t.Fatalf("got %+v, want a config error wrapping x509.UnknownAuthorityError", res)
+	}
+	if !strings.Contains(res.Message, "certificate signed by unknown authority") || !strings.Contains(res.Message, "--clickhouse-ca-file") {
+		t.Errorf("message %q: want the cause and the flag to check", res.Message)
+	}
+	// The endpoint's TLS configuration wins over the client's.
+	ep.TLSConfig = &tls.Config{RootCAs: pool}
+	if res := NewClient(ClientConfig{Timeout: 5 * time.Second}).Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, ""); !res.OK() {
+		t.Fatalf("with Endpoint.TLSConfig: got %+v, want OK", res)
+	}
+}
+
+// A server that demands a client certificate and gets none refuses the
+// connection: in TLS 1.2 during the handshake, in TLS 1.3 at the first
+// read after it (which fasthttp alone reports as EOF). Both are config
+// errors that point at the client certificate; with one it works.
+func TestClient_Insert_TLSClientCertificate(t *testing.T) {
+	ca := testcerts.NewCA(t, "test CA")
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.Cert)
+	serverPair := ca.Issue(t, "server", "127.0.0.1")
+	serverCert, err := tls.X509KeyPair(serverPair.CertPEM, serverPair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientPair := ca.Issue(t, "chute", "127.0.0.1")
+	clientCert, err := tls.X509KeyPair(clientPair.CertPEM, clientPair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		t.Run(tls.VersionName(version), func(t *testing.T) {
+			f := &fakeClickHouse{}
+			f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+			f.srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			f.srv.TLS = &tls.Config{Certificates: []tls.Certificate{serverCert}, ClientAuth: tls.RequireAndVerifyClientCert,
+				ClientCAs: pool, MinVersion: version, MaxVersion: version}
+			f.srv.StartTLS()
+			t.Cleanup(f.srv.Close)
+			c := NewClient(ClientConfig{Timeout: 5 * time.Second})
+			ep := f.endpoint("", "")
+			ep.TLSConfig = &tls.Config{RootCAs: pool}
+			res := c.Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+			if res.Class != ClassConfig || !strings.Contains(res.Message, "--clickhouse-cert-file") {
+				t.Fatalf("without a client certificate: got %+v, want a config error naming --clickhouse-cert-file", res)
+			}
+			t.Logf("without a client certificate: %s", res.Message)
+			ep.TLSConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{clientCert}}
+			if res := c.Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, ""); !res.OK() {
+				t.Fatalf("with a client certificate: got %+v, want OK", res)
+			}
+		})
+	}
+}
+
+// An https URL pointing at a plain HTTP port is a config error.
+func TestClient_Insert_TLSToPlainHTTP(t *testing.T) {
+	f := newFakeClickHouse(t, false)
+	ep := f.endpoint("", "")
+	ep.TLS = true
+	res := NewClient(ClientConfig{Timeout: 5 * time.Second}).Insert(context.Background(), ep, "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
+	if res.Class != ClassConfig || !strings.Contains(res.Message, "https_port") {
+		t.Fatalf("got %+v, want a config error saying the port does not speak TLS", res)
 	}
 }
 

@@ -1,11 +1,12 @@
 // Package sink owns talking to ClickHouse over its HTTP interface: which
 // table a queue names (target.go), the clickhouse_url (url.go), the request
 // line of one batch (request.go), sending it with fasthttp (client.go),
-// sorting the answer (classify.go), finding the rows ClickHouse refuses in a
-// batch (bisect.go), checking a value at put time (validate.go) and keeping
-// passwords out of everything it returns or logs (redact.go). dispatch owns
-// the queues, the batching, the retry timers and the dead letters; it calls
-// this package and nothing here holds state between calls.
+// sorting the answer or the failure to get one (classify.go), finding the
+// rows ClickHouse refuses in a batch (bisect.go), checking a value at put
+// time (validate.go) and keeping passwords out of everything it returns or
+// logs (redact.go). dispatch owns the queues, the batching, the retry
+// timers and the dead letters; it calls this package and nothing here
+// holds state between calls.
 //
 // # Targets
 //
@@ -52,7 +53,27 @@
 // 72), an unknown table with a 404 (60) and a wrong password with a 401
 // (193); the code, not the status, decides. Unknown codes: a message that
 // points at a row ("(at row N)") is data, then 400 and 413 are data, 5xx,
-// 408 and 429 transient, and every other status config.
+// 408 and 429 transient, and every other status config. No answer at all
+// (refused, reset, timed out) is transient, except a TLS failure (see
+// TLS).
+//
+// # TLS
+//
+// An https:// endpoint speaks TLS with Endpoint.TLSConfig, else the
+// Client's ClientConfig.TLSConfig, else the system's roots; the server
+// name is the URL's host unless the configuration names another. The
+// caller attaches the configuration to the Endpoint at every batch, so a
+// reloaded CA or client certificate takes effect at the next one. A
+// certificate that does not verify, either way, is ClassConfig, not
+// transient: an unknown authority (x509.UnknownAuthorityError), a name the
+// certificate lacks (x509.HostnameError), an expired or unfit certificate
+// (x509.CertificateInvalidError), any other *tls.CertificateVerificationError,
+// a server that refuses the client's certificate (its TLS alert: 18.16
+// answers a missing one with "handshake failure" in TLS 1.2 and
+// "certificate required" in TLS 1.3, after the handshake), and a port that
+// does not speak TLS at all. Result.Err wraps the crypto/tls or x509
+// error, and Result.Message ends with what to check, naming chute's flag
+// ("check --clickhouse-ca-file: ...").
 //
 // # Bisection
 //

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -36,6 +37,11 @@ type Endpoint struct {
 	// User and Password come from the URL's user info; both empty means
 	// no Authorization header.
 	User, Password string
+	// TLSConfig verifies the server of an https endpoint and may hold a
+	// client certificate; ServerName is filled from Addr's host when
+	// empty. The Client clones it and never changes it. ParseURL leaves
+	// it nil, which means the Client's ClientConfig.TLSConfig.
+	TLSConfig *tls.Config
 }
 
 // ParseURL reads a clickhouse_url:

@@ -18,6 +18,7 @@ import (
 
 	"chute/internal/tlsfiles"
 	chuteotel "chute/otel"
+	"chute/sink"
 )
 
 // Config is everything a node needs to start. loadConfig builds it from the
@@ -74,6 +75,21 @@ type Config struct {
 	// ClickHouseDB is the database for ch: queue names without a "db." part.
 	// Default "default". Empty is invalid.
 	ClickHouseDB string
+
+	// ClickHouseCAFile is a PEM bundle of the CAs that verify ClickHouse's
+	// certificate on an https ClickHouseURL; read at start and at every
+	// reload. Empty: the system's roots.
+	ClickHouseCAFile string
+
+	// ClickHouseCertFile and ClickHouseKeyFile are the PEM client
+	// certificate and key shown to ClickHouse over https, both or
+	// neither; read at start and at every reload. Empty: no client
+	// certificate.
+	ClickHouseCertFile, ClickHouseKeyFile string
+
+	// ClickHouseServerName is the name ClickHouse's certificate must hold,
+	// instead of ClickHouseURL's host. Empty: the URL's host.
+	ClickHouseServerName string
 
 	// MetricsListen is the host:port of the HTTP server for /metrics,
 	// /healthz, /readyz and /status. Default 127.0.0.1:9379. Empty: no such
@@ -265,6 +281,23 @@ func (c Config) Validate() error {
 	if c.ClickHouseDB == "" {
 		bad("clickhouse-db", "must not be empty")
 	}
+	if c.clickhouseTLSSet() {
+		if ep, err := sink.ParseURL(c.ClickHouseURL); err != nil || !ep.TLS {
+			for _, o := range []struct{ flag, value string }{
+				{"clickhouse-ca-file", c.ClickHouseCAFile},
+				{"clickhouse-cert-file", c.ClickHouseCertFile},
+				{"clickhouse-key-file", c.ClickHouseKeyFile},
+				{"clickhouse-server-name", c.ClickHouseServerName},
+			} {
+				if o.value != "" {
+					bad(o.flag, "needs an https:// --clickhouse-url")
+				}
+			}
+		}
+		if _, err := c.clickhouseTLS(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	switch c.LogLevel {
 	case slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError:
 	default:
@@ -390,6 +423,10 @@ func options(c *Config) []option {
 		{"gossip-key", "base64", (*stringValue)(&c.GossipKey), "AES key of 16, 24 or 32 bytes that encrypts gossip", ""},
 		{"clickhouse-url", "url", (*stringValue)(&c.ClickHouseURL), "ClickHouse HTTP interface, http[s]://[user:pass@]host[:port]", ""},
 		{"clickhouse-db", "name", (*stringValue)(&c.ClickHouseDB), "database for ch: queue names without a db. part", ""},
+		{"clickhouse-ca-file", "path", (*stringValue)(&c.ClickHouseCAFile), "PEM CA bundle that verifies an https ClickHouse; re-read on SIGHUP", "the system's roots"},
+		{"clickhouse-cert-file", "path", (*stringValue)(&c.ClickHouseCertFile), "PEM client certificate for an https ClickHouse, with --clickhouse-key-file; re-read on SIGHUP", ""},
+		{"clickhouse-key-file", "path", (*stringValue)(&c.ClickHouseKeyFile), "PEM key of --clickhouse-cert-file; re-read on SIGHUP", ""},
+		{"clickhouse-server-name", "name", (*stringValue)(&c.ClickHouseServerName), "name ClickHouse's certificate must hold", "the URL's host"},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},

@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"chute/internal/testcerts"
 )
 
 // envOf returns a getenv that reads m.
@@ -96,41 +100,67 @@ func TestLoadConfig_defaults(t *testing.T) {
 }
 
 // optionCase sets one option to value and says what that does to a Config.
+// needs are the environment variables of the other options it cannot go
+// without (an https URL for the TLS files), set in every source.
 type optionCase struct {
 	name  string
 	value string
 	want  func(c *Config)
+	needs map[string]string
+}
+
+// tlsFiles writes a CA and a client certificate and key into a temporary
+// directory and returns their paths.
+func tlsFiles(t *testing.T) (ca, cert, key string) {
+	t.Helper()
+	dir := t.TempDir()
+	authority := testcerts.NewCA(t, "clickhouse CA")
+	cert, key = authority.Issue(t, "chute", "127.0.0.1").Write(t, dir, "client")
+	return authority.WriteCA(t, dir, "ca"), cert, key
 }
 
 // everyOption sets each of chute's options, except --config, to a value
 // other than its default.
-func everyOption() []optionCase {
+func everyOption(t *testing.T) []optionCase {
+	caFile, certFile, keyFile := tlsFiles(t)
+	const https = "https://ch:8443"
+	withURL := func(f func(c *Config)) func(c *Config) {
+		return func(c *Config) { c.ClickHouseURL = https; f(c) }
+	}
 	return []optionCase{
-		{"name", "n1", func(c *Config) { c.Name = "n1" }},
-		{"cluster", "c1", func(c *Config) { c.Cluster = "c1" }},
+		{"name", "n1", func(c *Config) { c.Name = "n1" }, nil},
+		{"cluster", "c1", func(c *Config) { c.Cluster = "c1" }, nil},
 		{"listen-client-urls", "http://10.0.0.1:1, http://h:2", func(c *Config) {
 			c.ListenClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
 			c.AdvertiseClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
-		}},
-		{"advertise-client-urls", "http://a:1,http://b:2", func(c *Config) { c.AdvertiseClientURLs = []string{"http://a:1", "http://b:2"} }},
+		}, nil},
+		{"advertise-client-urls", "http://a:1,http://b:2", func(c *Config) { c.AdvertiseClientURLs = []string{"http://a:1", "http://b:2"} }, nil},
 		{"listen-peer-urls", "http://10.0.0.1:3", func(c *Config) {
 			c.ListenPeerURLs = []string{"http://10.0.0.1:3"}
 			c.AdvertisePeerURLs = []string{"http://10.0.0.1:3"}
-		}},
-		{"advertise-peer-urls", "https://p:4", func(c *Config) { c.AdvertisePeerURLs = []string{"https://p:4"} }},
-		{"gossip-listen", "10.0.0.1:7000", func(c *Config) { c.GossipListen = "10.0.0.1:7000"; c.GossipAdvertise = "10.0.0.1:7000" }},
-		{"gossip-advertise", "1.2.3.4:7001", func(c *Config) { c.GossipAdvertise = "1.2.3.4:7001" }},
-		{"join", "a:1, b.example:2", func(c *Config) { c.Join = []string{"a:1", "b.example:2"} }},
-		{"gossip-key", key(32), func(c *Config) { c.GossipKey = key(32) }},
-		{"clickhouse-url", "http://u:p@ch:8123", func(c *Config) { c.ClickHouseURL = "http://u:p@ch:8123" }},
-		{"clickhouse-db", "analytics", func(c *Config) { c.ClickHouseDB = "analytics" }},
-		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }},
-		{"log-level", "debug", func(c *Config) { c.LogLevel = slog.LevelDebug }},
-		{"max-request-bytes", "2097152", func(c *Config) { c.MaxRequestBytes = 2097152 }},
-		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }},
-		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }},
-		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }},
-		{"gossip-profile", "fast", func(c *Config) { c.GossipProfile = "fast" }},
+		}, nil},
+		{"advertise-peer-urls", "https://p:4", func(c *Config) { c.AdvertisePeerURLs = []string{"https://p:4"} }, nil},
+		{"gossip-listen", "10.0.0.1:7000", func(c *Config) { c.GossipListen = "10.0.0.1:7000"; c.GossipAdvertise = "10.0.0.1:7000" }, nil},
+		{"gossip-advertise", "1.2.3.4:7001", func(c *Config) { c.GossipAdvertise = "1.2.3.4:7001" }, nil},
+		{"join", "a:1, b.example:2", func(c *Config) { c.Join = []string{"a:1", "b.example:2"} }, nil},
+		{"gossip-key", key(32), func(c *Config) { c.GossipKey = key(32) }, nil},
+		{"clickhouse-url", "http://u:p@ch:8123", func(c *Config) { c.ClickHouseURL = "http://u:p@ch:8123" }, nil},
+		{"clickhouse-db", "analytics", func(c *Config) { c.ClickHouseDB = "analytics" }, nil},
+		{"clickhouse-ca-file", caFile, withURL(func(c *Config) { c.ClickHouseCAFile = caFile }),
+			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
+		{"clickhouse-cert-file", certFile, withURL(func(c *Config) { c.ClickHouseCertFile, c.ClickHouseKeyFile = certFile, keyFile }),
+			map[string]string{"CHUTE_CLICKHOUSE_URL": https, "CHUTE_CLICKHOUSE_KEY_FILE": keyFile}},
+		{"clickhouse-key-file", keyFile, withURL(func(c *Config) { c.ClickHouseCertFile, c.ClickHouseKeyFile = certFile, keyFile }),
+			map[string]string{"CHUTE_CLICKHOUSE_URL": https, "CHUTE_CLICKHOUSE_CERT_FILE": certFile}},
+		{"clickhouse-server-name", "ch.internal", withURL(func(c *Config) { c.ClickHouseServerName = "ch.internal" }),
+			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
+		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
+		{"log-level", "debug", func(c *Config) { c.LogLevel = slog.LevelDebug }, nil},
+		{"max-request-bytes", "2097152", func(c *Config) { c.MaxRequestBytes = 2097152 }, nil},
+		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }, nil},
+		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }, nil},
+		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }, nil},
+		{"gossip-profile", "fast", func(c *Config) { c.GossipProfile = "fast" }, nil},
 	}
 }
 
@@ -143,14 +173,14 @@ func TestLoadConfig_everyOptionIsTested(t *testing.T) {
 		if slices.ContainsFunc(tlsOptions(t), func(e optionCase) bool { return e.name == o.name }) {
 			continue // TestLoadConfig_tlsOptions: they need each other
 		}
-		if !slices.ContainsFunc(everyOption(), func(e optionCase) bool { return e.name == o.name }) {
+		if !slices.ContainsFunc(everyOption(t), func(e optionCase) bool { return e.name == o.name }) {
 			t.Errorf("option --%s has no case in everyOption", o.name)
 		}
 	}
 }
 
 func TestLoadConfig_everyOption(t *testing.T) {
-	for _, tc := range everyOption() {
+	for _, tc := range everyOption(t) {
 		want := DefaultConfig()
 		tc.want(&want)
 		want.fillAdvertise()
@@ -176,7 +206,12 @@ func TestLoadConfig_everyOption(t *testing.T) {
 				} else {
 					want.ConfigFile = ""
 				}
-				got, _ := mustLoad(t, args, s.env)
+				env := maps.Clone(tc.needs)
+				if env == nil {
+					env = map[string]string{}
+				}
+				maps.Copy(env, s.env)
+				got, _ := mustLoad(t, args, env)
 				if !reflect.DeepEqual(got, want) {
 					t.Fatalf("got %+v, want %+v", got, want)
 				}
@@ -925,4 +960,90 @@ func FuzzLoadConfig_args(f *testing.F) {
 			t.Fatalf("loadConfig(%q): got ignored %q, want each once, sorted", s, ignored)
 		}
 	})
+}
+
+// Each ClickHouse TLS flag without what it needs (a readable file that
+// parses, its other half, an https URL) makes run exit 2 with a message
+// naming the flag, and never the URL, which may hold a password.
+func TestRun_clickhouseTLSErrors(t *testing.T) {
+	caFile, certFile, keyFile := tlsFiles(t)
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.pem")
+	if err := os.WriteFile(junk, []byte("not PEM\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A certificate with the key of another.
+	_, otherCert, _ := tlsFiles(t)
+	const secret = "s3cret-pw"
+	https := "https://u:" + secret + "@ch.example:8443"
+	plain := "http://u:" + secret + "@ch.example:8123"
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"ca file missing", []string{"--clickhouse-url", https, "--clickhouse-ca-file", filepath.Join(dir, "nope.pem")},
+			[]string{"--clickhouse-ca-file", "no such file"}},
+		{"ca file a directory", []string{"--clickhouse-url", https, "--clickhouse-ca-file", dir},
+			[]string{"--clickhouse-ca-file", "is a directory"}},
+		{"ca file not PEM", []string{"--clickhouse-url", https, "--clickhouse-ca-file", junk},
+			[]string{"--clickhouse-ca-file", "holds no PEM certificate"}},
+		{"cert without key", []string{"--clickhouse-url", https, "--clickhouse-cert-file", certFile},
+			[]string{"--clickhouse-cert-file: needs --clickhouse-key-file"}},
+		{"key without cert", []string{"--clickhouse-url", https, "--clickhouse-key-file", keyFile},
+			[]string{"--clickhouse-key-file: needs --clickhouse-cert-file"}},
+		{"cert file missing", []string{"--clickhouse-url", https, "--clickhouse-cert-file", filepath.Join(dir, "nope.pem"), "--clickhouse-key-file", keyFile},
+			[]string{"--clickhouse-cert-file", "no such file"}},
+		{"key file missing", []string{"--clickhouse-url", https, "--clickhouse-cert-file", certFile, "--clickhouse-key-file", filepath.Join(dir, "nope.pem")},
+			[]string{"--clickhouse-key-file", "no such file"}},
+		{"key file not PEM", []string{"--clickhouse-url", https, "--clickhouse-cert-file", certFile, "--clickhouse-key-file", junk},
+			[]string{"--clickhouse-cert-file, --clickhouse-key-file"}},
+		{"key of another certificate", []string{"--clickhouse-url", https, "--clickhouse-cert-file", otherCert, "--clickhouse-key-file", keyFile},
+			[]string{"--clickhouse-cert-file, --clickhouse-key-file", "private key does not match public key"}},
+		{"ca file with http", []string{"--clickhouse-url", plain, "--clickhouse-ca-file", caFile},
+			[]string{"--clickhouse-ca-file: needs an https:// --clickhouse-url"}},
+		{"cert and key with http", []string{"--clickhouse-url", plain, "--clickhouse-cert-file", certFile, "--clickhouse-key-file", keyFile},
+			[]string{"--clickhouse-cert-file: needs an https://", "--clickhouse-key-file: needs an https://"}},
+		{"server name without URL", []string{"--clickhouse-server-name", "ch.internal"},
+			[]string{"--clickhouse-server-name: needs an https:// --clickhouse-url"}},
+		{"ca file with a bare host", []string{"--clickhouse-url", "u:" + secret + "@ch.example", "--clickhouse-ca-file", caFile},
+			[]string{"--clickhouse-ca-file: needs an https://"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(tc.args, envOf(nil), &stdout, &stderr); code != exitUsage {
+				t.Fatalf("got exit code %d, want %d; stderr %q", code, exitUsage, stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("got stderr %q, want it to contain %q", stderr.String(), w)
+				}
+			}
+			if strings.Contains(stderr.String(), secret) {
+				t.Errorf("stderr %q shows the URL's password", stderr.String())
+			}
+		})
+	}
+}
+
+func TestConfig_clickhouseTLS(t *testing.T) {
+	caFile, certFile, keyFile := tlsFiles(t)
+	c := DefaultConfig()
+	if cfg, err := c.clickhouseTLS(); cfg != nil || err != nil {
+		t.Fatalf("no TLS option: got %v, %v; want nil, nil", cfg, err)
+	}
+	c.ClickHouseURL = "https://ch:8443"
+	c.ClickHouseCAFile, c.ClickHouseCertFile, c.ClickHouseKeyFile, c.ClickHouseServerName = caFile, certFile, keyFile, "ch.internal"
+	cfg, err := c.clickhouseTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.RootCAs == nil || len(cfg.Certificates) != 1 || cfg.ServerName != "ch.internal" || cfg.MinVersion != tls.VersionTLS12 {
+		t.Fatalf("got RootCAs %v, %d certificates, ServerName %q, MinVersion %x", cfg.RootCAs, len(cfg.Certificates), cfg.ServerName, cfg.MinVersion)
+	}
+	c.ClickHouseCAFile = ""
+	if cfg, err := c.clickhouseTLS(); err != nil || cfg.RootCAs != nil {
+		t.Fatalf("no CA file: got RootCAs %v, %v; want nil (the system's roots)", cfg.RootCAs, err)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -51,11 +52,13 @@ type node struct {
 	tls        tlsSources
 }
 
-// clickhouseSettings are the ClickHouse URL and database, read by the
-// queues at every batch and changed by a reload.
+// clickhouseSettings are the ClickHouse URL, database and TLS
+// configuration, read by the queues at every batch and changed by a
+// reload.
 type clickhouseSettings struct {
-	mu      sync.Mutex // guards url and db
+	mu      sync.Mutex // guards url, db and tls
 	url, db string
+	tls     *tls.Config // nil: the system's roots, no client certificate
 }
 
 func (c *clickhouseSettings) get() (string, string) {
@@ -64,17 +67,35 @@ func (c *clickhouseSettings) get() (string, string) {
 	return c.url, c.db
 }
 
-// update applies a reloaded configuration: an empty URL keeps the old one.
-func (c *clickhouseSettings) update(url, db string, logger *slog.Logger) {
+func (c *clickhouseSettings) tlsConfig() *tls.Config {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	changed := (url != "" && url != c.url) || db != c.db
+	return c.tls
+}
+
+// update applies a reloaded configuration: an empty URL keeps the old one
+// with its TLS configuration; otherwise the TLS files are read again, so
+// a renewed CA or client certificate applies from the next batch. When
+// they cannot be read nothing changes.
+func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
+	var tlsCfg *tls.Config
+	if next.ClickHouseURL != "" {
+		var err error
+		if tlsCfg, err = next.clickhouseTLS(); err != nil {
+			logger.Error("configuration not reloaded: ClickHouse TLS files cannot be used", "err", err)
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	url, db := next.ClickHouseURL, next.ClickHouseDB
+	changed := (url != "" && url != c.url) || db != c.db || tlsCfg != nil || (url != "" && c.tls != nil)
 	if url != "" {
-		c.url = url
+		c.url, c.tls = url, tlsCfg
 	}
 	c.db = db
 	if changed {
-		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db)
+		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil)
 	} else {
 		logger.Info("configuration reloaded: nothing that applies while running changed")
 	}
@@ -88,8 +109,9 @@ func (c *clickhouseSettings) update(url, db string, logger *slog.Logger) {
 // telemetry.
 //
 // Configurations arriving on reload (SIGHUP; nil: none) change the
-// ClickHouse URL and database from the next batch on; an empty URL in the
-// new configuration keeps the old one. Other settings need a restart.
+// ClickHouse URL, database and TLS files from the next batch on; an empty
+// URL in the new configuration keeps the old one. Other settings need a
+// restart.
 func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan Config) error {
 	n, err := newNode(cfg, logger)
 	if err != nil {
@@ -107,7 +129,7 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 		select {
 		case <-ctx.Done():
 		case next := <-reload:
-			n.clickhouse.update(next.ClickHouseURL, next.ClickHouseDB, logger)
+			n.clickhouse.update(next, logger)
 			n.tls.reload(logger)
 		case err := <-n.httpErr:
 			runErr = fmt.Errorf("metrics listener: %w", err)
@@ -186,13 +208,18 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 
-	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB}
+	chTLS, err := cfg.clickhouseTLS()
+	if err != nil {
+		return nil, err
+	}
+	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: chTLS}
 	if n.queues, err = dispatch.New(dispatch.Config{
 		MemberID:        memberID,
 		Boot:            boot,
 		ClusterID:       clusterID,
 		PeerCredentials: peerCreds,
 		ClickHouse:      n.clickhouse.get,
+		ClickHouseTLS:   n.clickhouse.tlsConfig,
 		Meter:           providers.MeterProvider(),
 		Tracer:          providers.TracerProvider(),
 		Logger:          logger.With("component", "dispatch"),

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +17,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"chute/internal/testcerts"
 )
 
 // freeAddr returns a loopback host:port that was free a moment ago.
@@ -175,12 +179,60 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 
 func TestClickhouseSettings_update(t *testing.T) {
 	c := &clickhouseSettings{url: "http://a:8123", db: "default"}
-	c.update("", "analytics", slog.New(slog.DiscardHandler))
+	c.update(Config{ClickHouseDB: "analytics"}, slog.New(slog.DiscardHandler))
 	if u, db := c.get(); u != "http://a:8123" || db != "analytics" {
 		t.Fatalf("empty url: got %q %q, want the old url and the new db", u, db)
 	}
-	c.update("http://b:8123", "analytics", slog.New(slog.DiscardHandler))
+	c.update(Config{ClickHouseURL: "http://b:8123", ClickHouseDB: "analytics"}, slog.New(slog.DiscardHandler))
 	if u, _ := c.get(); u != "http://b:8123" {
 		t.Fatalf("new url: got %q", u)
 	}
+}
+
+// A reload reads the TLS files again, so a renewed CA applies from the
+// next batch; files that cannot be used leave every setting as it was.
+func TestClickhouseSettings_update_tlsFiles(t *testing.T) {
+	dir := t.TempDir()
+	first := testcerts.NewCA(t, "first")
+	caFile := first.WriteCA(t, dir, "ca")
+	next := Config{ClickHouseURL: "https://ch:8443", ClickHouseDB: "default", ClickHouseCAFile: caFile}
+	c := &clickhouseSettings{url: "http://ch:8123", db: "default"}
+	c.update(next, slog.New(slog.DiscardHandler))
+	cfg := c.tlsConfig()
+	if u, _ := c.get(); u != next.ClickHouseURL || cfg == nil || !cfg.RootCAs.Equal(pool(first)) {
+		t.Fatalf("https with a CA file: got %q and %+v, want the new URL and the first CA", u, cfg)
+	}
+
+	second := testcerts.NewCA(t, "second")
+	second.WriteCA(t, dir, "ca") // renewed in place
+	c.update(next, slog.New(slog.DiscardHandler))
+	if cfg := c.tlsConfig(); cfg == nil || !cfg.RootCAs.Equal(pool(second)) {
+		t.Fatalf("after the CA file changed: got %+v, want the second CA", cfg)
+	}
+
+	if err := os.WriteFile(caFile, []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var log syncBuffer
+	c.update(Config{ClickHouseURL: "https://other:8443", ClickHouseDB: "analytics", ClickHouseCAFile: caFile}, slog.New(slog.NewTextHandler(&log, nil)))
+	if u, db := c.get(); u != next.ClickHouseURL || db != "default" || !c.tlsConfig().RootCAs.Equal(pool(second)) {
+		t.Fatalf("after a bad CA file: got %q %q, want every setting as it was", u, db)
+	}
+	if !strings.Contains(log.String(), "configuration not reloaded") || !strings.Contains(log.String(), "--clickhouse-ca-file") {
+		t.Errorf("log %q: want the reload refused, naming the flag", log.String())
+	}
+
+	// Back to plain http: no TLS configuration any more.
+	c.update(Config{ClickHouseURL: "http://ch:8123", ClickHouseDB: "default"}, slog.New(slog.DiscardHandler))
+	if c.tlsConfig() != nil {
+		t.Fatal("plain http after https: the TLS configuration stayed")
+	}
+}
+
+func pool(cas ...*testcerts.CA) *x509.CertPool {
+	p := x509.NewCertPool()
+	for _, ca := range cas {
+		p.AddCert(ca.Cert)
+	}
+	return p
 }

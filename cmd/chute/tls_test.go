@@ -51,38 +51,38 @@ func tlsOptions(t *testing.T) []optionCase {
 		{"listen-client-urls", "https://127.0.0.1:1", func(c *Config) {
 			c.ListenClientURLs = []string{"https://127.0.0.1:1"}
 			c.AdvertiseClientURLs = c.ListenClientURLs
-		}},
+		}, nil},
 		{"listen-peer-urls", "https://127.0.0.1:2", func(c *Config) {
 			c.ListenPeerURLs = []string{"https://127.0.0.1:2"}
 			c.AdvertisePeerURLs = c.ListenPeerURLs
-		}},
-		{"cert-file", f.cert, func(c *Config) { c.ClientTLS.CertFile = f.cert }},
-		{"key-file", f.key, func(c *Config) { c.ClientTLS.KeyFile = f.key }},
-		{"client-cert-auth", "true", func(c *Config) { c.ClientTLS.ClientCertAuth = true }},
-		{"trusted-ca-file", f.ca, func(c *Config) { c.ClientTLS.TrustedCAFile = f.ca }},
-		{"client-crl-file", f.crl, func(c *Config) { c.ClientTLS.CRLFile = f.crl }},
-		{"client-cert-allowed-hostname", "app.example", func(c *Config) { c.ClientTLS.AllowedHostname = "app.example" }},
-		{"peer-cert-file", f.cert, func(c *Config) { c.PeerTLS.CertFile = f.cert }},
-		{"peer-key-file", f.key, func(c *Config) { c.PeerTLS.KeyFile = f.key }},
-		{"peer-client-cert-auth", "true", func(c *Config) { c.PeerTLS.ClientCertAuth = true }},
-		{"peer-trusted-ca-file", f.ca, func(c *Config) { c.PeerTLS.TrustedCAFile = f.ca }},
-		{"peer-crl-file", f.crl, func(c *Config) { c.PeerTLS.CRLFile = f.crl }},
-		{"peer-cert-allowed-cn", "node", func(c *Config) { c.PeerTLS.AllowedCN = "node" }},
-		{"peer-cert-allowed-hostname", "127.0.0.1", func(c *Config) { c.PeerTLS.AllowedHostname = "127.0.0.1" }},
-		{"peer-client-cert-file", f.cert2, func(c *Config) { c.PeerTLS.ClientCertFile = f.cert2 }},
-		{"peer-client-key-file", f.key2, func(c *Config) { c.PeerTLS.ClientKeyFile = f.key2 }},
-		{"self-signed-cert-validity", "3", func(c *Config) { c.SelfSignedCertValidity = 3 }},
-		{"tls-min-version", "TLS1.2", func(c *Config) { c.TLSMinVersion = "TLS1.2" }},
-		{"tls-max-version", "TLS1.3", func(c *Config) { c.TLSMaxVersion = "TLS1.3" }},
+		}, nil},
+		{"cert-file", f.cert, func(c *Config) { c.ClientTLS.CertFile = f.cert }, nil},
+		{"key-file", f.key, func(c *Config) { c.ClientTLS.KeyFile = f.key }, nil},
+		{"client-cert-auth", "true", func(c *Config) { c.ClientTLS.ClientCertAuth = true }, nil},
+		{"trusted-ca-file", f.ca, func(c *Config) { c.ClientTLS.TrustedCAFile = f.ca }, nil},
+		{"client-crl-file", f.crl, func(c *Config) { c.ClientTLS.CRLFile = f.crl }, nil},
+		{"client-cert-allowed-hostname", "app.example", func(c *Config) { c.ClientTLS.AllowedHostname = "app.example" }, nil},
+		{"peer-cert-file", f.cert, func(c *Config) { c.PeerTLS.CertFile = f.cert }, nil},
+		{"peer-key-file", f.key, func(c *Config) { c.PeerTLS.KeyFile = f.key }, nil},
+		{"peer-client-cert-auth", "true", func(c *Config) { c.PeerTLS.ClientCertAuth = true }, nil},
+		{"peer-trusted-ca-file", f.ca, func(c *Config) { c.PeerTLS.TrustedCAFile = f.ca }, nil},
+		{"peer-crl-file", f.crl, func(c *Config) { c.PeerTLS.CRLFile = f.crl }, nil},
+		{"peer-cert-allowed-cn", "node", func(c *Config) { c.PeerTLS.AllowedCN = "node" }, nil},
+		{"peer-cert-allowed-hostname", "127.0.0.1", func(c *Config) { c.PeerTLS.AllowedHostname = "127.0.0.1" }, nil},
+		{"peer-client-cert-file", f.cert2, func(c *Config) { c.PeerTLS.ClientCertFile = f.cert2 }, nil},
+		{"peer-client-key-file", f.key2, func(c *Config) { c.PeerTLS.ClientKeyFile = f.key2 }, nil},
+		{"self-signed-cert-validity", "3", func(c *Config) { c.SelfSignedCertValidity = 3 }, nil},
+		{"tls-min-version", "TLS1.2", func(c *Config) { c.TLSMinVersion = "TLS1.2" }, nil},
+		{"tls-max-version", "TLS1.3", func(c *Config) { c.TLSMaxVersion = "TLS1.3" }, nil},
 		{"cipher-suites", "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256", func(c *Config) {
 			c.CipherSuites = []string{"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}
-		}},
-		{"metrics-cert-file", f.cert, func(c *Config) { c.MetricsCertFile = f.cert }},
-		{"metrics-key-file", f.key, func(c *Config) { c.MetricsKeyFile = f.key }},
+		}, nil},
+		{"metrics-cert-file", f.cert, func(c *Config) { c.MetricsCertFile = f.cert }, nil},
+		{"metrics-key-file", f.key, func(c *Config) { c.MetricsKeyFile = f.key }, nil},
 		// The two generated modes cannot go with the files above; each
 		// is loaded on its own in TestLoadConfig_autoTLS.
-		{"auto-tls", "true", nil},
-		{"peer-auto-tls", "true", nil},
+		{"auto-tls", "true", nil, nil},
+		{"peer-auto-tls", "true", nil, nil},
 	}
 }
 

@@ -30,6 +30,17 @@ type Options struct {
 	// 241. The default user keeps the defaults, so Exec, Query and Count
 	// still work. Needs User. Nil: the server's defaults.
 	Settings map[string]string
+
+	// TLSCertFile and TLSKeyFile, when set, are the PEM certificate and
+	// key of an https_port the server opens on a third free loopback
+	// port, next to plain HTTP (see HTTPSAddr). Both or neither. Empty: no
+	// https port.
+	TLSCertFile, TLSKeyFile string
+	// TLSClientCAFile, when set, makes the https port demand a client
+	// certificate signed by the CAs in this PEM file (OpenSSL's
+	// verificationMode strict). Needs TLSCertFile. Empty: no client
+	// certificate is asked for.
+	TLSClientCAFile string
 }
 
 // identRE matches what may be an XML element name in users.xml, where
@@ -53,6 +64,12 @@ func (o Options) validate() error {
 			return errors.New(`options: user "default" always exists; pick another name`)
 		}
 	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		return errors.New("options: TLSCertFile and TLSKeyFile go together")
+	}
+	if o.TLSClientCAFile != "" && o.TLSCertFile == "" {
+		return errors.New("options: TLSClientCAFile without TLSCertFile")
+	}
 	for name := range o.Settings {
 		if !identRE.MatchString(name) {
 			return fmt.Errorf("options: setting name %q: want letters, digits and _", name)
@@ -62,17 +79,25 @@ func (o Options) validate() error {
 }
 
 // ports are the loopback ports one server listens on. No interserver port:
-// 18.16 opens none when interserver_http_port is absent.
+// 18.16 opens none when interserver_http_port is absent. HTTPS is 0 when
+// the server has no https port.
 type ports struct {
-	HTTP, TCP int
+	HTTP, TCP, HTTPS int
 }
 
 // configTemplate is the whole server configuration. 18.16 needs nothing
 // else to start from an empty directory as root or as any other user: it
 // creates path, tmp_path and the log directory itself. Absent on purpose:
 // interserver_http_port, zookeeper, macros, remote_servers, query_log,
-// dictionaries, openSSL. Caches are small (they are allocated on demand
-// anyway) so several servers fit on a small machine.
+// dictionaries, and openSSL unless Options ask for TLS. Caches are small
+// (they are allocated on demand anyway) so several servers fit on a small
+// machine.
+//
+// TLS, as 18.16 takes it (checked here): https_port with
+// openSSL.server.certificateFile and privateKeyFile is enough, ECDSA keys
+// included; no dhParamsFile is needed (TLS 1.3 and ECDHE need none).
+// verificationMode none asks for no client certificate; strict with
+// caConfig refuses a connection without one signed by that CA.
 var configTemplate = template.Must(template.New("config.xml").Funcs(template.FuncMap{"x": xmlText}).Parse(
 	`<?xml version="1.0"?>
 <!-- Written by chute/internal/chtest for one test; removed with the test's temp dir. -->
@@ -88,6 +113,23 @@ var configTemplate = template.Must(template.New("config.xml").Funcs(template.Fun
     <listen_host>127.0.0.1</listen_host>
     <http_port>{{.Ports.HTTP}}</http_port>
     <tcp_port>{{.Ports.TCP}}</tcp_port>
+{{- if .TLS.TLSCertFile}}
+    <https_port>{{.Ports.HTTPS}}</https_port>
+    <openSSL>
+        <server>
+            <certificateFile>{{x .TLS.TLSCertFile}}</certificateFile>
+            <privateKeyFile>{{x .TLS.TLSKeyFile}}</privateKeyFile>
+{{- if .TLS.TLSClientCAFile}}
+            <verificationMode>strict</verificationMode>
+            <caConfig>{{x .TLS.TLSClientCAFile}}</caConfig>
+{{- else}}
+            <verificationMode>none</verificationMode>
+{{- end}}
+            <loadDefaultCAFile>false</loadDefaultCAFile>
+            <cacheSessions>false</cacheSessions>
+        </server>
+    </openSSL>
+{{- end}}
     <path>{{x .Dir}}/data/</path>
     <tmp_path>{{x .Dir}}/tmp/</tmp_path>
     <user_files_path>{{x .Dir}}/user_files/</user_files_path>
@@ -158,7 +200,8 @@ func writeConfig(dir string, p ports, o Options) error {
 	if err := configTemplate.Execute(&cfg, struct {
 		Dir   string
 		Ports ports
-	}{dir, p}); err != nil {
+		TLS   Options
+	}{dir, p, o}); err != nil {
 		return err
 	}
 	var users strings.Builder

@@ -3,9 +3,11 @@
 // Start launches Debian's clickhouse-server (18.16 on the project's
 // machines) in a directory under t.TempDir() with a config it writes
 // there: it listens on two free ports of 127.0.0.1 only (HTTP and native
-// TCP; no interserver port), logs to log/ in that directory, keeps data in
-// data/, has small caches, 4 background merge threads and no ZooKeeper,
-// macros, clusters, query log or dictionaries. Start returns once GET /ping
+// TCP; no interserver port), and on a third for https when Options give
+// it a certificate (and may demand a client certificate), logs to log/ in
+// that directory, keeps data in data/, has small caches, 4 background
+// merge threads and no ZooKeeper, macros, clusters, query log or
+// dictionaries. Start returns once GET /ping
 // answers "Ok.\n" (polled, at most 30 s; about 0.1-0.5 s on an idle 2-core
 // machine, up to 10 s under load), and the test's cleanup stops the server
 // (SIGTERM, about 1 s; SIGKILL after 15 s) and, if the test failed, logs

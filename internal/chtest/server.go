@@ -109,7 +109,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 	t.Cleanup(func() { s.cleanup(t) })
 
 	for attempt := 1; ; attempt++ {
-		p, err := freePorts()
+		p, err := freePorts(o.TLSCertFile != "")
 		if err != nil {
 			t.Fatalf("chtest: %v", err)
 		}
@@ -141,18 +141,22 @@ func findBinary() (string, error) {
 	return "", errors.New(missingBinary)
 }
 
-// freePorts asks the kernel for two distinct free loopback ports. They are
-// released before the server binds them; launch reports errPortInUse if
-// another process was quicker.
-func freePorts() (ports, error) {
+// freePorts asks the kernel for two distinct free loopback ports, three
+// with https. They are released before the server binds them; launch
+// reports errPortInUse if another process was quicker.
+func freePorts(https bool) (ports, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
 			l.Close()
 		}
 	}()
+	n := 2
+	if https {
+		n = 3
+	}
 	var got []int
-	for range 2 {
+	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return ports{}, fmt.Errorf("free port: %w", err)
@@ -160,7 +164,11 @@ func freePorts() (ports, error) {
 		ls = append(ls, l)
 		got = append(got, l.Addr().(*net.TCPAddr).Port)
 	}
-	return ports{HTTP: got[0], TCP: got[1]}, nil
+	p := ports{HTTP: got[0], TCP: got[1]}
+	if https {
+		p.HTTPS = got[2]
+	}
+	return p, nil
 }
 
 // launch starts the binary on the written config and waits for /ping.
@@ -304,6 +312,15 @@ func (s *Server) HTTPAddr() string {
 // clickhouse-client --host 127.0.0.1 --port port.
 func (s *Server) TCPAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.TCP))
+}
+
+// HTTPSAddr is the server's https address, "127.0.0.1:port", or "" when
+// Options gave it no certificate.
+func (s *Server) HTTPSAddr() string {
+	if s.ports.HTTPS == 0 {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.HTTPS))
 }
 
 // URL is the server's HTTP base URL, "http://127.0.0.1:port", without

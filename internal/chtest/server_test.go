@@ -1,6 +1,8 @@
 package chtest
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"chute/internal/testcerts"
 )
 
 const createT = "CREATE TABLE t (id UInt64, s String) ENGINE = MergeTree ORDER BY id"
@@ -195,6 +199,11 @@ func TestOptions_validate(t *testing.T) {
 		{"settings", Options{User: "sink", Settings: map[string]string{"max_memory_usage": "1"}}, true},
 		{"settings without user", Options{Settings: map[string]string{"max_memory_usage": "1"}}, false},
 		{"bad setting name", Options{User: "sink", Settings: map[string]string{"<x>": "1"}}, false},
+		{"tls", Options{TLSCertFile: "c.pem", TLSKeyFile: "k.pem"}, true},
+		{"tls with client ca", Options{TLSCertFile: "c.pem", TLSKeyFile: "k.pem", TLSClientCAFile: "ca.pem"}, true},
+		{"tls cert without key", Options{TLSCertFile: "c.pem"}, false},
+		{"tls key without cert", Options{TLSKeyFile: "k.pem"}, false},
+		{"client ca without tls", Options{TLSClientCAFile: "ca.pem"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -248,5 +257,71 @@ func TestServer_Exec_error(t *testing.T) {
 	msg = failsWith(t, func(tb testing.TB) { s.Count(tb, "system.one WHERE 0 FORMAT JSON") })
 	if !strings.Contains(msg, "want a number") {
 		t.Fatalf("Count of JSON: got %q, want a number complaint", msg)
+	}
+}
+
+// pingTLS GETs /ping on the server's https port with cfg and returns the
+// body, or the error of the request.
+func pingTLS(s *Server, cfg *tls.Config) (string, error) {
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	resp, err := c.Get("https://" + s.HTTPSAddr() + "/ping")
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// An https port next to plain HTTP: the certificate given is the one
+// served, a client that does not trust its CA is refused, and HTTP still
+// answers.
+func TestStart_https(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "chtest CA")
+	cert, key := ca.Issue(t, "clickhouse", "127.0.0.1").Write(t, dir, "server")
+	s := Start(t, Options{TLSCertFile: cert, TLSKeyFile: key})
+	if s.HTTPSAddr() == "" || s.HTTPSAddr() == s.HTTPAddr() {
+		t.Fatalf("HTTPSAddr: got %q next to HTTP %q", s.HTTPSAddr(), s.HTTPAddr())
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	if body, err := pingTLS(s, &tls.Config{RootCAs: roots}); err != nil || body != "Ok.\n" {
+		t.Fatalf("ping over https: got %q, %v; want \"Ok.\\n\"", body, err)
+	}
+	other := x509.NewCertPool()
+	other.AddCert(testcerts.NewCA(t, "other CA").Cert)
+	if _, err := pingTLS(s, &tls.Config{RootCAs: other}); err == nil {
+		t.Fatal("ping over https with another CA: got no error")
+	}
+	if got := s.Query(t, "SELECT 1"); got != "1" {
+		t.Fatalf("Query over http: got %q", got)
+	}
+	if Start(t).HTTPSAddr() != "" {
+		t.Error("a server without a certificate has an https address")
+	}
+}
+
+// With TLSClientCAFile the https port takes only clients whose
+// certificate that CA signed.
+func TestStart_httpsClientCertificate(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca := testcerts.NewCA(t, "chtest CA")
+	cert, key := ca.Issue(t, "clickhouse", "127.0.0.1").Write(t, dir, "server")
+	s := Start(t, Options{TLSCertFile: cert, TLSKeyFile: key, TLSClientCAFile: ca.WriteCA(t, dir, "ca")})
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	if _, err := pingTLS(s, &tls.Config{RootCAs: roots}); err == nil {
+		t.Fatal("ping without a client certificate: got no error")
+	}
+	pair := ca.Issue(t, "chute", "127.0.0.1")
+	client, err := tls.X509KeyPair(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body, err := pingTLS(s, &tls.Config{RootCAs: roots, Certificates: []tls.Certificate{client}}); err != nil || body != "Ok.\n" {
+		t.Fatalf("ping with a client certificate: got %q, %v", body, err)
 	}
 }

@@ -30,8 +30,9 @@
 //     private ClickHouse (internal/chtest): etcdctl puts to rows, 30,000 rows
 //     over three nodes, dead letters, a 20 s outage, other databases and
 //     quoted names, passwords never leaking, unknown tables, refused values,
-//     no URL, SIGHUP reloading the URL; with an OTLP receiver, no password
-//     in any exported span either.
+//     no URL, SIGHUP reloading the URL, https with a CA file (a wrong CA
+//     is a config error in /status until SIGHUP re-reads the right one);
+//     with an OTLP receiver, no password in any exported span either.
 //   - tracing_test.go, metrics_test.go, status_cluster_test.go: the
 //     OpenTelemetry issue: one trace from an otelgrpc producer through the
 //     forward to the INSERT span (internal/otlptest receives over OTLP gRPC
