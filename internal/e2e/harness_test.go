@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -323,6 +324,11 @@ func launchChute(t testing.TB, extra, env []string) (*Proc, error) {
 
 	readyz := "http://" + p.MetricsAddr + "/readyz"
 	client := &http.Client{Timeout: time.Second}
+	if _, ok := flagValue(extra, "metrics-cert-file"); ok {
+		// Readiness only: the test checks the certificate itself.
+		readyz = "https://" + p.MetricsAddr + "/readyz"
+		client.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+	}
 	p.ready = func() error {
 		resp, err := client.Get(readyz)
 		if err != nil {

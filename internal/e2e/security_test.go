@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/big"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -480,5 +481,37 @@ func TestSecurity_certificateRotation(t *testing.T) {
 	defer cancel()
 	if _, err := cli.Put(ctx, "/rotated", "yes"); err != nil {
 		t.Fatalf("put after the rotation: %v", err)
+	}
+}
+
+// TestSecurity_metricsTLS serves the metrics port over HTTPS with
+// --metrics-cert-file/--metrics-key-file: /readyz and /metrics answer a
+// client that verifies the certificate; plain HTTP gets no metrics.
+func TestSecurity_metricsTLS(t *testing.T) {
+	t.Parallel()
+	pki := newCertSet(t, "metrics CA", "metrics")
+	p := StartChute(t, "--metrics-cert-file", pki.cert, "--metrics-key-file", pki.key)
+	pool := x509.NewCertPool()
+	pem, _ := os.ReadFile(pki.caFile)
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, path := range []string{"/readyz", "/metrics"} {
+		resp, err := client.Get("https://" + p.MetricsAddr + path)
+		if err != nil {
+			t.Fatalf("GET https %s: %v", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || len(body) == 0 {
+			t.Fatalf("GET https %s: %s, %d bytes", path, resp.Status, len(body))
+		}
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + p.MetricsAddr + "/metrics")
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || strings.Contains(string(body), "# TYPE") {
+			t.Fatalf("plain HTTP on the metrics port: %s, metrics served", resp.Status)
+		}
 	}
 }
