@@ -2,6 +2,11 @@
 // gRPC services over it (KV, Watch, Lease, Maintenance, Cluster), served on
 // every client URL.
 //
+// http:// and https:// client URLs share one gRPC server, as in etcd: the
+// listeners of https:// URLs mark their connections, and the server's
+// credentials (mixedCredentials) run the TLS handshake, with the
+// certificate and client verification of Config.TLS, on marked ones only.
+//
 // # Store
 //
 // Every write that changes something takes the next revision; a txn is one
