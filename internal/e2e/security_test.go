@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -512,6 +513,40 @@ func TestSecurity_metricsTLS(t *testing.T) {
 		_ = resp.Body.Close()
 		if resp.StatusCode == http.StatusOK || strings.Contains(string(body), "# TYPE") {
 			t.Fatalf("plain HTTP on the metrics port: %s, metrics served", resp.Status)
+		}
+	}
+}
+
+// TestSecurity_failClosedBinary runs the built binary with security flags
+// that cannot be honoured as given: each exits 2 before serving, naming
+// the flag.
+func TestSecurity_failClosedBinary(t *testing.T) {
+	t.Parallel()
+	pki := newCertSet(t, "ca", "node")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--listen-client-urls", "https://127.0.0.1:2379"}, "--listen-client-urls: https:// needs --cert-file"},
+		{[]string{"--listen-peer-urls", "https://127.0.0.1:2380"}, "--listen-peer-urls: https:// needs --peer-cert-file"},
+		{[]string{"--cert-file", pki.cert, "--key-file", pki.key}, "--cert-file: no https:// URL"},
+		{[]string{"--listen-client-urls", "https://127.0.0.1:2379", "--cert-file", pki.cert, "--key-file", pki.key, "--client-cert-auth"}, "--client-cert-auth: needs --trusted-ca-file"},
+		{[]string{"--peer-auto-tls"}, "--peer-auto-tls: --listen-peer-urls must be https://"},
+		{[]string{"--cors", "*"}, "cors: chute serves no HTTP gateway"},
+	}
+	for _, tc := range tests {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		cmd := exec.CommandContext(ctx, chuteBin, append([]string{"--name", "failclosed", "--metrics-listen", ""}, tc.args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Errorf("chute %q: got %v, want exit status 2 (stderr %q)", tc.args, err, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("chute %q: stderr %q does not contain %q", tc.args, stderr.String(), tc.want)
 		}
 	}
 }
