@@ -106,7 +106,9 @@ func chuteFlags(t testing.TB) flagSets {
 			continue
 		}
 		for _, f := range strings.Fields(line) {
-			fs.etcd[strings.TrimPrefix(f, "--")] = true
+			if name, ok := strings.CutPrefix(f, "--"); ok { // not the words of a heading
+				fs.etcd[name] = true
+			}
 		}
 	}
 	if !fs.own["name"] || !fs.own["join"] || !fs.own["config"] || !fs.etcd["data-dir"] {
