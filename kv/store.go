@@ -19,6 +19,7 @@ type storeConfig struct {
 	raftTerm         uint64
 	maxTxnOps        int
 	maxKeyBytes      int
+	maxRequestBytes  int
 	historyRevisions int64
 	minLeaseTTL      int64
 	tombstoneTTL     time.Duration
