@@ -9,6 +9,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/gossip/peerpb"
+	"chute/kv"
 )
 
 func TestParseRecord_epochRange(t *testing.T) {
@@ -79,6 +82,47 @@ func TestProduce_lastEpochNotClaimed(t *testing.T) {
 	}
 	if got := recordOn(a, "j"); got != last {
 		t.Fatalf("record: got %q, want %q", got, last)
+	}
+}
+
+func TestPeerLimits_checkPeerMessages(t *testing.T) {
+	l := peerLimits{maxKeyBytes: kv.DefaultMaxKeyBytes, maxRequestBytes: kv.DefaultMaxRequestBytes}
+	msg := func(queue, tail, value string, seq uint64) *peerpb.QueueMessage {
+		return &peerpb.QueueMessage{Queue: queue, Tail: tail, Value: []byte(value), Origin: 1, N: 1, Seq: seq}
+	}
+	many := make([]*peerpb.QueueMessage, peerCallMessages+1)
+	for i := range many {
+		many[i] = msg("jobs", fmt.Sprint(i), "v", 0)
+	}
+	longTail := strings.Repeat("t", kv.DefaultMaxKeyBytes-len("/q/jobs/p/")+1)
+	for _, tc := range []struct {
+		name  string
+		msgs  []*peerpb.QueueMessage
+		epoch uint64
+		want  codes.Code
+	}{
+		{"ok", []*peerpb.QueueMessage{msg("jobs", "a", "v", 0), msg("jobs", "b", "v", 5)}, 1, codes.OK},
+		{"longest key", []*peerpb.QueueMessage{msg("jobs", longTail[1:], "v", 0)}, 1, codes.OK},
+		{"largest value", []*peerpb.QueueMessage{msg("jobs", "a", strings.Repeat("v", kv.DefaultMaxRequestBytes), 0)}, 1, codes.OK},
+		{"last number within the lead", []*peerpb.QueueMessage{msg("jobs", "a", "v", (1+epochLead)<<32)}, 1, codes.OK},
+		{"too many", many, 1, codes.InvalidArgument},
+		{"two queues", []*peerpb.QueueMessage{msg("jobs", "a", "v", 0), msg("other", "a", "v", 0)}, 1, codes.InvalidArgument},
+		{"empty name", []*peerpb.QueueMessage{msg("", "a", "v", 0)}, 1, codes.InvalidArgument},
+		{"name with /", []*peerpb.QueueMessage{msg("a/b", "a", "v", 0)}, 1, codes.InvalidArgument},
+		{"empty tail", []*peerpb.QueueMessage{msg("jobs", "", "v", 0)}, 1, codes.InvalidArgument},
+		{"tail with /", []*peerpb.QueueMessage{msg("jobs", "a/b", "v", 0)}, 1, codes.InvalidArgument},
+		{"key too large", []*peerpb.QueueMessage{msg("jobs", longTail, "v", 0)}, 1, codes.InvalidArgument},
+		{"value too large", []*peerpb.QueueMessage{msg("jobs", "a", strings.Repeat("v", kv.DefaultMaxRequestBytes+1), 0)}, 1, codes.InvalidArgument},
+		{"number of no epoch", []*peerpb.QueueMessage{msg("jobs", "a", "v", math.MaxUint64)}, 1, codes.OutOfRange},
+		{"number far ahead", []*peerpb.QueueMessage{msg("jobs", "a", "v", (1+epochLead)<<32+1)}, 1, codes.OutOfRange},
+		{"ch row not an object", []*peerpb.QueueMessage{msg("ch:events", "a", "[1]", 0)}, 1, codes.InvalidArgument},
+		{"ch row", []*peerpb.QueueMessage{msg("ch:events", "a", `{"a":1}`, 0)}, 1, codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := status.Code(l.checkPeerMessages(tc.msgs, tc.epoch)); got != tc.want {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

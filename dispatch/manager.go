@@ -52,6 +52,12 @@ type Config struct {
 	// MaxQueueBytes caps the bytes (values and keys) a queue holds; a put
 	// over it is ResourceExhausted. Zero: 64 MiB.
 	MaxQueueBytes int64
+	// MaxKeyBytes and MaxRequestBytes are the client limits of kv
+	// (kv.Config), which messages from other members are held to as well:
+	// a producer key, a value. Zero: kv.DefaultMaxKeyBytes and
+	// kv.DefaultMaxRequestBytes.
+	MaxKeyBytes     int
+	MaxRequestBytes int
 	// ClickHouse returns the ClickHouse URL and default database, read at
 	// every batch so that a reloaded configuration takes effect at the next
 	// one. Nil or an empty URL: rows of ClickHouse queues stay queued.
@@ -89,6 +95,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = 64 << 20
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = kv.DefaultMaxKeyBytes
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = kv.DefaultMaxRequestBytes
 	}
 	if c.BatchRows == 0 {
 		c.BatchRows = 100000
@@ -546,8 +558,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			return err
 		}
 		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
-		m.hold(ctx, name, msgs)
-		return nil
+		return m.hold(ctx, name, msgs)
 	}
 }
 

@@ -177,9 +177,12 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		Boot:       boot,
 		ClusterID:  clusterID,
 		ClickHouse: n.clickhouse.get,
-		Meter:      providers.MeterProvider(),
-		Tracer:     providers.TracerProvider(),
-		Logger:     logger.With("component", "dispatch"),
+		// Messages from other members are held to the client limits.
+		MaxKeyBytes:     cfg.MaxKeyBytes,
+		MaxRequestBytes: cfg.MaxRequestBytes,
+		Meter:           providers.MeterProvider(),
+		Tracer:          providers.TracerProvider(),
+		Logger:          logger.With("component", "dispatch"),
 	}); err != nil {
 		return nil, err
 	}
