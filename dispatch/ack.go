@@ -137,16 +137,25 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 			q.backupMu.RUnlock()
 			continue
 		}
+		// Releases not sent yet go first in the frame, so the backup
+		// holds no more than the queue does, under the same byte cap.
+		q.mu.Lock()
+		released := q.released
+		q.released = nil
+		q.mu.Unlock()
 		var c *call
 		f, err := m.forwarderFor(b)
 		if err == nil {
-			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, copies)})
+			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, copies), Seqs: released})
 		}
 		q.backupMu.RUnlock()
 		if err == nil {
 			if err = c.wait(ctx, forwardTimeout); err == nil {
 				return nil
 			}
+		}
+		if status.Code(err) == codes.ResourceExhausted {
+			return err // the backup is full, as the queue would be: not its fault
 		}
 		m.passOver(q, b, err)
 	}

@@ -45,10 +45,27 @@ const releasedMemory = 4096
 const staleBackup = time.Minute
 
 // keepBackup applies a BACKUP, RELEASE or RESET frame from member from.
+// The copies kept for one dispatcher of a queue are held to the queue's
+// byte cap, as its messages are on the dispatcher: a frame that would go
+// over it keeps nothing and is answered errOverCap.
 func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
-	if b.Queue == "" {
-		return status.Error(codes.InvalidArgument, "dispatch: backup frame without a queue")
+	if !validQueueName(b.Queue) {
+		return status.Error(codes.InvalidArgument, "dispatch: backup frame without a valid queue name")
 	}
+	if len(b.Seqs) > peerCallSeqs {
+		return status.Errorf(codes.InvalidArgument, "dispatch: %d numbers in one release, at most %d", len(b.Seqs), peerCallSeqs)
+	}
+	var n int64
+	for _, msg := range b.Messages {
+		if msg.Queue != b.Queue {
+			return status.Error(codes.InvalidArgument, "dispatch: backup frame with messages of another queue")
+		}
+		n += int64(len(msg.Value) + len(msg.Tail))
+	}
+	if err := m.checkPeerMessages(b.Messages); err != nil {
+		return err
+	}
+	maxBytes := m.settingsOf(b.Queue).MaxBytes // before backupMu, taken alone
 	key := backupKey{queue: b.Queue, dispatcher: from, boot: b.Boot}
 	m.backupMu.Lock()
 	defer m.backupMu.Unlock()
@@ -61,13 +78,19 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 		m.backups[key] = set
 	}
 	set.seen = m.now()
-	for _, seq := range b.Seqs { // RELEASE
+	for _, seq := range b.Seqs { // RELEASE, or releases sent with copies
 		if in, ok := set.msgs[seq]; ok {
 			delete(set.msgs, seq)
 			set.bytes -= int64(len(in.value) + len(in.tail))
 		} else {
 			set.released.add(seq, struct{}{})
 		}
+	}
+	if set.bytes+n > maxBytes {
+		if len(set.msgs) == 0 {
+			delete(m.backups, key)
+		}
+		return errOverCap
 	}
 	for _, msg := range b.Messages {
 		if _, gone := set.released.get(msg.Seq); gone {

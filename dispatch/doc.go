@@ -29,7 +29,7 @@
 // whose dispatcher hosts no consumer, so deliveries stay local. A claim is
 // a compare-and-put of the record on the claiming member, replicated like
 // any key: of two concurrent claims the later stamp wins everywhere (last
-// writer wins), and the loser hands over what it holds. (DESIGN §4 asks
+// writer wins), and the loser hands over what it holds. (The design asks
 // for "higher epoch, then earlier stamp"; with causally ordered claims the
 // higher epoch always carries the later stamp, and for concurrent claims
 // any deterministic winner converges, so the KV's rule is used as it is.)
@@ -108,10 +108,52 @@
 // members killed at once lose every message not yet inserted, whatever
 // the mode (inserted rows are in ClickHouse).
 //
+// # What other members may send
+//
+// A member is trusted to be a member, not to be correct: the Queues
+// service (peer.go) holds what it is sent to the limits a client's put is
+// held to, and bounds what one call may carry (bounds.go).
+//
+//   - One ForwardBatch or Hold carries at most 4096 messages, all of one
+//     queue: a member sends one queue per call, at most 512 messages per
+//     handover chunk and a txn's puts (MaxTxnOps, 128 by default) per
+//     produce batch, so 4096 leaves room for a raised --max-txn-ops. A
+//     ForwardFrame carries at most 256 batches, as the sender packs them;
+//     a RELEASE names at most 2^20 numbers.
+//   - Each message's queue name and key are one segment of the key
+//     grammar (key.go), its producer key /q/{name}/p/{key} at most
+//     Config.MaxKeyBytes and its value at most Config.MaxRequestBytes, the
+//     client limits of kv (1 KiB and 1.5 MiB by default); a ClickHouse
+//     queue's value is a JSON object, as a put's is (sink.ValidateRow).
+//   - The byte cap (max_bytes) holds for forwarded, held and backed-up
+//     messages as for local puts: a full queue answers ResourceExhausted
+//     ("etcdserver: too many requests"), which the forwarding member
+//     returns to its client. A dispatcher sends the releases it has not
+//     sent yet with each backup frame, so its backup holds no more than
+//     the queue does; should a backup still be full, the put fails
+//     ResourceExhausted though the dispatcher queued it (a retry may make
+//     a second copy: delivery is at least once).
+//   - Epochs are at most 2^32-1 (maxEpoch): epoch e numbers messages from
+//     (e-1)<<32 + 1 to e<<32, so a larger epoch has no numbers. A record
+//     with a larger epoch, or one that does not fit in 64 bits, does not
+//     parse: a client's put of it is InvalidArgument and so is a member's
+//     replicated write of it (kv asks Check). A queue whose record is at
+//     the last epoch is not claimed; a put to it fails FailedPrecondition
+//     until its record is deleted.
+//   - A message number above maxEpoch<<32, or of an epoch more than 2^16
+//     above the epoch of this member's record of the queue, is refused
+//     with OutOfRange: records travel in milliseconds, and claims settled
+//     out of order leave a record a few epochs behind, never 2^16.
+//   - No counter wraps: a queue that has given its last number keeps what
+//     comes after unnumbered and refuses puts (ResourceExhausted), and a
+//     member whose message ids (MsgID.N, started at its boot time in
+//     nanoseconds) reach 2^64-1 refuses puts. A member's message ids are
+//     never adopted by another, so they need no lead bound.
+//
 // # Memory
 //
 // A queue may hold millions of messages, so a queued message costs little
-// beyond its value (issue 8: at most 128 bytes; BenchmarkQueue_rowMemory
+// beyond its value (at most 128 bytes; BenchmarkQueue_rowMemory
 // measures it): a 64-byte message (id, key tail, value, delivery count
 // and state), the tail's bytes, a slot of the queue's store and a slot of
 // its id index. The store (store.go) keeps messages by number in one run

@@ -79,7 +79,12 @@ func (m *Manager) dispatcherOf(name string, why claimReason) Record {
 		if !m.shouldClaim(name, rec, ok, why) {
 			return rec
 		}
-		next := Record{Member: m.cfg.MemberID, Epoch: rec.Epoch + 1}
+		epoch, more := nextEpoch(rec)
+		if !more {
+			m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
+			return rec
+		}
+		next := Record{Member: m.cfg.MemberID, Epoch: epoch}
 		if !ok {
 			raw = nil
 		}
@@ -101,7 +106,12 @@ func (m *Manager) claimFrom(name string, member uint64) Record {
 	if !ok || rec.Member != member {
 		return rec
 	}
-	next := Record{Member: m.cfg.MemberID, Epoch: rec.Epoch + 1}
+	epoch, more := nextEpoch(rec)
+	if !more {
+		m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
+		return rec
+	}
+	next := Record{Member: m.cfg.MemberID, Epoch: epoch}
 	if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
 		m.log.Info("dispatcher claimed from a restarted member", "queue", name, "epoch", next.Epoch, "previous", formatMember(member))
 		m.metrics.elections.Add(1)

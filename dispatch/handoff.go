@@ -77,7 +77,11 @@ func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
 	if to == 0 {
 		return 0, false
 	}
-	next := Record{Member: to, Epoch: rec.Epoch + 1}
+	epoch, more := nextEpoch(rec)
+	if !more {
+		return 0, false // the last epoch: the queue stays here
+	}
+	next := Record{Member: to, Epoch: epoch}
 	raw := []byte(rec.String())
 	if cur := m.records.Get(RecordKey(q.name)); cur != nil {
 		raw = cur

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,6 +58,12 @@ type Config struct {
 	// MaxQueueBytes caps the bytes (values and keys) a queue holds; a put
 	// over it is ResourceExhausted. Zero: 64 MiB.
 	MaxQueueBytes int64
+	// MaxKeyBytes and MaxRequestBytes are the client limits of kv
+	// (kv.Config), which messages from other members are held to as well:
+	// a producer key, a value. Zero: kv.DefaultMaxKeyBytes and
+	// kv.DefaultMaxRequestBytes.
+	MaxKeyBytes     int
+	MaxRequestBytes int
 	// ClickHouse returns the ClickHouse URL and default database, read at
 	// every batch so that a reloaded configuration takes effect at the next
 	// one. Nil or an empty URL: rows of ClickHouse queues stay queued.
@@ -99,6 +106,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueueBytes == 0 {
 		c.MaxQueueBytes = 64 << 20
+	}
+	if c.MaxKeyBytes == 0 {
+		c.MaxKeyBytes = kv.DefaultMaxKeyBytes
+	}
+	if c.MaxRequestBytes == 0 {
+		c.MaxRequestBytes = kv.DefaultMaxRequestBytes
 	}
 	if c.BatchRows == 0 {
 		c.BatchRows = 100000
@@ -362,11 +375,11 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 		if _, ok := byQueue[k.Queue]; !ok {
 			names = append(names, k.Queue)
 		}
-		if bad != nil {
-			byQueue[k.Queue] = append(byQueue[k.Queue], incoming{})
-			continue
+		var in incoming
+		if bad == nil {
+			in, bad = m.newMessage(k, p, tr)
 		}
-		byQueue[k.Queue] = append(byQueue[k.Queue], m.newMessage(k, p, tr))
+		byQueue[k.Queue] = append(byQueue[k.Queue], in)
 	}
 	sort.Strings(names)
 	err := bad
@@ -386,8 +399,12 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 	k := ParseKey(string(p.Key))
 	err := checkProduce(p, k)
+	var in incoming
 	if err == nil {
-		err = m.produceOne(ctx, k.Queue, []incoming{m.newMessage(k, p, m.putTrace(ctx))})
+		in, err = m.newMessage(k, p, m.putTrace(ctx))
+	}
+	if err == nil {
+		err = m.produceOne(ctx, k.Queue, []incoming{in})
 	}
 	m.inserts.countPuts(ctx, k.Queue, err, 1)
 	return err
@@ -410,8 +427,29 @@ func checkProduce(p *pb.PutRequest, k Key) error {
 // newMessage is the message of a checked put, with the next id of this
 // member. The tail is copied: a substring would keep the whole key alive
 // as long as the message is queued.
-func (m *Manager) newMessage(k Key, p *pb.PutRequest, tr *msgTrace) incoming {
-	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: m.counter.Add(1)}, tail: strings.Clone(k.Tail), value: p.Value, trace: tr}
+func (m *Manager) newMessage(k Key, p *pb.PutRequest, tr *msgTrace) (incoming, error) {
+	n, err := m.nextN()
+	if err != nil {
+		return incoming{}, err
+	}
+	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: n}, tail: strings.Clone(k.Tail), value: p.Value, trace: tr}, nil
+}
+
+// errIDsExhausted: this member's message counter is at its largest value.
+var errIDsExhausted = status.Error(codes.ResourceExhausted, "etcdserver: message ids of this member exhausted; restart it")
+
+// nextN takes the next number of this member's message ids; it never
+// wraps to an id given before.
+func (m *Manager) nextN() (uint64, error) {
+	for {
+		n := m.counter.Load()
+		if n == math.MaxUint64 {
+			return 0, errIDsExhausted
+		}
+		if m.counter.CompareAndSwap(n, n+1) {
+			return n + 1, nil
+		}
+	}
 }
 
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.
@@ -419,6 +457,9 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 	for range 3 {
 		rec := m.dispatcherOf(name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
+			if _, more := nextEpoch(rec); !more && !m.alive(rec.Member) {
+				return errEpochExhausted(name) // not claimed: it would wrap
+			}
 			return m.produceRemote(ctx, rec, name, msgs)
 		}
 		// A put that has not left this member, or was refused elsewhere
@@ -455,6 +496,9 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(
 	rec, ok := m.recordAt(q.recordKey)
 	if ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved
+	}
+	if !q.numbersLeftLocked(len(msgs)) {
+		return nil, errNumbersExhausted(name)
 	}
 	if !q.roomLocked(msgs) {
 		q.stats.Refused++
@@ -525,8 +569,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			return err
 		}
 		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
-		m.hold(ctx, name, msgs)
-		return nil
+		return m.hold(ctx, name, msgs)
 	}
 }
 

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,10 +77,17 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		if err != nil {
 			return err
 		}
+		if len(frame.Batches) > forwardFrameBatches {
+			return status.Errorf(codes.InvalidArgument, "dispatch: %d batches in one frame, at most %d", len(frame.Batches), forwardFrameBatches)
+		}
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
 		for _, b := range frame.Batches {
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
 				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(from, b)))
+				continue
+			}
+			if err := s.m.checkPeerMessages(b.Messages); err != nil {
+				res.Results = append(res.Results, forwardResult(b.Id, err))
 				continue
 			}
 			var span trace.Span
@@ -176,20 +184,57 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *
 	}, nil
 }
 
-// Hold keeps copies for an unreachable dispatcher.
+// Hold keeps copies for an unreachable dispatcher, under the queue's byte
+// cap as a put would be.
 func (s *queueService) Hold(_ context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
-	for name, msgs := range toIncoming(r.Messages) {
-		q := s.m.queueFor(name)
-		q.mu.Lock()
-		q.holdLocked(msgs)
-		q.mu.Unlock()
+	if err := s.m.checkPeerMessages(r.Messages); err != nil {
+		return nil, err
+	}
+	for name, msgs := range toIncoming(r.Messages) { // one queue
+		if err := s.m.holdHere(name, msgs); err != nil {
+			return nil, err
+		}
 	}
 	return &peerpb.HoldResponse{}, nil
+}
+
+// holdHere keeps copies of msgs on this member for an unreachable
+// dispatcher, or refuses them all over the queue's byte cap.
+func (m *Manager) holdHere(name string, msgs []incoming) error {
+	q := m.queueFor(name)
+	set := m.settingsAt(name, q.settingsKey)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.applySettingsLocked(set, m.now())
+	if !q.roomLocked(msgs) {
+		q.stats.Refused++
+		return errOverCap
+	}
+	q.holdLocked(msgs)
+	return nil
+}
+
+// checkPeerMessages holds messages from another member to the client
+// limits (peerLimits.checkPeerMessages), numbers to the epoch of this
+// member's record of their queue.
+func (m *Manager) checkPeerMessages(msgs []*peerpb.QueueMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	var epoch uint64
+	if validQueueName(msgs[0].Queue) {
+		epoch = m.epochOf(msgs[0].Queue)
+	}
+	return peerLimits{maxKeyBytes: m.cfg.MaxKeyBytes, maxRequestBytes: m.cfg.MaxRequestBytes}.checkPeerMessages(msgs, epoch)
 }
 
 // Consume serves a consumer hosted by another member.
 func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStreamingServer[peerpb.Deliveries]) error {
 	m := s.m
+	if !validQueueName(r.Queue) || r.Consumer == "" || strings.Contains(r.Consumer, "/") || len(r.Consumer) > m.cfg.MaxKeyBytes ||
+		(r.Prefix != "q" && r.Prefix != "queue") {
+		return status.Error(codes.InvalidArgument, "dispatch: consume: queue, consumer or prefix outside the key grammar")
+	}
 	rec, ok := m.record(r.Queue)
 	if !ok || rec.Member != m.cfg.MemberID {
 		return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+r.Queue)
@@ -235,6 +280,12 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 // one that does (its messages went there).
 func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.AckResponse, error) {
 	m := s.m
+	if !validQueueName(r.Queue) || r.Tail == "" || strings.Contains(r.Tail, "/") || len(r.Tail) > m.cfg.MaxKeyBytes {
+		return nil, status.Error(codes.InvalidArgument, "dispatch: ack: queue or key outside the key grammar")
+	}
+	if err := checkPeerSeq(r.Queue, r.Seq, m.epochOf(r.Queue)); err != nil {
+		return nil, err
+	}
 	if rec, ok := m.record(r.Queue); ok && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
 		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, m.now()) {
 			acked, err := m.ackRemote(ctx, rec.Member, Key{Queue: r.Queue, Seq: r.Seq, Tail: r.Tail})
@@ -281,14 +332,14 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 
 // hold keeps msgs here and asks every other alive member to keep a copy,
 // until a dispatcher is elected; they are handed to it then, once each.
-func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) {
+// Over the queue's byte cap here it keeps nothing and returns errOverCap.
+func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error {
+	if err := m.holdHere(name, msgs); err != nil {
+		return err
+	}
 	m.metrics.broadcasts.Add(uint64(len(msgs)))
-	q := m.queueFor(name)
-	q.mu.Lock()
-	q.holdLocked(msgs)
-	q.mu.Unlock()
 	if m.cluster == nil {
-		return
+		return nil
 	}
 	req := &peerpb.HoldRequest{Messages: toMessages(name, msgs)}
 	var wg sync.WaitGroup
@@ -308,6 +359,7 @@ func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) {
 		}()
 	}
 	wg.Wait()
+	return nil
 }
 
 // ackRemote sends an acknowledgement to the queue's dispatcher.

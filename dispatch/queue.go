@@ -203,6 +203,12 @@ func (q *queue) roomLocked(msgs []incoming) bool {
 	return q.bytes+n <= q.lim.maxBytes
 }
 
+// numbersLeftLocked reports whether n more messages can be numbered
+// without going past maxSeq. The caller holds mu.
+func (q *queue) numbersLeftLocked(n int) bool {
+	return q.nextSeq <= maxSeq && maxSeq-q.nextSeq+1 >= uint64(n)
+}
+
 // arrival is how messages reached a queue, which decides whether their
 // ids are looked up for duplicates (enqueueLocked). The lookups, two
 // misses in large tables per message, were a tenth of a node's CPU under
@@ -243,9 +249,13 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			continue
 		}
 		seq := in.seq
-		if seq == 0 || q.msgs.get(seq) != nil {
-			for q.msgs.get(q.nextSeq) != nil {
+		if seq == 0 || seq > maxSeq || q.msgs.get(seq) != nil {
+			for q.nextSeq <= maxSeq && q.msgs.get(q.nextSeq) != nil {
 				q.nextSeq++
+			}
+			if q.nextSeq > maxSeq {
+				q.holdLocked([]incoming{in}) // no number left: kept, not numbered past maxSeq
+				continue
 			}
 			seq = q.nextSeq
 			if in.seq != 0 && in.consumer != "" {

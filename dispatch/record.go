@@ -16,7 +16,8 @@ type Record struct {
 }
 
 // ParseRecord parses a record; ok is false when the member id is missing,
-// zero or not a number.
+// zero or not a number, or the epoch is not a number up to maxEpoch (the
+// last epoch that numbers messages), so no epoch read can wrap.
 // Every put reads its queue's record: parsing allocates nothing.
 func ParseRecord(s string) (r Record, ok bool) {
 	first, rest, _ := strings.Cut(s, ";")
@@ -31,9 +32,11 @@ func ParseRecord(s string) (r Record, ok bool) {
 		k, v, _ := strings.Cut(strings.TrimSpace(f), "=")
 		switch k {
 		case "epoch":
-			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
-				r.Epoch = n
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n > maxEpoch {
+				return Record{}, false // an epoch claims could not go past
 			}
+			r.Epoch = n
 		case "reply_to":
 			r.ReplyTo = strings.Clone(v) // s does not escape: string(b) callers need not allocate
 		case "pinned":

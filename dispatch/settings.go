@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -161,7 +162,7 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 func (m *Manager) Check(key, value []byte) error {
 	if k := ParseKey(string(key)); k.Kind == KindRecord {
 		if _, ok := ParseRecord(string(value)); !ok {
-			return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+" is the queue's dispatcher record, written by chute: \"<member-id>;epoch=<n>\"")
+			return status.Error(codes.InvalidArgument, "etcdserver: "+string(key)+" is the queue's dispatcher record, written by chute: \"<member-id>;epoch=<n>\", n at most "+strconv.FormatUint(maxEpoch, 10))
 		}
 		return nil
 	}

@@ -33,6 +33,21 @@
 // members may answer a read differently for the few milliseconds a change
 // takes to travel.
 //
+// A peer is trusted to be a member, not to be correct. A replicated change
+// no member could have made is refused, on a Replicate stream (which ends
+// with the change's gRPC code) as in a pull: a stamp more than
+// kv.MaxStampLead (2^32 µs, about 71 minutes) ahead of both the receiver's
+// clock and its wall clock, a key or value over the client limits, a
+// dispatcher record or queue settings a client's put would be refused.
+// Adopting such a stamp would move every member's clock to the top of its
+// range, where the next write would wrap to 0 and lose to every write
+// before it. Stamps are hybrid (kv/stamp.go): a local write takes the
+// later of the clock plus one and the wall clock in microseconds, so
+// honest members' stamps stay within clock skew of each other however
+// many writes the cluster made, and a member that just started can still
+// judge them. A refusal is logged at WARN with the sender's member id,
+// once a minute per peer. The other changes of a batch are applied.
+//
 // The Queues service of the same listener is dispatch's (registered with
 // Replicator.RegisterService); every peer call carries the cluster id and
 // is refused when it differs.

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -183,6 +184,9 @@ func (l *peerLink) reconcile(push bool) error {
 		return err
 	}
 	if _, err := drainPull(stream, store); err != nil {
+		if errors.Is(err, errRefused) {
+			l.r.refused.warn(l.peer.ID, "pulled writes refused", err)
+		}
 		return err
 	}
 	if push || l.behind.Swap(false) {

@@ -3,8 +3,12 @@ package gossip
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"strconv"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -25,8 +29,11 @@ const (
 // copies. kv.Server implements it. All methods are safe for concurrent use.
 type Store interface {
 	// ApplyRemote applies the changes whose stamps are newer than the
-	// key's and returns how many it applied.
-	ApplyRemote(writes []*peerpb.Write) int
+	// key's and returns how many it applied. It skips a change no member
+	// could have made (a stamp far ahead of its clock, a key or value over
+	// its limits) and returns the first such refusal, an error carrying
+	// the gRPC status to answer, after applying the others.
+	ApplyRemote(writes []*peerpb.Write) (int, error)
 	// Digest returns one hash per bucket of the key space.
 	Digest() []uint64
 	// Entries returns every key state in the buckets, all when nil.
@@ -39,7 +46,8 @@ const pullChunkWrites = 1024
 // peerService serves the Peer service over the member's Store.
 type peerService struct {
 	peerpb.UnimplementedPeerServer
-	store Store
+	store   Store
+	refused *refusals
 }
 
 var _ peerpb.PeerServer = (*peerService)(nil)
@@ -54,7 +62,11 @@ func (p *peerService) Replicate(stream grpc.ClientStreamingServer[peerpb.WriteBa
 		if err != nil {
 			return err
 		}
-		p.store.ApplyRemote(batch.Writes)
+		if _, err := p.store.ApplyRemote(batch.Writes); err != nil {
+			from, _ := CallerMember(stream.Context())
+			p.refused.warn(from, "replicated writes refused", err)
+			return status.Convert(err).Err()
+		}
 		sum.Batches++
 		sum.Writes += uint64(len(batch.Writes))
 	}
@@ -85,6 +97,44 @@ func (p *peerService) Pull(r *peerpb.PullRequest, stream grpc.ServerStreamingSer
 		entries = entries[n:]
 	}
 	return nil
+}
+
+// refusals logs what peers sent that was refused: one WARN per peer per
+// refusalLogEvery, so a peer that keeps sending garbage cannot flood the log.
+type refusals struct {
+	log *slog.Logger
+	now func() time.Time
+
+	mu   sync.Mutex           // guards last
+	last map[uint64]time.Time // by member id: when its last refusal was logged
+}
+
+// refusalLogEvery is how often a refusal is logged per peer.
+const refusalLogEvery = time.Minute
+
+// refusalPeers bounds the peers whose last refusal is remembered; member
+// ids come from the caller, so a caller could make up many.
+const refusalPeers = 1024
+
+func newRefusals(log *slog.Logger, now func() time.Time) *refusals {
+	return &refusals{log: log, now: now, last: make(map[uint64]time.Time)}
+}
+
+// warn logs err, refused from member, unless a refusal from member was
+// logged less than refusalLogEvery ago.
+func (r *refusals) warn(member uint64, msg string, err error) {
+	now := r.now()
+	r.mu.Lock()
+	if t, ok := r.last[member]; ok && now.Sub(t) < refusalLogEvery {
+		r.mu.Unlock()
+		return
+	}
+	if len(r.last) >= refusalPeers {
+		clear(r.last)
+	}
+	r.last[member] = now
+	r.mu.Unlock()
+	r.log.Warn(msg, "peer", fmt.Sprintf("%x", member), "err", err)
 }
 
 // clusterCheck refuses peer calls from another cluster.

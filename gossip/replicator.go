@@ -104,6 +104,7 @@ type Replicator struct {
 	links     map[uint64]*peerLink
 	listeners []net.Listener
 
+	refused  *refusals     // logs what peers sent that was refused
 	dropped  atomic.Uint64 // changes dropped on full queues
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -171,7 +172,8 @@ func (r *Replicator) Start(store Store, peers PeerSource) error {
 		lns = append(lns, ln)
 	}
 	r.store, r.peers = store, peers
-	peerpb.RegisterPeerServer(r.grpc, &peerService{store: store})
+	r.refused = newRefusals(r.log, time.Now)
+	peerpb.RegisterPeerServer(r.grpc, &peerService{store: store, refused: r.refused})
 	r.mu.Lock()
 	r.listeners = lns
 	r.mu.Unlock()
@@ -310,18 +312,27 @@ func (r *Replicator) dialOptions() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithTransportCredentials(r.cfg.Credentials)}
 }
 
-// drainPull applies every chunk of a Pull stream.
+// errRefused marks a pull ended because the store refused a chunk.
+var errRefused = errors.New("gossip: pulled writes refused")
+
+// drainPull applies every chunk of a Pull stream. Changes the store
+// refuses are skipped; the first refusal is returned once the stream ends.
 func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store) (int, error) {
 	n := 0
+	var refused error
 	for {
 		chunk, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
-			return n, nil
+			return n, refused
 		}
 		if err != nil {
 			return n, err
 		}
-		n += store.ApplyRemote(chunk.Writes)
+		applied, err := store.ApplyRemote(chunk.Writes)
+		if err != nil && refused == nil {
+			refused = fmt.Errorf("%w: %w", errRefused, err)
+		}
+		n += applied
 	}
 }
 

@@ -99,7 +99,10 @@ func (s *store) revokeLocked(l *lease) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	w := s.beginWrite()
+	w, err := s.beginWrite()
+	if err != nil {
+		return // the clock is spent: the keys stay
+	}
 	for _, k := range keys {
 		w.deleteRange(keyRange{key: []byte(k)})
 	}

@@ -31,7 +31,10 @@ func (s *Server) CompareAndPut(key string, old, value []byte) bool {
 		old != nil && (cur == nil || !bytes.Equal(cur.Value, old)):
 		return false
 	}
-	w := st.beginWrite()
+	w, err := st.beginWrite()
+	if err != nil {
+		return false
+	}
 	w.put([]byte(key), value, 0)
 	w.commit()
 	return true
@@ -42,7 +45,10 @@ func (s *Server) Put(key string, value []byte) {
 	st := s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	w := st.beginWrite()
+	w, err := st.beginWrite()
+	if err != nil {
+		return // the clock is spent: nothing local can be written
+	}
 	w.put([]byte(key), value, 0)
 	w.commit()
 }
@@ -52,7 +58,10 @@ func (s *Server) Delete(key string) {
 	st := s.store
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	w := st.beginWrite()
+	w, err := st.beginWrite()
+	if err != nil {
+		return // the clock is spent: nothing local can be written
+	}
 	w.deleteRange(keyRange{key: []byte(key)})
 	w.commit()
 }

@@ -1,8 +1,12 @@
 package kv
 
 import (
+	"errors"
 	"hash/fnv"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/gossip/peerpb"
 )
@@ -149,19 +153,48 @@ func (s *Server) Entries(buckets []uint32) []*peerpb.Write {
 // ApplyRemote applies changes received from a peer: each one whose stamp is
 // newer than the key's. Applied changes take one local revision together and
 // fire local watches. It returns how many were applied.
-func (s *Server) ApplyRemote(writes []*peerpb.Write) int {
+//
+// A peer is trusted to be a member, not to be correct: a change no member
+// could have made (checkRemote, and a dispatcher record or queue settings
+// that Queues.Check refuses, as it refuses a client's put) is skipped, the
+// others are applied, and the first refusal is returned as an error that
+// carries its gRPC status.
+func (s *Server) ApplyRemote(writes []*peerpb.Write) (int, error) {
 	st := s.store
+	var refused error
+	skip := make([]bool, len(writes))
+	if q := s.cfg.Queues; q != nil { // Check reads the store: before mu
+		for i, in := range writes {
+			if in.Deleted || q.Route(in.Key) != RouteChecked {
+				continue
+			}
+			if err := q.Check(in.Key, in.Value); err != nil {
+				skip[i] = true
+				if refused == nil {
+					refused = &RemoteError{Code: codes.InvalidArgument, Err: errors.New(status.Convert(err).Message())}
+				}
+			}
+		}
+	}
 	now := st.cfg.now()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	for i, in := range writes {
+		if err := st.checkRemote(in, now); err != nil {
+			skip[i] = true
+			if refused == nil {
+				refused = err
+			}
+		}
+	}
 	w := st.beginRemote()
 	applied := 0
-	for _, in := range writes {
+	for i, in := range writes {
 		key := string(in.Key)
-		if len(key) == 0 {
+		if len(key) == 0 || skip[i] {
 			continue
 		}
-		st.clock = max(st.clock, in.Lamport)
+		st.clock = max(st.clock, in.Lamport) // checkRemote bounded it
 		sp := stamp{time: in.Lamport, member: in.Member}
 		old, known := st.metas[key]
 		if known && !sp.newer(old.stamp) {
@@ -184,7 +217,7 @@ func (s *Server) ApplyRemote(writes []*peerpb.Write) int {
 		applied++
 	}
 	w.commit()
-	return applied
+	return applied, refused
 }
 
 // adoptRemoteLease handles a received key attached to a lease this member
@@ -269,7 +302,10 @@ func (s *store) expireOrphans(now time.Time) int {
 		}
 		return true
 	})
-	w := s.beginWrite()
+	w, err := s.beginWrite()
+	if err != nil {
+		return len(due) // the clock is spent: the keys stay
+	}
 	for _, k := range keys {
 		w.deleteRange(keyRange{key: []byte(k)})
 	}

@@ -52,6 +52,7 @@ func New(cfg Config) (*Server, error) {
 		raftTerm:         1,
 		maxTxnOps:        cfg.MaxTxnOps,
 		maxKeyBytes:      cfg.MaxKeyBytes,
+		maxRequestBytes:  cfg.MaxRequestBytes,
 		historyRevisions: cfg.HistoryRevisions,
 		minLeaseTTL:      cfg.MinLeaseTTL,
 		tombstoneTTL:     cfg.TombstoneTTL,

@@ -19,6 +19,7 @@ type storeConfig struct {
 	raftTerm         uint64
 	maxTxnOps        int
 	maxKeyBytes      int
+	maxRequestBytes  int
 	historyRevisions int64
 	minLeaseTTL      int64
 	tombstoneTTL     time.Duration
@@ -54,7 +55,7 @@ type store struct {
 	syncKick chan struct{} // asks the watch sync loop for a pass
 
 	// Replication state; see replica.go.
-	clock      uint64                // Lamport clock: at or above every stamp seen
+	clock      uint64                // hybrid Lamport clock (stamp.go): at or above every stamp seen
 	metas      map[string]*keyMeta   // per key, live or deleted
 	digest     [DigestBuckets]uint64 // per bucket, XOR of entry hashes
 	orphans    map[int64]orphanLease // leases of gone members, by id

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"math"
+
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"chute/gossip/peerpb"
@@ -25,9 +27,14 @@ type writeTxn struct {
 	out   []*peerpb.Write // a local write's changes, for the replicator
 }
 
-// beginWrite starts a local write.
-func (s *store) beginWrite() *writeTxn {
-	return &writeTxn{s: s, rev: s.rev + 1, local: true}
+// beginWrite starts a local write. It fails with ErrClockExhausted when
+// the Lamport clock has no next value: a stamp must never wrap to 0, which
+// would make every later write older than the ones before it.
+func (s *store) beginWrite() (*writeTxn, error) {
+	if s.clock == math.MaxUint64 {
+		return nil, ErrClockExhausted
+	}
+	return &writeTxn{s: s, rev: s.rev + 1, local: true}, nil
 }
 
 // beginRemote starts a write that applies changes received from a peer.
@@ -40,7 +47,7 @@ func (s *store) beginRemote() *writeTxn {
 func (w *writeTxn) recordLocal(key string, kv *mvccpb.KeyValue) {
 	s := w.s
 	if w.stamp.time == 0 {
-		s.clock++
+		s.clock = nextStamp(s.clock, s.cfg.now()) // beginWrite checked it has a next value
 		w.stamp = stamp{time: s.clock, member: s.cfg.memberID}
 	}
 	m := keyMeta{stamp: w.stamp, deleted: kv == nil, unixMillis: s.cfg.now().UnixMilli()}

@@ -220,6 +220,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		PeerCredentials: peerCreds,
 		ClickHouse:      n.clickhouse.get,
 		ClickHouseTLS:   n.clickhouse.tlsConfig,
+		// Messages from other members are held to the client limits.
+		MaxKeyBytes:     cfg.MaxKeyBytes,
+		MaxRequestBytes: cfg.MaxRequestBytes,
 		Meter:           providers.MeterProvider(),
 		Tracer:          providers.TracerProvider(),
 		Logger:          logger.With("component", "dispatch"),
