@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -19,6 +20,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 )
 
 // Bounds of the runs of the binary; each wait is polled.
@@ -75,11 +81,12 @@ var helpText = sync.OnceValues(func() (string, error) {
 	return string(out), err
 })
 
-// flagSets are the flags chute --help lists: chute's own, and etcd's that
-// are accepted and ignored.
+// flagSets are the flags chute --help lists: chute's own, etcd's that
+// are accepted and ignored, and etcd's security flags it refuses.
 type flagSets struct {
-	own  map[string]bool // name without dashes: "listen-client-urls"
-	etcd map[string]bool
+	own     map[string]bool // name without dashes: "listen-client-urls"
+	etcd    map[string]bool
+	refused map[string]bool
 }
 
 var ownFlagLine = regexp.MustCompile(`^  --([a-z0-9-]+)`)
@@ -91,28 +98,33 @@ func chuteFlags(t testing.TB) flagSets {
 	if err != nil {
 		t.Fatalf("chute --help: %v", err)
 	}
-	fs := flagSets{own: map[string]bool{}, etcd: map[string]bool{}}
-	own := true
+	fs := flagSets{own: map[string]bool{}, etcd: map[string]bool{}, refused: map[string]bool{}}
+	var list map[string]bool // the section of etcd flags being read
 	for line := range strings.Lines(help) {
 		line = strings.TrimRight(line, "\n")
-		if strings.HasPrefix(line, "Flags accepted for etcd compatibility") {
-			own = false
+		switch {
+		case strings.HasPrefix(line, "Flags accepted for etcd compatibility"):
+			list = fs.etcd
+			continue
+		case strings.HasPrefix(line, "Security flags of etcd"):
+			list = fs.refused
 			continue
 		}
-		if own {
+		if list == nil {
 			if m := ownFlagLine.FindStringSubmatch(line); m != nil {
 				fs.own[m[1]] = true
 			}
 			continue
 		}
 		for _, f := range strings.Fields(line) {
-			if name, ok := strings.CutPrefix(f, "--"); ok { // not the words of a heading
-				fs.etcd[name] = true
+			if !strings.HasPrefix(f, "--") {
+				t.Fatalf("chute --help: %q in a list of etcd flags:\n%s", f, help)
 			}
+			list[strings.TrimPrefix(f, "--")] = true
 		}
 	}
-	if !fs.own["name"] || !fs.own["join"] || !fs.own["config"] || !fs.etcd["data-dir"] {
-		t.Fatalf("chute --help did not parse: own %v, etcd %v\n%s", fs.own, fs.etcd, help)
+	if !fs.own["name"] || !fs.own["join"] || !fs.own["config"] || !fs.own["cert-file"] || !fs.etcd["data-dir"] || !fs.refused["auth-token"] {
+		t.Fatalf("chute --help did not parse: own %v, etcd %v, refused %v\n%s", fs.own, fs.etcd, fs.refused, help)
 	}
 	return fs
 }
@@ -162,6 +174,9 @@ type launch struct {
 	args  []string
 	env   map[string]string
 	files map[string]string // path in the deployment -> path here
+	// client is the TLS identity of the deployment's etcd clients (a CA
+	// and a client certificate); nil for a plain etcd API.
+	client *tls.Config
 }
 
 // localize replaces the deployment's paths by the files here.
@@ -246,6 +261,8 @@ func checkLaunch(t *testing.T, l launch) {
 		switch {
 		case fs.etcd[f]:
 			t.Errorf("%s: --%s is an etcd flag chute ignores; use chute's own flags", l.name, f)
+		case fs.refused[f]:
+			t.Errorf("%s: --%s is an etcd flag chute refuses", l.name, f)
 		case !fs.own[f]:
 			t.Errorf("%s: --%s is not a flag of chute --help", l.name, f)
 		}
@@ -349,9 +366,10 @@ func checkStarts(t *testing.T, l launch) {
 
 func startOnce(t *testing.T, l launch) (string, error) {
 	client, peer, gossip, metrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	cs, ps := listenScheme(t, l, "listen-client-urls"), listenScheme(t, l, "listen-peer-urls")
 	args := append(l.localArgs(),
-		"--listen-client-urls=http://"+client, "--advertise-client-urls=http://"+client,
-		"--listen-peer-urls=http://"+peer, "--advertise-peer-urls=http://"+peer,
+		"--listen-client-urls="+cs+"://"+client, "--advertise-client-urls="+cs+"://"+client,
+		"--listen-peer-urls="+ps+"://"+peer, "--advertise-peer-urls="+ps+"://"+peer,
 		"--gossip-listen="+gossip, "--gossip-advertise="+gossip,
 		"--metrics-listen="+metrics, "--join=")
 	env := cleanEnv()
@@ -365,6 +383,9 @@ func startOnce(t *testing.T, l launch) (string, error) {
 		}
 		env = append(env, k+"="+v)
 	}
+	// No spans: the RPCs of checkEtcdTLS would leave some for the closed
+	// collector, and the shutdown waits for their export until its deadline.
+	env = append(env, "OTEL_TRACES_SAMPLER=always_off")
 	var out syncBuffer
 	cmd := exec.Command(chuteBin, args...)
 	cmd.Env = env
@@ -406,10 +427,69 @@ func startOnce(t *testing.T, l launch) (string, error) {
 		}
 		time.Sleep(pollInterval)
 	}
+	if l.client != nil {
+		if err := checkEtcdTLS(client, l.client); err != nil {
+			_ = stop()
+			return out.String(), fmt.Errorf("etcd API at %s://%s: %v:\n%s", cs, client, err, out.String())
+		}
+	}
 	if err := stop(); err != nil {
 		return out.String(), fmt.Errorf("after SIGTERM: %v, want exit status 0:\n%s", err, out.String())
 	}
 	return out.String(), nil
+}
+
+// listenScheme returns the scheme of the launch's flag (listen-client-urls
+// or listen-peer-urls): from its arguments, else its environment, else its
+// config file; http when none sets it.
+func listenScheme(t testing.TB, l launch, flag string) string {
+	v, ok := flagArg(l.args, flag)
+	if !ok || v == "" {
+		v, ok = l.env[envName(flag)]
+	}
+	if cfg := l.configFile(); (!ok || v == "") && cfg != "" {
+		var m map[string]any
+		if err := yaml.Unmarshal(mustReadAbs(t, cfg), &m); err != nil {
+			t.Fatalf("%s: %s: %v", l.name, cfg, err)
+		}
+		switch x := m[strings.ReplaceAll(flag, "-", "_")].(type) {
+		case string:
+			v = x
+		case []any:
+			if len(x) > 0 {
+				v = fmt.Sprint(x[0])
+			}
+		}
+	}
+	if strings.HasPrefix(strings.TrimSpace(v), "https://") {
+		return "https"
+	}
+	return "http"
+}
+
+// checkEtcdTLS reads a key over the etcd API at addr with the client's
+// certificate, and requires a client without one to be refused.
+func checkEtcdTLS(addr string, client *tls.Config) error {
+	get := func(c *tls.Config) error {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(c)))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = pb.NewKVClient(conn).Range(ctx, &pb.RangeRequest{Key: []byte("deploy-tls-check")})
+		return err
+	}
+	if err := get(client.Clone()); err != nil {
+		return fmt.Errorf("Range with the client certificate: %w", err)
+	}
+	anon := client.Clone()
+	anon.Certificates = nil
+	if err := get(anon); err == nil {
+		return errors.New("Range without a client certificate succeeded: the etcd API does not require one")
+	}
+	return nil
 }
 
 // syncBuffer is a bytes.Buffer a process writes while a test reads it.

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -69,13 +70,22 @@ func flagArg(args []string, name string) (string, bool) {
 	return "", false
 }
 
-// volumeFiles maps a service's bind mounts (container path) to files here.
-func volumeFiles(t testing.TB, svc string, s composeService) map[string]string {
+// composeCerts is the directory gen-certs.sh writes by default, mounted
+// into the chute services; the tests use a fresh one in its place.
+const composeCerts = "./certs"
+
+// volumeFiles maps a service's bind mounts (container path) to files
+// here; the certificates' mount maps to certs, made by gen-certs.sh.
+func volumeFiles(t testing.TB, svc string, s composeService, certs string) map[string]string {
 	files := map[string]string{}
 	for _, v := range s.Volumes {
 		parts := strings.Split(v, ":")
 		if len(parts) < 2 || !strings.HasPrefix(parts[0], ".") {
 			continue // a named volume
+		}
+		if path.Clean(parts[0]) == path.Clean(composeCerts) {
+			files[parts[1]] = certs
+			continue
 		}
 		files[parts[1]] = filepath.Join(repoFile(composeDir), filepath.FromSlash(parts[0]))
 	}
@@ -83,6 +93,7 @@ func volumeFiles(t testing.TB, svc string, s composeService) map[string]string {
 }
 
 func TestCompose(t *testing.T) {
+	certs := genCerts(t)
 	svcs := loadCompose(t)
 	nodes := chuteServices(svcs)
 	if len(nodes) != 3 {
@@ -103,7 +114,7 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s: depends_on %s, which is no service", name, dep)
 			}
 		}
-		for f, local := range volumeFiles(t, name, s) {
+		for f, local := range volumeFiles(t, name, s, certs) {
 			if _, err := os.Stat(local); err != nil {
 				t.Errorf("%s: volume %s: %v", name, f, err)
 			}
@@ -131,7 +142,7 @@ func TestCompose(t *testing.T) {
 
 	// Every node joins the others: the seeds of the config are the nodes'
 	// gossip addresses, and each node advertises its own name.
-	cfgPath := volumeFiles(t, nodes[0], svcs[nodes[0]])[svcs[nodes[0]].Environment["CHUTE_CONFIG"]]
+	cfgPath := volumeFiles(t, nodes[0], svcs[nodes[0]], certs)[svcs[nodes[0]].Environment["CHUTE_CONFIG"]]
 	if cfgPath == "" {
 		t.Fatalf("%s: CHUTE_CONFIG names no mounted file", nodes[0])
 	}
@@ -180,7 +191,7 @@ func TestCompose(t *testing.T) {
 			u.Hostname(), u.User.Username())
 	}
 	var initSQL string
-	for dst, local := range volumeFiles(t, "clickhouse", ch) {
+	for dst, local := range volumeFiles(t, "clickhouse", ch, certs) {
 		if strings.HasPrefix(dst, "/docker-entrypoint-initdb.d/") {
 			initSQL = string(mustRead(t, local))
 		}
@@ -200,7 +211,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	// Prometheus scrapes every node's metrics port.
-	promPath := volumeFiles(t, "prometheus", svcs["prometheus"])["/etc/prometheus/prometheus.yml"]
+	promPath := volumeFiles(t, "prometheus", svcs["prometheus"], certs)["/etc/prometheus/prometheus.yml"]
 	var prom struct {
 		ScrapeConfigs []struct {
 			MetricsPath   string `yaml:"metrics_path"`
@@ -232,11 +243,84 @@ func TestCompose(t *testing.T) {
 		t.Errorf("prometheus.yml: targets %v, want %v", targets, wantTargets)
 	}
 
+	checkComposeTLS(t, svcs, nodes, cfgPath, certs)
+
+	client := clientTLS(t, filepath.Join(certs, "ca.pem"), filepath.Join(certs, "client.pem"), filepath.Join(certs, "client-key.pem"))
 	for _, n := range nodes {
 		s := svcs[n]
 		t.Run(n, func(t *testing.T) {
-			checkLaunch(t, launch{name: "compose " + n, args: s.Command, env: s.Environment, files: volumeFiles(t, n, s)})
+			checkLaunch(t, launch{name: "compose " + n, args: s.Command, env: s.Environment, files: volumeFiles(t, n, s, certs), client: client})
 		})
+	}
+}
+
+// checkComposeTLS: the etcd API and the peer link of every node are
+// https:// and mutual TLS, with the node's own certificate from
+// gen-certs.sh (valid for the name it advertises) and the compose CA; the
+// metrics port stays plain HTTP for Prometheus.
+func checkComposeTLS(t *testing.T, svcs map[string]composeService, nodes []string, cfgPath, certs string) {
+	t.Helper()
+	var cfg map[string]any
+	if err := yaml.Unmarshal(mustRead(t, cfgPath), &cfg); err != nil {
+		t.Fatalf("%s: %v", cfgPath, err)
+	}
+	for _, key := range []string{"listen_client_urls", "listen_peer_urls"} {
+		if v, _ := cfg[key].(string); !strings.HasPrefix(v, "https://") {
+			t.Errorf("%s: %s %q, want https://", cfgPath, key, v)
+		}
+	}
+	if v, _ := cfg["metrics_listen"].(string); strings.Contains(v, "://") {
+		t.Errorf("%s: metrics_listen %q, want host:port (Prometheus scrapes plain HTTP)", cfgPath, v)
+	}
+	for _, n := range nodes {
+		s := svcs[n]
+		host := s.Hostname
+		if host == "" {
+			host = n
+		}
+		var mount string
+		for _, v := range s.Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) == 3 && path.Clean(parts[0]) == path.Clean(composeCerts) {
+				if parts[2] != "ro" {
+					t.Errorf("%s: certificates mounted %q, want read-only", n, v)
+				}
+				mount = parts[1]
+			}
+		}
+		if mount == "" {
+			t.Errorf("%s: %s is not mounted (read-only)", n, composeCerts)
+			continue
+		}
+		want := map[string]string{
+			"cert-file": n + ".pem", "key-file": n + "-key.pem",
+			"peer-cert-file": n + ".pem", "peer-key-file": n + "-key.pem",
+		}
+		for flag, file := range want {
+			if v, _ := flagArg(s.Command, flag); v != path.Join(mount, file) {
+				t.Errorf("%s: --%s %q, want %s", n, flag, v, path.Join(mount, file))
+			}
+		}
+		for v, val := range map[string]string{
+			"CHUTE_CLIENT_CERT_AUTH": "true", "CHUTE_TRUSTED_CA_FILE": path.Join(mount, "ca.pem"),
+			"CHUTE_PEER_CLIENT_CERT_AUTH": "true", "CHUTE_PEER_TRUSTED_CA_FILE": path.Join(mount, "ca.pem"),
+		} {
+			if s.Environment[v] != val {
+				t.Errorf("%s: %s %q, want %q", n, v, s.Environment[v], val)
+			}
+		}
+		cert := parseCert(t, filepath.Join(certs, n+".pem"))
+		for _, flag := range []string{"advertise-client-urls", "advertise-peer-urls"} {
+			v, _ := flagArg(s.Command, flag)
+			u, err := url.Parse(v)
+			if err != nil || u.Scheme != "https" || u.Hostname() != host {
+				t.Errorf("%s: --%s %q, want https://%s:port", n, flag, v, host)
+				continue
+			}
+			if err := cert.VerifyHostname(u.Hostname()); err != nil {
+				t.Errorf("%s: --%s %s: the node's certificate: %v", n, flag, v, err)
+			}
+		}
 	}
 }
 

@@ -13,7 +13,8 @@
 //
 //   - every file parses (YAML, multi-document; the unit; the Dockerfile);
 //   - every --flag in a command line (Dockerfile CMD, compose command,
-//     StatefulSet args, ExecStart) is one of chute --help, every CHUTE_*
+//     StatefulSet args, ExecStart) is one of chute --help (not an etcd
+//     flag it ignores or refuses), every CHUTE_*
 //     variable names one, every OTEL_* variable is one chute reads;
 //   - each deployment's command line, environment and config file load:
 //     the binary, given them plus one invalid flag, reports that flag and
@@ -27,6 +28,13 @@
 //     through the headless Service, so that 3 or 5 replicas need the same
 //     files; compose nodes that join each other, a table created at start
 //     and Prometheus scraping each node;
+//   - TLS: compose/gen-certs.sh (run with openssl, which the tests need)
+//     writes certificates that openssl verifies, and again changes
+//     nothing; the compose nodes and the StatefulSet serve the etcd API
+//     and the peer link over https:// with client certificates required,
+//     from the generated files and the Secret chute-tls (mounted whole,
+//     read-only); a node started from them serves a client holding a
+//     certificate of the CA and refuses one without;
 //   - the docs (README.md, docs/, deploy/README.md): every flag, metric,
 //     key form, setting, endpoint and /status field is documented, every
 //     flag a chute command line in them uses exists, and every relative

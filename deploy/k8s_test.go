@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -66,6 +67,7 @@ type podSpec struct {
 	TerminationGracePeriodSeconds *int `yaml:"terminationGracePeriodSeconds"`
 	SecurityContext               struct {
 		RunAsNonRoot bool `yaml:"runAsNonRoot"`
+		FSGroup      *int `yaml:"fsGroup"`
 	} `yaml:"securityContext"`
 	Containers []container `yaml:"containers"`
 	Volumes    []struct {
@@ -73,6 +75,9 @@ type podSpec struct {
 		ConfigMap struct {
 			Name string `yaml:"name"`
 		} `yaml:"configMap"`
+		Secret struct {
+			SecretName string `yaml:"secretName"`
+		} `yaml:"secret"`
 	} `yaml:"volumes"`
 }
 
@@ -121,6 +126,8 @@ type container struct {
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		SubPath   string `yaml:"subPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -306,7 +313,9 @@ func TestK8s(t *testing.T) {
 	// Every port chute listens on is a named container port.
 	portOf := func(key string) string {
 		v, _ := cfg[key].(string)
-		v = strings.TrimPrefix(v, "http://")
+		if _, rest, ok := strings.Cut(v, "://"); ok {
+			v = rest
+		}
 		_, p, _ := net.SplitHostPort(v)
 		return p
 	}
@@ -381,6 +390,8 @@ func TestK8s(t *testing.T) {
 				env[e.Name] = podName
 			case "status.podIP":
 				env[e.Name] = "127.0.0.1"
+			case "metadata.namespace":
+				env[e.Name] = "default"
 			default:
 				t.Errorf("env %s: fieldRef %s", e.Name, e.ValueFrom.FieldRef.FieldPath)
 			}
@@ -421,18 +432,28 @@ func TestK8s(t *testing.T) {
 		t.Error("StatefulSet: CHUTE_CLICKHOUSE_URL (it holds the password) must come from a Secret")
 	}
 
-	// Advertised addresses are the pod's IP.
-	ipVar := ""
+	// Advertised addresses are the pod's own: its IP for gossip, its DNS
+	// name under the headless Service for the TLS links, since the
+	// certificate names the pods, not their IPs.
+	ipVar, nsVar := "", ""
 	for _, e := range c.Env {
-		if nameFrom(e.Name) == "status.podIP" {
+		switch nameFrom(e.Name) {
+		case "status.podIP":
 			ipVar = e.Name
+		case "metadata.namespace":
+			nsVar = e.Name
 		}
 	}
-	for _, f := range []string{"advertise-client-urls", "advertise-peer-urls", "gossip-advertise"} {
-		if v, _ := flagArg(c.Args, f); ipVar == "" || !strings.Contains(v, "$("+ipVar+")") {
-			t.Errorf("StatefulSet: --%s %q: want the pod IP, $(%s) from status.podIP", f, v, ipVar)
+	if v, _ := flagArg(c.Args, "gossip-advertise"); ipVar == "" || !strings.Contains(v, "$("+ipVar+")") {
+		t.Errorf("StatefulSet: --gossip-advertise %q: want the pod IP, $(%s) from status.podIP", v, ipVar)
+	}
+	podHost := "$(CHUTE_NAME)." + sts.ServiceName + ".$(" + nsVar + ").svc"
+	for f, port := range map[string]int{"advertise-client-urls": ports["client"], "advertise-peer-urls": ports["peer"]} {
+		if v, _ := flagArg(c.Args, f); nsVar == "" || v != "https://"+net.JoinHostPort(podHost, strconv.Itoa(port)) {
+			t.Errorf("StatefulSet: --%s %q: want https://%s:%d, the pod's name under the headless Service", f, v, podHost, port)
 		}
 	}
+	tlsDir := checkK8sTLS(t, pod, c, cfg)
 
 	// --join names the headless Service only: it resolves to every pod, so
 	// 3 or 5 replicas need the same files.
@@ -465,20 +486,85 @@ func TestK8s(t *testing.T) {
 		}
 	}
 
-	// Every pod of 5 replicas gets a name of its own from the same spec.
+	// Every pod of 5 replicas gets a name of its own from the same spec,
+	// and its certificate from the Secret (here: one of gen-certs.sh,
+	// under cert-manager's file names).
 	cfgFile := filepath.Join(t.TempDir(), filepath.Base(cfgArg))
 	if err := os.WriteFile(cfgFile, []byte(cfgText), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	certs := genCerts(t)
+	secretDir := t.TempDir()
+	for from, to := range map[string]string{"ca.pem": "ca.crt", "chute-1.pem": "tls.crt", "chute-1-key.pem": "tls.key"} {
+		if err := os.WriteFile(filepath.Join(secretDir, to), mustReadAbs(t, filepath.Join(certs, from)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := clientTLS(t, filepath.Join(certs, "ca.pem"), filepath.Join(certs, "client.pem"), filepath.Join(certs, "client-key.pem"))
 	for i := range 5 {
 		name := fmt.Sprintf("%s-%d", stsObj.Metadata.Name, i)
 		e := maps.Clone(env)
 		e["CHUTE_NAME"] = name
-		l := launch{name: "k8s pod " + name, args: expandK8s(c.Args, e), env: e, files: map[string]string{cfgArg: cfgFile}}
+		l := launch{name: "k8s pod " + name, args: expandK8s(c.Args, e), env: e,
+			files: map[string]string{cfgArg: cfgFile, tlsDir: secretDir}, client: client}
 		if i == 0 || i == 4 {
 			t.Run(name, func(t *testing.T) { checkLaunch(t, l) })
 		}
 	}
+}
+
+// k8sTLSSecret is the Secret of the pods' certificates, in cert-manager's
+// layout.
+const k8sTLSSecret = "chute-tls"
+
+// checkK8sTLS: the Secret chute-tls is mounted read-only (whole, so that
+// renewals reach the pod) and readable by the pod's group; the etcd API
+// and the peer link are https:// and mutual TLS with its files. It
+// returns the Secret's mount path.
+func checkK8sTLS(t *testing.T, pod podSpec, c container, cfg map[string]any) string {
+	t.Helper()
+	var vol string
+	for _, v := range pod.Volumes {
+		if v.Secret.SecretName == k8sTLSSecret {
+			vol = v.Name
+		}
+	}
+	var dir string
+	for _, m := range c.VolumeMounts {
+		if m.Name != vol || vol == "" {
+			continue
+		}
+		dir = m.MountPath
+		if !m.ReadOnly || m.SubPath != "" {
+			t.Errorf("StatefulSet: Secret %s mounted at %s with readOnly %v, subPath %q: want read-only and whole (a subPath never sees a renewal)",
+				k8sTLSSecret, m.MountPath, m.ReadOnly, m.SubPath)
+		}
+	}
+	if dir == "" {
+		t.Fatalf("StatefulSet: the Secret %s is not mounted", k8sTLSSecret)
+	}
+	if pod.SecurityContext.FSGroup == nil {
+		t.Error("StatefulSet: no fsGroup: the non-root user may not read the Secret's files")
+	}
+	for _, key := range []string{"listen_client_urls", "listen_peer_urls"} {
+		if v, _ := cfg[key].(string); !strings.HasPrefix(v, "https://") {
+			t.Errorf("ConfigMap: %s %q, want https://", key, v)
+		}
+	}
+	for flag, want := range map[string]string{
+		"cert-file": "tls.crt", "key-file": "tls.key", "trusted-ca-file": "ca.crt",
+		"peer-cert-file": "tls.crt", "peer-key-file": "tls.key", "peer-trusted-ca-file": "ca.crt",
+	} {
+		if v, _ := flagArg(c.Args, flag); v != path.Join(dir, want) {
+			t.Errorf("StatefulSet: --%s %q, want %s", flag, v, path.Join(dir, want))
+		}
+	}
+	for _, flag := range []string{"client-cert-auth", "peer-client-cert-auth"} {
+		if !slices.Contains(c.Args, "--"+flag) && !slices.Contains(c.Args, "--"+flag+"=true") {
+			t.Errorf("StatefulSet: no --%s: the port would take any client", flag)
+		}
+	}
+	return dir
 }
 
 // expandK8s expands $(VAR) in args from env, as the kubelet does.
