@@ -2,10 +2,11 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
+
+	"chute/internal/tlsfiles"
 )
 
 // clickhouseTLSSet reports whether any of the ClickHouse TLS options is
@@ -28,7 +29,7 @@ func (c Config) clickhouseTLS() (*tls.Config, error) {
 	cfg := &tls.Config{ServerName: c.ClickHouseServerName, MinVersion: tls.VersionTLS12}
 	var errs []error
 	if c.ClickHouseCAFile != "" {
-		pool, err := readCAFile(c.ClickHouseCAFile)
+		pool, err := tlsfiles.LoadCA(c.ClickHouseCAFile)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--clickhouse-ca-file: %w", err))
 		}
@@ -50,19 +51,6 @@ func (c Config) clickhouseTLS() (*tls.Config, error) {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-// readCAFile returns the certificates of the PEM file at path as a pool.
-func readCAFile(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s holds no PEM certificate", path)
-	}
-	return pool, nil
 }
 
 // loadKeyPair reads a client certificate and its key, each error naming

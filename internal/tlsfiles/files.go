@@ -117,7 +117,7 @@ func CheckKeyPair(certFile, keyFile string) error {
 
 // CheckCA reports whether file holds at least one PEM certificate.
 func CheckCA(file string) error {
-	_, err := loadPool(file)
+	_, err := LoadCA(file)
 	return err
 }
 
@@ -127,14 +127,15 @@ func CheckCRL(file string) error {
 	return err
 }
 
-func loadPool(file string) (*x509.CertPool, error) {
+// LoadCA returns the certificates of the PEM file as a pool.
+func LoadCA(file string) (*x509.CertPool, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return nil, err
 	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("%s: no PEM certificate in it", file)
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
 	}
 	return pool, nil
 }

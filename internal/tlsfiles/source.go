@@ -81,7 +81,7 @@ func (s *Source) read() (*state, error) {
 		st.clientCert = &cert
 	}
 	if f.TrustedCAFile != "" {
-		pool, err := loadPool(f.TrustedCAFile)
+		pool, err := LoadCA(f.TrustedCAFile)
 		if err != nil {
 			return nil, fmt.Errorf("tlsfiles: trusted CA: %w", err)
 		}
