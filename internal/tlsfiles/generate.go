@@ -85,6 +85,8 @@ func Derived(secret []byte, cluster, member string, suite Suite) (*Source, error
 	pool.AddCert(ca)
 	cert := &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 	return &Source{
+		// No files to read again; ClientCertAuth makes its servers
+		// require a certificate of the derived CA.
 		files:      Files{ClientCertAuth: true},
 		suite:      suite,
 		now:        time.Now,
