@@ -301,6 +301,13 @@ func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.A
 func (m *Manager) forwarderFor(member uint64) (*forwarder, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	select {
+	case <-m.stop:
+		// Shutdown closes the forwarders it finds under mu after closing
+		// stop: one made now would run, and be waited for, forever.
+		return nil, status.Error(codes.Unavailable, "dispatch: shutting down")
+	default:
+	}
 	if f, ok := m.forwarders[member]; ok {
 		return f, nil
 	}
