@@ -2,18 +2,11 @@ package main
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/x509"
-	"encoding/pem"
-	"math/big"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"chute/internal/testcerts"
 )
@@ -30,16 +23,7 @@ func newTLSFixture(t *testing.T) tlsFixture {
 	f := tlsFixture{dir: dir, ca: ca.WriteCA(t, dir, "ca")}
 	f.cert, f.key = ca.Issue(t, "node", "127.0.0.1").Write(t, dir, "node")
 	f.cert2, f.key2 = ca.Issue(t, "client", "127.0.0.1").Write(t, dir, "client")
-	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
-		Number: big.NewInt(1), ThisUpdate: time.Now(), NextUpdate: time.Now().Add(time.Hour),
-	}, ca.Cert, ca.Signer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.crl = filepath.Join(dir, "crl.pem")
-	if err := os.WriteFile(f.crl, pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	f.crl = ca.WriteCRL(t, dir, "crl")
 	return f
 }
 

@@ -52,17 +52,21 @@ func (s certSet) issue(t *testing.T, cn string, hosts ...string) (cert, key stri
 	return s.ca.Issue(t, cn, append([]string{"127.0.0.1", "localhost"}, hosts...)...).Write(t, t.TempDir(), cn)
 }
 
+// caPool returns the certificates of a CA file.
+func caPool(t *testing.T, file string) *x509.CertPool {
+	t.Helper()
+	pool, err := tlsfiles.LoadCA(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
 // tlsClient returns a clientv3 client of endpoints over TLS, verifying the
 // server with caFile and presenting cert/key when given.
 func tlsClient(t *testing.T, caFile, cert, key string, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	cfg := &tls.Config{}
-	pool := x509.NewCertPool()
-	pem, err := os.ReadFile(caFile)
-	if err != nil || !pool.AppendCertsFromPEM(pem) {
-		t.Fatalf("CA %s: %v", caFile, err)
-	}
-	cfg.RootCAs = pool
+	cfg := &tls.Config{RootCAs: caPool(t, caFile)}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
@@ -447,10 +451,7 @@ func TestSecurity_certificateRotation(t *testing.T) {
 	pid := p.cmd.Process.Pid
 	served := func() *big.Int {
 		t.Helper()
-		pool := x509.NewCertPool()
-		pem, _ := os.ReadFile(pki.caFile)
-		pool.AppendCertsFromPEM(pem)
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: caPool(t, pki.caFile), ServerName: "127.0.0.1", NextProtos: []string{"h2"}})
 		if err != nil {
 			t.Fatalf("tls dial: %v", err)
 		}
@@ -492,10 +493,7 @@ func TestSecurity_metricsTLS(t *testing.T) {
 	t.Parallel()
 	pki := newCertSet(t, "metrics CA", "metrics")
 	p := StartChute(t, "--metrics-cert-file", pki.cert, "--metrics-key-file", pki.key)
-	pool := x509.NewCertPool()
-	pem, _ := os.ReadFile(pki.caFile)
-	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(t, pki.caFile)}}}
 	for _, path := range []string{"/readyz", "/metrics"} {
 		resp, err := client.Get("https://" + p.MetricsAddr + path)
 		if err != nil {

@@ -5,7 +5,6 @@
 package testcerts
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -132,5 +131,20 @@ func pemBlock(typ string, der []byte) []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
 }
 
-// Signer returns the CA's private key, to sign revocation lists.
-func (ca *CA) Signer() crypto.Signer { return ca.key }
+// WriteCRL writes a PEM revocation list of the CA that revokes serials to
+// dir/name.pem and returns the path.
+func (ca *CA) WriteCRL(t testing.TB, dir, name string, serials ...*big.Int) string {
+	t.Helper()
+	var entries []x509.RevocationListEntry
+	for _, s := range serials {
+		entries = append(entries, x509.RevocationListEntry{SerialNumber: s, RevocationTime: time.Now()})
+	}
+	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
+		Number: big.NewInt(1), ThisUpdate: time.Now(), NextUpdate: time.Now().Add(time.Hour),
+		RevokedCertificateEntries: entries,
+	}, ca.Cert, ca.key)
+	if err != nil {
+		t.Fatalf("testcerts: revocation list: %v", err)
+	}
+	return write(t, filepath.Join(dir, name+".pem"), pemBlock("X509 CRL", der))
+}

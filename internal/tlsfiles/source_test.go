@@ -1,7 +1,6 @@
 package tlsfiles
 
 import (
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -157,8 +156,7 @@ func TestSource_revocationList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crlFile := cl.dir + "/crl.pem"
-	writeCRL(t, ca, crlFile, leaf.SerialNumber)
+	crlFile := ca.WriteCRL(t, cl.dir, "crl", leaf.SerialNumber)
 	sf := newFiles(t, ca, "server").files
 	sf.CRLFile = crlFile
 	srv := mustSource(t, sf)
@@ -167,24 +165,6 @@ func TestSource_revocationList(t *testing.T) {
 	}
 	if se, _ := handshake(t, srv.ServerConfig(), mustSource(t, newFiles(t, ca, "other").files).ClientConfig("127.0.0.1"), "127.0.0.1"); se != nil {
 		t.Fatalf("certificate not on the list refused: %v", se)
-	}
-}
-
-func writeCRL(t *testing.T, ca *testcerts.CA, path string, serials ...*big.Int) {
-	t.Helper()
-	var entries []x509.RevocationListEntry
-	for _, s := range serials {
-		entries = append(entries, x509.RevocationListEntry{SerialNumber: s, RevocationTime: time.Now()})
-	}
-	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
-		Number: big.NewInt(1), ThisUpdate: time.Now(), NextUpdate: time.Now().Add(time.Hour),
-		RevokedCertificateEntries: entries,
-	}, ca.Cert, ca.Signer())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "X509 CRL", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }
 
