@@ -37,11 +37,11 @@ deps:
 
 # test runs every test with the race detector, after the lint checks.
 test: deps lint
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 # test-e2e runs only the process-level tests (real binary, etcdctl, etcd).
 test-e2e: deps
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/e2e/...
+	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) ./internal/e2e/...
 
 # test-faults runs the fault scenarios of issue 7 (internal/e2e/faults_*_test.go)
 # in their full form, CHUTE_FAULTS=full: 20 kills -9 of the dispatcher per ack
@@ -51,8 +51,8 @@ test-e2e: deps
 # to docs/reliability.md. make test runs their short form.
 FAULTS_TIMEOUT ?= 60m
 test-faults: deps build
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./internal/faults/
-	CHUTE_FAULTS=full $(GO) test -count=1 -timeout $(FAULTS_TIMEOUT) -run '^TestFaults_' -v ./internal/e2e/
+	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) ./internal/faults/
+	CHUTE_FAULTS=full $(GO) test -tags e2e -count=1 -timeout $(FAULTS_TIMEOUT) -run '^TestFaults_' -v ./internal/e2e/
 
 # bench runs issue 8's benchmark against a private ClickHouse
 # (deploy/dev/bench.sh): one node and three, unary puts and txns of 128 from
@@ -67,7 +67,7 @@ bench: deps build
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+	$(GO) vet -tags e2e $(PKGS)
 
 fmt:
 	gofmt -w .

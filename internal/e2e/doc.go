@@ -1,6 +1,8 @@
 // Package e2e runs the chute binary and real etcd tools against it.
 //
-// Everything here is test code, in _test.go files:
+// Everything here is test code, in _test.go files built with the e2e tag
+// (go test -tags e2e; make test passes it), so go test ./... without the
+// tag needs neither etcd nor ClickHouse installed:
 //
 //   - harness_test.go: TestMain builds chute once per test binary (or takes
 //     the binary named by E2E_CHUTE_BIN). StartChute and StartEtcd start a
