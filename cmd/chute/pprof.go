@@ -1,46 +1,23 @@
 package main
 
 import (
-	"fmt"
 	"net/http"
-	"runtime/pprof"
-	"strconv"
-	"time"
+	"net/http/pprof"
 )
 
-// Profiles are served on the metrics listener, under /debug/pprof/, in the
-// format `go tool pprof` reads:
+// handleProfiles serves net/http/pprof on the metrics listener, under
+// /debug/pprof/: the index, cmdline, profile, symbol, trace and every
+// runtime profile by name (goroutine?debug=1 and =2 as text), in the form
+// `go tool pprof` and `go tool trace` read.
 //
-//	/debug/pprof/profile?seconds=N   CPU profile over N seconds (default 30, at most 300)
-//	/debug/pprof/{name}              heap, allocs, goroutine, mutex, block, threadcreate
-//
-// runtime/pprof is used directly: net/http/pprof registers itself on the
-// default mux when imported.
+// Importing net/http/pprof also registers the handlers on
+// http.DefaultServeMux; chute never serves that mux, so only this one
+// exposes them.
 func handleProfiles(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/profile", func(w http.ResponseWriter, r *http.Request) {
-		secs, err := strconv.Atoi(r.URL.Query().Get("seconds"))
-		if err != nil || secs <= 0 {
-			secs = 30
-		}
-		secs = min(secs, 300)
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if err := pprof.StartCPUProfile(w); err != nil {
-			http.Error(w, "cpu profile: "+err.Error(), http.StatusConflict)
-			return
-		}
-		select {
-		case <-time.After(time.Duration(secs) * time.Second):
-		case <-r.Context().Done():
-		}
-		pprof.StopCPUProfile()
-	})
-	mux.HandleFunc("GET /debug/pprof/{name}", func(w http.ResponseWriter, r *http.Request) {
-		p := pprof.Lookup(r.PathValue("name"))
-		if p == nil {
-			http.Error(w, fmt.Sprintf("no profile %q", r.PathValue("name")), http.StatusNotFound)
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		_ = p.WriteTo(w, 0)
-	})
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
