@@ -5,7 +5,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 )
@@ -16,21 +15,15 @@ const (
 	ProtocolHTTP = "http/protobuf"
 )
 
-// TraceConfig says where spans go. Its zero value traces nothing.
+// TraceConfig says whether spans are exported and how they are sampled.
+// Where they go (endpoint, protocol, headers, timeout, TLS, compression)
+// the exporter reads itself from the standard OTEL_EXPORTER_OTLP_*
+// variables. Its zero value traces nothing.
 type TraceConfig struct {
-	// Endpoint is the OTLP endpoint URL: for gRPC http(s)://host:port, for
-	// HTTP the full URL of the traces path (.../v1/traces). Empty: tracing
-	// is off and costs nothing but a nil check.
-	Endpoint string
-	// Protocol is ProtocolGRPC or ProtocolHTTP. Empty: ProtocolHTTP, the
-	// OpenTelemetry specification's default.
-	Protocol string
-	// Insecure sends gRPC without TLS when Endpoint has no scheme.
-	Insecure bool
-	// Headers are sent with every export (authentication, tenant).
-	Headers map[string]string
-	// Timeout bounds one export. Zero: the exporter's 10s.
-	Timeout time.Duration
+	// Enabled exports spans through the exporter OTEL_TRACES_EXPORTER
+	// names (otlp when unset). False: tracing is off and costs nothing but
+	// a nil check.
+	Enabled bool
 	// Sampler is an OTEL_TRACES_SAMPLER name: always_on, always_off,
 	// traceidratio, parentbased_always_on, parentbased_always_off,
 	// parentbased_traceidratio. Empty: parentbased_always_on.
@@ -42,13 +35,13 @@ type TraceConfig struct {
 
 // FromEnv fills cfg from the standard OpenTelemetry environment variables,
 // read with getenv (os.Getenv in the binary): OTEL_SDK_DISABLED,
-// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_EXPORTER
-// (otlp or none), OTEL_EXPORTER_OTLP[_TRACES]_{ENDPOINT,PROTOCOL,HEADERS,
-// TIMEOUT,INSECURE}, OTEL_TRACES_SAMPLER[_ARG]. Tracing is on when an
-// endpoint is set or OTEL_TRACES_EXPORTER=otlp asks for the default one
-// (localhost:4318, or :4317 over gRPC); with neither, nothing is exported:
-// a node does not send spans nowhere by default. The batch span processor
-// reads OTEL_BSP_* itself.
+// OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_EXPORTER,
+// OTEL_TRACES_SAMPLER[_ARG], and it checks the OTLP protocol, so a bad
+// value stops the node at start. Tracing is on when an OTLP endpoint is set
+// or OTEL_TRACES_EXPORTER asks for an exporter; with neither, nothing is
+// exported: a node does not send spans nowhere by default. The exporter
+// reads OTEL_EXPORTER_OTLP_* and the batch span processor OTEL_BSP_*
+// themselves, from the process environment.
 func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 	if v := getenv("OTEL_SERVICE_NAME"); v != "" {
 		cfg.ServiceName = v
@@ -66,68 +59,25 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 		cfg.Traces = TraceConfig{}
 		return cfg, nil
 	}
-	either := func(name string) string { // the traces-specific variable wins
-		if v := getenv("OTEL_EXPORTER_OTLP_TRACES_" + name); v != "" {
-			return v
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
+		switch p := getenv(name); p {
+		case "", ProtocolGRPC, ProtocolHTTP:
+		default:
+			return cfg, fmt.Errorf("otel: %s %q: want grpc or http/protobuf", name, p)
 		}
-		return getenv("OTEL_EXPORTER_OTLP_" + name)
-	}
-	t := TraceConfig{Protocol: either("PROTOCOL")}
-	switch t.Protocol {
-	case "":
-		t.Protocol = ProtocolHTTP
-	case ProtocolGRPC, ProtocolHTTP:
-	default:
-		return cfg, fmt.Errorf("otel: OTLP protocol %q: want grpc or http/protobuf", t.Protocol)
 	}
 	exporter := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))
 	switch exporter {
-	case "", "otlp", "none":
+	case "", "otlp", "console", "none":
 	default:
-		return cfg, fmt.Errorf("otel: OTEL_TRACES_EXPORTER %q: chute exports traces with otlp (or none)", exporter)
+		return cfg, fmt.Errorf("otel: OTEL_TRACES_EXPORTER %q: want otlp, console or none", exporter)
 	}
-	switch {
-	case getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "":
-		t.Endpoint = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-	case getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "":
-		t.Endpoint = getenv("OTEL_EXPORTER_OTLP_ENDPOINT")
-		if t.Protocol == ProtocolHTTP { // the signal path is appended to the base URL
-			t.Endpoint = strings.TrimSuffix(t.Endpoint, "/") + "/v1/traces"
-		}
-	case exporter == "otlp" && t.Protocol == ProtocolGRPC:
-		t.Endpoint = "http://localhost:4317"
-	case exporter == "otlp":
-		t.Endpoint = "http://localhost:4318/v1/traces"
-	}
-	if exporter == "none" || t.Endpoint == "" {
+	endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	if exporter == "none" || (exporter == "" && !endpoint) {
 		cfg.Traces = TraceConfig{}
 		return cfg, nil
 	}
-	if _, err := url.Parse(t.Endpoint); err != nil {
-		return cfg, fmt.Errorf("otel: OTLP endpoint: %w", err)
-	}
-	if v := either("INSECURE"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return cfg, fmt.Errorf("otel: OTEL_EXPORTER_OTLP_INSECURE %q: %w", v, err)
-		}
-		t.Insecure = b
-	}
-	if v := either("HEADERS"); v != "" {
-		h, err := parsePairs(v)
-		if err != nil {
-			return cfg, fmt.Errorf("otel: OTEL_EXPORTER_OTLP_HEADERS: %w", err)
-		}
-		t.Headers = h
-	}
-	if v := either("TIMEOUT"); v != "" {
-		ms, err := strconv.Atoi(v)
-		if err != nil || ms < 0 {
-			return cfg, fmt.Errorf("otel: OTEL_EXPORTER_OTLP_TIMEOUT %q: want milliseconds", v)
-		}
-		t.Timeout = time.Duration(ms) * time.Millisecond
-	}
-	t.Sampler, t.SamplerArg = getenv("OTEL_TRACES_SAMPLER"), 1
+	t := TraceConfig{Enabled: true, Sampler: getenv("OTEL_TRACES_SAMPLER"), SamplerArg: 1}
 	if v := getenv("OTEL_TRACES_SAMPLER_ARG"); v != "" {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 || f > 1 {
@@ -143,7 +93,7 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 }
 
 // parsePairs parses "k1=v1,k2=v2" with percent-encoded values, the format of
-// OTEL_RESOURCE_ATTRIBUTES and OTEL_EXPORTER_OTLP_HEADERS.
+// OTEL_RESOURCE_ATTRIBUTES.
 func parsePairs(s string) (map[string]string, error) {
 	out := make(map[string]string)
 	i := 0

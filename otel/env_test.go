@@ -2,6 +2,9 @@ package otel
 
 import (
 	"context"
+	"errors"
+	"net"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,24 +26,18 @@ func TestFromEnv(t *testing.T) {
 		want TraceConfig
 	}{
 		{"nothing set: no tracing", nil, TraceConfig{}},
-		{"endpoint, default protocol http", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"},
-			TraceConfig{Endpoint: "http://c:4318/v1/traces", Protocol: ProtocolHTTP, SamplerArg: 1}},
-		{"grpc endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
-			TraceConfig{Endpoint: "http://c:4317", Protocol: ProtocolGRPC, SamplerArg: 1}},
-		{"traces variables win, taken as they are", map[string]string{
-			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://t:443/custom",
-			"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
-		}, TraceConfig{Endpoint: "https://t:443/custom", Protocol: ProtocolHTTP, SamplerArg: 1}},
+		{"an endpoint turns tracing on", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"},
+			TraceConfig{Enabled: true, SamplerArg: 1}},
+		{"a traces endpoint too", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+			TraceConfig{Enabled: true, SamplerArg: 1}},
 		{"otlp exporter with no endpoint: the default one", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"},
-			TraceConfig{Endpoint: "http://localhost:4318/v1/traces", Protocol: ProtocolHTTP, SamplerArg: 1}},
+			TraceConfig{Enabled: true, SamplerArg: 1}},
+		{"console exporter", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, TraceConfig{Enabled: true, SamplerArg: 1}},
 		{"none wins over an endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, TraceConfig{}},
 		{"sdk disabled", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, TraceConfig{}},
-		{"headers, timeout, insecure, sampler", map[string]string{
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-			"OTEL_EXPORTER_OTLP_HEADERS": "api-key=a%20b, tenant=t1", "OTEL_EXPORTER_OTLP_TIMEOUT": "2500",
-			"OTEL_EXPORTER_OTLP_INSECURE": "true", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
-		}, TraceConfig{Endpoint: "c:4317", Protocol: ProtocolGRPC, Insecure: true, Headers: map[string]string{"api-key": "a b", "tenant": "t1"},
-			Timeout: 2500 * time.Millisecond, Sampler: "parentbased_traceidratio", SamplerArg: 0.25}},
+		{"sampler", map[string]string{
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "c:4317", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+		}, TraceConfig{Enabled: true, Sampler: "parentbased_traceidratio", SamplerArg: 0.25}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,12 +57,12 @@ func TestFromEnv_errors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}, "protocol"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}, "OTEL_EXPORTER_OTLP_PROTOCOL"},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "udp", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
 		{map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_TRACES_SAMPLER": "sometimes"}, "OTEL_TRACES_SAMPLER"},
 		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_TRACES_SAMPLER_ARG": "2"}, "OTEL_TRACES_SAMPLER_ARG"},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_TIMEOUT": "5s"}, "milliseconds"},
-		{map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c", "OTEL_EXPORTER_OTLP_HEADERS": "secret-token"}, "item 1 is not key=value"},
+		{map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "secret-token"}, "item 1 is not key=value"},
 		{map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "a=%zz"}, "OTEL_RESOURCE_ATTRIBUTES"},
 	}
 	for _, tt := range tests {
@@ -74,7 +71,7 @@ func TestFromEnv_errors(t *testing.T) {
 			t.Errorf("%v: got %v, want an error about %s", tt.env, err, tt.want)
 		}
 		if err != nil && strings.Contains(err.Error(), "secret-token") {
-			t.Errorf("the error repeats a header value: %v", err)
+			t.Errorf("the error repeats a value: %v", err)
 		}
 	}
 }
@@ -99,12 +96,15 @@ func TestFromEnv_resource(t *testing.T) {
 func TestNew_exportsOverOTLP(t *testing.T) {
 	for _, proto := range []string{ProtocolGRPC, ProtocolHTTP} {
 		t.Run(proto, func(t *testing.T) {
+			// The exporter reads the process environment itself.
 			r := otlptest.Start(t)
-			env := map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": proto, "OTEL_EXPORTER_OTLP_ENDPOINT": r.HTTPEndpoint()}
+			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", proto)
 			if proto == ProtocolGRPC {
-				env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://" + r.GRPCEndpoint()
+				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+r.GRPCEndpoint())
+			} else {
+				t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", r.HTTPEndpoint())
 			}
-			cfg, err := FromEnv(envOf(env), Config{InstanceID: "n1", Version: "v9"})
+			cfg, err := FromEnv(os.Getenv, Config{InstanceID: "n1", Version: "v9"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,6 +125,41 @@ func TestNew_exportsOverOTLP(t *testing.T) {
 				t.Fatalf("got %v, want one span hello from chute n1 v9", spans)
 			}
 		})
+	}
+}
+
+// TestShutdown_collectorDown checks that a node whose collector is down
+// stops within the flush bound, saying the spans were lost, instead of
+// retrying until its whole shutdown deadline. Over gRPC the exporter keeps
+// trying to connect; over HTTP a refused connection fails at once.
+func TestShutdown_collectorDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: every export is refused
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+down)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", ProtocolGRPC)
+	cfg, err := FromEnv(os.Getenv, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.TracerProvider().Tracer("test").Start(context.Background(), "lost")
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	start := time.Now()
+	err = p.Shutdown(ctx)
+	if !errors.Is(err, ErrSpansLost) {
+		t.Fatalf("got %v, want ErrSpansLost", err)
+	}
+	if took := time.Since(start); took > flushTimeout+5*time.Second {
+		t.Fatalf("Shutdown took %v with the collector down, want about %v", took, flushTimeout)
 	}
 }
 

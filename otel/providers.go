@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -22,7 +23,7 @@ import (
 
 // Config names the process in what it exports and says where spans go.
 // Build it in cmd (FromEnv reads the standard OTEL_* variables); New reads
-// no environment itself.
+// no environment itself, the trace exporter it builds reads its own.
 type Config struct {
 	// ServiceName is service.name. Empty: "chute".
 	ServiceName string
@@ -47,8 +48,8 @@ type Providers struct {
 
 // New builds the providers: a meter provider whose readings are served in
 // Prometheus format by MetricsHandler, together with Go runtime and process
-// metrics, and a tracer provider exporting over OTLP when cfg.Traces names
-// an endpoint.
+// metrics, and a tracer provider exporting spans when cfg.Traces enables
+// them.
 func New(cfg Config) (*Providers, error) {
 	res := resource.NewSchemaless(resourceAttrs(cfg)...)
 	reg := prometheus.NewRegistry()
@@ -69,7 +70,7 @@ func New(cfg Config) (*Providers, error) {
 			sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter)),
 		registry: reg,
 	}
-	if cfg.Traces.Endpoint != "" {
+	if cfg.Traces.Enabled {
 		if p.tracer, err = newTracerProvider(cfg.Traces, res); err != nil {
 			_ = p.meter.Shutdown(context.Background())
 			return nil, err
@@ -124,11 +125,25 @@ func (p *Providers) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(p.registry, promhttp.HandlerOpts{})
 }
 
-// Shutdown flushes the spans not yet exported and stops the providers.
+// ErrSpansLost says that Shutdown stopped the tracer provider before the
+// spans it held were exported.
+var ErrSpansLost = errors.New("otel: spans not exported at shutdown")
+
+// flushTimeout bounds the export of the last spans at shutdown: a
+// collector that is down must not hold up a node that is stopping.
+const flushTimeout = 2 * time.Second
+
+// Shutdown flushes the spans not yet exported, for at most flushTimeout,
+// and stops the providers. Spans it could not export make it return an
+// error that wraps ErrSpansLost.
 func (p *Providers) Shutdown(ctx context.Context) error {
 	var errs []error
 	if p.tracer != nil {
-		errs = append(errs, p.tracer.Shutdown(ctx))
+		tctx, cancel := context.WithTimeout(ctx, flushTimeout)
+		if err := p.tracer.Shutdown(tctx); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrSpansLost, err))
+		}
+		cancel()
 	}
 	errs = append(errs, p.meter.Shutdown(ctx))
 	return errors.Join(errs...)
