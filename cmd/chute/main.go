@@ -58,6 +58,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	defer stop()
 
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	routeOTelLogs(logger)
 	for _, name := range ignored {
 		logger.Warn("ignoring etcd flag", "flag", name)
 	}

@@ -349,7 +349,11 @@ func (n *node) shutdown() error {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, n.providers.Shutdown(ctx))
+	if err := n.providers.Shutdown(ctx); errors.Is(err, chuteotel.ErrSpansLost) {
+		n.log.Warn("telemetry not flushed", "err", err)
+	} else if err != nil {
+		errs = append(errs, err)
+	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,4 +201,45 @@ func metricSum(t testing.TB, p *Proc, metric string, labels ...string) float64 {
 		sum += f
 	}
 	return sum
+}
+
+// TestTracing_collectorDown runs a node whose OTLP collector is down. The
+// exporter's errors reach the node's log as its own key=value lines, not
+// in the standard library's log format, and SIGTERM stops the node at
+// once, exit 0: the spans it cannot flush cost a warning, not the whole
+// shutdown deadline.
+func TestTracing_collectorDown(t *testing.T) {
+	t.Parallel()
+	for _, protocol := range []string{"http/protobuf", "grpc"} {
+		t.Run(protocol, func(t *testing.T) {
+			t.Parallel()
+			dead := freeAddr(t) // nothing listens there
+			p := StartChuteEnv(t, []string{"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
+				"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + dead, "OTEL_BSP_SCHEDULE_DELAY=100"})
+			ctlOK(t, p, "", "put", "k", "v")
+			if protocol == "http/protobuf" { // a refused connection fails the export at once
+				deadline := time.Now().Add(traceTimeout)
+				for !strings.Contains(p.Log(), `msg="telemetry export failed" component=opentelemetry`) {
+					if time.Now().After(deadline) {
+						t.Fatalf("no export error in the node's log within %v:\n%s", traceTimeout, p.Log())
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			start := time.Now()
+			if err := p.Stop(); err != nil {
+				t.Fatalf("stop: %v\n%s", err, p.Log())
+			}
+			if took := time.Since(start); took > 6*time.Second {
+				t.Fatalf("SIGTERM took %v with the collector down, want a few seconds", took)
+			}
+			// The standard library's log format: "2026/12/01 13:50:02 traces export: ...".
+			stdlogLine := regexp.MustCompile(`^\d{4}/\d{2}/\d{2} \d{2}:\d{2}:\d{2} `)
+			for line := range strings.SplitSeq(p.Log(), "\n") {
+				if stdlogLine.MatchString(line) {
+					t.Fatalf("a line in the standard library's log format: %q", line)
+				}
+			}
+		})
+	}
 }
