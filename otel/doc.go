@@ -7,8 +7,10 @@
 // never share instruments.
 //
 // Traces go over OTLP (gRPC or HTTP/protobuf) to the endpoint the standard
-// OTEL_* variables name; FromEnv reads them with the getenv it is given, so
-// New reads no environment. With no endpoint, TracerProvider is nil and the
+// OTEL_* variables name. FromEnv reads, with the getenv it is given, whether
+// tracing is on, the sampler and the resource; the exporter New builds
+// (contrib's autoexport) reads its endpoint, protocol, headers and TLS
+// settings from the process environment itself. With no endpoint, TracerProvider is nil and the
 // packages skip every span: tracing that is off costs a nil check. The
 // sampler is OTEL_TRACES_SAMPLER's (default parentbased_always_on: a put
 // whose client sent a sampled traceparent is traced, and so is one with
