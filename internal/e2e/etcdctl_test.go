@@ -459,26 +459,6 @@ func (s *session) grant(ttl int, args ...string) string {
 	return fmt.Sprintf("%016x", id)
 }
 
-// revision returns the server's current revision, with an unrecorded
-// get -w json, or -1 (which the transcripts show) when it cannot.
-func (s *session) revision() int64 {
-	res, err := runEtcdctl(s.etcdctl, s.p.ClientAddr, "", "get", "-w", "json", "e2e-no-such-key")
-	if err != nil {
-		s.fail("%v", err)
-		return -1
-	}
-	var r struct {
-		Header struct {
-			Revision int64 `json:"revision"`
-		} `json:"header"`
-	}
-	if err := json.Unmarshal([]byte(res.Stdout), &r); err != nil {
-		s.fail("revision: %v: %q", err, res.Stdout)
-		return -1
-	}
-	return r.Header.Revision
-}
-
 // bgCtl is an etcdctl command running in the background, such as a watch.
 type bgCtl struct {
 	args   []string
