@@ -73,12 +73,8 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 		return getenv("OTEL_EXPORTER_OTLP_" + name)
 	}
 	t := TraceConfig{Protocol: either("PROTOCOL")}
-	switch t.Protocol {
-	case "":
+	if t.Protocol == "" {
 		t.Protocol = ProtocolHTTP
-	case ProtocolGRPC, ProtocolHTTP:
-	default:
-		return cfg, fmt.Errorf("otel: OTLP protocol %q: want grpc or http/protobuf", t.Protocol)
 	}
 	exporter := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER"))
 	switch exporter {
@@ -102,9 +98,6 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 	if exporter == "none" || t.Endpoint == "" {
 		cfg.Traces = TraceConfig{}
 		return cfg, nil
-	}
-	if _, err := url.Parse(t.Endpoint); err != nil {
-		return cfg, fmt.Errorf("otel: OTLP endpoint: %w", err)
 	}
 	if v := either("INSECURE"); v != "" {
 		b, err := strconv.ParseBool(v)
@@ -135,11 +128,8 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 		}
 		t.SamplerArg = f
 	}
-	if _, err := sampler(t); err != nil {
-		return cfg, err
-	}
 	cfg.Traces = t
-	return cfg, nil
+	return cfg, cfg.Validate()
 }
 
 // parsePairs parses "k1=v1,k2=v2" with percent-encoded values, the format of
