@@ -25,13 +25,16 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // ConfigField returns Field.
 func (e *FieldError) ConfigField() string { return e.Field }
 
+// ConfigErr returns Err, the problem without the package's words around it.
+func (e *FieldError) ConfigErr() error { return e.Err }
+
 // Validate reports every setting that cannot work, each a *FieldError,
 // joined. It does no I/O.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
 	for _, u := range c.ListenClientURLs {
-		secure, err := checkURL(u, true)
+		secure, err := checkURL(u)
 		switch {
 		case err != nil:
 			bad("ListenClientURLs", err)
@@ -47,7 +50,7 @@ func (c Config) Validate() error {
 		{"AdvertisePeerURLs", c.AdvertisePeerURLs},
 	} {
 		for _, u := range l.urls {
-			if _, err := checkURL(u, false); err != nil {
+			if _, err := checkURL(u); err != nil {
 				bad(l.field, err)
 			}
 		}
@@ -83,10 +86,11 @@ func (c Config) Validate() error {
 }
 
 // checkURL accepts an http or https URL with a host and a port and no
-// user, path, query or fragment, and reports whether it is https. A
-// listen URL may have port 0 (the kernel picks one); a URL others dial
-// may not. Its errors never show a password.
-func checkURL(raw string, listen bool) (secure bool, err error) {
+// user, path, query or fragment, and reports whether it is https. Port 0
+// is allowed: on a listen URL the kernel picks the port, and an advertise
+// URL copied from such a listen URL says so. Its errors never show a
+// password.
+func checkURL(raw string) (secure bool, err error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		if strings.Contains(raw, "@") { // it may hold a password
@@ -111,12 +115,8 @@ func checkURL(raw string, listen bool) (secure bool, err error) {
 	if host == "" {
 		return false, fmt.Errorf("%q: host is empty", shown)
 	}
-	n, err := strconv.ParseUint(port, 10, 16)
-	switch {
-	case err != nil:
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return false, fmt.Errorf("%q: port %q is not a number from 0 to 65535", shown, port)
-	case n == 0 && !listen:
-		return false, fmt.Errorf("%q: port 0: others cannot dial it, want 1-65535", shown)
 	}
 	return u.Scheme == "https", nil
 }

@@ -31,8 +31,9 @@ func TestConfig_Validate_cases(t *testing.T) {
 		{"listen path", func(c *Config) { c.ListenClientURLs = []string{"http://h:1/x"} }, "ListenClientURLs", "path"},
 		{"listen user", func(c *Config) { c.ListenClientURLs = []string{"http://u:p@h:1"} }, "ListenClientURLs", "must not contain a user"},
 		{"listen port too big", func(c *Config) { c.ListenClientURLs = []string{"http://h:65536"} }, "ListenClientURLs", "0 to 65535"},
-		{"advertise client port 0", func(c *Config) { c.AdvertiseClientURLs = []string{"http://10.0.0.1:0"} }, "AdvertiseClientURLs", "port 0"},
-		{"advertise peer port 0", func(c *Config) { c.AdvertisePeerURLs = []string{"http://10.0.0.1:0"} }, "AdvertisePeerURLs", "port 0"},
+		{"advertise copied from a listen port 0", func(c *Config) { c.AdvertiseClientURLs = []string{"http://127.0.0.1:0"} }, "", ""},
+		{"advertise client scheme", func(c *Config) { c.AdvertiseClientURLs = []string{"grpc://10.0.0.1:1"} }, "AdvertiseClientURLs", "scheme"},
+		{"advertise peer path", func(c *Config) { c.AdvertisePeerURLs = []string{"http://10.0.0.1:1/p"} }, "AdvertisePeerURLs", "path"},
 		{"advertise peer ok", func(c *Config) { c.AdvertisePeerURLs = []string{"https://10.0.0.1:2380"} }, "", ""},
 		{"negative txn ops", func(c *Config) { c.MaxTxnOps = -1 }, "MaxTxnOps", "-1 is negative"},
 		{"negative request bytes", func(c *Config) { c.MaxRequestBytes = -1 }, "MaxRequestBytes", "negative"},
@@ -76,7 +77,7 @@ func TestConfig_Validate_reportsEveryField(t *testing.T) {
 
 func TestConfig_Validate_hidesPassword(t *testing.T) {
 	c := DefaultConfig()
-	c.AdvertiseClientURLs = []string{"http://u:s3cret@h:0"}
+	c.AdvertiseClientURLs = []string{"http://u:s3cret@h:1"}
 	if err := c.Validate(); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("got %v, want an error without the password", err)
 	}
