@@ -153,7 +153,7 @@ func checkNodeName(name string) error {
 func splitGossipAddr(addr string, emptyHost bool) (host string, port int, err error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", 0, err
+		return "", 0, errors.New("want host:port")
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	if err != nil {
