@@ -196,8 +196,8 @@ var _ kv.Queues = (*Manager)(nil)
 
 // New builds a manager; Start gives it the KV and starts its timers.
 func New(cfg Config) (*Manager, error) {
-	if cfg.MemberID == 0 {
-		return nil, fmt.Errorf("dispatch: member id is required")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	m := &Manager{

@@ -127,73 +127,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports the first problem of c, wrapping ErrInvalidConfig. It
-// does no I/O: DNS names are resolved by New.
-func (c Config) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
-	}
-	if err := checkNodeName(c.Name); err != nil {
-		return bad("name %q: %v", c.Name, err)
-	}
-	switch {
-	case c.Cluster == "":
-		return bad("cluster is empty")
-	case len(c.Cluster) > memberlist.LabelMaxSize:
-		return bad("cluster name is %d bytes, more than %d", len(c.Cluster), memberlist.LabelMaxSize)
-	}
-	if c.BindAddr == "" {
-		return bad("bind address is empty")
-	}
-	if _, _, err := splitGossipAddr(c.BindAddr, true); err != nil {
-		return bad("bind address %q: %v", c.BindAddr, err)
-	}
-	if c.AdvertiseAddr != "" {
-		host, _, err := splitGossipAddr(c.AdvertiseAddr, false)
-		if err != nil {
-			return bad("advertise address %q: %v", c.AdvertiseAddr, err)
-		}
-		if host == "" {
-			return bad("advertise address %q has no host", c.AdvertiseAddr)
-		}
-	}
-	for _, seed := range c.Join {
-		host, _, err := splitGossipAddr(seed, false)
-		if err != nil {
-			return bad("join seed %q: %v", seed, err)
-		}
-		if host == "" {
-			return bad("join seed %q has no host", seed)
-		}
-	}
-	if c.JoinBackoffMin < 0 || c.JoinBackoffMax < 0 {
-		return bad("join backoff is negative")
-	}
-	if lo, hi := c.joinBackoff(); lo > hi {
-		return bad("join backoff min %v is above max %v", lo, hi)
-	}
-	if len(c.Key) > 0 {
-		if err := memberlist.ValidateKey(c.Key); err != nil {
-			return bad("key is %d bytes, want 16, 24 or 32", len(c.Key))
-		}
-	}
-	for _, u := range append(append([]string(nil), c.PeerURLs...), c.ClientURLs...) {
-		if u == "" || strings.Contains(u, ",") {
-			return bad("url %q is empty or holds a comma", u)
-		}
-	}
-	if n := tagsSize(c.tags()); n > memberlist.MetaMaxSize {
-		return bad("tags (urls, version, cluster) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
-	}
-	return nil
-}
-
 // checkNodeName accepts what serf and memberlist can carry and what our
 // logs and seeds ("name/addr" is memberlist's seed syntax) can show.
 func checkNodeName(name string) error {
 	switch {
 	case name == "":
-		return errors.New("empty")
+		return errors.New("must not be empty")
 	case len(name) > maxNameLen:
 		return fmt.Errorf("%d bytes, more than %d", len(name), maxNameLen)
 	case !utf8.ValidString(name):
@@ -214,7 +153,7 @@ func checkNodeName(name string) error {
 func splitGossipAddr(addr string, emptyHost bool) (host string, port int, err error) {
 	host, p, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", 0, err
+		return "", 0, errors.New("want host:port")
 	}
 	n, err := strconv.ParseUint(p, 10, 16)
 	if err != nil {

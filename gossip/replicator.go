@@ -113,12 +113,10 @@ type Replicator struct {
 
 // NewReplicator builds a replicator; Start binds and runs it.
 func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
-	cfg = cfg.withDefaults()
-	for _, u := range cfg.ListenURLs {
-		if _, err := peerAddr(u); err != nil {
-			return nil, err
-		}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
+	cfg = cfg.withDefaults()
 	check := clusterCheck{cluster: fmt.Sprintf("%x", cfg.ClusterID)}
 	opts := []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(check.unary),

@@ -1,8 +1,6 @@
 package kv
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -129,21 +127,6 @@ func DefaultConfig() Config {
 		WatchProgressInterval: 10 * time.Minute,
 		LeaseCheckInterval:    100 * time.Millisecond,
 	}
-}
-
-// Validate reports the first setting that cannot work.
-func (c Config) Validate() error {
-	if c.MaxRequestBytes < 0 || c.MaxTxnOps < 0 || c.MaxKeyBytes < 0 || c.HistoryRevisions < 0 || c.MinLeaseTTL < 0 {
-		return errors.New("kv: limits must not be negative")
-	}
-	for _, u := range c.ListenClientURLs {
-		if _, secure, err := listenAddr(u); err != nil {
-			return err
-		} else if secure && c.TLS == nil {
-			return fmt.Errorf("kv: client url %q: https needs a certificate", u)
-		}
-	}
-	return nil
 }
 
 // withDefaults returns c with every zero field given its documented meaning.

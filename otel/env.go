@@ -36,8 +36,8 @@ type TraceConfig struct {
 // FromEnv fills cfg from the standard OpenTelemetry environment variables,
 // read with getenv (os.Getenv in the binary): OTEL_SDK_DISABLED,
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_TRACES_EXPORTER,
-// OTEL_TRACES_SAMPLER[_ARG], and it checks the OTLP protocol, so a bad
-// value stops the node at start. Tracing is on when an OTLP endpoint is set
+// OTEL_TRACES_SAMPLER[_ARG], and it checks the OTLP protocol and endpoint,
+// so a bad value stops the node at start. Tracing is on when an OTLP endpoint is set
 // or OTEL_TRACES_EXPORTER asks for an exporter; with neither, nothing is
 // exported: a node does not send spans nowhere by default. The exporter
 // reads OTEL_EXPORTER_OTLP_* and the batch span processor OTEL_BSP_*
@@ -72,7 +72,17 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 	default:
 		return cfg, fmt.Errorf("otel: OTEL_TRACES_EXPORTER %q: want otlp, console or none", exporter)
 	}
-	endpoint := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""
+	grpc := getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") == ProtocolGRPC ||
+		(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") == "" && getenv("OTEL_EXPORTER_OTLP_PROTOCOL") == ProtocolGRPC)
+	endpoint := false
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
+		if v := getenv(name); v != "" {
+			if err := checkEndpoint(v, grpc); err != nil { // the value is not quoted: it may hold credentials
+				return cfg, fmt.Errorf("otel: %s: %w", name, err)
+			}
+			endpoint = true
+		}
+	}
 	if exporter == "none" || (exporter == "" && !endpoint) {
 		cfg.Traces = TraceConfig{}
 		return cfg, nil
@@ -85,11 +95,8 @@ func FromEnv(getenv func(string) string, cfg Config) (Config, error) {
 		}
 		t.SamplerArg = f
 	}
-	if _, err := sampler(t); err != nil {
-		return cfg, err
-	}
 	cfg.Traces = t
-	return cfg, nil
+	return cfg, cfg.Validate()
 }
 
 // parsePairs parses "k1=v1,k2=v2" with percent-encoded values, the format of

@@ -36,7 +36,7 @@ func TestFromEnv(t *testing.T) {
 		{"none wins over an endpoint", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, TraceConfig{}},
 		{"sdk disabled", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, TraceConfig{}},
 		{"sampler", map[string]string{
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "c:4317", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318", "OTEL_TRACES_SAMPLER": "parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25",
 		}, TraceConfig{Enabled: true, Sampler: "parentbased_traceidratio", SamplerArg: 0.25}},
 	}
 	for _, tt := range tests {

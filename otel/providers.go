@@ -49,8 +49,11 @@ type Providers struct {
 // New builds the providers: a meter provider whose readings are served in
 // Prometheus format by MetricsHandler, together with Go runtime and process
 // metrics, and a tracer provider exporting spans when cfg.Traces enables
-// them.
+// them. It returns cfg.Validate's error first.
 func New(cfg Config) (*Providers, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	res := resource.NewSchemaless(resourceAttrs(cfg)...)
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"flag"
@@ -13,10 +14,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc/credentials"
 
+	"chute/dispatch"
+	"chute/gossip"
 	"chute/internal/tlsfiles"
+	"chute/kv"
 	chuteotel "chute/otel"
 	"chute/sink"
 )
@@ -206,96 +212,41 @@ func (c *Config) fillAdvertise() {
 	}
 }
 
-// Validate reports every invalid field, each named by its flag. Its errors
-// never contain the gossip key or the ClickHouse URL, which may hold secrets.
+// Validate reports every invalid field, each named by its flag. The
+// packages own the rules of their settings: Validate builds their
+// configurations from c, as newNode does, calls their Validate and names
+// the flag of each field at fault. It checks itself only what no package
+// sees: required flags, the zero that a flag refuses where a package reads
+// it as "the default", flags that need other flags, and the settings of
+// cmd alone. Its errors never contain the gossip key or the ClickHouse
+// URL, which may hold secrets.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(flagName, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{flagName}, args...)...))
 	}
-	if c.Name == "" {
-		bad("name", "must not be empty")
+	if len(c.ListenClientURLs) == 0 {
+		bad("listen-client-urls", "at least one URL is required")
 	}
-	if c.Cluster == "" {
-		bad("cluster", "must not be empty")
+	if len(c.ListenPeerURLs) == 0 {
+		bad("listen-peer-urls", "at least one URL is required")
 	}
-	urlLists := []struct {
-		flag     string
-		urls     []string
-		required bool
-	}{
-		{"listen-client-urls", c.ListenClientURLs, true},
-		{"advertise-client-urls", c.AdvertiseClientURLs, false},
-		{"listen-peer-urls", c.ListenPeerURLs, true},
-		{"advertise-peer-urls", c.AdvertisePeerURLs, false},
-	}
-	for _, l := range urlLists {
-		if l.required && len(l.urls) == 0 {
-			bad(l.flag, "at least one URL is required")
-		}
-		for _, u := range l.urls {
-			if err := checkListenURL(u); err != nil {
-				bad(l.flag, "%v", err)
+	// Clients and peers dial the advertise URLs given: port 0 cannot be
+	// dialed. kv accepts it, for the copies fillAdvertise makes of listen
+	// URLs with port 0.
+	for _, l := range []struct {
+		flag string
+		urls []string
+	}{{"advertise-client-urls", c.AdvertiseClientURLs}, {"advertise-peer-urls", c.AdvertisePeerURLs}} {
+		for _, raw := range l.urls {
+			if u, err := url.Parse(raw); err == nil && u.Port() == "0" {
+				bad(l.flag, "%q: port 0: others cannot dial it, want 1-65535", u.Redacted())
 			}
 		}
 	}
-	addrs := []struct {
-		flag     string
-		addr     string
-		required bool
-	}{
-		{"gossip-listen", c.GossipListen, true},
-		{"gossip-advertise", c.GossipAdvertise, false},
-		{"metrics-listen", c.MetricsListen, false},
-	}
-	for _, a := range addrs {
-		if a.addr == "" {
-			if a.required {
-				bad(a.flag, "must not be empty")
-			}
-			continue
-		}
-		if err := checkHostPort(a.addr); err != nil {
-			bad(a.flag, "%q: %v", a.addr, err)
-		}
-	}
-	for _, j := range c.Join {
-		if err := checkHostPort(j); err != nil {
-			bad("join", "%q: %v", j, err)
-		}
-	}
-	if c.GossipKey != "" {
-		key, err := base64.StdEncoding.DecodeString(c.GossipKey)
-		switch {
-		case err != nil:
-			bad("gossip-key", "not valid base64")
-		case len(key) != 16 && len(key) != 24 && len(key) != 32:
-			bad("gossip-key", "decodes to %d bytes, want 16, 24 or 32", len(key))
-		}
-	}
-	if c.ClickHouseURL != "" {
-		if err := checkClickHouseURL(c.ClickHouseURL); err != nil {
-			bad("clickhouse-url", "%v", err)
-		}
-	}
-	if c.ClickHouseDB == "" {
-		bad("clickhouse-db", "must not be empty")
-	}
-	if c.clickhouseTLSSet() {
-		if ep, err := sink.ParseURL(c.ClickHouseURL); err != nil || !ep.TLS {
-			for _, o := range []struct{ flag, value string }{
-				{"clickhouse-ca-file", c.ClickHouseCAFile},
-				{"clickhouse-cert-file", c.ClickHouseCertFile},
-				{"clickhouse-key-file", c.ClickHouseKeyFile},
-				{"clickhouse-server-name", c.ClickHouseServerName},
-			} {
-				if o.value != "" {
-					bad(o.flag, "needs an https:// --clickhouse-url")
-				}
-			}
-		}
-		if _, err := c.clickhouseTLS(); err != nil {
-			errs = append(errs, err)
+	if c.MetricsListen != "" {
+		if err := checkHostPort(c.MetricsListen); err != nil {
+			bad("metrics-listen", "%q: %v", c.MetricsListen, err)
 		}
 	}
 	switch c.LogLevel {
@@ -303,45 +254,24 @@ func (c Config) Validate() error {
 	default:
 		bad("log-level", "%v is not one of debug, info, warn, error", c.LogLevel)
 	}
-	if c.MaxRequestBytes <= 0 {
-		bad("max-request-bytes", "%d is not positive", c.MaxRequestBytes)
-	}
-	if c.MaxTxnOps <= 0 {
-		bad("max-txn-ops", "%d is not positive", c.MaxTxnOps)
-	}
-	if c.MaxKeyBytes <= 0 {
-		bad("max-key-bytes", "%d is not positive", c.MaxKeyBytes)
+	// kv and dispatch read zero as their default; these flags have no
+	// such meaning, and negative values are the packages' to refuse.
+	for _, n := range []struct {
+		flag string
+		v    int
+	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes}} {
+		if n.v == 0 {
+			bad(n.flag, "0 is not positive")
+		}
 	}
 	if c.GossipProfile != "lan" && c.GossipProfile != "fast" {
 		bad("gossip-profile", "%q is not lan or fast", c.GossipProfile)
 	}
-	if c.HistoryRevisions < 0 {
-		bad("history-revisions", "%d is negative", c.HistoryRevisions)
+	errs = append(errs, c.validateTLS()...)
+	if err := c.checkPackages(c.promisedCredentials()); err != nil {
+		errs = append(errs, err)
 	}
-	c.validateTLS(bad)
 	return errors.Join(errs...)
-}
-
-// checkListenURL accepts http or https URLs with a host:port and no user,
-// path, query or fragment.
-func checkListenURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a URL", s)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return fmt.Errorf("%q: scheme must be http or https", u.Redacted())
-	}
-	if u.User != nil {
-		return fmt.Errorf("%q: must not contain a user", u.Redacted())
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q: must not contain a path, query or fragment", s)
-	}
-	if err := checkHostPort(u.Host); err != nil {
-		return fmt.Errorf("%q: %w", s, err)
-	}
-	return nil
 }
 
 // checkHostPort accepts host:port with a non-empty host and a port from 0
@@ -356,31 +286,6 @@ func checkHostPort(hp string) error {
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
 		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
-	}
-	return nil
-}
-
-// checkClickHouseURL accepts http[s]://[user:pass@]host[:port], and a bare
-// [user:pass@]host[:port] meaning http (DESIGN §5). Its errors never repeat
-// the URL: it may hold a password.
-func checkClickHouseURL(s string) error {
-	if !strings.Contains(s, "://") {
-		s = "http://" + s
-	}
-	u, err := url.Parse(s)
-	if err != nil {
-		return errors.New("not a valid URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("scheme must be http or https")
-	}
-	if u.Hostname() == "" {
-		return errors.New("host is empty")
-	}
-	if p := u.Port(); p != "" {
-		if _, err := strconv.ParseUint(p, 10, 16); err != nil {
-			return errors.New("port is not a number from 0 to 65535")
-		}
 	}
 	return nil
 }
@@ -744,4 +649,221 @@ func (v *levelValue) Set(s string) error {
 		return fmt.Errorf("%q is not one of debug, info, warn, error", s)
 	}
 	return nil
+}
+
+// flagOf names the flag of a package's config field, with a hint for
+// when the field is at fault because of other flags.
+type flagOf struct {
+	name, hint string
+}
+
+// The flags of the fields of each package configuration built from
+// Config, by field name.
+func gossipFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"Name": {name: "name"}, "Cluster": {name: "cluster"},
+		"BindAddr": {name: "gossip-listen"}, "AdvertiseAddr": {name: "gossip-advertise"},
+		"Join": {name: "join"}, "Key": {name: "gossip-key"},
+		"PeerURLs": {name: "advertise-peer-urls"}, "ClientURLs": {name: "advertise-client-urls"},
+	}
+}
+
+func replicatorFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"ListenURLs":  {name: "listen-peer-urls"},
+		"Credentials": {name: "listen-peer-urls", hint: "give --peer-cert-file and --peer-key-file, --peer-auto-tls or --gossip-key"},
+	}
+}
+
+func kvFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"ListenClientURLs":    {name: "listen-client-urls"},
+		"TLS":                 {name: "listen-client-urls", hint: "give --cert-file and --key-file, or --auto-tls"},
+		"AdvertiseClientURLs": {name: "advertise-client-urls"},
+		"AdvertisePeerURLs":   {name: "advertise-peer-urls"},
+		"MaxRequestBytes":     {name: "max-request-bytes"},
+		"MaxTxnOps":           {name: "max-txn-ops"},
+		"MaxKeyBytes":         {name: "max-key-bytes"},
+		"HistoryRevisions":    {name: "history-revisions"},
+	}
+}
+
+func dispatchFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"MemberID":        {name: "name"},
+		"MaxKeyBytes":     {name: "max-key-bytes"},
+		"MaxRequestBytes": {name: "max-request-bytes"},
+	}
+}
+
+func sinkFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"URL": {name: "clickhouse-url"}, "Database": {name: "clickhouse-db"},
+		"CAFile": {name: "clickhouse-ca-file"}, "CertFile": {name: "clickhouse-cert-file"},
+		"KeyFile": {name: "clickhouse-key-file"}, "ServerName": {name: "clickhouse-server-name"},
+	}
+}
+
+// fieldError is the error of one field of a package configuration: every
+// package's *FieldError.
+type fieldError interface {
+	ConfigField() string
+	ConfigErr() error
+}
+
+// nameFlags returns the errors of err, a package's Validate error, each
+// field error renamed after its flag in flags. Errors of fields no flag
+// sets keep the package's words.
+func nameFlags(err error, flags map[string]flagOf) []error {
+	if err == nil {
+		return nil
+	}
+	if fe, ok := err.(fieldError); ok {
+		f, known := flags[fe.ConfigField()]
+		if !known {
+			return []error{err}
+		}
+		if f.hint != "" {
+			return []error{fmt.Errorf("--%s: %w: %s", f.name, fe.ConfigErr(), f.hint)}
+		}
+		return []error{fmt.Errorf("--%s: %w", f.name, fe.ConfigErr())}
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, nameFlags(e, flags)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// checkPackages builds the configuration of every package from c, as
+// newNode does, with the credentials of the client and peer listeners
+// (nil: plain), and returns every package's Validate error, named after
+// the flags, each message once.
+func (c Config) checkPackages(client, peer credentials.TransportCredentials) error {
+	var all []error
+	g, err := c.gossipConfig()
+	if err != nil {
+		all = append(all, err)
+	}
+	all = append(all, nameFlags(g.Validate(), gossipFlags())...)
+	all = append(all, nameFlags(c.replicatorConfig(peer).Validate(), replicatorFlags())...)
+	all = append(all, nameFlags(c.kvConfig(client).Validate(), kvFlags())...)
+	all = append(all, nameFlags(c.dispatchConfig().Validate(), dispatchFlags())...)
+	all = append(all, nameFlags(c.sinkConfig().Validate(), sinkFlags())...)
+	var errs []error
+	seen := make(map[string]bool)
+	for _, e := range all {
+		if !seen[e.Error()] {
+			seen[e.Error()] = true
+			errs = append(errs, e)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// promisedCredentials stands for the credentials newTLSSources builds
+// from the TLS flags, without reading or generating a certificate: a
+// non-nil value where the flags promise TLS on the client or the peer
+// listener. Validate checks the packages' rules with them.
+func (c Config) promisedCredentials() (client, peer credentials.TransportCredentials) {
+	if c.ClientTLS.CertFile != "" || c.ClientTLS.KeyFile != "" || c.AutoTLS {
+		client = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	}
+	if c.PeerTLS.CertFile != "" || c.PeerTLS.KeyFile != "" || c.PeerAutoTLS || c.GossipKey != "" {
+		peer = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+	}
+	return client, peer
+}
+
+// advertised returns the advertise URLs, or the listen URLs when there
+// are none (before fillAdvertise).
+func advertised(advertise, listen []string) []string {
+	if len(advertise) == 0 {
+		return listen
+	}
+	return advertise
+}
+
+// gossipConfig is c's membership configuration, less what newNode adds
+// at run time (boot, logger). Its error is that of --gossip-key.
+func (c Config) gossipConfig() (gossip.Config, error) {
+	g := gossip.DefaultConfig()
+	g.Name = c.Name
+	g.Cluster = c.Cluster
+	g.BindAddr = c.GossipListen
+	g.AdvertiseAddr = c.GossipAdvertise
+	g.Join = c.Join
+	g.PeerURLs = advertised(c.AdvertisePeerURLs, c.ListenPeerURLs)
+	g.ClientURLs = advertised(c.AdvertiseClientURLs, c.ListenClientURLs)
+	g.Version = version
+	g.Fast = c.GossipProfile == "fast"
+	if c.GossipKey != "" {
+		key, err := base64.StdEncoding.DecodeString(c.GossipKey)
+		if err != nil {
+			return g, errors.New("--gossip-key: not valid base64")
+		}
+		g.Key = key
+	}
+	return g, nil
+}
+
+// replicatorConfig is c's peer link configuration, served with creds
+// (nil: plain text), less what newNode adds at run time.
+func (c Config) replicatorConfig(creds credentials.TransportCredentials) gossip.ReplicatorConfig {
+	r := gossip.ReplicatorConfig{
+		ListenURLs:  c.ListenPeerURLs,
+		ClusterID:   gossip.ClusterID(c.Cluster),
+		MemberID:    gossip.MemberID(c.Name),
+		Credentials: creds,
+	}
+	if c.GossipProfile == "fast" {
+		r.DigestInterval = 500 * time.Millisecond
+		r.PeersInterval = 50 * time.Millisecond
+	}
+	return r
+}
+
+// kvConfig is c's etcd API configuration, served with creds on its
+// https:// URLs (nil: none), less what newNode adds at run time.
+func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
+	k := kv.DefaultConfig()
+	k.Name = c.Name
+	k.ClusterID = gossip.ClusterID(c.Cluster)
+	k.MemberID = gossip.MemberID(c.Name)
+	k.ListenClientURLs = c.ListenClientURLs
+	k.AdvertiseClientURLs = c.AdvertiseClientURLs
+	k.AdvertisePeerURLs = c.AdvertisePeerURLs
+	k.MaxRequestBytes = c.MaxRequestBytes
+	k.MaxTxnOps = c.MaxTxnOps
+	k.MaxKeyBytes = c.MaxKeyBytes
+	k.HistoryRevisions = c.HistoryRevisions
+	k.Version = version
+	k.TLS = creds
+	return k
+}
+
+// dispatchConfig is c's queue configuration, less what newNode adds at
+// run time. Messages from other members are held to the client limits.
+func (c Config) dispatchConfig() dispatch.Config {
+	return dispatch.Config{
+		MemberID:        gossip.MemberID(c.Name),
+		ClusterID:       gossip.ClusterID(c.Cluster),
+		MaxKeyBytes:     c.MaxKeyBytes,
+		MaxRequestBytes: c.MaxRequestBytes,
+	}
+}
+
+// sinkConfig is c's ClickHouse configuration.
+func (c Config) sinkConfig() sink.Config {
+	return sink.Config{
+		URL:        c.ClickHouseURL,
+		Database:   c.ClickHouseDB,
+		CAFile:     c.ClickHouseCAFile,
+		CertFile:   c.ClickHouseCertFile,
+		KeyFile:    c.ClickHouseKeyFile,
+		ServerName: c.ClickHouseServerName,
+	}
 }

@@ -24,6 +24,15 @@ const (
 	exitUsage = 2 // bad flags, environment or config file
 )
 
+// configError is a configuration error found while building the node,
+// before anything listens: it exits with exitUsage, as the errors of
+// loadConfig do.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+
+func (e configError) Unwrap() error { return e.err }
+
 func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
 
 // run is the whole binary: it dispatches subcommands, or loads the
@@ -87,6 +96,10 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	}()
 	if err := runNode(ctx, cfg, logger, reload); err != nil {
+		if errors.As(err, new(configError)) {
+			fmt.Fprintf(stderr, "chute: %v\n", err)
+			return exitUsage
+		}
 		logger.Error("node stopped", "err", err)
 		return exitFatal
 	}

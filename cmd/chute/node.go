@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -143,43 +142,49 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 	return errors.Join(runErr, n.shutdown())
 }
 
+// newNode builds a node from a validated cfg. It checks every package's
+// configuration again, now with the real credentials, before it binds
+// anything: the errors it returns before the first listener opens are
+// configErrors.
 func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
-	clusterID, memberID := gossip.ClusterID(cfg.Cluster), gossip.MemberID(cfg.Name)
+	tlsSrc, err := newTLSSources(cfg, logger)
+	if err != nil {
+		return nil, configError{err}
+	}
+	var clientCreds, peerCreds credentials.TransportCredentials
+	if tlsSrc.client != nil {
+		clientCreds = tlsSrc.client.Credentials()
+	}
+	if tlsSrc.peer != nil {
+		peerCreds = tlsSrc.peer.Credentials()
+	}
+	if err := cfg.checkPackages(clientCreds, peerCreds); err != nil {
+		return nil, configError{err}
+	}
+	gcfg, err := cfg.gossipConfig()
+	if err != nil {
+		return nil, configError{err}
+	}
+	chTLS, err := cfg.clickhouseTLS()
+	if err != nil {
+		return nil, configError{err}
+	}
 	ocfg := cfg.Telemetry
 	ocfg.InstanceID, ocfg.Version = cfg.Name, version
+	if err := ocfg.Validate(); err != nil {
+		return nil, configError{err}
+	}
 	providers, err := chuteotel.New(ocfg)
 	if err != nil {
 		return nil, err
 	}
-	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1)}
-	if n.tls, err = newTLSSources(cfg, logger); err != nil {
-		return nil, err
-	}
-	var peerCreds credentials.TransportCredentials
-	if n.tls.peer != nil {
-		peerCreds = n.tls.peer.Credentials()
-	}
+	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1), tls: tlsSrc}
 
-	gcfg := gossip.DefaultConfig()
-	gcfg.Name = cfg.Name
-	gcfg.Cluster = cfg.Cluster
-	gcfg.BindAddr = cfg.GossipListen
-	gcfg.AdvertiseAddr = cfg.GossipAdvertise
-	gcfg.Join = cfg.Join
-	gcfg.PeerURLs = cfg.AdvertisePeerURLs
-	gcfg.ClientURLs = cfg.AdvertiseClientURLs
-	gcfg.Version = version
 	// This run of the process, in the serf tags and on backup frames: a
 	// node restarted under the same name is told apart from its last run.
 	boot := strconv.FormatUint(rand.Uint64(), 36)
 	gcfg.Boot = boot
-	gcfg.Fast = cfg.GossipProfile == "fast"
 	gcfg.Logger = logger.With("component", "gossip")
-	if cfg.GossipKey != "" {
-		if gcfg.Key, err = base64.StdEncoding.DecodeString(cfg.GossipKey); err != nil {
-			return nil, fmt.Errorf("--gossip-key: %w", err)
-		}
-	}
 	if n.members, err = gossip.New(gcfg); err != nil {
 		return nil, err
 	}
@@ -192,63 +197,31 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, fmt.Errorf("gossip metrics: %w", err)
 	}
 
-	rcfg := gossip.ReplicatorConfig{
-		ListenURLs:    cfg.ListenPeerURLs,
-		ClusterID:     clusterID,
-		MemberID:      memberID,
-		Logger:        logger.With("component", "replication"),
-		ServerOptions: kv.MessageBufferOptions(), // forward frames are large: their buffers are not cleared either
-		Credentials:   peerCreds,
-	}
-	if gcfg.Fast {
-		rcfg.DigestInterval = 500 * time.Millisecond
-		rcfg.PeersInterval = 50 * time.Millisecond
-	}
+	rcfg := cfg.replicatorConfig(peerCreds)
+	rcfg.Logger = logger.With("component", "replication")
+	rcfg.ServerOptions = kv.MessageBufferOptions() // forward frames are large: their buffers are not cleared either
 	if n.replicator, err = gossip.NewReplicator(rcfg); err != nil {
 		return nil, err
 	}
 
-	chTLS, err := cfg.clickhouseTLS()
-	if err != nil {
-		return nil, err
-	}
 	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: chTLS}
-	if n.queues, err = dispatch.New(dispatch.Config{
-		MemberID:        memberID,
-		Boot:            boot,
-		ClusterID:       clusterID,
-		PeerCredentials: peerCreds,
-		ClickHouse:      n.clickhouse.get,
-		ClickHouseTLS:   n.clickhouse.tlsConfig,
-		// Messages from other members are held to the client limits.
-		MaxKeyBytes:     cfg.MaxKeyBytes,
-		MaxRequestBytes: cfg.MaxRequestBytes,
-		Meter:           providers.MeterProvider(),
-		Tracer:          providers.TracerProvider(),
-		Logger:          logger.With("component", "dispatch"),
-	}); err != nil {
+	dcfg := cfg.dispatchConfig()
+	dcfg.Boot = boot
+	dcfg.PeerCredentials = peerCreds
+	dcfg.ClickHouse = n.clickhouse.get
+	dcfg.ClickHouseTLS = n.clickhouse.tlsConfig
+	dcfg.Meter = providers.MeterProvider()
+	dcfg.Tracer = providers.TracerProvider()
+	dcfg.Logger = logger.With("component", "dispatch")
+	if n.queues, err = dispatch.New(dcfg); err != nil {
 		return nil, err
 	}
 
-	kcfg := kv.DefaultConfig()
-	kcfg.Name = cfg.Name
-	kcfg.ClusterID = clusterID
-	kcfg.MemberID = memberID
-	kcfg.ListenClientURLs = cfg.ListenClientURLs
-	kcfg.AdvertiseClientURLs = cfg.AdvertiseClientURLs
-	kcfg.AdvertisePeerURLs = cfg.AdvertisePeerURLs
-	kcfg.MaxRequestBytes = cfg.MaxRequestBytes
-	kcfg.MaxTxnOps = cfg.MaxTxnOps
-	kcfg.MaxKeyBytes = cfg.MaxKeyBytes
-	kcfg.HistoryRevisions = cfg.HistoryRevisions
-	kcfg.Version = version
+	kcfg := cfg.kvConfig(clientCreds)
 	kcfg.Logger = logger.With("component", "kv")
 	kcfg.Meter = providers.MeterProvider()
 	if tp := providers.TracerProvider(); tp != nil {
 		kcfg.Tracer, kcfg.Propagator = tp, providers.Propagator()
-	}
-	if n.tls.client != nil {
-		kcfg.TLS = n.tls.client.Credentials()
 	}
 	kcfg.Replicator = n.replicator
 	kcfg.Members = memberList{n.members}

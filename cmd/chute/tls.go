@@ -1,9 +1,8 @@
 package main
 
 import (
-	"crypto/tls"
 	"encoding/base64"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/url"
@@ -13,36 +12,43 @@ import (
 	"chute/internal/tlsfiles"
 )
 
-// validateTLS reports, through bad, every TLS setting that is missing what
-// it needs or would have no effect. A security flag is never ignored: what
-// cannot be honoured is an error naming it.
-func (c Config) validateTLS(bad func(flagName, format string, args ...any)) {
+// validateTLS reports every TLS setting that is missing what it needs or
+// would have no effect. A security flag is never ignored: what cannot be
+// honoured is an error naming it. tlsfiles owns the rules of each set of
+// files and of the suite; validateTLS names their flags and checks what
+// only the flags know: which listener the files serve, and what
+// --auto-tls and --peer-auto-tls exclude.
+func (c Config) validateTLS() []error {
+	var errs []error
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("--%s: "+format, append([]any{flagName}, args...)...))
+	}
 	suite, err := c.tlsSuite()
 	if err != nil {
-		var fe flagError
-		if errors.As(err, &fe) {
-			bad(fe.flag, "%v", fe.err)
-		}
-	}
-	if suite.MinVersion == tls.VersionTLS13 && len(suite.CipherSuites) > 0 {
-		bad("cipher-suites", "TLS 1.3 suites are not configurable; drop it or lower --tls-min-version")
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, nameFlags(suite.Validate(), map[string]flagOf{
+			"MaxVersion": {name: "tls-max-version"}, "CipherSuites": {name: "cipher-suites"},
+		})...)
 	}
 	if c.SelfSignedCertValidity <= 0 {
 		bad("self-signed-cert-validity", "%d is not a positive number of years", c.SelfSignedCertValidity)
 	}
 
-	// The etcd API.
+	// The etcd API. kv refuses an https:// URL without a certificate.
 	ct := c.ClientTLS
-	httpsClient := slices.ContainsFunc(c.ListenClientURLs, isHTTPS)
-	checkPair(bad, "cert-file", "key-file", ct.CertFile, ct.KeyFile)
-	hasCert := ct.CertFile != "" && ct.KeyFile != ""
-	switch {
-	case c.AutoTLS && (ct.CertFile != "" || ct.KeyFile != ""):
+	errs = append(errs, nameFlags(ct.Validate(), map[string]flagOf{
+		"CertFile": {name: "cert-file"}, "KeyFile": {name: "key-file"},
+		"TrustedCAFile": {name: "trusted-ca-file"}, "ClientCertAuth": {name: "client-cert-auth"},
+		"CRLFile": {name: "client-crl-file"}, "AllowedHostname": {name: "client-cert-allowed-hostname"},
+	})...)
+	if c.AutoTLS && (ct.CertFile != "" || ct.KeyFile != "") {
 		bad("auto-tls", "--cert-file/--key-file are given too; use one")
-	case httpsClient && !hasCert && !c.AutoTLS:
-		bad("listen-client-urls", "https:// needs --cert-file and --key-file, or --auto-tls")
 	}
-	if !httpsClient {
+	if c.AutoTLS && ct.ClientCertAuth {
+		bad("client-cert-auth", "cannot verify self-signed certificates: use --cert-file with --trusted-ca-file")
+	}
+	if !slices.ContainsFunc(c.ListenClientURLs, isHTTPS) {
 		for _, f := range []struct {
 			name  string
 			given bool
@@ -56,28 +62,31 @@ func (c Config) validateTLS(bad func(flagName, format string, args ...any)) {
 			}
 		}
 	}
-	checkTrust(bad, "", ct, "client-crl-file", "client-cert-allowed-hostname", "", c.AutoTLS)
 
-	// The peer link: one listener configuration for every peer URL.
+	// The peer link: one listener configuration for every peer URL. The
+	// replicator refuses a mix of http:// and https://, and https://
+	// without credentials.
 	pt := c.PeerTLS
-	httpsPeer := slices.ContainsFunc(c.ListenPeerURLs, isHTTPS)
-	if httpsPeer && slices.ContainsFunc(c.ListenPeerURLs, func(u string) bool { return !isHTTPS(u) }) {
-		bad("listen-peer-urls", "mixes http:// and https://; the peer link is TLS on every URL or on none")
-	}
-	checkPair(bad, "peer-cert-file", "peer-key-file", pt.CertFile, pt.KeyFile)
-	checkPair(bad, "peer-client-cert-file", "peer-client-key-file", pt.ClientCertFile, pt.ClientKeyFile)
+	errs = append(errs, nameFlags(pt.Validate(), map[string]flagOf{
+		"CertFile": {name: "peer-cert-file"}, "KeyFile": {name: "peer-key-file"},
+		"TrustedCAFile": {name: "peer-trusted-ca-file"}, "ClientCertAuth": {name: "peer-client-cert-auth"},
+		"CRLFile": {name: "peer-crl-file"}, "AllowedHostname": {name: "peer-cert-allowed-hostname"},
+		"AllowedCN":      {name: "peer-cert-allowed-cn"},
+		"ClientCertFile": {name: "peer-client-cert-file"}, "ClientKeyFile": {name: "peer-client-key-file"},
+	})...)
 	peerCert := pt.CertFile != "" || pt.KeyFile != ""
 	switch {
 	case c.PeerAutoTLS && peerCert:
 		bad("peer-auto-tls", "--peer-cert-file/--peer-key-file are given too; use one")
-	case (peerCert || c.PeerAutoTLS) && !httpsPeer:
+	case (peerCert || c.PeerAutoTLS) && !slices.ContainsFunc(c.ListenPeerURLs, isHTTPS):
 		name := "peer-cert-file"
 		if c.PeerAutoTLS {
 			name = "peer-auto-tls"
 		}
 		bad(name, "--listen-peer-urls must be https://")
-	case httpsPeer && !peerCert && !c.PeerAutoTLS && c.GossipKey == "":
-		bad("listen-peer-urls", "https:// needs --peer-cert-file and --peer-key-file, --peer-auto-tls or --gossip-key")
+	}
+	if c.PeerAutoTLS && pt.ClientCertAuth {
+		bad("peer-client-cert-auth", "cannot verify self-signed certificates: use --peer-cert-file with --peer-trusted-ca-file")
 	}
 	if (pt.ClientCertFile != "" || pt.ClientKeyFile != "") && !peerCert {
 		bad("peer-client-cert-file", "needs --peer-cert-file and --peer-key-file")
@@ -85,61 +94,16 @@ func (c Config) validateTLS(bad func(flagName, format string, args ...any)) {
 	if pt.TrustedCAFile != "" && !peerCert {
 		bad("peer-trusted-ca-file", "needs --peer-cert-file and --peer-key-file")
 	}
-	checkTrust(bad, "peer-", pt, "peer-crl-file", "peer-cert-allowed-hostname", "peer-cert-allowed-cn", c.PeerAutoTLS)
 
 	// The metrics listener.
-	checkPair(bad, "metrics-cert-file", "metrics-key-file", c.MetricsCertFile, c.MetricsKeyFile)
+	metrics := tlsfiles.Files{CertFile: c.MetricsCertFile, KeyFile: c.MetricsKeyFile}
+	errs = append(errs, nameFlags(metrics.Validate(), map[string]flagOf{
+		"CertFile": {name: "metrics-cert-file"}, "KeyFile": {name: "metrics-key-file"},
+	})...)
 	if (c.MetricsCertFile != "" || c.MetricsKeyFile != "") && c.MetricsListen == "" {
 		bad("metrics-cert-file", "needs --metrics-listen")
 	}
-}
-
-// checkTrust checks the client-verification flags of one listener: the
-// prefix is "" or "peer-", the other names are those of its CRL, allowed
-// host name and allowed CN flags ("" when it has none).
-func checkTrust(bad func(string, string, ...any), prefix string, f tlsfiles.Files, crlFlag, hostFlag, cnFlag string, auto bool) {
-	if f.TrustedCAFile != "" {
-		if err := tlsfiles.CheckCA(f.TrustedCAFile); err != nil {
-			bad(prefix+"trusted-ca-file", "%v", err)
-		}
-	}
-	if f.ClientCertAuth {
-		switch {
-		case auto:
-			bad(prefix+"client-cert-auth", "cannot verify self-signed certificates: use --%scert-file with --%strusted-ca-file", prefix, prefix)
-		case f.TrustedCAFile == "":
-			bad(prefix+"client-cert-auth", "needs --%strusted-ca-file", prefix)
-		}
-	}
-	needsAuth := func(name, value string) {
-		if name != "" && value != "" && !f.ClientCertAuth {
-			bad(name, "needs --%sclient-cert-auth", prefix)
-		}
-	}
-	needsAuth(crlFlag, f.CRLFile)
-	needsAuth(hostFlag, f.AllowedHostname)
-	needsAuth(cnFlag, f.AllowedCN)
-	if f.CRLFile != "" {
-		if err := tlsfiles.CheckCRL(f.CRLFile); err != nil {
-			bad(crlFlag, "%v", err)
-		}
-	}
-}
-
-// checkPair checks a certificate and its key: both or neither, readable,
-// matching.
-func checkPair(bad func(string, string, ...any), certFlag, keyFlag, cert, key string) {
-	switch {
-	case cert == "" && key == "":
-	case cert == "":
-		bad(keyFlag, "needs --%s", certFlag)
-	case key == "":
-		bad(certFlag, "needs --%s", keyFlag)
-	default:
-		if err := tlsfiles.CheckKeyPair(cert, key); err != nil {
-			bad(certFlag, "%v", err)
-		}
-	}
+	return errs
 }
 
 func isHTTPS(raw string) bool {
@@ -155,7 +119,8 @@ type flagError struct {
 
 func (e flagError) Error() string { return "--" + e.flag + ": " + e.err.Error() }
 
-// tlsSuite returns the versions and cipher suites every TLS endpoint uses.
+// tlsSuite parses the versions and cipher suites every TLS endpoint
+// uses; Suite.Validate checks that they go together.
 func (c Config) tlsSuite() (tlsfiles.Suite, error) {
 	var s tlsfiles.Suite
 	var err error
@@ -164,9 +129,6 @@ func (c Config) tlsSuite() (tlsfiles.Suite, error) {
 	}
 	if s.MaxVersion, err = tlsfiles.ParseVersion(c.TLSMaxVersion); err != nil {
 		return s, flagError{"tls-max-version", err}
-	}
-	if s.MaxVersion != 0 && s.MinVersion > s.MaxVersion {
-		return s, flagError{"tls-max-version", errors.New("is below --tls-min-version")}
 	}
 	if s.CipherSuites, err = tlsfiles.ParseCipherSuites(c.CipherSuites); err != nil {
 		return s, flagError{"cipher-suites", err}

@@ -22,6 +22,9 @@ import (
 // from an hour ago: etcd's --auto-tls. Its dialers do not verify servers,
 // as etcd's auto-TLS peers do not; its servers verify no client.
 func SelfSigned(hosts []string, validity time.Duration, suite Suite) (*Source, error) {
+	if err := suite.Validate(); err != nil {
+		return nil, err
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("tlsfiles: self-signed key: %w", err)
@@ -48,6 +51,9 @@ const DerivedServerName = "peer.chute.invalid"
 // client certificate from that CA and its dialers verify the server's:
 // a process without the secret can complete no handshake.
 func Derived(secret []byte, cluster, member string, suite Suite) (*Source, error) {
+	if err := suite.Validate(); err != nil {
+		return nil, err
+	}
 	seed, err := hkdf.Key(sha256.New, secret, []byte(cluster), "chute peer link CA v1", ed25519.SeedSize)
 	if err != nil {
 		return nil, fmt.Errorf("tlsfiles: derive CA: %w", err)

@@ -41,10 +41,17 @@ type state struct {
 	crl        *crl
 }
 
-// FromFiles reads files now and whenever they change. log receives a WARN
+// FromFiles validates files and suite, reads files now and whenever they
+// change. log receives a WARN
 // when changed files cannot be read (the old certificate stays in use);
 // nil discards it.
 func FromFiles(files Files, suite Suite, log *slog.Logger) (*Source, error) {
+	if err := files.Validate(); err != nil {
+		return nil, err
+	}
+	if err := suite.Validate(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -1,0 +1,100 @@
+package gossip
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+func TestConfig_Validate_fields(t *testing.T) {
+	tests := []struct {
+		name      string
+		mutate    func(c *Config)
+		wantField string
+	}{
+		{"no name", func(c *Config) { c.Name = "" }, "Name"},
+		{"no cluster", func(c *Config) { c.Cluster = "" }, "Cluster"},
+		{"bind port 0", func(c *Config) { c.BindAddr = "127.0.0.1:0" }, "BindAddr"},
+		{"bind not host:port", func(c *Config) { c.BindAddr = "7946" }, "BindAddr"},
+		{"advertise port 0", func(c *Config) { c.AdvertiseAddr = "10.0.0.1:0" }, "AdvertiseAddr"},
+		{"advertise without host", func(c *Config) { c.AdvertiseAddr = ":7946" }, "AdvertiseAddr"},
+		{"seed port 0", func(c *Config) { c.Join = []string{"10.0.0.2:0"} }, "Join"},
+		{"negative backoff", func(c *Config) { c.JoinBackoffMax = -time.Second }, "JoinBackoffMin"},
+		{"short key", func(c *Config) { c.Key = make([]byte, 8) }, "Key"},
+		{"client url with comma", func(c *Config) { c.ClientURLs = []string{"http://a:1,b:2"} }, "ClientURLs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			c.Name, c.Cluster = "n1", "c"
+			tc.mutate(&c)
+			err := c.Validate()
+			var fe *FieldError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("got %v, want a *FieldError wrapping ErrInvalidConfig", err)
+			}
+			if fe.Field != tc.wantField {
+				t.Fatalf("got field %q (%v), want %q", fe.Field, err, tc.wantField)
+			}
+		})
+	}
+}
+
+func TestConfig_Validate_reportsEveryField(t *testing.T) {
+	c := DefaultConfig()
+	c.BindAddr = "127.0.0.1:0"
+	err := c.Validate()
+	for _, w := range []string{"name", "cluster must not be empty", "port 0"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("got %v, want it to contain %q", err, w)
+		}
+	}
+}
+
+func TestReplicatorConfig_Validate_cases(t *testing.T) {
+	creds := insecure.NewCredentials()
+	tests := []struct {
+		name      string
+		cfg       ReplicatorConfig
+		wantField string // "" for valid
+		wantErr   string
+	}{
+		{"empty", ReplicatorConfig{}, "", ""},
+		{"listen port 0", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:0"}}, "", ""},
+		{"two plain URLs", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:1", "http://[::1]:2"}}, "", ""},
+		{"https with credentials", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1"}, Credentials: creds}, "", ""},
+		{"http with credentials", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:1"}, Credentials: creds}, "", ""},
+		{"https without credentials", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1"}}, "Credentials", "needs a certificate"},
+		{"mixed", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1", "http://127.0.0.1:2"}, Credentials: creds}, "ListenURLs", "mixes"},
+		{"no scheme", ReplicatorConfig{ListenURLs: []string{"127.0.0.1:2380"}}, "ListenURLs", "not a URL"},
+		{"no port", ReplicatorConfig{ListenURLs: []string{"http://h"}}, "ListenURLs", "host:port"},
+		{"path", ReplicatorConfig{ListenURLs: []string{"http://h:1/p"}}, "ListenURLs", "path"},
+		{"scheme", ReplicatorConfig{ListenURLs: []string{"grpc://h:1"}}, "ListenURLs", "scheme"},
+		{"negative queue", ReplicatorConfig{QueueWrites: -1}, "QueueWrites", "negative"},
+		{"negative interval", ReplicatorConfig{DigestInterval: -time.Second}, "DigestInterval", "negative"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if tc.wantField == "" {
+				if err != nil {
+					t.Fatalf("got %v, want nil", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.wantField || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("got %v, want field %s and %q", err, tc.wantField, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNewReplicator_Validate_refusesInvalid(t *testing.T) {
+	if _, err := NewReplicator(ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:0"}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("got %v, want ErrInvalidConfig", err)
+	}
+}

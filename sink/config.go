@@ -1,0 +1,149 @@
+package sink
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"os"
+
+	"chute/internal/tlsfiles"
+)
+
+// Config is where a node sends the rows of its ClickHouse queues and how
+// it verifies that ClickHouse. Callers read it at every batch (see
+// ParseURL and TLSConfig); it reads no flags or environment.
+type Config struct {
+	// URL is ClickHouse's HTTP interface, as ParseURL reads it. It may
+	// hold a password: never log it whole. Empty: no ClickHouse, and
+	// ClickHouse queues keep their rows.
+	URL string
+
+	// Database is the database of tables named without one. Default
+	// DefaultDatabase. Empty is invalid.
+	Database string
+
+	// CAFile is a PEM bundle of the CAs that verify ClickHouse's
+	// certificate on an https URL. Empty: the system's roots.
+	CAFile string
+
+	// CertFile and KeyFile are the PEM client certificate and key shown
+	// to ClickHouse over https, both or neither. Empty: none.
+	CertFile, KeyFile string
+
+	// ServerName is the name ClickHouse's certificate must hold, instead
+	// of the URL's host. Empty: the URL's host.
+	ServerName string
+}
+
+// DefaultConfig returns no URL and DefaultDatabase.
+func DefaultConfig() Config { return Config{Database: DefaultDatabase} }
+
+// FieldError is a setting of Config that cannot work. Field is the name
+// of the Config field, so that a caller can say which of its own settings
+// is at fault. It never holds the URL's password.
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return "sink: " + e.Field + ": " + e.Err.Error() }
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// ConfigField returns Field.
+func (e *FieldError) ConfigField() string { return e.Field }
+
+// ConfigErr returns Err, the problem without the package's words around it.
+func (e *FieldError) ConfigErr() error { return e.Err }
+
+// tlsSet reports whether any TLS setting is given.
+func (c Config) tlsSet() bool {
+	return c.CAFile != "" || c.CertFile != "" || c.KeyFile != "" || c.ServerName != ""
+}
+
+// Validate reports every setting that cannot work, each a *FieldError,
+// joined: the URL as ParseURL reads it (port 0 is refused: every batch
+// would fail), an empty Database, TLS settings without an https URL, and
+// TLS files that cannot be read, a certificate without its key included.
+// It reads the TLS files.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	https := false
+	if c.URL != "" {
+		ep, err := ParseURL(c.URL)
+		if err != nil {
+			bad("URL", err)
+		}
+		https = ep.TLS
+	}
+	if c.Database == "" {
+		bad("Database", errors.New("must not be empty"))
+	}
+	if !c.tlsSet() {
+		return errors.Join(errs...)
+	}
+	if !https {
+		for _, o := range []struct{ field, value string }{
+			{"CAFile", c.CAFile}, {"CertFile", c.CertFile}, {"KeyFile", c.KeyFile}, {"ServerName", c.ServerName},
+		} {
+			if o.value != "" {
+				bad(o.field, errors.New("needs an https:// URL"))
+			}
+		}
+	}
+	if _, err := c.TLSConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// TLSConfig reads the TLS files and returns the configuration an https
+// ClickHouse is verified with: RootCAs from CAFile (nil, the system's
+// roots, without one), the client certificate, ServerName, TLS 1.2 at
+// least. It returns nil when no TLS setting is given. Its errors are
+// *FieldErrors, one per file at fault, holding paths but never the URL.
+// Call it at start and at every reload, so renewed files take effect
+// without a restart.
+func (c Config) TLSConfig() (*tls.Config, error) {
+	if !c.tlsSet() {
+		return nil, nil
+	}
+	cfg := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	var errs []error
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	if c.CAFile != "" {
+		pool, err := tlsfiles.LoadCA(c.CAFile)
+		if err != nil {
+			bad("CAFile", err)
+		}
+		cfg.RootCAs = pool
+	}
+	switch {
+	case c.CertFile != "" && c.KeyFile == "":
+		bad("CertFile", errors.New("needs a key file"))
+	case c.CertFile == "" && c.KeyFile != "":
+		bad("KeyFile", errors.New("needs a certificate file"))
+	case c.CertFile != "":
+		certPEM, err := os.ReadFile(c.CertFile)
+		if err != nil {
+			bad("CertFile", err)
+			break
+		}
+		keyPEM, err := os.ReadFile(c.KeyFile)
+		if err != nil {
+			bad("KeyFile", err)
+			break
+		}
+		pair, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			bad("CertFile", fmt.Errorf("%s and %s: %w", c.CertFile, c.KeyFile, err))
+			break
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
