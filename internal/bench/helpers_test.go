@@ -19,8 +19,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// fakeChildEnv makes the test binary act as a matrix child: `bench ...` runs
-// Main, anything else is a fake chute node (fakeNode) that serves the etcd
+// fakeChildEnv makes the test binary act as a matrix child: `noop-server
+// ...` runs Main as chute-bench would, anything else is a fake chute node (fakeNode) that serves the etcd
 // KV API on its --listen-client-urls and /status and /metrics on its
 // --metrics-listen, inserts its queues' rows into --clickhouse-url, and
 // traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
@@ -38,8 +38,8 @@ func TestMain(m *testing.M) {
 }
 
 func fakeChild(args []string) int {
-	if len(args) > 0 && args[0] == "bench" {
-		return Main(args[1:], os.Stdout, os.Stderr)
+	if len(args) > 0 && args[0] == "noop-server" {
+		return Main(args, os.Stdout, os.Stderr)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
 	var name, client, peer, gossip, metrics, level, join, profile, clickhouse string

@@ -38,8 +38,11 @@ var errNotDispatcher = errors.New("bench: the claiming node does not dispatch ev
 
 // matrixConfig is the `--matrix` mode: which binary to start, how to load it.
 type matrixConfig struct {
-	// exe is the binary every child runs: chute itself.
-	exe string
+	// chute is the chute binary the nodes run.
+	chute string
+	// self is the binary the no-op server runs (as `noop-server`): this
+	// benchmark's own, which links the no-op server and chute does not.
+	self string
 	// base is the run config; Endpoints, Tables, KeyPrefix and the call
 	// shape are set per run, and Clients in the plan without ClickHouse.
 	base Config
@@ -86,6 +89,7 @@ type target struct {
 	name     string
 	endpoint string   // what the clients dial
 	metrics  string   // a chute node's metrics listener; empty for the no-op server
+	exe      string   // the child's executable
 	argv     []string // the child's command line after the executable
 	env      []string // the child's environment
 	// sink receives the target's spans; nil: the target is not traced.
@@ -338,7 +342,7 @@ func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSin
 	noopAddr := loopback(ports[4])
 	env := childEnv(environ)
 	targets := []*target{
-		{name: ServerNoop, endpoint: noopAddr, argv: noopCommand(noopAddr), env: env},
+		{name: ServerNoop, endpoint: noopAddr, exe: mc.self, argv: noopCommand(noopAddr), env: env},
 		chuteTarget(mc, "bench", ports[0:4], env, mc.clickhouseURL),
 	}
 	if sink != nil {
@@ -385,12 +389,13 @@ func chuteTarget(mc matrixConfig, name string, ports []int, env []string, clickh
 		name:     name,
 		endpoint: "http://" + loopback(ports[0]),
 		metrics:  loopback(ports[3]),
+		exe:      mc.chute,
 		argv:     argv,
 		env:      env,
 	}
 }
 
-// startTargets starts targets as children of mc.exe in dir, then waits
+// startTargets starts targets as children in dir, then waits
 // until each answers a put and, when traced, has exported that put's
 // span. It returns the targets it started, to be stopped, with or without
 // an error.
@@ -398,7 +403,7 @@ func startTargets(ctx context.Context, mc matrixConfig, dir string, targets []*t
 	var started []*target
 	for _, t := range targets {
 		logger.Info("starting child", "server", t.name, "args", t.argv)
-		proc, err := startChild(t.name, mc.exe, t.argv, t.env, dir, mc.childOutput)
+		proc, err := startChild(t.name, t.exe, t.argv, t.env, dir, mc.childOutput)
 		if err != nil {
 			return started, err
 		}
@@ -554,7 +559,7 @@ func chuteCommand(name string, ports []int) []string {
 
 // noopCommand is the no-op server's command line (after the executable).
 func noopCommand(addr string) []string {
-	return []string{"bench", "noop-server", "--listen", addr}
+	return []string{"noop-server", "--listen", addr}
 }
 
 func loopback(port int) string {
