@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"chute/internal/nodeprobe"
 )
 
 const (
@@ -434,11 +436,11 @@ func waitMembers(ctx context.Context, nodes []*target, timeout time.Duration) er
 	for _, t := range nodes {
 		for {
 			st, err := fetchStatus(wctx, t.metrics)
-			if err == nil && st.alive() >= len(nodes) {
+			if err == nil && nodeprobe.Alive(st) >= len(nodes) {
 				break
 			}
 			if !sleepUntil(wctx, time.Now().Add(readyPoll)) {
-				return fmt.Errorf("bench: %s does not see %d members alive within %v (last: %d, %v)", t.name, len(nodes), timeout, st.alive(), err)
+				return fmt.Errorf("bench: %s does not see %d members alive within %v (last: %d, %v)", t.name, len(nodes), timeout, nodeprobe.Alive(st), err)
 			}
 		}
 	}
@@ -452,9 +454,9 @@ func checkDispatcher(ctx context.Context, node *target, tables []string) error {
 		return err
 	}
 	for _, t := range tables {
-		q, ok := st.queue(queueName(t))
-		if !ok || q.Dispatcher != st.MemberID {
-			return fmt.Errorf("%w: %s (member %s) shows %s dispatched by %q", errNotDispatcher, node.name, st.MemberID, queueName(t), q.Dispatcher)
+		q, ok := nodeprobe.Queue(st, queueName(t))
+		if !ok || q.Dispatcher != st.Member {
+			return fmt.Errorf("%w: %s (member %s) shows %s dispatched by %q", errNotDispatcher, node.name, st.Member, queueName(t), q.Dispatcher)
 		}
 	}
 	return nil

@@ -18,8 +18,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"chute/dispatch"
 	"chute/internal/chtest"
 	"chute/internal/faults"
+	"chute/internal/nodeprobe"
 )
 
 // Fault tests (issue 7) run three chute processes with --gossip-profile
@@ -396,22 +398,22 @@ func (r *faultRig) restart(i int) {
 }
 
 // depth returns what node i's /status shows of the queue.
-func (r *faultRig) depth(i int) (faults.QueueStatus, error) {
+func (r *faultRig) depth(i int) (dispatch.QueueStatus, error) {
 	q, _, err := r.holds(i)
 	return q, err
 }
 
 // holds returns what node i's /status shows of the queue, and the rows it
 // keeps as another member's backup.
-func (r *faultRig) holds(i int) (faults.QueueStatus, int, error) {
+func (r *faultRig) holds(i int) (dispatch.QueueStatus, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	st, err := faults.FetchStatus(ctx, r.nodes[i].MetricsAddr)
+	st, err := nodeprobe.Status(ctx, nil, r.nodes[i].MetricsAddr)
 	if err != nil {
-		return faults.QueueStatus{}, 0, err
+		return dispatch.QueueStatus{}, 0, err
 	}
-	q, _ := st.Queue(r.queue)
-	backup, _ := st.Backup(r.queue)
+	q, _ := nodeprobe.Queue(st, r.queue)
+	backup, _ := nodeprobe.Backup(st, r.queue)
 	return q, backup, nil
 }
 
