@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 )
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeChildEnv) == "1" {
 		os.Exit(fakeChild(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func fakeChild(args []string) int {
