@@ -13,12 +13,13 @@ const portTries = 100
 // handedOut is every port this test binary was handed. Ports belong to
 // the process, so the record of them does too: this is the package's only
 // variable.
-var handedOut = portSet{ports: make(map[string]bool)}
+var handedOut = portSet{ports: make(map[int]bool)}
 
-// portSet is a set of host:port strings.
+// portSet is a set of ports, whatever their address: a port handed out on
+// 127.0.0.2 is not handed out again on 127.0.0.3.
 type portSet struct {
 	mu    sync.Mutex // guards ports
-	ports map[string]bool
+	ports map[int]bool
 }
 
 // FreePort returns a TCP port of 127.0.0.1 that was free a moment ago and
@@ -46,10 +47,9 @@ func FreePortOn(t testing.TB, host string, udp bool) int {
 			t.Fatalf("testutil: free port on %s: %v", host, err)
 		}
 		port := l.Addr().(*net.TCPAddr).Port
-		addr := net.JoinHostPort(host, strconv.Itoa(port))
-		free := !handedOut.ports[addr]
+		free := !handedOut.ports[port]
 		if free && udp {
-			pc, err := net.ListenPacket("udp", addr)
+			pc, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(port)))
 			free = err == nil
 			if free {
 				_ = pc.Close() // only held to learn the port is free
@@ -57,7 +57,7 @@ func FreePortOn(t testing.TB, host string, udp bool) int {
 		}
 		_ = l.Close() // ditto
 		if free {
-			handedOut.ports[addr] = true
+			handedOut.ports[port] = true
 			return port
 		}
 	}
