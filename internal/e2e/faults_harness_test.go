@@ -22,6 +22,7 @@ import (
 	"chute/internal/chtest"
 	"chute/internal/faults"
 	"chute/internal/nodeprobe"
+	"chute/internal/testutil"
 )
 
 // Fault tests (issue 7) run three chute processes with --gossip-profile
@@ -178,7 +179,7 @@ func (r *faultRig) setSettings(s faults.QueueSettings) {
 		r.t.Fatalf("put %s %s: %v (%v)", key, val, err, grpcCode(err))
 	}
 	for i, cli := range r.clis {
-		waitFor(r.t, convergeTimeout, fmt.Sprintf("%s on %s", key, r.nodes[i].Name), func() error {
+		testutil.Eventually(r.t, convergeTimeout, fmt.Sprintf("%s on %s", key, r.nodes[i].Name), func() error {
 			ctx, cancel := rpcCtx()
 			defer cancel()
 			resp, err := cli.Get(ctx, key)
@@ -333,7 +334,7 @@ func (r *faultRig) record(i int) (queueRecord, error) {
 func (r *faultRig) waitRecord(idx []int, check func(queueRecord) error) queueRecord {
 	r.t.Helper()
 	var got queueRecord
-	waitFor(r.t, faultRecordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", r.queue, len(idx)), func() error {
+	testutil.Eventually(r.t, faultRecordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", r.queue, len(idx)), func() error {
 		var seen []string
 		for k, i := range idx {
 			rec, err := r.record(i)
@@ -555,7 +556,7 @@ func codesOf(log faults.Log) string {
 // ClickHouse holds rows of them.
 func (r *faultRig) waitFlowing(w *faults.Workload, n int) {
 	r.t.Helper()
-	waitFor(r.t, rowsTimeout, fmt.Sprintf("%d puts acknowledged and rows in ClickHouse", n), func() error {
+	testutil.Eventually(r.t, rowsTimeout, fmt.Sprintf("%d puts acknowledged and rows in ClickHouse", n), func() error {
 		acked, failed, timedOut := w.Counts()
 		if acked < n {
 			return fmt.Errorf("%d acked, %d failed, %d timed out: %v", acked, failed, timedOut, w.FirstErrors())
