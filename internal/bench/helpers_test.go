@@ -151,20 +151,6 @@ func startNoop(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// refusedAddr returns a loopback address nothing listens on any more.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	return addr
-}
-
 // smallConfig is a quick run against endpoint.
 func smallConfig(endpoint string) Config {
 	cfg := DefaultConfig()

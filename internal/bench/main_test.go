@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"chute/internal/testutil"
 )
 
 func TestMain_endpointsJSON(t *testing.T) {
@@ -101,7 +103,7 @@ func TestChuteBinary(t *testing.T) {
 
 func TestMain_refusedServer(t *testing.T) {
 	var stdout strings.Builder
-	code := Main([]string{"--endpoints", refusedAddr(t), "--clients", "2", "--puts", "10", "--dial-timeout", "300ms"}, &stdout, io.Discard)
+	code := Main([]string{"--endpoints", testutil.FreeAddr(t), "--clients", "2", "--puts", "10", "--dial-timeout", "300ms"}, &stdout, io.Discard)
 	if code != 1 {
 		t.Errorf("Main: got exit %d, want 1", code)
 	}
