@@ -7,6 +7,7 @@ export PATH := $(PATH):/usr/local/go/bin
 
 GO      ?= go
 BIN     := bin/chute
+BENCH_BIN := bin/chute-bench
 PKGS    := ./...
 # Test timeout for the whole go test run; make test must stay under 20 min.
 TEST_TIMEOUT ?= 15m
@@ -19,6 +20,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 build:
 	$(GO) build -o $(BIN) ./cmd/chute
+	$(GO) build -o $(BENCH_BIN) ./cmd/chute-bench
 
 # deps installs the Debian packages tests and make run need, if missing.
 # The packages' own services are not used: tests start their own servers.
@@ -63,7 +65,7 @@ test-faults: deps build
 # method to BENCH_REPORT.
 BENCH_REPORT ?= docs/benchmarks.md
 bench: deps build
-	deploy/dev/bench.sh $(BIN) $(BENCH_REPORT)
+	deploy/dev/bench.sh $(BIN) $(BENCH_REPORT) $(BENCH_BIN)
 
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -409,7 +409,7 @@ func loadConfig(args []string, getenv func(string) string) (Config, []string, er
 		return Config{}, nil, err
 	}
 	if fs.NArg() > 0 {
-		return Config{}, nil, fmt.Errorf("unexpected argument %q (subcommands: bench, status)", fs.Arg(0))
+		return Config{}, nil, fmt.Errorf("unexpected argument %q (subcommands: status)", fs.Arg(0))
 	}
 	if showVersion {
 		return Config{}, nil, errVersion

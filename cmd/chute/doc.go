@@ -3,7 +3,6 @@
 // ch: or clickhouse: names the cluster drains into ClickHouse.
 //
 //	chute [flags]          run a node until SIGTERM or SIGINT, then shut down in order
-//	chute bench [flags]    load generator against a running cluster
 //	chute status [flags]   print a node's members and queues from its /status (--endpoints host:port of --metrics-listen)
 //	chute --version        print the version
 //	chute --help           list every flag and its default

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"chute/internal/bench"
 	"context"
 	"errors"
 	"flag"
@@ -41,8 +40,6 @@ func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "bench":
-			return bench.Main(args[1:], stdout, stderr)
 		case "status":
 			return statusMain(args[1:], stdout, stderr)
 		}
@@ -117,7 +114,6 @@ func printUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString(`Usage:
   chute [flags]          run a node
-  chute bench [flags]    load generator; see chute bench --help
   chute status [flags]   print the cluster's members and queues
   chute --version        print the version
   chute -h | --help      print this help

@@ -24,6 +24,7 @@ import (
 	"chute/dispatch"
 	"chute/gossip"
 	"chute/gossip/peerpb"
+	"chute/internal/nodestatus"
 	"chute/kv"
 	chuteotel "chute/otel"
 )
@@ -392,32 +393,12 @@ func (n *node) opsHandler() http.Handler {
 	return mux
 }
 
-// nodeStatus is the JSON of /status.
-type nodeStatus struct {
-	Name    string                 `json:"name"`
-	Member  string                 `json:"member_id"`
-	Version string                 `json:"version"`
-	Members []memberStatus         `json:"members"`
-	Queues  []dispatch.QueueStatus `json:"queues"`
-	// Backups are the copies this node keeps of queues other nodes
-	// dispatch with ack=replicated.
-	Backups []dispatch.BackupStatus `json:"backups"`
-}
-
-type memberStatus struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	Status     string   `json:"status"`
-	PeerURLs   []string `json:"peer_urls"`
-	ClientURLs []string `json:"client_urls"`
-}
-
-func (n *node) status() nodeStatus {
+func (n *node) status() nodestatus.Node {
 	local := n.members.Local()
 	qs := n.queues.Status()
-	st := nodeStatus{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: qs.Queues, Backups: qs.Backups}
+	st := nodestatus.Node{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: qs.Queues, Backups: qs.Backups}
 	for _, m := range n.members.Members() {
-		st.Members = append(st.Members, memberStatus{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
 	}
 	if st.Queues == nil {
 		st.Queues = []dispatch.QueueStatus{}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"chute/internal/nodestatus"
 )
 
 // statusMain is `chute status`: it reads /status from each node's metrics
@@ -38,27 +40,27 @@ func statusMain(args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-func fetchStatus(client *http.Client, endpoint string) (nodeStatus, error) {
+func fetchStatus(client *http.Client, endpoint string) (nodestatus.Node, error) {
 	url := endpoint
 	if !strings.Contains(url, "://") {
 		url = "http://" + url
 	}
 	resp, err := client.Get(strings.TrimSuffix(url, "/") + "/status")
 	if err != nil {
-		return nodeStatus{}, err
+		return nodestatus.Node{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nodeStatus{}, fmt.Errorf("GET /status: %s", resp.Status)
+		return nodestatus.Node{}, fmt.Errorf("GET /status: %s", resp.Status)
 	}
-	var st nodeStatus
+	var st nodestatus.Node
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nodeStatus{}, fmt.Errorf("GET /status: %w", err)
+		return nodestatus.Node{}, fmt.Errorf("GET /status: %w", err)
 	}
 	return st, nil
 }
 
-func printStatus(w io.Writer, endpoint string, st nodeStatus) {
+func printStatus(w io.Writer, endpoint string, st nodestatus.Node) {
 	fmt.Fprintf(w, "node %s (member %s, version %s) at %s\n\n", st.Name, st.Member, st.Version, endpoint)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tID\tSTATUS\tPEER URLS\tCLIENT URLS")

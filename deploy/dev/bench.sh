@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh BIN [REPORT]: make bench. Starts a private ClickHouse, then
-# chute bench --matrix --trace --clickhouse-url, the benchmark of issue 8:
+# bench.sh BIN [REPORT] [BENCH]: make bench. Starts a private ClickHouse,
+# then BENCH (chute-bench, default: beside BIN) --matrix --trace
+# --clickhouse-url with BIN as the nodes' chute, the benchmark of issue 8:
 # one chute node and three (the producers on the two that do not dispatch),
 # unary puts and txns of 128 puts from 100 clients to a ch: queue until
 # every row is in ClickHouse, next to the no-op etcd server's unary and
@@ -13,6 +14,7 @@
 set -euo pipefail
 bin=${1:-bin/chute}
 report=${2:-docs/benchmarks.md}
+bench=${3:-$(dirname "$bin")/chute-bench}
 dir=$(mktemp -d)
 . "$(dirname "$0")/clickhouse.sh"
 trap 'kill $ch_pid 2>/dev/null; wait $ch_pid 2>/dev/null; rm -rf "$dir"' EXIT INT TERM
@@ -22,6 +24,6 @@ ch_start "$dir/ch" 18124 19001
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 changed=$(git diff --name-only HEAD 2>/dev/null | cut -d/ -f1 | sort -u | tr '\n' ' ' || true)
 [ -z "$changed" ] || commit="$commit with local changes in ${changed% }"
-"$bin" bench --matrix --trace --clickhouse-url http://127.0.0.1:18124 \
+"$bench" --chute "$bin" --matrix --trace --clickhouse-url http://127.0.0.1:18124 \
 	--clients 100 --conns 10 --duration 20s --puts 10000000 \
 	--report "$report" --commit "$commit"

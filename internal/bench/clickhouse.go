@@ -3,11 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"chute/internal/nodeprobe"
 )
 
 // chQueryTimeout bounds one statement the bench sends to ClickHouse.
@@ -18,27 +19,15 @@ const chQueryTimeout = 30 * time.Second
 var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
 
 // chQuery runs a statement over ClickHouse's HTTP interface at url (the
-// default user, no password) and returns the body.
+// default user, no password), within chQueryTimeout, and returns the body.
 func chQuery(ctx context.Context, url, sql string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, chQueryTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(sql))
+	out, err := nodeprobe.Query(ctx, httpClient, url, sql)
 	if err != nil {
-		return "", fmt.Errorf("bench: clickhouse: %w", err)
+		return "", fmt.Errorf("bench: %w", err)
 	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("bench: clickhouse: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("bench: clickhouse: %w", err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("bench: clickhouse: %s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	return string(body), nil
+	return out, nil
 }
 
 // createTable creates default.table with the columns of the bench's rows.

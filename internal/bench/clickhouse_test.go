@@ -1,8 +1,9 @@
+//go:build e2e
+
 package bench
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -259,22 +260,5 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	}
 	if got := strings.Join(ids, ","); got != "1a,1b,2,3a,3b,4,5" {
 		t.Errorf("targets: got %s, want 1a,1b,2,3a,3b,4,5", got)
-	}
-}
-
-// TestCheckDispatcher_moved serves a /status in which another member
-// dispatches a queue of the run.
-func TestCheckDispatcher_moved(t *testing.T) {
-	addr := serveStatus(t, nodeStatus{MemberID: "a1", Queues: []queueStatus{
-		{Name: "ch:t0", Dispatcher: "a1"}, {Name: "ch:t1", Dispatcher: "b2"},
-	}})
-	node := &target{name: "bench-1", metrics: addr}
-	if err := checkDispatcher(testContext(t), node, []string{"t0"}); err != nil {
-		t.Errorf("checkDispatcher(t0): got %v, want nil", err)
-	}
-	for _, tables := range [][]string{{"t0", "t1"}, {"t2"}} {
-		if err := checkDispatcher(testContext(t), node, tables); !errors.Is(err, errNotDispatcher) {
-			t.Errorf("checkDispatcher(%v): got %v, want errNotDispatcher", tables, err)
-		}
 	}
 }

@@ -116,7 +116,7 @@ type Config struct {
 	Label string
 }
 
-// DefaultConfig returns the defaults of `chute bench`, without endpoints.
+// DefaultConfig returns the defaults of chute-bench, without endpoints.
 func DefaultConfig() Config {
 	return Config{
 		Clients:     100,

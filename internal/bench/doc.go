@@ -1,4 +1,4 @@
-// Package bench owns the benchmark behind `chute bench`: a load loop that
+// Package bench owns the benchmark behind chute-bench: a load loop that
 // drives any etcd-API server or cluster with the real clientv3 (N putters
 // sharing C client connections round-robin, each call a unary put or a txn
 // of K puts, paced or not) and reports puts/s and p50/p99/p99.9 call
@@ -8,8 +8,9 @@
 // without doing anything (the ceiling of the API path); raw JSONEachRow
 // inserts of the same rows straight to ClickHouse (the ceiling of the
 // sink); the memory a queued row costs a node; and the matrix mode behind
-// `make bench`, which starts chute nodes and the no-op server as child
-// processes of the same binary, samples their resident memory, checks
+// `make bench`, which starts chute nodes (the chute binary) and the no-op
+// server (chute-bench itself, so chute does not link the benchmark) as
+// child processes, samples their resident memory, checks
 // issue 8's targets and writes a markdown report. With --trace the matrix
 // adds a chute node that samples every call and exports its spans over
 // OTLP/gRPC to a sink in the bench process that counts and discards them,

@@ -18,6 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"chute/dispatch"
+	"chute/internal/nodestatus"
 )
 
 // fakeNode is the KV of a fake chute node: puts to /q/ch:<table>/p/<key>
@@ -132,12 +135,12 @@ func (n *fakeNode) serveMetrics(ctx context.Context, l net.Listener) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		n.mu.Lock()
-		st := nodeStatus{Name: n.name, MemberID: n.memberID}
+		st := nodestatus.Node{Name: n.name, Member: n.memberID}
 		for i := range 3 {
-			st.Members = append(st.Members, memberStatus{Name: fmt.Sprint(i), Status: "alive"})
+			st.Members = append(st.Members, nodestatus.Member{Name: fmt.Sprint(i), Status: "alive"})
 		}
 		for _, q := range n.order {
-			st.Queues = append(st.Queues, queueStatus{Name: q, Dispatcher: n.memberID, Rows: n.depth[q]})
+			st.Queues = append(st.Queues, dispatch.QueueStatus{Name: q, Dispatcher: n.memberID, Rows: int(n.depth[q])})
 		}
 		n.mu.Unlock()
 		_ = json.NewEncoder(w).Encode(st)

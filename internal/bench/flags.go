@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// options is the parsed command line of `chute bench`.
+// options is the parsed command line of chute-bench.
 type options struct {
 	cfg           Config
 	label         string
@@ -27,18 +27,19 @@ type options struct {
 	report        string
 	rawPosters    int
 	commit        string
+	chute         string
 }
 
-// parseFlags parses args (the words after `chute bench`). It returns
+// parseFlags parses args (the words after chute-bench). It returns
 // flag.ErrHelp for -h.
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	def := DefaultConfig()
-	fs := flag.NewFlagSet("chute bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("chute-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: chute bench --endpoints host:port[,...] [flags]\n"+
-			"       chute bench --matrix [flags]\n"+
-			"       chute bench noop-server --listen host:port\n\nflags:\n")
+		fmt.Fprint(fs.Output(), "usage: chute-bench --endpoints host:port[,...] [flags]\n"+
+			"       chute-bench --matrix [--chute path/to/chute] [flags]\n"+
+			"       chute-bench noop-server --listen host:port\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	var (
@@ -63,6 +64,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.json, "json", false, "print the results as JSON instead of a markdown table")
 	fs.BoolVar(&o.matrix, "matrix", false, "start a chute node and a no-op server as child processes and benchmark both (with --clickhouse-url: issue 8's matrix)")
 	fs.StringVar(&matrixClients, "matrix-clients", "1,100", "with --matrix and no --clickhouse-url: comma-separated client counts to run (the ClickHouse matrix runs at --clients)")
+	fs.StringVar(&o.chute, "chute", "", "with --matrix: the chute binary the nodes run (default: chute beside this binary, else on PATH)")
 	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute nodes")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
 	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
@@ -105,6 +107,8 @@ func (o options) validate() error {
 		return errors.New("--endpoints and --matrix exclude each other")
 	case !o.matrix && len(cfg.Endpoints) == 0:
 		return errors.New("--endpoints is required (or --matrix)")
+	case o.chute != "" && !o.matrix:
+		return errors.New("--chute needs --matrix")
 	case o.trace && !o.matrix:
 		return errors.New("--trace needs --matrix")
 	case o.matrix && o.readyTimeout <= 0:
@@ -128,7 +132,7 @@ func (o options) validate() error {
 }
 
 func usageError(fs *flag.FlagSet, err error) error {
-	fmt.Fprintf(fs.Output(), "chute bench: %v\n", err)
+	fmt.Fprintf(fs.Output(), "chute-bench: %v\n", err)
 	fs.Usage()
 	return err
 }

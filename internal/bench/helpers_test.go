@@ -16,11 +16,12 @@ import (
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 )
 
-// fakeChildEnv makes the test binary act as a matrix child: `bench ...` runs
-// Main, anything else is a fake chute node (fakeNode) that serves the etcd
+// fakeChildEnv makes the test binary act as a matrix child: `noop-server
+// ...` runs Main as chute-bench would, anything else is a fake chute node (fakeNode) that serves the etcd
 // KV API on its --listen-client-urls and /status and /metrics on its
 // --metrics-listen, inserts its queues' rows into --clickhouse-url, and
 // traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
@@ -34,12 +35,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(fakeChildEnv) == "1" {
 		os.Exit(fakeChild(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func fakeChild(args []string) int {
-	if len(args) > 0 && args[0] == "bench" {
-		return Main(args[1:], os.Stdout, os.Stderr)
+	if len(args) > 0 && args[0] == "noop-server" {
+		return Main(args, os.Stdout, os.Stderr)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
 	var name, client, peer, gossip, metrics, level, join, profile, clickhouse string
@@ -148,20 +149,6 @@ func startNoop(t *testing.T) string {
 		}
 	})
 	return l.Addr().String()
-}
-
-// refusedAddr returns a loopback address nothing listens on any more.
-func refusedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("close: %v", err)
-	}
-	return addr
 }
 
 // smallConfig is a quick run against endpoint.

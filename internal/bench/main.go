@@ -8,20 +8,22 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 )
 
-// Main is `chute bench`. args are the words after "bench". It returns the
-// process exit code: 0 on success, 1 when a run or the matrix failed, 2 on
-// a usage error.
+// Main is chute-bench. args are the words after the program name. It
+// returns the process exit code: 0 on success, 1 when a run or the matrix
+// failed, 2 on a usage error.
 //
-//	chute bench --endpoints host:port[,...] [--clients 100] [--conns 10] [--txn 128] ...
-//	chute bench --endpoints host:port --queues 1 --clickhouse-url http://ch:8123 ...
-//	chute bench --matrix [--matrix-clients 1,100] [--trace] ...
-//	chute bench --matrix --clickhouse-url http://ch:8123 [--report docs/benchmarks.md] ...
-//	chute bench noop-server --listen host:port
+//	chute-bench --endpoints host:port[,...] [--clients 100] [--conns 10] [--txn 128] ...
+//	chute-bench --endpoints host:port --queues 1 --clickhouse-url http://ch:8123 ...
+//	chute-bench --matrix [--chute bin/chute] [--matrix-clients 1,100] [--trace] ...
+//	chute-bench --matrix --clickhouse-url http://ch:8123 [--report docs/benchmarks.md] ...
+//	chute-bench noop-server --listen host:port
 //
 // The report goes to stdout (markdown, or JSON with --json), and with
 // --report to a file too; progress and errors go to stderr, as do the
@@ -81,12 +83,18 @@ func Main(args []string, stdout, stderr io.Writer) int {
 // what was measured so far.
 func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logger) (Measured, error) {
 	if opts.matrix {
-		exe, err := os.Executable()
+		self, err := os.Executable()
 		if err != nil {
-			return Measured{}, fmt.Errorf("bench: cannot find own executable for the matrix children: %w", err)
+			return Measured{}, fmt.Errorf("bench: cannot find own executable for the no-op server: %w", err)
 		}
+		chute, err := chuteBinary(opts.chute, self, exec.LookPath)
+		if err != nil {
+			return Measured{}, err
+		}
+		logger.Info("matrix nodes run", "chute", chute)
 		out, err := runMatrix(ctx, matrixConfig{
-			exe:           exe,
+			chute:         chute,
+			self:          self,
 			base:          opts.cfg,
 			clients:       opts.matrixClients,
 			nodeArgs:      opts.nodeArgs,
@@ -119,10 +127,28 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 	return Measured{Results: []Result{r}}, nil
 }
 
-// commandLine is `chute bench` with args, each quoted for a POSIX shell
+// chuteBinary is the chute binary the matrix nodes run: path when given,
+// else a chute beside self (make puts both in bin/), else lookPath's
+// chute.
+func chuteBinary(path, self string, lookPath func(string) (string, error)) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	beside := filepath.Join(filepath.Dir(self), "chute")
+	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
+		return beside, nil
+	}
+	found, err := lookPath("chute")
+	if err != nil {
+		return "", fmt.Errorf("bench: no chute binary beside %s nor on PATH; name one with --chute: %w", self, err)
+	}
+	return found, nil
+}
+
+// commandLine is chute-bench with args, each quoted for a POSIX shell
 // when it needs to be.
 func commandLine(args []string) string {
-	words := []string{"chute", "bench"}
+	words := []string{"chute-bench"}
 	for _, a := range args {
 		if a == "" || strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,@%+-") != "" {
 			a = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"

@@ -2,11 +2,15 @@ package bench
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"chute/internal/testutil"
 )
 
 func TestMain_endpointsJSON(t *testing.T) {
@@ -39,7 +43,7 @@ func TestMain_report(t *testing.T) {
 	if err != nil {
 		t.Fatalf("report: %v", err)
 	}
-	for _, want := range []string{"# Benchmarks", "| chute built from | abc123 |", "chute bench --endpoints " + addr,
+	for _, want := range []string{"# Benchmarks", "| chute built from | abc123 |", "chute-bench --endpoints " + addr,
 		"| " + addr + " | txn 32 | 3 | 2 | - |", "## How it was measured"} {
 		if !strings.Contains(string(doc), want) {
 			t.Errorf("report lacks %q:\n%s", want, doc)
@@ -67,15 +71,39 @@ func TestMain_progressFlag(t *testing.T) {
 
 func TestCommandLine(t *testing.T) {
 	got := commandLine([]string{"--matrix", "--commit", "abc with local changes", "--x=it's", "", "--url=http://a:1/b"})
-	want := `chute bench --matrix --commit 'abc with local changes' '--x=it'\''s' '' --url=http://a:1/b`
+	want := `chute-bench --matrix --commit 'abc with local changes' '--x=it'\''s' '' --url=http://a:1/b`
 	if got != want {
 		t.Errorf("commandLine: got %s, want %s", got, want)
 	}
 }
 
+func TestChuteBinary(t *testing.T) {
+	dir := t.TempDir()
+	self := filepath.Join(dir, "chute-bench")
+	beside := filepath.Join(dir, "chute")
+	onPath := func(string) (string, error) { return "/on/path/chute", nil }
+	nowhere := func(string) (string, error) { return "", exec.ErrNotFound }
+
+	if got, err := chuteBinary("/given/chute", self, nowhere); err != nil || got != "/given/chute" {
+		t.Errorf("given: got %q, %v, want /given/chute", got, err)
+	}
+	if got, err := chuteBinary("", self, onPath); err != nil || got != "/on/path/chute" {
+		t.Errorf("none beside: got %q, %v, want /on/path/chute", got, err)
+	}
+	if _, err := chuteBinary("", self, nowhere); !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("none anywhere: got %v, want exec.ErrNotFound", err)
+	}
+	if err := os.WriteFile(beside, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := chuteBinary("", self, onPath); err != nil || got != beside {
+		t.Errorf("beside: got %q, %v, want %s", got, err, beside)
+	}
+}
+
 func TestMain_refusedServer(t *testing.T) {
 	var stdout strings.Builder
-	code := Main([]string{"--endpoints", refusedAddr(t), "--clients", "2", "--puts", "10", "--dial-timeout", "300ms"}, &stdout, io.Discard)
+	code := Main([]string{"--endpoints", testutil.FreeAddr(t), "--clients", "2", "--puts", "10", "--dial-timeout", "300ms"}, &stdout, io.Discard)
 	if code != 1 {
 		t.Errorf("Main: got exit %d, want 1", code)
 	}
@@ -85,7 +113,7 @@ func TestMain_refusedServer(t *testing.T) {
 }
 
 func TestMain_usage(t *testing.T) {
-	for _, args := range [][]string{nil, {"--clients", "-1"}, {"noop-server", "extra"}} {
+	for _, args := range [][]string{nil, {"--clients", "-1"}, {"noop-server", "extra"}, {"--endpoints", "127.0.0.1:1", "--chute", "x"}} {
 		if code := Main(args, io.Discard, io.Discard); code != 2 {
 			t.Errorf("Main(%q): got exit %d, want 2", args, code)
 		}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"chute/internal/nodeprobe"
 )
 
 const (
@@ -38,8 +40,11 @@ var errNotDispatcher = errors.New("bench: the claiming node does not dispatch ev
 
 // matrixConfig is the `--matrix` mode: which binary to start, how to load it.
 type matrixConfig struct {
-	// exe is the binary every child runs: chute itself.
-	exe string
+	// chute is the chute binary the nodes run.
+	chute string
+	// self is the binary the no-op server runs (as `noop-server`): this
+	// benchmark's own, which links the no-op server and chute does not.
+	self string
 	// base is the run config; Endpoints, Tables, KeyPrefix and the call
 	// shape are set per run, and Clients in the plan without ClickHouse.
 	base Config
@@ -86,6 +91,7 @@ type target struct {
 	name     string
 	endpoint string   // what the clients dial
 	metrics  string   // a chute node's metrics listener; empty for the no-op server
+	exe      string   // the child's executable
 	argv     []string // the child's command line after the executable
 	env      []string // the child's environment
 	// sink receives the target's spans; nil: the target is not traced.
@@ -338,7 +344,7 @@ func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSin
 	noopAddr := loopback(ports[4])
 	env := childEnv(environ)
 	targets := []*target{
-		{name: ServerNoop, endpoint: noopAddr, argv: noopCommand(noopAddr), env: env},
+		{name: ServerNoop, endpoint: noopAddr, exe: mc.self, argv: noopCommand(noopAddr), env: env},
 		chuteTarget(mc, "bench", ports[0:4], env, mc.clickhouseURL),
 	}
 	if sink != nil {
@@ -385,12 +391,13 @@ func chuteTarget(mc matrixConfig, name string, ports []int, env []string, clickh
 		name:     name,
 		endpoint: "http://" + loopback(ports[0]),
 		metrics:  loopback(ports[3]),
+		exe:      mc.chute,
 		argv:     argv,
 		env:      env,
 	}
 }
 
-// startTargets starts targets as children of mc.exe in dir, then waits
+// startTargets starts targets as children in dir, then waits
 // until each answers a put and, when traced, has exported that put's
 // span. It returns the targets it started, to be stopped, with or without
 // an error.
@@ -398,7 +405,7 @@ func startTargets(ctx context.Context, mc matrixConfig, dir string, targets []*t
 	var started []*target
 	for _, t := range targets {
 		logger.Info("starting child", "server", t.name, "args", t.argv)
-		proc, err := startChild(t.name, mc.exe, t.argv, t.env, dir, mc.childOutput)
+		proc, err := startChild(t.name, t.exe, t.argv, t.env, dir, mc.childOutput)
 		if err != nil {
 			return started, err
 		}
@@ -429,11 +436,11 @@ func waitMembers(ctx context.Context, nodes []*target, timeout time.Duration) er
 	for _, t := range nodes {
 		for {
 			st, err := fetchStatus(wctx, t.metrics)
-			if err == nil && st.alive() >= len(nodes) {
+			if err == nil && nodeprobe.Alive(st) >= len(nodes) {
 				break
 			}
 			if !sleepUntil(wctx, time.Now().Add(readyPoll)) {
-				return fmt.Errorf("bench: %s does not see %d members alive within %v (last: %d, %v)", t.name, len(nodes), timeout, st.alive(), err)
+				return fmt.Errorf("bench: %s does not see %d members alive within %v (last: %d, %v)", t.name, len(nodes), timeout, nodeprobe.Alive(st), err)
 			}
 		}
 	}
@@ -447,9 +454,9 @@ func checkDispatcher(ctx context.Context, node *target, tables []string) error {
 		return err
 	}
 	for _, t := range tables {
-		q, ok := st.queue(queueName(t))
-		if !ok || q.Dispatcher != st.MemberID {
-			return fmt.Errorf("%w: %s (member %s) shows %s dispatched by %q", errNotDispatcher, node.name, st.MemberID, queueName(t), q.Dispatcher)
+		q, ok := nodeprobe.Queue(st, queueName(t))
+		if !ok || q.Dispatcher != st.Member {
+			return fmt.Errorf("%w: %s (member %s) shows %s dispatched by %q", errNotDispatcher, node.name, st.Member, queueName(t), q.Dispatcher)
 		}
 	}
 	return nil
@@ -554,7 +561,7 @@ func chuteCommand(name string, ports []int) []string {
 
 // noopCommand is the no-op server's command line (after the executable).
 func noopCommand(addr string) []string {
-	return []string{"bench", "noop-server", "--listen", addr}
+	return []string{"noop-server", "--listen", addr}
 }
 
 func loopback(port int) string {

@@ -23,7 +23,8 @@ func testMatrix(t *testing.T, nodeArgs ...string) matrixConfig {
 	base := smallConfig("unused")
 	base.Puts, base.Warmup = 300, 10
 	return matrixConfig{
-		exe:          exe,
+		chute:        exe,
+		self:         exe,
 		base:         base,
 		clients:      []int{1, 4},
 		nodeArgs:     nodeArgs,
@@ -172,7 +173,7 @@ func TestMatrixTargets(t *testing.T) {
 		t.Fatalf("startOTLPSink: %v", err)
 	}
 	t.Cleanup(func() { _ = sink.stop(time.Second) })
-	mc := matrixConfig{nodeArgs: []string{"--x"}, clickhouseURL: "http://ch:8123"}
+	mc := matrixConfig{chute: "/bin/chute", self: "/bin/chute-bench", nodeArgs: []string{"--x"}, clickhouseURL: "http://ch:8123"}
 	environ := []string{"HOME=/h", "OTEL_EXPORTER_OTLP_ENDPOINT=http://elsewhere:4317", "OTEL_TRACES_SAMPLER=always_off"}
 	ports := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
 
@@ -185,15 +186,15 @@ func TestMatrixTargets(t *testing.T) {
 		t.Fatalf("targets with a sink: got %d, want 3", len(traced))
 	}
 	tests := []struct {
-		name, endpoint, metrics, argv, env string
-		sink                               bool
+		name, endpoint, metrics, exe, argv, env string
+		sink                                    bool
 	}{
-		{ServerNoop, "127.0.0.1:5", "", "bench noop-server --listen 127.0.0.1:5", "HOME=/h", false},
-		{ServerChute, "http://127.0.0.1:1", "127.0.0.1:4",
+		{ServerNoop, "127.0.0.1:5", "", "/bin/chute-bench", "noop-server --listen 127.0.0.1:5", "HOME=/h", false},
+		{ServerChute, "http://127.0.0.1:1", "127.0.0.1:4", "/bin/chute",
 			"--name bench --listen-client-urls http://127.0.0.1:1 --listen-peer-urls http://127.0.0.1:2" +
 				" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn --x --clickhouse-url http://ch:8123",
 			"HOME=/h", false},
-		{ServerChuteTraced, "http://127.0.0.1:6", "127.0.0.1:9",
+		{ServerChuteTraced, "http://127.0.0.1:6", "127.0.0.1:9", "/bin/chute",
 			"--name bench-traced --listen-client-urls http://127.0.0.1:6 --listen-peer-urls http://127.0.0.1:7" +
 				" --gossip-listen 127.0.0.1:8 --metrics-listen 127.0.0.1:9 --log-level warn --x --clickhouse-url http://ch:8123",
 			"HOME=/h OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.endpoint() + " OTEL_TRACES_SAMPLER=always_on",
@@ -204,6 +205,9 @@ func TestMatrixTargets(t *testing.T) {
 		if got.name != tt.name || got.endpoint != tt.endpoint || got.metrics != tt.metrics || (got.sink != nil) != tt.sink {
 			t.Errorf("target %d: got %s at %s, metrics %q (sink %v), want %s at %s, metrics %q (sink %v)",
 				i, got.name, got.endpoint, got.metrics, got.sink != nil, tt.name, tt.endpoint, tt.metrics, tt.sink)
+		}
+		if got.exe != tt.exe {
+			t.Errorf("%s exe: got %q, want %q", tt.name, got.exe, tt.exe)
 		}
 		if a := strings.Join(got.argv, " "); a != tt.argv {
 			t.Errorf("%s argv: got %q, want %q", tt.name, a, tt.argv)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"chute/internal/nodeprobe"
 )
 
 const (
@@ -79,7 +81,7 @@ func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (Mem
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	rss0, err := ReadRSS(t.proc.cmd.Process.Pid)
+	rss0, err := nodeprobe.ReadRSS(t.proc.cmd.Process.Pid)
 	if err != nil {
 		return MemoryResult{}, err
 	}
@@ -95,15 +97,15 @@ func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (Mem
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	q, _ := st.queue(queueName(table))
-	if want := int64(rows) + 1; q.Rows != want {
+	q, _ := nodeprobe.Queue(st, queueName(table))
+	if want := rows + 1; q.Rows != want {
 		return MemoryResult{}, fmt.Errorf("bench: memory: %s holds %d rows of %s, want %d", t.name, q.Rows, queueName(table), want)
 	}
 	goal1, _, err := heapGoalAfterGC(ctx, t.metrics)
 	if err != nil {
 		return MemoryResult{}, err
 	}
-	rss1, err := ReadRSS(t.proc.cmd.Process.Pid)
+	rss1, err := nodeprobe.ReadRSS(t.proc.cmd.Process.Pid)
 	if err != nil {
 		return MemoryResult{}, err
 	}
@@ -130,26 +132,26 @@ func memoryResult(rows int64, valSize, keySize int, goal0, goal1, rss0, rss1 int
 // the live heap. Reading /metrics allocates on the node, so the reads
 // themselves bring the collections about.
 func heapGoalAfterGC(ctx context.Context, metricsAddr string) (goal int64, gogc int, err error) {
+	const gcCount = "go_gc_duration_seconds_count"
 	m, err := fetchMetrics(ctx, metricsAddr)
 	if err != nil {
 		return 0, 0, err
 	}
-	start, ok := m["go_gc_duration_seconds_count"]
+	start, ok := m.Sum(gcCount)
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: %s has no go_gc_duration_seconds_count", errNoGC, metricsAddr)
+		return 0, 0, fmt.Errorf("%w: %s has no %s", errNoGC, metricsAddr, gcCount)
 	}
 	deadline := time.Now().Add(gcWaitLimit)
-	for m["go_gc_duration_seconds_count"] < start+gcsAfter {
+	for n := start; n < start+gcsAfter; n, _ = m.Sum(gcCount) {
 		if time.Now().After(deadline) {
-			return 0, 0, fmt.Errorf("%w: %s ran %v collections in %v, want %d", errNoGC, metricsAddr,
-				m["go_gc_duration_seconds_count"]-start, gcWaitLimit, gcsAfter)
+			return 0, 0, fmt.Errorf("%w: %s ran %v collections in %v, want %d", errNoGC, metricsAddr, n-start, gcWaitLimit, gcsAfter)
 		}
 		if m, err = fetchMetrics(ctx, metricsAddr); err != nil {
 			return 0, 0, err
 		}
 	}
-	g, okG := m["go_memstats_next_gc_bytes"]
-	p, okP := m["go_gc_gogc_percent"]
+	g, okG := m.Sum("go_memstats_next_gc_bytes")
+	p, okP := m.Sum("go_gc_gogc_percent")
 	if !okG || !okP || p <= 0 {
 		return 0, 0, fmt.Errorf("%w: %s shows no heap goal or GOGC (%v)", errNoGC, metricsAddr, p)
 	}

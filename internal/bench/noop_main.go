@@ -12,10 +12,10 @@ import (
 	"syscall"
 )
 
-// noopMain is `chute bench noop-server --listen host:port`: it serves a
+// noopMain is `chute-bench noop-server --listen host:port`: it serves a
 // NoopServer until SIGINT or SIGTERM.
 func noopMain(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("chute bench noop-server", flag.ContinueOnError)
+	fs := flag.NewFlagSet("chute-bench noop-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve the no-op etcd KV API on")
 	if err := fs.Parse(args); err != nil {

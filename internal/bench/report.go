@@ -17,7 +17,7 @@ const (
 	ServerNoop        = "no-op"
 )
 
-// Report is what `chute bench` prints: the results in run order; for every
+// Report is what chute-bench prints: the results in run order; for every
 // client count and call shape measured against both servers, chute's rate
 // as a fraction of the no-op rate; for every one measured against both
 // chute nodes, the traced node's rate as a fraction of the untraced

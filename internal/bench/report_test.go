@@ -202,7 +202,7 @@ func TestReport_WriteDoc(t *testing.T) {
 	rep.Machine = &Machine{CPUs: 2, CPUModel: "AMD EPYC", MemoryBytes: 24 << 30, OS: "linux", Arch: "amd64", Kernel: "6.1",
 		GoVersion: "go1.26.8", ClickHouse: "18.16.1", Commit: "abc123", Modified: true, LoadAvg: "0.5 0.4 0.3", LoadAvgEnd: "2.5 1.4 0.9",
 		Started: time.Date(2026, 11, 30, 9, 45, 0, 0, time.UTC)}
-	rep.Command = "chute bench --matrix --clickhouse-url http://127.0.0.1:18124"
+	rep.Command = "chute-bench --matrix --clickhouse-url http://127.0.0.1:18124"
 	var b bytes.Buffer
 	cfg := DefaultConfig()
 	cfg.Duration = 20 * time.Second
@@ -214,7 +214,7 @@ func TestReport_WriteDoc(t *testing.T) {
 		"# Benchmarks\n",
 		"| CPUs | 2 × AMD EPYC |\n| memory | 24.0 GiB |\n| OS | linux/amd64, kernel 6.1 |\n| Go | go1.26.8 |\n| ClickHouse | 18.16.1 |\n" +
 			"| chute built from | abc123 with local changes |\n| started | 2026-11-30 09:45 UTC |\n| load average at start | 0.5 0.4 0.3 |\n| load average at the end | 2.5 1.4 0.9 |\n",
-		"## Command\n\n```\nchute bench --matrix --clickhouse-url http://127.0.0.1:18124\n```\n",
+		"## Command\n\n```\nchute-bench --matrix --clickhouse-url http://127.0.0.1:18124\n```\n",
 		"## Targets of issue 8\n\n| # | target |",
 		"## Puts\n\n| server |",
 		"## Rows into ClickHouse\n\n",

@@ -35,7 +35,7 @@ func docSettingsOf(opts options) docSettings {
 func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	var b bytes.Buffer
 	b.WriteString("# Benchmarks\n\n")
-	b.WriteString("Written by `chute bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
+	b.WriteString("Written by `chute-bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
 		"rerun it rather than editing this file. Ratios come from one run: on a\n" +
 		"shared 2-core machine they move by several percent from run to run.\n")
 	if m := r.Machine; m != nil {

@@ -11,6 +11,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+
+	"chute/internal/testutil"
 )
 
 func TestRun_noopServer(t *testing.T) {
@@ -52,7 +54,7 @@ func TestRun_connsCappedAtClients(t *testing.T) {
 }
 
 func TestRun_refusedServer(t *testing.T) {
-	cfg := smallConfig(refusedAddr(t))
+	cfg := smallConfig(testutil.FreeAddr(t))
 	cfg.DialTimeout = 500 * time.Millisecond
 	start := time.Now()
 	_, err := Run(testContext(t), cfg)

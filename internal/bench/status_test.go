@@ -3,17 +3,21 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"chute/dispatch"
+	"chute/internal/nodestatus"
 )
 
 // serveStatus serves st as /status until the test ends and returns the
 // listener's host:port.
-func serveStatus(t *testing.T, st nodeStatus) string {
+func serveStatus(t *testing.T, st nodestatus.Node) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/status" {
@@ -26,31 +30,9 @@ func serveStatus(t *testing.T, st nodeStatus) string {
 	return strings.TrimPrefix(srv.URL, "http://")
 }
 
-func TestParseMetrics(t *testing.T) {
-	text := `# HELP go_gc_duration_seconds A summary.
-# TYPE go_gc_duration_seconds summary
-go_gc_duration_seconds{quantile="0"} 1.2e-05
-go_gc_duration_seconds_count 19
-go_memstats_next_gc_bytes 4.194304e+06
-go_gc_gogc_percent 100
-chute_queue_depth_rows{queue="ch:x"} 5
-broken line
-`
-	got := parseMetrics(text)
-	want := map[string]float64{"go_gc_duration_seconds_count": 19, "go_memstats_next_gc_bytes": 4194304, "go_gc_gogc_percent": 100}
-	if len(got) != len(want) {
-		t.Fatalf("parseMetrics: got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: got %v, want %v", k, got[k], v)
-		}
-	}
-}
-
 func TestWaitMembers(t *testing.T) {
-	three := nodeStatus{Members: []memberStatus{{Status: "alive"}, {Status: "alive"}, {Status: "alive"}}}
-	two := nodeStatus{Members: []memberStatus{{Status: "alive"}, {Status: "failed"}, {Status: "alive"}}}
+	three := nodestatus.Node{Members: []nodestatus.Member{{Status: "alive"}, {Status: "alive"}, {Status: "alive"}}}
+	two := nodestatus.Node{Members: []nodestatus.Member{{Status: "alive"}, {Status: "failed"}, {Status: "alive"}}}
 	nodes := []*target{{name: "a", metrics: serveStatus(t, three)}, {name: "b", metrics: serveStatus(t, three)}, {name: "c", metrics: serveStatus(t, three)}}
 	if err := waitMembers(testContext(t), nodes, time.Second); err != nil {
 		t.Errorf("waitMembers, all alive: %v", err)
@@ -97,4 +79,21 @@ func serveFakeMetrics(t *testing.T, node *fakeNode) string {
 		<-done
 	})
 	return l.Addr().String()
+}
+
+// TestCheckDispatcher_moved serves a /status in which another member
+// dispatches a queue of the run.
+func TestCheckDispatcher_moved(t *testing.T) {
+	addr := serveStatus(t, nodestatus.Node{Member: "a1", Queues: []dispatch.QueueStatus{
+		{Name: "ch:t0", Dispatcher: "a1"}, {Name: "ch:t1", Dispatcher: "b2"},
+	}})
+	node := &target{name: "bench-1", metrics: addr}
+	if err := checkDispatcher(testContext(t), node, []string{"t0"}); err != nil {
+		t.Errorf("checkDispatcher(t0): got %v, want nil", err)
+	}
+	for _, tables := range [][]string{{"t0", "t1"}, {"t2"}} {
+		if err := checkDispatcher(testContext(t), node, tables); !errors.Is(err, errNotDispatcher) {
+			t.Errorf("checkDispatcher(%v): got %v, want errNotDispatcher", tables, err)
+		}
+	}
 }

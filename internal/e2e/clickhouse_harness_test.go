@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // ClickHouse tests (DESIGN §5) run the chute binary with --clickhouse-url
@@ -43,7 +44,7 @@ func chFlags(ch *chtest.Server) []string {
 // the final newline).
 func waitQuery(t testing.TB, ch *chtest.Server, timeout time.Duration, sql, want string) {
 	t.Helper()
-	waitFor(t, timeout, fmt.Sprintf("%s to answer %q", sql, want), func() error {
+	testutil.Eventually(t, timeout, fmt.Sprintf("%s to answer %q", sql, want), func() error {
 		if got := ch.Query(t, sql); got != want {
 			return fmt.Errorf("got %q", got)
 		}
@@ -85,7 +86,7 @@ func logLines(t testing.TB, p *Proc, subs ...string) []string {
 func waitLogLine(t testing.TB, p *Proc, subs ...string) string {
 	t.Helper()
 	var line string
-	waitFor(t, chLogTimeout, fmt.Sprintf("a line of %s's log with %q", p.Name, subs), func() error {
+	testutil.Eventually(t, chLogTimeout, fmt.Sprintf("a line of %s's log with %q", p.Name, subs), func() error {
 		if lines := logLines(t, p, subs...); len(lines) > 0 {
 			line = lines[0]
 			return nil
@@ -104,7 +105,7 @@ func depthOf(p *Proc, queue string) (int, error) {
 // waitDepth polls p's /status until queue holds want rows.
 func waitDepth(t testing.TB, p *Proc, queue string, want int) {
 	t.Helper()
-	waitFor(t, drainTimeout, fmt.Sprintf("depth_rows of %s on %s to be %d", queue, p.Name, want), func() error {
+	testutil.Eventually(t, drainTimeout, fmt.Sprintf("depth_rows of %s on %s to be %d", queue, p.Name, want), func() error {
 		got, err := depthOf(p, queue)
 		if err != nil {
 			return err

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // TestClickHouse_threeNodes30k runs three nodes, each with the ClickHouse
@@ -79,7 +80,7 @@ func TestClickHouse_threeNodes30k(t *testing.T) {
 	if err := errs.get(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d ids in ClickHouse", total), func() error {
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d ids in ClickHouse", total), func() error {
 		if n, _ := strconv.Atoi(ch.Query(t, "SELECT uniqExact(id) FROM default.events")); n < total {
 			return fmt.Errorf("%d ids", n)
 		}
@@ -164,7 +165,7 @@ func TestClickHouse_outage(t *testing.T) {
 	}
 	t.Cleanup(stopProducer)
 
-	waitFor(t, rowsTimeout, "rows flowing before the outage", func() error {
+	testutil.Eventually(t, rowsTimeout, "rows flowing before the outage", func() error {
 		if n := ch.Count(t, "default.outage"); n < rate {
 			return fmt.Errorf("%d rows", n)
 		}
@@ -196,7 +197,7 @@ func TestClickHouse_outage(t *testing.T) {
 	ch.Restart(t)
 	restarted := time.Now()
 	want := len(put)
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d rows put before the restart in ClickHouse", want), func() error {
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("%d rows put before the restart in ClickHouse", want), func() error {
 		if n, _ := strconv.Atoi(ch.Query(t, "SELECT uniqExact(id) FROM default.outage")); n < want {
 			return fmt.Errorf("%d ids", n)
 		}
@@ -289,7 +290,7 @@ func TestClickHouse_firstPutsOnThreeNodes(t *testing.T) {
 		if err := errs.get(); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, rowsTimeout, fmt.Sprintf("%d ids in %s", rows, table), func() error {
+		testutil.Eventually(t, rowsTimeout, fmt.Sprintf("%d ids in %s", rows, table), func() error {
 			if n, _ := strconv.Atoi(ch.Query(t, "SELECT uniqExact(id) FROM default."+table)); n < rows {
 				return fmt.Errorf("%d ids", n)
 			}

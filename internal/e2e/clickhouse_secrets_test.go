@@ -12,6 +12,7 @@ import (
 
 	"chute/internal/chtest"
 	"chute/internal/otlptest"
+	"chute/internal/testutil"
 )
 
 // TestClickHouse_passwordNeverLeaks runs ClickHouse with a user "writer"
@@ -39,7 +40,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	ctlOK(t, a, "", "put", "/q/ch:missing/p/1", `{"id":1}`)
 	waitLogLine(t, a, "insert failed", "queue=ch:missing", "code=60")
 	ctlOK(t, a, "", "put", "/q/ch:events/p/bad", `{"id":"bad","s":"refused"}`)
-	waitFor(t, chLogTimeout, "a dead letter of ch:events on a", func() error {
+	testutil.Eventually(t, chLogTimeout, "a dead letter of ch:events on a", func() error {
 		if letters, raw := ctlDeadLetters(t, a, "ch:events"); len(letters) != 1 {
 			return fmt.Errorf("got %q", raw)
 		}
@@ -54,7 +55,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	}
 	requireDepth(t, b, "ch:events", 1)
 
-	c := StartChuteEnv(t, env, "--clickhouse-url", url(password, freeAddr(t)), "--clickhouse-db", "default")
+	c := StartChuteEnv(t, env, "--clickhouse-url", url(password, testutil.FreeAddr(t)), "--clickhouse-db", "default")
 	ctlOK(t, c, "", "put", "/q/ch:events/p/1", `{"id":200,"s":"nobody listens"}`)
 	waitLogLine(t, c, "insert failed", "queue=ch:events")
 	requireDepth(t, c, "ch:events", 1)
@@ -126,7 +127,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 // httpGet returns the body of a 200 answer to GET url.
 func httpGet(t testing.TB, url string) string {
 	t.Helper()
-	resp, err := statusClient.Get(url)
+	resp, err := (&http.Client{Timeout: statusTimeout}).Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

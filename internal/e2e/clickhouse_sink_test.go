@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // TestClickHouse_etcdctlPuts puts 200 rows with etcdctl, one process per
@@ -56,7 +57,7 @@ func TestClickHouse_badRowDeadLetter(t *testing.T) {
 
 	var letters map[string]deadLetter
 	var raw string
-	waitFor(t, chLogTimeout, "one dead letter under /q/ch:x/dlq/", func() error {
+	testutil.Eventually(t, chLogTimeout, "one dead letter under /q/ch:x/dlq/", func() error {
 		letters, raw = ctlDeadLetters(t, p, "ch:x")
 		if len(letters) != 1 {
 			return fmt.Errorf("got %d: %q", len(letters), raw)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -14,40 +13,17 @@ import (
 	"syscall"
 	"testing"
 
+	"chute/dispatch"
 	"chute/internal/chtest"
 	"chute/internal/testcerts"
+	"chute/internal/testutil"
 )
 
 // insertErrorOn returns last_insert_error of queue on p's /status, nil
 // when it has none.
-func insertErrorOn(p *Proc, queue string) (*insertError, error) {
-	var st struct {
-		Queues []struct {
-			Name      string       `json:"name"`
-			LastError *insertError `json:"last_insert_error"`
-		} `json:"queues"`
-	}
-	resp, err := statusClient.Get("http://" + p.MetricsAddr + "/status")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil, err
-	}
-	for _, q := range st.Queues {
-		if q.Name == queue {
-			return q.LastError, nil
-		}
-	}
-	return nil, nil
-}
-
-// insertError is a queue's last_insert_error in /status.
-type insertError struct {
-	Class   string `json:"class"`
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+func insertErrorOn(p *Proc, queue string) (*dispatch.InsertError, error) {
+	q, _, err := queueOn(p, queue)
+	return q.LastInsertError, err
 }
 
 // TestClickHouse_TLS runs ClickHouse 18.16 with an https port whose
@@ -82,8 +58,8 @@ func TestClickHouse_TLS(t *testing.T) {
 	if _, err := clusterClient(t, b.ClientAddr).Put(ctx, "/q/ch:sealed/p/x", `{"id":2,"s":"wrong CA first"}`); err != nil {
 		t.Fatalf("put on b: %v", err)
 	}
-	var last *insertError
-	waitFor(t, chLogTimeout, "a config error of ch:sealed in b's /status", func() error {
+	var last *dispatch.InsertError
+	testutil.Eventually(t, chLogTimeout, "a config error of ch:sealed in b's /status", func() error {
 		e, err := insertErrorOn(b, "ch:sealed")
 		if err != nil {
 			return err
@@ -100,7 +76,7 @@ func TestClickHouse_TLS(t *testing.T) {
 	t.Logf("b's last_insert_error: %+v", last)
 	requireDepth(t, b, "ch:sealed", 1)
 	// Retried with backoff, logged at warn once, then at debug.
-	waitFor(t, chLogTimeout, "b to retry twice more", func() error {
+	testutil.Eventually(t, chLogTimeout, "b to retry twice more", func() error {
 		if n := len(logLines(t, b, "level=DEBUG", `msg="insert failed; retrying"`, "queue=ch:sealed")); n < 2 {
 			return fmt.Errorf("%d retries logged", n)
 		}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/testutil"
 )
 
 // multiPuts is how many puts TestCluster_multiEndpointClient makes through
@@ -41,7 +43,7 @@ func TestCluster_multiEndpointClient(t *testing.T) {
 
 	watch := startCtl(t, eps, "watch", "--prefix", "m/")
 	// The watch is set up once it shows a put made after it started.
-	waitFor(t, watchTimeout, "etcdctl watch on a, b, c set up", func() error {
+	testutil.Eventually(t, watchTimeout, "etcdctl watch on a, b, c set up", func() error {
 		ctl(eps, "put", "m/ready", "x")
 		if !strings.Contains(watch.output(), "m/ready\n") {
 			return errors.New("the watch shows no m/ready")
@@ -55,7 +57,7 @@ func TestCluster_multiEndpointClient(t *testing.T) {
 		}
 		// Reads may reach another node than the put: they converge.
 		want := key + "\n" + val + "\n"
-		waitFor(t, convergeTimeout, "get "+key+" through a, b, c", func() error {
+		testutil.Eventually(t, convergeTimeout, "get "+key+" through a, b, c", func() error {
 			if got := ctl(eps, "get", key); got != want {
 				return fmt.Errorf("got %q, want %q", got, want)
 			}
@@ -112,7 +114,7 @@ func TestCluster_multiEndpointClient(t *testing.T) {
 	if diff := dumpDiff(want, seen); diff != "" {
 		t.Errorf("clientv3 watch through a, b, c: %s", diff)
 	}
-	waitFor(t, convergeTimeout, "clientv3 get through a, b, c", func() error {
+	testutil.Eventually(t, convergeTimeout, "clientv3 get through a, b, c", func() error {
 		ctx, cancel := rpcCtx()
 		defer cancel()
 		resp, err := cli.Get(ctx, "m/go", clientv3.WithPrefix())

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/testutil"
 )
 
 // leaseTTL is the TTL, in seconds, of the leases whose owner the lease
@@ -75,7 +77,7 @@ func TestCluster_leaseKeysVanishAfterOwnerKilled(t *testing.T) {
 		return resp.Count, nil
 	}
 	for i, cli := range clis {
-		waitFor(t, convergeTimeout, "leased keys on "+others[i].Name, func() error {
+		testutil.Eventually(t, convergeTimeout, "leased keys on "+others[i].Name, func() error {
 			if n, err := count(cli); err != nil || n != leased {
 				return fmt.Errorf("%d keys, %v; want %d", n, err, leased)
 			}
@@ -178,7 +180,7 @@ func TestCluster_restartedOwnerNewLeaseKeepsKeys(t *testing.T) {
 	waitHas := func(clis []*clientv3.Client, key string) {
 		t.Helper()
 		for i, cli := range clis {
-			waitFor(t, convergeTimeout, key+" on "+all[i].Name, func() error {
+			testutil.Eventually(t, convergeTimeout, key+" on "+all[i].Name, func() error {
 				if ok, err := has(cli, key); !ok {
 					return fmt.Errorf("missing (%v)", err)
 				}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // The docs' shell blocks run against a node (issue 9): a new user copies
@@ -214,7 +215,7 @@ func (e *docEnv) runSQL(where, text string) {
 			continue
 		}
 		if strings.HasPrefix(strings.ToUpper(stmt), "SELECT") {
-			waitFor(e.t, rowsTimeout, where+": "+stmt+" to return a row", func() error {
+			testutil.Eventually(e.t, rowsTimeout, where+": "+stmt+" to return a row", func() error {
 				if got := e.ch.Query(e.t, stmt); got == "" {
 					return errors.New("no row")
 				}
@@ -470,7 +471,7 @@ func TestDocs_metricsDocumented(t *testing.T) {
 		return out, nil
 	}
 	var fams map[string]bool
-	waitFor(t, rowsTimeout, "the insert, dead letter and retry metrics", func() error {
+	testutil.Eventually(t, rowsTimeout, "the insert, dead letter and retry metrics", func() error {
 		var err error
 		if fams, err = families(); err != nil {
 			return err
@@ -510,9 +511,9 @@ func TestDocs_goProducer(t *testing.T) {
 	ch := chtest.Start(t)
 	ch.Exec(t, "CREATE TABLE default.events (id UInt64, msg String) ENGINE = MergeTree ORDER BY id")
 	p := StartChute(t, chFlags(ch)...)
-	bin := filepath.Join(t.TempDir(), "producer")
-	if out, err := exec.Command("go", "build", "-o", bin, "chute/docs/examples/go").CombinedOutput(); err != nil {
-		t.Fatalf("go build chute/docs/examples/go: %v\n%s", err, out)
+	bin, err := testutil.Build(t.TempDir(), "chute/docs/examples/go")
+	if err != nil {
+		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
 	defer cancel()

@@ -18,8 +18,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"chute/dispatch"
 	"chute/internal/chtest"
 	"chute/internal/faults"
+	"chute/internal/nodeprobe"
+	"chute/internal/testutil"
 )
 
 // Fault tests (issue 7) run three chute processes with --gossip-profile
@@ -176,7 +179,7 @@ func (r *faultRig) setSettings(s faults.QueueSettings) {
 		r.t.Fatalf("put %s %s: %v (%v)", key, val, err, grpcCode(err))
 	}
 	for i, cli := range r.clis {
-		waitFor(r.t, convergeTimeout, fmt.Sprintf("%s on %s", key, r.nodes[i].Name), func() error {
+		testutil.Eventually(r.t, convergeTimeout, fmt.Sprintf("%s on %s", key, r.nodes[i].Name), func() error {
 			ctx, cancel := rpcCtx()
 			defer cancel()
 			resp, err := cli.Get(ctx, key)
@@ -331,7 +334,7 @@ func (r *faultRig) record(i int) (queueRecord, error) {
 func (r *faultRig) waitRecord(idx []int, check func(queueRecord) error) queueRecord {
 	r.t.Helper()
 	var got queueRecord
-	waitFor(r.t, faultRecordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", r.queue, len(idx)), func() error {
+	testutil.Eventually(r.t, faultRecordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", r.queue, len(idx)), func() error {
 		var seen []string
 		for k, i := range idx {
 			rec, err := r.record(i)
@@ -396,22 +399,22 @@ func (r *faultRig) restart(i int) {
 }
 
 // depth returns what node i's /status shows of the queue.
-func (r *faultRig) depth(i int) (faults.QueueStatus, error) {
+func (r *faultRig) depth(i int) (dispatch.QueueStatus, error) {
 	q, _, err := r.holds(i)
 	return q, err
 }
 
 // holds returns what node i's /status shows of the queue, and the rows it
 // keeps as another member's backup.
-func (r *faultRig) holds(i int) (faults.QueueStatus, int, error) {
+func (r *faultRig) holds(i int) (dispatch.QueueStatus, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
-	st, err := faults.FetchStatus(ctx, r.nodes[i].MetricsAddr)
+	st, err := nodeprobe.Status(ctx, nil, r.nodes[i].MetricsAddr)
 	if err != nil {
-		return faults.QueueStatus{}, 0, err
+		return dispatch.QueueStatus{}, 0, err
 	}
-	q, _ := st.Queue(r.queue)
-	backup, _ := st.Backup(r.queue)
+	q, _ := nodeprobe.Queue(st, r.queue)
+	backup, _ := nodeprobe.Backup(st, r.queue)
 	return q, backup, nil
 }
 
@@ -553,7 +556,7 @@ func codesOf(log faults.Log) string {
 // ClickHouse holds rows of them.
 func (r *faultRig) waitFlowing(w *faults.Workload, n int) {
 	r.t.Helper()
-	waitFor(r.t, rowsTimeout, fmt.Sprintf("%d puts acknowledged and rows in ClickHouse", n), func() error {
+	testutil.Eventually(r.t, rowsTimeout, fmt.Sprintf("%d puts acknowledged and rows in ClickHouse", n), func() error {
 		acked, failed, timedOut := w.Counts()
 		if acked < n {
 			return fmt.Errorf("%d acked, %d failed, %d timed out: %v", acked, failed, timedOut, w.FirstErrors())

@@ -9,7 +9,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"chute/dispatch"
 	"chute/internal/faults"
+	"chute/internal/nodeprobe"
 )
 
 // Parameters of the ClickHouse outage scenario.
@@ -56,11 +58,11 @@ func TestFaults_clickhouseOutage(t *testing.T) {
 	r := newFaultRig(t, rigOptions{proxy: true, settings: &faults.QueueSettings{MaxBytes: outageCap, RetryMax: "2s"}})
 	log := r.seed(0)
 	a := r.nodes[0]
-	base, err := faults.RSS(a.pid())
+	base, err := nodeprobe.ReadRSS(a.pid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := faults.SampleRSS(a.pid(), 100*time.Millisecond)
+	mem := nodeprobe.SampleRSS(100*time.Millisecond, a.pid())
 	defer mem.Stop()
 
 	cfg := faults.DefaultWorkloadConfig()
@@ -74,7 +76,7 @@ func TestFaults_clickhouseOutage(t *testing.T) {
 	r.ch.Kill(t)
 	down := time.Now()
 	r.proxy.SetLatency(0)
-	var maxDepth faults.QueueStatus
+	var maxDepth dispatch.QueueStatus
 	var firstRefusal time.Duration
 	for {
 		q, err := r.depth(0)
@@ -97,9 +99,10 @@ func TestFaults_clickhouseOutage(t *testing.T) {
 		downFor.Round(time.Millisecond), firstRefusal.Round(time.Millisecond), maxDepth.Rows, maxDepth.Bytes)
 	v, _, batch := r.settle(log)
 	drain := time.Since(restarted)
-	maxRSS, samples, err := mem.Stop()
-	if err != nil {
-		t.Fatalf("resident memory of a: %v", err)
+	peak := mem.Stop()[0]
+	maxRSS, samples := peak.Bytes, peak.Samples
+	if samples == 0 {
+		t.Fatalf("resident memory of a: %v", peak.Err)
 	}
 
 	refused := log.Codes()[codes.ResourceExhausted]

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // TestHandoff_sigtermHandsQueuesOver checks that a dispatcher stopped with
@@ -43,7 +44,7 @@ func TestHandoff_sigtermHandsQueuesOver(t *testing.T) {
 	waitQuery(t, ch, rowsTimeout, "SELECT count(), uniqExact(id) FROM default.handed", "40\t40")
 
 	c := startConsumer(t, b, "/q/jobs/c/after", 2)
-	waitFor(t, rowsTimeout, "40 deliveries of jobs", func() error {
+	testutil.Eventually(t, rowsTimeout, "40 deliveries of jobs", func() error {
 		if n := len(c.deliveries()); n != 40 {
 			return fmt.Errorf("%d deliveries", n)
 		}

@@ -19,6 +19,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"chute/internal/testutil"
 )
 
 // Cluster tests run several chute processes of one cluster. Each test takes
@@ -82,7 +84,7 @@ func (c *cluster) plan(name string) nodePlan {
 	}
 	host := fmt.Sprintf("127.0.%d.%d", c.subnet, c.hosts)
 	addr := func(udp bool) string {
-		return net.JoinHostPort(host, strconv.Itoa(freePortOn(c.t, host, udp)))
+		return net.JoinHostPort(host, strconv.Itoa(testutil.FreePortOn(c.t, host, udp)))
 	}
 	return nodePlan{
 		Name:        name,
@@ -136,40 +138,6 @@ func (c *cluster) startThree(extra ...string) (a, b, cc *Proc) {
 	cc = c.startNode("c", append([]string{"--join", a.GossipAddr}, extra...)...)
 	waitMembers(c.t, []*Proc{a, b, cc}, []*Proc{a, b, cc})
 	return a, b, cc
-}
-
-// freePortOn returns a port of host free a moment ago for TCP (and UDP,
-// when udp is set: serf binds both) that this test binary has not handed
-// out before.
-func freePortOn(t testing.TB, host string, udp bool) int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = make(map[int]bool)
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			t.Fatalf("e2e: free port on %s: %v", host, err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		free := !handedOut.ports[port]
-		if free && udp {
-			pc, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(port)))
-			free = err == nil
-			if free {
-				_ = pc.Close()
-			}
-		}
-		_ = l.Close() // only held to learn a free port
-		if free {
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-	t.Fatalf("e2e: free port on %s: none found in 100 tries", host)
-	return 0
 }
 
 // clusterClient returns a clientv3 client of endpoints, closed when the
@@ -260,7 +228,7 @@ func waitMembers(t testing.TB, on, want []*Proc) {
 	etcdctl := lookTool(t, "etcdctl")
 	wantLines := memberLines(want)
 	for _, p := range on {
-		waitFor(t, membershipTimeout, fmt.Sprintf("member list of %s", p.Name), func() error {
+		testutil.Eventually(t, membershipTimeout, fmt.Sprintf("member list of %s", p.Name), func() error {
 			got, err := ctlMembers(etcdctl, p.ClientAddr)
 			if err != nil {
 				return err

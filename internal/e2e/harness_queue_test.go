@@ -5,10 +5,8 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,6 +22,11 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/dispatch"
+	"chute/internal/nodeprobe"
+	"chute/internal/nodestatus"
+	"chute/internal/testutil"
 )
 
 // Queue tests (DESIGN §4) run consumers as clientv3 (or etcdctl) watches of
@@ -41,51 +44,11 @@ const (
 	ackTries       = 50               // tries of one acknowledgement refused as Unavailable
 )
 
-// queueState is one queue as GET /status on one node shows it.
-type queueState struct {
-	Name           string `json:"name"`
-	Dispatcher     string `json:"dispatcher"` // member id in hex
-	Epoch          uint64 `json:"epoch"`
-	Rows           int    `json:"depth_rows"`
-	Held           int    `json:"held_copies"`
-	Bytes          int64  `json:"depth_bytes"`
-	Unacked        int    `json:"unacked"`
-	Consumers      int    `json:"consumers"`
-	LocalConsumers int    `json:"local_consumers"`
-	Stats          struct {
-		Enqueued    uint64 `json:"enqueued"`
-		Delivered   uint64 `json:"delivered"`
-		Redelivered uint64 `json:"redelivered"`
-		Acked       uint64 `json:"acked"`
-		Refused     uint64 `json:"refused"`
-	} `json:"stats"`
-}
-
-// nodeState is GET /status of one node.
-type nodeState struct {
-	Name     string       `json:"name"`
-	MemberID string       `json:"member_id"` // hex
-	Queues   []queueState `json:"queues"`
-}
-
-var statusClient = &http.Client{Timeout: statusTimeout}
-
 // statusOf returns p's GET /status.
-func statusOf(p *Proc) (nodeState, error) {
-	url := "http://" + p.MetricsAddr + "/status"
-	resp, err := statusClient.Get(url)
-	if err != nil {
-		return nodeState{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nodeState{}, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	var st nodeState
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nodeState{}, fmt.Errorf("GET %s: %w", url, err)
-	}
-	return st, nil
+func statusOf(p *Proc) (nodestatus.Node, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	return nodeprobe.Status(ctx, nil, p.MetricsAddr)
 }
 
 // queueStates describes the queue as each node's /status shows it.
@@ -100,21 +63,21 @@ func queueStates(name string, nodes ...*Proc) string {
 
 // queueOn returns the queue called name as p's /status shows it; ok is
 // false when p holds no state of it.
-func queueOn(p *Proc, name string) (q queueState, ok bool, err error) {
+func queueOn(p *Proc, name string) (q dispatch.QueueStatus, ok bool, err error) {
 	st, err := statusOf(p)
 	if err != nil {
-		return queueState{}, false, err
+		return dispatch.QueueStatus{}, false, err
 	}
 	for _, q := range st.Queues {
 		if q.Name == name {
 			return q, true, nil
 		}
 	}
-	return queueState{}, false, nil
+	return dispatch.QueueStatus{}, false, nil
 }
 
 // mustQueueOn is queueOn failing the test on an error or a missing queue.
-func mustQueueOn(t testing.TB, p *Proc, name string) queueState {
+func mustQueueOn(t testing.TB, p *Proc, name string) dispatch.QueueStatus {
 	t.Helper()
 	q, ok, err := queueOn(p, name)
 	if err != nil || !ok {
@@ -130,9 +93,9 @@ func memberID(t testing.TB, p *Proc) uint64 {
 	if err != nil {
 		t.Fatalf("/status of %s: %v", p.Name, err)
 	}
-	id, err := strconv.ParseUint(st.MemberID, 16, 64)
+	id, err := strconv.ParseUint(st.Member, 16, 64)
 	if err != nil {
-		t.Fatalf("/status of %s: member_id %q: %v", p.Name, st.MemberID, err)
+		t.Fatalf("/status of %s: member_id %q: %v", p.Name, st.Member, err)
 	}
 	return id
 }
@@ -143,7 +106,7 @@ func memberID(t testing.TB, p *Proc) uint64 {
 func waitDrained(t testing.TB, name string, nodes ...*Proc) {
 	t.Helper()
 	for _, p := range nodes {
-		waitFor(t, drainTimeout, fmt.Sprintf("queue %s drained on %s", name, p.Name), func() error {
+		testutil.Eventually(t, drainTimeout, fmt.Sprintf("queue %s drained on %s", name, p.Name), func() error {
 			q, _, err := queueOn(p, name)
 			if err != nil {
 				return err
@@ -196,7 +159,7 @@ func waitSameRecord(t testing.TB, name string, nodes []*Proc, check func(queueRe
 	t.Helper()
 	etcdctl := lookTool(t, "etcdctl")
 	var got queueRecord
-	waitFor(t, recordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", name, len(nodes)), func() error {
+	testutil.Eventually(t, recordTimeout, fmt.Sprintf("one dispatcher record of %s on %d nodes", name, len(nodes)), func() error {
 		var seen []string
 		for i, p := range nodes {
 			rec, err := ctlRecord(etcdctl, p, name)
@@ -425,7 +388,7 @@ func (c *queueConsumer) fail(err error) {
 func (c *queueConsumer) hold(t testing.TB) {
 	t.Helper()
 	c.holding.Store(true)
-	waitFor(t, rpcTimeout, c.name+": acknowledgements in flight", func() error {
+	testutil.Eventually(t, rpcTimeout, c.name+": acknowledgements in flight", func() error {
 		if n := c.pending.Load(); n != 0 {
 			return fmt.Errorf("%d pending", n)
 		}

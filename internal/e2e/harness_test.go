@@ -7,18 +7,18 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 // installHint ends the message of a test that finds etcd or etcdctl missing.
@@ -50,23 +50,13 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildChute(dir)
+	bin, err := testutil.Build(dir, "chute/cmd/chute")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1
 	}
 	chuteBin = bin
 	return m.Run()
-}
-
-// buildChute builds chute/cmd/chute into dir and returns the binary's path.
-func buildChute(dir string) (string, error) {
-	bin := filepath.Join(dir, "chute")
-	out, err := exec.Command("go", "build", "-o", bin, "chute/cmd/chute").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build chute/cmd/chute: %v\n%s", err, out)
-	}
-	return bin, nil
 }
 
 // lookTool returns the path of etcd or etcdctl, failing the test with the
@@ -78,44 +68,6 @@ func lookTool(t testing.TB, name string) string {
 		t.Fatalf("e2e: %s is not installed (%v): %s", name, err, installHint)
 	}
 	return path
-}
-
-// handedOut holds every port freePort returned, so that two processes of
-// one test binary never get the same port.
-var handedOut struct {
-	sync.Mutex
-	ports map[int]bool
-}
-
-// freePort returns a loopback TCP port that was free a moment ago and that
-// this test binary has not handed out before.
-func freePort(t testing.TB) int {
-	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = make(map[int]bool)
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("e2e: free port: %v", err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close() // only held to learn a free port
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port
-		}
-	}
-	t.Fatal("e2e: free port: the kernel keeps returning ports already handed out")
-	return 0
-}
-
-// freeAddr returns "127.0.0.1:<free port>".
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 }
 
 // Proc is a chute or etcd process started by a test. The test's cleanup
@@ -318,10 +270,10 @@ func launchChute(t testing.TB, extra, env []string) (*Proc, error) {
 		return v
 	}
 	p.Name = set("name", func() string { return fmt.Sprintf("chute-%d", chuteNames.Add(1)) })
-	p.ClientAddr = urlHost(set("listen-client-urls", func() string { return "http://" + freeAddr(t) }))
-	p.PeerAddr = urlHost(set("listen-peer-urls", func() string { return "http://" + freeAddr(t) }))
-	p.GossipAddr = set("gossip-listen", func() string { return freeAddr(t) })
-	p.MetricsAddr = set("metrics-listen", func() string { return freeAddr(t) })
+	p.ClientAddr = urlHost(set("listen-client-urls", func() string { return "http://" + testutil.FreeAddr(t) }))
+	p.PeerAddr = urlHost(set("listen-peer-urls", func() string { return "http://" + testutil.FreeAddr(t) }))
+	p.GossipAddr = set("gossip-listen", func() string { return testutil.FreeAddr(t) })
+	p.MetricsAddr = set("metrics-listen", func() string { return testutil.FreeAddr(t) })
 	p.Args = append(args, extra...)
 
 	readyz := "http://" + p.MetricsAddr + "/readyz"
@@ -374,8 +326,8 @@ func startEtcdOnce(t testing.TB, etcd, etcdctlPath string, extra []string) (*Pro
 	p := &Proc{
 		Kind:       "etcd",
 		Name:       "default",
-		ClientAddr: freeAddr(t),
-		PeerAddr:   freeAddr(t),
+		ClientAddr: testutil.FreeAddr(t),
+		PeerAddr:   testutil.FreeAddr(t),
 		DataDir:    t.TempDir(),
 		bin:        etcd,
 	}
@@ -512,23 +464,6 @@ func urlHost(urls string) string {
 	first = strings.TrimPrefix(strings.TrimPrefix(first, "http://"), "https://")
 	host, _, _ := strings.Cut(first, "/")
 	return host
-}
-
-// waitFor polls cond every pollInterval until it returns nil or timeout
-// passes; then it fails the test with what and cond's last error.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("e2e: %s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(pollInterval)
-	}
 }
 
 // TestHarness_chute_stopKillRestart checks the harness's process control

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/internal/chtest"
+	"chute/internal/testutil"
 )
 
 // TestMetrics_equalWhatWasDone is acceptance 3 of the OTel issue: after a
@@ -61,7 +62,7 @@ func TestMetrics_equalWhatWasDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitQuery(t, ch, rowsTimeout, "SELECT count() FROM default.typed", "33")
-	waitFor(t, chLogTimeout, "2 dead letters", func() error {
+	testutil.Eventually(t, chLogTimeout, "2 dead letters", func() error {
 		if letters, raw := ctlDeadLetters(t, p, "ch:typed"); len(letters) != 2 {
 			return fmt.Errorf("got %q", raw)
 		}
@@ -98,7 +99,7 @@ func TestMetrics_equalWhatWasDone(t *testing.T) {
 		{"rpc_server_call_duration_seconds_count", []string{`rpc_method="Txn"`, `rpc_grpc_status_code="OK"`}, 2},
 	}
 	// Batches settle after the rows land; poll for the counters to agree.
-	waitFor(t, chLogTimeout, "every metric to equal what was done", func() error {
+	testutil.Eventually(t, chLogTimeout, "every metric to equal what was done", func() error {
 		var wrong []string
 		for _, w := range want {
 			if got := metricSum(t, p, w.metric, w.labels...); got != w.value {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+
+	"chute/internal/testutil"
 )
 
 // TestQueue_threeNodesExactlyOnce runs 4 producers on a, 10,000 messages
@@ -46,7 +48,7 @@ func TestQueue_threeNodesExactlyOnce(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, deliverTimeout, "a tenth of the messages queued on a", func() error {
+	testutil.Eventually(t, deliverTimeout, "a tenth of the messages queued on a", func() error {
 		if n := put.Load(); n < total/10 && errs.get() == nil {
 			return fmt.Errorf("%d put", n)
 		}
@@ -136,7 +138,7 @@ func shareQueue(t *testing.T, name string, producer *Proc, on [2]*Proc, leaver i
 		}
 		return nil
 	})
-	waitFor(t, watchTimeout, "both consumers on the dispatcher "+disp.Name, func() error {
+	testutil.Eventually(t, watchTimeout, "both consumers on the dispatcher "+disp.Name, func() error {
 		q, _, err := queueOn(disp, name)
 		if err == nil && q.Consumers != 2 {
 			err = fmt.Errorf("consumers %d, want 2", q.Consumers)
@@ -175,7 +177,7 @@ func shareQueue(t *testing.T, name string, producer *Proc, on [2]*Proc, leaver i
 		}
 		produced <- nil
 	}()
-	waitFor(t, deliverTimeout, leaving.name+" holding messages", func() error {
+	testutil.Eventually(t, deliverTimeout, leaving.name+" holding messages", func() error {
 		if n := len(leaving.heldDeliveries()); n < leaverHolds {
 			return fmt.Errorf("holds %d, want %d", n, leaverHolds)
 		}
@@ -307,7 +309,7 @@ func TestQueue_dispatcherKilled(t *testing.T) {
 		wg.Wait()
 	}
 	t.Cleanup(stopProducers)
-	waitFor(t, deliverTimeout, "a dispatching the producers' messages", func() error {
+	testutil.Eventually(t, deliverTimeout, "a dispatching the producers' messages", func() error {
 		q, _, err := queueOn(a, name)
 		if err == nil && q.Stats.Enqueued < 200 {
 			err = fmt.Errorf("enqueued %d, want 200", q.Stats.Enqueued)
@@ -326,7 +328,7 @@ func TestQueue_dispatcherKilled(t *testing.T) {
 	})
 	moved.Store(time.Now().UnixNano())
 	movedAfter := time.Since(killAt)
-	waitFor(t, deliverTimeout, "puts through the new dispatcher", func() error {
+	testutil.Eventually(t, deliverTimeout, "puts through the new dispatcher", func() error {
 		for i := range okAfter {
 			if n := okAfter[i].Load(); n < 50 {
 				return fmt.Errorf("producer %s: %d puts since the record moved", producers[i], n)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/testutil"
 )
 
 // Messages of 1 MiB (value and key) fill a queue exactly to its 64 MiB
@@ -96,7 +98,7 @@ func TestQueue_fullQueueRemoteConsumer(t *testing.T) {
 	waitMembers(t, []*Proc{a, b}, []*Proc{a, b})
 	holder := startConsumer(t, a, "/q/remote/c/"+newUUID(), 0)
 	fillQueue(t, a, "remote")
-	waitFor(t, deliverTimeout, "the consumer on a holding every message", func() error {
+	testutil.Eventually(t, deliverTimeout, "the consumer on a holding every message", func() error {
 		if n := len(holder.deliveries()); n != len(fullMsgs) {
 			return fmt.Errorf("holds %d", n)
 		}
@@ -104,7 +106,7 @@ func TestQueue_fullQueueRemoteConsumer(t *testing.T) {
 	})
 	cons := startConsumer(t, b, "/q/remote/c/"+newUUID(), 4)
 	idA := memberID(t, a)
-	waitFor(t, watchTimeout, "the consumer on b attached to a", func() error {
+	testutil.Eventually(t, watchTimeout, "the consumer on b attached to a", func() error {
 		q, _, err := queueOn(a, "remote")
 		if err == nil && q.Consumers != 2 {
 			err = fmt.Errorf("consumers %d on a, want 2", q.Consumers)

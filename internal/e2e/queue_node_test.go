@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+
+	"chute/internal/testutil"
 )
 
 // ctlOK runs etcdctl against p and fails the test unless it exits 0.
@@ -54,7 +56,7 @@ func TestQueue_oneNodeWatchPutAck(t *testing.T) {
 	}
 	waitConsumers := func(n int) {
 		t.Helper()
-		waitFor(t, watchTimeout, fmt.Sprintf("%d consumer of jobs on %s", n, p.Name), func() error {
+		testutil.Eventually(t, watchTimeout, fmt.Sprintf("%d consumer of jobs on %s", n, p.Name), func() error {
 			q, ok, err := queueOn(p, "jobs")
 			if err != nil {
 				return err
@@ -123,7 +125,7 @@ func TestQueue_oneNodeWatchPutAck(t *testing.T) {
 	ctlOK(t, p, "", "put", "/queue/jobs/producer/m1", "v1")
 	ctlOK(t, p, "", "put", "/queue/jobs/producer/m2", "v2")
 	ctlOK(t, p, "", "put", "/q/jobs/p/m3", "v3")
-	waitFor(t, watchTimeout, "3 deliveries to the clientv3 consumer", func() error {
+	testutil.Eventually(t, watchTimeout, "3 deliveries to the clientv3 consumer", func() error {
 		if n := len(c.deliveries()); n < 3 {
 			return fmt.Errorf("%d deliveries", n)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 // Messages of TestQueue_orderAcrossDispatcherMove.
@@ -58,7 +60,7 @@ func TestQueue_orderAcrossDispatcherMove(t *testing.T) {
 			}
 		})
 	}
-	waitFor(t, deliverTimeout, fmt.Sprintf("%d messages queued on a", moveQueued), func() error {
+	testutil.Eventually(t, deliverTimeout, fmt.Sprintf("%d messages queued on a", moveQueued), func() error {
 		if n := put.Load(); n < moveQueued && errs.get() == nil {
 			return fmt.Errorf("%d put", n)
 		}

@@ -28,6 +28,7 @@ import (
 	"chute/gossip"
 	"chute/gossip/peerpb"
 	"chute/internal/testcerts"
+	"chute/internal/testutil"
 	"chute/internal/tlsfiles"
 )
 
@@ -94,7 +95,7 @@ func TestSecurity_clientCertAuth(t *testing.T) {
 	srv := newCertSet(t, "client CA", "server")
 	clientCert, clientKey := srv.issue(t, "app")
 	other := newCertSet(t, "another CA", "intruder")
-	secure, plain := freeAddr(t), freeAddr(t)
+	secure, plain := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	p := StartChute(t,
 		"--listen-client-urls", "https://"+secure+",http://"+plain,
 		"--cert-file", srv.cert, "--key-file", srv.key,
@@ -156,7 +157,7 @@ func TestSecurity_clientCertAuth(t *testing.T) {
 		}
 		seen <- b.String()
 	}()
-	waitFor(t, 10*time.Second, "etcdctl watch over mTLS sees a put", func() error {
+	testutil.Eventually(t, 10*time.Second, "etcdctl watch over mTLS sees a put", func() error {
 		if res, err := ctl("put", "/sec/c", "v3"); err != nil || res.Code != 0 {
 			return fmt.Errorf("put: %v %s", err, res.Stderr)
 		}
@@ -234,7 +235,7 @@ func TestSecurity_autoTLSCluster(t *testing.T) {
 	ctl := func(p *Proc, args ...string) (ctlResult, error) {
 		return runEtcdctl(etcdctl, "https://"+p.ClientAddr, "", append([]string{"--insecure-transport=false", "--insecure-skip-tls-verify"}, args...)...)
 	}
-	waitFor(t, membershipTimeout, "three members over auto TLS", func() error {
+	testutil.Eventually(t, membershipTimeout, "three members over auto TLS", func() error {
 		res, err := ctl(nodes[2], "member", "list")
 		if err != nil || strings.Count(res.Stdout, "started") != 3 {
 			return fmt.Errorf("%v: %q %s", err, res.Stdout, res.Stderr)
@@ -245,7 +246,7 @@ func TestSecurity_autoTLSCluster(t *testing.T) {
 		t.Fatalf("put on a: %v %s", err, res.Stderr)
 	}
 	for _, p := range nodes[1:] {
-		waitFor(t, convergeTimeout, "the put replicated to "+p.Name+" over the TLS peer link", func() error {
+		testutil.Eventually(t, convergeTimeout, "the put replicated to "+p.Name+" over the TLS peer link", func() error {
 			res, err := ctl(p, "get", "/auto/k", "--print-value-only", "--consistency=s")
 			if err != nil || strings.TrimSpace(res.Stdout) != "v" {
 				return fmt.Errorf("%v: %q %s", err, res.Stdout, res.Stderr)
@@ -448,7 +449,7 @@ func checkPeerRefusals(t *testing.T, c *cluster, a, b *Proc, member credentials.
 func TestSecurity_certificateRotation(t *testing.T) {
 	t.Parallel()
 	pki := newCertSet(t, "rotation CA", "server")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	p := StartChute(t, "--listen-client-urls", "https://"+addr, "--cert-file", pki.cert, "--key-file", pki.key)
 	pid := p.cmd.Process.Pid
 	served := func() *big.Int {
@@ -471,7 +472,7 @@ func TestSecurity_certificateRotation(t *testing.T) {
 	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the new certificate served", func() error {
+	testutil.Eventually(t, 5*time.Second, "the new certificate served", func() error {
 		if got := served(); got.Cmp(before) == 0 {
 			return errors.New("still the old certificate")
 		}

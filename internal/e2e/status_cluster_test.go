@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/testutil"
 )
 
 // `chute status` (cmd/chute/status.go) prints, for each endpoint, a title
@@ -263,7 +265,7 @@ func TestStatus_threeNodes(t *testing.T) {
 	}
 
 	var run statusRun
-	waitFor(t, membershipTimeout, "chute status to show three alive members and both queues", func() error {
+	testutil.Eventually(t, membershipTimeout, "chute status to show three alive members and both queues", func() error {
 		var err error
 		if run, err = runStatus(all...); err != nil {
 			return err
@@ -289,7 +291,7 @@ func TestStatus_threeNodes(t *testing.T) {
 	cc.Kill()
 	// c stays failed until serf reaps it (10 s with the fast profile):
 	// the whole output is checked in the same run that first shows it.
-	waitFor(t, membershipTimeout, "chute status to show c failed on a and b", func() error {
+	testutil.Eventually(t, membershipTimeout, "chute status to show c failed on a and b", func() error {
 		var err error
 		if run, err = runStatus(all...); err != nil {
 			return err

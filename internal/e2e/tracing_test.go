@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,9 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/internal/chtest"
+	"chute/internal/nodeprobe"
 	"chute/internal/otlptest"
+	"chute/internal/testutil"
 )
 
 // traceTimeout bounds the wait for spans to reach the receiver: the nodes
@@ -145,7 +146,7 @@ func TestTracing_retriesOverHTTP(t *testing.T) {
 	p := StartChuteEnv(t, otlpEnv(r, "http/protobuf"), append(chFlags(ch), "--name", "traced")...)
 	ctlOK(t, p, "", "put", "/q/ch:later/p/1", `{"id":1}`)
 	waitLogLine(t, p, "insert failed", "queue=ch:later", "code=60")
-	waitFor(t, chLogTimeout, "a second failed attempt", func() error {
+	testutil.Eventually(t, chLogTimeout, "a second failed attempt", func() error {
 		if n := metricSum(t, p, "chute_clickhouse_retries_total", `table="`+"`default`.`later`"+`"`); n < 2 {
 			return fmt.Errorf("%v retries", n)
 		}
@@ -178,28 +179,16 @@ func TestTracing_retriesOverHTTP(t *testing.T) {
 }
 
 // metricSum adds up the samples of metric on p's /metrics whose labels
-// hold every one of labels.
+// match every one of labels (label="value").
 func metricSum(t testing.TB, p *Proc, metric string, labels ...string) float64 {
 	t.Helper()
-	sum := 0.0
-	for line := range strings.SplitSeq(httpGet(t, "http://"+p.MetricsAddr+"/metrics"), "\n") {
-		name, rest, _ := strings.Cut(line, "{")
-		if name != metric && !strings.HasPrefix(line, metric+" ") {
-			continue
-		}
-		ok := true
-		for _, l := range labels {
-			ok = ok && strings.Contains(rest, l)
-		}
-		if !ok {
-			continue
-		}
-		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		sum += f
+	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
+	defer cancel()
+	m, err := nodeprobe.ReadMetrics(ctx, nil, p.MetricsAddr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	sum, _ := m.Sum(metric, labels...)
 	return sum
 }
 
@@ -213,7 +202,7 @@ func TestTracing_collectorDown(t *testing.T) {
 	for _, protocol := range []string{"http/protobuf", "grpc"} {
 		t.Run(protocol, func(t *testing.T) {
 			t.Parallel()
-			dead := freeAddr(t) // nothing listens there
+			dead := testutil.FreeAddr(t) // nothing listens there
 			p := StartChuteEnv(t, []string{"OTEL_EXPORTER_OTLP_PROTOCOL=" + protocol,
 				"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + dead, "OTEL_BSP_SCHEDULE_DELAY=100"})
 			ctlOK(t, p, "", "put", "k", "v")

@@ -4,45 +4,29 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"chute/internal/nodeprobe"
 )
 
-// chClient talks to ClickHouse without keep-alive: a pooled connection to
-// a server that was killed would fail the next query.
-var chClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
-// Query runs sql over ClickHouse's HTTP interface at chURL
-// (http://[user:pass@]host:port) and returns the body of a 200 answer,
-// TabSeparated unless sql says FORMAT.
-func Query(ctx context.Context, chURL, sql string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(chURL, "/")+"/", strings.NewReader(sql))
+// query runs sql at chURL (http://[user:pass@]host:port) and returns
+// the body of a 200 answer. Each call has a connection of its own: a
+// pooled one to a server a scenario killed would fail the next query.
+func query(ctx context.Context, chURL, sql string) (string, error) {
+	out, err := nodeprobe.Query(ctx, nil, chURL, sql)
 	if err != nil {
-		return "", fmt.Errorf("faults: query %q: %w", sql, err)
+		return "", fmt.Errorf("faults: %w", err)
 	}
-	resp, err := chClient.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("faults: query %q: %w", sql, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", fmt.Errorf("faults: query %q: read: %w", sql, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("faults: query %q: HTTP %d: %s", sql, resp.StatusCode, strings.TrimSpace(string(body)))
-	}
-	return string(body), nil
+	return out, nil
 }
 
 // CountIDs returns how many rows of each id table holds: SELECT id,
 // count() FROM table GROUP BY id. table is used as written ("db.t").
 func CountIDs(ctx context.Context, chURL, table string) (map[uint64]int, error) {
-	out, err := Query(ctx, chURL, "SELECT id, count() FROM "+table+" GROUP BY id FORMAT TabSeparated")
+	out, err := query(ctx, chURL, "SELECT id, count() FROM "+table+" GROUP BY id FORMAT TabSeparated")
 	if err != nil {
 		return nil, err
 	}
@@ -66,7 +50,7 @@ func CountIDs(ctx context.Context, chURL, table string) (map[uint64]int, error) 
 // 8 minutes (old_parts_lifetime), so the largest such part is the largest
 // batch of that time. 0 when there was none.
 func MaxInsertRows(ctx context.Context, chURL, database, table string) (int, error) {
-	out, err := Query(ctx, chURL, fmt.Sprintf(
+	out, err := query(ctx, chURL, fmt.Sprintf(
 		"SELECT max(rows) FROM system.parts WHERE database = '%s' AND table = '%s' AND level = 0",
 		quoteString(database), quoteString(table)))
 	if err != nil {

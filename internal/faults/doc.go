@@ -3,9 +3,9 @@
 // outcome.go), an oracle that compares those outcomes with the rows
 // ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in
 // docs/reliability.md (report.go), a TCP proxy that slows, hangs or
-// refuses ClickHouse (proxy.go), readers of a node's resident memory and
-// of its /status and /metrics (memory.go, status.go), and the JSON of a
-// queue's settings key (settings.go). The scenarios
+// refuses ClickHouse (proxy.go) and the JSON of a queue's settings key
+// (settings.go); a node's /status, /metrics and resident memory are read
+// with package nodeprobe. The scenarios
 // themselves (nodes as processes, SIGKILL, SIGSTOP, ClickHouse stopped)
 // live in internal/e2e/faults_*_test.go; this package has no processes of
 // its own and never reads flags or the environment.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 
+	"chute/internal/testutil"
 	"chute/kv"
 )
 
@@ -195,12 +195,7 @@ func TestWorkload_Stop(t *testing.T) {
 }
 
 func TestWorkload_unreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close() // nobody listens there now
+	addr := testutil.FreeAddr(t) // nobody listens there
 	cfg := DefaultWorkloadConfig()
 	cfg.Queue, cfg.Endpoints = "ch:nowhere", []string{addr}
 	cfg.Producers, cfg.MaxPuts, cfg.PutTimeout, cfg.FailurePause = 2, 3, 300*time.Millisecond, time.Millisecond

@@ -1,0 +1,4 @@
+// Command hello is the smallest main package, for Build's test.
+package main
+
+func main() {}
