@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -50,6 +51,7 @@ type node struct {
 	stopEvents func()
 	clickhouse *clickhouseSettings
 	tls        tlsSources
+	ready      *readiness
 }
 
 // clickhouseSettings are the ClickHouse URL, database and TLS
@@ -174,6 +176,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	boot := strconv.FormatUint(rand.Uint64(), 36)
 	gcfg.Boot = boot
 	gcfg.Fast = cfg.GossipProfile == "fast"
+	if gcfg.Fast {
+		// A node of a test cluster is ready soon after its seed appears.
+		gcfg.JoinBackoffMax = time.Second
+	}
 	gcfg.Logger = logger.With("component", "gossip")
 	if cfg.GossipKey != "" {
 		if gcfg.Key, err = base64.StdEncoding.DecodeString(cfg.GossipKey); err != nil {
@@ -256,6 +262,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if n.kv, err = kv.New(kcfg); err != nil {
 		return nil, err
 	}
+	n.ready = n.newReadiness()
 
 	if cfg.MetricsListen != "" {
 		ln, lerr := net.Listen("tcp", cfg.MetricsListen)
@@ -398,8 +405,10 @@ func (n *node) opsHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.kv.Ready() || gossipStopped(n.members) {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if missing := n.ready.missing(); len(missing) > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, reason(missing))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
