@@ -419,6 +419,14 @@ func (n *node) opsHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.status())
 	})
+	// The whole cluster, gathered from every alive member over the peer
+	// link; /status stays this node's own view, which tools sum over nodes.
+	mux.HandleFunc("GET /status/cluster", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.clusterStatus(r.Context()))
+	})
 	mux.Handle("GET /metrics", n.providers.MetricsHandler())
 	handleProfiles(mux)
 	return mux
