@@ -623,6 +623,9 @@ type Status struct {
 	// Backups are the copies this member keeps of queues other members
 	// dispatch with ack=replicated.
 	Backups []BackupStatus `json:"backups"`
+	// Omitted counts the queues and backups a member's answer to
+	// PeerStatus left out, over its bounds; 0 for a local Status.
+	Omitted int `json:"omitted,omitempty"`
 }
 
 // Status returns the queues this member holds, by name.

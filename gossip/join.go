@@ -49,6 +49,7 @@ func (m *Membership) joinLoop() {
 // memberlist's TCPTimeout per address the seed resolves to.
 func (m *Membership) joinRound() (string, error) {
 	var errs []string
+	self := 0 // seeds that resolved to this node alone
 	for _, seed := range m.seeds {
 		n, err := m.joinSeed(seed)
 		if errors.Is(err, ErrShutdown) {
@@ -65,8 +66,12 @@ func (m *Membership) joinRound() (string, error) {
 			msg = "resolves to no address"
 		default:
 			msg = "only this node answered" // the seed resolved to us
+			self++
 		}
 		errs = append(errs, seed+": "+msg)
+	}
+	if self == len(m.seeds) {
+		m.seedsSelf.Store(true)
 	}
 	return "", errors.New(strings.Join(errs, "; "))
 }

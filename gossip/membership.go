@@ -203,6 +203,10 @@ type Membership struct {
 
 	dropped atomic.Uint64 // events lost to full subscribers
 
+	// seedsSelf is set when there is no other node to join: no seeds, or
+	// a join round in which every seed answered as this node.
+	seedsSelf atomic.Bool
+
 	// peersGen counts serf member events; peers caches Peers' answer for
 	// one generation.
 	peersGen atomic.Uint64
@@ -272,6 +276,7 @@ func New(cfg Config) (*Membership, error) {
 		m.seeds = append(m.seeds, seed)
 	}
 	if len(m.seeds) == 0 {
+		m.seedsSelf.Store(true)
 		m.markJoined()
 	}
 
@@ -382,6 +387,15 @@ func (m *Membership) Member(id uint64) (Member, bool) {
 // key.
 func (m *Membership) Joined() <-chan struct{} {
 	return m.joined
+}
+
+// SelfSeeded reports whether this node has no seed but itself: Config.Join
+// is empty or names only this node, or in some join round every seed
+// answered as this node (a DNS name of a one-node cluster, which resolves
+// to itself). Such a node starts the cluster; its key space is the one
+// others catch up with. Once true it stays true; the join loop goes on.
+func (m *Membership) SelfSeeded() bool {
+	return m.seedsSelf.Load()
 }
 
 func (m *Membership) markJoined() {

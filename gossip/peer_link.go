@@ -28,6 +28,7 @@ type peerLink struct {
 
 	queue      chan *peerpb.Write
 	behind     atomic.Bool   // changes for this peer were lost: push at the next exchange
+	synced     atomic.Bool   // an exchange with this peer finished: see Replicator.CaughtUp
 	wantPush   atomic.Bool   // the pending exchange should also push
 	reconcileC chan struct{} // capacity 1: an exchange is pending
 }
@@ -143,6 +144,14 @@ const maxFrameBytes = 4 << 20
 
 func writeBytes(w *peerpb.Write) int { return len(w.Key) + len(w.Value) }
 
+// pulled records that this member holds what the peer held at the
+// exchange that just finished.
+func (l *peerLink) pulled() {
+	if !l.synced.Swap(true) {
+		l.r.checkCaughtUp()
+	}
+}
+
 // reconcileLoop runs the exchanges asked for until the link closes.
 func (l *peerLink) reconcileLoop() {
 	for {
@@ -177,6 +186,7 @@ func (l *peerLink) reconcile(push bool) error {
 	}
 	if len(diff) == 0 {
 		l.behind.Store(false)
+		l.pulled()
 		return nil
 	}
 	stream, err := l.client.Pull(ctx, &peerpb.PullRequest{Buckets: diff})
@@ -185,10 +195,13 @@ func (l *peerLink) reconcile(push bool) error {
 	}
 	if _, err := drainPull(stream, store); err != nil {
 		if errors.Is(err, errRefused) {
+			// The rest was applied: what the peer could send is here.
+			l.pulled()
 			l.r.refused.warn(l.peer.ID, "pulled writes refused", err)
 		}
 		return err
 	}
+	l.pulled()
 	if push || l.behind.Swap(false) {
 		for _, w := range store.Entries(diff) {
 			select {

@@ -106,6 +106,8 @@ type Replicator struct {
 
 	refused  *refusals     // logs what peers sent that was refused
 	dropped  atomic.Uint64 // changes dropped on full queues
+	synced   chan struct{} // closed by markCaughtUp
+	syncOnce sync.Once
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
@@ -133,6 +135,7 @@ func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 		stop:  make(chan struct{}),
 		grpc:  grpc.NewServer(append(opts, cfg.ServerOptions...)...),
 	}
+	r.synced = make(chan struct{})
 	return r, nil
 }
 
@@ -202,6 +205,34 @@ func (r *Replicator) Addrs() []net.Addr {
 		out[i] = ln.Addr()
 	}
 	return out
+}
+
+// CaughtUp is closed once this member has finished a digest exchange,
+// pulling what differed, with every peer it links to, at least one: it
+// then holds every change those peers held. A single peer is not enough,
+// as changes reach members one by one and a peer may itself be catching
+// up. CaughtUp is never closed while no peer answers, so a member alone
+// decides for itself whether it needs a peer. Once closed it stays so.
+func (r *Replicator) CaughtUp() <-chan struct{} { return r.synced }
+
+// checkCaughtUp closes synced when every link has finished an exchange.
+func (r *Replicator) checkCaughtUp() {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	r.checkCaughtUpLocked()
+}
+
+// checkCaughtUpLocked is checkCaughtUp with r.mu held.
+func (r *Replicator) checkCaughtUpLocked() {
+	if len(r.links) == 0 {
+		return
+	}
+	for _, l := range r.links {
+		if !l.synced.Load() {
+			return
+		}
+	}
+	r.syncOnce.Do(func() { close(r.synced) })
 }
 
 // Dropped returns how many changes were dropped on full peer queues.
@@ -276,6 +307,7 @@ func (r *Replicator) syncLinks() {
 		r.links[id] = l
 		r.log.Info("peer link opened", "peer", fmt.Sprintf("%x", id), "addr", p.Addr)
 	}
+	r.checkCaughtUpLocked() // the peers not yet pulled from may be gone
 }
 
 // peerAddr returns the host:port of a peer URL.

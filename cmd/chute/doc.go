@@ -3,7 +3,7 @@
 // ch: or clickhouse: names the cluster drains into ClickHouse.
 //
 //	chute [flags]          run a node until SIGTERM or SIGINT, then shut down in order
-//	chute status [flags]   print a node's members and queues from its /status (--endpoints host:port of --metrics-listen)
+//	chute status [flags]   print the whole cluster's members and queues, asked of one node's /status/cluster (--endpoints host:port of --metrics-listen)
 //	chute --version        print the version
 //	chute --help           list every flag and its default
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -50,6 +51,7 @@ type node struct {
 	stopEvents func()
 	clickhouse *clickhouseSettings
 	tls        tlsSources
+	ready      *readiness
 }
 
 // clickhouseSettings are the ClickHouse URL, database and TLS
@@ -185,6 +187,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	// node restarted under the same name is told apart from its last run.
 	boot := strconv.FormatUint(rand.Uint64(), 36)
 	gcfg.Boot = boot
+	if gcfg.Fast {
+		// A node of a test cluster is ready soon after its seed appears.
+		gcfg.JoinBackoffMax = time.Second
+	}
 	gcfg.Logger = logger.With("component", "gossip")
 	if n.members, err = gossip.New(gcfg); err != nil {
 		return nil, err
@@ -230,6 +236,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if n.kv, err = kv.New(kcfg); err != nil {
 		return nil, err
 	}
+	n.ready = n.newReadiness()
 
 	if cfg.MetricsListen != "" {
 		ln, lerr := net.Listen("tcp", cfg.MetricsListen)
@@ -376,8 +383,10 @@ func (n *node) opsHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !n.kv.Ready() || gossipStopped(n.members) {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if missing := n.ready.missing(); len(missing) > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, reason(missing))
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
@@ -387,6 +396,14 @@ func (n *node) opsHandler() http.Handler {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(n.status())
+	})
+	// The whole cluster, gathered from every alive member over the peer
+	// link; /status stays this node's own view, which tools sum over nodes.
+	mux.HandleFunc("GET /status/cluster", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(n.clusterStatus(r.Context()))
 	})
 	mux.Handle("GET /metrics", n.providers.MetricsHandler())
 	handleProfiles(mux)

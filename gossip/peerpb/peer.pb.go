@@ -1225,6 +1225,444 @@ func (x *AckResponse) GetAcked() bool {
 	return false
 }
 
+// StatusRequest asks a member for the queues it holds.
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{19}
+}
+
+// InsertFailure is the last failed ClickHouse insert of a queue, redacted
+// and cut by the member that made it.
+type InsertFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnixNanos     int64                  `protobuf:"varint,1,opt,name=unix_nanos,json=unixNanos,proto3" json:"unix_nanos,omitempty"`
+	Table         string                 `protobuf:"bytes,2,opt,name=table,proto3" json:"table,omitempty"`
+	Class         string                 `protobuf:"bytes,3,opt,name=class,proto3" json:"class,omitempty"`
+	Code          int64                  `protobuf:"varint,4,opt,name=code,proto3" json:"code,omitempty"`
+	HttpStatus    int64                  `protobuf:"varint,5,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
+	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InsertFailure) Reset() {
+	*x = InsertFailure{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InsertFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InsertFailure) ProtoMessage() {}
+
+func (x *InsertFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InsertFailure.ProtoReflect.Descriptor instead.
+func (*InsertFailure) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *InsertFailure) GetUnixNanos() int64 {
+	if x != nil {
+		return x.UnixNanos
+	}
+	return 0
+}
+
+func (x *InsertFailure) GetTable() string {
+	if x != nil {
+		return x.Table
+	}
+	return ""
+}
+
+func (x *InsertFailure) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *InsertFailure) GetCode() int64 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *InsertFailure) GetHttpStatus() int64 {
+	if x != nil {
+		return x.HttpStatus
+	}
+	return 0
+}
+
+func (x *InsertFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// QueueState is one queue as a member holds it: the dispatcher it knows
+// from the queue's record, what it holds and its counters.
+type QueueState struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Dispatcher     uint64                 `protobuf:"varint,2,opt,name=dispatcher,proto3" json:"dispatcher,omitempty"`
+	Epoch          uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Rows           int64                  `protobuf:"varint,4,opt,name=rows,proto3" json:"rows,omitempty"`
+	Held           int64                  `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
+	Bytes          int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Unacked        int64                  `protobuf:"varint,7,opt,name=unacked,proto3" json:"unacked,omitempty"`
+	Consumers      int64                  `protobuf:"varint,8,opt,name=consumers,proto3" json:"consumers,omitempty"`
+	LocalConsumers int64                  `protobuf:"varint,9,opt,name=local_consumers,json=localConsumers,proto3" json:"local_consumers,omitempty"`
+	Ack            string                 `protobuf:"bytes,10,opt,name=ack,proto3" json:"ack,omitempty"`
+	// backup is the member keeping copies of its messages, 0 for none.
+	Backup          uint64         `protobuf:"varint,11,opt,name=backup,proto3" json:"backup,omitempty"`
+	Enqueued        uint64         `protobuf:"varint,12,opt,name=enqueued,proto3" json:"enqueued,omitempty"`
+	Delivered       uint64         `protobuf:"varint,13,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Redelivered     uint64         `protobuf:"varint,14,opt,name=redelivered,proto3" json:"redelivered,omitempty"`
+	Acked           uint64         `protobuf:"varint,15,opt,name=acked,proto3" json:"acked,omitempty"`
+	Refused         uint64         `protobuf:"varint,16,opt,name=refused,proto3" json:"refused,omitempty"`
+	LastInsertError *InsertFailure `protobuf:"bytes,17,opt,name=last_insert_error,json=lastInsertError,proto3" json:"last_insert_error,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueueState) Reset() {
+	*x = QueueState{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueState) ProtoMessage() {}
+
+func (x *QueueState) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueState.ProtoReflect.Descriptor instead.
+func (*QueueState) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *QueueState) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *QueueState) GetDispatcher() uint64 {
+	if x != nil {
+		return x.Dispatcher
+	}
+	return 0
+}
+
+func (x *QueueState) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *QueueState) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *QueueState) GetHeld() int64 {
+	if x != nil {
+		return x.Held
+	}
+	return 0
+}
+
+func (x *QueueState) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *QueueState) GetUnacked() int64 {
+	if x != nil {
+		return x.Unacked
+	}
+	return 0
+}
+
+func (x *QueueState) GetConsumers() int64 {
+	if x != nil {
+		return x.Consumers
+	}
+	return 0
+}
+
+func (x *QueueState) GetLocalConsumers() int64 {
+	if x != nil {
+		return x.LocalConsumers
+	}
+	return 0
+}
+
+func (x *QueueState) GetAck() string {
+	if x != nil {
+		return x.Ack
+	}
+	return ""
+}
+
+func (x *QueueState) GetBackup() uint64 {
+	if x != nil {
+		return x.Backup
+	}
+	return 0
+}
+
+func (x *QueueState) GetEnqueued() uint64 {
+	if x != nil {
+		return x.Enqueued
+	}
+	return 0
+}
+
+func (x *QueueState) GetDelivered() uint64 {
+	if x != nil {
+		return x.Delivered
+	}
+	return 0
+}
+
+func (x *QueueState) GetRedelivered() uint64 {
+	if x != nil {
+		return x.Redelivered
+	}
+	return 0
+}
+
+func (x *QueueState) GetAcked() uint64 {
+	if x != nil {
+		return x.Acked
+	}
+	return 0
+}
+
+func (x *QueueState) GetRefused() uint64 {
+	if x != nil {
+		return x.Refused
+	}
+	return 0
+}
+
+func (x *QueueState) GetLastInsertError() *InsertFailure {
+	if x != nil {
+		return x.LastInsertError
+	}
+	return nil
+}
+
+// BackupState is the copies a member keeps of a queue another member
+// dispatches.
+type BackupState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Dispatcher    uint64                 `protobuf:"varint,2,opt,name=dispatcher,proto3" json:"dispatcher,omitempty"`
+	Rows          int64                  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	Bytes         int64                  `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupState) Reset() {
+	*x = BackupState{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupState) ProtoMessage() {}
+
+func (x *BackupState) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupState.ProtoReflect.Descriptor instead.
+func (*BackupState) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackupState) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *BackupState) GetDispatcher() uint64 {
+	if x != nil {
+		return x.Dispatcher
+	}
+	return 0
+}
+
+func (x *BackupState) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *BackupState) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// StatusResponse lists what a member holds, by name, at most a bounded
+// number of each; omitted_queues and omitted_backups count the rest.
+type StatusResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Queues         []*QueueState          `protobuf:"bytes,1,rep,name=queues,proto3" json:"queues,omitempty"`
+	Backups        []*BackupState         `protobuf:"bytes,2,rep,name=backups,proto3" json:"backups,omitempty"`
+	OmittedQueues  uint32                 `protobuf:"varint,3,opt,name=omitted_queues,json=omittedQueues,proto3" json:"omitted_queues,omitempty"`
+	OmittedBackups uint32                 `protobuf:"varint,4,opt,name=omitted_backups,json=omittedBackups,proto3" json:"omitted_backups,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peerpb_peer_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *StatusResponse) GetQueues() []*QueueState {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetBackups() []*BackupState {
+	if x != nil {
+		return x.Backups
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetOmittedQueues() uint32 {
+	if x != nil {
+		return x.OmittedQueues
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetOmittedBackups() uint32 {
+	if x != nil {
+		return x.OmittedBackups
+	}
+	return 0
+}
+
 var File_gossip_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_gossip_peerpb_peer_proto_rawDesc = "" +
@@ -1306,7 +1744,51 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04tail\x18\x03 \x01(\tR\x04tail\"#\n" +
 	"\vAckResponse\x12\x14\n" +
-	"\x05acked\x18\x01 \x01(\bR\x05acked*>\n" +
+	"\x05acked\x18\x01 \x01(\bR\x05acked\"\x0f\n" +
+	"\rStatusRequest\"\xa9\x01\n" +
+	"\rInsertFailure\x12\x1d\n" +
+	"\n" +
+	"unix_nanos\x18\x01 \x01(\x03R\tunixNanos\x12\x14\n" +
+	"\x05table\x18\x02 \x01(\tR\x05table\x12\x14\n" +
+	"\x05class\x18\x03 \x01(\tR\x05class\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\x03R\x04code\x12\x1f\n" +
+	"\vhttp_status\x18\x05 \x01(\x03R\n" +
+	"httpStatus\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\xf5\x03\n" +
+	"\n" +
+	"QueueState\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"dispatcher\x18\x02 \x01(\x04R\n" +
+	"dispatcher\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04rows\x18\x04 \x01(\x03R\x04rows\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\x03R\x04held\x12\x14\n" +
+	"\x05bytes\x18\x06 \x01(\x03R\x05bytes\x12\x18\n" +
+	"\aunacked\x18\a \x01(\x03R\aunacked\x12\x1c\n" +
+	"\tconsumers\x18\b \x01(\x03R\tconsumers\x12'\n" +
+	"\x0flocal_consumers\x18\t \x01(\x03R\x0elocalConsumers\x12\x10\n" +
+	"\x03ack\x18\n" +
+	" \x01(\tR\x03ack\x12\x16\n" +
+	"\x06backup\x18\v \x01(\x04R\x06backup\x12\x1a\n" +
+	"\benqueued\x18\f \x01(\x04R\benqueued\x12\x1c\n" +
+	"\tdelivered\x18\r \x01(\x04R\tdelivered\x12 \n" +
+	"\vredelivered\x18\x0e \x01(\x04R\vredelivered\x12\x14\n" +
+	"\x05acked\x18\x0f \x01(\x04R\x05acked\x12\x18\n" +
+	"\arefused\x18\x10 \x01(\x04R\arefused\x12H\n" +
+	"\x11last_insert_error\x18\x11 \x01(\v2\x1c.chute.peer.v1.InsertFailureR\x0flastInsertError\"m\n" +
+	"\vBackupState\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1e\n" +
+	"\n" +
+	"dispatcher\x18\x02 \x01(\x04R\n" +
+	"dispatcher\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\"\xc9\x01\n" +
+	"\x0eStatusResponse\x121\n" +
+	"\x06queues\x18\x01 \x03(\v2\x19.chute.peer.v1.QueueStateR\x06queues\x124\n" +
+	"\abackups\x18\x02 \x03(\v2\x1a.chute.peer.v1.BackupStateR\abackups\x12%\n" +
+	"\x0eomitted_queues\x18\x03 \x01(\rR\romittedQueues\x12'\n" +
+	"\x0fomitted_backups\x18\x04 \x01(\rR\x0eomittedBackups*>\n" +
 	"\vForwardKind\x12\v\n" +
 	"\aPRODUCE\x10\x00\x12\n" +
 	"\n" +
@@ -1316,12 +1798,13 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x04Peer\x12I\n" +
 	"\tReplicate\x12\x19.chute.peer.v1.WriteBatch\x1a\x1f.chute.peer.v1.ReplicateSummary(\x01\x12E\n" +
 	"\x06Digest\x12\x1c.chute.peer.v1.DigestRequest\x1a\x1d.chute.peer.v1.DigestResponse\x12>\n" +
-	"\x04Pull\x12\x1a.chute.peer.v1.PullRequest\x1a\x18.chute.peer.v1.PullChunk0\x012\x99\x02\n" +
+	"\x04Pull\x12\x1a.chute.peer.v1.PullRequest\x1a\x18.chute.peer.v1.PullChunk0\x012\xe0\x02\n" +
 	"\x06Queues\x12I\n" +
 	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
 	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
 	"\aConsume\x12\x1d.chute.peer.v1.ConsumeRequest\x1a\x19.chute.peer.v1.Deliveries0\x01\x12<\n" +
-	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponseB\x15Z\x13chute/gossip/peerpbb\x06proto3"
+	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponse\x12E\n" +
+	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponseB\x15Z\x13chute/gossip/peerpbb\x06proto3"
 
 var (
 	file_gossip_peerpb_peer_proto_rawDescOnce sync.Once
@@ -1336,7 +1819,7 @@ func file_gossip_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_gossip_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_gossip_peerpb_peer_proto_goTypes = []any{
 	(ForwardKind)(0),         // 0: chute.peer.v1.ForwardKind
 	(*Write)(nil),            // 1: chute.peer.v1.Write
@@ -1358,6 +1841,11 @@ var file_gossip_peerpb_peer_proto_goTypes = []any{
 	(*Deliveries)(nil),       // 17: chute.peer.v1.Deliveries
 	(*AckRequest)(nil),       // 18: chute.peer.v1.AckRequest
 	(*AckResponse)(nil),      // 19: chute.peer.v1.AckResponse
+	(*StatusRequest)(nil),    // 20: chute.peer.v1.StatusRequest
+	(*InsertFailure)(nil),    // 21: chute.peer.v1.InsertFailure
+	(*QueueState)(nil),       // 22: chute.peer.v1.QueueState
+	(*BackupState)(nil),      // 23: chute.peer.v1.BackupState
+	(*StatusResponse)(nil),   // 24: chute.peer.v1.StatusResponse
 }
 var file_gossip_peerpb_peer_proto_depIdxs = []int32{
 	1,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
@@ -1368,25 +1856,30 @@ var file_gossip_peerpb_peer_proto_depIdxs = []int32{
 	11, // 5: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
 	8,  // 6: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
 	16, // 7: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
-	2,  // 8: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
-	4,  // 9: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
-	6,  // 10: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
-	10, // 11: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
-	13, // 12: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
-	15, // 13: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
-	18, // 14: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
-	3,  // 15: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
-	5,  // 16: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
-	7,  // 17: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
-	12, // 18: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
-	14, // 19: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
-	17, // 20: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
-	19, // 21: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
-	15, // [15:22] is the sub-list for method output_type
-	8,  // [8:15] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	21, // 8: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
+	22, // 9: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
+	23, // 10: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
+	2,  // 11: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
+	4,  // 12: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
+	6,  // 13: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
+	10, // 14: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
+	13, // 15: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
+	15, // 16: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	18, // 17: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	20, // 18: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
+	3,  // 19: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
+	5,  // 20: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
+	7,  // 21: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
+	12, // 22: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	14, // 23: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	17, // 24: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	19, // 25: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	24, // 26: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_gossip_peerpb_peer_proto_init() }
@@ -1400,7 +1893,7 @@ func file_gossip_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peerpb_peer_proto_rawDesc), len(file_gossip_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -212,6 +212,7 @@ const (
 	Queues_Hold_FullMethodName    = "/chute.peer.v1.Queues/Hold"
 	Queues_Consume_FullMethodName = "/chute.peer.v1.Queues/Consume"
 	Queues_Ack_FullMethodName     = "/chute.peer.v1.Queues/Ack"
+	Queues_Status_FullMethodName  = "/chute.peer.v1.Queues/Status"
 )
 
 // QueuesClient is the client API for Queues service.
@@ -228,6 +229,9 @@ type QueuesClient interface {
 	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Deliveries], error)
 	// Ack acknowledges a message on its dispatcher.
 	Ack(ctx context.Context, in *AckRequest, opts ...grpc.CallOption) (*AckResponse, error)
+	// Status returns the queues the member holds and the copies it keeps,
+	// for a cluster-wide status.
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type queuesClient struct {
@@ -290,6 +294,16 @@ func (c *queuesClient) Ack(ctx context.Context, in *AckRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *queuesClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, Queues_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueuesServer is the server API for Queues service.
 // All implementations must embed UnimplementedQueuesServer
 // for forward compatibility.
@@ -304,6 +318,9 @@ type QueuesServer interface {
 	Consume(*ConsumeRequest, grpc.ServerStreamingServer[Deliveries]) error
 	// Ack acknowledges a message on its dispatcher.
 	Ack(context.Context, *AckRequest) (*AckResponse, error)
+	// Status returns the queues the member holds and the copies it keeps,
+	// for a cluster-wide status.
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedQueuesServer()
 }
 
@@ -325,6 +342,9 @@ func (UnimplementedQueuesServer) Consume(*ConsumeRequest, grpc.ServerStreamingSe
 }
 func (UnimplementedQueuesServer) Ack(context.Context, *AckRequest) (*AckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ack not implemented")
+}
+func (UnimplementedQueuesServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedQueuesServer) mustEmbedUnimplementedQueuesServer() {}
 func (UnimplementedQueuesServer) testEmbeddedByValue()                {}
@@ -401,6 +421,24 @@ func _Queues_Ack_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queues_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queues_ServiceDesc is the grpc.ServiceDesc for Queues service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -415,6 +453,10 @@ var Queues_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ack",
 			Handler:    _Queues_Ack_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _Queues_Status_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

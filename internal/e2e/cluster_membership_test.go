@@ -22,8 +22,8 @@ func TestCluster_joinAnyOrder(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	planA, planC := c.plan("a"), c.plan("c")
-	nc := c.start(planC, "--join", planA.GossipAddr)
-	// c serves alone while a is missing.
+	// c serves alone while a is missing, not ready (ready_test.go).
+	nc := c.startServing(planC, "--join", planA.GossipAddr)
 	waitMembers(t, []*Proc{nc}, []*Proc{nc})
 	na := c.start(planA)
 	nb := c.startNode("b", "--join", nc.GossipAddr)
@@ -71,10 +71,11 @@ func TestCluster_wrongKeyOrClusterCannotJoin(t *testing.T) {
 	put(clis[0], na, "cluster-data", "1")
 
 	seeds := na.GossipAddr + "," + nb.GossipAddr
+	// Never let in, the intruders are never ready: they only serve.
 	intruders := []*Proc{
-		c.startNode("wrong-key", "--gossip-key", otherKey, "--join", seeds),
-		c.startNode("no-key", "--join", seeds),
-		c.startNode("other-cluster", "--gossip-key", key, "--cluster", c.name+"-other", "--join", seeds),
+		c.startServing(c.plan("wrong-key"), "--gossip-key", otherKey, "--join", seeds),
+		c.startServing(c.plan("no-key"), "--join", seeds),
+		c.startServing(c.plan("other-cluster"), "--gossip-key", key, "--cluster", c.name+"-other", "--join", seeds),
 	}
 	intruderClis := clientsOf(t, intruders...)
 	for i, cli := range intruderClis {

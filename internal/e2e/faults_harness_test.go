@@ -152,8 +152,13 @@ func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 				seeds = append(seeds, other.GossipAddr)
 			}
 		}
-		r.nodes = append(r.nodes, c.start(pl, "--join", strings.Join(seeds, ","),
-			"--clickhouse-url", r.chURL, "--clickhouse-db", "default"))
+		args := []string{"--join", strings.Join(seeds, ","), "--clickhouse-url", r.chURL, "--clickhouse-db", "default"}
+		if i == 0 {
+			// Its seeds start after it: it only serves until they do.
+			r.nodes = append(r.nodes, c.startServing(pl, args...))
+			continue
+		}
+		r.nodes = append(r.nodes, c.start(pl, args...))
 	}
 	waitMembers(t, r.nodes, r.nodes)
 	r.clis = clientsOf(t, r.nodes...)

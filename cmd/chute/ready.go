@@ -1,0 +1,80 @@
+package main
+
+import (
+	"strings"
+	"sync/atomic"
+)
+
+// readiness decides /readyz: whether the node should take clients'
+// traffic, and if not, what it lacks. A node is ready when it serves the
+// etcd API, its gossip runs, and it has joined the cluster and caught up
+// with its key space. A node with no seed but itself starts the cluster:
+// it is joined and caught up by definition.
+//
+// Joined and caught up are conditions of the start: once both held they
+// are not asked again, so a node whose peers come and go does not flap.
+// The etcd API and gossip are asked every time, so readiness ends when
+// shutdown stops them or gossip stops on its own.
+type readiness struct {
+	serving    func() bool // the etcd API serves
+	stopped    func() bool // gossip stopped on its own
+	selfSeeded func() bool // no seed but this node
+	joined     func() bool // a seed answered, or another member is alive
+	caughtUp   func() bool // the first pull from a peer finished
+
+	synced atomic.Bool // joined and caught up held once
+}
+
+// missing returns what keeps the node from being ready, in a fixed
+// order; none when it is ready.
+func (r *readiness) missing() []string {
+	var out []string
+	if !r.serving() {
+		out = append(out, "etcd API not serving")
+	}
+	if r.stopped() {
+		out = append(out, "gossip stopped")
+	}
+	if !r.synced.Load() {
+		self := r.selfSeeded()
+		joined := self || r.joined()
+		caughtUp := self || r.caughtUp()
+		if !joined {
+			out = append(out, "gossip not joined")
+		}
+		if !caughtUp {
+			out = append(out, "key space not caught up")
+		}
+		if joined && caughtUp {
+			r.synced.Store(true)
+		}
+	}
+	return out
+}
+
+// reason is the body of a 503 from /readyz.
+func reason(missing []string) string {
+	return "not ready: " + strings.Join(missing, "; ") + "\n"
+}
+
+// newReadiness asks the node's parts; they exist once newNode made them.
+func (n *node) newReadiness() *readiness {
+	return &readiness{
+		serving:    n.kv.Ready,
+		stopped:    func() bool { return gossipStopped(n.members) },
+		selfSeeded: n.members.SelfSeeded,
+		joined: func() bool {
+			return isClosed(n.members.Joined()) || len(n.members.Alive()) > 1
+		},
+		caughtUp: func() bool { return isClosed(n.replicator.CaughtUp()) },
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

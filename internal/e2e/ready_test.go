@@ -1,0 +1,133 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// readyAfterSeed bounds the time from a seed being ready to a node that
+// waited for it being ready: its next join round (at most a second apart
+// with the fast profile), the peer link and the pull.
+const readyAfterSeed = 2 * time.Second
+
+// getReadyz returns the status code and body of p's GET /readyz.
+func getReadyz(p *Proc) (int, string, error) {
+	client := &http.Client{Timeout: time.Second}
+	resp, err := client.Get("http://" + p.MetricsAddr + "/readyz")
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	return resp.StatusCode, string(body), err
+}
+
+// startServing starts the node planned as pl like start, but returns once
+// its etcd API serves, ready or not: for a node whose seeds are not up
+// yet, or never let it in. Restarts of it wait for the same.
+func (c *cluster) startServing(pl nodePlan, extra ...string) *Proc {
+	c.t.Helper()
+	p, err := launchChute(c.t, c.args(pl, extra...), c.env)
+	if err != nil {
+		c.t.Fatalf("e2e: start %s: %v", pl.Name, err)
+	}
+	p.ready = func() error {
+		code, body, err := getReadyz(p)
+		switch {
+		case err != nil:
+			return err
+		case code == http.StatusOK:
+			return nil
+		case code == http.StatusServiceUnavailable && !strings.Contains(body, "etcd API not serving"):
+			return nil
+		}
+		return fmt.Errorf("GET /readyz: %d %q", code, body)
+	}
+	if err := p.waitReady(readyTimeout); err != nil {
+		c.t.Fatalf("e2e: start %s: %v", pl.Name, err)
+	}
+	return p
+}
+
+// TestReady_waitsForSeedAndKeySpace starts x with --join to an address
+// where nothing listens: x serves the etcd API but /readyz answers 503
+// naming what is missing. s1 holds keys; the seed starts on x's seed
+// address and joins s1. x is then ready within readyAfterSeed of the seed
+// being ready, and when it first answers 200 it already holds every key
+// of s1: it caught up before it said so.
+func TestReady_waitsForSeedAndKeySpace(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	s1 := c.startNode("s1")
+	seedPlan := c.plan("seed")
+	x := c.startServing(c.plan("x"), "--join", seedPlan.GossipAddr)
+
+	const want = "not ready: gossip not joined; key space not caught up\n"
+	code, body, err := getReadyz(x)
+	if err != nil || code != http.StatusServiceUnavailable || body != want {
+		t.Fatalf("x /readyz without its seed: got %d %q %v, want 503 %q", code, body, err, want)
+	}
+
+	// Keys on s1 only: x sees them only by pulling from the cluster.
+	const keys = 500
+	cli := clusterClient(t, s1.ClientAddr)
+	for i := range keys {
+		ctx, cancel := rpcCtx()
+		_, err := cli.Put(ctx, fmt.Sprintf("k/%04d", i), "v")
+		cancel()
+		if err != nil {
+			t.Fatalf("put on s1: %v", err)
+		}
+	}
+	// Still not ready: nothing answers at its seed.
+	if code, body, err := getReadyz(x); err != nil || code != http.StatusServiceUnavailable || body != want {
+		t.Fatalf("x /readyz still without its seed: got %d %q %v, want 503 %q", code, body, err, want)
+	}
+
+	c.start(seedPlan, "--join", s1.GossipAddr)
+	seedReady := time.Now()
+	xcli := clusterClient(t, x.ClientAddr)
+	for {
+		code, body, err := getReadyz(x)
+		if err == nil && code == http.StatusOK {
+			if body != "ok\n" {
+				t.Errorf("x /readyz: 200 with body %q, want \"ok\\n\"", body)
+			}
+			break
+		}
+		if time.Since(seedReady) > readyAfterSeed {
+			t.Fatalf("x not ready %v after its seed was: last /readyz %d %q %v", readyAfterSeed, code, body, err)
+		}
+		time.Sleep(pollInterval)
+	}
+	took := time.Since(seedReady)
+	ctx, cancel := rpcCtx()
+	defer cancel()
+	resp, err := xcli.Get(ctx, "k/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+	if err != nil {
+		t.Fatalf("count on x: %v", err)
+	}
+	if resp.Count != keys {
+		t.Errorf("x ready holding %d of s1's %d keys; want all", resp.Count, keys)
+	}
+	t.Logf("x ready %v after its seed", took.Round(time.Millisecond))
+}
+
+// TestReady_aloneWithoutJoin checks that a node without --join is ready as
+// soon as it serves: alone, it is the cluster.
+func TestReady_aloneWithoutJoin(t *testing.T) {
+	t.Parallel()
+	p := StartChute(t) // waits for 200
+	code, body, err := getReadyz(p)
+	if err != nil || code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/readyz: got %d %q %v, want 200 \"ok\\n\"", code, body, err)
+	}
+}
