@@ -7,6 +7,9 @@
 //	systemd/    chute.service, its environment file and an example config with every key
 //	clickhouse/ the private ClickHouse of make run, make bench and the tests
 //	dev/        the scripts of make run and make bench
+//	monitoring/ a Grafana dashboard and Prometheus alert rules
+//	tests/      a Go module of its own: the checks that need Prometheus'
+//	            parsers or Helm (make test-deploy; see its doc.go)
 //
 // The tests (go test ./deploy) build the binary once and check, without a
 // container engine or a cluster:
