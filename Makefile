@@ -21,16 +21,26 @@ build:
 	$(GO) build -o $(BIN) ./cmd/chute
 
 # deps installs the Debian packages tests and make run need, if missing.
-# The packages' own services are not used: tests start their own servers.
+# Their services are not started: tests start their own servers, and a
+# running etcd or ClickHouse would hold the ports make run uses. During
+# the install a policy-rc.d refusing every start (exit 101, honoured by
+# invoke-rc.d and deb-systemd-invoke) is in place, created only if the
+# machine has none and removed after; one already there is left as it is.
+# deps stops nothing: what runs was started by someone else.
+POLICY_RC ?= /usr/sbin/policy-rc.d
 deps:
 	@missing=""; \
 	for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
+		mark='# written by make deps: no service starts during the install'; \
+		if printf '#!/bin/sh\n%s\nexit 101\n' "$$mark" | $(SUDO) sh -c 'set -C; cat > "$$1"' sh $(POLICY_RC) 2>/dev/null; then \
+			trap '$(SUDO) grep -qxF "'"$$mark"'" $(POLICY_RC) && $(SUDO) rm -f $(POLICY_RC)' EXIT; \
+			trap 'exit 130' INT TERM HUP; \
+			$(SUDO) chmod 755 $(POLICY_RC); \
+		fi; \
 		$(SUDO) apt-get update -qq; \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing >/dev/null; \
-		$(SUDO) systemctl stop etcd clickhouse-server >/dev/null 2>&1 || true; \
-		$(SUDO) pkill -x etcd >/dev/null 2>&1 || true; \
 	fi
 	@command -v etcdctl >/dev/null && command -v etcd >/dev/null && command -v clickhouse-server >/dev/null \
 		|| { echo "deps: etcdctl, etcd or clickhouse-server still missing"; exit 1; }
