@@ -89,6 +89,10 @@ tidy:
 
 # run starts a private ClickHouse and one chute node, puts a row with
 # etcdctl and shows it in ClickHouse; both keep running until Ctrl-C.
+# Ports: CHUTE_RUN_CLIENT_PORT (2379), CHUTE_RUN_PEER_PORT (2380),
+# CHUTE_RUN_GOSSIP_PORT (7946), CHUTE_RUN_METRICS_PORT (9379),
+# CHUTE_RUN_CH_HTTP_PORT (18123), CHUTE_RUN_CH_TCP_PORT (19000), from the
+# environment or the make command line (make run CHUTE_RUN_CLIENT_PORT=12379).
 run: deps build
 	deploy/dev/run.sh $(BIN)
 
