@@ -48,6 +48,15 @@ deps:
 # test runs every test with the race detector, after the lint checks.
 test: deps lint
 	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(MAKE) --no-print-directory test-deploy
+
+# test-deploy runs deploy/tests, a module of its own so that Prometheus'
+# parsers and Helm stay out of go.mod: the alert rules, the dashboard and
+# the Helm chart, checked against a built node and a private ClickHouse.
+.PHONY: test-deploy
+test-deploy: deps
+	cd deploy/tests && $(GO) vet -tags e2e ./...
+	cd deploy/tests && $(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 # test-e2e runs only the process-level tests (real binary, etcdctl, etcd).
 test-e2e: deps
