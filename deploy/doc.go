@@ -7,6 +7,10 @@
 //	systemd/    chute.service, its environment file and an example config with every key
 //	clickhouse/ the private ClickHouse of make run, make bench and the tests
 //	dev/        the scripts of make run and make bench
+//	monitoring/ a Grafana dashboard and Prometheus alert rules
+//	helm/chute/ the Helm chart: deploy/k8s's objects, ServiceMonitor and PrometheusRule optional
+//	tests/      a Go module of its own: the checks that need Prometheus'
+//	            parsers or Helm (make test-deploy; see its doc.go)
 //
 // The tests (go test ./deploy) build the binary once and check, without a
 // container engine or a cluster:

@@ -431,6 +431,7 @@ func TestK8s(t *testing.T) {
 	if !fromSecret {
 		t.Error("StatefulSet: CHUTE_CLICKHOUSE_URL (it holds the password) must come from a Secret")
 	}
+	checkGoMemLimit(t, env["GOMEMLIMIT"], c.Resources.Limits["memory"])
 
 	// Advertised addresses are the pod's own: its IP for gossip, its DNS
 	// name under the headless Service for the TLS links, since the
@@ -592,4 +593,26 @@ func k8sBytes(t testing.TB, q string) string {
 	}
 	n, _ := strconv.ParseInt(m[1], 10, 64)
 	return strconv.FormatInt(n*units[m[2]], 10)
+}
+
+// checkGoMemLimit: GOMEMLIMIT is 90% of the memory limit, in bytes or
+// with a unit the Go runtime reads, so that the garbage collector works
+// harder before the kernel kills the pod.
+func checkGoMemLimit(t *testing.T, goMemLimit, limit string) {
+	t.Helper()
+	if limit == "" {
+		t.Fatal("StatefulSet: no memory limit")
+	}
+	want, _ := strconv.ParseInt(k8sBytes(t, limit), 10, 64)
+	want = want * 90 / 100
+	m := regexp.MustCompile(`^(\d+)(B|KiB|MiB|GiB|)$`).FindStringSubmatch(goMemLimit)
+	if m == nil {
+		t.Fatalf("StatefulSet: GOMEMLIMIT %q, want %d (90%% of limits.memory %s)", goMemLimit, want, limit)
+	}
+	got, _ := strconv.ParseInt(m[1], 10, 64)
+	got *= map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m[2]]
+	// A unit rounds down: within a MiB of 90%, never above.
+	if got > want || got < want-(1<<20) {
+		t.Errorf("StatefulSet: GOMEMLIMIT %q is %d bytes, want %d (90%% of limits.memory %s)", goMemLimit, got, want, limit)
+	}
 }

@@ -10,7 +10,7 @@ const { Etcd3 } = require('etcd3');
 
 async function main() {
   const endpoint = process.argv[2] || '127.0.0.1:2379'; // one chute node or several, comma-separated
-  const rows = Number(process.argv[3] || 100); // at most 127 in one transaction
+  const rows = Number(process.argv[3] || 100); // at most 128 puts in one transaction (--max-txn-ops)
   const queue = 'ch:events';
   const client = new Etcd3({ hosts: endpoint.split(',') });
   try {

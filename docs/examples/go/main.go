@@ -30,7 +30,7 @@ type event struct {
 func main() {
 	endpoints := flag.String("endpoints", "127.0.0.1:2379", "comma-separated chute nodes (any of them will do)")
 	queue := flag.String("queue", "ch:events", "queue: ch:<table> or ch:<db>.<table> for ClickHouse")
-	rows := flag.Int("rows", 100, "rows in the batch (at most 127: --max-txn-ops is 128 by default)")
+	rows := flag.Int("rows", 100, "rows in the batch (at most 128: --max-txn-ops, 128 by default)")
 	flag.Parse()
 
 	cli, err := clientv3.New(clientv3.Config{

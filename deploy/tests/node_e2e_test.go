@@ -1,0 +1,158 @@
+//go:build e2e
+
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Bounds of the waits on the binary; each is polled.
+const (
+	readyTimeout = 20 * time.Second
+	stopTimeout  = 15 * time.Second
+	pollInterval = 50 * time.Millisecond
+)
+
+// repoRoot is the repository's root, where chute's go.mod is.
+const repoRoot = "../.."
+
+// chuteBinary builds chute from the repository root once per test binary.
+var chuteBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "chute-deploy-tests-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "chute")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/chute")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/chute: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+func buildChute(t testing.TB) string {
+	t.Helper()
+	bin, err := chuteBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestMain removes the binary chuteBinary built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bin, err := chuteBinary(); err == nil {
+		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+	os.Exit(code)
+}
+
+// freeAddr returns 127.0.0.1:port with the port free for TCP and UDP a
+// moment ago (gossip binds both).
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		u, uerr := net.ListenPacket("udp", addr)
+		_ = l.Close()
+		if uerr == nil {
+			_ = u.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port")
+	return ""
+}
+
+// node is a chute process started by startNode.
+type node struct {
+	clientAddr, metricsAddr string
+	log                     *syncBuffer
+}
+
+// startNode starts the binary alone on free loopback ports with extra
+// arguments, waits for /readyz and stops it with SIGTERM when the test
+// ends.
+func startNode(t *testing.T, bin string, extra ...string) node {
+	t.Helper()
+	n := node{clientAddr: freeAddr(t), metricsAddr: freeAddr(t), log: &syncBuffer{}}
+	peer, gossip := freeAddr(t), freeAddr(t)
+	args := append([]string{"--name=deploy-tests",
+		"--listen-client-urls=http://" + n.clientAddr, "--listen-peer-urls=http://" + peer,
+		"--gossip-listen=" + gossip, "--metrics-listen=" + n.metricsAddr, "--gossip-profile=fast"}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off")
+	cmd.Stdout, cmd.Stderr = n.log, n.log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			_ = cmd.Process.Kill()
+			<-done
+			t.Errorf("chute did not exit within %v of SIGTERM", stopTimeout)
+		}
+		if t.Failed() {
+			t.Logf("chute's log:\n%s", n.log.String())
+		}
+	})
+	hc := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		resp, err := hc.Get("http://" + n.metricsAddr + "/readyz")
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return n
+			}
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("chute exited before it was ready (%v):\n%s", err, n.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chute not ready within %v:\n%s", readyTimeout, n.log.String())
+		}
+		time.Sleep(pollInterval)
+	}
+}
+
+// syncBuffer is a bytes.Buffer a process writes while a test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
