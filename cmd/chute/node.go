@@ -182,6 +182,11 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1), tls: tlsSrc}
+	defer func() {
+		if err != nil { // release what was built, in the reverse order
+			n.release()
+		}
+	}()
 
 	// This run of the process, in the serf tags and on backup frames: a
 	// node restarted under the same name is told apart from its last run.
@@ -195,11 +200,6 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if n.members, err = gossip.New(gcfg); err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil { // serf is bound: release it
-			_ = n.members.Shutdown()
-		}
-	}()
 	if err = n.members.RegisterMetrics(providers.MeterProvider()); err != nil {
 		return nil, fmt.Errorf("gossip metrics: %w", err)
 	}
@@ -253,6 +253,26 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		logger.Info("serving metrics", "addr", ln.Addr().String(), "tls", n.tls.metrics != nil)
 	}
 	return n, nil
+}
+
+// release stops what newNode built before it failed: nothing serves yet,
+// so there is nothing to hand over or wait for.
+func (n *node) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if n.kv != nil {
+		_ = n.kv.Shutdown(ctx)
+	}
+	if n.queues != nil {
+		_ = n.queues.Shutdown(ctx)
+	}
+	if n.replicator != nil {
+		_ = n.replicator.Shutdown(ctx)
+	}
+	if n.members != nil { // serf is bound: release it
+		_ = n.members.Shutdown()
+	}
+	_ = n.providers.Shutdown(ctx)
 }
 
 // start serves the etcd API, then replication, then joins the cluster.
