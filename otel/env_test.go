@@ -6,11 +6,13 @@ import (
 	"net"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.uber.org/goleak"
 
 	"chute/internal/otlptest"
 )
@@ -141,6 +143,11 @@ func TestShutdown_collectorDown(t *testing.T) {
 	_ = ln.Close() // nothing listens there now: every export is refused
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+down)
 	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", ProtocolGRPC)
+	// The export Shutdown gives up on keeps retrying in the background
+	// until its own timeout, longer than flushTimeout; the test waits for
+	// it to end.
+	t.Setenv("OTEL_EXPORTER_OTLP_TIMEOUT", strconv.Itoa(int((flushTimeout + time.Second).Milliseconds())))
+	before := goleak.IgnoreCurrent()
 	cfg, err := FromEnv(os.Getenv, Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -160,6 +167,15 @@ func TestShutdown_collectorDown(t *testing.T) {
 	}
 	if took := time.Since(start); took > flushTimeout+5*time.Second {
 		t.Fatalf("Shutdown took %v with the collector down, want about %v", took, flushTimeout)
+	}
+	var leak error
+	for range 10 { // goleak.Find itself retries for about a second
+		if leak = goleak.Find(before); leak == nil {
+			break
+		}
+	}
+	if leak != nil {
+		t.Fatalf("the abandoned export still runs: %v", leak)
 	}
 }
 
