@@ -12,7 +12,8 @@
 //	tests/      a Go module of its own: the checks that need Prometheus'
 //	            parsers or Helm (make test-deploy; see its doc.go)
 //
-// The tests (go test ./deploy) build the binary once and check, without a
+// The tests (go test -tags e2e ./deploy; they run the binary, so they are
+// process-level tests of the e2e tag) build the binary once and check, without a
 // container engine or a cluster:
 //
 //   - every file parses (YAML, multi-document; the unit; the Dockerfile);
