@@ -75,7 +75,7 @@ var chuteCommand = regexp.MustCompile("(?:^\\s*(?:\\$\\s+)?|`|[|;&]\\s*)(?:\\S*/
 // docs is one of chute --help (or of the subcommand's).
 func TestDocs_commandFlagsExist(t *testing.T) {
 	fs := chuteFlags(t)
-	sub := map[string]map[string]bool{"status": subcommandFlags(t, "status"), "bench": subcommandFlags(t, "bench")}
+	sub := map[string]map[string]bool{"status": subcommandFlags(t, "status")}
 	n := 0
 	for _, doc := range docFiles {
 		text := strings.ReplaceAll(docText(t, doc), "\\\n", " ")
@@ -150,14 +150,14 @@ func TestDocs_everyKeyAndSetting(t *testing.T) {
 	requireMentions(t, "docs/clickhouse.md", "ack mode", modes)
 }
 
-// TestDocs_statusAndEndpoints: every field of /status and every path of
-// the metrics listener is in docs/operations.md.
+// TestDocs_statusAndEndpoints: every field of /status and /status/cluster
+// and every path of the metrics listener is in docs/operations.md.
 func TestDocs_statusAndEndpoints(t *testing.T) {
 	var fields []string
 	for file, types := range map[string][]string{
-		"cmd/chute/node.go":  {"nodeStatus", "memberStatus"},
-		"dispatch/queue.go":  {"QueueStatus", "InsertError", "queueStats"},
-		"dispatch/backup.go": {"BackupStatus"},
+		"internal/nodestatus/nodestatus.go": {"Node", "Member", "Cluster", "ClusterMember", "ClusterQueue", "ClusterBackup"},
+		"dispatch/queue.go":                 {"QueueStatus", "InsertError", "queueStats"},
+		"dispatch/backup.go":                {"BackupStatus"},
 	} {
 		for _, typ := range types {
 			for _, f := range jsonFields(t, file, typ) {
@@ -167,7 +167,7 @@ func TestDocs_statusAndEndpoints(t *testing.T) {
 	}
 	requireMentions(t, "docs/operations.md", "/status field", fields)
 	var paths []string
-	for _, m := range regexp.MustCompile(`"GET (/[a-z]+)"`).FindAllStringSubmatch(docText(t, "cmd/chute/node.go"), -1) {
+	for _, m := range regexp.MustCompile(`"GET (/[a-z/]+)"`).FindAllStringSubmatch(docText(t, "cmd/chute/node.go"), -1) {
 		paths = append(paths, m[1]+"`")
 	}
 	requireMentions(t, "docs/operations.md", "endpoint", paths)
