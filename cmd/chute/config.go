@@ -175,7 +175,7 @@ type Config struct {
 	Telemetry chuteotel.Config
 }
 
-// DefaultConfig returns the defaults of DESIGN §2. Name is the host name, or
+// DefaultConfig returns the documented defaults (docs/operations.md). Name is the host name, or
 // empty (and so invalid) when the host name cannot be read. The advertise
 // fields are empty, meaning "the listen value".
 func DefaultConfig() Config {

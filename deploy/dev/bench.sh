@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh BIN [REPORT] [BENCH]: make bench. Starts a private ClickHouse,
 # then BENCH (chute-bench, default: beside BIN) --matrix --trace
-# --clickhouse-url with BIN as the nodes' chute, the benchmark of issue 8:
+# --clickhouse-url with BIN as the nodes' chute, the benchmark matrix:
 # one chute node and three (the producers on the two that do not dispatch),
 # unary puts and txns of 128 puts from 100 clients to a ch: queue until
 # every row is in ClickHouse, next to the no-op etcd server's unary and

@@ -195,7 +195,7 @@ func testRunRawInsertCapped(t *testing.T, ch *chtest.Server) {
 	}
 }
 
-// testRunMatrixClickHouse runs issue 8's matrix with fake nodes that insert
+// testRunMatrixClickHouse runs the ClickHouse matrix with fake nodes that insert
 // into ch.
 func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	mc := testMatrix(t)

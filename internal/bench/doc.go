@@ -11,7 +11,7 @@
 // `make bench`, which starts chute nodes (the chute binary) and the no-op
 // server (chute-bench itself, so chute does not link the benchmark) as
 // child processes, samples their resident memory, checks
-// issue 8's targets and writes a markdown report. With --trace the matrix
+// the targets (targets.go) and writes a markdown report. With --trace the matrix
 // adds a chute node that samples every call and exports its spans over
 // OTLP/gRPC to a sink in the bench process that counts and discards them,
 // so one run measures what tracing costs and shows that spans really

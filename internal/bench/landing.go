@@ -17,10 +17,10 @@ import (
 const pollInterval = 10 * time.Millisecond
 
 // throughputPollInterval is the period of the row counts of a run that is
-// not paced, which measures throughput: each count costs ClickHouse about
-// a millisecond and a half of CPU on the machine the server under test
-// shares, so counting every 10 ms would take some 15% of a core from it.
-// Over a run of seconds, 50 ms moves rows/s by under 1%.
+// not paced, which measures throughput: each count costs ClickHouse CPU
+// on the machine the server under test shares, so counting every 10 ms
+// would take a share of a core from it. Over a run of seconds, 50 ms
+// between counts changes rows/s by little.
 const throughputPollInterval = 50 * time.Millisecond
 
 // errWatchStopped ends a row watch stopped before its rows were in.

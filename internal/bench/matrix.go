@@ -63,7 +63,7 @@ type matrixConfig struct {
 	// the untraced node. No child inherits this process's OTEL_*
 	// variables, so no other node traces.
 	trace bool
-	// clickhouseURL, when set, selects the plan of issue 8 (see
+	// clickhouseURL, when set, selects the ClickHouse plan (see
 	// runClickHouseMatrix) and is given to the chute nodes that insert.
 	clickhouseURL string
 	// queues is the number of queues (tables) of each run of the
@@ -101,7 +101,7 @@ type target struct {
 
 // runMatrix runs the matrix mc asks for: without a ClickHouse URL, the
 // no-op server and a chute node (and, with mc.trace, a traced node) at
-// every client count of mc.clients; with one, the plan of issue 8. Every
+// every client count of mc.clients; with one, the ClickHouse plan. Every
 // child is stopped and waited for before it returns, and the span sink
 // after them. On error it returns what was measured so far.
 func runMatrix(ctx context.Context, mc matrixConfig, logger *slog.Logger) (out matrixOutcome, err error) {
@@ -164,7 +164,7 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 	return out, nil
 }
 
-// runClickHouseMatrix is the plan of issue 8, each run at mc.base.Clients
+// runClickHouseMatrix is the ClickHouse plan, each run at mc.base.Clients
 // putting rows to mc.queues ch: queues, bounded by mc.base.Duration:
 //
 //  1. The no-op server, a chute node inserting into mc.clickhouseURL (and

@@ -22,7 +22,7 @@ const (
 // as a fraction of the no-op rate; for every one measured against both
 // chute nodes, the traced node's rate as a fraction of the untraced
 // node's; with the matrix against ClickHouse, the sink's ceiling, the
-// memory of a queued row and the targets of issue 8.
+// memory of a queued row and the benchmark's targets.
 type Report struct {
 	Machine *Machine      `json:"machine,omitempty"`
 	Command string        `json:"command,omitempty"`
@@ -133,7 +133,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		r.writeMemory(&b)
 	}
 	if len(r.Targets) > 0 {
-		b.WriteString("\nTargets of issue 8:\n\n")
+		b.WriteString("\nTargets:\n\n")
 		r.writeTargets(&b)
 	}
 	_, err := w.Write(b.Bytes())

@@ -58,7 +58,7 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		fmt.Fprintf(&b, "\n## Command\n\n```\n%s\n```\n", r.Command)
 	}
 	if len(r.Targets) > 0 {
-		b.WriteString("\n## Targets of issue 8\n\n")
+		b.WriteString("\n## Targets\n\n")
 		r.writeTargets(&b)
 	}
 	b.WriteString("\n## Puts\n\n")

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Target limits of issue 8, measured on 2 cores with the client on the
+// Target limits of the benchmark, measured on 2 cores with the client on the
 // same machine, ratios from one run.
 const (
 	// targetUnaryPerNoop: unary puts to a ch: queue, 100 clients, one
@@ -26,9 +26,9 @@ const (
 	targetRowOverhead = 128
 )
 
-// Target is one target of issue 8 checked against the figures of a run.
+// Target is one target checked against the figures of a run.
 type Target struct {
-	// ID is the target's number in issue 8, with a letter when it is
+	// ID is the target's number, with a letter when it is
 	// checked twice.
 	ID string `json:"id"`
 	// Goal is the target, in words.

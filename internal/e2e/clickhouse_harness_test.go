@@ -20,7 +20,7 @@ import (
 	"chute/internal/testutil"
 )
 
-// ClickHouse tests (DESIGN §5) run the chute binary with --clickhouse-url
+// ClickHouse tests run the chute binary with --clickhouse-url
 // and --clickhouse-db against a private clickhouse-server 18.16 started by
 // internal/chtest on free 127.0.0.1 ports (about 0.2 s each, so every test
 // has its own), put rows with etcdctl and clientv3, and read what arrived
@@ -190,7 +190,7 @@ func putOps(t testing.TB, cli *clientv3.Client, ops []clientv3.Op, batch int) []
 	return lat
 }
 
-// deadLetter is the value of /q/{queue}/dlq/{seq} (DESIGN §5).
+// deadLetter is the value of /q/{queue}/dlq/{seq} (docs/clickhouse.md).
 type deadLetter struct {
 	Table string `json:"table"`
 	Key   string `json:"key"`

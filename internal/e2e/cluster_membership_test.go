@@ -15,7 +15,7 @@ import (
 
 // TestCluster_joinAnyOrder starts three nodes in an order no seed list
 // foresees: c joins a before a exists, then a starts alone, then b joins
-// c. --join retries until a seed answers (DESIGN §2), so they end as one
+// c. --join retries until a seed answers, so they end as one
 // cluster: etcdctl member list on each shows the three names and client
 // URLs.
 func TestCluster_joinAnyOrder(t *testing.T) {

@@ -41,7 +41,7 @@
 //     and HTTP), retries as span events, /metrics equal to a scripted
 //     workload, chute status of a 3-node cluster.
 //   - handoff_test.go: SIGTERM of a dispatcher hands its queues over.
-//   - faults_*_test.go: the fault scenarios of issue 7 on top of
+//   - faults_*_test.go: the fault scenarios (docs/reliability.md) on top of
 //     internal/faults (producers recording outcomes, the oracle): kill -9
 //     under each ack mode, SIGSTOP, ClickHouse down, graceful restarts;
 //     short here, full with CHUTE_FAULTS=full (make test-faults), which

@@ -22,7 +22,7 @@ import (
 	"chute/internal/testutil"
 )
 
-// The docs' shell blocks run against a node (issue 9): a new user copies
+// The docs' shell blocks run against a node: a new user copies
 // them, so they must work as written.
 //
 // A fenced block runs when its info string is sh and it holds an etcdctl

@@ -25,7 +25,7 @@ import (
 	"chute/internal/testutil"
 )
 
-// Fault tests (issue 7) run three chute processes with --gossip-profile
+// Fault tests run three chute processes with --gossip-profile
 // fast, a private ClickHouse, producers that put unique ids through
 // clientv3 and record every put's outcome (internal/faults), and faults:
 // SIGKILL and SIGSTOP of the dispatcher, SIGKILL of every node, SIGTERM of

@@ -10,7 +10,7 @@ import (
 	"chute/internal/faults"
 )
 
-// Scenarios 1-3 of issue 7: kill -9 of the dispatcher at random points
+// Fault scenarios 1-3: kill -9 of the dispatcher at random points
 // while 4 producers, spread over the three nodes, put unique ids.
 
 // Parameters of the kill scenarios: kills, the stretch of load before each

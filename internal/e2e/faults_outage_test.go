@@ -118,7 +118,7 @@ func TestFaults_clickhouseOutage(t *testing.T) {
 	capacity, capNote := int64(outageCap), fmt.Sprintf("max_bytes %d MiB", outageCap>>20)
 	slack := int64(outageBatch * (outagePad + 256)) // one request
 	if maxDepth.Bytes > capacity+slack {
-		capacity, capNote = defaultCap, fmt.Sprintf("max_bytes %d MiB not applied (issue 7's settings key), the default cap %d MiB held", outageCap>>20, defaultCap>>20)
+		capacity, capNote = defaultCap, fmt.Sprintf("max_bytes %d MiB not applied (the per-queue settings key), the default cap %d MiB held", outageCap>>20, defaultCap>>20)
 		t.Logf("depth_bytes reached %d, over the %d asked for with max_bytes: checking against the default cap of %d", maxDepth.Bytes, outageCap, defaultCap)
 	}
 	if maxDepth.Bytes > capacity+slack {

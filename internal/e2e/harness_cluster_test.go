@@ -26,7 +26,7 @@ import (
 // Cluster tests run several chute processes of one cluster. Each test takes
 // a /24 of loopback of its own, 127.0.<n>.0, and gives every node one
 // address of it, so that nodes of different tests never meet and a log
-// line's address names its node. Nodes run serf's fast timings (DESIGN §7).
+// line's address names its node. Nodes run serf's fast timings (--gossip-profile fast).
 
 // Bounds of the cluster tests' waits. Each is polled, never slept through.
 const (

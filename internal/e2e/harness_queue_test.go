@@ -29,7 +29,7 @@ import (
 	"chute/internal/testutil"
 )
 
-// Queue tests (DESIGN §4) run consumers as clientv3 (or etcdctl) watches of
+// Queue tests run consumers as clientv3 (or etcdctl) watches of
 // a consumer key, producers as puts to producer keys, and read each node's
 // state of a queue from GET /status on its metrics listener. A message is
 // named by its producer key's last segment, "<producer>-<index>", which

@@ -214,7 +214,7 @@ var errPortTaken = errors.New("a port was taken meanwhile")
 // chuteNames numbers the default names of chute nodes.
 var chuteNames atomic.Int64
 
-// StartChute starts the chute binary with the DESIGN §2 flags --name,
+// StartChute starts the chute binary with the flags --name,
 // --listen-client-urls, --listen-peer-urls, --gossip-listen and
 // --metrics-listen on free loopback ports, then args. A flag of that list
 // given in args replaces the harness's value. It returns once GET /readyz
@@ -467,7 +467,7 @@ func urlHost(urls string) string {
 }
 
 // TestHarness_chute_stopKillRestart checks the harness's process control
-// on chute: SIGTERM exits 0 (DESIGN §2), a killed node restarts on its
+// on chute: SIGTERM exits 0, a killed node restarts on its
 // ports, and readiness is polled again.
 func TestHarness_chute_stopKillRestart(t *testing.T) {
 	t.Parallel()

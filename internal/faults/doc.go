@@ -1,4 +1,4 @@
-// Package faults is the tooling of chute's fault tests (issue 7): a
+// Package faults is the tooling of chute's fault tests: a
 // producer workload that records the outcome of every put (workload.go,
 // outcome.go), an oracle that compares those outcomes with the rows
 // ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in

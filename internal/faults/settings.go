@@ -3,7 +3,7 @@ package faults
 import "encoding/json"
 
 // QueueSettings is the JSON of a queue's settings key,
-// /config/queues/{name} (issue 7). Zero fields are left out, so the
+// /config/queues/{name}. Zero fields are left out, so the
 // node's defaults apply to them.
 type QueueSettings struct {
 	// Ack is "queued", "replicated" or "inserted" (ClickHouse queues
