@@ -296,7 +296,7 @@ func TestK8s(t *testing.T) {
 	var cfgText string
 	for _, o := range one(t, objs, "ConfigMap") {
 		if o.Metadata.Name == cmName {
-			cfgText, ok = o.Data[filepath.Base(cfgArg)]
+			cfgText = o.Data[filepath.Base(cfgArg)]
 		}
 	}
 	if cfgText == "" {

@@ -29,7 +29,7 @@ func TestWriteReport(t *testing.T) {
 	if err := WriteReport(path, two); err != nil {
 		t.Fatal(err)
 	}
-	got := requireFile(t, path, "# Title\n\nprose before\n\n### 1. kill -9", wantOne, "prose after\n\n### 2. outage\n\n<!-- faults:begin 2 -->",
+	requireFile(t, path, "# Title\n\nprose before\n\n### 1. kill -9", wantOne, "prose after\n\n### 2. outage\n\n<!-- faults:begin 2 -->",
 		"| full | 2026-11-30 | "+Machine()+" | 1 | 5 | 0 | 0 | 0 | 0 | - | - |  |")
 
 	// A run of another mode adds a row; one of the same mode replaces it.
@@ -43,7 +43,7 @@ func TestWriteReport(t *testing.T) {
 	if err := WriteReport(path, again); err != nil {
 		t.Fatal(err)
 	}
-	got = requireFile(t, path, "| full | 2026-11-30 | 2 CPUs, linux/amd64 | 20 |", "| short | 2026-11-30 | 2 CPUs, linux/amd64 | 2 |")
+	got := requireFile(t, path, "| full | 2026-11-30 | 2 CPUs, linux/amd64 | 20 |", "| short | 2026-11-30 | 2 CPUs, linux/amd64 | 2 |")
 	if strings.Contains(got, wantOne) {
 		t.Errorf("the replaced short row is still there:\n%s", got)
 	}
