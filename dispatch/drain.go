@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"chute/internal/backoff"
 	"chute/sink"
 )
 
@@ -142,7 +142,7 @@ func (m *Manager) stopDrainer(name string) {
 func (d *drainer) run() {
 	defer d.abandon()
 	set := d.m.settingsOf(d.q.name)
-	backoff := set.RetryMin
+	b := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {
 		select {
 		case <-d.stop:
@@ -170,14 +170,12 @@ func (d *drainer) run() {
 			d.lastInsert = time.Now()
 			ok := d.insertBatch()
 			if ok {
-				backoff = set.RetryMin
+				b.Reset()
 				continue
 			}
-			// Capped exponential backoff with jitter: retried without any
-			// put to wake it.
-			wait := backoff/2 + rand.N(backoff/2+1)
-			backoff = max(min(2*backoff, set.RetryMax), set.RetryMin)
-			if !d.sleep(wait) {
+			// Retried on a timer, without any put to wake it.
+			b.Min, b.Max = set.RetryMin, set.RetryMax
+			if !d.sleep(b.Next()) {
 				return
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"chute/gossip"
 	"chute/gossip/peerpb"
+	"chute/internal/backoff"
 )
 
 // forwardTimeout bounds how long a put waits for its dispatcher's answer
@@ -206,7 +207,7 @@ func (f *forwarder) failAll(msg string) {
 // run owns the stream until the forwarder closes.
 func (f *forwarder) run() {
 	client := peerpb.NewQueuesClient(f.conn)
-	backoff := 50 * time.Millisecond
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for f.ctx.Err() == nil {
 		var first *peerpb.ForwardBatch
 		select {
@@ -220,11 +221,10 @@ func (f *forwarder) run() {
 			scancel()
 			f.answer(first, codes.Unavailable, err.Error())
 			f.failAll(err.Error())
-			f.refuseFor(backoff, err.Error())
-			backoff = min(2*backoff, time.Second)
+			f.refuseFor(b.Next(), err.Error())
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		b.Reset()
 		err = f.pump(stream, first)
 		scancel()
 		f.failAll("dispatch: forward stream broke: " + errString(err))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"chute/internal/backoff"
 )
 
 // Handoff hands every queue this member dispatches to another alive
@@ -32,7 +34,8 @@ func (m *Manager) Handoff(ctx context.Context) error {
 // members it could go to leave meanwhile, the queue stays here as with a
 // member alone.
 func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	for {
 		to, ok := m.handoffTarget(q)
 		if !ok || !q.holding() {
 			return nil
@@ -47,7 +50,7 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		select {
 		case <-ctx.Done():
 			return errors.New("dispatch: queue " + q.name + " not handed over before the shutdown deadline; its messages are lost")
-		case <-time.After(delay):
+		case <-time.After(b.Next()):
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"chute/internal/backoff"
 	"chute/kv"
 	"chute/sink"
 )
@@ -525,6 +526,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 	if ack == AckInserted {
 		timeout = ackWaitTimeout // the dispatcher answers once the rows are in ClickHouse
 	}
+	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 320 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
 		var err error
 		if q := m.lookup(name); q != nil {
@@ -549,9 +551,9 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// The dispatcher moved, or a claim is settling between members:
 			// read the record again after a moment. Holding copies here
 			// would let later puts overtake these.
-			if attempt < 50 {
+			if attempt < 50 { // about 11 s
 				select {
-				case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+				case <-time.After(b.Next()):
 				case <-ctx.Done():
 					return status.FromContextError(ctx.Err()).Err()
 				}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip/peerpb"
+	"chute/internal/backoff"
 )
 
 // reconcileTimeout bounds one digest exchange with its pull.
@@ -83,11 +84,11 @@ func (l *peerLink) kick(push bool) {
 // reconnecting with backoff. A broken stream loses what it was sending;
 // the exchange it triggers repairs that.
 func (l *peerLink) sendLoop() {
-	backoff := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	for l.ctx.Err() == nil {
 		stream, err := l.client.Replicate(l.ctx)
 		if err == nil {
-			backoff = 100 * time.Millisecond
+			b.Reset()
 			err = l.pump(stream)
 		}
 		if l.ctx.Err() != nil {
@@ -98,9 +99,8 @@ func (l *peerLink) sendLoop() {
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(b.Next()):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 		l.kick(true)
 	}
 }
