@@ -172,7 +172,7 @@ const backupPassOver = 5 * time.Second
 func (m *Manager) passOver(q *queue, b uint64, err error) {
 	m.log.Warn("backup did not keep copies; choosing another", "queue", q.name, "backup", b, "err", err)
 	m.mu.Lock()
-	m.unreachable[b] = m.now().Add(backupPassOver)
+	m.unreachable[b] = m.clock.Now().Add(backupPassOver)
 	m.mu.Unlock()
 	q.backupMember.CompareAndSwap(b, 0)
 }
@@ -186,7 +186,7 @@ func (m *Manager) backupCandidate() uint64 {
 	}
 	peers := m.cluster.Peers()
 	ids := make([]uint64, 0, len(peers))
-	now := m.now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
 		if until, ok := m.unreachable[p.ID]; ok && now.Before(until) {

@@ -77,7 +77,7 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 		set = &backupSet{msgs: make(map[uint64]incoming), released: newRecent[uint64, struct{}](releasedMemory)}
 		m.backups[key] = set
 	}
-	set.seen = m.now()
+	set.seen = m.clock.Now()
 	for _, seq := range b.Seqs { // RELEASE, or releases sent with copies
 		if in, ok := set.msgs[seq]; ok {
 			delete(set.msgs, seq)
@@ -157,7 +157,7 @@ func (m *Manager) reconcileBackups() {
 		default:
 			rec, ok := m.record(k.queue)
 			m.backupMu.Lock()
-			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.now().Sub(set.seen) > staleBackup {
+			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.clock.Now().Sub(set.seen) > staleBackup {
 				delete(m.backups, k)
 			}
 			m.backupMu.Unlock()
@@ -217,8 +217,8 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	if rec.Member == m.cfg.MemberID {
 		q := m.queueFor(k.queue)
 		q.mu.Lock()
-		q.becomeDispatcherLocked(rec.Epoch)
-		q.enqueueLocked(msgs, m.now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
+		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+		q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,

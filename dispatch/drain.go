@@ -107,7 +107,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
-	q.addConsumer(d.c, m.now())
+	q.addConsumer(d.c, m.clock.Now())
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -130,7 +130,7 @@ func (m *Manager) stopDrainer(name string) {
 	}
 	d.stopOnce.Do(func() { close(d.stop) })
 	<-d.done
-	d.detach.Do(func() { d.q.removeConsumer(d.c, m.now()) })
+	d.detach.Do(func() { d.q.removeConsumer(d.c, m.clock.Now()) })
 	m.mu.Lock()
 	if m.drainers[name] == d {
 		delete(m.drainers, name)
@@ -162,12 +162,12 @@ func (d *drainer) run() {
 			// most one insert per interval, and a row that comes while an
 			// insert is in flight waits for the interval's rest, not for a
 			// whole interval after that insert.
-			if wait := set.BatchInterval - time.Since(d.lastInsert); wait > 0 {
+			if wait := set.BatchInterval - d.m.clock.Since(d.lastInsert); wait > 0 {
 				if !d.sleep(wait) {
 					return
 				}
 			}
-			d.lastInsert = time.Now()
+			d.lastInsert = d.m.clock.Now()
 			ok := d.insertBatch()
 			if ok {
 				b.Reset()
@@ -195,10 +195,10 @@ func (d *drainer) stopped() bool {
 }
 
 func (d *drainer) sleep(dur time.Duration) bool {
-	t := time.NewTimer(dur)
+	t := d.m.clock.NewTimer(dur)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.Chan():
 		return true
 	case <-d.stop:
 		return false
@@ -268,7 +268,7 @@ func (d *drainer) abandon() {
 
 // drop acknowledges rows handled by an insert.
 func (d *drainer) drop(done []row) {
-	d.q.ackRows(done, d.m.now())
+	d.q.ackRows(done, d.m.clock.Now())
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
@@ -298,7 +298,7 @@ func (d *drainer) insertBatch() bool {
 			return true
 		}
 		rec, _ := m.record(d.q.name)
-		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.now())}
+		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	}
 	b := d.cur
 	b.attempts++
@@ -443,7 +443,7 @@ func (d *drainer) deadLetter(r row, target string, res sink.Result, ep sink.Endp
 
 // setLastError keeps a failed insert for /status.
 func (d *drainer) setLastError(target string, res sink.Result) {
-	e := &InsertError{Time: d.m.now().UTC(), Table: target, Class: res.Class.String(), Code: res.Code, Status: res.Status, Message: res.Message}
+	e := &InsertError{Time: d.m.clock.Now().UTC(), Table: target, Class: res.Class.String(), Code: res.Code, Status: res.Status, Message: res.Message}
 	d.q.mu.Lock()
 	d.q.lastInsertError = e
 	d.q.mu.Unlock()

@@ -121,7 +121,7 @@ func (c *call) forget() {
 func (c *call) wait(ctx context.Context, timeout time.Duration) error {
 	defer c.forget()
 	c.f.mu.Lock()
-	c.deadline = time.Now().Add(timeout).UnixNano()
+	c.deadline = c.f.m.clock.Now().Add(timeout).UnixNano()
 	c.f.mu.Unlock()
 	select {
 	case r := <-c.ch:
@@ -143,13 +143,13 @@ const expireEvery = 100 * time.Millisecond
 // expireLoop answers Unavailable the calls whose deadline passed, until
 // the forwarder closes.
 func (f *forwarder) expireLoop() {
-	tick := time.NewTicker(expireEvery)
+	tick := f.m.clock.NewTicker(expireEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-f.ctx.Done():
 			return
-		case now := <-tick.C:
+		case now := <-tick.Chan():
 			f.expire(now)
 		}
 	}
@@ -234,13 +234,13 @@ func (f *forwarder) run() {
 // refuseFor answers every batch Unavailable at once for d, so that puts
 // fall back to holding without waiting while the dispatcher is down.
 func (f *forwarder) refuseFor(d time.Duration, msg string) {
-	timer := time.NewTimer(d)
+	timer := f.m.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
 		case b := <-f.sendC:
 			f.answer(b, codes.Unavailable, msg)
-		case <-timer.C:
+		case <-timer.Chan():
 			return
 		case <-f.ctx.Done():
 			return

@@ -50,7 +50,7 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		select {
 		case <-ctx.Done():
 			return errors.New("dispatch: queue " + q.name + " not handed over before the shutdown deadline; its messages are lost")
-		case <-time.After(b.Next()):
+		case <-m.clock.After(b.Next()):
 		}
 	}
 }

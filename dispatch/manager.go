@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.opentelemetry.io/otel/metric"
@@ -96,6 +97,13 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// Clock drives every timer of the manager: visibility timeouts,
+	// batch intervals, retry backoff, the reconcile loop, forward
+	// deadlines, passing over a silent backup. Deadlines of calls that
+	// cross the network (to other members, to ClickHouse) are the
+	// kernel's and stay on the real clock, and message ids start from
+	// the wall clock. Nil: the real clock.
+	Clock clockwork.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -137,6 +145,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	return c
 }
@@ -186,7 +197,7 @@ type Manager struct {
 	// the same name never reuses an id of its earlier run, which other
 	// members may remember as acknowledged (and drop as a duplicate).
 	counter atomic.Uint64
-	now     func() time.Time
+	clock   clockwork.Clock
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -214,13 +225,13 @@ func New(cfg Config) (*Manager, error) {
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
-		now:          time.Now,
+		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
 	}
 	if cfg.Tracer != nil {
 		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
-	m.counter.Store(uint64(m.now().UnixNano()))
+	m.counter.Store(uint64(time.Now().UnixNano())) // the wall clock, even under a fake one: see counter
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
@@ -277,18 +288,23 @@ func (m *Manager) Shutdown(context.Context) error {
 }
 
 func (m *Manager) runTimers() {
-	tick := time.NewTicker(max(m.cfg.Visibility/10, 10*time.Millisecond))
+	tick := m.clock.NewTicker(max(m.cfg.Visibility/10, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-tick.C:
-			now := m.now()
-			for _, q := range m.snapshot() {
-				q.expire(now)
-			}
+		case <-tick.Chan():
+			m.expireAll(m.clock.Now())
 		}
+	}
+}
+
+// expireAll delivers again what was delivered before now less the
+// visibility timeout and is not acknowledged.
+func (m *Manager) expireAll(now time.Time) {
+	for _, q := range m.snapshot() {
+		q.expire(now)
 	}
 }
 
@@ -493,7 +509,7 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(
 	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.applySettingsLocked(set, m.now())
+	q.applySettingsLocked(set, m.clock.Now())
 	rec, ok := m.recordAt(q.recordKey)
 	if ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved
@@ -505,8 +521,8 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(
 		q.stats.Refused++
 		return nil, errOverCap
 	}
-	q.becomeDispatcherLocked(rec.Epoch)
-	added := q.enqueueLocked(msgs, m.now(), how, q.set.Ack != AckQueued)
+	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }
 
@@ -553,7 +569,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// would let later puts overtake these.
 			if attempt < 50 { // about 11 s
 				select {
-				case <-time.After(b.Next()):
+				case <-m.clock.After(b.Next()):
 				case <-ctx.Done():
 					return status.FromContextError(ctx.Err()).Err()
 				}
@@ -584,7 +600,7 @@ func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	}
 	rec, ok := m.record(k.Queue)
 	if !ok || rec.Member == m.cfg.MemberID || m.cluster == nil {
-		return m.queueFor(k.Queue).ack(k.Seq, k.Tail, m.now()), nil
+		return m.queueFor(k.Queue).ack(k.Seq, k.Tail, m.clock.Now()), nil
 	}
 	return m.ackRemote(ctx, rec.Member, k)
 }

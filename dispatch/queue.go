@@ -611,12 +611,12 @@ func (q *queue) adoptHeldLocked(now time.Time) {
 // earlier epoch can have given (epoch 1 from 1), so an acknowledgement
 // never removes another epoch's message; held copies join the queue. The
 // caller holds mu.
-func (q *queue) becomeDispatcherLocked(epoch uint64) {
+func (q *queue) becomeDispatcherLocked(epoch uint64, now time.Time) {
 	if floor := (max(epoch, 1)-1)<<32 + 1; q.nextSeq < floor {
 		q.nextSeq = floor
 	}
 	if len(q.held) > 0 {
-		q.adoptHeldLocked(time.Now())
+		q.adoptHeldLocked(now)
 	}
 }
 

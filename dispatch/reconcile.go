@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -19,13 +18,13 @@ import (
 //     stream, and rebound when the dispatcher changes or the stream ends.
 
 func (m *Manager) runReconcile() {
-	tick := time.NewTicker(m.cfg.ReconcileInterval)
+	tick := m.clock.NewTicker(m.cfg.ReconcileInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 			m.reconcile()
 		}
 	}
@@ -62,7 +61,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
-		q.becomeDispatcherLocked(rec.Epoch)
+		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
 		m.ensureDrainer(q)
@@ -115,7 +114,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		part := msgs[i:chunkEnd(msgs, i)]
 		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
-			q.putBack(msgs[i:], m.now())
+			q.putBack(msgs[i:], m.clock.Now())
 			return err
 		}
 		m.metrics.handovers.Add(uint64(len(part)))

@@ -52,14 +52,18 @@ func (c *chURL) set(url, db string) {
 	c.url, c.db = url, db
 }
 
-// startSinkNode starts one node draining ClickHouse queues into ch.
-func startSinkNode(t *testing.T, settings *chURL) *testNode {
+// startSinkNode starts one node draining ClickHouse queues into ch;
+// mutate may change its config further.
+func startSinkNode(t *testing.T, settings *chURL, mutate ...func(*Config)) *testNode {
 	return startNode(t, func(c *Config) {
 		c.ClickHouse = settings.get
 		c.ClickHouseTLS = settings.tlsConfig
 		c.RetryMin = 50 * time.Millisecond
 		c.RetryMax = 500 * time.Millisecond
 		c.InsertTimeout = 5 * time.Second
+		for _, f := range mutate {
+			f(c)
+		}
 	})
 }
 

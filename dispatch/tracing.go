@@ -37,7 +37,7 @@ func (m *Manager) putTrace(ctx context.Context) *msgTrace {
 	if !sc.IsSampled() {
 		return nil
 	}
-	return &msgTrace{sc: sc, queued: m.now()}
+	return &msgTrace{sc: sc, queued: m.clock.Now()}
 }
 
 // queueAttrs are the attributes of a span about messages of one queue.
@@ -77,7 +77,7 @@ func (m *Manager) acceptSpan(traceparent string, name string, n int) (trace.Span
 	if !span.SpanContext().IsSampled() {
 		return span, nil
 	}
-	return span, &msgTrace{sc: span.SpanContext(), queued: m.now()}
+	return span, &msgTrace{sc: span.SpanContext(), queued: m.clock.Now()}
 }
 
 // endSpan ends a span (nil: none) with the outcome err.
