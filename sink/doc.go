@@ -95,6 +95,14 @@
 // the Authorization value. ClickHouse quotes rows in its errors, so
 // Result.Message is also cut to about 512 bytes.
 //
+// # Time
+//
+// The sink keeps no timers and takes no clock: the only time it measures
+// is one request's deadline, set on the connection, which the kernel
+// counts in real time. The retry timers that depend on its answers are
+// dispatch's, on dispatch's injected clock. The tests that measure the
+// deadline are in client_timing_test.go.
+//
 // # Decisions beyond DESIGN §5
 //
 //   - https:// speaks TLS (the original spoke plain HTTP to any scheme);
