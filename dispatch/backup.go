@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
 	"chute/gossip/peerpb"
 )
 
@@ -122,7 +123,7 @@ func (m *Manager) backupStatus() []BackupStatus {
 	defer m.backupMu.Unlock()
 	out := make([]BackupStatus, 0, len(m.backups))
 	for k, set := range m.backups {
-		out = append(out, BackupStatus{Queue: k.queue, Dispatcher: formatMember(k.dispatcher), Rows: len(set.msgs), Bytes: set.bytes})
+		out = append(out, BackupStatus{Queue: k.queue, Dispatcher: gossip.ID(k.dispatcher).String(), Rows: len(set.msgs), Bytes: set.bytes})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Queue != out[j].Queue {
@@ -222,7 +223,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,
-			"failed", formatMember(k.dispatcher), "messages", len(msgs), "epoch", rec.Epoch)
+			"failed", gossip.ID(k.dispatcher).String(), "messages", len(msgs), "epoch", rec.Epoch)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
@@ -245,5 +246,5 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		i = j
 	}
 	m.log.Warn("handed the copies of a failed dispatcher to the new one", "queue", k.queue,
-		"failed", formatMember(k.dispatcher), "dispatcher", formatMember(rec.Member), "messages", len(msgs))
+		"failed", gossip.ID(k.dispatcher).String(), "dispatcher", gossip.ID(rec.Member).String(), "messages", len(msgs))
 }

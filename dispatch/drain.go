@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"chute/gossip"
 	"chute/internal/backoff"
 	"chute/sink"
 )
@@ -365,7 +366,7 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	// The member too: two members claiming a queue at once both take
 	// epoch e+1 and number from the same floor, and a batch of the one
 	// that lost must not pass for one of the winner's.
-	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, formatMember(m.cfg.MemberID), rows[0].seq, rows[len(rows)-1].seq)
+	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq)
 }
 
 // bisect finds the rows of batch b ClickHouse refuses, inserts the others,

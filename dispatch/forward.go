@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,7 +156,7 @@ func (f *forwarder) expireLoop() {
 
 // expire answers Unavailable the calls whose deadline is before now.
 func (f *forwarder) expire(now time.Time) {
-	msg := "dispatch: no answer from " + strconv.FormatUint(f.member, 16)
+	msg := "dispatch: no answer from " + gossip.ID(f.member).String()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, c := range f.pending {

@@ -154,8 +154,8 @@ func TestForwarder_wait_deadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an unanswered call 200ms past its 150ms deadline still waits")
 	}
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no answer from beef") {
-		t.Fatalf("unanswered call: %v, want Unavailable: no answer from beef", err)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no answer from 000000000000beef") {
+		t.Fatalf("unanswered call: %v, want Unavailable: no answer from 000000000000beef", err)
 	}
 	f.mu.Lock()
 	left := len(f.pending)

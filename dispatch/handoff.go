@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"chute/gossip"
 	"chute/internal/backoff"
 )
 
@@ -92,6 +93,6 @@ func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
 	if !m.records.CompareAndPut(RecordKey(q.name), raw, []byte(next.String())) {
 		return 0, true // changed meanwhile: read it again
 	}
-	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", formatMember(to), "epoch", next.Epoch)
+	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", gossip.ID(to).String(), "epoch", next.Epoch)
 	return to, true
 }

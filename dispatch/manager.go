@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
 	"chute/internal/backoff"
 	"chute/kv"
 	"chute/sink"
@@ -586,7 +587,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// ClickHouse: the producer retries instead.
 			return err
 		}
-		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
+		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
 		return m.hold(ctx, name, msgs)
 	}
 }
@@ -651,7 +652,7 @@ func (m *Manager) Status() Status {
 		qs.LocalConsumers = m.localConsumers(q.name)
 		if m.records != nil {
 			if rec, ok := ParseRecord(string(m.records.Get(RecordKey(q.name)))); ok {
-				qs.Dispatcher = strconv.FormatUint(rec.Member, 16)
+				qs.Dispatcher = gossip.ID(rec.Member).String()
 				qs.Epoch = rec.Epoch
 			}
 		}

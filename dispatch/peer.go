@@ -361,7 +361,7 @@ func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error 
 				return
 			}
 			if _, err := peerpb.NewQueuesClient(conn).Hold(cctx, req); err != nil {
-				m.log.Debug("hold copy", "queue", name, "peer", p.ID, "err", err)
+				m.log.Debug("hold copy", "queue", name, "peer", gossip.ID(p.ID), "err", err)
 			}
 		}()
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"chute/gossip"
 	"chute/kv"
 )
 
@@ -762,7 +763,7 @@ func (q *queue) status() QueueStatus {
 	st := QueueStatus{Name: q.name, Rows: q.msgs.len(), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
 		LastInsertError: q.lastInsertError, Ack: q.set.Ack}
 	if b := q.backupMember.Load(); b != 0 {
-		st.Backup = formatMember(b)
+		st.Backup = gossip.ID(b).String()
 	}
 	for _, c := range q.consumers {
 		st.Unacked += c.holds()

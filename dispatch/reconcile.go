@@ -113,7 +113,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	for i := 0; i < len(msgs); {
 		part := msgs[i:chunkEnd(msgs, i)]
 		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
-			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
+			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
 			q.putBack(msgs[i:], m.clock.Now())
 			return err
 		}
@@ -123,7 +123,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	if b := q.backupMember.Swap(0); b != 0 { // the new dispatcher's backup holds them now
 		m.postReset(q.name, b)
 	}
-	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
+	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"chute/gossip"
 	"chute/otel"
 	"chute/sink"
 )
@@ -57,7 +58,7 @@ func (m *Manager) startForward(ctx context.Context, name string, member uint64, 
 		return nil, ""
 	}
 	_, span := m.tracer.Start(ctx, "chute.forward "+name, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(queueAttrs(name, n), attribute.String("chute.dispatcher", strconv.FormatUint(member, 16)))...))
+		trace.WithAttributes(append(queueAttrs(name, n), attribute.String("chute.dispatcher", gossip.ID(member).String()))...))
 	return span, otel.TraceParent(span.SpanContext())
 }
 

@@ -3,7 +3,6 @@ package gossip
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -94,7 +93,7 @@ func (l *peerLink) sendLoop() {
 		if l.ctx.Err() != nil {
 			return
 		}
-		l.r.log.Debug("replication stream", "peer", fmt.Sprintf("%x", l.peer.ID), "err", err)
+		l.r.log.Debug("replication stream", "peer", ID(l.peer.ID), "err", err)
 		l.behind.Store(true)
 		select {
 		case <-l.ctx.Done():
@@ -151,7 +150,7 @@ func (l *peerLink) reconcileLoop() {
 			return
 		case <-l.reconcileC:
 			if err := l.reconcile(l.wantPush.Swap(false)); err != nil && l.ctx.Err() == nil {
-				l.r.log.Debug("digest exchange", "peer", fmt.Sprintf("%x", l.peer.ID), "err", err)
+				l.r.log.Debug("digest exchange", "peer", ID(l.peer.ID), "err", err)
 			}
 		}
 	}
