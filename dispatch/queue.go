@@ -212,8 +212,8 @@ func (q *queue) numbersLeftLocked(n int) bool {
 
 // arrival is how messages reached a queue, which decides whether their
 // ids are looked up for duplicates (enqueueLocked). The lookups, two
-// misses in large tables per message, were a tenth of a node's CPU under
-// txn batches, and a fifth of a dispatcher's under forwarded ones.
+// misses in large tables per message, stood out in profiles of txn
+// batches and forwarded puts (docs/benchmarks.md).
 type arrival uint8
 
 const (

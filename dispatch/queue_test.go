@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestQueue_produceConsumeAck is acceptance 1 in-process: two messages put
+// TestQueue_produceConsumeAck checks, in-process, that two messages put
 // to producer keys arrive in order on a consumer watch as PUT events with
 // delivery keys, and deleting those keys empties the queue.
 func TestQueue_produceConsumeAck(t *testing.T) {
@@ -90,7 +90,7 @@ func TestQueue_invalidKeys(t *testing.T) {
 	}
 }
 
-// TestQueue_twoConsumersShareAndRedeliver is acceptance 3: two consumers
+// TestQueue_twoConsumersShareAndRedeliver checks that two consumers
 // each get about half; a consumer that goes has its unacknowledged
 // messages delivered to the other, and nothing arrives twice otherwise.
 func TestQueue_twoConsumersShareAndRedeliver(t *testing.T) {
@@ -172,7 +172,7 @@ func TestQueue_visibilityTimeout(t *testing.T) {
 	}
 }
 
-// TestQueue_byteCap is acceptance 6: over the cap a put is
+// TestQueue_byteCap checks that over the cap a put is
 // ResourceExhausted and nothing is queued; after consumers drain, puts
 // succeed again.
 func TestQueue_byteCap(t *testing.T) {
@@ -203,7 +203,7 @@ func TestQueue_byteCap(t *testing.T) {
 	}
 }
 
-// TestQueue_batchProduce is acceptance 7: a 128-put txn is enqueued
+// TestQueue_batchProduce checks that a 128-put txn is enqueued
 // atomically and in order; a txn mixing queue and plain keys is refused.
 func TestQueue_batchProduce(t *testing.T) {
 	n := startNode(t, func(c *Config) { c.Prefetch = 200 })

@@ -103,12 +103,12 @@
 // dispatch's, on dispatch's injected clock. The tests that measure the
 // deadline are in client_timing_test.go.
 //
-// # Decisions beyond DESIGN §5
+// # Decisions
 //
-//   - https:// speaks TLS (the original spoke plain HTTP to any scheme);
-//     other schemes are refused.
+//   - https:// speaks TLS; other schemes are refused rather than sent
+//     plain HTTP.
 //   - User and password in the URL are percent-decoded when they hold valid
-//     escapes (the original sent them as written).
+//     escapes, and sent as written otherwise.
 //   - Bisection never resends the whole batch; a single row is sent once
 //     more on its own so its answer describes it.
 package sink
