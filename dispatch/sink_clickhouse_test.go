@@ -19,6 +19,18 @@ import (
 	chuteotel "chute/otel"
 )
 
+func (c *chURL) setTLS(cfg *tls.Config) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tls = cfg
+}
+
+func (c *chURL) set(url, db string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.url, c.db = url, db
+}
+
 func waitCount(t *testing.T, ch *chtest.Server, table string, want int, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)

@@ -25,22 +25,10 @@ func (c *chURL) tlsConfig() *tls.Config {
 	return c.tls
 }
 
-func (c *chURL) setTLS(cfg *tls.Config) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.tls = cfg
-}
-
 func (c *chURL) get() (string, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.url, c.db
-}
-
-func (c *chURL) set(url, db string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.url, c.db = url, db
 }
 
 // startSinkNode starts one node draining ClickHouse queues into ch;
