@@ -15,7 +15,7 @@ func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	const producers, each = 4, 500
+	const producers, each = 4, 250
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
 	for p := range producers {
@@ -32,7 +32,7 @@ func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 		}()
 	}
 	wc := c.cli.Watch(ctx, "/q/jobs/c/consumer-on-c")
-	tails := consumeAll(t, ctx, wc, c.cli, producers*each, 30*time.Second)
+	tails := consumeAll(t, ctx, wc, c.cli, producers*each, 10*time.Second)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
