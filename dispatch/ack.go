@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
 	"chute/gossip/peerpb"
 )
 
@@ -170,9 +171,9 @@ const backupPassOver = 5 * time.Second
 
 // passOver stops using member b as a backup for a while.
 func (m *Manager) passOver(q *queue, b uint64, err error) {
-	m.log.Warn("backup did not keep copies; choosing another", "queue", q.name, "backup", b, "err", err)
+	m.log.Warn("backup did not keep copies; choosing another", "queue", q.name, "backup", gossip.ID(b), "err", err)
 	m.mu.Lock()
-	m.unreachable[b] = m.now().Add(backupPassOver)
+	m.unreachable[b] = m.clock.Now().Add(backupPassOver)
 	m.mu.Unlock()
 	q.backupMember.CompareAndSwap(b, 0)
 }
@@ -186,7 +187,7 @@ func (m *Manager) backupCandidate() uint64 {
 	}
 	peers := m.cluster.Peers()
 	ids := make([]uint64, 0, len(peers))
-	now := m.now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
 		if until, ok := m.unreachable[p.ID]; ok && now.Before(until) {
@@ -225,7 +226,7 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 			m.passOver(q, want, err)
 			return 0, err
 		}
-		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", want)
+		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", gossip.ID(want))
 	}
 	q.backupMember.Store(want)
 	if old != 0 { // its copies are stale now; dropping them is best effort

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
 	"chute/gossip/peerpb"
 )
 
@@ -77,7 +78,7 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 		set = &backupSet{msgs: make(map[uint64]incoming), released: newRecent[uint64, struct{}](releasedMemory)}
 		m.backups[key] = set
 	}
-	set.seen = m.now()
+	set.seen = m.clock.Now()
 	for _, seq := range b.Seqs { // RELEASE, or releases sent with copies
 		if in, ok := set.msgs[seq]; ok {
 			delete(set.msgs, seq)
@@ -122,7 +123,7 @@ func (m *Manager) backupStatus() []BackupStatus {
 	defer m.backupMu.Unlock()
 	out := make([]BackupStatus, 0, len(m.backups))
 	for k, set := range m.backups {
-		out = append(out, BackupStatus{Queue: k.queue, Dispatcher: formatMember(k.dispatcher), Rows: len(set.msgs), Bytes: set.bytes})
+		out = append(out, BackupStatus{Queue: k.queue, Dispatcher: gossip.ID(k.dispatcher).String(), Rows: len(set.msgs), Bytes: set.bytes})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Queue != out[j].Queue {
@@ -157,7 +158,7 @@ func (m *Manager) reconcileBackups() {
 		default:
 			rec, ok := m.record(k.queue)
 			m.backupMu.Lock()
-			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.now().Sub(set.seen) > staleBackup {
+			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.clock.Now().Sub(set.seen) > staleBackup {
 				delete(m.backups, k)
 			}
 			m.backupMu.Unlock()
@@ -217,12 +218,12 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	if rec.Member == m.cfg.MemberID {
 		q := m.queueFor(k.queue)
 		q.mu.Lock()
-		q.becomeDispatcherLocked(rec.Epoch)
-		q.enqueueLocked(msgs, m.now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
+		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+		q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,
-			"failed", formatMember(k.dispatcher), "messages", len(msgs), "epoch", rec.Epoch)
+			"failed", gossip.ID(k.dispatcher).String(), "messages", len(msgs), "epoch", rec.Epoch)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
@@ -245,5 +246,5 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		i = j
 	}
 	m.log.Warn("handed the copies of a failed dispatcher to the new one", "queue", k.queue,
-		"failed", formatMember(k.dispatcher), "dispatcher", formatMember(rec.Member), "messages", len(msgs))
+		"failed", gossip.ID(k.dispatcher).String(), "dispatcher", gossip.ID(rec.Member).String(), "messages", len(msgs))
 }

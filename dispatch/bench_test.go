@@ -16,7 +16,7 @@ import (
 // Produce (as kv hands them over, values in buffers of their own) on a
 // member with no ClickHouse URL, so they stay queued and delivered to the
 // drainer; the heap growth per row, less the value, is reported as
-// overhead-B/row (issue 8's target: at most 128).
+// overhead-B/row (the target: at most 128).
 func BenchmarkQueue_rowMemory(b *testing.B) {
 	const rows, size = 100_000, 256
 	for b.Loop() {

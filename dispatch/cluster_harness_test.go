@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +63,15 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	cfg := Config{MemberID: id, ClusterID: cluster, Visibility: time.Minute, ReconcileInterval: 20 * time.Millisecond}
 	if os.Getenv("CHUTE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
+	} else {
+		// Kept, and shown only when the test fails.
+		var logs syncBuffer
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("logs of %s (the last %d lines):\n%s", name, failedLogLines, lastLines(logs.String(), failedLogLines))
+			}
+		})
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -95,6 +105,15 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	mb.cli = cli
 	t.Cleanup(func() { mb.stop() })
 	return mb
+}
+
+// failedLogLines is how much of a member's log a failed test shows.
+const failedLogLines = 60
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // stop shuts the member down, as a crash would look to the others once
@@ -144,14 +163,16 @@ func (mb *member) newClient(t *testing.T) *clientv3.Client {
 }
 
 // consumeAll reads n deliveries from wc, acknowledging each through ack,
-// and returns their tails in arrival order; it fails on a tail seen twice.
-func consumeAll(t *testing.T, ctx context.Context, wc clientv3.WatchChan, ack *clientv3.Client, n int, d time.Duration) []string {
+// and returns their tails in arrival order; it fails on a tail seen twice,
+// and when no delivery comes for idle. A stall fails it, not a machine
+// that is slow but moving: how fast n messages go through depends on
+// the load, and ctx bounds the whole test.
+func consumeAll(t *testing.T, ctx context.Context, wc clientv3.WatchChan, ack *clientv3.Client, n int, idle time.Duration) []string {
 	t.Helper()
 	seen := make(map[string]bool, n)
 	var tails []string
-	deadline := time.Now().Add(d)
 	for len(tails) < n {
-		for _, ev := range next(t, wc, time.Until(deadline)) {
+		for _, ev := range next(t, wc, idle) {
 			k := ParseKey(string(ev.Kv.Key))
 			if seen[k.Tail] {
 				t.Fatalf("%s delivered twice (attempt %d)", k.Tail, ev.Kv.Version)

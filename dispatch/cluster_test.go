@@ -8,14 +8,14 @@ import (
 	"time"
 )
 
-// TestCluster_producerOnAConsumerOnC is acceptance 2 in-process: messages
+// TestCluster_producerOnAConsumerOnC checks, in-process, that messages
 // from four producers on A reach a consumer on C exactly once, in each
 // producer's order, and none is left unacknowledged.
 func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	const producers, each = 4, 500
+	const producers, each = 4, 250
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
 	for p := range producers {
@@ -32,7 +32,7 @@ func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 		}()
 	}
 	wc := c.cli.Watch(ctx, "/q/jobs/c/consumer-on-c")
-	tails := consumeAll(t, ctx, wc, c.cli, producers*each, 30*time.Second)
+	tails := consumeAll(t, ctx, wc, c.cli, producers*each, 10*time.Second)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -55,7 +55,7 @@ func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 	}
 }
 
-// TestCluster_concurrentFirstPuts is acceptance 5: first puts on A and C at
+// TestCluster_concurrentFirstPuts checks that first puts on A and C at
 // once to a new queue end with one dispatcher record on all members, and
 // every message reaches the consumer once.
 func TestCluster_concurrentFirstPuts(t *testing.T) {
@@ -87,8 +87,8 @@ func TestCluster_concurrentFirstPuts(t *testing.T) {
 	}
 }
 
-// TestCluster_dispatcherDies is acceptance 4 in-process: the dispatcher
-// stops while producers on other members keep putting; puts keep
+// TestCluster_dispatcherDies checks, in-process, a dispatcher that stops
+// while producers on other members keep putting: puts keep
 // succeeding (held by every member while it is unreachable), the next put
 // after the members drop it re-elects (epoch + 1), and every message put
 // after the stop is delivered exactly once.

@@ -112,9 +112,9 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 			lc.attached = q
 			m.mu.Unlock()
 			q.mu.Lock()
-			q.becomeDispatcherLocked(rec.Epoch)
+			q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 			q.mu.Unlock()
-			q.addConsumer(lc.c, m.now())
+			q.addConsumer(lc.c, m.clock.Now())
 			return
 		}
 		m.mu.Unlock()
@@ -122,7 +122,7 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 	}
 	if q := lc.attached; q != nil {
 		lc.attached = nil
-		defer q.removeConsumer(lc.c, m.now())
+		defer q.removeConsumer(lc.c, m.clock.Now())
 	}
 	if lc.remote != nil && lc.remote.member == rec.Member && !lc.remote.ended() {
 		m.mu.Unlock()
@@ -163,7 +163,7 @@ func (lc *localConsumer) stop() {
 	lc.attached = nil
 	m.mu.Unlock()
 	if q != nil {
-		q.removeConsumer(lc.c, m.now())
+		q.removeConsumer(lc.c, m.clock.Now())
 	}
 }
 

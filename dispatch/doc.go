@@ -29,10 +29,11 @@
 // whose dispatcher hosts no consumer, so deliveries stay local. A claim is
 // a compare-and-put of the record on the claiming member, replicated like
 // any key: of two concurrent claims the later stamp wins everywhere (last
-// writer wins), and the loser hands over what it holds. (The design asks
-// for "higher epoch, then earlier stamp"; with causally ordered claims the
-// higher epoch always carries the later stamp, and for concurrent claims
-// any deterministic winner converges, so the KV's rule is used as it is.)
+// writer wins), and the loser hands over what it holds. (A rule of its
+// own, "higher epoch, then earlier stamp", is not needed: with causally
+// ordered claims the higher epoch always carries the later stamp, and
+// for concurrent claims any deterministic winner converges, so the KV's
+// rule is used as it is.)
 //
 // A non-dispatcher forwards puts over one long-lived, pipelined stream per
 // dispatcher and answers the producer once the dispatcher holds them. At

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -14,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"chute/gossip"
+	"chute/internal/backoff"
 	"chute/sink"
 )
 
@@ -107,7 +108,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
-	q.addConsumer(d.c, m.now())
+	q.addConsumer(d.c, m.clock.Now())
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -130,7 +131,7 @@ func (m *Manager) stopDrainer(name string) {
 	}
 	d.stopOnce.Do(func() { close(d.stop) })
 	<-d.done
-	d.detach.Do(func() { d.q.removeConsumer(d.c, m.now()) })
+	d.detach.Do(func() { d.q.removeConsumer(d.c, m.clock.Now()) })
 	m.mu.Lock()
 	if m.drainers[name] == d {
 		delete(m.drainers, name)
@@ -142,7 +143,7 @@ func (m *Manager) stopDrainer(name string) {
 func (d *drainer) run() {
 	defer d.abandon()
 	set := d.m.settingsOf(d.q.name)
-	backoff := set.RetryMin
+	b := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {
 		select {
 		case <-d.stop:
@@ -162,22 +163,20 @@ func (d *drainer) run() {
 			// most one insert per interval, and a row that comes while an
 			// insert is in flight waits for the interval's rest, not for a
 			// whole interval after that insert.
-			if wait := set.BatchInterval - time.Since(d.lastInsert); wait > 0 {
+			if wait := set.BatchInterval - d.m.clock.Since(d.lastInsert); wait > 0 {
 				if !d.sleep(wait) {
 					return
 				}
 			}
-			d.lastInsert = time.Now()
+			d.lastInsert = d.m.clock.Now()
 			ok := d.insertBatch()
 			if ok {
-				backoff = set.RetryMin
+				b.Reset()
 				continue
 			}
-			// Capped exponential backoff with jitter: retried without any
-			// put to wake it.
-			wait := backoff/2 + rand.N(backoff/2+1)
-			backoff = max(min(2*backoff, set.RetryMax), set.RetryMin)
-			if !d.sleep(wait) {
+			// Retried on a timer, without any put to wake it.
+			b.Min, b.Max = set.RetryMin, set.RetryMax
+			if !d.sleep(b.Next()) {
 				return
 			}
 		}
@@ -197,10 +196,10 @@ func (d *drainer) stopped() bool {
 }
 
 func (d *drainer) sleep(dur time.Duration) bool {
-	t := time.NewTimer(dur)
+	t := d.m.clock.NewTimer(dur)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.Chan():
 		return true
 	case <-d.stop:
 		return false
@@ -270,7 +269,7 @@ func (d *drainer) abandon() {
 
 // drop acknowledges rows handled by an insert.
 func (d *drainer) drop(done []row) {
-	d.q.ackRows(done, d.m.now())
+	d.q.ackRows(done, d.m.clock.Now())
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
@@ -300,7 +299,7 @@ func (d *drainer) insertBatch() bool {
 			return true
 		}
 		rec, _ := m.record(d.q.name)
-		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.now())}
+		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	}
 	b := d.cur
 	b.attempts++
@@ -367,7 +366,7 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	// The member too: two members claiming a queue at once both take
 	// epoch e+1 and number from the same floor, and a batch of the one
 	// that lost must not pass for one of the winner's.
-	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, formatMember(m.cfg.MemberID), rows[0].seq, rows[len(rows)-1].seq)
+	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq)
 }
 
 // bisect finds the rows of batch b ClickHouse refuses, inserts the others,
@@ -445,7 +444,7 @@ func (d *drainer) deadLetter(r row, target string, res sink.Result, ep sink.Endp
 
 // setLastError keeps a failed insert for /status.
 func (d *drainer) setLastError(target string, res sink.Result) {
-	e := &InsertError{Time: d.m.now().UTC(), Table: target, Class: res.Class.String(), Code: res.Code, Status: res.Status, Message: res.Message}
+	e := &InsertError{Time: d.m.clock.Now().UTC(), Table: target, Class: res.Class.String(), Code: res.Code, Status: res.Status, Message: res.Message}
 	d.q.mu.Lock()
 	d.q.lastInsertError = e
 	d.q.mu.Unlock()

@@ -1,23 +1,27 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
-// slowClickHouse is a fake ClickHouse that takes delay to answer each
-// insert and records when each began: slow answers are what the real
-// server here cannot be made to give on demand.
+// slowClickHouse is a fake ClickHouse whose inserts take as long on the
+// manager's fake clock as the test says, and which records when each
+// began on that clock: slow answers are what the real server cannot be
+// made to give on demand.
 type slowClickHouse struct {
-	delay  time.Duration
+	clk    clockwork.Clock
 	mu     sync.Mutex
+	delays []time.Duration // of the inserts in turn; zero past the end
 	starts []time.Time
 	rows   int
 }
@@ -28,12 +32,20 @@ func (s *slowClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "0") // no insert_deduplication_token
 		return
 	}
-	start := time.Now()
-	time.Sleep(s.delay)
 	s.mu.Lock()
-	s.starts = append(s.starts, start)
+	var delay time.Duration
+	if n := len(s.starts); n < len(s.delays) {
+		delay = s.delays[n]
+	}
+	s.starts = append(s.starts, s.clk.Now())
 	s.rows += strings.Count(string(body), "\n") + 1
 	s.mu.Unlock()
+	if delay > 0 {
+		select {
+		case <-s.clk.After(delay):
+		case <-r.Context().Done():
+		}
+	}
 }
 
 func (s *slowClickHouse) inserts() ([]time.Time, int) {
@@ -43,52 +55,171 @@ func (s *slowClickHouse) inserts() ([]time.Time, int) {
 }
 
 // TestDrainer_intervalFromStartToStart checks that the batch interval runs
-// from one insert's start to the next's: with inserts of 150 ms and an
-// interval of 200 ms, inserts start about 200 ms apart, not 350 (the
-// interval after the end of the last insert), and never closer than the
-// interval; every row lands.
+// from one insert's start to the next's, on the manager's clock: with
+// inserts of 150 ms and an interval of 200 ms, inserts start 200 ms apart,
+// not 350 (the interval after the end of the last insert) and not before;
+// an insert slower than the interval is followed at once. Every row lands.
 func TestDrainer_intervalFromStartToStart(t *testing.T) {
-	const delay, interval = 150 * time.Millisecond, 200 * time.Millisecond
-	fake := &slowClickHouse{delay: delay}
+	const ms = time.Millisecond
+	clk := clockwork.NewFakeClock()
+	fake := &slowClickHouse{clk: clk, delays: []time.Duration{150 * ms, 150 * ms, 250 * ms}}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"})
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"}, func(c *Config) { c.Clock = clk })
 	cli := n.client(t)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"200ms"}`); err != nil {
 		t.Fatal(err)
 	}
-	const puts = 150
-	for i := range puts { // about 1.5 s of a trickle, one put every 10 ms
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
+	put := 0
+	putRows := func(k int) {
+		t.Helper()
+		for range k {
+			if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", put), fmt.Sprintf(`{"id":%d}`, put)); err != nil {
+				t.Fatal(err)
+			}
+			put++
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
+	// Besides the manager's tickers, one waiter on the clock: an insert
+	// in flight or the drainer waiting out the interval.
+	busy := func(what string) {
+		t.Helper()
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := clk.BlockUntilContext(bctx, managerTickers+1); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	began := func(want ...time.Duration) {
+		t.Helper()
+		starts, _ := fake.inserts()
+		var got []time.Duration
+		for _, s := range starts {
+			got = append(got, s.Sub(starts[0]))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("inserts began at %v, want %v", got, want)
+		}
+	}
+
+	putRows(1)
+	busy("the first insert")
+	putRows(4) // while it is in flight
+	clk.Advance(150 * ms)
+	busy("the drainer to wait out the interval's rest")
+	clk.Advance(49 * ms)
+	began(0)
+	clk.Advance(1 * ms)
+	busy("the second insert")
+	began(0, 200*ms)
+
+	putRows(5)
+	clk.Advance(150 * ms)
+	busy("the interval's rest")
+	clk.Advance(50 * ms)
+	busy("the third insert")
+	began(0, 200*ms, 400*ms)
+
+	putRows(5)
+	clk.Advance(250 * ms) // longer than the interval: no wait after it
 	waitUntil(t, 10*time.Second, "every row to be inserted", func() bool {
 		_, rows := fake.inserts()
-		return rows == puts
+		return rows == put
 	})
-	starts, _ := fake.inserts()
-	if len(starts) < 5 {
-		t.Fatalf("%d inserts, want at least 5", len(starts))
+	began(0, 200*ms, 400*ms, 650*ms)
+}
+
+// failingClickHouse refuses the first inserts with a 503 (transient),
+// takes the rest, and counts them.
+type failingClickHouse struct {
+	mu       sync.Mutex
+	fail     int // inserts still to refuse
+	attempts int
+	rows     int
+}
+
+func (f *failingClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if strings.Contains(string(body), "system.settings") {
+		fmt.Fprintln(w, "0")
+		return
 	}
-	// From the second insert on: the first one's POST starts late, after
-	// the drainer asked the server once whether it knows dedup tokens.
-	var gaps []time.Duration
-	for i := 2; i < len(starts); i++ {
-		gaps = append(gaps, starts[i].Sub(starts[i-1]))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.attempts++
+	if f.fail > 0 {
+		f.fail--
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
 	}
-	slices.Sort(gaps)
-	// Measured where the fake receives them, so a gap may look shorter by
-	// the jitter of a new connection; no interval at all would make it
-	// 150 ms, the inserts' duration.
-	if gaps[0] < interval-20*time.Millisecond {
-		t.Errorf("two inserts began %v apart, want at least the interval %v (gaps %v)", gaps[0], interval, gaps)
+	f.rows += strings.Count(string(body), "\n") + 1
+}
+
+func (f *failingClickHouse) counts() (attempts, rows int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.attempts, f.rows
+}
+
+func (f *failingClickHouse) failNext(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = n
+}
+
+// TestDrainer_retryBackoff checks the drainer's retries on the manager's
+// clock: a failed insert is retried without a put to wake it, after a
+// pause of [d/2, d] for steps d of 50, 100, 200 ms (RetryMin 50 ms),
+// never earlier; and a success starts the next failure from RetryMin.
+func TestDrainer_retryBackoff(t *testing.T) {
+	const ms = time.Millisecond
+	clk := clockwork.NewFakeClock()
+	fake := &failingClickHouse{fail: 3}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"}, func(c *Config) { c.Clock = clk })
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
 	}
-	// The median, so that one insert delayed by a loaded machine does not
-	// decide: end to start would make every gap at least 350 ms.
-	if med := gaps[len(gaps)/2]; med > interval+delay/2 {
-		t.Errorf("median gap between insert starts %v, want about %v (gaps %v)", med, interval, gaps)
+	retrying := func(wantAttempts int) {
+		t.Helper()
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := clk.BlockUntilContext(bctx, managerTickers+1); err != nil {
+			t.Fatalf("waiting for the drainer to pause: %v", err)
+		}
+		if got, _ := fake.counts(); got != wantAttempts {
+			t.Fatalf("%d attempts, want %d", got, wantAttempts)
+		}
 	}
+	if _, err := cli.Put(ctx, "/q/ch:events/p/a", `{"id":1}`); err != nil {
+		t.Fatal(err)
+	}
+	retrying(1)
+	for i, step := range []time.Duration{50 * ms, 100 * ms, 200 * ms} {
+		clk.Advance(step/2 - ms) // the shortest pause of the step is not over
+		retrying(i + 1)
+		clk.Advance(step/2 + ms)
+		if i < 2 {
+			retrying(i + 2)
+		}
+	}
+	waitFor(t, "the row to land after three failures", func() bool {
+		attempts, rows := fake.counts()
+		return attempts == 4 && rows == 1
+	})
+
+	fake.failNext(1)
+	if _, err := cli.Put(ctx, "/q/ch:events/p/b", `{"id":2}`); err != nil {
+		t.Fatal(err)
+	}
+	retrying(5)
+	clk.Advance(50 * ms) // the longest pause of the first step again
+	waitFor(t, "the second row after one failure", func() bool {
+		attempts, rows := fake.counts()
+		return attempts == 6 && rows == 2
+	})
 }

@@ -89,7 +89,7 @@ func (m *Manager) dispatcherOf(name string, why claimReason) Record {
 			raw = nil
 		}
 		if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
-			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", rec.Member)
+			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
 			return next
 		}
@@ -113,7 +113,7 @@ func (m *Manager) claimFrom(name string, member uint64) Record {
 	}
 	next := Record{Member: m.cfg.MemberID, Epoch: epoch}
 	if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
-		m.log.Info("dispatcher claimed from a restarted member", "queue", name, "epoch", next.Epoch, "previous", formatMember(member))
+		m.log.Info("dispatcher claimed from a restarted member", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(member).String())
 		m.metrics.elections.Add(1)
 		return next
 	}
@@ -132,9 +132,6 @@ func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason)
 	}
 	return false
 }
-
-// formatMember renders a member id as /status and the logs show it.
-func formatMember(id uint64) string { return strconv.FormatUint(id, 16) }
 
 // consumerPrefix is where consumer records of a queue live: one key per
 // consumer, /q/{name}/c/{id}, whose value is the member hosting it.

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"chute/gossip"
 	"chute/gossip/peerpb"
+	"chute/internal/backoff"
 )
 
 // forwardTimeout bounds how long a put waits for its dispatcher's answer
@@ -120,7 +120,7 @@ func (c *call) forget() {
 func (c *call) wait(ctx context.Context, timeout time.Duration) error {
 	defer c.forget()
 	c.f.mu.Lock()
-	c.deadline = time.Now().Add(timeout).UnixNano()
+	c.deadline = c.f.m.clock.Now().Add(timeout).UnixNano()
 	c.f.mu.Unlock()
 	select {
 	case r := <-c.ch:
@@ -142,13 +142,13 @@ const expireEvery = 100 * time.Millisecond
 // expireLoop answers Unavailable the calls whose deadline passed, until
 // the forwarder closes.
 func (f *forwarder) expireLoop() {
-	tick := time.NewTicker(expireEvery)
+	tick := f.m.clock.NewTicker(expireEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-f.ctx.Done():
 			return
-		case now := <-tick.C:
+		case now := <-tick.Chan():
 			f.expire(now)
 		}
 	}
@@ -156,7 +156,7 @@ func (f *forwarder) expireLoop() {
 
 // expire answers Unavailable the calls whose deadline is before now.
 func (f *forwarder) expire(now time.Time) {
-	msg := "dispatch: no answer from " + strconv.FormatUint(f.member, 16)
+	msg := "dispatch: no answer from " + gossip.ID(f.member).String()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, c := range f.pending {
@@ -206,7 +206,7 @@ func (f *forwarder) failAll(msg string) {
 // run owns the stream until the forwarder closes.
 func (f *forwarder) run() {
 	client := peerpb.NewQueuesClient(f.conn)
-	backoff := 50 * time.Millisecond
+	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for f.ctx.Err() == nil {
 		var first *peerpb.ForwardBatch
 		select {
@@ -220,11 +220,10 @@ func (f *forwarder) run() {
 			scancel()
 			f.answer(first, codes.Unavailable, err.Error())
 			f.failAll(err.Error())
-			f.refuseFor(backoff, err.Error())
-			backoff = min(2*backoff, time.Second)
+			f.refuseFor(b.Next(), err.Error())
 			continue
 		}
-		backoff = 50 * time.Millisecond
+		b.Reset()
 		err = f.pump(stream, first)
 		scancel()
 		f.failAll("dispatch: forward stream broke: " + errString(err))
@@ -234,13 +233,13 @@ func (f *forwarder) run() {
 // refuseFor answers every batch Unavailable at once for d, so that puts
 // fall back to holding without waiting while the dispatcher is down.
 func (f *forwarder) refuseFor(d time.Duration, msg string) {
-	timer := time.NewTimer(d)
+	timer := f.m.clock.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
 		case b := <-f.sendC:
 			f.answer(b, codes.Unavailable, msg)
-		case <-timer.C:
+		case <-timer.Chan():
 			return
 		case <-f.ctx.Done():
 			return

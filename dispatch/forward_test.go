@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -43,7 +44,7 @@ func (s *fakeForwardStream) CloseSend() error { return nil }
 // that pile up meanwhile go in one frame once a frame is applied.
 func TestForwarder_pump_windowOfTwoFrames(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Manager{}
+	m := &Manager{clock: clockwork.NewFakeClock()}
 	f := &forwarder{m: m, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.ForwardBatch, 64), pending: make(map[uint64]*call)}
 	stream := &fakeForwardStream{frames: make(chan *peerpb.ForwardFrame, 16), answers: make(chan *peerpb.ForwardResults, 16), ctx: ctx}
 	done := make(chan error, 1)
@@ -95,12 +96,14 @@ func TestForwarder_pump_windowOfTwoFrames(t *testing.T) {
 }
 
 // TestForwarder_wait_deadline checks that a call nobody answers ends
-// Unavailable once its deadline passes, by the forwarder's sweep rather
-// than a timer of its own, and that an answered call is not touched.
+// Unavailable once its deadline passes on the manager's clock, by the
+// forwarder's sweep rather than a timer of its own, not before, and that
+// an answered call is not touched.
 func TestForwarder_wait_deadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	m := &Manager{}
+	clk := clockwork.NewFakeClock()
+	m := &Manager{clock: clk}
 	f := &forwarder{m: m, member: 0xbeef, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.ForwardBatch, 4), pending: make(map[uint64]*call)}
 	m.wg.Add(1)
 	go func() {
@@ -111,6 +114,9 @@ func TestForwarder_wait_deadline(t *testing.T) {
 		cancel()
 		m.wg.Wait()
 	})
+	if err := clk.BlockUntilContext(testCtx(t, 10*time.Second), 1); err != nil {
+		t.Fatalf("waiting for the sweep's ticker: %v", err)
+	}
 
 	lost, err := f.start(ctx, &peerpb.ForwardBatch{})
 	if err != nil {
@@ -125,19 +131,31 @@ func TestForwarder_wait_deadline(t *testing.T) {
 		t.Fatalf("answered call: %v, want nil", err)
 	}
 
-	began := time.Now()
+	start := clk.Now()
 	ended := make(chan error, 1)
 	go func() { ended <- lost.wait(ctx, 150*time.Millisecond) }()
+	deadline := func() int64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return lost.deadline
+	}
+	waitFor(t, "the call to take its deadline", func() bool { return deadline() != 0 })
+	if got, want := deadline(), start.Add(150*time.Millisecond).UnixNano(); got != want {
+		t.Fatalf("deadline %d, want %d: 150ms after the call began", got, want)
+	}
+	f.expire(start.Add(150 * time.Millisecond)) // not past it yet
+	if deadline() == 0 {
+		t.Fatal("the sweep at the deadline answered the call")
+	}
+	clk.Advance(expireEvery)
+	clk.Advance(expireEvery) // the sweep after 200ms
 	select {
 	case err = <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("an unanswered call with a 150ms deadline still waits after 5s")
+	case <-time.After(10 * time.Second):
+		t.Fatal("an unanswered call 200ms past its 150ms deadline still waits")
 	}
-	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no answer from beef") {
-		t.Fatalf("unanswered call: %v, want Unavailable: no answer from beef", err)
-	}
-	if took := time.Since(began); took < 150*time.Millisecond {
-		t.Fatalf("unanswered call ended after %v, before its 150ms deadline", took)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "no answer from 000000000000beef") {
+		t.Fatalf("unanswered call: %v, want Unavailable: no answer from 000000000000beef", err)
 	}
 	f.mu.Lock()
 	left := len(f.pending)

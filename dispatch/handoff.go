@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"chute/gossip"
+	"chute/internal/backoff"
 )
 
 // Handoff hands every queue this member dispatches to another alive
@@ -32,7 +35,8 @@ func (m *Manager) Handoff(ctx context.Context) error {
 // members it could go to leave meanwhile, the queue stays here as with a
 // member alone.
 func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
-	for delay := 10 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
+	for {
 		to, ok := m.handoffTarget(q)
 		if !ok || !q.holding() {
 			return nil
@@ -47,7 +51,7 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		select {
 		case <-ctx.Done():
 			return errors.New("dispatch: queue " + q.name + " not handed over before the shutdown deadline; its messages are lost")
-		case <-time.After(delay):
+		case <-m.clock.After(b.Next()):
 		}
 	}
 }
@@ -89,6 +93,6 @@ func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
 	if !m.records.CompareAndPut(RecordKey(q.name), raw, []byte(next.String())) {
 		return 0, true // changed meanwhile: read it again
 	}
-	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", formatMember(to), "epoch", next.Epoch)
+	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", gossip.ID(to).String(), "epoch", next.Epoch)
 	return to, true
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/propagation"
 	"go.uber.org/zap"
@@ -51,8 +52,18 @@ func startNode(t *testing.T, mutate func(*Config)) *testNode {
 		_ = srv.Shutdown(ctx)
 		_ = mgr.Shutdown(ctx)
 	})
+	if clk, ok := cfg.Clock.(*clockwork.FakeClock); ok {
+		// Advancing the clock before the tickers exist would skip them.
+		if err := clk.BlockUntilContext(testCtx(t, 10*time.Second), managerTickers); err != nil {
+			t.Fatalf("waiting for the manager's tickers: %v", err)
+		}
+	}
 	return &testNode{kv: srv, mgr: mgr}
 }
+
+// managerTickers is how many tickers a started manager keeps on its
+// clock: the visibility sweep and the reconcile loop.
+const managerTickers = 2
 
 // client returns a new clientv3 client of n, closed with the test.
 func (n *testNode) client(t *testing.T) *clientv3.Client {
@@ -100,6 +111,14 @@ func collectN(t *testing.T, wc clientv3.WatchChan, n int, d time.Duration) []*cl
 	return evs
 }
 
+// waitFor polls cond for what happens at once in another goroutine, such
+// as a loop acting on a fake clock's tick: it fails only when a loaded
+// machine took 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	waitUntil(t, 10*time.Second, what, cond)
+}
+
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -109,6 +128,22 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// attempts returns the delivery attempts of the queue's messages, in
+// number order.
+func (n *testNode) attempts(name string) []int {
+	q := n.mgr.lookup(name)
+	if q == nil {
+		return nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []int
+	for _, m := range q.msgs.all() {
+		out = append(out, int(m.attempts))
+	}
+	return out
 }
 
 // depth returns the queue's rows as Status shows them.

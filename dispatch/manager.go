@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.opentelemetry.io/otel/metric"
@@ -23,6 +24,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip"
+	"chute/internal/backoff"
 	"chute/kv"
 	"chute/sink"
 )
@@ -95,6 +98,13 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// Clock drives every timer of the manager: visibility timeouts,
+	// batch intervals, retry backoff, the reconcile loop, forward
+	// deadlines, passing over a silent backup. Deadlines of calls that
+	// cross the network (to other members, to ClickHouse) are the
+	// kernel's and stay on the real clock, and message ids start from
+	// the wall clock. Nil: the real clock.
+	Clock clockwork.Clock
 }
 
 func (c Config) withDefaults() Config {
@@ -136,6 +146,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	return c
 }
@@ -185,7 +198,7 @@ type Manager struct {
 	// the same name never reuses an id of its earlier run, which other
 	// members may remember as acknowledged (and drop as a duplicate).
 	counter atomic.Uint64
-	now     func() time.Time
+	clock   clockwork.Clock
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -213,13 +226,13 @@ func New(cfg Config) (*Manager, error) {
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
-		now:          time.Now,
+		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
 	}
 	if cfg.Tracer != nil {
 		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
-	m.counter.Store(uint64(m.now().UnixNano()))
+	m.counter.Store(uint64(time.Now().UnixNano())) // the wall clock, even under a fake one: see counter
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
@@ -276,18 +289,23 @@ func (m *Manager) Shutdown(context.Context) error {
 }
 
 func (m *Manager) runTimers() {
-	tick := time.NewTicker(max(m.cfg.Visibility/10, 10*time.Millisecond))
+	tick := m.clock.NewTicker(max(m.cfg.Visibility/10, 10*time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-tick.C:
-			now := m.now()
-			for _, q := range m.snapshot() {
-				q.expire(now)
-			}
+		case <-tick.Chan():
+			m.expireAll(m.clock.Now())
 		}
+	}
+}
+
+// expireAll delivers again what was delivered before now less the
+// visibility timeout and is not acknowledged.
+func (m *Manager) expireAll(now time.Time) {
+	for _, q := range m.snapshot() {
+		q.expire(now)
 	}
 }
 
@@ -492,7 +510,7 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(
 	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.applySettingsLocked(set, m.now())
+	q.applySettingsLocked(set, m.clock.Now())
 	rec, ok := m.recordAt(q.recordKey)
 	if ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved
@@ -504,8 +522,8 @@ func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(
 		q.stats.Refused++
 		return nil, errOverCap
 	}
-	q.becomeDispatcherLocked(rec.Epoch)
-	added := q.enqueueLocked(msgs, m.now(), how, q.set.Ack != AckQueued)
+	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }
 
@@ -525,6 +543,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 	if ack == AckInserted {
 		timeout = ackWaitTimeout // the dispatcher answers once the rows are in ClickHouse
 	}
+	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 320 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
 		var err error
 		if q := m.lookup(name); q != nil {
@@ -549,9 +568,9 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// The dispatcher moved, or a claim is settling between members:
 			// read the record again after a moment. Holding copies here
 			// would let later puts overtake these.
-			if attempt < 50 {
+			if attempt < 50 { // about 11 s
 				select {
-				case <-time.After(time.Duration(attempt+1) * 10 * time.Millisecond):
+				case <-m.clock.After(b.Next()):
 				case <-ctx.Done():
 					return status.FromContextError(ctx.Err()).Err()
 				}
@@ -568,7 +587,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// ClickHouse: the producer retries instead.
 			return err
 		}
-		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", rec.Member, "err", err)
+		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
 		return m.hold(ctx, name, msgs)
 	}
 }
@@ -582,7 +601,7 @@ func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	}
 	rec, ok := m.record(k.Queue)
 	if !ok || rec.Member == m.cfg.MemberID || m.cluster == nil {
-		return m.queueFor(k.Queue).ack(k.Seq, k.Tail, m.now()), nil
+		return m.queueFor(k.Queue).ack(k.Seq, k.Tail, m.clock.Now()), nil
 	}
 	return m.ackRemote(ctx, rec.Member, k)
 }
@@ -636,7 +655,7 @@ func (m *Manager) Status() Status {
 		qs.LocalConsumers = m.localConsumers(q.name)
 		if m.records != nil {
 			if rec, ok := ParseRecord(string(m.records.Get(RecordKey(q.name)))); ok {
-				qs.Dispatcher = strconv.FormatUint(rec.Member, 16)
+				qs.Dispatcher = gossip.ID(rec.Member).String()
 				qs.Epoch = rec.Epoch
 			}
 		}

@@ -205,7 +205,7 @@ func (m *Manager) holdHere(name string, msgs []incoming) error {
 	set := m.settingsAt(name, q.settingsKey)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.applySettingsLocked(set, m.now())
+	q.applySettingsLocked(set, m.clock.Now())
 	if !q.roomLocked(msgs) {
 		q.stats.Refused++
 		return errOverCap
@@ -241,12 +241,12 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 	}
 	q := m.queueFor(r.Queue)
 	q.mu.Lock()
-	q.becomeDispatcherLocked(rec.Epoch)
+	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 	q.mu.Unlock()
 	sink := &streamSink{ready: make(chan struct{}, 1)}
 	c := &consumer{id: r.Consumer, prefix: r.Prefix, out: sink, unacked: make(map[uint64]*message)}
-	q.addConsumer(c, m.now())
-	defer q.removeConsumer(c, m.now())
+	q.addConsumer(c, m.clock.Now())
+	defer q.removeConsumer(c, m.clock.Now())
 	for {
 		select {
 		case <-stream.Context().Done():
@@ -287,14 +287,14 @@ func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.A
 		return nil, err
 	}
 	if rec, ok := m.record(r.Queue); ok && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
-		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, m.now()) {
+		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, m.clock.Now()) {
 			acked, err := m.ackRemote(ctx, rec.Member, Key{Queue: r.Queue, Seq: r.Seq, Tail: r.Tail})
 			return &peerpb.AckResponse{Acked: acked}, err
 		}
 		return &peerpb.AckResponse{Acked: true}, nil
 	}
 	q := m.queueFor(r.Queue)
-	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, m.now())}, nil
+	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, m.clock.Now())}, nil
 }
 
 // forwarderFor returns the forward stream to member, opening it when needed.
@@ -361,7 +361,7 @@ func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error 
 				return
 			}
 			if _, err := peerpb.NewQueuesClient(conn).Hold(cctx, req); err != nil {
-				m.log.Debug("hold copy", "queue", name, "peer", p.ID, "err", err)
+				m.log.Debug("hold copy", "queue", name, "peer", gossip.ID(p.ID), "err", err)
 			}
 		}()
 	}

@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"chute/gossip"
 	"chute/kv"
 )
 
@@ -211,8 +212,8 @@ func (q *queue) numbersLeftLocked(n int) bool {
 
 // arrival is how messages reached a queue, which decides whether their
 // ids are looked up for duplicates (enqueueLocked). The lookups, two
-// misses in large tables per message, were a tenth of a node's CPU under
-// txn batches, and a fifth of a dispatcher's under forwarded ones.
+// misses in large tables per message, stood out in profiles of txn
+// batches and forwarded puts (docs/benchmarks.md).
 type arrival uint8
 
 const (
@@ -611,12 +612,12 @@ func (q *queue) adoptHeldLocked(now time.Time) {
 // earlier epoch can have given (epoch 1 from 1), so an acknowledgement
 // never removes another epoch's message; held copies join the queue. The
 // caller holds mu.
-func (q *queue) becomeDispatcherLocked(epoch uint64) {
+func (q *queue) becomeDispatcherLocked(epoch uint64, now time.Time) {
 	if floor := (max(epoch, 1)-1)<<32 + 1; q.nextSeq < floor {
 		q.nextSeq = floor
 	}
 	if len(q.held) > 0 {
-		q.adoptHeldLocked(time.Now())
+		q.adoptHeldLocked(now)
 	}
 }
 
@@ -762,7 +763,7 @@ func (q *queue) status() QueueStatus {
 	st := QueueStatus{Name: q.name, Rows: q.msgs.len(), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
 		LastInsertError: q.lastInsertError, Ack: q.set.Ack}
 	if b := q.backupMember.Load(); b != 0 {
-		st.Backup = formatMember(b)
+		st.Backup = gossip.ID(b).String()
 	}
 	for _, c := range q.consumers {
 		st.Unacked += c.holds()

@@ -8,7 +8,7 @@ package dispatch
 // generation whole, rather than deleting the oldest key at each add, keeps
 // the maps free of deleted slots: a Go map that takes one insert and one
 // delete per message for long accumulates them, and its lookups then probe
-// far (a tenth of a node's CPU under txn batches before this). Not safe for
+// far (it stood out in profiles of txn batches: docs/benchmarks.md). Not safe for
 // concurrent use; the queue's mutex guards it.
 type recent[K comparable, V any] struct {
 	limit     int

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"time"
 
 	"google.golang.org/grpc"
 
@@ -19,13 +18,13 @@ import (
 //     stream, and rebound when the dispatcher changes or the stream ends.
 
 func (m *Manager) runReconcile() {
-	tick := time.NewTicker(m.cfg.ReconcileInterval)
+	tick := m.clock.NewTicker(m.cfg.ReconcileInterval)
 	defer tick.Stop()
 	for {
 		select {
 		case <-m.stop:
 			return
-		case <-tick.C:
+		case <-tick.Chan():
 			m.reconcile()
 		}
 	}
@@ -62,7 +61,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
-		q.becomeDispatcherLocked(rec.Epoch)
+		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
 		m.ensureDrainer(q)
@@ -114,8 +113,8 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	for i := 0; i < len(msgs); {
 		part := msgs[i:chunkEnd(msgs, i)]
 		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
-			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", member, "err", err)
-			q.putBack(msgs[i:], m.now())
+			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
+			q.putBack(msgs[i:], m.clock.Now())
 			return err
 		}
 		m.metrics.handovers.Add(uint64(len(part)))
@@ -124,7 +123,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	if b := q.backupMember.Swap(0); b != 0 { // the new dispatcher's backup holds them now
 		m.postReset(q.name, b)
 	}
-	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", member, "messages", len(msgs))
+	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil
 }
 

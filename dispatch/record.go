@@ -6,8 +6,16 @@ import (
 )
 
 // Record is a queue's dispatcher record, the value of /q/{name}:
-// "<member-id>;epoch=<n>[;reply_to=<queue>][;pinned]". The member id is
-// decimal. Unknown fields are ignored so that newer nodes can add some.
+// "<member-id>;epoch=<n>[;reply_to=<queue>][;pinned]". Unknown fields
+// are ignored so that newer nodes can add some.
+//
+// The member id is decimal, unlike the 16 hex digits of gossip.ID that
+// logs and /status show: the record is data every member of the cluster
+// parses, whatever its version, and operators and tools read and write
+// it. A member of an earlier version would find no valid record in a hex
+// id and claim the queue; and reading both forms cannot tell a 16-digit
+// decimal id from a hex id without letters. A hex id can come as a new
+// field once every member reads it.
 type Record struct {
 	Member  uint64
 	Epoch   uint64

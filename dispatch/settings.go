@@ -186,7 +186,7 @@ func (m *Manager) refreshSettings(q *queue) {
 	s := m.settingsOf(q.name)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.applySettingsLocked(s, m.now())
+	q.applySettingsLocked(s, m.clock.Now())
 }
 
 // applySettingsLocked applies s if it changed. The caller holds q.mu.

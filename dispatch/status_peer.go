@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"chute/gossip"
 	"chute/gossip/peerpb"
 )
 
@@ -41,7 +42,7 @@ func (s *queueService) Status(context.Context, *peerpb.StatusRequest) (*peerpb.S
 func (m *Manager) PeerStatus(ctx context.Context, member uint64) (Status, error) {
 	addr, ok := m.peerAddr(member)
 	if !ok {
-		return Status{}, fmt.Errorf("dispatch: member %s is not an alive peer", formatMember(member))
+		return Status{}, fmt.Errorf("dispatch: member %s is not an alive peer", gossip.ID(member).String())
 	}
 	conn, err := m.conn(addr)
 	if err != nil {
@@ -130,7 +131,7 @@ func fromStatusResponse(r *peerpb.StatusResponse) Status {
 	st := Status{Queues: make([]QueueStatus, 0, len(r.Queues)), Backups: make([]BackupStatus, 0, len(r.Backups))}
 	for _, q := range r.Queues {
 		qs := QueueStatus{
-			Name: q.Name, Dispatcher: formatMember(q.Dispatcher), Epoch: q.Epoch,
+			Name: q.Name, Dispatcher: gossip.ID(q.Dispatcher).String(), Epoch: q.Epoch,
 			Rows: int(q.Rows), Held: int(q.Held), Bytes: q.Bytes, Unacked: int(q.Unacked),
 			Consumers: int(q.Consumers), LocalConsumers: int(q.LocalConsumers),
 			Ack: AckMode(q.Ack),
@@ -141,7 +142,7 @@ func fromStatusResponse(r *peerpb.StatusResponse) Status {
 			qs.Dispatcher = ""
 		}
 		if q.Backup != 0 {
-			qs.Backup = formatMember(q.Backup)
+			qs.Backup = gossip.ID(q.Backup).String()
 		}
 		if e := q.LastInsertError; e != nil {
 			qs.LastInsertError = &InsertError{Time: time.Unix(0, e.UnixNanos).UTC(), Table: e.Table, Class: e.Class,
@@ -150,7 +151,7 @@ func fromStatusResponse(r *peerpb.StatusResponse) Status {
 		st.Queues = append(st.Queues, qs)
 	}
 	for _, b := range r.Backups {
-		st.Backups = append(st.Backups, BackupStatus{Queue: b.Queue, Dispatcher: formatMember(b.Dispatcher), Rows: int(b.Rows), Bytes: b.Bytes})
+		st.Backups = append(st.Backups, BackupStatus{Queue: b.Queue, Dispatcher: gossip.ID(b.Dispatcher).String(), Rows: int(b.Rows), Bytes: b.Bytes})
 	}
 	return st
 }

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMessage_size keeps a queued message in the allocator's 64-byte size
-// class (issue 8: a queued row costs at most its value plus 128 bytes).
+// class, so that a queued row costs at most its value plus 128 bytes.
 func TestMessage_size(t *testing.T) {
 	if got := unsafe.Sizeof(message{}); got > 64 {
 		t.Fatalf("message is %d bytes, want at most 64", got)

@@ -10,6 +10,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"chute/gossip"
 	"chute/otel"
 	"chute/sink"
 )
@@ -37,7 +38,7 @@ func (m *Manager) putTrace(ctx context.Context) *msgTrace {
 	if !sc.IsSampled() {
 		return nil
 	}
-	return &msgTrace{sc: sc, queued: m.now()}
+	return &msgTrace{sc: sc, queued: m.clock.Now()}
 }
 
 // queueAttrs are the attributes of a span about messages of one queue.
@@ -57,7 +58,7 @@ func (m *Manager) startForward(ctx context.Context, name string, member uint64, 
 		return nil, ""
 	}
 	_, span := m.tracer.Start(ctx, "chute.forward "+name, trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(append(queueAttrs(name, n), attribute.String("chute.dispatcher", strconv.FormatUint(member, 16)))...))
+		trace.WithAttributes(append(queueAttrs(name, n), attribute.String("chute.dispatcher", gossip.ID(member).String()))...))
 	return span, otel.TraceParent(span.SpanContext())
 }
 
@@ -77,7 +78,7 @@ func (m *Manager) acceptSpan(traceparent string, name string, n int) (trace.Span
 	if !span.SpanContext().IsSampled() {
 		return span, nil
 	}
-	return span, &msgTrace{sc: span.SpanContext(), queued: m.now()}
+	return span, &msgTrace{sc: span.SpanContext(), queued: m.clock.Now()}
 }
 
 // endSpan ends a span (nil: none) with the outcome err.

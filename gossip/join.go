@@ -2,9 +2,10 @@ package gossip
 
 import (
 	"errors"
-	"math/rand/v2"
 	"strings"
 	"time"
+
+	"chute/internal/backoff"
 )
 
 // joinLoop joins the seeds, round after round with backoff, until one
@@ -12,7 +13,7 @@ import (
 // warn (so at most once per backoff step) and the success at info.
 func (m *Membership) joinLoop() {
 	defer m.wg.Done()
-	b := joinBackoff{min: m.joinBackoffMin, max: m.joinBackoffMax}
+	b := backoff.Backoff{Min: m.joinBackoffMin, Max: m.joinBackoffMax}
 	start := time.Now()
 	for round := 1; ; round++ {
 		seed, err := m.joinRound()
@@ -25,7 +26,7 @@ func (m *Membership) joinLoop() {
 		if m.stopping() {
 			return
 		}
-		wait := b.next()
+		wait := b.Next()
 		m.log.Warn("join failed, retrying", "seeds", m.seeds, "round", round,
 			"retry_in", wait.Round(time.Millisecond), "err", err)
 		t := time.NewTimer(wait)
@@ -120,25 +121,4 @@ func (m *Membership) hasOthersAlive() bool {
 		}
 	}
 	return false
-}
-
-// joinBackoff is the pause between join rounds: min, doubling up to max,
-// each pause jittered down by up to a half so that nodes started together
-// do not retry together.
-type joinBackoff struct {
-	min, max time.Duration
-	cur      time.Duration
-}
-
-func (b *joinBackoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	half := b.cur / 2
-	if half <= 0 {
-		return b.cur
-	}
-	return b.cur - rand.N(half+1)
 }

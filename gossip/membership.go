@@ -293,7 +293,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	local := m.Local()
 	names.bound(local.Addr)
-	logger.Info("gossip bound", "name", local.Name, "member_id", fmt.Sprintf("%x", local.ID),
+	logger.Info("gossip bound", "name", local.Name, "member_id", ID(local.ID),
 		"bind", cfg.BindAddr, "advertise", local.Addr, "cluster", cfg.Cluster,
 		"encrypted", len(cfg.Key) > 0, "seeds", len(m.seeds))
 	return m, nil

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 )
 
 func TestParseSerfLog(t *testing.T) {
@@ -44,15 +43,5 @@ func TestNewSerfLogger_levels(t *testing.T) {
 	}
 	if !strings.Contains(out, "level=WARN msg=memberlist") || !strings.Contains(out, `detail="Refuting a suspect message (from: b)"`) {
 		t.Errorf("got %q, want a WARN record from memberlist", out)
-	}
-}
-
-func TestJoinBackoff_next(t *testing.T) {
-	b := joinBackoff{min: 100 * time.Millisecond, max: time.Second}
-	for i, cur := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
-		cur *= time.Millisecond
-		if got := b.next(); got < cur/2 || got > cur {
-			t.Errorf("step %d: got %v, want within [%v, %v]", i, got, cur/2, cur)
-		}
 	}
 }

@@ -3,13 +3,13 @@ package gossip
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"chute/gossip/peerpb"
+	"chute/internal/backoff"
 )
 
 // reconcileTimeout bounds one digest exchange with its pull.
@@ -84,24 +84,23 @@ func (l *peerLink) kick(push bool) {
 // reconnecting with backoff. A broken stream loses what it was sending;
 // the exchange it triggers repairs that.
 func (l *peerLink) sendLoop() {
-	backoff := 100 * time.Millisecond
+	b := backoff.Backoff{Min: 100 * time.Millisecond, Max: 2 * time.Second}
 	for l.ctx.Err() == nil {
 		stream, err := l.client.Replicate(l.ctx)
 		if err == nil {
-			backoff = 100 * time.Millisecond
+			b.Reset()
 			err = l.pump(stream)
 		}
 		if l.ctx.Err() != nil {
 			return
 		}
-		l.r.log.Debug("replication stream", "peer", fmt.Sprintf("%x", l.peer.ID), "err", err)
+		l.r.log.Debug("replication stream", "peer", ID(l.peer.ID), "err", err)
 		l.behind.Store(true)
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(b.Next()):
 		}
-		backoff = min(2*backoff, 2*time.Second)
 		l.kick(true)
 	}
 }
@@ -160,7 +159,7 @@ func (l *peerLink) reconcileLoop() {
 			return
 		case <-l.reconcileC:
 			if err := l.reconcile(l.wantPush.Swap(false)); err != nil && l.ctx.Err() == nil {
-				l.r.log.Debug("digest exchange", "peer", fmt.Sprintf("%x", l.peer.ID), "err", err)
+				l.r.log.Debug("digest exchange", "peer", ID(l.peer.ID), "err", err)
 			}
 		}
 	}

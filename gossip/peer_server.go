@@ -3,7 +3,6 @@ package gossip
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -134,7 +133,7 @@ func (r *refusals) warn(member uint64, msg string, err error) {
 	}
 	r.last[member] = now
 	r.mu.Unlock()
-	r.log.Warn(msg, "peer", fmt.Sprintf("%x", member), "err", err)
+	r.log.Warn(msg, "peer", ID(member), "err", err)
 }
 
 // clusterCheck refuses peer calls from another cluster.

@@ -82,7 +82,7 @@ func TestReplicator_farAheadStampRefused(t *testing.T) {
 	if got := strings.Count(logs.String(), "replicated writes refused"); got != 1 {
 		t.Fatalf("got %d warnings, want 1 (once per peer per minute):\n%s", got, logs.String())
 	}
-	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "peer=bad") {
+	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "peer=0000000000000bad") {
 		t.Fatalf("warning without level WARN or the sender's id:\n%s", logs.String())
 	}
 	if _, err := b.cli.Put(ctx, "k", "v2"); err != nil {

@@ -292,7 +292,7 @@ func (r *Replicator) syncLinks() {
 		if p, ok := want[id]; !ok || p.Addr != l.peer.Addr {
 			l.close()
 			delete(r.links, id)
-			r.log.Info("peer link closed", "peer", fmt.Sprintf("%x", id))
+			r.log.Info("peer link closed", "peer", ID(id))
 		}
 	}
 	for id, p := range want {
@@ -301,11 +301,11 @@ func (r *Replicator) syncLinks() {
 		}
 		l, err := r.newLink(p)
 		if err != nil {
-			r.log.Warn("peer link", "peer", fmt.Sprintf("%x", id), "err", err)
+			r.log.Warn("peer link", "peer", ID(id), "err", err)
 			continue
 		}
 		r.links[id] = l
-		r.log.Info("peer link opened", "peer", fmt.Sprintf("%x", id), "addr", p.Addr)
+		r.log.Info("peer link opened", "peer", ID(id), "addr", p.Addr)
 	}
 	r.checkCaughtUpLocked() // the peers not yet pulled from may be gone
 }

@@ -11,8 +11,8 @@ import (
 // pool clears every buffer it hands out, its whole capacity, although a
 // received message fills its buffer to the length asked for before anyone
 // reads it (and its values are copied out when it is decoded). For a txn of
-// 128 puts that is 64 KiB cleared per call, a twelfth of a node's CPU
-// under txn batches. grpc keeps its own uncleared pool internal, hence
+// 128 puts that is 64 KiB cleared per call, which stood out in profiles
+// of txn batches (docs/benchmarks.md). grpc keeps its own uncleared pool internal, hence
 // this one: buffers of power-of-two capacities from 256 B to 4 MiB, one
 // sync.Pool each; larger ones are allocated and dropped.
 type bufferPool struct {

@@ -7,11 +7,3 @@ type revision struct {
 	main int64
 	sub  int64
 }
-
-// less reports whether a is ordered before b.
-func (a revision) less(b revision) bool {
-	if a.main != b.main {
-		return a.main < b.main
-	}
-	return a.sub < b.sub
-}

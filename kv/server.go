@@ -80,8 +80,8 @@ func New(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes)),
 		grpc.ChainStreamInterceptor(m.stream),
 		// Calls run on a pool of long-lived workers: a goroutine per call
-		// grows its stack from scratch every time (runtime.copystack was
-		// an eighth of a node's CPU under 100 clients). Calls beyond the
+		// grows its stack from scratch every time (runtime.copystack stood
+		// out in profiles with 100 clients). Calls beyond the
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
 	}

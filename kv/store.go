@@ -107,13 +107,6 @@ func (s *store) currentRev() int64 {
 	return s.rev
 }
 
-// revisions returns the current and the compaction revision.
-func (s *store) revisions() (current, compacted int64) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.rev, s.compactRev
-}
-
 // keyRange is a key selection as etcd requests spell it: end empty means the
 // single key; end "\x00" means every key >= key; otherwise [key, end).
 type keyRange struct {
@@ -134,20 +127,6 @@ func (r keyRange) contains(k []byte) bool {
 	default:
 		return bytes.Compare(k, r.key) >= 0 && bytes.Compare(k, r.end) < 0
 	}
-}
-
-// overlaps reports whether the two selections share a key.
-func (r keyRange) overlaps(o keyRange) bool {
-	if r.single() {
-		return o.contains(r.key)
-	}
-	if o.single() {
-		return r.contains(o.key)
-	}
-	// Both are intervals [key, end) with end = +inf for fromKey.
-	rBeforeO := !r.fromKey() && bytes.Compare(r.end, o.key) <= 0
-	oBeforeR := !o.fromKey() && bytes.Compare(o.end, r.key) <= 0
-	return !rBeforeO && !oBeforeR
 }
 
 // ascend calls fn for every key index in r in key order until fn returns false.

@@ -95,12 +95,20 @@
 // the Authorization value. ClickHouse quotes rows in its errors, so
 // Result.Message is also cut to about 512 bytes.
 //
-// # Decisions beyond DESIGN §5
+// # Time
 //
-//   - https:// speaks TLS (the original spoke plain HTTP to any scheme);
-//     other schemes are refused.
+// The sink keeps no timers and takes no clock: the only time it measures
+// is one request's deadline, set on the connection, which the kernel
+// counts in real time. The retry timers that depend on its answers are
+// dispatch's, on dispatch's injected clock. The tests that measure the
+// deadline are in client_timing_test.go.
+//
+// # Decisions
+//
+//   - https:// speaks TLS; other schemes are refused rather than sent
+//     plain HTTP.
 //   - User and password in the URL are percent-decoded when they hold valid
-//     escapes (the original sent them as written).
+//     escapes, and sent as written otherwise.
 //   - Bisection never resends the whole batch; a single row is sent once
 //     more on its own so its answer describes it.
 package sink

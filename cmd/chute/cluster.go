@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,16 +17,13 @@ import (
 // status: a member that does not answer in time is marked, not waited for.
 const clusterStatusTimeout = 2 * time.Second
 
-// memberHex is how member ids print: 16 hex digits.
-func memberHex(id uint64) string { return fmt.Sprintf("%016x", id) }
-
 // normHex rewrites a member id in hex as 16 digits; "" stays "".
 func normHex(s string) string {
 	id, err := strconv.ParseUint(s, 16, 64)
 	if s == "" || err != nil {
 		return s
 	}
-	return memberHex(id)
+	return gossip.ID(id).String()
 }
 
 // clusterStatus asks every alive member for its queues, each within
@@ -97,7 +93,7 @@ func addRecords(st *nodestatus.Cluster, records map[string]dispatch.Record) {
 		if listed[name] {
 			continue
 		}
-		q := nodestatus.ClusterQueue{QueueStatus: dispatch.QueueStatus{Name: name, Dispatcher: memberHex(rec.Member), Epoch: rec.Epoch}}
+		q := nodestatus.ClusterQueue{QueueStatus: dispatch.QueueStatus{Name: name, Dispatcher: gossip.ID(rec.Member).String(), Epoch: rec.Epoch}}
 		q.DispatcherName = names[q.Dispatcher]
 		st.Queues = append(st.Queues, q)
 	}
@@ -107,16 +103,16 @@ func addRecords(st *nodestatus.Cluster, records map[string]dispatch.Record) {
 // mergeStatus builds the cluster's status from the members' answers:
 // answers[i] and errs[i] are members[i]'s, for those asked.
 func mergeStatus(local gossip.Member, members []gossip.Member, asked []bool, answers []dispatch.Status, errs []error) nodestatus.Cluster {
-	st := nodestatus.Cluster{Name: local.Name, Member: memberHex(local.ID), Version: version,
+	st := nodestatus.Cluster{Name: local.Name, Member: gossip.ID(local.ID).String(), Version: version,
 		Members: []nodestatus.ClusterMember{}, Queues: []nodestatus.ClusterQueue{}, Backups: []nodestatus.ClusterBackup{}}
 	names := make(map[string]string, len(members)) // id, 16 hex digits -> name
 	for _, m := range members {
-		names[memberHex(m.ID)] = m.Name
+		names[gossip.ID(m.ID).String()] = m.Name
 	}
 	byName := make(map[string]*nodestatus.ClusterQueue)
 	for i, m := range members {
 		cm := nodestatus.ClusterMember{
-			Member:  nodestatus.Member{Name: m.Name, ID: memberHex(m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs},
+			Member:  nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs},
 			Version: m.Version,
 		}
 		switch {

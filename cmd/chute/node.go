@@ -124,7 +124,7 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 		return err
 	}
 	logger.Info("chute started", "name", cfg.Name, "cluster", cfg.Cluster,
-		"member_id", fmt.Sprintf("%x", gossip.MemberID(cfg.Name)), "version", version)
+		"member_id", gossip.ID(gossip.MemberID(cfg.Name)), "version", version)
 
 	var runErr error
 	for runErr == nil && ctx.Err() == nil {
@@ -433,9 +433,9 @@ func (n *node) opsHandler() http.Handler {
 func (n *node) status() nodestatus.Node {
 	local := n.members.Local()
 	qs := n.queues.Status()
-	st := nodestatus.Node{Name: local.Name, Member: fmt.Sprintf("%x", local.ID), Version: version, Queues: qs.Queues, Backups: qs.Backups}
+	st := nodestatus.Node{Name: local.Name, Member: gossip.ID(local.ID).String(), Version: version, Queues: qs.Queues, Backups: qs.Backups}
 	for _, m := range n.members.Members() {
-		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
 	}
 	if st.Queues == nil {
 		st.Queues = []dispatch.QueueStatus{}
