@@ -47,10 +47,23 @@ deps:
 	@command -v etcdctl >/dev/null && command -v etcd >/dev/null && command -v clickhouse-server >/dev/null \
 		|| { echo "deps: etcdctl, etcd or clickhouse-server still missing"; exit 1; }
 
-# test runs every test with the race detector, after the lint checks.
-test: deps lint
+# test runs every test with the race detector, after the lint checks:
+# first the unit tests alone (test-unit), then everything, the
+# process-level tests of the e2e build tag included, then deploy/tests.
+test: deps lint test-unit
 	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(MAKE) --no-print-directory test-deploy
+
+# test-unit runs go test ./... (no e2e tag) with nothing on PATH but go and
+# the C compiler the race detector needs: the unit tests must pass on a
+# machine without etcd, etcdctl, ClickHouse or openssl.
+UNIT_TIMEOUT ?= 5m
+.PHONY: test-unit
+test-unit:
+	@bare="$$(mktemp -d)"; trap 'rm -rf "$$bare"' EXIT; \
+	ln -s "$$(command -v $(GO))" "$$bare/go"; ln -s "$$(command -v gcc)" "$$bare/gcc"; \
+	echo "PATH=$$bare $(GO) test -race $(PKGS)"; \
+	env PATH="$$bare" go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(PKGS)
 
 # test-deploy runs deploy/tests, a module of its own so that Prometheus'
 # parsers and Helm stay out of go.mod: the alert rules, the dashboard and
@@ -64,7 +77,7 @@ test-deploy: deps
 test-e2e: deps
 	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) ./internal/e2e/...
 
-# test-faults runs the fault scenarios of issue 7 (internal/e2e/faults_*_test.go)
+# test-faults runs the fault scenarios (internal/e2e/faults_*_test.go)
 # in their full form, CHUTE_FAULTS=full: 20 kills -9 of the dispatcher per ack
 # mode, a 30 s SIGSTOP, a 60 s ClickHouse outage under the byte cap, graceful
 # restarts of every node; one scenario at a time and without the race detector,
@@ -75,7 +88,7 @@ test-faults: deps build
 	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) ./internal/faults/
 	CHUTE_FAULTS=full $(GO) test -tags e2e -count=1 -timeout $(FAULTS_TIMEOUT) -run '^TestFaults_' -v ./internal/e2e/
 
-# bench runs issue 8's benchmark against a private ClickHouse
+# bench runs the benchmark, chute-bench, against a private ClickHouse
 # (deploy/dev/bench.sh): one node and three, unary puts and txns of 128 from
 # 100 clients until every row is in ClickHouse, next to the no-op server and
 # raw inserts of the same rows; put-to-row latency at half rate; the memory
@@ -86,9 +99,14 @@ BENCH_REPORT ?= docs/benchmarks.md
 bench: deps build
 	deploy/dev/bench.sh $(BIN) $(BENCH_REPORT) $(BENCH_BIN)
 
+# lint: gofmt, go vet and staticcheck (pinned; go run fetches it from the
+# module proxy once), over the e2e-tagged files too.
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags e2e $(PKGS)
+	$(GO) run $(STATICCHECK) -tags e2e $(PKGS)
+	cd deploy/tests && $(GO) run $(STATICCHECK) -tags e2e ./...
 
 fmt:
 	gofmt -w .

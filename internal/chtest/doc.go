@@ -14,7 +14,8 @@
 // the tail of its error log without the stack traces. Stop, Kill and
 // Restart exercise crashes and restarts on the same ports and data. A
 // missing binary fails the test with the command that installs it; it
-// never skips.
+// never skips. Start fails a test built without the e2e tag: go test ./...
+// runs the unit tests, which must need no ClickHouse installed.
 //
 // The harness uses net/http only: it is test tooling, and talks to the
 // server the way any HTTP client does. Exec, Query and Count act as the

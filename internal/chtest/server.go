@@ -80,6 +80,11 @@ func (p *process) running() bool {
 // binary fails the test; it never skips.
 func Start(t testing.TB, opts ...Options) *Server {
 	t.Helper()
+	if !e2eBuild {
+		// go test ./... without the tag must need nothing installed: a
+		// test starting ClickHouse belongs in a file built with it.
+		t.Fatal("chtest: Start in a test built without the e2e tag; put the test in a file with //go:build e2e")
+	}
 	var o Options
 	switch len(opts) {
 	case 0:
