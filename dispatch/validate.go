@@ -4,25 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"chute/internal/setting"
 )
 
-// FieldError is a setting of Config that cannot work. Field is the name
-// of the Config field, so that a caller can say which of its own settings
-// is at fault.
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return "dispatch: " + e.Field + ": " + e.Err.Error() }
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// ConfigField returns Field.
-func (e *FieldError) ConfigField() string { return e.Field }
-
-// ConfigErr returns Err, the problem without the package's words around it.
-func (e *FieldError) ConfigErr() error { return e.Err }
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
 
 // Validate reports every setting that cannot work, each a *FieldError,
 // joined: a missing MemberID, negative sizes and durations, and a retry
@@ -30,7 +17,9 @@ func (e *FieldError) ConfigErr() error { return e.Err }
 // mean their documented defaults.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) {
+		errs = append(errs, &FieldError{Pkg: "dispatch", Field: field, Err: err})
+	}
 	if c.MemberID == 0 {
 		bad("MemberID", errors.New("is required"))
 	}

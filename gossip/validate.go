@@ -3,38 +3,22 @@ package gossip
 import (
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/hashicorp/memberlist"
+
+	"chute/internal/setting"
 )
 
-// FieldError is a setting of Config or ReplicatorConfig that cannot work.
-// Field is the name of the field, so that a caller can say which of its
-// own settings is at fault. It wraps ErrInvalidConfig.
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Err.Error() }
-
-func (e *FieldError) Unwrap() []error { return []error{ErrInvalidConfig, e.Err} }
-
-// ConfigField returns Field.
-func (e *FieldError) ConfigField() string { return e.Field }
-
-// ConfigErr returns Err, the problem without the package's words around it.
-func (e *FieldError) ConfigErr() error { return e.Err }
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
 
 // Validate reports every problem of c, each a *FieldError, joined. It
 // does no I/O: DNS names are resolved by New.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field, format string, args ...any) {
-		errs = append(errs, &FieldError{Field: field, Err: fmt.Errorf(format, args...)})
+		errs = append(errs, &FieldError{Pkg: "gossip", Sentinel: ErrInvalidConfig, Field: field, Err: fmt.Errorf(format, args...)})
 	}
 	if err := checkNodeName(c.Name); err != nil {
 		bad("Name", "name %q: %v", c.Name, err)
@@ -91,10 +75,12 @@ func (c Config) Validate() error {
 // does no I/O.
 func (c ReplicatorConfig) Validate() error {
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) {
+		errs = append(errs, &FieldError{Pkg: "gossip", Sentinel: ErrInvalidConfig, Field: field, Err: err})
+	}
 	var plain, secure []string
 	for _, u := range c.ListenURLs {
-		switch https, err := checkListenURL(u); {
+		switch https, err := setting.CheckURL(u); {
 		case err != nil:
 			bad("ListenURLs", err)
 		case https:
@@ -122,38 +108,4 @@ func (c ReplicatorConfig) Validate() error {
 		bad("PeersInterval", fmt.Errorf("%v is negative", c.PeersInterval))
 	}
 	return errors.Join(errs...)
-}
-
-// checkListenURL accepts an http or https URL with a host and a port
-// (0: the kernel picks one) and no user, path, query or fragment, and
-// reports whether it is https. Its errors never show a password.
-func checkListenURL(raw string) (https bool, err error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		if strings.Contains(raw, "@") { // it may hold a password
-			return false, errors.New("a URL with a user is not a URL")
-		}
-		return false, fmt.Errorf("%q is not a URL", raw)
-	}
-	shown := u.Redacted()
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return false, fmt.Errorf("%q: scheme must be http or https", shown)
-	}
-	if u.User != nil {
-		return false, fmt.Errorf("%q: must not contain a user", shown)
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return false, fmt.Errorf("%q: must not contain a path, query or fragment", shown)
-	}
-	host, port, err := net.SplitHostPort(u.Host)
-	if err != nil {
-		return false, fmt.Errorf("%q: want host:port", shown)
-	}
-	if host == "" {
-		return false, fmt.Errorf("%q: host is empty", shown)
-	}
-	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return false, fmt.Errorf("%q: port %q is not a number from 0 to 65535", shown, port)
-	}
-	return u.Scheme == "https", nil
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"chute/internal/tlsfiles"
+
+	"chute/internal/setting"
 )
 
 // Config is where a node sends the rows of its ClickHouse queues and how
@@ -38,23 +40,8 @@ type Config struct {
 // DefaultConfig returns no URL and DefaultDatabase.
 func DefaultConfig() Config { return Config{Database: DefaultDatabase} }
 
-// FieldError is a setting of Config that cannot work. Field is the name
-// of the Config field, so that a caller can say which of its own settings
-// is at fault. It never holds the URL's password.
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return "sink: " + e.Field + ": " + e.Err.Error() }
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// ConfigField returns Field.
-func (e *FieldError) ConfigField() string { return e.Field }
-
-// ConfigErr returns Err, the problem without the package's words around it.
-func (e *FieldError) ConfigErr() error { return e.Err }
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
 
 // tlsSet reports whether any TLS setting is given.
 func (c Config) tlsSet() bool {
@@ -68,7 +55,7 @@ func (c Config) tlsSet() bool {
 // It reads the TLS files.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Pkg: "sink", Field: field, Err: err}) }
 	https := false
 	if c.URL != "" {
 		ep, err := ParseURL(c.URL)
@@ -111,7 +98,7 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	}
 	cfg := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) { errs = append(errs, &FieldError{Pkg: "sink", Field: field, Err: err}) }
 	if c.CAFile != "" {
 		pool, err := tlsfiles.LoadCA(c.CAFile)
 		if err != nil {

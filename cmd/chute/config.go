@@ -21,6 +21,7 @@ import (
 
 	"chute/dispatch"
 	"chute/gossip"
+	"chute/internal/setting"
 	"chute/internal/tlsfiles"
 	"chute/kv"
 	chuteotel "chute/otel"
@@ -704,13 +705,6 @@ func sinkFlags() map[string]flagOf {
 	}
 }
 
-// fieldError is the error of one field of a package configuration: every
-// package's *FieldError.
-type fieldError interface {
-	ConfigField() string
-	ConfigErr() error
-}
-
 // nameFlags returns the errors of err, a package's Validate error, each
 // field error renamed after its flag in flags. Errors of fields no flag
 // sets keep the package's words.
@@ -718,15 +712,15 @@ func nameFlags(err error, flags map[string]flagOf) []error {
 	if err == nil {
 		return nil
 	}
-	if fe, ok := err.(fieldError); ok {
-		f, known := flags[fe.ConfigField()]
+	if fe, ok := err.(*setting.FieldError); ok {
+		f, known := flags[fe.Field]
 		if !known {
 			return []error{err}
 		}
 		if f.hint != "" {
-			return []error{fmt.Errorf("--%s: %w: %s", f.name, fe.ConfigErr(), f.hint)}
+			return []error{fmt.Errorf("--%s: %w: %s", f.name, fe.Err, f.hint)}
 		}
-		return []error{fmt.Errorf("--%s: %w", f.name, fe.ConfigErr())}
+		return []error{fmt.Errorf("--%s: %w", f.name, fe.Err)}
 	}
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		var out []error

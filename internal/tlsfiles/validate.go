@@ -3,25 +3,12 @@ package tlsfiles
 import (
 	"crypto/tls"
 	"errors"
+
+	"chute/internal/setting"
 )
 
-// FieldError is a setting of Files or Suite that cannot work. Field is
-// the name of the field, so that a caller can say which of its own
-// settings is at fault.
-type FieldError struct {
-	Field string
-	Err   error
-}
-
-func (e *FieldError) Error() string { return "tlsfiles: " + e.Field + ": " + e.Err.Error() }
-
-func (e *FieldError) Unwrap() error { return e.Err }
-
-// ConfigField returns Field.
-func (e *FieldError) ConfigField() string { return e.Field }
-
-// ConfigErr returns Err, the problem without the package's words around it.
-func (e *FieldError) ConfigErr() error { return e.Err }
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
 
 // Validate reports every setting of f that cannot work, each a
 // *FieldError, joined: a certificate without its key (or the other way
@@ -30,7 +17,9 @@ func (e *FieldError) ConfigErr() error { return e.Err }
 // without ClientCertAuth, which would have no effect. It reads the files.
 func (f Files) Validate() error {
 	var errs []error
-	bad := func(field string, err error) { errs = append(errs, &FieldError{Field: field, Err: err}) }
+	bad := func(field string, err error) {
+		errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: field, Err: err})
+	}
 	pair := func(certField, keyField, cert, key string) {
 		switch {
 		case cert == "" && key == "":
@@ -75,10 +64,10 @@ func (f Files) Validate() error {
 func (s Suite) Validate() error {
 	var errs []error
 	if s.MaxVersion != 0 && s.MinVersion > s.MaxVersion {
-		errs = append(errs, &FieldError{Field: "MaxVersion", Err: errors.New("is below the minimum version")})
+		errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: "MaxVersion", Err: errors.New("is below the minimum version")})
 	}
 	if s.MinVersion == tls.VersionTLS13 && len(s.CipherSuites) > 0 {
-		errs = append(errs, &FieldError{Field: "CipherSuites", Err: errors.New("TLS 1.3 suites are not configurable; drop them or lower the minimum version")})
+		errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: "CipherSuites", Err: errors.New("TLS 1.3 suites are not configurable; drop them or lower the minimum version")})
 	}
 	return errors.Join(errs...)
 }
