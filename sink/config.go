@@ -75,7 +75,7 @@ func (c Config) Validate() error {
 			{"CAFile", c.CAFile}, {"CertFile", c.CertFile}, {"KeyFile", c.KeyFile}, {"ServerName", c.ServerName},
 		} {
 			if o.value != "" {
-				bad(o.field, errors.New("needs an https:// URL"))
+				errs = append(errs, &FieldError{Pkg: "sink", Field: o.field, Needs: "URL", Err: errors.New("needs an https:// URL")})
 			}
 		}
 	}
@@ -108,9 +108,9 @@ func (c Config) TLSConfig() (*tls.Config, error) {
 	}
 	switch {
 	case c.CertFile != "" && c.KeyFile == "":
-		bad("CertFile", errors.New("needs a key file"))
+		errs = append(errs, &FieldError{Pkg: "sink", Field: "CertFile", Needs: "KeyFile", Err: errors.New("needs a key file")})
 	case c.CertFile == "" && c.KeyFile != "":
-		bad("KeyFile", errors.New("needs a certificate file"))
+		errs = append(errs, &FieldError{Pkg: "sink", Field: "KeyFile", Needs: "CertFile", Err: errors.New("needs a certificate file")})
 	case c.CertFile != "":
 		certPEM, err := os.ReadFile(c.CertFile)
 		if err != nil {

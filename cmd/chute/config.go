@@ -717,6 +717,9 @@ func nameFlags(err error, flags map[string]flagOf) []error {
 		if !known {
 			return []error{err}
 		}
+		if need, ok := flags[fe.Needs]; ok && fe.Needs != "" {
+			return []error{fmt.Errorf("--%s: %w (--%s)", f.name, fe.Err, need.name)}
+		}
 		if f.hint != "" {
 			return []error{fmt.Errorf("--%s: %w: %s", f.name, fe.Err, f.hint)}
 		}

@@ -115,9 +115,9 @@ func TestClickHouse_TLSFlagsExit2(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--clickhouse-url", "http://u:" + password + "@127.0.0.1:8123", "--clickhouse-ca-file", caFile}, "--clickhouse-ca-file: needs an https:// --clickhouse-url"},
+		{[]string{"--clickhouse-url", "http://u:" + password + "@127.0.0.1:8123", "--clickhouse-ca-file", caFile}, "--clickhouse-ca-file: needs an https:// URL (--clickhouse-url)"},
 		{[]string{"--clickhouse-url", "https://u:" + password + "@127.0.0.1:8443", "--clickhouse-ca-file", filepath.Join(dir, "missing.pem")}, "--clickhouse-ca-file: open"},
-		{[]string{"--clickhouse-url", "https://u:" + password + "@127.0.0.1:8443", "--clickhouse-key-file", caFile}, "--clickhouse-key-file: needs --clickhouse-cert-file"},
+		{[]string{"--clickhouse-url", "https://u:" + password + "@127.0.0.1:8443", "--clickhouse-key-file", caFile}, "--clickhouse-key-file: needs a certificate file (--clickhouse-cert-file)"},
 	}
 	for _, tc := range tests {
 		cmd := exec.Command(chuteBin, tc.args...)

@@ -528,10 +528,10 @@ func TestSecurity_failClosedBinary(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--listen-client-urls", "https://127.0.0.1:2379"}, "--listen-client-urls: https:// needs --cert-file"},
-		{[]string{"--listen-peer-urls", "https://127.0.0.1:2380"}, "--listen-peer-urls: https:// needs --peer-cert-file"},
+		{[]string{"--listen-client-urls", "https://127.0.0.1:2379"}, "is https: it needs a certificate: give --cert-file and --key-file, or --auto-tls"},
+		{[]string{"--listen-peer-urls", "https://127.0.0.1:2380"}, "is https: it needs a certificate: give --peer-cert-file and --peer-key-file, --peer-auto-tls or --gossip-key"},
 		{[]string{"--cert-file", pki.cert, "--key-file", pki.key}, "--cert-file: no https:// URL"},
-		{[]string{"--listen-client-urls", "https://127.0.0.1:2379", "--cert-file", pki.cert, "--key-file", pki.key, "--client-cert-auth"}, "--client-cert-auth: needs --trusted-ca-file"},
+		{[]string{"--listen-client-urls", "https://127.0.0.1:2379", "--cert-file", pki.cert, "--key-file", pki.key, "--client-cert-auth"}, "--client-cert-auth: needs a trusted CA file to verify client certificates with (--trusted-ca-file)"},
 		{[]string{"--peer-auto-tls"}, "--peer-auto-tls: --listen-peer-urls must be https://"},
 		{[]string{"--cors", "*"}, "cors: chute serves no HTTP gateway"},
 	}

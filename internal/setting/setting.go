@@ -22,6 +22,10 @@ type FieldError struct {
 	Field string
 	// Err is the problem, without the package's words around it.
 	Err error
+	// Needs, when set, names the field this one needs and lacks (Err
+	// says so in the package's words), so that a caller can name its
+	// own setting for it too.
+	Needs string
 	// Sentinel, when set, is the package's error for any invalid
 	// configuration: errors.Is matches it, and it starts the message in
 	// place of Pkg and Field.

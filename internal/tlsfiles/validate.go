@@ -24,9 +24,9 @@ func (f Files) Validate() error {
 		switch {
 		case cert == "" && key == "":
 		case cert == "":
-			bad(keyField, errors.New("needs its certificate file"))
+			errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: keyField, Needs: certField, Err: errors.New("needs its certificate file")})
 		case key == "":
-			bad(certField, errors.New("needs its key file"))
+			errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: certField, Needs: keyField, Err: errors.New("needs its key file")})
 		default:
 			if err := CheckKeyPair(cert, key); err != nil {
 				bad(certField, err)
@@ -41,7 +41,7 @@ func (f Files) Validate() error {
 		}
 	}
 	if f.ClientCertAuth && f.TrustedCAFile == "" {
-		bad("ClientCertAuth", errors.New("needs a trusted CA file to verify client certificates with"))
+		errs = append(errs, &FieldError{Pkg: "tlsfiles", Field: "ClientCertAuth", Needs: "TrustedCAFile", Err: errors.New("needs a trusted CA file to verify client certificates with")})
 	}
 	for _, o := range []struct{ field, value string }{
 		{"CRLFile", f.CRLFile}, {"AllowedHostname", f.AllowedHostname}, {"AllowedCN", f.AllowedCN},
