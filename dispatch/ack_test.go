@@ -189,6 +189,41 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 	checkProducerOrder(t, prefixed(tails), 1, 25)
 }
 
+// TestHandoff_waitsForAHandoverInFlight checks that Handoff does not take
+// a queue for empty while the reconcile loop's handover carries its
+// messages: they are out of the queue until the new dispatcher answers,
+// and back in it if it refuses. Seen under load, where Handoff returned
+// at once, the refused messages came back, and the process exited with
+// them. Here the test plays the reconcile loop, holding the handover
+// lock with the messages taken out until the record has moved.
+func TestHandoff_waitsForAHandoverInFlight(t *testing.T) {
+	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 25)
+	q := a.mgr.lookup("jobs")
+	q.handoverMu.Lock()
+	msgs := q.takeAll()
+	done := make(chan error, 1)
+	go func() { done <- a.mgr.Handoff(ctx) }()
+	waitFor(t, "the record to name b", func() bool {
+		rec, ok := ParseRecord(recordOn(a, "jobs"))
+		return ok && rec.Member == b.id
+	})
+	q.putBack(msgs, a.mgr.clock.Now()) // b refused them: the record had not reached it
+	q.handoverMu.Unlock()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := a.mgr.Status().Queues[0].Rows; n != 0 {
+		t.Fatalf("Handoff returned with %d messages still on a", n)
+	}
+	a.stop()
+	connect(b)
+	tails := consumeAll(t, ctx, b.cli.Watch(ctx, "/q/jobs/c/x"), b.cli, 25, 10*time.Second)
+	checkProducerOrder(t, prefixed(tails), 1, 25)
+}
+
 // TestHandoff_targetLeftMeanwhile checks that a member leaving, whose
 // queue was handed to a member that then left too, stops handing over
 // once nobody is left to take it, as a member alone does, instead of

@@ -170,6 +170,16 @@
 // no list of its rows: they are the messages in state msgDrained, and a
 // batch is the oldest of them by number, read from the store.
 //
+// # Time
+//
+// Every timer of the package runs on Config.Clock: the visibility sweep,
+// the reconcile loop, batch intervals, retry pauses (internal/backoff
+// computes them), forward deadlines, the passing over of a silent backup,
+// and the timestamps they compare. Tests give a fake clock and advance
+// it; the ones that must take real time live in *_timing_test.go.
+// Deadlines of calls to other members and to ClickHouse are contexts,
+// which cross the network on the real clock.
+//
 // Locks: Manager.mu and queue.mu are never held together; queue.handoverMu
 // is taken before queue.mu and before Manager.mu; queue.backupMu before queue.mu and before
 // Manager.mu; Manager.backupMu and the settings cache's mutex are taken

@@ -38,15 +38,11 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
 	for {
 		to, ok := m.handoffTarget(q)
-		if !ok || !q.holding() {
+		if !ok {
 			return nil
 		}
-		// The new dispatcher refuses the messages until the record has
-		// reached it (to 0: no dispatcher to give them to yet): retry.
-		if to != 0 {
-			if err := m.handover(q, to); err == nil && !q.holding() {
-				return nil
-			}
+		if !m.handoffStep(q, to) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -54,6 +50,26 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		case <-m.clock.After(b.Next()):
 		}
 	}
+}
+
+// handoffStep hands q's messages to member to, unless to is 0, and reports
+// whether any are still here. It holds q.handoverMu throughout: the
+// reconcile loop may be handing the same messages over meanwhile, taken
+// out of the queue while they travel, and put back if that fails; a
+// queue that only looks empty while they travel is not handed off, and
+// they would be lost when the process exits.
+func (m *Manager) handoffStep(q *queue, to uint64) (holding bool) {
+	q.handoverMu.Lock()
+	defer q.handoverMu.Unlock()
+	if !q.holding() {
+		return false
+	}
+	// The new dispatcher refuses the messages until the record has
+	// reached it (to 0: no dispatcher to give them to yet): retry.
+	if to != 0 {
+		_ = m.handoverLocked(q, to) // logged there; what failed stays here
+	}
+	return q.holding()
 }
 
 // handoffTarget returns the member to hand q to, 0 to wait and ask again,
