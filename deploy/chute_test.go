@@ -27,6 +27,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+
+	"chute/internal/testutil"
 )
 
 // Bounds of the runs of the binary; each wait is polled.
@@ -388,7 +390,7 @@ func startOnce(t *testing.T, l launch) (string, error) {
 	// No spans: the RPCs of checkEtcdTLS would leave some for the closed
 	// collector, and the shutdown waits for their export until its deadline.
 	env = append(env, "OTEL_TRACES_SAMPLER=always_off")
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd := exec.Command(chuteBin, args...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -492,24 +494,6 @@ func checkEtcdTLS(addr string, client *tls.Config) error {
 		return errors.New("Range without a client certificate succeeded: the etcd API does not require one")
 	}
 	return nil
-}
-
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // handedOut holds the ports freeAddr returned, so two nodes of this test

@@ -16,6 +16,8 @@ import (
 	"chute/gossip"
 	"chute/gossip/peerpb"
 	"chute/kv"
+
+	"chute/internal/testutil"
 )
 
 // peerList is a Cluster and gossip.PeerSource the test edits, standing in
@@ -65,7 +67,7 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
 	} else {
 		// Kept, and shown only when the test fails.
-		var logs syncBuffer
+		var logs testutil.Buffer
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
 		t.Cleanup(func() {
 			if t.Failed() {

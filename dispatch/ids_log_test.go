@@ -1,40 +1,22 @@
 package dispatch
 
 import (
-	"bytes"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"chute/gossip"
+
+	"chute/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer that loggers of several goroutines share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestLogs_memberIDsInHex checks that the logs and /status name members
 // the one way, 16 hex digits: a queue claimed on a and handed to b
 // before a leaves logs both ids, and neither may show in decimal.
 func TestLogs_memberIDsInHex(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	withLog := func(name string) func(*Config) {
 		return func(c *Config) {
 			c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)

@@ -1,12 +1,10 @@
 package gossip
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,25 +12,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip/peerpb"
+
+	"chute/internal/testutil"
 )
-
-// syncBuffer is a log sink the test reads while the server writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // replicateAs sends batches on one Replicate stream to n as member from,
 // and returns how the stream ended.
@@ -62,7 +44,7 @@ func replicateAs(t *testing.T, n *replNode, from uint64, batches ...[]*peerpb.Wr
 // refused with OutOfRange and logged once with the sender's id; the
 // receiver's clock does not move, so later writes still win everywhere.
 func TestReplicator_farAheadStampRefused(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	a := startReplNode(t, "a", func(c *ReplicatorConfig) { c.Logger = log })
 	b := startReplNode(t, "b", nil)
@@ -94,7 +76,7 @@ func TestReplicator_farAheadStampRefused(t *testing.T) {
 }
 
 func TestRefusals_warn_oncePerPeerPerInterval(t *testing.T) {
-	var logs syncBuffer
+	var logs testutil.Buffer
 	now := time.Unix(1000, 0)
 	r := newRefusals(slog.New(slog.NewTextHandler(&logs, nil)), func() time.Time { return now })
 	r.warn(1, "refused", nil)

@@ -15,11 +15,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"chute/internal/testcerts"
+
+	"chute/internal/testutil"
 )
 
 // envOf returns a getenv that reads m.
@@ -853,26 +854,8 @@ func TestRun_usageErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer that a logger may write while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRun_signalShutsDownCleanly(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	args := []string{
 		"--name", "run-test", "--log-level", "warn", "--metrics-listen=",
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
@@ -928,7 +911,7 @@ func TestRun_fatalErrorExits1(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	var stdout, stderr syncBuffer
+	var stdout, stderr testutil.Buffer
 	args := []string{
 		"--name", "run-test", "--metrics-listen", ln.Addr().String(),
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",

@@ -19,6 +19,8 @@ import (
 	"go.uber.org/zap"
 
 	"chute/internal/testcerts"
+
+	"chute/internal/testutil"
 )
 
 // freeAddr returns a loopback host:port that was free a moment ago.
@@ -227,7 +229,7 @@ func TestClickhouseSettings_update_tlsFiles(t *testing.T) {
 	if err := os.WriteFile(caFile, []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testutil.Buffer
 	c.update(Config{ClickHouseURL: "https://other:8443", ClickHouseDB: "analytics", ClickHouseCAFile: caFile}, slog.New(slog.NewTextHandler(&log, nil)))
 	if u, db := c.get(); u != next.ClickHouseURL || db != "default" || !c.tlsConfig().RootCAs.Equal(pool(second)) {
 		t.Fatalf("after a bad CA file: got %q %q, want every setting as it was", u, db)

@@ -3,7 +3,6 @@
 package tests
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 // Bounds of the waits on the binary; each is polled.
@@ -83,7 +84,7 @@ func freeAddr(t testing.TB) string {
 // node is a chute process started by startNode.
 type node struct {
 	clientAddr, metricsAddr string
-	log                     *syncBuffer
+	log                     *testutil.Buffer
 }
 
 // startNode starts the binary alone on free loopback ports with extra
@@ -91,7 +92,7 @@ type node struct {
 // ends.
 func startNode(t *testing.T, bin string, extra ...string) node {
 	t.Helper()
-	n := node{clientAddr: freeAddr(t), metricsAddr: freeAddr(t), log: &syncBuffer{}}
+	n := node{clientAddr: freeAddr(t), metricsAddr: freeAddr(t), log: &testutil.Buffer{}}
 	peer, gossip := freeAddr(t), freeAddr(t)
 	args := append([]string{"--name=deploy-tests",
 		"--listen-client-urls=http://" + n.clientAddr, "--listen-peer-urls=http://" + peer,
@@ -137,22 +138,4 @@ func startNode(t *testing.T, bin string, extra ...string) node {
 		}
 		time.Sleep(pollInterval)
 	}
-}
-
-// syncBuffer is a bytes.Buffer a process writes while a test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -4,30 +4,12 @@ import (
 	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the progress goroutine and the
-// test.
-type lockedBuffer struct {
-	mu sync.Mutex // guards b
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func TestProgress_line(t *testing.T) {
 	p := &progress{label: "chute put", total: 1000, unit: "puts"}
@@ -44,7 +26,7 @@ func TestProgress_line(t *testing.T) {
 }
 
 func TestStartProgress_drawsAndErases(t *testing.T) {
-	var w lockedBuffer
+	var w testutil.Buffer
 	var n atomic.Int64
 	p := startProgress(&w, "run", 100, 0, "puts", n.Load)
 	n.Store(40)
@@ -60,7 +42,7 @@ func TestStartProgress_drawsAndErases(t *testing.T) {
 // TestRun_progress: a run with Progress draws on it; without, Run writes
 // nowhere (the rest of the package's tests show that).
 func TestRun_progress(t *testing.T) {
-	var w lockedBuffer
+	var w testutil.Buffer
 	cfg := smallConfig(startNoop(t))
 	cfg.Progress = &w
 	cfg.Label = "noop test"
