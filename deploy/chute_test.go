@@ -496,41 +496,11 @@ func checkEtcdTLS(addr string, client *tls.Config) error {
 	return nil
 }
 
-// handedOut holds the ports freeAddr returned, so two nodes of this test
-// binary never get the same one.
-var handedOut struct {
-	sync.Mutex
-	ports map[int]bool
-}
-
 // freeAddr returns 127.0.0.1:port with the port free for TCP and UDP a
 // moment ago (gossip binds both).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.ports == nil {
-		handedOut.ports = map[int]bool{}
-	}
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, uerr := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		_ = l.Close()
-		if uerr != nil {
-			continue
-		}
-		_ = u.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		}
-	}
-	t.Fatal("no free port")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePortOn(t, "127.0.0.1", true)))
 }
 
 // parseEnvFile reads KEY=VALUE lines (systemd's EnvironmentFile, without

@@ -3,6 +3,8 @@ package gossip
 import (
 	"net"
 	"testing"
+
+	"chute/internal/testutil"
 )
 
 // TestMembership_SelfSeeded checks the three ways a node starts: without
@@ -23,7 +25,7 @@ func TestMembership_SelfSeeded(t *testing.T) {
 		t.Error("node seeded by its own DNS name: SelfSeeded true before any join round")
 	}
 	self.Start()
-	eventuallyTrue(t, settle, "self to find only itself at its seed", func() bool { return self.logs.count("only this node answered") >= 1 })
+	testutil.EventuallyTrue(t, settle, "self to find only itself at its seed", func() bool { return self.logs.count("only this node answered") >= 1 })
 	if !self.SelfSeeded() {
 		t.Error("node seeded by its own DNS name: SelfSeeded false after a round, want true")
 	}
@@ -34,7 +36,7 @@ func TestMembership_SelfSeeded(t *testing.T) {
 	nowhere := gossipTestAddr(t, "127.0.1.12") // free: nothing listens
 	lost := newTestMember(t, "lost", gossipTestAddr(t, "127.0.1.13"), joining(nowhere))
 	lost.Start()
-	eventuallyTrue(t, settle, "lost to fail joining twice", func() bool { return lost.logs.count("join failed") >= 2 })
+	testutil.EventuallyTrue(t, settle, "lost to fail joining twice", func() bool { return lost.logs.count("join failed") >= 2 })
 	if lost.SelfSeeded() {
 		t.Error("node whose seed does not answer: SelfSeeded true, want false")
 	}

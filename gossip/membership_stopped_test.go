@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"chute/internal/testutil"
 )
 
 // A serf that shuts down without Shutdown asking (what serf does when it
@@ -17,11 +19,11 @@ func TestMembership_Stopped_serfShutDownUnderneath(t *testing.T) {
 	if err := b.serf.Shutdown(); err != nil {
 		t.Fatalf("serf.Shutdown: %v", err)
 	}
-	eventuallyTrue(t, settle, "b to report serf stopped", func() bool { return isClosed(b.Stopped()) })
+	testutil.EventuallyTrue(t, settle, "b to report serf stopped", func() bool { return isClosed(b.Stopped()) })
 	if err := b.Err(); !errors.Is(err, ErrSerfStopped) {
 		t.Errorf("b.Err() = %v, want ErrSerfStopped", err)
 	}
-	eventuallyTrue(t, settle, "a to see b failed", func() bool { return statusOf(a, "b") == StatusFailed })
+	testutil.EventuallyTrue(t, settle, "a to see b failed", func() bool { return statusOf(a, "b") == StatusFailed })
 	if err := b.Leave(context.Background()); err != nil {
 		t.Errorf("Leave after serf stopped: %v, want nil", err)
 	}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+
+	"chute/internal/testutil"
 )
 
 // Every test runs its nodes on its own 127.0.N.x addresses (Linux routes
@@ -137,18 +139,6 @@ func joining(seeds ...string) func(*Config) {
 	return func(c *Config) { c.Join = seeds }
 }
 
-// eventuallyTrue polls cond every 10ms until it holds or d has passed.
-func eventuallyTrue(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func names(ms []Member) []string {
 	out := make([]string, 0, len(ms))
 	for _, m := range ms {
@@ -259,7 +249,7 @@ func leaveAndShutdown(t *testing.T, m *testMember) {
 // waitAlive waits until every node's Alive() is exactly want.
 func waitAlive(t *testing.T, want []string, nodes ...*testMember) {
 	t.Helper()
-	eventuallyTrue(t, settle, fmt.Sprintf("alive members %v everywhere", want), func() bool {
+	testutil.EventuallyTrue(t, settle, fmt.Sprintf("alive members %v everywhere", want), func() bool {
 		for _, n := range nodes {
 			if !slices.Equal(aliveNames(n), want) {
 				return false
@@ -277,7 +267,7 @@ func TestMembership_Start_anyOrder(t *testing.T) {
 	// C starts first and joins A, which does not exist yet.
 	c := newTestMember(t, "c", addrC, joining(addrA))
 	c.Start()
-	eventuallyTrue(t, settle, "c to fail joining a", func() bool { return c.logs.count("join failed") >= 2 })
+	testutil.EventuallyTrue(t, settle, "c to fail joining a", func() bool { return c.logs.count("join failed") >= 2 })
 	if isClosed(c.Joined()) {
 		t.Fatal("c: Joined closed before its seed exists")
 	}
@@ -337,11 +327,11 @@ func TestMembership_Leave_othersSeeLeft(t *testing.T) {
 	tapeA, tapeC := tapeEvents(t, a), tapeEvents(t, c)
 
 	leaveAndShutdown(t, b)
-	eventuallyTrue(t, settle, "a and c to see b left", func() bool {
+	testutil.EventuallyTrue(t, settle, "a and c to see b left", func() bool {
 		return statusOf(a, "b") == StatusLeft && statusOf(c, "b") == StatusLeft
 	})
 	waitAlive(t, []string{"a", "c"}, a, c)
-	eventuallyTrue(t, settle, "leave events for b", func() bool {
+	testutil.EventuallyTrue(t, settle, "leave events for b", func() bool {
 		return tapeA.has(EventLeave, "b") && tapeC.has(EventLeave, "b")
 	})
 	// On a starved machine Fast timings may declare b failed for a moment
@@ -379,7 +369,7 @@ func checkFailureDetected(t *testing.T, net int, fast bool, within time.Duration
 	if err := b.Shutdown(); err != nil { // sockets close as with kill -9
 		t.Fatalf("b.Shutdown: %v", err)
 	}
-	eventuallyTrue(t, within, "a and c to report b failed", func() bool {
+	testutil.EventuallyTrue(t, within, "a and c to report b failed", func() bool {
 		return tapeA.last("b") == EventFailed && tapeC.last("b") == EventFailed
 	})
 	detected := time.Since(start)
@@ -397,7 +387,7 @@ func checkFailureDetected(t *testing.T, net int, fast bool, within time.Duration
 func refused(t *testing.T, x *testMember, cluster ...*testMember) {
 	t.Helper()
 	x.Start()
-	eventuallyTrue(t, settle, x.cfg.Name+" to try and fail", func() bool { return x.logs.count("join failed") >= 2 })
+	testutil.EventuallyTrue(t, settle, x.cfg.Name+" to try and fail", func() bool { return x.logs.count("join failed") >= 2 })
 	deadline := time.Now().Add(refusedFor)
 	for time.Now().Before(deadline) {
 		if isClosed(x.Joined()) {
@@ -493,7 +483,7 @@ func TestMembership_Subscribe_fullSubscriberDoesNotBlock(t *testing.T) {
 	c := newTestMember(t, "c", gossipTestAddr(t, "127.0.6.3"), joining(a.cfg.BindAddr))
 	b.Start()
 	c.Start()
-	eventuallyTrue(t, settle, "join events for a, b and c", func() bool {
+	testutil.EventuallyTrue(t, settle, "join events for a, b and c", func() bool {
 		return tape.has(EventJoin, "a") && tape.has(EventJoin, "b") && tape.has(EventJoin, "c")
 	})
 	if got := len(stuck); got != 1 {
@@ -545,7 +535,7 @@ func TestMembership_Leave_stopsJoinLoop(t *testing.T) {
 	// quickly (no other member to tell), and Shutdown must not hang.
 	a := newTestMember(t, "a", gossipTestAddr(t, "127.0.7.3"), joining(gossipTestAddr(t, "127.0.7.4")))
 	a.Start()
-	eventuallyTrue(t, settle, "a to fail joining", func() bool { return a.logs.count("join failed") >= 1 })
+	testutil.EventuallyTrue(t, settle, "a to fail joining", func() bool { return a.logs.count("join failed") >= 1 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := a.Leave(ctx); err != nil {

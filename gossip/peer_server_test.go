@@ -70,7 +70,7 @@ func TestReplicator_farAheadStampRefused(t *testing.T) {
 	if _, err := b.cli.Put(ctx, "k", "v2"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "v2 on both nodes", func() bool {
+	testutil.EventuallyTrue(t, 10*time.Second, "v2 on both nodes", func() bool {
 		return value(t, a, "k") == "v2" && value(t, b, "k") == "v2"
 	})
 }

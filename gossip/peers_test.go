@@ -3,6 +3,8 @@ package gossip
 import (
 	"slices"
 	"testing"
+
+	"chute/internal/testutil"
 )
 
 // peerIDs returns the ids Peers reports, sorted.
@@ -19,7 +21,7 @@ func TestMembership_Peers_followsMembership(t *testing.T) {
 	a, b, c := startTrio(t, 11, nil)
 	want := []uint64{MemberID("b"), MemberID("c")}
 	slices.Sort(want)
-	eventuallyTrue(t, settle, "a to list b and c as peers", func() bool {
+	testutil.EventuallyTrue(t, settle, "a to list b and c as peers", func() bool {
 		return slices.Equal(peerIDs(a), want)
 	})
 	// Nothing changed: the same list is handed out again, not rebuilt.
@@ -33,7 +35,7 @@ func TestMembership_Peers_followsMembership(t *testing.T) {
 	}
 
 	leaveAndShutdown(t, b)
-	eventuallyTrue(t, settle, "a and c to drop b from their peers", func() bool {
+	testutil.EventuallyTrue(t, settle, "a and c to drop b from their peers", func() bool {
 		return slices.Equal(peerIDs(a), []uint64{MemberID("c")}) && slices.Equal(peerIDs(c), []uint64{MemberID("a")})
 	})
 }

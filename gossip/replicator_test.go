@@ -11,6 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"chute/kv"
+
+	"chute/internal/testutil"
 )
 
 // staticPeers is a PeerSource the test edits.
@@ -123,17 +125,6 @@ func converged(nodes ...*replNode) bool {
 	return true
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func value(t *testing.T, n *replNode, key string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -167,7 +158,7 @@ func TestReplicator_putsReachEveryNode(t *testing.T) {
 	if _, err := b.cli.Delete(ctx, "k/000"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "three nodes to converge", func() bool { return converged(a, b, c) })
+	testutil.EventuallyTrue(t, 10*time.Second, "three nodes to converge", func() bool { return converged(a, b, c) })
 	for _, nd := range nodes {
 		if got := value(t, nd, "k/299"); got != "v299" {
 			t.Fatalf("k/299 on %x: got %s", nd.id, got)
@@ -213,7 +204,7 @@ func TestReplicator_concurrentWritesConverge(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	waitFor(t, 10*time.Second, "convergence", func() bool { return converged(a, b, c) })
+	testutil.EventuallyTrue(t, 10*time.Second, "convergence", func() bool { return converged(a, b, c) })
 	va, vb, vc := value(t, a, "same"), value(t, b, "same"), value(t, c, "same")
 	if va != vb || vb != vc {
 		t.Fatalf("values differ: a=%s b=%s c=%s", va, vb, vc)
@@ -234,13 +225,13 @@ func TestReplicator_lateJoinerAndLostWrites(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "a and b to converge despite drops", func() bool { return converged(a, b) })
+	testutil.EventuallyTrue(t, 10*time.Second, "a and b to converge despite drops", func() bool { return converged(a, b) })
 	if a.repl.Dropped() == 0 {
 		t.Log("no change was dropped; the queue did not fill")
 	}
 	late := startReplNode(t, "late", nil)
 	mesh(a, b, late)
-	waitFor(t, 10*time.Second, "the late node to pull everything", func() bool { return converged(a, b, late) })
+	testutil.EventuallyTrue(t, 10*time.Second, "the late node to pull everything", func() bool { return converged(a, b, late) })
 	if got := value(t, late, "x/499"); got != "v" {
 		t.Fatalf("x/499 on the late node: got %s", got)
 	}
@@ -269,7 +260,7 @@ func TestReplicator_leaseOfFailedMemberExpires(t *testing.T) {
 		for range ka {
 		}
 	}()
-	waitFor(t, 5*time.Second, "eph on b", func() bool { return value(t, b, "eph") == "1" })
+	testutil.EventuallyTrue(t, 5*time.Second, "eph on b", func() bool { return value(t, b, "eph") == "1" })
 
 	b.kv.ExpireLeasesOf(a.id)
 	b.kv.KeepLeasesOf(a.id) // a came back before the TTL passed
@@ -279,7 +270,7 @@ func TestReplicator_leaseOfFailedMemberExpires(t *testing.T) {
 	}
 	start := time.Now()
 	b.kv.ExpireLeasesOf(a.id)
-	waitFor(t, 5*time.Second, "eph to vanish on b", func() bool { return value(t, b, "eph") == "<none>" })
+	testutil.EventuallyTrue(t, 5*time.Second, "eph to vanish on b", func() bool { return value(t, b, "eph") == "<none>" })
 	if d := time.Since(start); d < time.Second {
 		t.Fatalf("eph vanished after %v, before the 1s TTL", d)
 	}

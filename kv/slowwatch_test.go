@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+
+	"chute/internal/testutil"
 )
 
 // TestWatch_stuckWatcherBlocksNobody opens 100 watch streams on one key
@@ -52,7 +54,7 @@ func TestWatch_stuckWatcherBlocksNobody(t *testing.T) {
 		chans[i] = cli.Watch(wctx, "s/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 		<-chans[i] // created
 	}
-	eventually(t, 10*time.Second, "100 watchers registered", func() bool { return srv.store.watcherCount() == 100 })
+	testutil.EventuallyTrue(t, 10*time.Second, "100 watchers registered", func() bool { return srv.store.watcherCount() == 100 })
 
 	var wg sync.WaitGroup
 	errs := make([]error, watchers)

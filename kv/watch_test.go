@@ -10,6 +10,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/testutil"
 )
 
 // collect reads events from wc until it has n of them or d passes.
@@ -195,7 +197,7 @@ func TestWatch_progressAndCancel(t *testing.T) {
 	cancel()
 	for range wc { // drains until the client closes the channel
 	}
-	eventually(t, 5*time.Second, "the server to drop the cancelled watcher", func() bool {
+	testutil.EventuallyTrue(t, 5*time.Second, "the server to drop the cancelled watcher", func() bool {
 		return srv.store.watcherCount() == 0
 	})
 }

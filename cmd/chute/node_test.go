@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -23,17 +22,6 @@ import (
 	"chute/internal/testutil"
 )
 
-// freeAddr returns a loopback host:port that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func httpGet(url string) (int, string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -49,10 +37,10 @@ func httpGet(url string) (int, string, error) {
 func TestRunNode_operatorEndpoints(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Name = "ops"
-	client, metrics := freeAddr(t), freeAddr(t)
+	client, metrics := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	cfg.ListenClientURLs = []string{"http://" + client}
-	cfg.ListenPeerURLs = []string{"http://" + freeAddr(t)}
-	cfg.GossipListen = freeAddr(t)
+	cfg.ListenPeerURLs = []string{"http://" + testutil.FreeAddr(t)}
+	cfg.GossipListen = testutil.FreeAddr(t)
 	cfg.GossipProfile = "fast"
 	cfg.MetricsListen = metrics
 	cfg.fillAdvertise()

@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"errors"
 	"testing"
 	"time"
 )
@@ -19,6 +20,21 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		t.Fatalf("%s: not within %v: %v", what, timeout, err)
 	}
 }
+
+// EventuallyTrue is Eventually for a condition that has nothing to say
+// but whether it holds.
+func EventuallyTrue(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	Eventually(t, timeout, what, func() error {
+		if !cond() {
+			return errNotYet
+		}
+		return nil
+	})
+}
+
+// errNotYet is the error of an EventuallyTrue condition that does not hold.
+var errNotYet = errors.New("condition false")
 
 // poll calls cond every interval until it returns nil or timeout has
 // passed, and returns cond's last error.
