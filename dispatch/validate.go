@@ -3,7 +3,6 @@ package dispatch
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"chute/internal/setting"
 )
@@ -23,36 +22,22 @@ func (c Config) Validate() error {
 	if c.MemberID == 0 {
 		bad("MemberID", errors.New("is required"))
 	}
-	for _, n := range []struct {
-		field string
-		v     int64
-	}{
-		{"Prefetch", int64(c.Prefetch)},
-		{"MaxQueueBytes", c.MaxQueueBytes},
-		{"MaxKeyBytes", int64(c.MaxKeyBytes)},
-		{"MaxRequestBytes", int64(c.MaxRequestBytes)},
-		{"BatchRows", int64(c.BatchRows)},
-		{"BatchBytes", int64(c.BatchBytes)},
-	} {
-		if n.v < 0 {
-			bad(n.field, fmt.Errorf("%d is negative", n.v))
-		}
-	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{
-		{"ReconcileInterval", c.ReconcileInterval},
-		{"Visibility", c.Visibility},
-		{"BatchInterval", c.BatchInterval},
-		{"InsertTimeout", c.InsertTimeout},
-		{"RetryMin", c.RetryMin},
-		{"RetryMax", c.RetryMax},
-	} {
-		if d.v < 0 {
-			bad(d.field, fmt.Errorf("%v is negative", d.v))
-		}
-	}
+	errs = append(errs, setting.Negative("dispatch",
+		setting.Num("Prefetch", int64(c.Prefetch)),
+		setting.Num("MaxQueueBytes", c.MaxQueueBytes),
+		setting.Num("MaxKeyBytes", int64(c.MaxKeyBytes)),
+		setting.Num("MaxRequestBytes", int64(c.MaxRequestBytes)),
+		setting.Num("BatchRows", int64(c.BatchRows)),
+		setting.Num("BatchBytes", int64(c.BatchBytes)),
+	)...)
+	errs = append(errs, setting.Negative("dispatch",
+		setting.Num("ReconcileInterval", c.ReconcileInterval),
+		setting.Num("Visibility", c.Visibility),
+		setting.Num("BatchInterval", c.BatchInterval),
+		setting.Num("InsertTimeout", c.InsertTimeout),
+		setting.Num("RetryMin", c.RetryMin),
+		setting.Num("RetryMax", c.RetryMax),
+	)...)
 	if d := c.withDefaults(); c.RetryMin >= 0 && c.RetryMax >= 0 && d.RetryMin > d.RetryMax {
 		bad("RetryMin", fmt.Errorf("%v is above RetryMax %v", d.RetryMin, d.RetryMax))
 	}

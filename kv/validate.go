@@ -3,7 +3,6 @@ package kv
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"chute/internal/setting"
 )
@@ -38,32 +37,18 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	for _, n := range []struct {
-		field string
-		v     int64
-	}{
-		{"MaxRequestBytes", int64(c.MaxRequestBytes)},
-		{"MaxTxnOps", int64(c.MaxTxnOps)},
-		{"MaxKeyBytes", int64(c.MaxKeyBytes)},
-		{"HistoryRevisions", c.HistoryRevisions},
-		{"MinLeaseTTL", c.MinLeaseTTL},
-	} {
-		if n.v < 0 {
-			bad(n.field, fmt.Errorf("%d is negative", n.v))
-		}
-	}
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{
-		{"WatchSyncInterval", c.WatchSyncInterval},
-		{"WatchProgressInterval", c.WatchProgressInterval},
-		{"LeaseCheckInterval", c.LeaseCheckInterval},
-		{"TombstoneTTL", c.TombstoneTTL},
-	} {
-		if d.v < 0 {
-			bad(d.field, fmt.Errorf("%v is negative", d.v))
-		}
-	}
+	errs = append(errs, setting.Negative("kv",
+		setting.Num("MaxRequestBytes", int64(c.MaxRequestBytes)),
+		setting.Num("MaxTxnOps", int64(c.MaxTxnOps)),
+		setting.Num("MaxKeyBytes", int64(c.MaxKeyBytes)),
+		setting.Num("HistoryRevisions", c.HistoryRevisions),
+		setting.Num("MinLeaseTTL", c.MinLeaseTTL),
+	)...)
+	errs = append(errs, setting.Negative("kv",
+		setting.Num("WatchSyncInterval", c.WatchSyncInterval),
+		setting.Num("WatchProgressInterval", c.WatchProgressInterval),
+		setting.Num("LeaseCheckInterval", c.LeaseCheckInterval),
+		setting.Num("TombstoneTTL", c.TombstoneTTL),
+	)...)
 	return errors.Join(errs...)
 }

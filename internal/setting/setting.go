@@ -82,3 +82,26 @@ func CheckURL(raw string) (https bool, err error) {
 	}
 	return u.Scheme == "https", nil
 }
+
+// Number is a numeric setting and the name of its field.
+type Number[T ~int | ~int64] struct {
+	Field string
+	Value T
+}
+
+// Num names value after its field.
+func Num[T ~int | ~int64](field string, value T) Number[T] {
+	return Number[T]{Field: field, Value: value}
+}
+
+// Negative returns a FieldError of pkg for each of nums below zero, in
+// their order: sizes, counts and durations, whose zero means a default.
+func Negative[T ~int | ~int64](pkg string, nums ...Number[T]) []error {
+	var errs []error
+	for _, n := range nums {
+		if n.Value < 0 {
+			errs = append(errs, &FieldError{Pkg: pkg, Field: n.Field, Err: fmt.Errorf("%v is negative", n.Value)})
+		}
+	}
+	return errs
+}

@@ -58,3 +58,14 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 }
+
+func TestNegative(t *testing.T) {
+	errs := Negative("kv", Num("A", 1), Num("B", -2), Num("C", 0), Num("D", -1))
+	if len(errs) != 2 || errs[0].Error() != "kv: B: -2 is negative" || errs[1].Error() != "kv: D: -1 is negative" {
+		t.Fatalf("got %v, want B and D negative", errs)
+	}
+	var fe *FieldError
+	if !errors.As(errs[0], &fe) || fe.Field != "B" {
+		t.Fatalf("got %v, want a *FieldError for B", errs[0])
+	}
+}
