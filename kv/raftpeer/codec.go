@@ -1,0 +1,94 @@
+package raftpeer
+
+import (
+	"fmt"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+
+	"chute/gossip/peerpb"
+)
+
+// msgpackHandle returns the handle raft's NetworkTransport encodes with:
+// time.Time in the old format, which every go-msgpack v2 decoder reads.
+func msgpackHandle() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.TimeNotBuiltin = true
+	return h
+}
+
+// encode returns v in msgpack; the slice is the caller's.
+func (t *Transport) encode(v any) ([]byte, error) {
+	var b []byte
+	if err := codec.NewEncoderBytes(&b, t.mh).Encode(v); err != nil {
+		return nil, fmt.Errorf("raftpeer: encode %T: %w", v, err)
+	}
+	return b, nil
+}
+
+// encodeRequest encodes a request to send, refused locally when the peer
+// would refuse it for its size.
+func (t *Transport) encodeRequest(v any) ([]byte, error) {
+	b, err := t.encode(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > t.cfg.MaxMessageBytes {
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrMessageTooLarge, len(b), t.cfg.MaxMessageBytes)
+	}
+	return b, nil
+}
+
+// decode fills v from msgpack. The decoder copies what it keeps, so b
+// may be reused after.
+func (t *Transport) decode(b []byte, v any) error {
+	if err := codec.NewDecoderBytes(b, t.mh).Decode(v); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrMalformed, v, err)
+	}
+	return nil
+}
+
+// decodeRequest checks the size of a received request and decodes it into
+// v; an AppendEntries is also checked for its number of entries.
+func (t *Transport) decodeRequest(b []byte, v any) error {
+	if len(b) > t.cfg.MaxMessageBytes {
+		return fmt.Errorf("%w: %d bytes, more than %d", ErrMessageTooLarge, len(b), t.cfg.MaxMessageBytes)
+	}
+	if err := t.decode(b, v); err != nil {
+		return err
+	}
+	if a, ok := v.(*raft.AppendEntriesRequest); ok && len(a.Entries) > t.cfg.MaxEntries {
+		return fmt.Errorf("%w: %d, more than %d", ErrTooManyEntries, len(a.Entries), t.cfg.MaxEntries)
+	}
+	return nil
+}
+
+// decodeResponse fills resp from a peer's answer and returns the error the
+// peer's raft answered with, wrapped in ErrRemote.
+func (t *Transport) decodeResponse(out *peerpb.RaftResponse, resp any) error {
+	if len(out.Msgpack) > 0 {
+		if err := t.decode(out.Msgpack, resp); err != nil {
+			return err
+		}
+	}
+	if out.Error != "" {
+		return fmt.Errorf("%w: %s", ErrRemote, out.Error)
+	}
+	return nil
+}
+
+// encodeResponse turns raft's answer into a message.
+func (t *Transport) encodeResponse(r raft.RPCResponse) (*peerpb.RaftResponse, error) {
+	out := &peerpb.RaftResponse{}
+	if r.Response != nil {
+		b, err := t.encode(r.Response)
+		if err != nil {
+			return nil, err
+		}
+		out.Msgpack = b
+	}
+	if r.Error != nil {
+		out.Error = r.Error.Error()
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package raftpeer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"chute/gossip"
+	"chute/gossip/peerpb"
+)
+
+// Transport is raft's transport over the peer link: the client side of
+// every raft RPC, and the Raft service (Register) that hands received RPCs
+// to raft through Consumer. It is safe for concurrent use.
+type Transport struct {
+	cfg Config
+	log *slog.Logger
+	mh  *codec.MsgpackHandle // configured once, then only read
+
+	consumeCh chan raft.RPC
+
+	// ctx is cancelled by Close: it ends every call, pipeline and wait.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	hbMu        sync.Mutex // guards heartbeatFn
+	heartbeatFn func(raft.RPC)
+
+	mu        sync.Mutex // guards conns, pipelines and closed
+	conns     map[raft.ServerAddress]*grpc.ClientConn
+	pipelines map[*pipeline]struct{}
+	closed    bool
+}
+
+var (
+	_ raft.Transport   = (*Transport)(nil)
+	_ raft.WithClose   = (*Transport)(nil)
+	_ raft.WithPreVote = (*Transport)(nil)
+)
+
+// New builds a transport. It dials nothing: connections open on first use.
+func New(cfg Config) (*Transport, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Transport{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		mh:        msgpackHandle(),
+		consumeCh: make(chan raft.RPC),
+		ctx:       ctx,
+		cancel:    cancel,
+		conns:     make(map[raft.ServerAddress]*grpc.ClientConn),
+		pipelines: make(map[*pipeline]struct{}),
+	}, nil
+}
+
+// Register adds the Raft service to a gRPC server, normally the peer
+// listener (gossip.Replicator implements grpc.ServiceRegistrar), before
+// it serves.
+func (t *Transport) Register(s grpc.ServiceRegistrar) {
+	peerpb.RegisterRaftServer(s, &service{t: t})
+}
+
+// Consumer returns the channel of received RPCs. It is never closed.
+func (t *Transport) Consumer() <-chan raft.RPC { return t.consumeCh }
+
+// LocalAddr returns Config.LocalAddr.
+func (t *Transport) LocalAddr() raft.ServerAddress { return t.cfg.LocalAddr }
+
+// EncodePeer returns addr as bytes.
+func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte {
+	return []byte(addr)
+}
+
+// DecodePeer returns buf as an address.
+func (t *Transport) DecodePeer(buf []byte) raft.ServerAddress { return raft.ServerAddress(buf) }
+
+// SetHeartbeatHandler sets the function received heartbeats go to instead
+// of Consumer, so that they do not wait behind a disk write. It is called
+// on the serving goroutine and must not block long.
+func (t *Transport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	t.heartbeatFn = cb
+}
+
+func (t *Transport) heartbeatHandler() func(raft.RPC) {
+	t.hbMu.Lock()
+	defer t.hbMu.Unlock()
+	return t.heartbeatFn
+}
+
+// Close ends every call and pipeline in flight, closes the connections,
+// and makes the service answer Unavailable. It is safe to call more than
+// once; it always returns nil.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.cancel()
+	pipes := make([]*pipeline, 0, len(t.pipelines))
+	for p := range t.pipelines {
+		pipes = append(pipes, p)
+	}
+	conns := t.conns
+	t.conns = nil
+	t.mu.Unlock()
+	for _, p := range pipes {
+		_ = p.Close()
+	}
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	return nil
+}
+
+// client returns the client of target's listener, dialing it on first use.
+func (t *Transport) client(target raft.ServerAddress) (peerpb.RaftClient, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, raft.ErrTransportShutdown
+	}
+	conn, ok := t.conns[target]
+	if !ok {
+		var err error
+		if conn, err = gossip.Dial(string(target), t.cfg.DialOptions...); err != nil {
+			return nil, fmt.Errorf("raftpeer: dial %s: %w", target, err)
+		}
+		t.conns[target] = conn
+	}
+	return peerpb.NewRaftClient(conn), nil
+}
+
+// callContext returns a context for one call to a peer: this member's
+// identity, ended by Close.
+func (t *Transport) callContext() context.Context {
+	return gossip.OutgoingContext(t.ctx, t.cfg.ClusterID, t.cfg.MemberID)
+}
+
+// unaryMethod is one of the Raft service's unary methods.
+type unaryMethod func(peerpb.RaftClient, context.Context, *peerpb.RaftRequest, ...grpc.CallOption) (*peerpb.RaftResponse, error)
+
+// call sends args to target with method and fills resp, within Timeout.
+func (t *Transport) call(target raft.ServerAddress, method unaryMethod, args, resp any) error {
+	c, err := t.client(target)
+	if err != nil {
+		return err
+	}
+	msg, err := t.encodeRequest(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(t.callContext(), t.cfg.Timeout)
+	defer cancel()
+	out, err := method(c, ctx, &peerpb.RaftRequest{Msgpack: msg})
+	if err != nil {
+		return err
+	}
+	return t.decodeResponse(out, resp)
+}
+
+// AppendEntries sends one AppendEntries request and waits for the answer.
+func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	return t.call(target, peerpb.RaftClient.AppendEntries, args, resp)
+}
+
+// RequestVote asks target for its vote.
+func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.call(target, peerpb.RaftClient.RequestVote, args, resp)
+}
+
+// RequestPreVote asks target whether it would vote.
+func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.call(target, peerpb.RaftClient.RequestPreVote, args, resp)
+}
+
+// TimeoutNow tells target to start an election now: a leadership transfer.
+func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.call(target, peerpb.RaftClient.TimeoutNow, args, resp)
+}
+
+// InstallSnapshot sends args and then data, read to its end, in chunks of
+// SnapshotChunkBytes. The call may last Timeout for every 256 KiB of the
+// announced size, at least Timeout, as with raft's NetworkTransport.
+func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+	c, err := t.client(target)
+	if err != nil {
+		return err
+	}
+	msg, err := t.encodeRequest(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(t.callContext(), t.snapshotTimeout(args.Size))
+	defer cancel()
+	stream, err := c.InstallSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	out, err := sendSnapshot(stream, msg, data, t.cfg.SnapshotChunkBytes)
+	if err != nil {
+		return err
+	}
+	return t.decodeResponse(out, resp)
+}

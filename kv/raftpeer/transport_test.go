@@ -1,0 +1,393 @@
+package raftpeer
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip"
+	"chute/gossip/peerpb"
+	"chute/internal/testutil"
+)
+
+// fakeRaft answers what a transport's Consumer yields as raft would, with
+// canned answers, until the test ends.
+type fakeRaft struct {
+	mu       sync.Mutex // guards got, snapshot, readErr
+	got      []any      // the commands received, in order
+	snapshot []byte     // the last snapshot read
+	readErr  error      // the error reading it, if any
+}
+
+func serveFake(t *testing.T, tr *Transport) *fakeRaft {
+	t.Helper()
+	f := &fakeRaft{}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case rpc := <-tr.Consumer():
+				f.answer(rpc)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
+	return f
+}
+
+func (f *fakeRaft) answer(rpc raft.RPC) {
+	f.mu.Lock()
+	f.got = append(f.got, rpc.Command)
+	f.mu.Unlock()
+	switch c := rpc.Command.(type) {
+	case *raft.AppendEntriesRequest:
+		rpc.Respond(&raft.AppendEntriesResponse{Term: c.Term, LastLog: c.PrevLogEntry + uint64(len(c.Entries)), Success: true}, nil)
+	case *raft.RequestVoteRequest:
+		var err error
+		if c.Term == unluckyTerm {
+			err = errors.New("unlucky term")
+		}
+		rpc.Respond(&raft.RequestVoteResponse{Term: c.Term, Granted: err == nil}, err)
+	case *raft.RequestPreVoteRequest:
+		rpc.Respond(&raft.RequestPreVoteResponse{Term: c.Term, Granted: true}, nil)
+	case *raft.TimeoutNowRequest:
+		rpc.Respond(&raft.TimeoutNowResponse{}, nil)
+	case *raft.InstallSnapshotRequest:
+		data, err := io.ReadAll(rpc.Reader)
+		f.mu.Lock()
+		f.snapshot, f.readErr = data, err
+		f.mu.Unlock()
+		rpc.Respond(&raft.InstallSnapshotResponse{Term: c.Term, Success: err == nil}, err)
+	default:
+		rpc.Respond(nil, errors.New("unexpected command"))
+	}
+}
+
+// unluckyTerm is a term fakeRaft refuses to vote in, with an error.
+const unluckyTerm = 13
+
+func (f *fakeRaft) last() any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.got) == 0 {
+		return nil
+	}
+	return f.got[len(f.got)-1]
+}
+
+func (f *fakeRaft) snapshotRead() ([]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.snapshot, f.readErr
+}
+
+func entries(n, size int) []*raft.Log {
+	out := make([]*raft.Log, n)
+	for i := range out {
+		out[i] = &raft.Log{Index: uint64(i + 1), Term: 1, Type: raft.LogCommand, Data: bytes.Repeat([]byte{byte(i)}, size)}
+	}
+	return out
+}
+
+func TestTransport_roundTrips(t *testing.T) {
+	server := servedTransport(t, func(c *Config) { c.SnapshotChunkBytes = 1000 })
+	fake := serveFake(t, server)
+	client := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.SnapshotChunkBytes = 1000 })
+	target := server.LocalAddr()
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("client"), Addr: []byte(client.LocalAddr())}
+
+	t.Run("AppendEntries", func(t *testing.T) {
+		req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, PrevLogEntry: 10, PrevLogTerm: 2, Entries: entries(5, 100), LeaderCommitIndex: 9}
+		var resp raft.AppendEntriesResponse
+		if err := client.AppendEntries("s", target, req, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Term != 3 || resp.LastLog != 15 || !resp.Success {
+			t.Fatalf("got %+v, want term 3, last log 15, success", resp)
+		}
+		got, ok := fake.last().(*raft.AppendEntriesRequest)
+		if !ok || len(got.Entries) != 5 || !bytes.Equal(got.Entries[4].Data, req.Entries[4].Data) || string(got.Addr) != string(hdr.Addr) {
+			t.Fatalf("server got %+v, want the request sent", fake.last())
+		}
+	})
+	t.Run("RequestVote", func(t *testing.T) {
+		var resp raft.RequestVoteResponse
+		if err := client.RequestVote("s", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Term != 4 || !resp.Granted {
+			t.Fatalf("got %+v, want term 4, granted", resp)
+		}
+	})
+	t.Run("RequestPreVote", func(t *testing.T) {
+		var resp raft.RequestPreVoteResponse
+		if err := client.RequestPreVote("s", target, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: 5}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Term != 5 || !resp.Granted {
+			t.Fatalf("got %+v, want term 5, granted", resp)
+		}
+	})
+	t.Run("TimeoutNow", func(t *testing.T) {
+		var resp raft.TimeoutNowResponse
+		if err := client.TimeoutNow("s", target, &raft.TimeoutNowRequest{RPCHeader: hdr}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := fake.last().(*raft.TimeoutNowRequest); !ok {
+			t.Fatalf("server got %T, want TimeoutNow", fake.last())
+		}
+	})
+	t.Run("heartbeat", func(t *testing.T) {
+		beats := make(chan uint64, 1)
+		server.SetHeartbeatHandler(func(rpc raft.RPC) {
+			c := rpc.Command.(*raft.AppendEntriesRequest)
+			beats <- c.Term
+			rpc.Respond(&raft.AppendEntriesResponse{Term: c.Term, Success: true}, nil)
+		})
+		defer server.SetHeartbeatHandler(nil)
+		var resp raft.AppendEntriesResponse
+		if err := client.AppendEntries("s", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 7}, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if got := <-beats; got != 7 || resp.Term != 7 {
+			t.Fatalf("handler got term %d, answer %+v; want 7 both", got, resp)
+		}
+	})
+	t.Run("InstallSnapshot", func(t *testing.T) {
+		data := bytes.Repeat([]byte("0123456789"), 350) // 3.5 chunks
+		req := &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 6, LastLogIndex: 100, Size: int64(len(data))}
+		var resp raft.InstallSnapshotResponse
+		if err := client.InstallSnapshot("s", target, req, &resp, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := fake.snapshotRead()
+		if err != nil || !bytes.Equal(got, data) || !resp.Success {
+			t.Fatalf("server read %d bytes, err %v, answer %+v; want %d bytes, success", len(got), err, resp, len(data))
+		}
+	})
+	t.Run("pipeline", func(t *testing.T) {
+		p, err := client.AppendEntriesPipeline("s", target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = p.Close() }()
+		const n = 20
+		sent := make(chan error, 1)
+		go func() { // raft sends and consumes on two goroutines too
+			for i := range n {
+				req := &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 8, PrevLogEntry: uint64(i * 10), Entries: entries(1, 10), LeaderCommitIndex: 1}
+				if _, err := p.AppendEntries(req, &raft.AppendEntriesResponse{}); err != nil {
+					sent <- err
+					return
+				}
+			}
+			sent <- nil
+		}()
+		timeout := time.After(10 * time.Second)
+		for i := range n {
+			select {
+			case f := <-p.Consumer():
+				if err := f.Error(); err != nil {
+					t.Fatal(err)
+				}
+				if want := uint64(i*10 + 1); f.Response().LastLog != want || f.Request().PrevLogEntry != uint64(i*10) {
+					t.Fatalf("answer %d: last log %d, want %d (in order)", i, f.Response().LastLog, want)
+				}
+			case <-timeout:
+				t.Fatalf("answer %d: none within 10s", i)
+			}
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("remote error", func(t *testing.T) {
+		var resp raft.RequestVoteResponse
+		err := client.RequestVote("s", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: unluckyTerm}, &resp)
+		if !errors.Is(err, ErrRemote) || resp.Term != unluckyTerm {
+			t.Fatalf("got %v, answer %+v; want ErrRemote and the answer too", err, resp)
+		}
+	})
+	t.Run("unreadable snapshot", func(t *testing.T) {
+		req := &raft.InstallSnapshotRequest{RPCHeader: hdr, Term: 6, Size: 10}
+		err := client.InstallSnapshot("s", target, req, &raft.InstallSnapshotResponse{}, errReader{})
+		if err == nil {
+			t.Fatal("got nil, want the read error")
+		}
+	})
+}
+
+// errReader fails every read.
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+
+func TestTransport_pipelineOff(t *testing.T) {
+	tr := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.MaxInFlight = 1 })
+	if _, err := tr.AppendEntriesPipeline("s", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("got %v, want ErrPipelineReplicationNotSupported", err)
+	}
+}
+
+func TestTransport_closed(t *testing.T) {
+	tr := newTransport(t, testutil.FreeAddr(t), nil)
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = tr.Close()
+	err := tr.RequestVote("s", "127.0.0.1:1", &raft.RequestVoteRequest{}, &raft.RequestVoteResponse{})
+	if !errors.Is(err, raft.ErrTransportShutdown) {
+		t.Fatalf("got %v, want ErrTransportShutdown", err)
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	for _, c := range []Config{
+		{},
+		{LocalAddr: "nohost"},
+		{LocalAddr: "127.0.0.1:1", Timeout: -1},
+		{LocalAddr: "127.0.0.1:1", MaxEntries: -1},
+	} {
+		if _, err := New(c); err == nil {
+			t.Errorf("New(%+v): got nil, want an error", c)
+		}
+	}
+}
+
+func TestService_bounds(t *testing.T) {
+	server := servedTransport(t, func(c *Config) {
+		c.MaxMessageBytes = 4 << 10
+		c.MaxEntries = 4
+		c.SnapshotChunkBytes = 100
+		c.MaxSnapshotBytes = 1000
+	})
+	fake := serveFake(t, server)
+	target := server.LocalAddr()
+	client := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.SnapshotChunkBytes = 100 })
+	bigChunks := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.SnapshotChunkBytes = 200 })
+
+	snapshot := func(tr *Transport, size int64, data []byte) error {
+		req := &raft.InstallSnapshotRequest{Term: 1, Size: size}
+		return tr.InstallSnapshot("s", target, req, &raft.InstallSnapshotResponse{}, bytes.NewReader(data))
+	}
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"message over MaxMessageBytes", func() error {
+			req := &raft.AppendEntriesRequest{Term: 1, Entries: entries(1, 8<<10)}
+			return client.AppendEntries("s", target, req, &raft.AppendEntriesResponse{})
+		}, codes.ResourceExhausted},
+		{"entries over MaxEntries", func() error {
+			req := &raft.AppendEntriesRequest{Term: 1, Entries: entries(5, 1)}
+			return client.AppendEntries("s", target, req, &raft.AppendEntriesResponse{})
+		}, codes.ResourceExhausted},
+		{"entries over MaxEntries on a pipeline", func() error {
+			p, err := client.AppendEntriesPipeline("s", target)
+			if err != nil {
+				return err
+			}
+			defer func() { _ = p.Close() }()
+			f, err := p.AppendEntries(&raft.AppendEntriesRequest{Term: 1, Entries: entries(5, 1)}, &raft.AppendEntriesResponse{})
+			if err != nil {
+				return err
+			}
+			return f.Error()
+		}, codes.ResourceExhausted},
+		{"snapshot longer than announced", func() error { return snapshot(client, 150, make([]byte, 250)) }, codes.InvalidArgument},
+		{"snapshot longer by a whole chunk", func() error { return snapshot(client, 100, make([]byte, 200)) }, codes.InvalidArgument},
+		{"snapshot shorter than announced", func() error { return snapshot(client, 250, make([]byte, 150)) }, codes.InvalidArgument},
+		{"snapshot announced over MaxSnapshotBytes", func() error { return snapshot(client, 1001, make([]byte, 1001)) }, codes.ResourceExhausted},
+		{"negative snapshot size", func() error { return snapshot(client, -1, nil) }, codes.ResourceExhausted},
+		{"chunk over SnapshotChunkBytes", func() error { return snapshot(bigChunks, 200, make([]byte, 200)) }, codes.ResourceExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); status.Code(err) != tc.want {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	t.Run("raft never reads a wrong-size snapshot whole", func(t *testing.T) {
+		_ = snapshot(client, 150, make([]byte, 250))
+		if got, err := fake.snapshotRead(); err == nil {
+			t.Fatalf("raft read %d bytes without error, want an error", len(got))
+		}
+	})
+	t.Run("within bounds", func(t *testing.T) {
+		if err := snapshot(client, 1000, make([]byte, 1000)); err != nil {
+			t.Fatal(err)
+		}
+		req := &raft.AppendEntriesRequest{Term: 1, Entries: entries(4, 100)}
+		if err := client.AppendEntries("s", target, req, &raft.AppendEntriesResponse{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestTransport_sendTooLarge(t *testing.T) {
+	tr := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.MaxMessageBytes = 1 << 10 })
+	req := &raft.AppendEntriesRequest{Term: 1, Entries: entries(1, 2<<10)}
+	err := tr.AppendEntries("s", "127.0.0.1:1", req, &raft.AppendEntriesResponse{})
+	if !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("got %v, want ErrMessageTooLarge before sending", err)
+	}
+}
+
+func TestService_consumerStalled(t *testing.T) {
+	server := servedTransport(t, func(c *Config) { c.Timeout = 100 * time.Millisecond })
+	client := newTransport(t, testutil.FreeAddr(t), nil) // nobody consumes server's RPCs
+	err := client.RequestVote("s", server.LocalAddr(), &raft.RequestVoteRequest{Term: 1}, &raft.RequestVoteResponse{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("got %v, want Unavailable", err)
+	}
+}
+
+// TestService_callerRefused: the peer listener refuses raft calls without
+// this cluster's id, before the transport sees them.
+func TestService_callerRefused(t *testing.T) {
+	server := servedTransport(t, nil)
+	fake := serveFake(t, server)
+	conn, err := gossip.Dial(string(server.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	msg, err := server.encode(&raft.RequestVoteRequest{Term: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ctx := range map[string]context.Context{
+		"no metadata":     ctx,
+		"another cluster": gossip.OutgoingContext(ctx, gossip.ClusterID("other"), 1),
+	} {
+		_, err := peerpb.NewRaftClient(conn).RequestVote(ctx, &peerpb.RaftRequest{Msgpack: msg})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s: got %v, want PermissionDenied", name, err)
+		}
+	}
+	other := newTransport(t, testutil.FreeAddr(t), func(c *Config) { c.ClusterID = gossip.ClusterID("other") })
+	err = other.RequestVote("s", server.LocalAddr(), &raft.RequestVoteRequest{Term: 1}, &raft.RequestVoteResponse{})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("transport of another cluster: got %v, want PermissionDenied", err)
+	}
+	if got := fake.last(); got != nil {
+		t.Fatalf("raft got %T from a refused caller, want nothing", got)
+	}
+}
