@@ -1,0 +1,91 @@
+// Package raftnode is the raft node of a chute member (hashicorp/raft,
+// Consul's model: serf tells who is there, raft orders the state): its
+// stores under the data dir, the bootstrap of a new cluster, and the
+// leader keeping raft's configuration in line with the members. The
+// state machine is the caller's (Config.FSM); raft's RPCs travel on
+// Config.Transport (kv/raftpeer over the peer link).
+//
+// # Stores
+//
+// Config.Dir/raft holds raft.db, one bbolt file (raft-boltdb) that is
+// the log store (behind a 512-entry raft.LogCache) and the stable store,
+// and snapshots/, a raft.FileSnapshotStore keeping Config.SnapshotRetain
+// snapshots. A node restarted on its data dir takes up its log, term and
+// configuration; it never bootstraps again.
+//
+// # Server ids
+//
+// A server id is the member id (gossip.ID, 16 hex digits), a dash and 8
+// random hex digits minted when the stable store is created and kept in
+// it. A wiped data dir is thus a new server, even for the same member
+// name: it cannot vote twice in a term it forgot, and the leader
+// replaces the old server (see Reconcile).
+//
+// # Tags
+//
+// A member publishes, as serf tags, TagServerID (its server id),
+// TagState ("1" once it has raft state: from its data dir, a bootstrap or
+// a leader's entries) and TagExpect (its BootstrapExpect): Node.Tags, and
+// Config.TagsChanged when they change. Members without TagServerID take
+// no part in raft.
+//
+// # Bootstrap
+//
+// A node without raft state bootstraps when all of these hold: its seeds
+// have answered (MemberSource.Joined: a node with seeds never bootstraps
+// alone); no alive member has raft state (otherwise a cluster exists and
+// its leader adds this node); every alive member with a server id has
+// the same expect; and there are at least BootstrapExpect of them. The
+// configuration is the BootstrapExpect lowest server ids (the first
+// Voters voters, the rest non-voters), and only a node in it bootstraps:
+// every node computes the same set from the same members, so they agree
+// whichever goes first, in any start order. A lone node with the
+// default expect of 1 and no seeds bootstraps itself at once. Start at
+// most BootstrapExpect new members at once: with more, two that see
+// different members may pick different sets; the others join once the
+// cluster exists.
+//
+// # Reconcile
+//
+// The loop runs at every Changed signal and every ReconcileInterval; on
+// the leader it makes at most one configuration change per round, passing
+// the configuration's index so raft refuses it if another came in
+// between, and waits at most ChangeTimeout. In order: remove a server
+// that left, that a new server replaced at its address, or that has been
+// failed (or forgotten by serf) for DeadServerGrace; promote an alive
+// non-voter while there are fewer than Voters voters; add an alive
+// member not in the configuration (a voter while fewer than Voters, else
+// a non-voter), or re-add one whose address changed. The leader never
+// removes itself and never demotes. Every node notes since when each
+// server has not been alive, so a new leader does not start the grace
+// period over.
+//
+// DeadServerGrace defaults to one minute: longer than serf's failure
+// detection and a process restart, so a restarting member keeps its
+// vote, short enough that a three-voter cluster soon tolerates a failure
+// again.
+//
+// # Next: wiring, reads, forwarding, recovery
+//
+// cmd/chute will open the Node before gossip starts (its tags go into
+// gossip's), adapt gossip.Membership to MemberSource (Alive and failed
+// members with their tags, Joined, a coalescing Changed fed by
+// Subscribe), publish TagsChanged with serf's SetTags, and on a graceful
+// stop transfer leadership and remove itself before Shutdown. The key
+// space's FSM applies commands from Raft().Apply on the leader;
+// followers forward writes to the leader over the peer link.
+// Linearizable reads wait for Raft().VerifyLeader (or a Barrier on a new
+// leader) and for the FSM to reach the commit index. --force-new-cluster
+// will call raft.RecoverCluster on the stores before New, with this node
+// alone as the configuration.
+//
+// # Concurrency
+//
+// New starts raft (raft's goroutines are raft's; Shutdown stops them).
+// Start starts the one loop goroutine; it owns the failure notes and is
+// the only caller of MemberSource's methods, BootstrapCluster and the
+// configuration changes. Node's other methods are safe for concurrent
+// use: hasState is atomic, the rest is fixed after New. There is no
+// mutex, hence no lock order. Shutdown closes stop, shuts raft down,
+// waits for the loop (sync.WaitGroup) and closes the stores.
+package raftnode

@@ -1,0 +1,107 @@
+package raftnode
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// hclogAdapter is an hclog.Logger writing to a slog.Logger, so that raft
+// logs through the node's one logger, with slog's levels (trace as debug).
+// Its name becomes the "logger" field.
+type hclogAdapter struct {
+	base    *slog.Logger // the node's logger with the implied args
+	l       *slog.Logger // base with the name
+	name    string
+	implied []any
+}
+
+var _ hclog.Logger = (*hclogAdapter)(nil)
+
+func newHCLog(l *slog.Logger, name string) *hclogAdapter {
+	return &hclogAdapter{base: l, l: l.With("logger", name), name: name}
+}
+
+func slogLevel(level hclog.Level) slog.Level {
+	switch {
+	case level <= hclog.Debug:
+		return slog.LevelDebug
+	case level == hclog.Info:
+		return slog.LevelInfo
+	case level == hclog.Warn:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
+	if level == hclog.Off {
+		return
+	}
+	a.l.Log(context.Background(), slogLevel(level), msg, args...)
+}
+
+func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
+func (a *hclogAdapter) Debug(msg string, args ...any) { a.Log(hclog.Debug, msg, args...) }
+func (a *hclogAdapter) Info(msg string, args ...any)  { a.Log(hclog.Info, msg, args...) }
+func (a *hclogAdapter) Warn(msg string, args ...any)  { a.Log(hclog.Warn, msg, args...) }
+func (a *hclogAdapter) Error(msg string, args ...any) { a.Log(hclog.Error, msg, args...) }
+
+func (a *hclogAdapter) enabled(level slog.Level) bool {
+	return a.l.Enabled(context.Background(), level)
+}
+
+func (a *hclogAdapter) IsTrace() bool { return a.enabled(slog.LevelDebug) }
+func (a *hclogAdapter) IsDebug() bool { return a.enabled(slog.LevelDebug) }
+func (a *hclogAdapter) IsInfo() bool  { return a.enabled(slog.LevelInfo) }
+func (a *hclogAdapter) IsWarn() bool  { return a.enabled(slog.LevelWarn) }
+func (a *hclogAdapter) IsError() bool { return a.enabled(slog.LevelError) }
+
+func (a *hclogAdapter) ImpliedArgs() []any { return a.implied }
+
+func (a *hclogAdapter) With(args ...any) hclog.Logger {
+	base := a.base.With(args...)
+	implied := append(a.implied[:len(a.implied):len(a.implied)], args...)
+	return &hclogAdapter{base: base, l: base.With("logger", a.name), name: a.name, implied: implied}
+}
+
+func (a *hclogAdapter) Name() string { return a.name }
+
+func (a *hclogAdapter) Named(name string) hclog.Logger {
+	if a.name != "" {
+		name = a.name + "." + name
+	}
+	return a.ResetNamed(name)
+}
+
+func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
+	return &hclogAdapter{base: a.base, l: a.base.With("logger", name), name: name, implied: a.implied}
+}
+
+// SetLevel does nothing: the slog handler decides.
+func (a *hclogAdapter) SetLevel(hclog.Level) {}
+
+func (a *hclogAdapter) GetLevel() hclog.Level {
+	switch {
+	case a.IsDebug():
+		return hclog.Debug
+	case a.IsInfo():
+		return hclog.Info
+	case a.IsWarn():
+		return hclog.Warn
+	default:
+		return hclog.Error
+	}
+}
+
+func (a *hclogAdapter) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
+	return slog.NewLogLogger(a.l.Handler(), slog.LevelInfo)
+}
+
+func (a *hclogAdapter) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {
+	return a.StandardLogger(nil).Writer()
+}

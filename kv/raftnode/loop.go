@@ -1,0 +1,126 @@
+package raftnode
+
+import (
+	"errors"
+	"maps"
+
+	"github.com/hashicorp/raft"
+)
+
+// run is the node's loop, its one goroutine: at each tick, Changed
+// signal and the Joined close, it notes raft state, bootstraps when due
+// and, while leader, makes the next configuration change. It owns the
+// failure notes; nothing else touches them.
+func (n *Node) run() {
+	defer n.wg.Done()
+	ticker := n.cfg.Clock.NewTicker(n.cfg.ReconcileInterval)
+	defer ticker.Stop()
+	joined := n.cfg.Members.Joined()
+	if joined == nil {
+		joined = closedChan()
+	}
+	changed := n.cfg.Members.Changed()
+	failed := failures{}
+	tags := n.Tags()
+	for {
+		n.step(joined, failed)
+		if now := n.Tags(); !maps.Equal(now, tags) {
+			tags = now
+			if n.cfg.TagsChanged != nil {
+				n.cfg.TagsChanged(maps.Clone(now))
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-ticker.Chan():
+		case <-changed:
+		case <-joined:
+			joined = nil // closed: do not spin on it
+		}
+	}
+}
+
+func closedChan() <-chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}
+
+// step is one round of the loop.
+func (n *Node) step(joined <-chan struct{}, failed failures) {
+	if !n.hasState.Load() && n.raft.LastIndex() > 0 {
+		n.hasState.Store(true)
+	}
+	if !n.hasState.Load() {
+		n.maybeBootstrap(joined)
+		return
+	}
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return // shutting down
+	}
+	cfg := f.Configuration()
+	members := byServerID(n.cfg.Members.Members())
+	now := n.cfg.Clock.Now()
+	failed.observe(cfg, members, now)
+	if n.raft.State() != raft.Leader {
+		return
+	}
+	ch, ok := planChange(n.stores.id, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
+	if !ok {
+		return
+	}
+	n.apply(ch, f.Index())
+}
+
+// maybeBootstrap bootstraps the cluster when this node, with no raft
+// state, has joined and sees the members to bootstrap with. joined is
+// nil once it was seen closed.
+func (n *Node) maybeBootstrap(joined <-chan struct{}) {
+	if joined != nil {
+		select {
+		case <-joined:
+		default:
+			return // seeds have not answered: never bootstrap alone
+		}
+	}
+	cfg, why := bootstrapConfiguration(n.stores.id, n.cfg.BootstrapExpect, n.cfg.Voters, n.cfg.Members.Members())
+	if why != "" {
+		n.log.Debug("not bootstrapping", "reason", why)
+		return
+	}
+	err := n.raft.BootstrapCluster(cfg).Error()
+	switch {
+	case err == nil:
+		n.log.Info("bootstrapped raft cluster", "servers", len(cfg.Servers))
+		n.hasState.Store(true)
+	case errors.Is(err, raft.ErrCantBootstrap):
+		n.hasState.Store(true) // a leader's entries came first
+	default:
+		n.log.Warn("bootstrap failed", "err", err)
+	}
+}
+
+// apply makes one configuration change to the configuration at index
+// prev (raft refuses it when another came in between) and waits for it,
+// at most ChangeTimeout.
+func (n *Node) apply(ch change, prev uint64) {
+	timeout := n.cfg.ChangeTimeout
+	start := n.cfg.Clock.Now()
+	var f raft.IndexFuture
+	switch ch.kind {
+	case addVoter:
+		f = n.raft.AddVoter(ch.id, ch.addr, prev, timeout)
+	case addNonvoter:
+		f = n.raft.AddNonvoter(ch.id, ch.addr, prev, timeout)
+	case removeServer:
+		f = n.raft.RemoveServer(ch.id, prev, timeout)
+	}
+	if err := f.Error(); err != nil {
+		n.log.Warn("configuration change failed", "change", ch.kind, "peer", ch.id, "addr", ch.addr, "reason", ch.reason, "err", err)
+		return
+	}
+	n.log.Info("configuration changed", "change", ch.kind, "peer", ch.id, "addr", ch.addr, "reason", ch.reason,
+		"index", f.Index(), "took", n.cfg.Clock.Since(start))
+}

@@ -1,0 +1,91 @@
+package raftnode
+
+import (
+	"strconv"
+
+	"github.com/hashicorp/raft"
+)
+
+// Status is a member's state as the membership layer (serf) reports it.
+type Status int
+
+// The statuses of a member. The zero Status is unknown and counts as not
+// alive.
+const (
+	StatusAlive   Status = iota + 1 // answering
+	StatusLeaving                   // announced it leaves
+	StatusLeft                      // left gracefully
+	StatusFailed                    // stopped answering
+)
+
+// The serf tags a member publishes for raft (see Node.Tags).
+const (
+	// TagServerID is the member's raft server id. A member without it
+	// does not take part in raft.
+	TagServerID = "raft-id"
+	// TagState is "1" once the member has raft state: a log, a snapshot
+	// or a term, from its data dir, a bootstrap or a leader. Otherwise
+	// "0".
+	TagState = "raft"
+	// TagExpect is the member's --bootstrap-expect, in decimal.
+	TagExpect = "expect"
+)
+
+// Member is one member as the membership layer knows it. Tags is the
+// caller's until handed over; the Node only reads it.
+type Member struct {
+	// Addr is the member's peer listener, host:port: its raft address.
+	Addr   raft.ServerAddress
+	Status Status
+	// Tags are the member's serf tags; the raft ones are TagServerID,
+	// TagState and TagExpect.
+	Tags map[string]string
+}
+
+// ServerID returns the member's raft server id, "" when it has none.
+func (m Member) ServerID() raft.ServerID { return raft.ServerID(m.Tags[TagServerID]) }
+
+// hasState reports whether the member says it has raft state.
+func (m Member) hasState() bool { return m.Tags[TagState] == "1" }
+
+// expect returns the member's bootstrap expect, 0 when it has none.
+func (m Member) expect() int {
+	n, err := strconv.Atoi(m.Tags[TagExpect])
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
+}
+
+// MemberSource is the membership layer as the Node sees it: cmd/chute
+// adapts gossip.Membership to it; tests feed a fake. Its methods are
+// called from the Node's one loop goroutine and must not block for long.
+type MemberSource interface {
+	// Members returns every member known, this node included, with
+	// failed and left members until the membership layer forgets them.
+	// The slice and maps are the caller's.
+	Members() []Member
+	// Joined is closed once a seed answered, and closed from the start
+	// when there are no seeds. A node never bootstraps before it is
+	// closed. Nil: closed.
+	Joined() <-chan struct{}
+	// Changed receives a value, sent without blocking, when Members may
+	// have changed; the Node also polls every ReconcileInterval, so a
+	// lost signal only delays. Nil: poll only.
+	Changed() <-chan struct{}
+}
+
+// Tags returns the serf tags a member with server id id, bootstrap
+// expect and (or not) raft state publishes. Node.Tags is this for the
+// node.
+func Tags(id raft.ServerID, expect int, hasState bool) map[string]string {
+	state := "0"
+	if hasState {
+		state = "1"
+	}
+	return map[string]string{
+		TagServerID: string(id),
+		TagState:    state,
+		TagExpect:   strconv.Itoa(expect),
+	}
+}

@@ -1,0 +1,132 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// ErrStarted is returned by a second Start.
+var ErrStarted = errors.New("raftnode: already started")
+
+// Node is the raft node of a chute member: raft over its stores, the
+// bootstrap and the leader's reconcile loop. New opens the stores and
+// starts raft; Start starts the loop; Shutdown stops both.
+type Node struct {
+	cfg    Config
+	log    *slog.Logger
+	stores *stores
+	raft   *raft.Raft
+
+	// hasState is sticky: the stores had raft state, or raft got some
+	// since (a bootstrap or a leader's entries).
+	hasState atomic.Bool
+
+	stop     chan struct{} // closed by Shutdown
+	wg       sync.WaitGroup
+	started  atomic.Bool
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// New opens the stores under cfg.Dir and starts raft on them with
+// cfg.Transport and cfg.FSM. A node with raft state in its stores takes
+// up its log and configuration again; one without waits for Start to
+// bootstrap it or for a leader to add it.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	hc := newHCLog(cfg.Logger, "raft")
+	st, err := openStores(cfg.Dir, cfg.MemberID, cfg.SnapshotRetain, hc.StandardWriter(nil))
+	if err != nil {
+		return nil, err
+	}
+	rc := raft.DefaultConfig()
+	if cfg.Raft != nil {
+		c := *cfg.Raft
+		rc = &c
+	}
+	rc.LocalID = st.id
+	rc.Logger = hc
+	r, err := raft.NewRaft(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport)
+	if err != nil {
+		_ = st.close()
+		return nil, fmt.Errorf("raftnode: %w", err)
+	}
+	n := &Node{
+		cfg:    cfg,
+		log:    cfg.Logger.With("server", st.id),
+		stores: st,
+		raft:   r,
+		stop:   make(chan struct{}),
+	}
+	n.hasState.Store(st.hadState)
+	n.log.Info("raft node opened", "dir", cfg.Dir, "has_state", st.hadState, "addr", cfg.LocalAddr)
+	return n, nil
+}
+
+// Start starts the node's loop: bootstrap when due, then, while leader,
+// reconcile the configuration with Members.
+func (n *Node) Start() error {
+	if n.started.Swap(true) {
+		return ErrStarted
+	}
+	n.wg.Add(1)
+	go n.run()
+	return nil
+}
+
+// ID returns the node's raft server id.
+func (n *Node) ID() raft.ServerID { return n.stores.id }
+
+// Raft returns the node's raft, for applying, reading and watching it.
+// It must not be shut down but by Shutdown.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether the node leads now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// HasState reports whether the node has raft state: from its data dir,
+// a bootstrap or a leader.
+func (n *Node) HasState() bool { return n.hasState.Load() }
+
+// Tags returns the serf tags the member publishes for raft (see Tags);
+// the map is the caller's.
+func (n *Node) Tags() map[string]string {
+	return Tags(n.stores.id, n.cfg.BootstrapExpect, n.hasState.Load())
+}
+
+// Configuration returns raft's latest configuration.
+func (n *Node) Configuration() (raft.Configuration, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, err
+	}
+	return f.Configuration(), nil
+}
+
+// Shutdown stops the loop and raft (which closes the transport), then
+// closes the stores. It does not leave the configuration: to the others
+// the node has failed. Every step is bounded without ctx: raft's
+// shutdown is, and the loop ends once raft is down, a configuration
+// change it waits for failing at once; ctx will bound the leadership
+// transfer a graceful leave adds. Idempotent: later calls return the
+// first one's error.
+func (n *Node) Shutdown(ctx context.Context) error {
+	_ = ctx
+	n.shutOnce.Do(func() {
+		close(n.stop)
+		err := n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.shutErr = errors.Join(err, n.stores.close())
+		n.log.Info("raft node stopped")
+	})
+	return n.shutErr
+}
