@@ -7,15 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"chute/gossip/peer"
 	"chute/gossip/peerpb"
 )
 
@@ -93,16 +92,15 @@ func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
 
 // Replicator is described above.
 type Replicator struct {
-	cfg  ReplicatorConfig
-	log  *slog.Logger
-	grpc *grpc.Server
+	cfg    ReplicatorConfig
+	log    *slog.Logger
+	server *peer.Server
 
 	store Store
 	peers PeerSource
 
-	mu        sync.RWMutex // guards links and listeners
-	links     map[uint64]*peerLink
-	listeners []net.Listener
+	mu    sync.RWMutex // guards links
+	links map[uint64]*peerLink
 
 	refused  *refusals     // logs what peers sent that was refused
 	dropped  atomic.Uint64 // changes dropped on full queues
@@ -119,21 +117,22 @@ func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	check := clusterCheck{cluster: fmt.Sprintf("%x", cfg.ClusterID)}
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(check.unary),
-		grpc.ChainStreamInterceptor(check.stream),
-		grpc.MaxRecvMsgSize(64 << 20),
-	}
-	if cfg.Credentials != nil {
-		opts = append(opts, grpc.Creds(cfg.Credentials))
+	server, err := peer.NewServer(peer.Config{
+		ListenURLs:    cfg.ListenURLs,
+		ClusterID:     cfg.ClusterID,
+		Credentials:   cfg.Credentials,
+		ServerOptions: cfg.ServerOptions,
+		Logger:        cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
 	r := &Replicator{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		links: make(map[uint64]*peerLink),
-		stop:  make(chan struct{}),
-		grpc:  grpc.NewServer(append(opts, cfg.ServerOptions...)...),
+		cfg:    cfg,
+		log:    cfg.Logger,
+		links:  make(map[uint64]*peerLink),
+		stop:   make(chan struct{}),
+		server: server,
 	}
 	r.synced = make(chan struct{})
 	return r, nil
@@ -160,33 +159,11 @@ func (r *Replicator) Replicate(writes []*peerpb.Write) {
 // Start binds the peer URLs, serves the Peer service over store and starts
 // following peers. It fails, binding nothing, if a URL cannot be bound.
 func (r *Replicator) Start(store Store, peers PeerSource) error {
-	var lns []net.Listener
-	for _, u := range r.cfg.ListenURLs {
-		addr, _ := peerAddr(u)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			for _, l := range lns {
-				_ = l.Close()
-			}
-			return fmt.Errorf("gossip: peer listener %s: %w", u, err)
-		}
-		lns = append(lns, ln)
-	}
 	r.store, r.peers = store, peers
 	r.refused = newRefusals(r.log, time.Now)
-	peerpb.RegisterPeerServer(r.grpc, &peerService{store: store, refused: r.refused})
-	r.mu.Lock()
-	r.listeners = lns
-	r.mu.Unlock()
-	for _, ln := range lns {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			if err := r.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				r.log.Error("peer listener stopped", "addr", ln.Addr().String(), "err", err)
-			}
-		}()
-		r.log.Info("serving peers", "addr", ln.Addr().String())
+	peerpb.RegisterPeerServer(r.server, &peerService{store: store, refused: r.refused})
+	if err := r.server.Start(); err != nil {
+		return err
 	}
 	r.wg.Add(1)
 	go func() {
@@ -197,15 +174,7 @@ func (r *Replicator) Start(store Store, peers PeerSource) error {
 }
 
 // Addrs returns the bound peer addresses.
-func (r *Replicator) Addrs() []net.Addr {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]net.Addr, len(r.listeners))
-	for i, ln := range r.listeners {
-		out[i] = ln.Addr()
-	}
-	return out
-}
+func (r *Replicator) Addrs() []net.Addr { return r.server.Addrs() }
 
 // CaughtUp is closed once this member has finished a digest exchange,
 // pulling what differed, with every peer it links to, at least one: it
@@ -242,11 +211,11 @@ func (r *Replicator) Dropped() uint64 { return r.dropped.Load() }
 // than drained: they are long-lived by design, and what they carried is
 // repaired by digests (replication) or held and retried by the sender
 // (forwarded messages). It is safe to call more than once.
-func (r *Replicator) Shutdown(context.Context) error {
+func (r *Replicator) Shutdown(ctx context.Context) error {
 	r.stopOnce.Do(func() { close(r.stop) })
-	r.grpc.Stop()
+	err := r.server.Shutdown(ctx)
 	r.wg.Wait()
-	return nil
+	return err
 }
 
 // run follows the peer list and runs the digest timer until stop.
@@ -310,30 +279,6 @@ func (r *Replicator) syncLinks() {
 	r.checkCaughtUpLocked() // the peers not yet pulled from may be gone
 }
 
-// peerAddr returns the host:port of a peer URL.
-func peerAddr(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("gossip: peer url %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("gossip: peer url %q: scheme must be http or https", raw)
-	}
-	if u.Port() == "" {
-		return "", fmt.Errorf("gossip: peer url %q: port missing", raw)
-	}
-	return u.Host, nil
-}
-
-// dial opens a lazy client connection to a peer, with opts after its own:
-// plain text unless opts hold transport credentials.
-func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-	}, opts...)...)
-}
-
 // dialOptions are the options of the replicator's own connections.
 func (r *Replicator) dialOptions() []grpc.DialOption {
 	if r.cfg.Credentials == nil {
@@ -369,17 +314,20 @@ func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store)
 // RegisterService adds another service to the peer listener, such as the
 // queues' forwarding service. Call it before Start.
 func (r *Replicator) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	r.grpc.RegisterService(desc, impl)
+	r.server.RegisterService(desc, impl)
 }
 
-// OutgoingContext returns ctx carrying a member's identity for a call to a
-// peer's listener, which refuses calls without its cluster id.
+// OutgoingContext is peer.OutgoingContext.
 func OutgoingContext(ctx context.Context, clusterID, memberID uint64) context.Context {
-	return outgoing(ctx, clusterID, memberID)
+	return peer.OutgoingContext(ctx, clusterID, memberID)
 }
 
-// Dial opens a lazy client connection to a peer's listener, with opts
-// added to its own (message buffers, codec).
+// Dial is peer.Dial.
 func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return dial(addr, opts...)
+	return peer.Dial(addr, opts...)
+}
+
+// CallerMember is peer.CallerMember.
+func CallerMember(ctx context.Context) (uint64, bool) {
+	return peer.CallerMember(ctx)
 }
