@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // peerClient is what a process that knows the cluster id can send on a

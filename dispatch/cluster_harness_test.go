@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/kv"
 
 	"chute/internal/testutil"

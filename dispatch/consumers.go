@@ -8,7 +8,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // localConsumer is a consumer watch on this member. It is bound either to

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // counters are the manager's cluster counters, for /status and metrics.

@@ -1,7 +1,8 @@
 // Package gossip owns the cluster: membership over hashicorp/serf
 // (membership.go, config.go, join.go, events.go), member ids (id.go), and the
-// peer transport, our own gRPC service on --listen-peer-urls that is never
-// served on the etcd client port (peerpb/, peer_server.go).
+// key-space replication, the Peer service of the peer link (gossip/peer,
+// its protobufs in peer/peerpb), which is never served on the etcd client
+// port (replicator.go, peer_link.go, peer_server.go).
 //
 // Membership: serf on --gossip-listen, seeds from --join retried with
 // backoff until one answers, the cluster name as memberlist's label and a

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip/peer"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/backoff"
 )
 

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"chute/gossip/peer"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // A Replicator keeps this member's key space in step with the other alive

@@ -24,7 +24,7 @@ import (
 
 	"chute/dispatch"
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/nodestatus"
 	"chute/kv"
 	chuteotel "chute/otel"

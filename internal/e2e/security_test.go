@@ -26,7 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/testcerts"
 	"chute/internal/testutil"
 	"chute/internal/tlsfiles"

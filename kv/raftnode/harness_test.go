@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/testutil"
 	"chute/kv/raftpeer"
 )

@@ -1,5 +1,5 @@
 // Package raftpeer is hashicorp/raft's transport over the peer link: raft's
-// RPCs travel as the Raft service (gossip/peerpb/raft.proto) on the peer
+// RPCs travel as the Raft service (gossip/peer/peerpb/raft.proto) on the peer
 // listener, with its TLS and its cluster check, so raft needs no listener
 // of its own. A raft.ServerAddress is a member's peer listener, host:port.
 //

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/testutil"
 )
 

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // Transport is raft's transport over the peer link: the client side of
