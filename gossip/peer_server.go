@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
+	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
 )
 
@@ -52,7 +53,7 @@ func (p *peerService) Replicate(stream grpc.ClientStreamingServer[peerpb.WriteBa
 			return err
 		}
 		if _, err := p.store.ApplyRemote(batch.Writes); err != nil {
-			from, _ := CallerMember(stream.Context())
+			from, _ := peer.CallerMember(stream.Context())
 			p.refused.warn(from, "replicated writes refused", err)
 			return status.Convert(err).Err()
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +13,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
 )
 
 // A Replicator keeps this member's key space in step with the other alive
-// members'. It serves the Peer service on the peer URLs, sends every local
+// members'. It serves the Peer service on the peer link (gossip/peer's
+// listener, which its owner starts and stops), sends every local
 // change to every peer over one long-lived stream each (batched frames,
 // bounded queue), and exchanges digests with each peer periodically, pulling
 // the buckets that differ and pushing its own, so a change lost to a full
@@ -42,11 +41,8 @@ type PeerSource interface {
 // ReplicatorConfig configures a Replicator. Zero values are documented per
 // field; NewReplicator never reads flags, files or the environment.
 type ReplicatorConfig struct {
-	// ListenURLs are bound, every one, to serve the Peer service:
-	// http://host:port (port 0 picks a free port). Empty: nothing is served.
-	ListenURLs []string
-	// ClusterID is sent with every call and checked on every call received:
-	// members of another cluster are refused.
+	// ClusterID is sent with every call; the peer listeners refuse calls
+	// of another cluster.
 	ClusterID uint64
 	// MemberID identifies this member to its peers.
 	MemberID uint64
@@ -62,12 +58,8 @@ type ReplicatorConfig struct {
 	PeersInterval time.Duration
 	// Logger receives the replicator's logs. Nil: discarded.
 	Logger *slog.Logger
-	// ServerOptions are added to the peer server's own (message buffers,
-	// codec). Nil: grpc's defaults.
-	ServerOptions []grpc.ServerOption
-	// Credentials secure the peer link, served and dialed: TLS from the
-	// peer certificates or derived from the gossip key. Nil: plain text,
-	// open to anyone who can reach the peer port.
+	// Credentials secure the replicator's connections to its peers: those
+	// of the peer listeners (peer.Config.Credentials). Nil: plain text.
 	Credentials credentials.TransportCredentials
 }
 
@@ -92,9 +84,8 @@ func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
 
 // Replicator is described above.
 type Replicator struct {
-	cfg    ReplicatorConfig
-	log    *slog.Logger
-	server *peer.Server
+	cfg ReplicatorConfig
+	log *slog.Logger
 
 	store Store
 	peers PeerSource
@@ -111,28 +102,17 @@ type Replicator struct {
 	wg       sync.WaitGroup
 }
 
-// NewReplicator builds a replicator; Start binds and runs it.
+// NewReplicator builds a replicator; Start runs it.
 func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	server, err := peer.NewServer(peer.Config{
-		ListenURLs:    cfg.ListenURLs,
-		ClusterID:     cfg.ClusterID,
-		Credentials:   cfg.Credentials,
-		ServerOptions: cfg.ServerOptions,
-		Logger:        cfg.Logger,
-	})
-	if err != nil {
-		return nil, err
-	}
 	r := &Replicator{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		links:  make(map[uint64]*peerLink),
-		stop:   make(chan struct{}),
-		server: server,
+		cfg:   cfg,
+		log:   cfg.Logger,
+		links: make(map[uint64]*peerLink),
+		stop:  make(chan struct{}),
 	}
 	r.synced = make(chan struct{})
 	return r, nil
@@ -156,25 +136,18 @@ func (r *Replicator) Replicate(writes []*peerpb.Write) {
 	}
 }
 
-// Start binds the peer URLs, serves the Peer service over store and starts
-// following peers. It fails, binding nothing, if a URL cannot be bound.
-func (r *Replicator) Start(store Store, peers PeerSource) error {
+// Start registers the Peer service over store on srv, the peer listener,
+// which must not serve yet, and starts following peers. Call it once.
+func (r *Replicator) Start(store Store, peers PeerSource, srv grpc.ServiceRegistrar) {
 	r.store, r.peers = store, peers
 	r.refused = newRefusals(r.log, time.Now)
-	peerpb.RegisterPeerServer(r.server, &peerService{store: store, refused: r.refused})
-	if err := r.server.Start(); err != nil {
-		return err
-	}
+	peerpb.RegisterPeerServer(srv, &peerService{store: store, refused: r.refused})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		r.run()
 	}()
-	return nil
 }
-
-// Addrs returns the bound peer addresses.
-func (r *Replicator) Addrs() []net.Addr { return r.server.Addrs() }
 
 // CaughtUp is closed once this member has finished a digest exchange,
 // pulling what differed, with every peer it links to, at least one: it
@@ -207,15 +180,14 @@ func (r *Replicator) checkCaughtUpLocked() {
 // Dropped returns how many changes were dropped on full peer queues.
 func (r *Replicator) Dropped() uint64 { return r.dropped.Load() }
 
-// Shutdown stops the links and the server. Peer streams are cut rather
-// than drained: they are long-lived by design, and what they carried is
-// repaired by digests (replication) or held and retried by the sender
-// (forwarded messages). It is safe to call more than once.
-func (r *Replicator) Shutdown(ctx context.Context) error {
+// Shutdown closes the links; the Peer service stops with the peer
+// listener. Replicate streams are cut rather than drained: what they
+// carried is repaired by digests. It is safe to call more than once, and
+// before Start.
+func (r *Replicator) Shutdown(context.Context) error {
 	r.stopOnce.Do(func() { close(r.stop) })
-	err := r.server.Shutdown(ctx)
 	r.wg.Wait()
-	return err
+	return nil
 }
 
 // run follows the peer list and runs the digest timer until stop.
@@ -309,25 +281,4 @@ func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store)
 		}
 		n += applied
 	}
-}
-
-// RegisterService adds another service to the peer listener, such as the
-// queues' forwarding service. Call it before Start.
-func (r *Replicator) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	r.server.RegisterService(desc, impl)
-}
-
-// OutgoingContext is peer.OutgoingContext.
-func OutgoingContext(ctx context.Context, clusterID, memberID uint64) context.Context {
-	return peer.OutgoingContext(ctx, clusterID, memberID)
-}
-
-// Dial is peer.Dial.
-func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return peer.Dial(addr, opts...)
-}
-
-// CallerMember is peer.CallerMember.
-func CallerMember(ctx context.Context) (uint64, bool) {
-	return peer.CallerMember(ctx)
 }

@@ -16,11 +16,15 @@
 //     only keeps two clusters apart. The member id is as the caller sent
 //     it (CallerMember), for logs and bounds, not for trust.
 //   - What keeps strangers out is the transport, Config.Credentials, used
-//     by the listener and handed by every dialer to Dial: TLS from the
-//     --peer-* certificate files, or mutual TLS from certificates every
-//     member derives from the gossip key (chute/internal/tlsfiles). A
-//     process without them fails the handshake and reaches no method.
-//     With neither, the link is plain text.
+//     by the listener and handed to Dial by every dialer of the link
+//     (replication, forwarding, hand-overs, backups, raft): TLS from the
+//     --peer-* certificate files, with --peer-client-cert-auth requiring
+//     a certificate of --peer-trusted-ca-file; or, with no peer
+//     certificate but a gossip key, mutual TLS from certificates every
+//     member derives from that key (chute/internal/tlsfiles), so a cluster
+//     with a gossip key is closed to non-members by default. A process
+//     without them fails the handshake and reaches no method. With
+//     neither, the link is plain text and chute logs so at start.
 //   - Every URL of the listener is http:// or every one is https://, and
 //     https:// needs credentials (Config.Validate).
 //   - A message on the link is at most MaxMessageBytes, received by the

@@ -6,7 +6,7 @@
 // A Transport is both ends. As a client it keeps one lazily dialed gRPC
 // connection per target address, with Config.DialOptions (the link's
 // credentials) and every call carrying the cluster and member ids
-// (gossip.OutgoingContext); each call is bounded by Config.Timeout. A
+// (peer.OutgoingContext); each call is bounded by Config.Timeout. A
 // connection lives until Close: raft's targets are the few members of
 // its configuration.
 // AppendEntriesPipeline is one bidirectional stream per pipeline with at
