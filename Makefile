@@ -125,7 +125,7 @@ tidy:
 run: deps build
 	deploy/dev/run.sh $(BIN)
 
-# proto regenerates the peer transport's Go code from gossip/peerpb/*.proto
+# proto regenerates the peer transport's Go code from gossip/peer/peerpb/*.proto
 # (the Peer and Queues services, raft's transport) with pinned generators
 # (protoc from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
@@ -136,7 +136,7 @@ proto:
 	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH=$(CURDIR)/bin/tools:$$PATH protoc --go_out=. --go_opt=module=chute \
 		--go-grpc_out=. --go-grpc_opt=module=chute \
-		gossip/peerpb/peer.proto gossip/peerpb/raft.proto
+		gossip/peer/peerpb/peer.proto gossip/peer/peerpb/raft.proto
 
 clean:
 	rm -rf bin

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // When a put returns depends on its queue's ack mode (Settings.Ack):

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // TestQueue_enqueueLocked_arrivals checks the duplicate rules by arrival:

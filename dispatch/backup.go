@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // A member is the backup of queues other members dispatch with

@@ -15,7 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // peerClient is what a process that knows the cluster id can send on a
@@ -29,12 +30,12 @@ const mallory = 0xbad // the member id the test claims
 
 func dialPeer(t *testing.T, ctx context.Context, m *member) *peerClient {
 	t.Helper()
-	conn, err := gossip.Dial(m.repl.Addrs()[0].String())
+	conn, err := peer.Dial(m.link.Addrs()[0].String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	return &peerClient{conn: conn, ctx: gossip.OutgoingContext(ctx, gossip.ClusterID("test"), mallory)}
+	return &peerClient{conn: conn, ctx: peer.OutgoingContext(ctx, gossip.ClusterID("test"), mallory)}
 }
 
 // replicate sends one batch on a Replicate stream and returns how the

@@ -14,7 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/kv"
 
 	"chute/internal/testutil"
@@ -45,6 +46,7 @@ type member struct {
 	id    uint64
 	kv    *kv.Server
 	repl  *gossip.Replicator
+	link  *peer.Server // the peer listener: replication and queues
 	mgr   *Manager
 	peers *peerList
 	cli   *clientv3.Client
@@ -56,9 +58,13 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	id := gossip.MemberID(name)
 	cluster := gossip.ClusterID("test")
 	repl, err := gossip.NewReplicator(gossip.ReplicatorConfig{
-		ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: cluster, MemberID: id,
+		ClusterID: cluster, MemberID: id,
 		DigestInterval: 100 * time.Millisecond, PeersInterval: 20 * time.Millisecond,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,9 +100,10 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mb := &member{name: name, id: id, kv: srv, repl: repl, mgr: mgr, peers: &peerList{}}
-	repl.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
-	if err := repl.Start(srv, mb.peers); err != nil {
+	mb := &member{name: name, id: id, kv: srv, repl: repl, link: link, mgr: mgr, peers: &peerList{}}
+	link.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
+	repl.Start(srv, mb.peers, link)
+	if err := link.Start(); err != nil {
 		t.Fatal(err)
 	}
 	mgr.Start(srv, mb.peers)
@@ -128,11 +135,12 @@ func (mb *member) stop() {
 		_ = mb.kv.Shutdown(ctx)
 		_ = mb.mgr.Shutdown(ctx)
 		_ = mb.repl.Shutdown(ctx)
+		_ = mb.link.Shutdown(ctx)
 	})
 }
 
 func (mb *member) asPeer() gossip.Peer {
-	return gossip.Peer{ID: mb.id, Addr: mb.repl.Addrs()[0].String(), Boot: mb.mgr.cfg.Boot}
+	return gossip.Peer{ID: mb.id, Addr: mb.link.Addrs()[0].String(), Boot: mb.mgr.cfg.Boot}
 }
 
 // connect makes every member see every other alive.

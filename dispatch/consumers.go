@@ -7,8 +7,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // localConsumer is a consumer watch on this member. It is bound either to
@@ -134,7 +134,7 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 		m.mu.Unlock()
 		return // the dispatcher is not alive; the reconcile loop claims
 	}
-	ctx, cancel := context.WithCancel(gossip.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
+	ctx, cancel := context.WithCancel(peer.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
 	rs := &remoteStream{member: rec.Member, cancel: cancel, done: make(chan struct{})}
 	lc.remote = rs
 	m.mu.Unlock()
@@ -170,7 +170,7 @@ func (lc *localConsumer) stop() {
 // consumeRemote relays the dispatcher's deliveries to the watch until the
 // stream ends.
 func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member uint64) {
-	conn, err := gossip.Dial(addr, lc.m.dialOpts...)
+	conn, err := peer.Dial(addr, lc.m.dialOpts...)
 	if err != nil {
 		return
 	}

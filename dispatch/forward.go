@@ -12,7 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/backoff"
 )
 
@@ -42,11 +43,11 @@ type forwarder struct {
 const forwardFrameBatches = 256
 
 func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
-	conn, err := gossip.Dial(addr, m.dialOpts...)
+	conn, err := peer.Dial(addr, m.dialOpts...)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(gossip.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
+	ctx, cancel := context.WithCancel(peer.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
 	f := &forwarder{
 		m: m, member: member, conn: conn, ctx: ctx, cancel: cancel,
 		sendC:   make(chan *peerpb.ForwardBatch, 1024),

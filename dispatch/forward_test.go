@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // fakeForwardStream is the client side of a Forward stream whose frames the

@@ -40,7 +40,7 @@ type Config struct {
 	// another cluster. Zero: zero (tests of one member).
 	ClusterID uint64
 	// PeerCredentials secure the connections to other members; they must
-	// match the peer listener's (gossip.ReplicatorConfig.Credentials).
+	// match the peer listener's (peer.Config.Credentials).
 	// Nil: plain text.
 	PeerCredentials credentials.TransportCredentials
 	// Boot identifies this run of the process, as gossip publishes it (the

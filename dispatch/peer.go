@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // counters are the manager's cluster counters, for /status and metrics.
@@ -61,7 +62,7 @@ func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 // applied in order; a batch whose put waits for more (its ack mode) is
 // answered when that is done, while later frames go on.
 func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFrame, peerpb.ForwardResults]) error {
-	from, _ := gossip.CallerMember(stream.Context())
+	from, _ := peer.CallerMember(stream.Context())
 	ctx, cancel := context.WithCancel(stream.Context())
 	var waits sync.WaitGroup
 	defer waits.Wait()

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
+	"chute/gossip/peer"
 )
 
 // The reconcile loop keeps every queue this member knows in step with its
@@ -160,7 +161,7 @@ func (m *Manager) pruneForwarders() {
 
 // outgoing returns ctx carrying this member's identity for peer calls.
 func (m *Manager) outgoing(ctx context.Context) context.Context {
-	return gossip.OutgoingContext(ctx, m.cfg.ClusterID, m.cfg.MemberID)
+	return peer.OutgoingContext(ctx, m.cfg.ClusterID, m.cfg.MemberID)
 }
 
 // conn returns the cached connection to a peer listener, opening it when
@@ -171,7 +172,7 @@ func (m *Manager) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := m.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := gossip.Dial(addr, m.dialOpts...)
+	c, err := peer.Dial(addr, m.dialOpts...)
 	if err != nil {
 		return nil, err
 	}

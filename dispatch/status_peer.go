@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // Bounds of a member's Status answer. The answering member sends at most

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // TestStatusResponse_roundTrip checks that a Status sent to another

@@ -1,7 +1,8 @@
 // Package gossip owns the cluster: membership over hashicorp/serf
 // (membership.go, config.go, join.go, events.go), member ids (id.go), and the
-// peer transport, our own gRPC service on --listen-peer-urls that is never
-// served on the etcd client port (peerpb/, peer_server.go).
+// key-space replication, the Peer service of the peer link (gossip/peer,
+// its protobufs in peer/peerpb), which is never served on the etcd client
+// port (replicator.go, peer_link.go, peer_server.go).
 //
 // Membership: serf on --gossip-listen, seeds from --join retried with
 // backoff until one answers, the cluster name as memberlist's label and a
@@ -48,19 +49,8 @@
 // judge them. A refusal is logged at WARN with the sender's member id,
 // once a minute per peer. The other changes of a batch are applied.
 //
-// The Queues service of the same listener is dispatch's (registered with
-// Replicator.RegisterService); every peer call carries the cluster id and
-// is refused when it differs.
-//
-// Who may call: the cluster id is no secret (every etcd response header
-// prints it), so it only keeps two clusters apart. What keeps strangers
-// out is the transport, ReplicatorConfig.Credentials, used by the
-// listener and by every dialer of the link (replication, forwarding,
-// hand-overs, backups): TLS from the --peer-* certificate files, with
-// --peer-client-cert-auth requiring a certificate of --peer-trusted-ca-file;
-// or, with no peer certificate but a gossip key, mutual TLS from
-// certificates every member derives from that key (chute/internal/tlsfiles),
-// so a cluster with a gossip key is closed to non-members by default. A
-// process without them fails the handshake and reaches no method. With
-// neither, the link is plain text and chute logs so at start.
+// The Replicator owns no listener: Start registers the Peer service on the
+// peer link's (gossip/peer's Server), next to dispatch's Queues service and
+// raft's, and the links dial with peer.Dial and ReplicatorConfig.Credentials.
+// Who may call, and how strangers are kept out, is gossip/peer's.
 package gossip

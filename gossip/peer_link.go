@@ -8,7 +8,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/backoff"
 )
 
@@ -34,11 +35,11 @@ type peerLink struct {
 }
 
 func (r *Replicator) newLink(p Peer) (*peerLink, error) {
-	conn, err := dial(p.Addr, r.dialOptions()...)
+	conn, err := peer.Dial(p.Addr, r.dialOptions()...)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(outgoing(context.Background(), r.cfg.ClusterID, r.cfg.MemberID))
+	ctx, cancel := context.WithCancel(peer.OutgoingContext(context.Background(), r.cfg.ClusterID, r.cfg.MemberID))
 	l := &peerLink{
 		r:          r,
 		peer:       p,

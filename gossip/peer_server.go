@@ -5,23 +5,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"chute/gossip/peerpb"
-)
-
-// Metadata keys every peer RPC carries: the cluster id, checked by the
-// receiver, and the sender's member id, for logs.
-const (
-	mdCluster = "chute-cluster"
-	mdMember  = "chute-member"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // Store is the key space a Replicator keeps in step with the other members'
@@ -62,7 +53,7 @@ func (p *peerService) Replicate(stream grpc.ClientStreamingServer[peerpb.WriteBa
 			return err
 		}
 		if _, err := p.store.ApplyRemote(batch.Writes); err != nil {
-			from, _ := CallerMember(stream.Context())
+			from, _ := peer.CallerMember(stream.Context())
 			p.refused.warn(from, "replicated writes refused", err)
 			return status.Convert(err).Err()
 		}
@@ -134,50 +125,4 @@ func (r *refusals) warn(member uint64, msg string, err error) {
 	r.last[member] = now
 	r.mu.Unlock()
 	r.log.Warn(msg, "peer", ID(member), "err", err)
-}
-
-// clusterCheck refuses peer calls from another cluster.
-type clusterCheck struct {
-	cluster string
-}
-
-func (c clusterCheck) check(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	if got := md.Get(mdCluster); len(got) != 1 || got[0] != c.cluster {
-		return status.Error(codes.PermissionDenied, "chute: peer call from another cluster")
-	}
-	return nil
-}
-
-func (c clusterCheck) unary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if err := c.check(ctx); err != nil {
-		return nil, err
-	}
-	return handler(ctx, req)
-}
-
-func (c clusterCheck) stream(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if err := c.check(ss.Context()); err != nil {
-		return err
-	}
-	return handler(srv, ss)
-}
-
-// CallerMember returns the member id a peer call came from, as its caller
-// sent it (the cluster was checked).
-func CallerMember(ctx context.Context) (uint64, bool) {
-	md, _ := metadata.FromIncomingContext(ctx)
-	got := md.Get(mdMember)
-	if len(got) != 1 {
-		return 0, false
-	}
-	id, err := strconv.ParseUint(got[0], 16, 64)
-	return id, err == nil
-}
-
-// outgoing returns ctx carrying this member's identity for a peer call.
-func outgoing(ctx context.Context, clusterID, memberID uint64) context.Context {
-	return metadata.AppendToOutgoingContext(ctx,
-		mdCluster, strconv.FormatUint(clusterID, 16),
-		mdMember, strconv.FormatUint(memberID, 16))
 }

@@ -11,7 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 
 	"chute/internal/testutil"
 )
@@ -20,12 +21,12 @@ import (
 // and returns how the stream ended.
 func replicateAs(t *testing.T, n *replNode, from uint64, batches ...[]*peerpb.Write) error {
 	t.Helper()
-	conn, err := Dial(n.repl.Addrs()[0].String())
+	conn, err := peer.Dial(n.link.Addrs()[0].String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(OutgoingContext(context.Background(), ClusterID("test"), from), 10*time.Second)
+	ctx, cancel := context.WithTimeout(peer.OutgoingContext(context.Background(), ClusterID("test"), from), 10*time.Second)
 	defer cancel()
 	stream, err := peerpb.NewPeerClient(conn).Replicate(ctx)
 	if err != nil {

@@ -6,21 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // A Replicator keeps this member's key space in step with the other alive
-// members'. It serves the Peer service on the peer URLs, sends every local
+// members'. It serves the Peer service on the peer link (gossip/peer's
+// listener, which its owner starts and stops), sends every local
 // change to every peer over one long-lived stream each (batched frames,
 // bounded queue), and exchanges digests with each peer periodically, pulling
 // the buckets that differ and pushing its own, so a change lost to a full
@@ -43,11 +41,8 @@ type PeerSource interface {
 // ReplicatorConfig configures a Replicator. Zero values are documented per
 // field; NewReplicator never reads flags, files or the environment.
 type ReplicatorConfig struct {
-	// ListenURLs are bound, every one, to serve the Peer service:
-	// http://host:port (port 0 picks a free port). Empty: nothing is served.
-	ListenURLs []string
-	// ClusterID is sent with every call and checked on every call received:
-	// members of another cluster are refused.
+	// ClusterID is sent with every call; the peer listeners refuse calls
+	// of another cluster.
 	ClusterID uint64
 	// MemberID identifies this member to its peers.
 	MemberID uint64
@@ -63,12 +58,8 @@ type ReplicatorConfig struct {
 	PeersInterval time.Duration
 	// Logger receives the replicator's logs. Nil: discarded.
 	Logger *slog.Logger
-	// ServerOptions are added to the peer server's own (message buffers,
-	// codec). Nil: grpc's defaults.
-	ServerOptions []grpc.ServerOption
-	// Credentials secure the peer link, served and dialed: TLS from the
-	// peer certificates or derived from the gossip key. Nil: plain text,
-	// open to anyone who can reach the peer port.
+	// Credentials secure the replicator's connections to its peers: those
+	// of the peer listeners (peer.Config.Credentials). Nil: plain text.
 	Credentials credentials.TransportCredentials
 }
 
@@ -93,16 +84,14 @@ func (c ReplicatorConfig) withDefaults() ReplicatorConfig {
 
 // Replicator is described above.
 type Replicator struct {
-	cfg  ReplicatorConfig
-	log  *slog.Logger
-	grpc *grpc.Server
+	cfg ReplicatorConfig
+	log *slog.Logger
 
 	store Store
 	peers PeerSource
 
-	mu        sync.RWMutex // guards links and listeners
-	links     map[uint64]*peerLink
-	listeners []net.Listener
+	mu    sync.RWMutex // guards links
+	links map[uint64]*peerLink
 
 	refused  *refusals     // logs what peers sent that was refused
 	dropped  atomic.Uint64 // changes dropped on full queues
@@ -113,27 +102,17 @@ type Replicator struct {
 	wg       sync.WaitGroup
 }
 
-// NewReplicator builds a replicator; Start binds and runs it.
+// NewReplicator builds a replicator; Start runs it.
 func NewReplicator(cfg ReplicatorConfig) (*Replicator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	check := clusterCheck{cluster: fmt.Sprintf("%x", cfg.ClusterID)}
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(check.unary),
-		grpc.ChainStreamInterceptor(check.stream),
-		grpc.MaxRecvMsgSize(64 << 20),
-	}
-	if cfg.Credentials != nil {
-		opts = append(opts, grpc.Creds(cfg.Credentials))
-	}
 	r := &Replicator{
 		cfg:   cfg,
 		log:   cfg.Logger,
 		links: make(map[uint64]*peerLink),
 		stop:  make(chan struct{}),
-		grpc:  grpc.NewServer(append(opts, cfg.ServerOptions...)...),
 	}
 	r.synced = make(chan struct{})
 	return r, nil
@@ -157,54 +136,17 @@ func (r *Replicator) Replicate(writes []*peerpb.Write) {
 	}
 }
 
-// Start binds the peer URLs, serves the Peer service over store and starts
-// following peers. It fails, binding nothing, if a URL cannot be bound.
-func (r *Replicator) Start(store Store, peers PeerSource) error {
-	var lns []net.Listener
-	for _, u := range r.cfg.ListenURLs {
-		addr, _ := peerAddr(u)
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			for _, l := range lns {
-				_ = l.Close()
-			}
-			return fmt.Errorf("gossip: peer listener %s: %w", u, err)
-		}
-		lns = append(lns, ln)
-	}
+// Start registers the Peer service over store on srv, the peer listener,
+// which must not serve yet, and starts following peers. Call it once.
+func (r *Replicator) Start(store Store, peers PeerSource, srv grpc.ServiceRegistrar) {
 	r.store, r.peers = store, peers
 	r.refused = newRefusals(r.log, time.Now)
-	peerpb.RegisterPeerServer(r.grpc, &peerService{store: store, refused: r.refused})
-	r.mu.Lock()
-	r.listeners = lns
-	r.mu.Unlock()
-	for _, ln := range lns {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			if err := r.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				r.log.Error("peer listener stopped", "addr", ln.Addr().String(), "err", err)
-			}
-		}()
-		r.log.Info("serving peers", "addr", ln.Addr().String())
-	}
+	peerpb.RegisterPeerServer(srv, &peerService{store: store, refused: r.refused})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
 		r.run()
 	}()
-	return nil
-}
-
-// Addrs returns the bound peer addresses.
-func (r *Replicator) Addrs() []net.Addr {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	out := make([]net.Addr, len(r.listeners))
-	for i, ln := range r.listeners {
-		out[i] = ln.Addr()
-	}
-	return out
 }
 
 // CaughtUp is closed once this member has finished a digest exchange,
@@ -238,13 +180,12 @@ func (r *Replicator) checkCaughtUpLocked() {
 // Dropped returns how many changes were dropped on full peer queues.
 func (r *Replicator) Dropped() uint64 { return r.dropped.Load() }
 
-// Shutdown stops the links and the server. Peer streams are cut rather
-// than drained: they are long-lived by design, and what they carried is
-// repaired by digests (replication) or held and retried by the sender
-// (forwarded messages). It is safe to call more than once.
+// Shutdown closes the links; the Peer service stops with the peer
+// listener. Replicate streams are cut rather than drained: what they
+// carried is repaired by digests. It is safe to call more than once, and
+// before Start.
 func (r *Replicator) Shutdown(context.Context) error {
 	r.stopOnce.Do(func() { close(r.stop) })
-	r.grpc.Stop()
 	r.wg.Wait()
 	return nil
 }
@@ -310,30 +251,6 @@ func (r *Replicator) syncLinks() {
 	r.checkCaughtUpLocked() // the peers not yet pulled from may be gone
 }
 
-// peerAddr returns the host:port of a peer URL.
-func peerAddr(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("gossip: peer url %q: %w", raw, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("gossip: peer url %q: scheme must be http or https", raw)
-	}
-	if u.Port() == "" {
-		return "", fmt.Errorf("gossip: peer url %q: port missing", raw)
-	}
-	return u.Host, nil
-}
-
-// dial opens a lazy client connection to a peer, with opts after its own:
-// plain text unless opts hold transport credentials.
-func dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, append([]grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64 << 20)),
-	}, opts...)...)
-}
-
 // dialOptions are the options of the replicator's own connections.
 func (r *Replicator) dialOptions() []grpc.DialOption {
 	if r.cfg.Credentials == nil {
@@ -364,22 +281,4 @@ func drainPull(stream grpc.ServerStreamingClient[peerpb.PullChunk], store Store)
 		}
 		n += applied
 	}
-}
-
-// RegisterService adds another service to the peer listener, such as the
-// queues' forwarding service. Call it before Start.
-func (r *Replicator) RegisterService(desc *grpc.ServiceDesc, impl any) {
-	r.grpc.RegisterService(desc, impl)
-}
-
-// OutgoingContext returns ctx carrying a member's identity for a call to a
-// peer's listener, which refuses calls without its cluster id.
-func OutgoingContext(ctx context.Context, clusterID, memberID uint64) context.Context {
-	return outgoing(ctx, clusterID, memberID)
-}
-
-// Dial opens a lazy client connection to a peer's listener, with opts
-// added to its own (message buffers, codec).
-func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
-	return dial(addr, opts...)
 }

@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"chute/gossip/peer"
 	"chute/kv"
 
 	"chute/internal/testutil"
@@ -38,6 +39,7 @@ type replNode struct {
 	id    uint64
 	kv    *kv.Server
 	repl  *Replicator
+	link  *peer.Server // the peer listener, serving repl
 	peers *staticPeers
 	cli   *clientv3.Client
 }
@@ -47,7 +49,6 @@ func startReplNode(t *testing.T, name string, mutate func(*ReplicatorConfig)) *r
 	t.Helper()
 	id := MemberID(name)
 	rcfg := ReplicatorConfig{
-		ListenURLs:     []string{"http://127.0.0.1:0"},
 		ClusterID:      ClusterID("test"),
 		MemberID:       id,
 		DigestInterval: 100 * time.Millisecond,
@@ -57,6 +58,10 @@ func startReplNode(t *testing.T, name string, mutate func(*ReplicatorConfig)) *r
 		mutate(&rcfg)
 	}
 	repl, err := NewReplicator(rcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: rcfg.ClusterID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,11 +79,12 @@ func startReplNode(t *testing.T, name string, mutate func(*ReplicatorConfig)) *r
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	n := &replNode{id: id, kv: srv, repl: repl, peers: &staticPeers{}}
-	if err := repl.Start(srv, n.peers); err != nil {
+	n := &replNode{id: id, kv: srv, repl: repl, link: link, peers: &staticPeers{}}
+	repl.Start(srv, n.peers, link)
+	t.Cleanup(func() { n.stop(t) })
+	if err := link.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.stop(t) })
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +100,15 @@ func (n *replNode) stop(t *testing.T) {
 	if err := n.repl.Shutdown(ctx); err != nil {
 		t.Errorf("replicator shutdown: %v", err)
 	}
+	if err := n.link.Shutdown(ctx); err != nil {
+		t.Errorf("peer listener shutdown: %v", err)
+	}
 	if err := n.kv.Shutdown(ctx); err != nil {
 		t.Errorf("kv shutdown: %v", err)
 	}
 }
 
-func (n *replNode) asPeer() Peer { return Peer{ID: n.id, Addr: n.repl.Addrs()[0].String()} }
+func (n *replNode) asPeer() Peer { return Peer{ID: n.id, Addr: n.link.Addrs()[0].String()} }
 
 // mesh makes every node a peer of every other.
 func mesh(nodes ...*replNode) {

@@ -78,23 +78,6 @@ func (c ReplicatorConfig) Validate() error {
 	bad := func(field string, err error) {
 		errs = append(errs, &FieldError{Pkg: "gossip", Sentinel: ErrInvalidConfig, Field: field, Err: err})
 	}
-	var plain, secure []string
-	for _, u := range c.ListenURLs {
-		switch https, err := setting.CheckURL(u); {
-		case err != nil:
-			bad("ListenURLs", err)
-		case https:
-			secure = append(secure, u)
-		default:
-			plain = append(plain, u)
-		}
-	}
-	if len(plain) > 0 && len(secure) > 0 {
-		bad("ListenURLs", errors.New("mixes http:// and https://; the peer link is TLS on every URL or on none"))
-	}
-	if len(secure) > 0 && c.Credentials == nil {
-		bad("Credentials", fmt.Errorf("%q is https: it needs a certificate", secure[0]))
-	}
 	if c.QueueWrites < 0 {
 		bad("QueueWrites", fmt.Errorf("%d is negative", c.QueueWrites))
 	}

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc/credentials/insecure"
 )
 
 func TestConfig_Validate_fields(t *testing.T) {
@@ -55,7 +53,6 @@ func TestConfig_Validate_reportsEveryField(t *testing.T) {
 }
 
 func TestReplicatorConfig_Validate_cases(t *testing.T) {
-	creds := insecure.NewCredentials()
 	tests := []struct {
 		name      string
 		cfg       ReplicatorConfig
@@ -63,16 +60,6 @@ func TestReplicatorConfig_Validate_cases(t *testing.T) {
 		wantErr   string
 	}{
 		{"empty", ReplicatorConfig{}, "", ""},
-		{"listen port 0", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:0"}}, "", ""},
-		{"two plain URLs", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:1", "http://[::1]:2"}}, "", ""},
-		{"https with credentials", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1"}, Credentials: creds}, "", ""},
-		{"http with credentials", ReplicatorConfig{ListenURLs: []string{"http://127.0.0.1:1"}, Credentials: creds}, "", ""},
-		{"https without credentials", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1"}}, "Credentials", "needs a certificate"},
-		{"mixed", ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:1", "http://127.0.0.1:2"}, Credentials: creds}, "ListenURLs", "mixes"},
-		{"no scheme", ReplicatorConfig{ListenURLs: []string{"127.0.0.1:2380"}}, "ListenURLs", "not a URL"},
-		{"no port", ReplicatorConfig{ListenURLs: []string{"http://h"}}, "ListenURLs", "host:port"},
-		{"path", ReplicatorConfig{ListenURLs: []string{"http://h:1/p"}}, "ListenURLs", "path"},
-		{"scheme", ReplicatorConfig{ListenURLs: []string{"grpc://h:1"}}, "ListenURLs", "scheme"},
 		{"negative queue", ReplicatorConfig{QueueWrites: -1}, "QueueWrites", "negative"},
 		{"negative interval", ReplicatorConfig{DigestInterval: -time.Second}, "DigestInterval", "negative"},
 	}
@@ -94,7 +81,7 @@ func TestReplicatorConfig_Validate_cases(t *testing.T) {
 }
 
 func TestNewReplicator_Validate_refusesInvalid(t *testing.T) {
-	if _, err := NewReplicator(ReplicatorConfig{ListenURLs: []string{"https://127.0.0.1:0"}}); !errors.Is(err, ErrInvalidConfig) {
+	if _, err := NewReplicator(ReplicatorConfig{QueueWrites: -1}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("got %v, want ErrInvalidConfig", err)
 	}
 }

@@ -78,8 +78,8 @@ func MessageBufferDialOptions() []grpc.DialOption {
 // MessageBufferOptions are the gRPC server options that take messages'
 // buffers from a pool that does not clear them, and decode received
 // messages from it (see bufferPool): the etcd API server uses them, and
-// the peer server can (cmd/chute hands them to gossip's replicator, whose
-// server takes dispatch's forward frames).
+// the peer listener can (cmd/chute hands them to gossip/peer's server,
+// which takes dispatch's forward frames).
 func MessageBufferOptions() []grpc.ServerOption {
 	pool := &bufferPool{}
 	return []grpc.ServerOption{experimental.BufferPool(pool), grpc.ForceServerCodecV2(protoCodec{pool})}

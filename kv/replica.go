@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // Replication across members is last-writer-wins per key. Every change of a

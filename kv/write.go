@@ -5,7 +5,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // writeTxn collects the changes of one write. All its changes share the main

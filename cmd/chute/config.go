@@ -21,6 +21,7 @@ import (
 
 	"chute/dispatch"
 	"chute/gossip"
+	"chute/gossip/peer"
 	"chute/internal/setting"
 	"chute/internal/tlsfiles"
 	"chute/kv"
@@ -669,7 +670,7 @@ func gossipFlags() map[string]flagOf {
 	}
 }
 
-func replicatorFlags() map[string]flagOf {
+func peerFlags() map[string]flagOf {
 	return map[string]flagOf{
 		"ListenURLs":  {name: "listen-peer-urls"},
 		"Credentials": {name: "listen-peer-urls", hint: "give --peer-cert-file and --peer-key-file, --peer-auto-tls or --gossip-key"},
@@ -746,7 +747,8 @@ func (c Config) checkPackages(client, peer credentials.TransportCredentials) err
 		all = append(all, err)
 	}
 	all = append(all, nameFlags(g.Validate(), gossipFlags())...)
-	all = append(all, nameFlags(c.replicatorConfig(peer).Validate(), replicatorFlags())...)
+	all = append(all, nameFlags(c.peerConfig(peer).Validate(), peerFlags())...)
+	all = append(all, nameFlags(c.replicatorConfig(peer).Validate(), nil)...)
 	all = append(all, nameFlags(c.kvConfig(client).Validate(), kvFlags())...)
 	all = append(all, nameFlags(c.dispatchConfig().Validate(), dispatchFlags())...)
 	all = append(all, nameFlags(c.sinkConfig().Validate(), sinkFlags())...)
@@ -807,11 +809,20 @@ func (c Config) gossipConfig() (gossip.Config, error) {
 	return g, nil
 }
 
-// replicatorConfig is c's peer link configuration, served with creds
+// peerConfig is c's peer link listener configuration, served with creds
 // (nil: plain text), less what newNode adds at run time.
+func (c Config) peerConfig(creds credentials.TransportCredentials) peer.Config {
+	return peer.Config{
+		ListenURLs:  c.ListenPeerURLs,
+		ClusterID:   gossip.ClusterID(c.Cluster),
+		Credentials: creds,
+	}
+}
+
+// replicatorConfig is c's replication configuration, dialing its peers
+// with creds (nil: plain text), less what newNode adds at run time.
 func (c Config) replicatorConfig(creds credentials.TransportCredentials) gossip.ReplicatorConfig {
 	r := gossip.ReplicatorConfig{
-		ListenURLs:  c.ListenPeerURLs,
 		ClusterID:   gossip.ClusterID(c.Cluster),
 		MemberID:    gossip.MemberID(c.Name),
 		Credentials: creds,

@@ -24,7 +24,8 @@ import (
 
 	"chute/dispatch"
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/nodestatus"
 	"chute/kv"
 	chuteotel "chute/otel"
@@ -42,6 +43,7 @@ type node struct {
 	log        *slog.Logger
 	providers  *chuteotel.Providers
 	members    *gossip.Membership
+	peer       *peer.Server // the peer link's listener
 	replicator *gossip.Replicator
 	queues     *dispatch.Manager
 	kv         *kv.Server
@@ -204,9 +206,14 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, fmt.Errorf("gossip metrics: %w", err)
 	}
 
+	pcfg := cfg.peerConfig(peerCreds)
+	pcfg.Logger = logger.With("component", "peer")
+	pcfg.ServerOptions = kv.MessageBufferOptions() // forward frames are large: their buffers are not cleared either
+	if n.peer, err = peer.NewServer(pcfg); err != nil {
+		return nil, err
+	}
 	rcfg := cfg.replicatorConfig(peerCreds)
 	rcfg.Logger = logger.With("component", "replication")
-	rcfg.ServerOptions = kv.MessageBufferOptions() // forward frames are large: their buffers are not cleared either
 	if n.replicator, err = gossip.NewReplicator(rcfg); err != nil {
 		return nil, err
 	}
@@ -269,19 +276,24 @@ func (n *node) release() {
 	if n.replicator != nil {
 		_ = n.replicator.Shutdown(ctx)
 	}
+	if n.peer != nil {
+		_ = n.peer.Shutdown(ctx)
+	}
 	if n.members != nil { // serf is bound: release it
 		_ = n.members.Shutdown()
 	}
 	_ = n.providers.Shutdown(ctx)
 }
 
-// start serves the etcd API, then replication, then joins the cluster.
+// start serves the etcd API, then the peer link (replication and the
+// queues' service), then joins the cluster.
 func (n *node) start() error {
 	if err := n.kv.Start(); err != nil {
 		return err
 	}
-	n.replicator.RegisterService(&peerpb.Queues_ServiceDesc, n.queues.PeerService())
-	if err := n.replicator.Start(n.kv, n.members); err != nil {
+	n.peer.RegisterService(&peerpb.Queues_ServiceDesc, n.queues.PeerService())
+	n.replicator.Start(n.kv, n.members, n.peer)
+	if err := n.peer.Start(); err != nil {
 		return err
 	}
 	n.queues.Start(n.kv, n.members)
@@ -334,7 +346,7 @@ func (n *node) shutdown() error {
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
 	}
-	errs = append(errs, n.kv.Shutdown(ctx), n.queues.Shutdown(ctx), n.replicator.Shutdown(ctx))
+	errs = append(errs, n.kv.Shutdown(ctx), n.queues.Shutdown(ctx), n.replicator.Shutdown(ctx), n.peer.Shutdown(ctx))
 	if err := n.members.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}

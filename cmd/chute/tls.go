@@ -64,7 +64,7 @@ func (c Config) validateTLS() []error {
 	}
 
 	// The peer link: one listener configuration for every peer URL. The
-	// replicator refuses a mix of http:// and https://, and https://
+	// peer listener refuses a mix of http:// and https://, and https://
 	// without credentials.
 	pt := c.PeerTLS
 	errs = append(errs, nameFlags(pt.Validate(), map[string]flagOf{

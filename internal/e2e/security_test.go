@@ -26,7 +26,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/testcerts"
 	"chute/internal/testutil"
 	"chute/internal/tlsfiles"
@@ -267,7 +268,7 @@ func TestSecurity_autoTLSCluster(t *testing.T) {
 // a member of the cluster would, and returns the methods that succeeded.
 func peerCalls(t *testing.T, conn *grpc.ClientConn, cluster string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(gossip.OutgoingContext(context.Background(), gossip.ClusterID(cluster), 0xbad), 3*time.Second)
+	ctx, cancel := context.WithTimeout(peer.OutgoingContext(context.Background(), gossip.ClusterID(cluster), 0xbad), 3*time.Second)
 	defer cancel()
 	peer, queues := peerpb.NewPeerClient(conn), peerpb.NewQueuesClient(conn)
 	var ok []string

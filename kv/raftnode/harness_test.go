@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
 	"chute/internal/testutil"
 	"chute/kv/raftpeer"
 )
@@ -27,17 +26,6 @@ import (
 
 // testCluster is the cluster id of the tests' peer listeners.
 func testCluster() uint64 { return gossip.ClusterID("raftnode-test") }
-
-// noStore and noPeers make a peer listener that serves raft only.
-type noStore struct{}
-
-func (noStore) ApplyRemote([]*peerpb.Write) (int, error) { return 0, nil }
-func (noStore) Digest() []uint64                         { return nil }
-func (noStore) Entries([]uint32) []*peerpb.Write         { return nil }
-
-type noPeers struct{}
-
-func (noPeers) Peers() []gossip.Peer { return nil }
 
 // countFSM counts the commands it applies.
 type countFSM struct {
@@ -172,22 +160,21 @@ func (m *member) start(t *testing.T, w *world, seeded bool, mutate func(*Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	repl, err := gossip.NewReplicator(gossip.ReplicatorConfig{
+	srv, err := peer.NewServer(peer.Config{
 		ListenURLs: []string{"http://" + m.addr},
 		ClusterID:  testCluster(),
-		MemberID:   gossip.MemberID(m.name),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.Register(grpc.ServiceRegistrar(repl))
-	if err := repl.Start(noStore{}, noPeers{}); err != nil {
+	tr.Register(srv)
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	m.stopListener = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = repl.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
 	}
 	m.fsm = &countFSM{}
 	cfg := DefaultConfig()

@@ -23,7 +23,7 @@ type Config struct {
 	// peer link: the receiver refuses another cluster's calls.
 	ClusterID uint64
 	MemberID  uint64
-	// DialOptions are added to gossip.Dial's own for every connection:
+	// DialOptions are added to peer.Dial's own for every connection:
 	// the peer link's transport credentials. Nil: plain text.
 	DialOptions []grpc.DialOption
 	// Timeout bounds one call (InstallSnapshot: scaled by the snapshot's

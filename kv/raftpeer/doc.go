@@ -1,12 +1,12 @@
 // Package raftpeer is hashicorp/raft's transport over the peer link: raft's
-// RPCs travel as the Raft service (gossip/peerpb/raft.proto) on the peer
+// RPCs travel as the Raft service (gossip/peer/peerpb/raft.proto) on the peer
 // listener, with its TLS and its cluster check, so raft needs no listener
 // of its own. A raft.ServerAddress is a member's peer listener, host:port.
 //
 // A Transport is both ends. As a client it keeps one lazily dialed gRPC
 // connection per target address, with Config.DialOptions (the link's
 // credentials) and every call carrying the cluster and member ids
-// (gossip.OutgoingContext); each call is bounded by Config.Timeout. A
+// (peer.OutgoingContext); each call is bounded by Config.Timeout. A
 // connection lives until Close: raft's targets are the few members of
 // its configuration.
 // AppendEntriesPipeline is one bidirectional stream per pipeline with at

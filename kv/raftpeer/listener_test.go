@@ -9,47 +9,33 @@ import (
 	"google.golang.org/grpc"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
 	"chute/internal/testutil"
 )
 
 // testCluster returns the cluster id of the tests' peer listeners.
 func testCluster() uint64 { return gossip.ClusterID("raftpeer-test") }
 
-// noStore is a replicator's store that holds nothing: the tests use the
-// peer listener for the Raft service only.
-type noStore struct{}
-
-func (noStore) ApplyRemote([]*peerpb.Write) (int, error) { return 0, nil }
-func (noStore) Digest() []uint64                         { return nil }
-func (noStore) Entries([]uint32) []*peerpb.Write         { return nil }
-
-// noPeers is a replicator's peer source with no peers.
-type noPeers struct{}
-
-func (noPeers) Peers() []gossip.Peer { return nil }
-
 // startListener serves the services register adds on a real peer
-// listener (gossip.Replicator, with its cluster check) bound to addr, and
-// stops it at cleanup, or earlier with the returned function.
+// listener (peer.Server, with its cluster check) bound to addr, and stops
+// it at cleanup, or earlier with the returned function.
 func startListener(t *testing.T, addr string, register func(grpc.ServiceRegistrar)) (stop func()) {
 	t.Helper()
-	repl, err := gossip.NewReplicator(gossip.ReplicatorConfig{
+	srv, err := peer.NewServer(peer.Config{
 		ListenURLs: []string{"http://" + addr},
 		ClusterID:  testCluster(),
-		MemberID:   gossip.MemberID(addr),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	register(repl)
-	if err := repl.Start(noStore{}, noPeers{}); err != nil {
+	register(srv)
+	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
 	stop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = repl.Shutdown(ctx)
+		_ = srv.Shutdown(ctx)
 	}
 	t.Cleanup(stop)
 	return stop

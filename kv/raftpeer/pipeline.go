@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // pipeline is an AppendEntriesPipeline stream to one peer. AppendEntries

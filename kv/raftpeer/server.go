@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // service is the Raft service: it checks what a peer sends against the

@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"chute/gossip/peerpb"
+	"chute/gossip/peer/peerpb"
 )
 
 // snapshotTimeoutScale is the snapshot size each Timeout of an

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // Transport is raft's transport over the peer link: the client side of
@@ -64,8 +64,7 @@ func New(cfg Config) (*Transport, error) {
 }
 
 // Register adds the Raft service to a gRPC server, normally the peer
-// listener (gossip.Replicator implements grpc.ServiceRegistrar), before
-// it serves.
+// listener (a peer.Server), before it serves.
 func (t *Transport) Register(s grpc.ServiceRegistrar) {
 	peerpb.RegisterRaftServer(s, &service{t: t})
 }
@@ -136,7 +135,7 @@ func (t *Transport) client(target raft.ServerAddress) (peerpb.RaftClient, error)
 	conn, ok := t.conns[target]
 	if !ok {
 		var err error
-		if conn, err = gossip.Dial(string(target), t.cfg.DialOptions...); err != nil {
+		if conn, err = peer.Dial(string(target), t.cfg.DialOptions...); err != nil {
 			return nil, fmt.Errorf("raftpeer: dial %s: %w", target, err)
 		}
 		t.conns[target] = conn
@@ -147,7 +146,7 @@ func (t *Transport) client(target raft.ServerAddress) (peerpb.RaftClient, error)
 // callContext returns a context for one call to a peer: this member's
 // identity, ended by Close.
 func (t *Transport) callContext() context.Context {
-	return gossip.OutgoingContext(t.ctx, t.cfg.ClusterID, t.cfg.MemberID)
+	return peer.OutgoingContext(t.ctx, t.cfg.ClusterID, t.cfg.MemberID)
 }
 
 // unaryMethod is one of the Raft service's unary methods.

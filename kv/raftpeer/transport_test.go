@@ -14,7 +14,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
-	"chute/gossip/peerpb"
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/internal/testutil"
 )
 
@@ -362,7 +363,7 @@ func TestService_consumerStalled(t *testing.T) {
 func TestService_callerRefused(t *testing.T) {
 	server := servedTransport(t, nil)
 	fake := serveFake(t, server)
-	conn, err := gossip.Dial(string(server.LocalAddr()))
+	conn, err := peer.Dial(string(server.LocalAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +376,7 @@ func TestService_callerRefused(t *testing.T) {
 	}
 	for name, ctx := range map[string]context.Context{
 		"no metadata":     ctx,
-		"another cluster": gossip.OutgoingContext(ctx, gossip.ClusterID("other"), 1),
+		"another cluster": peer.OutgoingContext(ctx, gossip.ClusterID("other"), 1),
 	} {
 		_, err := peerpb.NewRaftClient(conn).RequestVote(ctx, &peerpb.RaftRequest{Msgpack: msg})
 		if status.Code(err) != codes.PermissionDenied {

@@ -6,7 +6,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: gossip/peerpb/peer.proto
+// source: gossip/peer/peerpb/peer.proto
 
 package peerpb
 
@@ -204,7 +204,7 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "gossip/peerpb/peer.proto",
+	Metadata: "gossip/peer/peerpb/peer.proto",
 }
 
 const (
@@ -472,5 +472,5 @@ var Queues_ServiceDesc = grpc.ServiceDesc{
 			ServerStreams: true,
 		},
 	},
-	Metadata: "gossip/peerpb/peer.proto",
+	Metadata: "gossip/peer/peerpb/peer.proto",
 }

@@ -8,7 +8,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: gossip/peerpb/raft.proto
+// source: gossip/peer/peerpb/raft.proto
 
 package peerpb
 
@@ -38,7 +38,7 @@ type RaftRequest struct {
 
 func (x *RaftRequest) Reset() {
 	*x = RaftRequest{}
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[0]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -50,7 +50,7 @@ func (x *RaftRequest) String() string {
 func (*RaftRequest) ProtoMessage() {}
 
 func (x *RaftRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[0]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -63,7 +63,7 @@ func (x *RaftRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftRequest.ProtoReflect.Descriptor instead.
 func (*RaftRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_raft_proto_rawDescGZIP(), []int{0}
+	return file_gossip_peer_peerpb_raft_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *RaftRequest) GetMsgpack() []byte {
@@ -85,7 +85,7 @@ type RaftResponse struct {
 
 func (x *RaftResponse) Reset() {
 	*x = RaftResponse{}
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -97,7 +97,7 @@ func (x *RaftResponse) String() string {
 func (*RaftResponse) ProtoMessage() {}
 
 func (x *RaftResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -110,7 +110,7 @@ func (x *RaftResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftResponse.ProtoReflect.Descriptor instead.
 func (*RaftResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_raft_proto_rawDescGZIP(), []int{1}
+	return file_gossip_peer_peerpb_raft_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *RaftResponse) GetMsgpack() []byte {
@@ -140,7 +140,7 @@ type SnapshotChunk struct {
 
 func (x *SnapshotChunk) Reset() {
 	*x = SnapshotChunk{}
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -152,7 +152,7 @@ func (x *SnapshotChunk) String() string {
 func (*SnapshotChunk) ProtoMessage() {}
 
 func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_raft_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_raft_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -165,7 +165,7 @@ func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
 func (*SnapshotChunk) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_raft_proto_rawDescGZIP(), []int{2}
+	return file_gossip_peer_peerpb_raft_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *SnapshotChunk) GetRequest() []byte {
@@ -182,11 +182,11 @@ func (x *SnapshotChunk) GetData() []byte {
 	return nil
 }
 
-var File_gossip_peerpb_raft_proto protoreflect.FileDescriptor
+var File_gossip_peer_peerpb_raft_proto protoreflect.FileDescriptor
 
-const file_gossip_peerpb_raft_proto_rawDesc = "" +
+const file_gossip_peer_peerpb_raft_proto_rawDesc = "" +
 	"\n" +
-	"\x18gossip/peerpb/raft.proto\x12\rchute.peer.v1\"'\n" +
+	"\x1dgossip/peer/peerpb/raft.proto\x12\rchute.peer.v1\"'\n" +
 	"\vRaftRequest\x12\x18\n" +
 	"\amsgpack\x18\x01 \x01(\fR\amsgpack\">\n" +
 	"\fRaftResponse\x12\x18\n" +
@@ -202,27 +202,27 @@ const file_gossip_peerpb_raft_proto_rawDesc = "" +
 	"\x0eRequestPreVote\x12\x1a.chute.peer.v1.RaftRequest\x1a\x1b.chute.peer.v1.RaftResponse\x12E\n" +
 	"\n" +
 	"TimeoutNow\x12\x1a.chute.peer.v1.RaftRequest\x1a\x1b.chute.peer.v1.RaftResponse\x12N\n" +
-	"\x0fInstallSnapshot\x12\x1c.chute.peer.v1.SnapshotChunk\x1a\x1b.chute.peer.v1.RaftResponse(\x01B\x15Z\x13chute/gossip/peerpbb\x06proto3"
+	"\x0fInstallSnapshot\x12\x1c.chute.peer.v1.SnapshotChunk\x1a\x1b.chute.peer.v1.RaftResponse(\x01B\x1aZ\x18chute/gossip/peer/peerpbb\x06proto3"
 
 var (
-	file_gossip_peerpb_raft_proto_rawDescOnce sync.Once
-	file_gossip_peerpb_raft_proto_rawDescData []byte
+	file_gossip_peer_peerpb_raft_proto_rawDescOnce sync.Once
+	file_gossip_peer_peerpb_raft_proto_rawDescData []byte
 )
 
-func file_gossip_peerpb_raft_proto_rawDescGZIP() []byte {
-	file_gossip_peerpb_raft_proto_rawDescOnce.Do(func() {
-		file_gossip_peerpb_raft_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gossip_peerpb_raft_proto_rawDesc), len(file_gossip_peerpb_raft_proto_rawDesc)))
+func file_gossip_peer_peerpb_raft_proto_rawDescGZIP() []byte {
+	file_gossip_peer_peerpb_raft_proto_rawDescOnce.Do(func() {
+		file_gossip_peer_peerpb_raft_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_raft_proto_rawDesc), len(file_gossip_peer_peerpb_raft_proto_rawDesc)))
 	})
-	return file_gossip_peerpb_raft_proto_rawDescData
+	return file_gossip_peer_peerpb_raft_proto_rawDescData
 }
 
-var file_gossip_peerpb_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
-var file_gossip_peerpb_raft_proto_goTypes = []any{
+var file_gossip_peer_peerpb_raft_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_gossip_peer_peerpb_raft_proto_goTypes = []any{
 	(*RaftRequest)(nil),   // 0: chute.peer.v1.RaftRequest
 	(*RaftResponse)(nil),  // 1: chute.peer.v1.RaftResponse
 	(*SnapshotChunk)(nil), // 2: chute.peer.v1.SnapshotChunk
 }
-var file_gossip_peerpb_raft_proto_depIdxs = []int32{
+var file_gossip_peer_peerpb_raft_proto_depIdxs = []int32{
 	0, // 0: chute.peer.v1.Raft.AppendEntries:input_type -> chute.peer.v1.RaftRequest
 	0, // 1: chute.peer.v1.Raft.AppendEntriesPipeline:input_type -> chute.peer.v1.RaftRequest
 	0, // 2: chute.peer.v1.Raft.RequestVote:input_type -> chute.peer.v1.RaftRequest
@@ -242,26 +242,26 @@ var file_gossip_peerpb_raft_proto_depIdxs = []int32{
 	0, // [0:0] is the sub-list for field type_name
 }
 
-func init() { file_gossip_peerpb_raft_proto_init() }
-func file_gossip_peerpb_raft_proto_init() {
-	if File_gossip_peerpb_raft_proto != nil {
+func init() { file_gossip_peer_peerpb_raft_proto_init() }
+func file_gossip_peer_peerpb_raft_proto_init() {
+	if File_gossip_peer_peerpb_raft_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peerpb_raft_proto_rawDesc), len(file_gossip_peerpb_raft_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_raft_proto_rawDesc), len(file_gossip_peer_peerpb_raft_proto_rawDesc)),
 			NumEnums:      0,
 			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
-		GoTypes:           file_gossip_peerpb_raft_proto_goTypes,
-		DependencyIndexes: file_gossip_peerpb_raft_proto_depIdxs,
-		MessageInfos:      file_gossip_peerpb_raft_proto_msgTypes,
+		GoTypes:           file_gossip_peer_peerpb_raft_proto_goTypes,
+		DependencyIndexes: file_gossip_peer_peerpb_raft_proto_depIdxs,
+		MessageInfos:      file_gossip_peer_peerpb_raft_proto_msgTypes,
 	}.Build()
-	File_gossip_peerpb_raft_proto = out.File
-	file_gossip_peerpb_raft_proto_goTypes = nil
-	file_gossip_peerpb_raft_proto_depIdxs = nil
+	File_gossip_peer_peerpb_raft_proto = out.File
+	file_gossip_peer_peerpb_raft_proto_goTypes = nil
+	file_gossip_peer_peerpb_raft_proto_depIdxs = nil
 }

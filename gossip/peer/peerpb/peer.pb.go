@@ -6,7 +6,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: gossip/peerpb/peer.proto
+// source: gossip/peer/peerpb/peer.proto
 
 package peerpb
 
@@ -70,11 +70,11 @@ func (x ForwardKind) String() string {
 }
 
 func (ForwardKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_gossip_peerpb_peer_proto_enumTypes[0].Descriptor()
+	return file_gossip_peer_peerpb_peer_proto_enumTypes[0].Descriptor()
 }
 
 func (ForwardKind) Type() protoreflect.EnumType {
-	return &file_gossip_peerpb_peer_proto_enumTypes[0]
+	return &file_gossip_peer_peerpb_peer_proto_enumTypes[0]
 }
 
 func (x ForwardKind) Number() protoreflect.EnumNumber {
@@ -83,7 +83,7 @@ func (x ForwardKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ForwardKind.Descriptor instead.
 func (ForwardKind) EnumDescriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{0}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
 // Write is the state of one key after a change, as members replicate it.
@@ -114,7 +114,7 @@ type Write struct {
 
 func (x *Write) Reset() {
 	*x = Write{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[0]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +126,7 @@ func (x *Write) String() string {
 func (*Write) ProtoMessage() {}
 
 func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[0]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +139,7 @@ func (x *Write) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Write.ProtoReflect.Descriptor instead.
 func (*Write) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{0}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *Write) GetKey() []byte {
@@ -215,7 +215,7 @@ type WriteBatch struct {
 
 func (x *WriteBatch) Reset() {
 	*x = WriteBatch{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +227,7 @@ func (x *WriteBatch) String() string {
 func (*WriteBatch) ProtoMessage() {}
 
 func (x *WriteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +240,7 @@ func (x *WriteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBatch.ProtoReflect.Descriptor instead.
 func (*WriteBatch) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{1}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *WriteBatch) GetWrites() []*Write {
@@ -260,7 +260,7 @@ type ReplicateSummary struct {
 
 func (x *ReplicateSummary) Reset() {
 	*x = ReplicateSummary{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -272,7 +272,7 @@ func (x *ReplicateSummary) String() string {
 func (*ReplicateSummary) ProtoMessage() {}
 
 func (x *ReplicateSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -285,7 +285,7 @@ func (x *ReplicateSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicateSummary.ProtoReflect.Descriptor instead.
 func (*ReplicateSummary) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{2}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReplicateSummary) GetBatches() uint64 {
@@ -313,7 +313,7 @@ type DigestRequest struct {
 
 func (x *DigestRequest) Reset() {
 	*x = DigestRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[3]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +325,7 @@ func (x *DigestRequest) String() string {
 func (*DigestRequest) ProtoMessage() {}
 
 func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[3]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +338,7 @@ func (x *DigestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
 func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{3}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *DigestRequest) GetBuckets() []uint64 {
@@ -357,7 +357,7 @@ type DigestResponse struct {
 
 func (x *DigestResponse) Reset() {
 	*x = DigestResponse{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[4]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -369,7 +369,7 @@ func (x *DigestResponse) String() string {
 func (*DigestResponse) ProtoMessage() {}
 
 func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[4]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -382,7 +382,7 @@ func (x *DigestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
 func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{4}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DigestResponse) GetBuckets() []uint64 {
@@ -404,7 +404,7 @@ type PullRequest struct {
 
 func (x *PullRequest) Reset() {
 	*x = PullRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[5]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -416,7 +416,7 @@ func (x *PullRequest) String() string {
 func (*PullRequest) ProtoMessage() {}
 
 func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[5]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -429,7 +429,7 @@ func (x *PullRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
 func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{5}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PullRequest) GetBuckets() []uint32 {
@@ -455,7 +455,7 @@ type PullChunk struct {
 
 func (x *PullChunk) Reset() {
 	*x = PullChunk{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[6]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -467,7 +467,7 @@ func (x *PullChunk) String() string {
 func (*PullChunk) ProtoMessage() {}
 
 func (x *PullChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[6]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -480,7 +480,7 @@ func (x *PullChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PullChunk.ProtoReflect.Descriptor instead.
 func (*PullChunk) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PullChunk) GetWrites() []*Write {
@@ -516,7 +516,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +528,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +541,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QueueMessage) GetQueue() string {
@@ -629,7 +629,7 @@ type ForwardBatch struct {
 
 func (x *ForwardBatch) Reset() {
 	*x = ForwardBatch{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +641,7 @@ func (x *ForwardBatch) String() string {
 func (*ForwardBatch) ProtoMessage() {}
 
 func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +654,7 @@ func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
 func (*ForwardBatch) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForwardBatch) GetId() uint64 {
@@ -722,7 +722,7 @@ type ForwardFrame struct {
 
 func (x *ForwardFrame) Reset() {
 	*x = ForwardFrame{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +734,7 @@ func (x *ForwardFrame) String() string {
 func (*ForwardFrame) ProtoMessage() {}
 
 func (x *ForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +747,7 @@ func (x *ForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardFrame.ProtoReflect.Descriptor instead.
 func (*ForwardFrame) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForwardFrame) GetBatches() []*ForwardBatch {
@@ -771,7 +771,7 @@ type ForwardResult struct {
 
 func (x *ForwardResult) Reset() {
 	*x = ForwardResult{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +783,7 @@ func (x *ForwardResult) String() string {
 func (*ForwardResult) ProtoMessage() {}
 
 func (x *ForwardResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +796,7 @@ func (x *ForwardResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResult.ProtoReflect.Descriptor instead.
 func (*ForwardResult) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForwardResult) GetId() uint64 {
@@ -833,7 +833,7 @@ type ForwardResults struct {
 
 func (x *ForwardResults) Reset() {
 	*x = ForwardResults{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +845,7 @@ func (x *ForwardResults) String() string {
 func (*ForwardResults) ProtoMessage() {}
 
 func (x *ForwardResults) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +858,7 @@ func (x *ForwardResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResults.ProtoReflect.Descriptor instead.
 func (*ForwardResults) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ForwardResults) GetResults() []*ForwardResult {
@@ -884,7 +884,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +896,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +909,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *HoldRequest) GetMessages() []*QueueMessage {
@@ -927,7 +927,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +939,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +952,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 // ConsumeRequest registers a consumer hosted by the caller with the
@@ -968,7 +968,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +980,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +993,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ConsumeRequest) GetQueue() string {
@@ -1028,7 +1028,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1040,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1053,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Delivery) GetKey() []byte {
@@ -1086,7 +1086,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +1098,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +1111,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Deliveries) GetDeliveries() []*Delivery {
@@ -1132,7 +1132,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1144,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1157,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -1190,7 +1190,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1202,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1215,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -1234,7 +1234,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[19]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1246,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[19]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1259,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 // InsertFailure is the last failed ClickHouse insert of a queue, redacted
@@ -1278,7 +1278,7 @@ type InsertFailure struct {
 
 func (x *InsertFailure) Reset() {
 	*x = InsertFailure{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[20]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1290,7 @@ func (x *InsertFailure) String() string {
 func (*InsertFailure) ProtoMessage() {}
 
 func (x *InsertFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[20]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1303,7 @@ func (x *InsertFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertFailure.ProtoReflect.Descriptor instead.
 func (*InsertFailure) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *InsertFailure) GetUnixNanos() int64 {
@@ -1376,7 +1376,7 @@ type QueueState struct {
 
 func (x *QueueState) Reset() {
 	*x = QueueState{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[21]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1388,7 @@ func (x *QueueState) String() string {
 func (*QueueState) ProtoMessage() {}
 
 func (x *QueueState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[21]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1401,7 @@ func (x *QueueState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueState.ProtoReflect.Descriptor instead.
 func (*QueueState) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueueState) GetName() string {
@@ -1537,7 +1537,7 @@ type BackupState struct {
 
 func (x *BackupState) Reset() {
 	*x = BackupState{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[22]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1549,7 @@ func (x *BackupState) String() string {
 func (*BackupState) ProtoMessage() {}
 
 func (x *BackupState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[22]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1562,7 @@ func (x *BackupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupState.ProtoReflect.Descriptor instead.
 func (*BackupState) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *BackupState) GetQueue() string {
@@ -1607,7 +1607,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[23]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1619,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peerpb_peer_proto_msgTypes[23]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1632,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peerpb_peer_proto_rawDescGZIP(), []int{23}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusResponse) GetQueues() []*QueueState {
@@ -1663,11 +1663,11 @@ func (x *StatusResponse) GetOmittedBackups() uint32 {
 	return 0
 }
 
-var File_gossip_peerpb_peer_proto protoreflect.FileDescriptor
+var File_gossip_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
-const file_gossip_peerpb_peer_proto_rawDesc = "" +
+const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x18gossip/peerpb/peer.proto\x12\rchute.peer.v1\"\xf0\x01\n" +
+	"\x1dgossip/peer/peerpb/peer.proto\x12\rchute.peer.v1\"\xf0\x01\n" +
 	"\x05Write\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
@@ -1804,23 +1804,23 @@ const file_gossip_peerpb_peer_proto_rawDesc = "" +
 	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
 	"\aConsume\x12\x1d.chute.peer.v1.ConsumeRequest\x1a\x19.chute.peer.v1.Deliveries0\x01\x12<\n" +
 	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponse\x12E\n" +
-	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponseB\x15Z\x13chute/gossip/peerpbb\x06proto3"
+	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponseB\x1aZ\x18chute/gossip/peer/peerpbb\x06proto3"
 
 var (
-	file_gossip_peerpb_peer_proto_rawDescOnce sync.Once
-	file_gossip_peerpb_peer_proto_rawDescData []byte
+	file_gossip_peer_peerpb_peer_proto_rawDescOnce sync.Once
+	file_gossip_peer_peerpb_peer_proto_rawDescData []byte
 )
 
-func file_gossip_peerpb_peer_proto_rawDescGZIP() []byte {
-	file_gossip_peerpb_peer_proto_rawDescOnce.Do(func() {
-		file_gossip_peerpb_peer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gossip_peerpb_peer_proto_rawDesc), len(file_gossip_peerpb_peer_proto_rawDesc)))
+func file_gossip_peer_peerpb_peer_proto_rawDescGZIP() []byte {
+	file_gossip_peer_peerpb_peer_proto_rawDescOnce.Do(func() {
+		file_gossip_peer_peerpb_peer_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_peer_proto_rawDesc), len(file_gossip_peer_peerpb_peer_proto_rawDesc)))
 	})
-	return file_gossip_peerpb_peer_proto_rawDescData
+	return file_gossip_peer_peerpb_peer_proto_rawDescData
 }
 
-var file_gossip_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gossip_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
-var file_gossip_peerpb_peer_proto_goTypes = []any{
+var file_gossip_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
 	(ForwardKind)(0),         // 0: chute.peer.v1.ForwardKind
 	(*Write)(nil),            // 1: chute.peer.v1.Write
 	(*WriteBatch)(nil),       // 2: chute.peer.v1.WriteBatch
@@ -1847,7 +1847,7 @@ var file_gossip_peerpb_peer_proto_goTypes = []any{
 	(*BackupState)(nil),      // 23: chute.peer.v1.BackupState
 	(*StatusResponse)(nil),   // 24: chute.peer.v1.StatusResponse
 }
-var file_gossip_peerpb_peer_proto_depIdxs = []int32{
+var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
 	1,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
 	1,  // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
 	8,  // 2: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
@@ -1882,27 +1882,27 @@ var file_gossip_peerpb_peer_proto_depIdxs = []int32{
 	0,  // [0:11] is the sub-list for field type_name
 }
 
-func init() { file_gossip_peerpb_peer_proto_init() }
-func file_gossip_peerpb_peer_proto_init() {
-	if File_gossip_peerpb_peer_proto != nil {
+func init() { file_gossip_peer_peerpb_peer_proto_init() }
+func file_gossip_peer_peerpb_peer_proto_init() {
+	if File_gossip_peer_peerpb_peer_proto != nil {
 		return
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peerpb_peer_proto_rawDesc), len(file_gossip_peerpb_peer_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_peer_proto_rawDesc), len(file_gossip_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
 			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   2,
 		},
-		GoTypes:           file_gossip_peerpb_peer_proto_goTypes,
-		DependencyIndexes: file_gossip_peerpb_peer_proto_depIdxs,
-		EnumInfos:         file_gossip_peerpb_peer_proto_enumTypes,
-		MessageInfos:      file_gossip_peerpb_peer_proto_msgTypes,
+		GoTypes:           file_gossip_peer_peerpb_peer_proto_goTypes,
+		DependencyIndexes: file_gossip_peer_peerpb_peer_proto_depIdxs,
+		EnumInfos:         file_gossip_peer_peerpb_peer_proto_enumTypes,
+		MessageInfos:      file_gossip_peer_peerpb_peer_proto_msgTypes,
 	}.Build()
-	File_gossip_peerpb_peer_proto = out.File
-	file_gossip_peerpb_peer_proto_goTypes = nil
-	file_gossip_peerpb_peer_proto_depIdxs = nil
+	File_gossip_peer_peerpb_peer_proto = out.File
+	file_gossip_peer_peerpb_peer_proto_goTypes = nil
+	file_gossip_peer_peerpb_peer_proto_depIdxs = nil
 }

@@ -8,7 +8,7 @@
 // versions:
 // - protoc-gen-go-grpc v1.6.2
 // - protoc             v3.21.12
-// source: gossip/peerpb/raft.proto
+// source: gossip/peer/peerpb/raft.proto
 
 package peerpb
 
@@ -307,5 +307,5 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 			ClientStreams: true,
 		},
 	},
-	Metadata: "gossip/peerpb/raft.proto",
+	Metadata: "gossip/peer/peerpb/raft.proto",
 }
