@@ -40,6 +40,15 @@ const (
 	tagStarted = "started" // Config.Started, Unix milliseconds
 )
 
+// ownTag reports whether k is one of chute's own tag names.
+func ownTag(k string) bool {
+	switch k {
+	case tagCluster, tagID, tagPeer, tagClient, tagVersion, tagBoot, tagStarted:
+		return true
+	}
+	return false
+}
+
 // Config configures a Membership. The zero value is not valid: start from
 // DefaultConfig and set Name and Cluster. Config is read by New only.
 type Config struct {

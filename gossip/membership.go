@@ -10,9 +10,10 @@ package gossip
 //   - Identity. Serf's node name is Config.Name; the member id is
 //     MemberID(name), computed, never read from the wire. The tags carry
 //     "cluster", "id" (hex member id, for tools), "peer" and "client"
-//     (comma-joined URLs), "version", "boot" and "started". Tags are
-//     fixed for the life of the Membership (serf's encoded tags are
-//     limited to 512 bytes).
+//     (comma-joined URLs), "version", "boot" and "started"; they are
+//     fixed for the life of the Membership. SetTags adds or replaces other
+//     packages' tags beside them (serf's encoded tags are limited to 512
+//     bytes), and the other members see the change as an EventUpdate.
 //   - Clusters never merge. memberlist's Label is the cluster name: it
 //     prefixes every packet and stream (and is GCM additional data when a
 //     key is set), and a node drops whatever carries another label. A serf
@@ -65,6 +66,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -136,6 +138,9 @@ type Member struct {
 	Version    string
 	Boot       string // this run of its process
 	Status     Status
+	// Tags are the tags other packages publish with SetTags (raft's, for
+	// one); nil when there are none. chute's own tags are the fields above.
+	Tags map[string]string
 }
 
 func memberFromSerf(sm serf.Member) Member {
@@ -148,7 +153,23 @@ func memberFromSerf(sm serf.Member) Member {
 		Version:    sm.Tags[tagVersion],
 		Boot:       sm.Tags[tagBoot],
 		Status:     statusFromSerf(sm.Status),
+		Tags:       extraTags(sm.Tags),
 	}
+}
+
+// extraTags returns the tags of tags that are not chute's own, or nil.
+func extraTags(tags map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range tags {
+		if ownTag(k) {
+			continue
+		}
+		if out == nil {
+			out = make(map[string]string)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 func splitTag(v string) []string {
@@ -182,8 +203,9 @@ type Membership struct {
 	log    *slog.Logger
 	name   string
 	serf   *serf.Serf
-	events chan serf.Event // serf -> eventLoop
-	seeds  []string        // Config.Join without our own address
+	events chan serf.Event   // serf -> eventLoop
+	seeds  []string          // Config.Join without our own address
+	own    map[string]string // chute's own tags; read-only after New
 
 	joinBackoffMin, joinBackoffMax time.Duration
 
@@ -288,6 +310,7 @@ func New(cfg Config) (*Membership, error) {
 		yield:   m.lostName,
 	}
 	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
+	m.own = cfg.tags()
 	if m.serf, err = serf.Create(sc); err != nil {
 		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
 	}
@@ -498,6 +521,37 @@ func (m *Membership) Leave(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("gossip: leave: %w", ctx.Err())
 	}
+}
+
+// ErrReservedTag is returned by SetTags for a tag chute itself sets.
+var ErrReservedTag = errors.New("gossip: tag is reserved")
+
+// ErrTagsTooLarge is returned by SetTags when the tags would not fit in
+// serf's 512 bytes.
+var ErrTagsTooLarge = errors.New("gossip: tags exceed serf's limit")
+
+// SetTags publishes extra beside chute's own tags, replacing the extra
+// tags set before; the other members see an EventUpdate and the new tags
+// in Member.Tags. It refuses chute's own tag names and tags too large for
+// serf. The map is copied.
+func (m *Membership) SetTags(extra map[string]string) error {
+	tags := make(map[string]string, len(m.own)+len(extra))
+	for k, v := range extra {
+		if ownTag(k) {
+			return fmt.Errorf("%w: %q", ErrReservedTag, k)
+		}
+		tags[k] = v
+	}
+	for k, v := range m.own {
+		tags[k] = v
+	}
+	if n := tagsSize(tags); n > memberlist.MetaMaxSize {
+		return fmt.Errorf("%w: about %d bytes, at most %d", ErrTagsTooLarge, n, memberlist.MetaMaxSize)
+	}
+	if err := m.serf.SetTags(tags); err != nil {
+		return fmt.Errorf("gossip: set tags: %w", err)
+	}
+	return nil
 }
 
 // Shutdown stops serf (its sockets close at once: without a prior Leave,

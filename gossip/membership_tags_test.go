@@ -1,0 +1,48 @@
+package gossip
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"chute/internal/testutil"
+)
+
+// TestMembership_SetTags checks that tags another package publishes reach
+// the other members as an update and in Member.Tags, replace the ones set
+// before, and that chute's own tags can be neither overwritten nor pushed
+// past serf's size limit.
+func TestMembership_SetTags(t *testing.T) {
+	a, b, _ := startTrio(t, 21, nil)
+	tape := tapeEvents(t, b)
+	if err := a.SetTags(map[string]string{"raft": "1", "expect": "3"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a's tags", func() bool {
+		m, ok := b.Member(a.Local().ID)
+		return ok && m.Tags["raft"] == "1" && m.Tags["expect"] == "3" && len(m.Tags) == 2
+	})
+	if !tape.has(EventUpdate, "a") {
+		t.Fatal("b saw no update event for a")
+	}
+	if err := a.SetTags(map[string]string{"raft": "0"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a's tags replaced", func() bool {
+		m, ok := b.Member(a.Local().ID)
+		return ok && m.Tags["raft"] == "0" && len(m.Tags) == 1
+	})
+	if m, _ := b.Member(a.Local().ID); len(m.PeerURLs) != len(a.cfg.PeerURLs) || m.Version != a.cfg.Version {
+		t.Fatalf("a's own tags changed with SetTags: %+v", m)
+	}
+
+	if err := a.SetTags(map[string]string{"cluster": "other"}); !errors.Is(err, ErrReservedTag) {
+		t.Fatalf("overwriting the cluster tag: got %v, want ErrReservedTag", err)
+	}
+	if err := a.SetTags(map[string]string{"big": strings.Repeat("x", 600)}); !errors.Is(err, ErrTagsTooLarge) {
+		t.Fatalf("600 bytes of tags: got %v, want ErrTagsTooLarge", err)
+	}
+	if got := a.Local().Tags; len(got) != 1 || got["raft"] != "0" {
+		t.Fatalf("a refused SetTags changed a's tags: %v", got)
+	}
+}
