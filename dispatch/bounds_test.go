@@ -166,3 +166,28 @@ func TestManager_nextN_doesNotWrap(t *testing.T) {
 		t.Fatalf("past the last id: got %d, %v, want ResourceExhausted", n, err)
 	}
 }
+
+// TestManager_Ack_unknownQueueCreatesNone checks that an acknowledgement of
+// a queue this member holds nothing of, from a client or from a peer, is
+// answered "not acked" and leaves no queue behind: keys naming queues at
+// random must not grow the manager.
+func TestManager_Ack_unknownQueueCreatesNone(t *testing.T) {
+	m, err := New(Config{MemberID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t, 5*time.Second)
+	for i := range 50 {
+		acked, err := m.Ack(ctx, []byte(fmt.Sprintf("/q/client-%d/1/k", i)))
+		if err != nil || acked {
+			t.Fatalf("client ack of an unknown queue: got %v, %v; want false, nil", acked, err)
+		}
+		resp, err := m.PeerService().Ack(ctx, &peerpb.AckRequest{Queue: fmt.Sprintf("peer-%d", i), Seq: 1, Tail: "k"})
+		if err != nil || resp.Acked {
+			t.Fatalf("peer ack of an unknown queue: got %v, %v; want not acked", resp, err)
+		}
+	}
+	if n := len(m.Status().Queues); n != 0 {
+		t.Fatalf("%d queues after acks of unknown queues, want 0", n)
+	}
+}

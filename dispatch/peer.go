@@ -294,8 +294,7 @@ func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.A
 		}
 		return &peerpb.AckResponse{Acked: true}, nil
 	}
-	q := m.queueFor(r.Queue)
-	return &peerpb.AckResponse{Acked: q.ack(r.Seq, r.Tail, m.clock.Now())}, nil
+	return &peerpb.AckResponse{Acked: m.ackHere(r.Queue, r.Seq, r.Tail)}, nil
 }
 
 // forwarderFor returns the forward stream to member, opening it when needed.
