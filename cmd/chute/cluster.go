@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,15 +15,6 @@ import (
 // clusterStatusTimeout bounds the answer of each member to a cluster-wide
 // status: a member that does not answer in time is marked, not waited for.
 const clusterStatusTimeout = 2 * time.Second
-
-// normHex rewrites a member id in hex as 16 digits; "" stays "".
-func normHex(s string) string {
-	id, err := strconv.ParseUint(s, 16, 64)
-	if s == "" || err != nil {
-		return s
-	}
-	return gossip.ID(id).String()
-}
 
 // clusterStatus asks every alive member for its queues, each within
 // clusterStatusTimeout, and merges the answers.
@@ -128,7 +118,6 @@ func mergeStatus(local gossip.Member, members []gossip.Member, asked []bool, ans
 			continue
 		}
 		for _, q := range answers[i].Queues {
-			q.Dispatcher, q.Backup = normHex(q.Dispatcher), normHex(q.Backup)
 			fromDispatcher := q.Dispatcher == cm.ID
 			cur, ok := byName[q.Name]
 			if !ok {
@@ -146,7 +135,6 @@ func mergeStatus(local gossip.Member, members []gossip.Member, asked []bool, ans
 			cur.Held, cur.LocalConsumers = held, local
 		}
 		for _, b := range answers[i].Backups {
-			b.Dispatcher = normHex(b.Dispatcher)
 			st.Backups = append(st.Backups, nodestatus.ClusterBackup{BackupStatus: b, KeptBy: cm.ID})
 		}
 	}
