@@ -372,14 +372,7 @@ func (n *node) shutdown() error {
 }
 
 // gossipStopped reports whether m's serf stopped on its own.
-func gossipStopped(m *gossip.Membership) bool {
-	select {
-	case <-m.Stopped():
-		return true
-	default:
-		return false
-	}
-}
+func gossipStopped(m *gossip.Membership) bool { return isClosed(m.Stopped()) }
 
 // memberList answers etcd's MemberList from gossip: the alive members.
 type memberList struct{ m *gossip.Membership }

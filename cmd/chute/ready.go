@@ -70,6 +70,7 @@ func (n *node) newReadiness() *readiness {
 	}
 }
 
+// isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
