@@ -1,0 +1,68 @@
+package kv
+
+import (
+	"context"
+	"errors"
+)
+
+// Consensus orders the writes of the key space across the members, so
+// that every member applies the same commands in the same order to its
+// StateMachine; kv/raftkv implements it over raft. kv never imports
+// raft: it encodes each write as a command, proposes it, and learns its
+// result from its own StateMachine applying it, by the command's id.
+//
+// Methods may be called concurrently. Errors are ErrNoLeader,
+// ErrTimeout, ErrNotLeader, a context's error, or a gRPC status error
+// (answered by the leader), passed to the client as it is.
+type Consensus interface {
+	// Propose replicates cmd, an encoded command, and returns once the
+	// cluster committed it; this member applies it soon after, if it has
+	// not already. On a member that is not the leader it forwards cmd
+	// to the leader. An error means the command may or may not be
+	// committed later.
+	Propose(ctx context.Context, cmd []byte) error
+	// ReadIndex returns an index of the StateMachine (StateMachine.Applied)
+	// at or after every write committed before the call: once this
+	// member's StateMachine applied it, a read sees every write
+	// acknowledged before the read began (etcd's read index).
+	ReadIndex(ctx context.Context) (uint64, error)
+	// RenewLease restarts a lease's TTL at the leader (its
+	// StateMachine.RenewLease) and returns the TTL; ErrLeaseNotFound when
+	// the lease is gone.
+	RenewLease(ctx context.Context, id int64) (int64, error)
+	// TransferLeader moves the leadership to member; ErrBadTransferee
+	// when member is not a voter of the cluster.
+	TransferLeader(ctx context.Context, member uint64) error
+	// Status reports the consensus state as Maintenance.Status shows it.
+	// It is cheap: kv reads it on every lease check.
+	Status() ConsensusStatus
+}
+
+// ConsensusStatus is the state of the consensus as seen from this member.
+type ConsensusStatus struct {
+	// Leader is the member id of the leader; 0 when none is known.
+	Leader uint64
+	// IsLeader: this member is the leader and has applied every entry
+	// of earlier terms, so its lease deadlines and key space are the
+	// cluster's; only then does it expire leases.
+	IsLeader bool
+	// Term is the current raft term.
+	Term uint64
+	// CommitIndex and LastIndex are raft's commit index and the index of
+	// the last entry in this member's log.
+	CommitIndex, LastIndex uint64
+}
+
+// Errors of the consensus, mapped to etcd's by toGRPC.
+var (
+	// ErrNoLeader: no leader is known, as in a minority partition or
+	// during an election.
+	ErrNoLeader = errors.New("kv: no leader")
+	// ErrTimeout: the request was not committed in time.
+	ErrTimeout = errors.New("kv: request timed out")
+	// ErrNotLeader: a request only the leader serves reached a member
+	// that is not (any more) the leader.
+	ErrNotLeader = errors.New("kv: not leader")
+	// ErrBadTransferee: MoveLeader named a member that cannot lead.
+	ErrBadTransferee = errors.New("kv: bad leader transferee")
+)
