@@ -1,6 +1,10 @@
 package kv
 
-import "sort"
+import (
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
 
 // compact discards history below rev: reads and watches that start before
 // it get ErrCompacted afterwards. It returns ErrFutureRev for a revision
@@ -39,6 +43,15 @@ func (s *store) compactLocked(rev int64) error {
 	s.log = s.log[:n]
 	if cap(s.log) > 4*len(s.log)+1024 {
 		s.log = append([]changeRecord(nil), s.log...)
+	}
+	// The previous values of the changes at rev were compacted away, as
+	// in etcd, whose watch finds no prev_kv below the compaction: a
+	// member restored from a snapshot has none either. Events are shared
+	// with responses on their way: replaced, never changed.
+	for i := 0; i < len(s.log) && s.log[i].rev == rev; i++ {
+		if ev := s.log[i].event; ev.PrevKv != nil {
+			s.log[i].event = &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
+		}
 	}
 	// Watchers behind the compaction learn it at their next sync.
 	for w := range s.unsynced {

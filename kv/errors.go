@@ -72,6 +72,14 @@ func toGRPC(err error) error {
 		return errGRPCClockExhausted
 	case errors.Is(err, ErrInvalidSort):
 		return rpctypes.ErrGRPCInvalidSortOption
+	case errors.Is(err, ErrNoLeader):
+		return rpctypes.ErrGRPCNoLeader
+	case errors.Is(err, ErrTimeout):
+		return rpctypes.ErrGRPCTimeout
+	case errors.Is(err, ErrNotLeader):
+		return rpctypes.ErrGRPCNotLeader
+	case errors.Is(err, ErrBadTransferee):
+		return rpctypes.ErrGRPCBadLeaderTransferee
 	case errors.Is(err, context.Canceled):
 		return rpctypes.ErrGRPCCanceled
 	case errors.Is(err, context.DeadlineExceeded):

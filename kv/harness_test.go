@@ -16,6 +16,13 @@ import (
 // Both are stopped when the test ends.
 func startServer(t testing.TB, mutate func(*Config)) (*Server, *clientv3.Client) {
 	t.Helper()
+	return startServerWith(t, mutate, nil)
+}
+
+// startServerWith is startServer with before (if any) called between New
+// and Start.
+func startServerWith(t testing.TB, mutate func(*Config), before func(*Server)) (*Server, *clientv3.Client) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Name = "test"
 	cfg.ClusterID = 0x1234
@@ -32,6 +39,9 @@ func startServer(t testing.TB, mutate func(*Config)) (*Server, *clientv3.Client)
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	if before != nil {
+		before(srv)
 	}
 	if err := srv.Start(); err != nil {
 		t.Fatalf("Start: %v", err)

@@ -26,20 +26,18 @@ func (l *lease) remaining(now time.Time) int64 {
 	return int64(d.Seconds())
 }
 
-// grant creates a lease. id 0 asks the store to choose one; ttl below the
-// minimum is raised to it, as etcd does.
+// grant creates a lease with the id and TTL of an applied command: the
+// proposing member chose the id and raised the TTL to its minimum.
 func (s *store) grant(id, ttl int64) (*lease, error) {
 	if ttl > maxLeaseTTL {
 		return nil, ErrLeaseTTLTooBig
 	}
-	if ttl < s.cfg.minLeaseTTL {
-		ttl = s.cfg.minLeaseTTL
+	if id <= 0 {
+		return nil, ErrLeaseNotFound // no member proposes it; kept out of the table
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id == 0 {
-		id = s.newLeaseID()
-	} else if _, ok := s.leases[id]; ok {
+	if _, ok := s.leases[id]; ok {
 		return nil, ErrLeaseExists
 	}
 	// A lease granted again under the id of one this member held before a
@@ -53,6 +51,13 @@ func (s *store) grant(id, ttl int64) (*lease, error) {
 	}
 	s.leases[id] = l
 	return l, nil
+}
+
+// chooseLeaseID returns an id for a grant that lets the server choose.
+func (s *store) chooseLeaseID() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.newLeaseID()
 }
 
 // newLeaseID returns an unused positive id whose high bits come from the

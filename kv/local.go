@@ -1,8 +1,9 @@
 package kv
 
 import (
-	"bytes"
 	"strings"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // Get returns the current value of key, or nil when it does not exist. It
@@ -18,52 +19,42 @@ func (s *Server) Get(key string) []byte {
 	return nil
 }
 
-// CompareAndPut sets key to value, as a local write that is replicated,
-// when its current value equals old (nil: the key does not exist). It
-// reports whether it wrote.
+// CompareAndPut sets key to value when its current value equals old
+// (nil: the key does not exist), as a write of the whole cluster. It
+// reports whether it wrote: false also when the write could not be
+// committed in time (no leader), so the caller tries again later.
 func (s *Server) CompareAndPut(key string, old, value []byte) bool {
-	st := s.store
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	cur := st.get([]byte(key))
-	switch {
-	case old == nil && cur != nil,
-		old != nil && (cur == nil || !bytes.Equal(cur.Value, old)):
+	cmp := &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: old}}
+	if old == nil {
+		cmp = &pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_CreateRevision{}}
+	}
+	res := s.writeInternal(&pb.InternalRaftRequest{Txn: &pb.TxnRequest{
+		Compare: []*pb.Compare{cmp},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}},
+	}})
+	if res.err != nil {
+		s.log.Debug("compare-and-put not written", "key", key, "err", res.err)
 		return false
 	}
-	w, err := st.beginWrite()
-	if err != nil {
-		return false
-	}
-	w.put([]byte(key), value, 0)
-	w.commit()
-	return true
+	return res.resp.(*pb.TxnResponse).Succeeded
 }
 
-// Put sets key to value as a local write that is replicated.
+// Put sets key to value as a write of the whole cluster; it gives up
+// after internalWriteTimeout.
 func (s *Server) Put(key string, value []byte) {
-	st := s.store
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w, err := st.beginWrite()
-	if err != nil {
-		return // the clock is spent: nothing local can be written
+	res := s.writeInternal(&pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(key), Value: value}})
+	if res.err != nil {
+		s.log.Warn("put not written", "key", key, "err", res.err)
 	}
-	w.put([]byte(key), value, 0)
-	w.commit()
 }
 
-// Delete deletes key as a local write that is replicated, if it exists.
+// Delete deletes key, if it exists, as a write of the whole cluster; it
+// gives up after internalWriteTimeout.
 func (s *Server) Delete(key string) {
-	st := s.store
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w, err := st.beginWrite()
-	if err != nil {
-		return // the clock is spent: nothing local can be written
+	res := s.writeInternal(&pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}})
+	if res.err != nil {
+		s.log.Warn("delete not written", "key", key, "err", res.err)
 	}
-	w.deleteRange(keyRange{key: []byte(key)})
-	w.commit()
 }
 
 // Prefix returns the current values of every key starting with prefix.

@@ -28,7 +28,11 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	store *store
+	sm    *StateMachine
 	grpc  *grpc.Server
+
+	consensus Consensus  // nil: this member alone applies its writes; set before Start
+	localMu   sync.Mutex // serialises the writes of a member alone
 
 	mu        sync.Mutex // guards listeners and started
 	listeners []net.Listener
@@ -62,6 +66,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: st,
+		sm:    newStateMachine(st),
 		stop:  make(chan struct{}),
 	}
 	m, err := newRPCMetrics(cfg.Meter)
@@ -93,12 +98,23 @@ func New(cfg Config) (*Server, error) {
 		opts = append(opts, grpc.Creds(mixedCredentials{tls: cfg.TLS}))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	pb.RegisterKVServer(s.grpc, &kvService{store: st, limits: lim, queues: cfg.Queues})
+	pb.RegisterKVServer(s.grpc, &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
-	pb.RegisterLeaseServer(s.grpc, &leaseService{store: st, wg: &s.wg, stop: s.stop})
-	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{store: st, version: APIVersion})
+	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, wg: &s.wg, stop: s.stop})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, version: APIVersion})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
 	return s, nil
+}
+
+// StateMachine returns the key space as the consensus applies it.
+func (s *Server) StateMachine() *StateMachine { return s.sm }
+
+// SetConsensus makes every write a command proposed through c, and
+// every linearizable read wait for c's read index. Call it before Start;
+// without it this member alone applies its writes.
+func (s *Server) SetConsensus(c Consensus) {
+	s.consensus = c
+	s.store.applyOnly = true
 }
 
 // Start binds every client URL and serves them. It fails, binding nothing,
@@ -145,7 +161,11 @@ func (s *Server) Start() error {
 	}()
 	go func() {
 		defer s.wg.Done()
-		s.runLeaseExpiry()
+		if s.consensus != nil {
+			s.runLeader()
+		} else {
+			s.runLeaseExpiry()
+		}
 	}()
 	s.ready.Store(true)
 	return nil

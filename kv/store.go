@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/btree"
@@ -54,6 +55,11 @@ type store struct {
 
 	syncKick chan struct{} // asks the watch sync loop for a pass
 
+	// applyOnly: writes are commands a consensus ordered (SetConsensus):
+	// no Lamport stamps, and compaction only when the leader proposes it.
+	applyOnly bool
+	term      atomic.Uint64 // raft term of the last command applied; headers carry it
+
 	// Replication state; see replica.go.
 	clock      uint64                // hybrid Lamport clock (stamp.go): at or above every stamp seen
 	metas      map[string]*keyMeta   // per key, live or deleted
@@ -73,7 +79,7 @@ func newStore(cfg storeConfig) *store {
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
-	return &store{
+	st := &store{
 		cfg: cfg,
 		tree: btree.NewG(32, func(a, b *keyIndex) bool {
 			return a.key < b.key
@@ -88,6 +94,8 @@ func newStore(cfg storeConfig) *store {
 		metas:      make(map[string]*keyMeta),
 		orphans:    make(map[int64]orphanLease),
 	}
+	st.term.Store(cfg.raftTerm)
+	return st
 }
 
 // header returns a response header at revision rev.
@@ -96,7 +104,7 @@ func (s *store) header(rev int64) *pb.ResponseHeader {
 		ClusterId: s.cfg.clusterID,
 		MemberId:  s.cfg.memberID,
 		Revision:  rev,
-		RaftTerm:  s.cfg.raftTerm,
+		RaftTerm:  s.term.Load(),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 // map the error, fill the header.
 type kvService struct {
 	pb.UnimplementedKVServer
+	srv    *Server
 	store  *store
 	limits limits
 	queues Queues // nil: no queue namespace; every key is plain KV
@@ -18,9 +19,14 @@ type kvService struct {
 
 var _ pb.KVServer = (*kvService)(nil)
 
-func (k *kvService) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
+func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	if err := k.limits.checkRange(r); err != nil {
 		return nil, toGRPC(err)
+	}
+	if !r.Serializable {
+		if err := k.srv.linearize(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
 	}
 	resp, rev, err := k.store.Range(r)
 	if err != nil {
@@ -50,11 +56,12 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 	if err := k.checkPutValue(r); err != nil {
 		return nil, err
 	}
-	resp, rev, err := k.store.Put(r)
-	if err != nil {
-		return nil, toGRPC(err)
+	res := k.srv.write(ctx, &pb.InternalRaftRequest{Put: r})
+	if res.err != nil {
+		return nil, toGRPC(res.err)
 	}
-	resp.Header = k.store.header(rev)
+	resp := res.resp.(*pb.PutResponse)
+	resp.Header = k.store.header(res.rev)
 	return resp, nil
 }
 
@@ -67,11 +74,12 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 			return k.deleteInQueue(ctx, r, rt)
 		}
 	}
-	resp, rev, err := k.store.DeleteRange(r)
-	if err != nil {
-		return nil, toGRPC(err)
+	res := k.srv.write(ctx, &pb.InternalRaftRequest{DeleteRange: r})
+	if res.err != nil {
+		return nil, toGRPC(res.err)
 	}
-	resp.Header = k.store.header(rev)
+	resp := res.resp.(*pb.DeleteRangeResponse)
+	resp.Header = k.store.header(res.rev)
 	return resp, nil
 }
 
@@ -85,17 +93,50 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 	if err := k.checkTxnValues(r); err != nil {
 		return nil, err
 	}
-	resp, rev, err := k.store.Txn(r)
-	if err != nil {
-		return nil, toGRPC(err)
+	if txnReadOnly(r) {
+		// Compares and reads only: served here at a linearizable point,
+		// as etcd serves a read-only txn, without a log entry.
+		if err := k.srv.linearize(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
+		resp, rev, err := k.store.Txn(r)
+		if err != nil {
+			return nil, toGRPC(err)
+		}
+		resp.Header = k.store.header(rev)
+		return resp, nil
 	}
-	resp.Header = k.store.header(rev)
+	res := k.srv.write(ctx, &pb.InternalRaftRequest{Txn: r})
+	if res.err != nil {
+		return nil, toGRPC(res.err)
+	}
+	resp := res.resp.(*pb.TxnResponse)
+	resp.Header = k.store.header(res.rev)
 	return resp, nil
 }
 
-func (k *kvService) Compact(_ context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
-	if err := k.store.compact(r.Revision); err != nil {
-		return nil, toGRPC(err)
+// txnReadOnly reports whether no branch of r, nested ones included,
+// writes.
+func txnReadOnly(r *pb.TxnRequest) bool {
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestPut, *pb.RequestOp_RequestDeleteRange:
+				return false
+			case *pb.RequestOp_RequestTxn:
+				if !txnReadOnly(o.RequestTxn) {
+					return false
+				}
+			}
+		}
 	}
-	return &pb.CompactionResponse{Header: k.store.header(k.store.currentRev())}, nil
+	return true
+}
+
+func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
+	res := k.srv.write(ctx, &pb.InternalRaftRequest{Compaction: r})
+	if res.err != nil {
+		return nil, toGRPC(res.err)
+	}
+	return &pb.CompactionResponse{Header: k.store.header(res.rev)}, nil
 }

@@ -13,6 +13,7 @@ import (
 // leaseService is etcd's Lease service.
 type leaseService struct {
 	pb.UnimplementedLeaseServer
+	srv   *Server
 	store *store
 	wg    *sync.WaitGroup // the server's: receive loops are waited for at shutdown
 	stop  <-chan struct{}
@@ -20,20 +21,43 @@ type leaseService struct {
 
 var _ pb.LeaseServer = (*leaseService)(nil)
 
-func (l *leaseService) LeaseGrant(_ context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	ls, err := l.store.grant(r.ID, r.TTL)
-	if err != nil {
-		return nil, toGRPC(err)
+// leaseGrantAttempts bounds the ids tried for a grant that lets the server
+// choose: an id this member chose may meet one another member granted
+// meanwhile.
+const leaseGrantAttempts = 3
+
+// LeaseGrant decides what depends on this member before proposing: the
+// TTL raised to its minimum, and the id when the client lets the server
+// choose. Whether the id is free is decided when the grant is applied.
+func (l *leaseService) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
+	if r.TTL > maxLeaseTTL {
+		return nil, toGRPC(ErrLeaseTTLTooBig)
 	}
-	return &pb.LeaseGrantResponse{Header: l.store.header(l.store.currentRev()), ID: ls.id, TTL: ls.ttl}, nil
+	ttl := max(r.TTL, l.store.cfg.minLeaseTTL)
+	for attempt := 1; ; attempt++ {
+		id := r.ID
+		if id == 0 {
+			id = l.store.chooseLeaseID()
+		}
+		res := l.srv.write(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: ttl}})
+		if errors.Is(res.err, ErrLeaseExists) && r.ID == 0 && attempt < leaseGrantAttempts {
+			continue
+		}
+		if res.err != nil {
+			return nil, toGRPC(res.err)
+		}
+		resp := res.resp.(*pb.LeaseGrantResponse)
+		resp.Header = l.store.header(res.rev)
+		return resp, nil
+	}
 }
 
-func (l *leaseService) LeaseRevoke(_ context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	rev, err := l.store.revoke(r.ID)
-	if err != nil {
-		return nil, toGRPC(err)
+func (l *leaseService) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
+	res := l.srv.write(ctx, &pb.InternalRaftRequest{LeaseRevoke: r})
+	if res.err != nil {
+		return nil, toGRPC(res.err)
 	}
-	return &pb.LeaseRevokeResponse{Header: l.store.header(rev)}, nil
+	return &pb.LeaseRevokeResponse{Header: l.store.header(res.rev)}, nil
 }
 
 // LeaseKeepAlive renews each lease the client names; a lease that is gone is
@@ -71,7 +95,7 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 		case <-l.stop:
 			return toGRPC(ErrStopped)
 		}
-		ttl, err := l.store.renew(req.ID)
+		ttl, err := l.srv.renewLease(stream.Context(), req.ID)
 		if err != nil && !errors.Is(err, ErrLeaseNotFound) {
 			return toGRPC(err)
 		}
@@ -84,7 +108,10 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 
 // LeaseTimeToLive reports a lease; a lease that is gone has TTL -1, as etcd
 // reports it.
-func (l *leaseService) LeaseTimeToLive(_ context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+func (l *leaseService) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiveRequest) (*pb.LeaseTimeToLiveResponse, error) {
+	if err := l.srv.linearize(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	info, err := l.store.timeToLive(r.ID, r.Keys)
 	hdr := l.store.header(l.store.currentRev())
 	if errors.Is(err, ErrLeaseNotFound) {
@@ -96,7 +123,10 @@ func (l *leaseService) LeaseTimeToLive(_ context.Context, r *pb.LeaseTimeToLiveR
 	return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: info.id, TTL: info.ttl, GrantedTTL: info.granted, Keys: info.keys}, nil
 }
 
-func (l *leaseService) LeaseLeases(_ context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+func (l *leaseService) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
+	if err := l.srv.linearize(ctx); err != nil {
+		return nil, toGRPC(err)
+	}
 	ids := l.store.leaseIDs()
 	resp := &pb.LeaseLeasesResponse{Header: l.store.header(l.store.currentRev()), Leases: make([]*pb.LeaseStatus, len(ids))}
 	for i, id := range ids {

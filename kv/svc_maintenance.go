@@ -17,6 +17,7 @@ import (
 // only grows.
 type maintenanceService struct {
 	pb.UnimplementedMaintenanceServer
+	srv     *Server
 	store   *store
 	version string
 }
@@ -31,7 +32,7 @@ func (m *maintenanceService) Alarm(_ context.Context, _ *pb.AlarmRequest) (*pb.A
 
 func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
 	st := m.store.status()
-	return &pb.StatusResponse{
+	resp := &pb.StatusResponse{
 		Header:           m.store.header(st.rev),
 		Version:          m.version,
 		DbSize:           st.bytes,
@@ -41,7 +42,19 @@ func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb
 		RaftAppliedIndex: uint64(st.rev),
 		RaftTerm:         m.store.cfg.raftTerm,
 		StorageVersion:   m.version,
-	}, nil
+	}
+	if c := m.srv.consensus; c != nil {
+		cs := c.Status()
+		resp.Leader = cs.Leader
+		resp.RaftIndex = cs.CommitIndex
+		resp.RaftAppliedIndex = m.srv.sm.Applied()
+		resp.RaftTerm = cs.Term
+		resp.Header.RaftTerm = cs.Term
+		if cs.Leader == 0 {
+			resp.Errors = []string{"etcdserver: no leader"}
+		}
+	}
+	return resp, nil
 }
 
 // Defragment has nothing to do in memory.
@@ -84,8 +97,17 @@ func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream grpc.ServerS
 	})
 }
 
-// MoveLeader has no leader to move: every member answers for itself.
-func (m *maintenanceService) MoveLeader(_ context.Context, _ *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+// MoveLeader transfers the leadership to the member named, as etcd: only
+// the leader does it, and only to a voter. A member alone leads already:
+// moving to itself succeeds, to anyone else is a bad transferee.
+func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderRequest) (*pb.MoveLeaderResponse, error) {
+	if c := m.srv.consensus; c != nil {
+		if err := c.TransferLeader(ctx, r.TargetID); err != nil {
+			return nil, toGRPC(err)
+		}
+	} else if r.TargetID != m.store.cfg.memberID {
+		return nil, toGRPC(ErrBadTransferee)
+	}
 	return &pb.MoveLeaderResponse{Header: m.store.header(m.store.currentRev())}, nil
 }
 

@@ -31,6 +31,9 @@ type writeTxn struct {
 // the Lamport clock has no next value: a stamp must never wrap to 0, which
 // would make every later write older than the ones before it.
 func (s *store) beginWrite() (*writeTxn, error) {
+	if s.applyOnly {
+		return &writeTxn{s: s, rev: s.rev + 1}, nil
+	}
 	if s.clock == math.MaxUint64 {
 		return nil, ErrClockExhausted
 	}
@@ -165,7 +168,9 @@ func (w *writeTxn) commit() {
 	if len(w.out) > 0 && s.replicator != nil {
 		s.replicator.Replicate(w.out)
 	}
-	s.maybeAutoCompact()
+	if !s.applyOnly {
+		s.maybeAutoCompact()
+	}
 }
 
 // keyBytes returns the key as bytes, sharing the bytes of an earlier revision

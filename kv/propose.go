@@ -1,0 +1,90 @@
+package kv
+
+import (
+	"context"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// internalWriteTimeout bounds a write of this member's own (a dispatcher
+// record, a consumer record) whose caller has no deadline.
+const internalWriteTimeout = 5 * time.Second
+
+// applyWaitTimeout bounds the wait for this member to apply a command the
+// consensus reported committed, when the caller's context has no deadline.
+const applyWaitTimeout = 30 * time.Second
+
+// write runs one write command: proposed through the consensus and
+// answered from this member's own apply of it, or, for a member alone
+// (no Consensus), applied at once. Writes of a member alone are
+// serialised by localMu so that applied indexes follow apply order.
+func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) applyResult {
+	sm := s.sm
+	if s.consensus == nil {
+		s.localMu.Lock()
+		defer s.localMu.Unlock()
+		res := sm.applyRequest(req)
+		sm.advance(sm.Applied() + 1)
+		return res
+	}
+	id, ch, cancel := sm.register()
+	defer cancel()
+	req.ID = id
+	cmd, err := proto.Marshal(req)
+	if err != nil {
+		return applyResult{err: err}
+	}
+	if err := s.consensus.Propose(ctx, cmd); err != nil {
+		return applyResult{err: err}
+	}
+	var timeout <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(applyWaitTimeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case res := <-ch:
+		return res
+	case <-ctx.Done():
+		return applyResult{err: ctx.Err()}
+	case <-timeout:
+		return applyResult{err: ErrTimeout}
+	case <-s.stop:
+		return applyResult{err: ErrStopped}
+	}
+}
+
+// linearize returns once this member's state holds every write
+// acknowledged before the call (etcd's read index); at once for a member
+// alone.
+func (s *Server) linearize(ctx context.Context) error {
+	if s.consensus == nil {
+		return nil
+	}
+	idx, err := s.consensus.ReadIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, applyWaitTimeout)
+		defer cancel()
+	}
+	if err := s.sm.waitApplied(ctx, idx); err != nil {
+		if ctx.Err() != nil {
+			return ErrTimeout
+		}
+		return err
+	}
+	return nil
+}
+
+// writeInternal runs a write of this member's own with a bounded wait.
+func (s *Server) writeInternal(req *pb.InternalRaftRequest) applyResult {
+	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
+	defer cancel()
+	return s.write(ctx, req)
+}

@@ -1,0 +1,304 @@
+package kv
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/google/btree"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+)
+
+// A state machine snapshot (what raft keeps and sends to a member that
+// fell behind) is every key with its revisions since the last compaction,
+// and every lease with its remaining TTL, in this layout, all integers
+// varints, all byte strings length-prefixed:
+//
+//	magic "chutekv1"
+//	applied index, term, revision, compaction revision
+//	key count, then per key: key, revision count, then per revision:
+//	    main, sub, 0 (tombstone) or 1 and value, create revision,
+//	    version, lease
+//	lease count, then per lease: id, TTL (s), remaining (ms)
+//	CRC-32C of all the above, 4 bytes little-endian
+//
+// The change log that feeds watches is not written: Restore rebuilds it
+// from the revisions, which hold every change since the compaction.
+
+const snapshotMagic = "chutekv1"
+
+var errSnapshotCorrupt = errors.New("kv: snapshot corrupt")
+
+// Snapshot captures the state machine now and returns the function that
+// writes it. The capture is a copy made under the store's read lock, so
+// writing may take its time while applies go on.
+func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
+	s := m.s
+	var buf bytes.Buffer
+	e := snapEncoder{w: &buf}
+	e.raw([]byte(snapshotMagic))
+	now := s.cfg.now()
+	s.mu.RLock()
+	e.uint(m.applied.Load())
+	e.uint(s.term.Load())
+	e.int(s.rev)
+	e.int(s.compactRev)
+	e.uint(uint64(s.tree.Len()))
+	s.tree.Ascend(func(ki *keyIndex) bool {
+		e.bytes([]byte(ki.key))
+		e.uint(uint64(len(ki.revisions)))
+		for _, r := range ki.revisions {
+			e.int(r.rev.main)
+			e.int(r.rev.sub)
+			if r.kv == nil {
+				e.uint(0)
+				continue
+			}
+			e.uint(1)
+			e.bytes(r.kv.Value)
+			e.int(r.kv.CreateRevision)
+			e.int(r.kv.Version)
+			e.int(r.kv.Lease)
+		}
+		return true
+	})
+	ids := make([]int64, 0, len(s.leases))
+	for id := range s.leases {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	e.uint(uint64(len(ids)))
+	for _, id := range ids {
+		l := s.leases[id]
+		e.int(id)
+		e.int(l.ttl)
+		e.int(max(l.expires.Sub(now), 0).Milliseconds())
+	}
+	s.mu.RUnlock()
+	var sum [4]byte
+	binary.LittleEndian.PutUint32(sum[:], crc32.Checksum(buf.Bytes(), crcTable))
+	buf.Write(sum[:])
+	data := buf.Bytes()
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// Restore replaces the whole state with a snapshot's. Watchers stay: they
+// continue from their place in the rebuilt change log, or are cancelled
+// as compacted when the snapshot's compaction passed it. Requests waiting
+// for a command to be applied here fail with ErrTimeout: the snapshot may
+// hold their command's effect, but not its result.
+func (m *StateMachine) Restore(r io.Reader) error {
+	raw, err := io.ReadAll(bufio.NewReader(r))
+	if err != nil {
+		return fmt.Errorf("kv: read snapshot: %w", err)
+	}
+	st, err := decodeSnapshot(raw)
+	if err != nil {
+		return err
+	}
+	s := m.s
+	now := s.cfg.now()
+	s.mu.Lock()
+	s.tree = st.tree
+	s.rev, s.compactRev = st.rev, st.compactRev
+	s.log = st.log
+	s.bytes = st.bytes
+	s.leases = make(map[int64]*lease, len(st.leases))
+	for _, l := range st.leases {
+		s.leases[l.id] = &lease{id: l.id, ttl: l.ttl, expires: now.Add(time.Duration(l.remainingMs) * time.Millisecond), keys: make(map[string]struct{})}
+	}
+	s.tree.Ascend(func(ki *keyIndex) bool {
+		if kv := ki.latest(); kv != nil && kv.Lease != 0 {
+			s.attachLease(kv.Lease, ki.key)
+		}
+		return true
+	})
+	clear(s.metas)
+	clear(s.orphans)
+	s.digest = [DigestBuckets]uint64{}
+	for w := range s.synced {
+		delete(s.synced, w)
+		s.unsynced[w] = struct{}{}
+	}
+	s.term.Store(st.term)
+	s.kickSync()
+	s.mu.Unlock()
+	m.failWaiting(ErrTimeout)
+	m.advance(st.applied)
+	return nil
+}
+
+// snapshotState is a decoded snapshot.
+type snapshotState struct {
+	applied, term   uint64
+	rev, compactRev int64
+	tree            *btree.BTreeG[*keyIndex]
+	log             []changeRecord
+	bytes           int64
+	leases          []snapshotLease
+}
+
+type snapshotLease struct {
+	id, ttl, remainingMs int64
+}
+
+func decodeSnapshot(raw []byte) (*snapshotState, error) {
+	if len(raw) < len(snapshotMagic)+4 || string(raw[:len(snapshotMagic)]) != snapshotMagic {
+		return nil, fmt.Errorf("%w: not a chute key-space snapshot", errSnapshotCorrupt)
+	}
+	body, sum := raw[:len(raw)-4], raw[len(raw)-4:]
+	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
+		return nil, fmt.Errorf("%w: checksum mismatch", errSnapshotCorrupt)
+	}
+	d := snapDecoder{b: body[len(snapshotMagic):]}
+	st := &snapshotState{
+		tree: btree.NewG(32, func(a, b *keyIndex) bool { return a.key < b.key }),
+	}
+	st.applied, st.term = d.uint(), d.uint()
+	st.rev, st.compactRev = d.int(), d.int()
+	nkeys := d.count()
+	var recs []changeRecord
+	var subs []int64
+	for range nkeys {
+		key := d.bytes()
+		ki := &keyIndex{key: string(key)}
+		nrevs := d.count()
+		ki.revisions = make([]keyRevision, 0, nrevs)
+		var prev *mvccpb.KeyValue
+		for range nrevs {
+			rv := revision{main: d.int(), sub: d.int()}
+			var kv *mvccpb.KeyValue
+			var ev *mvccpb.Event
+			if d.uint() == 1 {
+				kv = &mvccpb.KeyValue{Key: key, Value: d.bytes(), ModRevision: rv.main}
+				kv.CreateRevision, kv.Version, kv.Lease = d.int(), d.int(), d.int()
+				st.bytes += int64(len(key) + len(kv.Value) + revisionOverhead)
+				ev = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev}
+			} else {
+				st.bytes += int64(len(key) + revisionOverhead)
+				ev = &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: key, ModRevision: rv.main}, PrevKv: prev}
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+			if rv.main >= st.compactRev {
+				recs = append(recs, changeRecord{rev: rv.main, event: ev})
+				subs = append(subs, rv.sub)
+			}
+			ki.revisions = append(ki.revisions, keyRevision{rev: rv, kv: kv})
+			prev = kv
+		}
+		st.tree.ReplaceOrInsert(ki)
+	}
+	nleases := d.count()
+	for range nleases {
+		st.leases = append(st.leases, snapshotLease{id: d.int(), ttl: d.int(), remainingMs: d.int()})
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the end", errSnapshotCorrupt, len(d.b))
+	}
+	idx := make([]int, len(recs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		ra, rb := recs[idx[a]], recs[idx[b]]
+		if ra.rev != rb.rev {
+			return ra.rev < rb.rev
+		}
+		return subs[idx[a]] < subs[idx[b]]
+	})
+	st.log = make([]changeRecord, len(recs))
+	for i, j := range idx {
+		st.log[i] = recs[j]
+	}
+	return st, nil
+}
+
+// snapEncoder writes a snapshot's varints and byte strings.
+type snapEncoder struct {
+	w   *bytes.Buffer
+	tmp [binary.MaxVarintLen64]byte
+}
+
+func (e *snapEncoder) raw(b []byte) { e.w.Write(b) }
+
+func (e *snapEncoder) uint(v uint64) { e.w.Write(e.tmp[:binary.PutUvarint(e.tmp[:], v)]) }
+
+func (e *snapEncoder) int(v int64) { e.w.Write(e.tmp[:binary.PutVarint(e.tmp[:], v)]) }
+
+func (e *snapEncoder) bytes(b []byte) {
+	e.uint(uint64(len(b)))
+	e.w.Write(b)
+}
+
+// snapDecoder reads what snapEncoder wrote; the first error sticks and
+// later reads return zero values.
+type snapDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *snapDecoder) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated", errSnapshotCorrupt)
+	}
+	d.b = nil
+}
+
+func (d *snapDecoder) uint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapDecoder) int() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a count, bounded by the bytes left (every item takes at
+// least one), so a corrupt count cannot make the decoder allocate more
+// than the snapshot's size.
+func (d *snapDecoder) count() int {
+	v := d.uint()
+	if v > uint64(len(d.b)) {
+		d.fail()
+		return 0
+	}
+	return int(v)
+}
+
+func (d *snapDecoder) bytes() []byte {
+	n := d.uint()
+	if n > uint64(len(d.b)) {
+		d.fail()
+		return nil
+	}
+	b := append([]byte(nil), d.b[:n]...)
+	d.b = d.b[n:]
+	return b
+}
