@@ -1,6 +1,6 @@
-// Package kv is chute's etcd: an in-memory MVCC key space and the etcd v3
-// gRPC services over it (KV, Watch, Lease, Maintenance, Cluster), served on
-// every client URL.
+// Package kv is chute's etcd: an MVCC key space, kept in memory and
+// applied from a raft log kept on disk, and the etcd v3 gRPC services over
+// it (KV, Watch, Lease, Maintenance, Cluster), served on every client URL.
 //
 // http:// and https:// client URLs share one gRPC server, as in etcd: the
 // listeners of https:// URLs mark their connections, and the server's
@@ -34,29 +34,52 @@
 // was compacted away is cancelled with compact_revision, as etcd does.
 // Watch ids are assigned by the server per stream from 0, as etcd does.
 //
+// # One ordered log
+//
+// Every write is a command (apply.go): with a Consensus (kv/raftkv, raft
+// over the peer link) it is proposed, forwarded to the leader when this
+// member is not, committed by a majority and applied by every member in
+// log order, so the cluster has one revision sequence: the same
+// mod_revision on every member, watches resumable on any member by
+// revision, compaction everywhere at once, HashKV equal at one revision.
+// Reads are linearizable by default: they wait for the leader's read
+// index (a raft barrier, one for all reads waiting) and for this member
+// to apply it; serializable reads are served at once from this member.
+//
 // # Leases
 //
-// Leases live on the node that granted them. TTLs below MinLeaseTTL are
-// raised to it (etcd: 2 s with its default timings); expired leases are
-// revoked by a timer, deleting their keys in one revision with DELETE
-// events. KeepAlive on a lease that is gone answers TTL 0, TimeToLive answers
-// TTL -1, as etcd does.
+// Leases are cluster objects, as in etcd: granted and revoked through the
+// log, kept alive at the leader (keep-alives reaching another member are
+// forwarded), expired by the leader, which proposes their revoke, and
+// checkpointed by it every second, so that a new leader starts from the
+// deadlines the old one had (leader.go). TTLs below MinLeaseTTL are
+// raised to it (etcd: 2 s with its default timings); expired leases'
+// keys are deleted in one revision with DELETE events. KeepAlive on a
+// lease that is gone answers TTL 0, TimeToLive answers TTL -1, as etcd.
+//
+// # Availability
+//
+// The key space is consistent first (CP): without a leader (a member cut
+// off from the majority, an election) writes and linearizable reads fail
+// with etcd's "etcdserver: no leader" or "request timed out" errors, and
+// serializable reads answer from this member's last state. The queue
+// namespace is available first (AP): puts to queues never wait for raft
+// (dispatch holds them as copies while their dispatcher is unreachable),
+// only the dispatcher records and queue settings are written through it.
 //
 // # Where chute differs from etcd
 //
 //   - Keys are limited to MaxKeyBytes (1 KiB by default): a longer key is
 //     InvalidArgument "etcdserver: key is too large". etcd has no such limit.
-//   - Status reports this member as the leader, raft_index is the store
-//     revision, raft_term a counter that only grows, and version is
-//     APIVersion, the etcd API level chute answers as.
+//   - Status's version is APIVersion, the etcd API level chute answers
+//     as; chute's own version is in /status.
 //   - Hash and HashKV hash keys and values only (CRC-32C in key order), not
-//     revisions, so two members holding the same data report the same hash.
+//     revisions.
 //   - Snapshot is a bbolt file in etcd's backend layout (key and meta
 //     buckets) followed by its SHA-256, so etcdctl can save and inspect it;
 //     it carries no raft membership.
-//   - Membership comes from gossip: MemberAdd, MemberRemove, MemberUpdate and
+//   - Membership comes from gossip: MemberAdd, MemberUpdate and
 //     MemberPromote are refused with a message explaining --join.
 //   - Auth, Lock and Election services are not served; the clientv3
 //     concurrency recipes (Mutex, Election) work on KV, Lease and Watch.
-//   - Nothing is persisted: a node that restarts starts empty.
 package kv

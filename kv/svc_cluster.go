@@ -4,6 +4,7 @@ import (
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -54,10 +55,30 @@ func (c *clusterService) MemberRemove(_ context.Context, r *pb.MemberRemoveReque
 	return &pb.MemberRemoveResponse{Header: c.store.header(0), Members: c.members()}, nil
 }
 
-func (c *clusterService) MemberUpdate(context.Context, *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+// MemberUpdate answers etcd's NotFound for a member that does not exist;
+// a member's URLs are its own flags, gossiped, so an existing one is
+// refused.
+func (c *clusterService) MemberUpdate(_ context.Context, r *pb.MemberUpdateRequest) (*pb.MemberUpdateResponse, error) {
+	if !c.isMember(r.ID) {
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	}
 	return nil, errMembershipByGossip
 }
 
-func (c *clusterService) MemberPromote(context.Context, *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+// MemberPromote answers as MemberUpdate: the leader promotes non-voters
+// by itself, as voters fail.
+func (c *clusterService) MemberPromote(_ context.Context, r *pb.MemberPromoteRequest) (*pb.MemberPromoteResponse, error) {
+	if !c.isMember(r.ID) {
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	}
 	return nil, errMembershipByGossip
+}
+
+func (c *clusterService) isMember(id uint64) bool {
+	for _, m := range c.members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
