@@ -70,6 +70,13 @@ type Config struct {
 	// thresholds); New sets LocalID and Logger on a copy. Nil:
 	// raft.DefaultConfig().
 	Raft *raft.Config
+	// ForceNewCluster rewrites the stored configuration, before raft
+	// starts, to this node alone as a voter (raft.RecoverCluster; etcd's
+	// --force-new-cluster): the recovery of a cluster that lost its
+	// majority for good. It keeps the log and the state; the leader then
+	// adds the other members as they come. Without raft state it does
+	// nothing: the node bootstraps as usual.
+	ForceNewCluster bool
 	// TagsChanged, when set, is called with the node's new tags (see
 	// Node.Tags) whenever they change, from the node's loop: it must not
 	// block for long. Nil: nobody is told; read Node.Tags.

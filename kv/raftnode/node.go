@@ -55,6 +55,14 @@ func New(cfg Config) (*Node, error) {
 	}
 	rc.LocalID = st.id
 	rc.Logger = hc
+	if cfg.ForceNewCluster && st.hadState {
+		alone := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: st.id, Address: cfg.LocalAddr}}}
+		if err := raft.RecoverCluster(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport, alone); err != nil {
+			_ = st.close()
+			return nil, fmt.Errorf("raftnode: force new cluster: %w", err)
+		}
+		cfg.Logger.Warn("raft configuration replaced by this node alone (force new cluster)", "server", st.id)
+	}
 	r, err := raft.NewRaft(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport)
 	if err != nil {
 		_ = st.close()
