@@ -61,6 +61,25 @@ func TestConsensus_Propose_leaderAndFollowers(t *testing.T) {
 	waitCmds(t, want, ms...)
 }
 
+// TestConsensus_Propose_leaderFails stops the leader: a follower's
+// proposals and reads, made at once, find the next leader.
+func TestConsensus_Propose_leaderFails(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	rest := followers(ms, leader)
+	leader.stop(t)
+	if err := rest[0].c.Propose(testCtx(t), []byte("after")); err != nil {
+		t.Fatalf("propose while the leader is gone: %v", err)
+	}
+	if _, err := rest[1].c.ReadIndex(testCtx(t)); err != nil {
+		t.Fatalf("read while the leader is gone: %v", err)
+	}
+	waitCmds(t, []string{"after"}, rest...)
+	if next := waitLeader(t, rest...); next == leader {
+		t.Fatal("the stopped member still leads")
+	}
+}
+
 // TestConsensus_ReadIndex_follower checks the read index a follower gets
 // covers a write committed before, and that the follower reaches it.
 func TestConsensus_ReadIndex_follower(t *testing.T) {
