@@ -126,8 +126,8 @@ run: deps build
 	deploy/dev/run.sh $(BIN)
 
 # proto regenerates the peer transport's Go code from gossip/peer/peerpb/*.proto
-# (the Peer and Queues services, raft's transport) with pinned generators
-# (protoc from Debian's protobuf-compiler).
+# (the Peer and Queues services, raft's transport, the key space's KV calls)
+# with pinned generators (protoc from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 proto:
@@ -136,7 +136,8 @@ proto:
 	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH=$(CURDIR)/bin/tools:$$PATH protoc --go_out=. --go_opt=module=chute \
 		--go-grpc_out=. --go-grpc_opt=module=chute \
-		gossip/peer/peerpb/peer.proto gossip/peer/peerpb/raft.proto
+		gossip/peer/peerpb/peer.proto gossip/peer/peerpb/raft.proto \
+		gossip/peer/peerpb/kv.proto
 
 clean:
 	rm -rf bin

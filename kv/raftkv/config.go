@@ -1,0 +1,95 @@
+package raftkv
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+
+	"chute/internal/setting"
+)
+
+// Defaults of the Config fields whose zero value means "the default".
+const (
+	// DefaultApplyTimeout is raft's default commit timeout with room
+	// for a leader election: long enough to ride out a failover, short
+	// enough that a client sees an error before its own deadline.
+	DefaultApplyTimeout = 5 * time.Second
+	// DefaultMaxCommandBytes holds kv's largest request (etcd's 1.5 MiB
+	// --max-request-bytes plus its 512 KiB of gRPC overhead) and the
+	// command's own encoding around it.
+	DefaultMaxCommandBytes = 2<<20 + 256<<10
+)
+
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
+
+// Config configures a Consensus. Zero values are documented per field;
+// New never reads flags, files or the environment.
+type Config struct {
+	// Raft is this member's raft (raftnode.Node.Raft), its FSM built by
+	// NewFSM(SM). Required. Its shutdown is the caller's, after Close.
+	Raft *raft.Raft
+	// SM is the state machine raft applies to. Required.
+	SM StateMachine
+	// ClusterID and MemberID go with every call to the leader, as on
+	// every call of the peer link. MemberID is also how TransferLeader
+	// knows this member: required, non-zero.
+	ClusterID uint64
+	MemberID  uint64
+	// DialOptions are added to peer.Dial's own for every connection to
+	// a leader: the peer link's transport credentials. Nil: plain text.
+	DialOptions []grpc.DialOption
+	// ApplyTimeout bounds each call (Propose, ReadIndex, RenewLease,
+	// TransferLeader) on top of its context: the wait for a leader, the
+	// forwarding and raft's commit together. Zero: DefaultApplyTimeout.
+	ApplyTimeout time.Duration
+	// MaxCommandBytes bounds a proposed command, proposed here or
+	// forwarded by a peer: peer input is bounded as client input is.
+	// Zero: DefaultMaxCommandBytes.
+	MaxCommandBytes int
+	// Logger receives the package's logs. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with every default filled in; the
+// required fields are left for the caller.
+func DefaultConfig() Config {
+	return Config{
+		ApplyTimeout:    DefaultApplyTimeout,
+		MaxCommandBytes: DefaultMaxCommandBytes,
+	}
+}
+
+// Validate reports every setting that cannot work, each a *FieldError,
+// joined. It does no I/O.
+func (c Config) Validate() error {
+	var errs []error
+	required := func(name string, missing bool) {
+		if missing {
+			errs = append(errs, &FieldError{Pkg: "raftkv", Field: name, Err: errors.New("required")})
+		}
+	}
+	required("Raft", c.Raft == nil)
+	required("SM", c.SM == nil)
+	required("MemberID", c.MemberID == 0)
+	errs = append(errs, setting.Negative("raftkv", setting.Num("ApplyTimeout", c.ApplyTimeout))...)
+	errs = append(errs, setting.Negative("raftkv", setting.Num("MaxCommandBytes", c.MaxCommandBytes))...)
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.MaxCommandBytes == 0 {
+		c.MaxCommandBytes = d.MaxCommandBytes
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

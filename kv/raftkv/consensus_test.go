@@ -1,0 +1,363 @@
+package raftkv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
+	"chute/internal/testutil"
+	"chute/kv"
+)
+
+// TestConsensus_Propose_leaderAndFollowers proposes on every member at
+// once; every member applies every command in one order.
+func TestConsensus_Propose_leaderAndFollowers(t *testing.T) {
+	ms := startCluster(t, nil)
+	const perMember = 20
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ms)*perMember)
+	for _, m := range ms {
+		wg.Go(func() {
+			for i := range perMember {
+				if err := m.c.Propose(testCtx(t), fmt.Appendf(nil, "%s-%02d", m.name, i)); err != nil {
+					errs <- fmt.Errorf("propose on %s: %w", m.name, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	want := ms[0].sm.cmds()
+	if len(want) != len(ms)*perMember {
+		t.Fatalf("%s applied %d commands, want %d", ms[0].name, len(want), len(ms)*perMember)
+	}
+	for _, m := range ms { // each member's own commands in the order it proposed them
+		var own []string
+		for _, c := range want {
+			if strings.HasPrefix(c, m.name+"-") {
+				own = append(own, c)
+			}
+		}
+		if !slices.IsSorted(own) || len(own) != perMember {
+			t.Errorf("%s's commands applied as %q, want %d in order", m.name, own, perMember)
+		}
+	}
+	waitCmds(t, want, ms...)
+}
+
+// TestConsensus_Propose_leaderFails stops the leader: a follower's
+// proposals and reads, made at once, find the next leader.
+func TestConsensus_Propose_leaderFails(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	rest := followers(ms, leader)
+	leader.stop(t)
+	if err := rest[0].c.Propose(testCtx(t), []byte("after")); err != nil {
+		t.Fatalf("propose while the leader is gone: %v", err)
+	}
+	if _, err := rest[1].c.ReadIndex(testCtx(t)); err != nil {
+		t.Fatalf("read while the leader is gone: %v", err)
+	}
+	waitCmds(t, []string{"after"}, rest...)
+	if next := waitLeader(t, rest...); next == leader {
+		t.Fatal("the stopped member still leads")
+	}
+}
+
+// TestConsensus_ReadIndex_follower checks the read index a follower gets
+// covers a write committed before, and that the follower reaches it.
+func TestConsensus_ReadIndex_follower(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	f := followers(ms, leader)[0]
+	if err := f.c.Propose(testCtx(t), []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	written := leader.sm.indexOf("before")
+	if written == 0 {
+		t.Fatal("the leader has not applied a command Propose returned for")
+	}
+	got, err := f.c.ReadIndex(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got < written {
+		t.Fatalf("read index %d, want at least %d, the write's", got, written)
+	}
+	testutil.EventuallyTrue(t, 10*time.Second, "the follower applied the read index", func() bool {
+		return f.sm.Applied() >= got
+	})
+	if f.sm.indexOf("before") != written {
+		t.Fatalf("the follower applied %q at %d, want %d", "before", f.sm.indexOf("before"), written)
+	}
+
+	// The leader answers its own reads the same way.
+	if got, err := leader.c.ReadIndex(testCtx(t)); err != nil || got < written {
+		t.Fatalf("leader's read index: %d, %v; want at least %d", got, err, written)
+	}
+}
+
+// TestConsensus_ReadIndex_coalesces holds the leader's state machine so
+// that one barrier cannot finish, queues many reads behind it and
+// checks one more barrier serves them all.
+func TestConsensus_ReadIndex_coalesces(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	c := leader.c
+
+	release := leader.sm.hold()
+	t.Cleanup(release)
+	proposed := make(chan error, 1)
+	go func() { proposed <- c.Propose(testCtx(t), []byte("held")) }()
+	testutil.EventuallyTrue(t, 10*time.Second, "the leader's state machine holds a command", func() bool {
+		return leader.sm.heldApplies() == 1
+	})
+	before := c.barriers.Load()
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ReadIndex(testCtx(t))
+		first <- err
+	}()
+	testutil.EventuallyTrue(t, 10*time.Second, "a barrier is issued", func() bool {
+		return c.barriers.Load() > before
+	})
+
+	const n = 50
+	results := make(chan error, n)
+	indexes := make(chan uint64, n)
+	for range n {
+		go func() {
+			i, err := c.ReadIndex(testCtx(t))
+			indexes <- i
+			results <- err
+		}()
+	}
+	testutil.EventuallyTrue(t, 10*time.Second, "every read waits for the next barrier", func() bool {
+		return c.pendingReads() == n
+	})
+	release()
+	for _, ch := range []chan error{proposed, first} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := leader.sm.indexOf("held")
+	for range n {
+		if err := <-results; err != nil {
+			t.Fatal(err)
+		}
+		if i := <-indexes; i < held {
+			t.Fatalf("read index %d, want at least %d", i, held)
+		}
+	}
+	if got := c.barriers.Load() - before; got > 2 {
+		t.Fatalf("%d reads took %d barriers, want 2: one held, one for all the others", n+1, got)
+	}
+}
+
+// TestConsensus_RenewLease_forwardedToLeader checks a follower's renewal
+// reaches the leader's state machine, and an unknown lease's error
+// comes back as kv.ErrLeaseNotFound.
+func TestConsensus_RenewLease_forwardedToLeader(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	for _, m := range ms {
+		m.sm.mu.Lock()
+		m.sm.leases[7] = 30
+		m.sm.mu.Unlock()
+	}
+	f := followers(ms, leader)[0]
+	ttl, err := f.c.RenewLease(testCtx(t), 7)
+	if err != nil || ttl != 30 {
+		t.Fatalf("RenewLease(7) = %d, %v; want 30, nil", ttl, err)
+	}
+	for _, m := range ms {
+		m.sm.mu.Lock()
+		renewed := slices.Clone(m.sm.renewed)
+		m.sm.mu.Unlock()
+		want := []int64(nil)
+		if m == leader {
+			want = []int64{7}
+		}
+		if !slices.Equal(renewed, want) {
+			t.Errorf("%s renewed %v, want %v", m.name, renewed, want)
+		}
+	}
+	if _, err := f.c.RenewLease(testCtx(t), 8); !errors.Is(err, kv.ErrLeaseNotFound) {
+		t.Fatalf("RenewLease(8) on a follower: %v, want %v", err, kv.ErrLeaseNotFound)
+	}
+	if _, err := leader.c.RenewLease(testCtx(t), 8); !errors.Is(err, kv.ErrLeaseNotFound) {
+		t.Fatalf("RenewLease(8) on the leader: %v, want %v", err, kv.ErrLeaseNotFound)
+	}
+}
+
+// TestConsensus_TransferLeader moves the leadership to a follower, and
+// refuses a member that is not a voter and a call on a follower.
+func TestConsensus_TransferLeader(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	to := followers(ms, leader)[0]
+
+	if err := to.c.TransferLeader(testCtx(t), leader.member); !errors.Is(err, kv.ErrNotLeader) {
+		t.Fatalf("TransferLeader on a follower: %v, want %v", err, kv.ErrNotLeader)
+	}
+	if err := leader.c.TransferLeader(testCtx(t), 0xdead); !errors.Is(err, kv.ErrBadTransferee) {
+		t.Fatalf("TransferLeader to an unknown member: %v, want %v", err, kv.ErrBadTransferee)
+	}
+	if err := leader.c.TransferLeader(testCtx(t), leader.member); err != nil {
+		t.Fatalf("TransferLeader to the leader itself: %v, want nil", err)
+	}
+	if err := leader.c.TransferLeader(testCtx(t), to.member); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitLeader(t, ms...); got != to {
+		t.Fatalf("leader is %s after the transfer, want %s", got.name, to.name)
+	}
+	if err := leader.c.Propose(testCtx(t), []byte("after")); err != nil {
+		t.Fatalf("propose on the old leader: %v", err)
+	}
+	waitCmds(t, []string{"after"}, ms...)
+}
+
+// TestConsensus_Status checks every member names the leader and only
+// the leader says it leads, with raft's term and indexes.
+func TestConsensus_Status(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	if err := leader.c.Propose(testCtx(t), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		st := m.c.Status()
+		if st.Leader != leader.member || st.IsLeader != (m == leader) {
+			t.Errorf("%s: Leader %016x, IsLeader %v; want %016x, %v", m.name, st.Leader, st.IsLeader, leader.member, m == leader)
+		}
+		if st.Term == 0 || st.LastIndex == 0 || st.CommitIndex > st.LastIndex {
+			t.Errorf("%s: term %d, commit %d, last %d", m.name, st.Term, st.CommitIndex, st.LastIndex)
+		}
+	}
+	if st := leader.c.Status(); st.CommitIndex < leader.sm.indexOf("x") {
+		t.Errorf("leader's commit index %d is before the command's %d", st.CommitIndex, leader.sm.indexOf("x"))
+	}
+}
+
+// TestConsensus_majorityDown stops two of three members: the survivor's
+// calls fail with no leader or a timeout, within the ApplyTimeout and
+// the retries' bounds.
+func TestConsensus_majorityDown(t *testing.T) {
+	ms := startCluster(t, func(c *Config) { c.ApplyTimeout = time.Second })
+	leader := waitLeader(t, ms...)
+	survivor := followers(ms, leader)[0]
+	for _, m := range ms {
+		if m != survivor {
+			m.stop(t)
+		}
+	}
+	const bound = 5 * time.Second
+	calls := map[string]func(context.Context) error{
+		"Propose": func(ctx context.Context) error { return survivor.c.Propose(ctx, []byte("lost")) },
+		"ReadIndex": func(ctx context.Context) error {
+			_, err := survivor.c.ReadIndex(ctx)
+			return err
+		},
+		"RenewLease": func(ctx context.Context) error {
+			_, err := survivor.c.RenewLease(ctx, 1)
+			return err
+		},
+	}
+	for name, call := range calls {
+		start := time.Now()
+		err := call(testCtx(t))
+		if !errors.Is(err, kv.ErrNoLeader) && !errors.Is(err, kv.ErrTimeout) {
+			t.Errorf("%s: %v, want %v or %v", name, err, kv.ErrNoLeader, kv.ErrTimeout)
+		}
+		if took := time.Since(start); took > bound {
+			t.Errorf("%s took %v, want at most %v", name, took, bound)
+		}
+	}
+	if st := survivor.c.Status(); st.IsLeader {
+		t.Errorf("the survivor of a minority says it leads: %+v", st)
+	}
+
+	// A caller's own context ends the wait with its error.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := survivor.c.Propose(ctx, []byte("lost")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Propose with a cancelled context: %v, want %v", err, context.Canceled)
+	}
+}
+
+// TestConsensus_Propose_oversized checks a peer's command over
+// MaxCommandBytes is refused with InvalidArgument, and so is one
+// proposed on a follower before it leaves.
+func TestConsensus_Propose_oversized(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	big := make([]byte, 64<<10+1)
+
+	conn, err := peer.Dial(leader.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx := peer.OutgoingContext(testCtx(t), testCluster(), 0x1234)
+	_, err = peerpb.NewKVClient(conn).Propose(ctx, &peerpb.ProposeRequest{Command: big})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("forwarded %d bytes: %v, want InvalidArgument", len(big), err)
+	}
+	if err := followers(ms, leader)[0].c.Propose(testCtx(t), big); !errors.Is(err, ErrCommandTooLarge) {
+		t.Fatalf("propose %d bytes on a follower: %v, want %v", len(big), err, ErrCommandTooLarge)
+	}
+	if got := leader.sm.cmds(); len(got) != 0 {
+		t.Fatalf("the leader applied %d commands, want none", len(got))
+	}
+	// A follower that does not lead refuses the call rather than
+	// forwarding it again.
+	fconn, err := peer.Dial(followers(ms, leader)[0].addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fconn.Close() })
+	_, err = peerpb.NewKVClient(fconn).Propose(ctx, &peerpb.ProposeRequest{Command: []byte("x")})
+	if !errors.Is(fromStatus(err), errLeaderGone) {
+		t.Fatalf("propose on a follower's service: %v, want etcd's not leader", err)
+	}
+}
+
+// TestConsensus_Close checks calls after Close end with kv.ErrStopped
+// and that Close may be called twice.
+func TestConsensus_Close(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	f := followers(ms, leader)[0]
+	for _, m := range []*member{leader, f} {
+		if err := m.c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.c.Propose(testCtx(t), []byte("x")); !errors.Is(err, kv.ErrStopped) {
+			t.Errorf("%s: Propose after Close: %v, want %v", m.name, err, kv.ErrStopped)
+		}
+		if _, err := m.c.ReadIndex(testCtx(t)); !errors.Is(err, kv.ErrStopped) {
+			t.Errorf("%s: ReadIndex after Close: %v, want %v", m.name, err, kv.ErrStopped)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package raftkv
+
+import (
+	"io"
+
+	"github.com/hashicorp/raft"
+)
+
+// StateMachine is the key space as raft sees it: kv provides it, raft
+// drives it through NewFSM. Apply, Snapshot and Restore are called from
+// raft's one FSM goroutine, never concurrently with each other; Applied
+// and RenewLease may be called from any goroutine at any time.
+type StateMachine interface {
+	// Apply applies one committed command at its log index and term. It
+	// never fails: a command that cannot apply becomes an error result
+	// inside the state machine, for the proposer to find by the
+	// command's id. cmd belongs to raft; keep no reference to it.
+	Apply(index, term uint64, cmd []byte)
+	// Applied returns the index of the last command applied, or the one
+	// a Restore brought back (kept inside the snapshot: Restore learns no
+	// index from raft). It is always the index of a command, or zero,
+	// so that every member's Applied reaches it once they apply that
+	// command: ReadIndex hands it to followers to wait for.
+	Applied() uint64
+	// Snapshot captures the state now and returns the function that
+	// writes it later, off raft's FSM goroutine, while Apply goes on.
+	Snapshot() (func(io.Writer) error, error)
+	// Restore replaces the whole state with the one read from r.
+	Restore(r io.Reader) error
+	// RenewLease restarts a lease's TTL and returns the TTL, in seconds;
+	// kv.ErrLeaseNotFound when the lease is gone. Consensus calls it on
+	// the leader only.
+	RenewLease(id int64) (int64, error)
+}
+
+// NewFSM adapts sm to raft.FSM: raft hands it the committed log, and
+// asks it for snapshots and to restore them.
+func NewFSM(sm StateMachine) raft.FSM { return &fsm{sm: sm} }
+
+// fsm is NewFSM's raft.FSM.
+type fsm struct{ sm StateMachine }
+
+// Apply applies a command entry and ignores every other kind: raft only
+// hands an FSM commands, and configurations when it asks for them, which
+// fsm does not.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type == raft.LogCommand {
+		f.sm.Apply(l.Index, l.Term, l.Data)
+	}
+	return nil
+}
+
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	write, err := f.sm.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return fsmSnapshot(write), nil
+}
+
+// Restore replaces the state with the snapshot read from rc, and closes
+// rc whatever happens, as raft expects.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	err := f.sm.Restore(rc)
+	if cerr := rc.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fsmSnapshot writes a captured state into a snapshot sink.
+type fsmSnapshot func(io.Writer) error
+
+// Persist writes the state and closes the sink, or cancels the sink when
+// the write fails so raft discards the partial snapshot.
+func (s fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s(sink); err != nil {
+		_ = sink.Cancel() // the write's error is the one to report
+		return err
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the captured state is the write function's.
+func (fsmSnapshot) Release() {}

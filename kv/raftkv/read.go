@@ -1,0 +1,99 @@
+package raftkv
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"chute/kv"
+)
+
+// readBatch is the callers of one barrier: every leaderRead that began
+// before the loop issued it.
+type readBatch struct {
+	done    chan struct{} // closed once index and err are set
+	index   uint64
+	err     error
+	waiters int // guarded by Consensus.readMu
+}
+
+// leaderRead joins the next barrier and returns the StateMachine's
+// applied index once it committed, or its error.
+func (c *Consensus) leaderRead(ctx context.Context) (uint64, error) {
+	c.readMu.Lock()
+	b := c.pending
+	if b == nil {
+		b = &readBatch{done: make(chan struct{})}
+		c.pending = b
+	}
+	b.waiters++
+	c.readMu.Unlock()
+	select {
+	case c.readReq <- struct{}{}:
+	default: // the loop is already woken
+	}
+	select {
+	case <-b.done:
+		return b.index, b.err
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	case <-c.stop:
+		return 0, kv.ErrStopped
+	}
+}
+
+// loop issues the barriers, one at a time: for the callers waiting
+// (pending), and once per term after this member became leader, which
+// Status.IsLeader waits for. It wakes on a read, on raft's state
+// changes, and every readyRetry.
+func (c *Consensus) loop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(readyRetry)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.readReq:
+		case <-c.obsCh:
+		case <-tick.C:
+		}
+		c.readMu.Lock()
+		b := c.pending
+		c.pending = nil
+		c.readMu.Unlock()
+		if b == nil && !c.needsBarrier() {
+			continue
+		}
+		index, err := c.barrier()
+		if b != nil {
+			b.index, b.err = index, err
+			close(b.done)
+		}
+	}
+}
+
+// needsBarrier reports whether this member leads and has not committed
+// a barrier in the current term.
+func (c *Consensus) needsBarrier() bool {
+	return c.raft.State() == raft.Leader && c.readyTerm.Load() != c.raft.CurrentTerm()
+}
+
+// barrier commits a barrier and returns the StateMachine's applied index
+// after it. A barrier commits through a quorum in the leader's term and
+// returns once the FSM applied every entry before it, so its success
+// both confirms the leadership and makes the StateMachine hold every
+// write committed before it was issued. It waits for raft, not for Close
+// (see the package doc).
+func (c *Consensus) barrier() (uint64, error) {
+	// A success commits in this term or a later one; readyTerm may thus
+	// be behind, never ahead.
+	term := c.raft.CurrentTerm()
+	c.barriers.Add(1)
+	if err := c.raft.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
+		return 0, fromRaft(err)
+	}
+	c.readyTerm.Store(term)
+	return c.sm.Applied(), nil
+}
