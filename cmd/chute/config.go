@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc/credentials"
 
@@ -25,6 +26,7 @@ import (
 	"chute/internal/setting"
 	"chute/internal/tlsfiles"
 	"chute/kv"
+	"chute/kv/raftnode"
 	chuteotel "chute/otel"
 	"chute/sink"
 )
@@ -171,6 +173,34 @@ type Config struct {
 	// Empty: plain HTTP.
 	MetricsCertFile, MetricsKeyFile string
 
+	// DataDir holds everything the node stores: the raft log, stable
+	// store and snapshots of the key space (etcd's --data-dir). Empty
+	// means Name + ".chute" in the working directory, as etcd's is
+	// Name + ".etcd"; loadConfig fills that in.
+	DataDir string
+
+	// BootstrapExpect is how many members, each with no raft state and
+	// this same setting, bootstrap a new cluster together once they see
+	// each other. Default 1: a node alone, without seeds, starts a
+	// cluster of one. Zero is invalid.
+	BootstrapExpect int
+
+	// RaftVoters is how many members vote in raft; the leader adds the
+	// others as non-voters, which serve reads and forward writes. Odd.
+	// Default 3. Zero is invalid.
+	RaftVoters int
+
+	// DeadServerGrace is how long a member may be failed before the
+	// leader removes it from raft and promotes a non-voter in its place.
+	// Default one minute. Zero is invalid.
+	DeadServerGrace time.Duration
+
+	// ForceNewCluster starts this node's raft anew as a cluster of one
+	// with its own log and key space, forgetting the other members (etcd's
+	// --force-new-cluster): the recovery of a cluster that lost its
+	// majority for good. Others then join it afresh. Zero: off.
+	ForceNewCluster bool
+
 	// Telemetry is read from the standard OTEL_* environment variables
 	// only: service name, resource attributes, where spans go.
 	// Zero: service.name chute, no tracing.
@@ -196,13 +226,20 @@ func DefaultConfig() Config {
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
 		GossipProfile:    "lan",
+		BootstrapExpect:  1,
+		RaftVoters:       3,
+		DeadServerGrace:  time.Minute,
 
 		SelfSignedCertValidity: 1,
 	}
 }
 
-// fillAdvertise sets each empty advertise field to its listen value.
+// fillAdvertise sets each empty advertise field to its listen value, and
+// an empty data dir to its default.
 func (c *Config) fillAdvertise() {
+	if c.DataDir == "" && c.Name != "" {
+		c.DataDir = c.dataDir()
+	}
 	if len(c.AdvertiseClientURLs) == 0 {
 		c.AdvertiseClientURLs = slices.Clone(c.ListenClientURLs)
 	}
@@ -261,10 +298,14 @@ func (c Config) Validate() error {
 	for _, n := range []struct {
 		flag string
 		v    int
-	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes}} {
+	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes},
+		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}} {
 		if n.v == 0 {
 			bad(n.flag, "0 is not positive")
 		}
+	}
+	if c.DeadServerGrace == 0 {
+		bad("raft-dead-server-grace", "0 is not positive")
 	}
 	if c.GossipProfile != "lan" && c.GossipProfile != "fast" {
 		bad("gossip-profile", "%q is not lan or fast", c.GossipProfile)
@@ -341,7 +382,12 @@ func options(c *Config) []option {
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
-		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf timings: lan, or fast for tests on one machine", ""},
+		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf and raft timings: lan, or fast for tests on one machine", ""},
+		{"data-dir", "path", (*stringValue)(&c.DataDir), "directory of everything the node stores: the key space's raft log and snapshots", "<name>.chute"},
+		{"bootstrap-expect", "n", (*intValue)(&c.BootstrapExpect), "members without raft state that bootstrap a new cluster together", ""},
+		{"raft-voters", "n", (*intValue)(&c.RaftVoters), "voting members, odd; the others are non-voters", ""},
+		{"raft-dead-server-grace", "duration", (*durationValue)(&c.DeadServerGrace), "how long a failed member keeps its raft seat before the leader replaces it", ""},
+		{"force-new-cluster", "", (*boolValue)(&c.ForceNewCluster), "recover a cluster that lost its majority: restart this node's raft as a cluster of one", ""},
 
 		{"cert-file", "path", (*stringValue)(&c.ClientTLS.CertFile), "certificate of the https:// client URLs", ""},
 		{"key-file", "path", (*stringValue)(&c.ClientTLS.KeyFile), "key of --cert-file", ""},
@@ -631,6 +677,21 @@ func (v *int64Value) Set(s string) error {
 	return nil
 }
 
+// durationValue is a flag.Value for a time.Duration field, as
+// time.ParseDuration reads it ("90s", "1m30s").
+type durationValue time.Duration
+
+func (v *durationValue) String() string { return time.Duration(*v).String() }
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 30s or 1m", s)
+	}
+	*v = durationValue(d)
+	return nil
+}
+
 // levelValue is a flag.Value for a slog.Level named debug, info, warn or
 // error, in any case.
 type levelValue slog.Level
@@ -709,6 +770,37 @@ func sinkFlags() map[string]flagOf {
 // nameFlags returns the errors of err, a package's Validate error, each
 // field error renamed after its flag in flags. Errors of fields no flag
 // sets keep the package's words.
+func raftFlags() map[string]flagOf {
+	return map[string]flagOf{
+		"Dir":             {name: "data-dir"},
+		"MemberID":        {name: "name"},
+		"BootstrapExpect": {name: "bootstrap-expect"},
+		"Voters":          {name: "raft-voters"},
+		"DeadServerGrace": {name: "raft-dead-server-grace"},
+	}
+}
+
+// dropFields returns err without the *setting.FieldErrors of the fields
+// named.
+func dropFields(err error, fields ...string) error {
+	if fe, ok := err.(*setting.FieldError); ok {
+		if slices.Contains(fields, fe.Field) {
+			return nil
+		}
+		return err
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			if e = dropFields(e, fields...); e != nil {
+				out = append(out, e)
+			}
+		}
+		return errors.Join(out...)
+	}
+	return err
+}
+
 func nameFlags(err error, flags map[string]flagOf) []error {
 	if err == nil {
 		return nil
@@ -748,7 +840,8 @@ func (c Config) checkPackages(client, peer credentials.TransportCredentials) err
 	}
 	all = append(all, nameFlags(g.Validate(), gossipFlags())...)
 	all = append(all, nameFlags(c.peerConfig(peer).Validate(), peerFlags())...)
-	all = append(all, nameFlags(c.replicatorConfig(peer).Validate(), nil)...)
+	// newKeySpace adds the transport, state machine and members.
+	all = append(all, nameFlags(dropFields(c.raftNodeConfig().Validate(), "Transport", "FSM", "Members"), raftFlags())...)
 	all = append(all, nameFlags(c.kvConfig(client).Validate(), kvFlags())...)
 	all = append(all, nameFlags(c.dispatchConfig().Validate(), dispatchFlags())...)
 	all = append(all, nameFlags(c.sinkConfig().Validate(), sinkFlags())...)
@@ -819,19 +912,29 @@ func (c Config) peerConfig(creds credentials.TransportCredentials) peer.Config {
 	}
 }
 
-// replicatorConfig is c's replication configuration, dialing its peers
-// with creds (nil: plain text), less what newNode adds at run time.
-func (c Config) replicatorConfig(creds credentials.TransportCredentials) gossip.ReplicatorConfig {
-	r := gossip.ReplicatorConfig{
-		ClusterID:   gossip.ClusterID(c.Cluster),
-		MemberID:    gossip.MemberID(c.Name),
-		Credentials: creds,
+// dataDir is DataDir, or its default: Name + ".chute".
+func (c Config) dataDir() string {
+	if c.DataDir != "" {
+		return c.DataDir
 	}
-	if c.GossipProfile == "fast" {
-		r.DigestInterval = 500 * time.Millisecond
-		r.PeersInterval = 50 * time.Millisecond
+	return c.Name + ".chute"
+}
+
+// raftNodeConfig is c's raft node configuration, less what newKeySpace
+// adds at run time (transport, state machine, members).
+func (c Config) raftNodeConfig() raftnode.Config {
+	n := raftnode.DefaultConfig()
+	n.Dir = c.dataDir()
+	n.MemberID = gossip.MemberID(c.Name)
+	n.LocalAddr = "127.0.0.1:0" // raftAddr's errors are newKeySpace's
+	if addr, err := raftAddr(c); err == nil {
+		n.LocalAddr = raft.ServerAddress(addr)
 	}
-	return r
+	n.BootstrapExpect = c.BootstrapExpect
+	n.Voters = c.RaftVoters
+	n.DeadServerGrace = c.DeadServerGrace
+	n.ForceNewCluster = c.ForceNewCluster
+	return n
 }
 
 // kvConfig is c's etcd API configuration, served with creds on its

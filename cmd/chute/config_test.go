@@ -73,6 +73,9 @@ func TestDefaultConfig(t *testing.T) {
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
 		GossipProfile:    "lan",
+		BootstrapExpect:  1,
+		RaftVoters:       3,
+		DeadServerGrace:  time.Minute,
 
 		SelfSignedCertValidity: 1,
 	}
@@ -162,6 +165,11 @@ func everyOption(t *testing.T) []optionCase {
 		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }, nil},
 		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }, nil},
 		{"gossip-profile", "fast", func(c *Config) { c.GossipProfile = "fast" }, nil},
+		{"data-dir", "/var/lib/chute", func(c *Config) { c.DataDir = "/var/lib/chute" }, nil},
+		{"bootstrap-expect", "3", func(c *Config) { c.BootstrapExpect = 3 }, nil},
+		{"raft-voters", "5", func(c *Config) { c.RaftVoters = 5 }, nil},
+		{"raft-dead-server-grace", "30s", func(c *Config) { c.DeadServerGrace = 30 * time.Second }, nil},
+		{"force-new-cluster", "true", func(c *Config) { c.ForceNewCluster = true }, nil},
 	}
 }
 
@@ -194,10 +202,16 @@ func TestLoadConfig_everyOption(t *testing.T) {
 			{"flag=value", []string{"--" + tc.name + "=" + tc.value}, nil},
 			{"flag value", []string{"--" + tc.name, tc.value}, nil},
 			{"-flag value", []string{"-" + tc.name, tc.value}, nil},
+			{"bare flag", []string{"--" + tc.name}, nil},
 			{"env", nil, map[string]string{o.envVar(): tc.value}},
 			{"file", nil, nil},
 		}
 		for _, s := range sources {
+			// A boolean takes its value after "=" only; alone it is true.
+			isBool := tc.value == "true"
+			if isBool && strings.HasSuffix(s.source, "flag value") || !isBool && s.source == "bare flag" {
+				continue
+			}
 			t.Run(tc.name+"/"+s.source, func(t *testing.T) {
 				args := s.args
 				if s.source == "file" {
@@ -358,7 +372,7 @@ func TestLoadConfig_fileErrors(t *testing.T) {
 		{"unknown key", "cluster: c\nfrobnicate: 1\n", []string{`unknown key "frobnicate"`, "line 2"}},
 		{"kebab-case key", "listen-client-urls: http://x:1\n", []string{`unknown key "listen-client-urls"`, `"listen_client_urls"`}},
 		{"upper-case key", "NAME: n\n", []string{`unknown key "NAME"`}},
-		{"etcd key", "data_dir: /x\n", []string{`unknown key "data_dir"`}},
+		{"etcd key", "wal_dir: /x\n", []string{`unknown key "wal_dir"`}},
 		{"version key", "version: true\n", []string{`unknown key "version"`}},
 		{"config key", "config: other.yaml\n", []string{`"config" is not allowed`}},
 		{"mapping value", "join:\n  a: 1\n", []string{"join", "want a scalar or a list"}},
@@ -627,9 +641,9 @@ func TestLoadConfig_etcdFlags(t *testing.T) {
 		wantIgnored []string
 		wantName    string
 	}{
-		{"value after space", []string{"--data-dir", "/x", "--name", "n1"}, []string{"data-dir"}, "n1"},
-		{"value after equals", []string{"--data-dir=/x", "--name", "n1"}, []string{"data-dir"}, "n1"},
-		{"one dash", []string{"-data-dir", "/x", "-name", "n1"}, []string{"data-dir"}, "n1"},
+		{"value after space", []string{"--wal-dir", "/x", "--name", "n1"}, []string{"wal-dir"}, "n1"},
+		{"value after equals", []string{"--wal-dir=/x", "--name", "n1"}, []string{"wal-dir"}, "n1"},
+		{"one dash", []string{"-wal-dir", "/x", "-name", "n1"}, []string{"wal-dir"}, "n1"},
 		{"boolean", []string{"--pre-vote", "--name", "n1"}, []string{"pre-vote"}, "n1"},
 		{"boolean last", []string{"--name", "n1", "--pre-vote"}, []string{"pre-vote"}, "n1"},
 		{"boolean with value", []string{"--pre-vote=false", "--name=n1"}, []string{"pre-vote"}, "n1"},
@@ -638,11 +652,11 @@ func TestLoadConfig_etcdFlags(t *testing.T) {
 		{"experimental as boolean", []string{"--experimental-foo", "--name", "n1"}, []string{"experimental-foo"}, "n1"},
 		{"experimental last", []string{"--name", "n1", "--experimental-foo"}, []string{"experimental-foo"}, "n1"},
 		{"experimental one dash", []string{"-experimental-foo", "x", "-name", "n1"}, []string{"experimental-foo"}, "n1"},
-		{"repeated", []string{"--data-dir", "/a", "--data-dir=/b", "--experimental-x=1", "--experimental-x=2", "--name", "n1"}, []string{"data-dir", "experimental-x"}, "n1"},
+		{"repeated", []string{"--wal-dir", "/a", "--wal-dir=/b", "--experimental-x=1", "--experimental-x=2", "--name", "n1"}, []string{"experimental-x", "wal-dir"}, "n1"},
 		{
 			"an etcd command line",
 			[]string{
-				"--name", "n1", "--data-dir", "/var/lib/etcd", "--initial-advertise-peer-urls", "http://10.0.0.1:2380",
+				"--name", "n1", "--wal-dir", "/var/lib/etcd/wal", "--initial-advertise-peer-urls", "http://10.0.0.1:2380",
 				"--listen-peer-urls", "http://10.0.0.1:2380", "--listen-client-urls", "http://10.0.0.1:2379,http://127.0.0.1:2379",
 				"--advertise-client-urls", "http://10.0.0.1:2379", "--initial-cluster-token", "tok",
 				"--initial-cluster", "n1=http://10.0.0.1:2380,n2=http://10.0.0.2:2380", "--initial-cluster-state", "new",
@@ -650,9 +664,9 @@ func TestLoadConfig_etcdFlags(t *testing.T) {
 				"--experimental-watch-progress-notify-interval", "5s", "--quota-backend-bytes=8589934592",
 			},
 			[]string{
-				"auto-compaction-retention", "data-dir", "enable-pprof", "experimental-initial-corrupt-check",
+				"auto-compaction-retention", "enable-pprof", "experimental-initial-corrupt-check",
 				"experimental-watch-progress-notify-interval", "initial-advertise-peer-urls", "initial-cluster",
-				"initial-cluster-state", "initial-cluster-token", "quota-backend-bytes",
+				"initial-cluster-state", "initial-cluster-token", "quota-backend-bytes", "wal-dir",
 			},
 			"n1",
 		},
@@ -859,7 +873,7 @@ func TestRun_signalShutsDownCleanly(t *testing.T) {
 	args := []string{
 		"--name", "run-test", "--log-level", "warn", "--metrics-listen=",
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
-		"--data-dir", "/x", "--data-dir=/y", "--pre-vote", "--experimental-foo=1",
+		"--data-dir", t.TempDir(), "--wal-dir", "/x", "--wal-dir=/y", "--pre-vote", "--experimental-foo=1",
 	}
 	done := make(chan int, 1)
 	go func() { done <- run(args, envOf(nil), &stdout, &stderr) }()
@@ -894,7 +908,7 @@ func TestRun_signalShutsDownCleanly(t *testing.T) {
 		t.Fatalf("run did not return 30s after SIGINT; stderr %q", stderr.String())
 	}
 	out := stderr.String()
-	for _, f := range []string{"data-dir", "pre-vote", "experimental-foo"} {
+	for _, f := range []string{"wal-dir", "pre-vote", "experimental-foo"} {
 		line := `level=WARN msg="ignoring etcd flag" flag=` + f + "\n"
 		if n := strings.Count(out, line); n != 1 {
 			t.Errorf("got %d lines ending %q, want 1; stderr %q", n, line, out)
@@ -913,7 +927,7 @@ func TestRun_fatalErrorExits1(t *testing.T) {
 	t.Cleanup(func() { ln.Close() })
 	var stdout, stderr testutil.Buffer
 	args := []string{
-		"--name", "run-test", "--metrics-listen", ln.Addr().String(),
+		"--name", "run-test", "--metrics-listen", ln.Addr().String(), "--data-dir", t.TempDir(),
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
 	}
 	done := make(chan int, 1)

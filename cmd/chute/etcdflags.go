@@ -26,7 +26,6 @@ const etcdExperimentalPrefix = "experimental-"
 func etcdFlags() []etcdFlag {
 	return []etcdFlag{
 		// Member.
-		{"data-dir", false},
 		{"wal-dir", false},
 		{"snapshot-count", false},
 		{"heartbeat-interval", false},
@@ -73,7 +72,6 @@ func etcdFlags() []etcdFlag {
 		{"enable-pprof", true},
 		{"metrics", false},
 		// Unsafe.
-		{"force-new-cluster", true},
 		{"unsafe-no-fsync", true},
 		// Config file and the v2 proxy.
 		{"config-file", false},

@@ -44,7 +44,7 @@ type node struct {
 	providers  *chuteotel.Providers
 	members    *gossip.Membership
 	peer       *peer.Server // the peer link's listener
-	replicator *gossip.Replicator
+	keySpace   *keySpace    // raft under the key space
 	queues     *dispatch.Manager
 	kv         *kv.Server
 	http       *http.Server
@@ -212,11 +212,6 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if n.peer, err = peer.NewServer(pcfg); err != nil {
 		return nil, err
 	}
-	rcfg := cfg.replicatorConfig(peerCreds)
-	rcfg.Logger = logger.With("component", "replication")
-	if n.replicator, err = gossip.NewReplicator(rcfg); err != nil {
-		return nil, err
-	}
 
 	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: chTLS}
 	dcfg := cfg.dispatchConfig()
@@ -237,10 +232,12 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if tp := providers.TracerProvider(); tp != nil {
 		kcfg.Tracer, kcfg.Propagator = tp, providers.Propagator()
 	}
-	kcfg.Replicator = n.replicator
 	kcfg.Members = memberList{n.members}
 	kcfg.Queues = n.queues
 	if n.kv, err = kv.New(kcfg); err != nil {
+		return nil, err
+	}
+	if n.keySpace, err = newKeySpace(cfg, n.kv, n.members, n.peer, peerCreds, logger); err != nil {
 		return nil, err
 	}
 	n.ready = n.newReadiness()
@@ -273,8 +270,8 @@ func (n *node) release() {
 	if n.queues != nil {
 		_ = n.queues.Shutdown(ctx)
 	}
-	if n.replicator != nil {
-		_ = n.replicator.Shutdown(ctx)
+	if n.keySpace != nil {
+		_ = n.keySpace.shutdown(ctx)
 	}
 	if n.peer != nil {
 		_ = n.peer.Shutdown(ctx)
@@ -292,8 +289,10 @@ func (n *node) start() error {
 		return err
 	}
 	n.peer.RegisterService(&peerpb.Queues_ServiceDesc, n.queues.PeerService())
-	n.replicator.Start(n.kv, n.members, n.peer)
 	if err := n.peer.Start(); err != nil {
+		return err
+	}
+	if err := n.keySpace.start(); err != nil {
 		return err
 	}
 	n.queues.Start(n.kv, n.members)
@@ -308,17 +307,15 @@ func (n *node) start() error {
 	return nil
 }
 
-// followMembers expires the leases of members that failed or left, and
-// keeps those of members back in time, until the subscription ends.
+// followMembers logs members coming and going, until the subscription
+// ends.
 func (n *node) followMembers(events <-chan gossip.Event) {
 	for ev := range events {
 		switch ev.Type {
 		case gossip.EventFailed, gossip.EventLeave:
 			n.log.Info("member gone", "name", ev.Member.Name, "status", ev.Member.Status.String())
-			n.kv.ExpireLeasesOf(ev.Member.ID)
 		case gossip.EventJoin:
 			n.log.Info("member joined", "name", ev.Member.Name)
-			n.kv.KeepLeasesOf(ev.Member.ID)
 		}
 	}
 }
@@ -342,11 +339,16 @@ func (n *node) shutdown() error {
 			errs = append(errs, err)
 		}
 		hcancel()
+		lctx, lcancel := context.WithTimeout(ctx, leaveTimeout)
+		n.keySpace.handOver(lctx)
+		lcancel()
 	}
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
 	}
-	errs = append(errs, n.kv.Shutdown(ctx), n.queues.Shutdown(ctx), n.replicator.Shutdown(ctx), n.peer.Shutdown(ctx))
+	// The etcd API stops before raft: requests in flight end with their
+	// answer. Raft stops before the peer listener that carries it.
+	errs = append(errs, n.kv.Shutdown(ctx), n.queues.Shutdown(ctx), n.keySpace.shutdown(ctx), n.peer.Shutdown(ctx))
 	if err := n.members.Shutdown(); err != nil {
 		errs = append(errs, err)
 	}

@@ -43,6 +43,7 @@ func TestRunNode_operatorEndpoints(t *testing.T) {
 	cfg.GossipListen = testutil.FreeAddr(t)
 	cfg.GossipProfile = "fast"
 	cfg.MetricsListen = metrics
+	cfg.DataDir = t.TempDir()
 	cfg.fillAdvertise()
 
 	ctx, cancel := context.WithCancel(context.Background())

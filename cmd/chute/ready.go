@@ -8,8 +8,10 @@ import (
 // readiness decides /readyz: whether the node should take clients'
 // traffic, and if not, what it lacks. A node is ready when it serves the
 // etcd API, its gossip runs, and it has joined the cluster and caught up
-// with its key space. A node with no seed but itself starts the cluster:
-// it is joined and caught up by definition.
+// with its key space: a raft leader is known and this member applied
+// every entry it knows committed. A node with no seed but itself starts
+// the cluster: it is joined by definition, and caught up once it leads
+// (or follows) and applied its log.
 //
 // Joined and caught up are conditions of the start: once both held they
 // are not asked again, so a node whose peers come and go does not flap.
@@ -20,7 +22,7 @@ type readiness struct {
 	stopped    func() bool // gossip stopped on its own
 	selfSeeded func() bool // no seed but this node
 	joined     func() bool // a seed answered, or another member is alive
-	caughtUp   func() bool // the first pull from a peer finished
+	caughtUp   func() bool // a leader is known and the log applied up to the commit index
 
 	synced atomic.Bool // joined and caught up held once
 }
@@ -36,9 +38,8 @@ func (r *readiness) missing() []string {
 		out = append(out, "gossip stopped")
 	}
 	if !r.synced.Load() {
-		self := r.selfSeeded()
-		joined := self || r.joined()
-		caughtUp := self || r.caughtUp()
+		joined := r.selfSeeded() || r.joined()
+		caughtUp := r.caughtUp()
 		if !joined {
 			out = append(out, "gossip not joined")
 		}
@@ -66,7 +67,7 @@ func (n *node) newReadiness() *readiness {
 		joined: func() bool {
 			return isClosed(n.members.Joined()) || len(n.members.Alive()) > 1
 		},
-		caughtUp: func() bool { return isClosed(n.replicator.CaughtUp()) },
+		caughtUp: n.keySpace.caughtUp,
 	}
 }
 

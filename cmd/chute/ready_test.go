@@ -13,11 +13,12 @@ func TestReadiness_missing(t *testing.T) {
 		want []string
 	}{
 		{"ready after joining and pulling", state{serving: true, joined: true, caughtUp: true}, nil},
-		{"alone without seeds", state{serving: true, self: true}, nil},
+		{"alone without seeds, leading", state{serving: true, self: true, caughtUp: true}, nil},
+		{"alone without seeds, no leader yet", state{serving: true, self: true}, []string{"key space not caught up"}},
 		{"seed not answered yet", state{serving: true}, []string{"gossip not joined", "key space not caught up"}},
 		{"joined, pull not finished", state{serving: true, joined: true}, []string{"key space not caught up"}},
 		{"etcd API not serving", state{joined: true, caughtUp: true}, []string{"etcd API not serving"}},
-		{"gossip stopped", state{serving: true, stopped: true, self: true}, []string{"gossip stopped"}},
+		{"gossip stopped", state{serving: true, stopped: true, self: true, caughtUp: true}, []string{"gossip stopped"}},
 		{"nothing", state{stopped: true}, []string{"etcd API not serving", "gossip stopped", "gossip not joined", "key space not caught up"}},
 	}
 	for _, tt := range tests {

@@ -81,7 +81,7 @@ type Proc struct {
 	PeerAddr    string   // host:port of the peer listener
 	GossipAddr  string   // chute only: serf's host:port
 	MetricsAddr string   // chute only: /metrics, /healthz, /readyz
-	DataDir     string   // etcd only
+	DataDir     string   // --data-dir: kept across Restart
 	LogPath     string   // stdout and stderr of every run of the process
 	Args        []string // the command line, less the binary
 	Env         []string // added to the test's environment, KEY=value
@@ -216,7 +216,8 @@ var chuteNames atomic.Int64
 
 // StartChute starts the chute binary with the flags --name,
 // --listen-client-urls, --listen-peer-urls, --gossip-listen and
-// --metrics-listen on free loopback ports, then args. A flag of that list
+// --metrics-listen on free loopback ports and --data-dir in a temporary
+// directory, then args. A flag of that list
 // given in args replaces the harness's value. It returns once GET /readyz
 // answers 200, and stops the process when the test ends.
 func StartChute(t testing.TB, args ...string) *Proc {
@@ -274,6 +275,7 @@ func launchChute(t testing.TB, extra, env []string) (*Proc, error) {
 	p.PeerAddr = urlHost(set("listen-peer-urls", func() string { return "http://" + testutil.FreeAddr(t) }))
 	p.GossipAddr = set("gossip-listen", func() string { return testutil.FreeAddr(t) })
 	p.MetricsAddr = set("metrics-listen", func() string { return testutil.FreeAddr(t) })
+	p.DataDir = set("data-dir", func() string { return t.TempDir() })
 	p.Args = append(args, extra...)
 
 	readyz := "http://" + p.MetricsAddr + "/readyz"

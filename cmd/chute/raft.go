@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"chute/gossip"
+	"chute/gossip/peer"
+	"chute/kv"
+	"chute/kv/raftkv"
+	"chute/kv/raftnode"
+	"chute/kv/raftpeer"
+)
+
+// leaveTimeout bounds, within shutdownTimeout, handing the leadership
+// over and waiting for the leader to take this member out of raft.
+const leaveTimeout = 4 * time.Second
+
+// keySpace is the raft under the key space: the transport on the peer
+// link, the node (stores under --data-dir, bootstrap, voters) and the
+// consensus kv proposes through.
+type keySpace struct {
+	log       *slog.Logger
+	members   *raftMembers
+	node      *raftnode.Node
+	consensus *raftkv.Consensus
+}
+
+// newKeySpace opens the raft of the key space kvs serves: its stores
+// under cfg.DataDir, its transport and its consensus service registered
+// on the peer server ps, which must not have started. Membership comes
+// from m, whose tags it sets.
+func newKeySpace(cfg Config, kvs *kv.Server, m *gossip.Membership, ps *peer.Server, creds credentials.TransportCredentials, logger *slog.Logger) (*keySpace, error) {
+	addr, err := raftAddr(cfg)
+	if err != nil {
+		return nil, configError{err}
+	}
+	// Validate checked the node's settings.
+	var dial []grpc.DialOption
+	if creds != nil {
+		dial = append(dial, grpc.WithTransportCredentials(creds))
+	}
+	clusterID, memberID := gossip.ClusterID(cfg.Cluster), gossip.MemberID(cfg.Name)
+	trans, err := raftpeer.New(raftpeer.Config{
+		LocalAddr:   raft.ServerAddress(addr),
+		ClusterID:   clusterID,
+		MemberID:    memberID,
+		DialOptions: dial,
+		Logger:      logger.With("component", "raft-transport"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	trans.Register(ps)
+	ks := &keySpace{log: logger, members: newRaftMembers(m)}
+	ncfg := cfg.raftNodeConfig()
+	ncfg.Transport = trans
+	ncfg.FSM = raftkv.NewFSM(kvs.StateMachine())
+	ncfg.Members = ks.members
+	ncfg.Raft = raftTimings(cfg.GossipProfile)
+	ncfg.Logger = logger.With("component", "raft")
+	ncfg.TagsChanged = func(tags map[string]string) {
+		if err := m.SetTags(tags); err != nil {
+			logger.Error("raft tags not published", "err", err)
+		}
+	}
+	if cfg.GossipProfile == "fast" {
+		ncfg.ReconcileInterval = 500 * time.Millisecond
+	}
+	if ks.node, err = raftnode.New(ncfg); err != nil {
+		_ = trans.Close()
+		ks.members.close()
+		return nil, err
+	}
+	if err := m.SetTags(ks.node.Tags()); err != nil {
+		_ = ks.node.Shutdown(context.Background())
+		ks.members.close()
+		return nil, err
+	}
+	ks.consensus, err = raftkv.New(raftkv.Config{
+		Raft:        ks.node.Raft(),
+		SM:          kvs.StateMachine(),
+		ClusterID:   clusterID,
+		MemberID:    memberID,
+		DialOptions: dial,
+		Logger:      logger.With("component", "raft-kv"),
+	})
+	if err != nil {
+		_ = ks.node.Shutdown(context.Background())
+		ks.members.close()
+		return nil, err
+	}
+	ks.consensus.Register(ps)
+	kvs.SetConsensus(ks.consensus)
+	return ks, nil
+}
+
+// raftTimings returns raft's configuration for a gossip profile: raft's
+// defaults on a LAN, shorter timeouts for a test cluster on one machine.
+func raftTimings(profile string) *raft.Config {
+	rc := raft.DefaultConfig()
+	// kv/raftpeer: requests of MaxAppendEntries commands of the largest
+	// size must stay within the peer link's message limit.
+	rc.MaxAppendEntries = 32
+	if profile == "fast" {
+		rc.HeartbeatTimeout = 500 * time.Millisecond
+		rc.ElectionTimeout = 500 * time.Millisecond
+		rc.LeaderLeaseTimeout = 250 * time.Millisecond
+		rc.CommitTimeout = 20 * time.Millisecond
+	}
+	return rc
+}
+
+// raftAddr is this member's raft address: the host:port of its first
+// advertised peer URL, which the others dial.
+func raftAddr(cfg Config) (string, error) {
+	urls := advertised(cfg.AdvertisePeerURLs, cfg.ListenPeerURLs)
+	if len(urls) == 0 {
+		return "", errors.New("--advertise-peer-urls: no peer URL to give raft")
+	}
+	u, err := url.Parse(urls[0])
+	if err != nil || u.Host == "" {
+		return "", fmt.Errorf("--advertise-peer-urls: %q has no host:port", urls[0])
+	}
+	if _, _, err := net.SplitHostPort(u.Host); err != nil {
+		return "", fmt.Errorf("--advertise-peer-urls: %q has no host:port", urls[0])
+	}
+	return u.Host, nil
+}
+
+// start starts the node's loop (bootstrap, voters).
+func (ks *keySpace) start() error { return ks.node.Start() }
+
+// handOver gives the leadership away when this member has it, so that
+// the cluster does not wait for an election when it stops.
+func (ks *keySpace) handOver(ctx context.Context) {
+	r := ks.node.Raft()
+	if r.State() != raft.Leader {
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.LeadershipTransfer().Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			ks.log.Warn("leadership not handed over", "err", err)
+			return
+		}
+		ks.log.Info("leadership handed over")
+	case <-ctx.Done():
+		ks.log.Warn("leadership not handed over in time")
+	}
+}
+
+// shutdown stops the consensus, then raft (and its transport) and closes
+// the stores.
+func (ks *keySpace) shutdown(ctx context.Context) error {
+	_ = ks.consensus.Close()
+	err := ks.node.Shutdown(ctx)
+	ks.members.close()
+	return err
+}
+
+// raftMembers adapts gossip to raftnode.MemberSource: every member serf
+// knows, its peer address as raft's, and a Changed signal fed by
+// gossip's events.
+type raftMembers struct {
+	m       *gossip.Membership
+	changed chan struct{}
+	stop    func()
+	done    chan struct{}
+}
+
+func newRaftMembers(m *gossip.Membership) *raftMembers {
+	events, stop := m.Subscribe(64)
+	rm := &raftMembers{m: m, changed: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
+	go func() {
+		defer close(rm.done)
+		for range events {
+			select {
+			case rm.changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return rm
+}
+
+func (rm *raftMembers) Members() []raftnode.Member {
+	all := rm.m.Members()
+	out := make([]raftnode.Member, 0, len(all))
+	for _, mb := range all {
+		addr := ""
+		if len(mb.PeerURLs) > 0 {
+			if u, err := url.Parse(mb.PeerURLs[0]); err == nil {
+				addr = u.Host
+			}
+		}
+		out = append(out, raftnode.Member{Addr: raft.ServerAddress(addr), Status: raftStatus(mb.Status), Tags: mb.Tags})
+	}
+	return out
+}
+
+func (rm *raftMembers) Joined() <-chan struct{} { return rm.m.Joined() }
+
+func (rm *raftMembers) Changed() <-chan struct{} { return rm.changed }
+
+// close ends the subscription and its goroutine.
+func (rm *raftMembers) close() {
+	rm.stop()
+	<-rm.done
+}
+
+func raftStatus(s gossip.Status) raftnode.Status {
+	switch s {
+	case gossip.StatusAlive:
+		return raftnode.StatusAlive
+	case gossip.StatusLeaving:
+		return raftnode.StatusLeaving
+	case gossip.StatusLeft:
+		return raftnode.StatusLeft
+	case gossip.StatusFailed:
+		return raftnode.StatusFailed
+	}
+	return 0
+}
+
+// caughtUp reports whether a leader is known and this member applied
+// every entry it knows committed: it serves the cluster's key space.
+func (ks *keySpace) caughtUp() bool {
+	r := ks.node.Raft()
+	_, leader := r.LeaderWithID()
+	return leader != "" && r.AppliedIndex() >= r.CommitIndex() && r.CommitIndex() > 0
+}
