@@ -98,7 +98,8 @@ func queueOn(m *member, name string) (QueueStatus, bool) {
 // every acknowledged write reads back on every member and no queue went
 // past its cap.
 func TestCluster_peerInputBounded(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	members := []*member{a, b, c}
 	connect(members...)
 	ctx := testCtx(t, 60*time.Second)
