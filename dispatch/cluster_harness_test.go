@@ -58,7 +58,7 @@ type member struct {
 	name  string
 	id    uint64
 	kv    *kv.Server
-	log   *kvtest.Log  // the key space kv is a member of
+	seat  *seat        // kv's membership of the cluster's key space
 	link  *peer.Server // the peer listener: queues
 	mgr   *Manager
 	peers *peerList
@@ -106,19 +106,19 @@ func (cl *cluster) start(name string, mutate func(*Config)) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cl.log.Join(srv, id)
-	if err != nil {
+	st := &seat{log: cl.log, srv: srv, id: id}
+	if err := st.join(); err != nil {
 		t.Fatal(err)
 	}
-	srv.SetConsensus(c)
+	srv.SetConsensus(st)
 	if err := srv.Start(); err != nil {
-		cl.log.Leave(srv)
+		st.leave()
 		t.Fatal(err)
 	}
-	mb := &member{name: name, id: id, kv: srv, log: cl.log, link: link, mgr: mgr, peers: &peerList{}}
+	mb := &member{name: name, id: id, kv: srv, seat: st, link: link, mgr: mgr, peers: &peerList{}}
 	link.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
 	if err := link.Start(); err != nil {
-		cl.log.Leave(srv)
+		st.leave()
 		_ = srv.Shutdown(context.Background())
 		t.Fatal(err)
 	}
@@ -131,6 +131,58 @@ func (cl *cluster) start(name string, mutate func(*Config)) *member {
 	t.Cleanup(func() { mb.stop() })
 	return mb
 }
+
+// seat is a member's Consensus: its place in the cluster's log, which a
+// test may take away while the member runs (leave: the member is cut
+// off, as in a minority partition, and its writes fail with
+// kv.ErrNoLeader) and give back (join: it catches up from the leader's
+// snapshot).
+type seat struct {
+	log *kvtest.Log
+	srv *kv.Server
+	id  uint64
+
+	mu sync.Mutex   // guards c
+	c  kv.Consensus // the last Join's; out of the log once left
+}
+
+// join takes srv into the log; first out of it, if it was in.
+func (s *seat) join() error {
+	s.log.Leave(s.srv)
+	c, err := s.log.Join(s.srv, s.id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.c = c
+	s.mu.Unlock()
+	return nil
+}
+
+// leave takes srv out of the log.
+func (s *seat) leave() { s.log.Leave(s.srv) }
+
+func (s *seat) current() kv.Consensus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c
+}
+
+func (s *seat) Propose(ctx context.Context, cmd []byte) error {
+	return s.current().Propose(ctx, cmd)
+}
+
+func (s *seat) ReadIndex(ctx context.Context) (uint64, error) { return s.current().ReadIndex(ctx) }
+
+func (s *seat) RenewLease(ctx context.Context, id int64) (int64, error) {
+	return s.current().RenewLease(ctx, id)
+}
+
+func (s *seat) TransferLeader(ctx context.Context, member uint64) error {
+	return s.current().TransferLeader(ctx, member)
+}
+
+func (s *seat) Status() kv.ConsensusStatus { return s.current().Status() }
 
 // failedLogLines is how much of a member's log a failed test shows.
 const failedLogLines = 60
@@ -146,7 +198,7 @@ func lastLines(s string, n int) string {
 // nothing it still tries to write (a record, a consumer) gets there.
 func (mb *member) stop() {
 	mb.once.Do(func() {
-		mb.log.Leave(mb.kv)
+		mb.seat.leave()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = mb.cli.Close()
