@@ -119,7 +119,8 @@ func replicateJobs(t *testing.T, ctx context.Context, a *member, others ...*memb
 // acknowledged, and when the dispatcher dies it takes the queue over
 // without any put; a consumer then gets exactly the unacknowledged ones.
 func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
@@ -169,7 +170,8 @@ func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
 // queue to another member: the record moves, the messages follow, and a
 // consumer there gets every one.
 func TestHandoff_beforeLeaving(t *testing.T) {
-	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 25)
@@ -197,7 +199,8 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 // them. Here the test plays the reconcile loop, holding the handover
 // lock with the messages taken out until the record has moved.
 func TestHandoff_waitsForAHandoverInFlight(t *testing.T) {
-	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 25)
@@ -230,7 +233,8 @@ func TestHandoff_waitsForAHandoverInFlight(t *testing.T) {
 // retrying until its shutdown deadline and exiting with an error (seen
 // when a test stopped the last two members of a cluster at once).
 func TestHandoff_targetLeftMeanwhile(t *testing.T) {
-	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 5)
@@ -280,14 +284,15 @@ func prefixed(tails []string) []string {
 // takes the queue over and nothing is lost.
 func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	run := func(boot string) func(*Config) { return func(c *Config) { c.Boot = boot } }
-	a, b, c := startMember(t, "a", run("a1")), startMember(t, "b", run("b1")), startMember(t, "c", run("c1"))
+	cl := newCluster(t)
+	a, b, c := cl.start("a", run("a1")), cl.start("b", run("b1")), cl.start("c", run("c1"))
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
 	putJobs(t, ctx, a, 15)
 	a.stop()
-	a2 := startMember(t, "a", run("a2")) // same name and id, empty memory
-	connect(a2, b, c)                    // serf never reported a failed
+	a2 := cl.start("a", run("a2")) // same name and id, empty memory
+	connect(a2, b, c)              // serf never reported a failed
 	waitUntil(t, 5*time.Second, "the record on a2", func() bool { return recordOn(a2, "jobs") != "" })
 	waitUntil(t, 5*time.Second, "a backup to take the queue over from the new run", func() bool {
 		rec, ok := ParseRecord(recordOn(b, "jobs"))
@@ -337,7 +342,8 @@ func TestSettings_applyAtTheNextPut(t *testing.T) {
 // under the same name gives its messages ids its earlier run never used:
 // the dispatcher, which remembers the ids it acknowledged, takes them.
 func TestProduce_restartedProducerKeepsItsPuts(t *testing.T) {
-	a, b := startMember(t, "a", nil), startMember(t, "b", nil)
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := b.cli.Put(ctx, "/q/jobs/p/first", "v"); err != nil { // b dispatches
@@ -352,7 +358,7 @@ func TestProduce_restartedProducerKeepsItsPuts(t *testing.T) {
 	}
 	consumeAll(t, ctx, wc, b.cli, 5, 5*time.Second)
 	a.stop()
-	a2 := startMember(t, "a", nil)
+	a2 := cl.start("a", nil)
 	connect(a2, b)
 	for i := range 5 {
 		if _, err := a2.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/run2-%d", i), "v"); err != nil {

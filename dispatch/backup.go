@@ -196,12 +196,15 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	}
 	var rec Record
 	if force {
-		rec = m.claimFrom(k.queue, k.dispatcher)
+		var err error
+		if rec, err = m.claimFrom(context.Background(), k.queue, k.dispatcher); err != nil {
+			return // not written (logged): next round
+		}
 	} else {
-		rec = m.dispatcherOf(k.queue, claimAsProducer) // claims when the recorded dispatcher is gone
+		rec = m.dispatcherOf(context.Background(), k.queue, claimAsProducer) // claims when the recorded dispatcher is gone
 	}
 	if rec.Member == k.dispatcher && !force || !m.alive(rec.Member) {
-		return // the claim did not settle; next round
+		return // the claim did not settle, or was not written; next round
 	}
 	m.backupMu.Lock()
 	if m.backups[k] != set { // changed meanwhile

@@ -38,21 +38,6 @@ func dialPeer(t *testing.T, ctx context.Context, m *member) *peerClient {
 	return &peerClient{conn: conn, ctx: peer.OutgoingContext(ctx, gossip.ClusterID("test"), mallory)}
 }
 
-// replicate sends one batch on a Replicate stream and returns how the
-// stream ended.
-func (p *peerClient) replicate(t *testing.T, writes ...*peerpb.Write) error {
-	t.Helper()
-	stream, err := peerpb.NewPeerClient(p.conn).Replicate(p.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.Send(&peerpb.WriteBatch{Writes: writes}); err != nil {
-		t.Fatal(err)
-	}
-	_, err = stream.CloseAndRecv()
-	return err
-}
-
 // forward sends one batch on a Forward stream and returns its answer, or
 // the stream's error.
 func (p *peerClient) forward(t *testing.T, b *peerpb.ForwardBatch) error {
@@ -106,13 +91,15 @@ func queueOn(m *member, name string) (QueueStatus, bool) {
 }
 
 // TestCluster_peerInputBounded is the acceptance test of bounded peer
-// input: a caller with only the cluster id sends, as a member, a write
-// stamped 2^64-1, a Hold of 100,000 queue names, messages past a queue's
-// byte cap, a ClickHouse row that is no JSON object and epochs of 2^64-1.
-// Each is refused with its code, and afterwards every acknowledged write
-// reads back on every member and no queue went past its cap.
+// input: a caller with only the cluster id sends, as a member, a Hold of
+// 100,000 queue names, messages past a queue's byte cap, a ClickHouse row
+// that is no JSON object and a message number of 2^64-1; a client puts a
+// record at epoch 2^64-1. Each is refused with its code, and afterwards
+// every acknowledged write reads back on every member and no queue went
+// past its cap.
 func TestCluster_peerInputBounded(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	members := []*member{a, b, c}
 	connect(members...)
 	ctx := testCtx(t, 60*time.Second)
@@ -162,60 +149,48 @@ func TestCluster_peerInputBounded(t *testing.T) {
 	p := dialPeer(t, ctx, b)
 	queuesBefore := len(b.mgr.Status().Queues)
 
-	// (a) A replicated write stamped 2^64-1.
-	err := p.replicate(t, &peerpb.Write{Key: []byte("/k/000"), Value: []byte("evil"), Lamport: math.MaxUint64, Member: mallory})
-	if status.Code(err) != codes.OutOfRange {
-		t.Fatalf("(a) stamp 2^64-1: got %v, want OutOfRange", err)
-	}
-
-	// (b) A Hold of 100,000 queue names.
+	// (a) A Hold of 100,000 queue names.
 	var many []*peerpb.QueueMessage
 	for i := range 100_000 {
 		many = append(many, &peerpb.QueueMessage{Queue: fmt.Sprintf("q%d", i), Tail: "t", Value: []byte("v"), Origin: mallory, N: uint64(i + 1)})
 	}
 	if _, err := peerpb.NewQueuesClient(p.conn).Hold(p.ctx, &peerpb.HoldRequest{Messages: many}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("(b) hold of 100,000 queues: got %v, want InvalidArgument", err)
+		t.Fatalf("(a) hold of 100,000 queues: got %v, want InvalidArgument", err)
 	}
 	if got := len(b.mgr.Status().Queues); got != queuesBefore {
-		t.Fatalf("(b) queues on b: got %d, want %d", got, queuesBefore)
+		t.Fatalf("(a) queues on b: got %d, want %d", got, queuesBefore)
 	}
 
-	// (c) Messages past the byte cap: forwarded, held, backed up; and a
+	// (b) Messages past the byte cap: forwarded, held, backed up; and a
 	// client's put forwarded by another member.
 	over := rows("capped", 5, 1024, "")
 	if err := p.forward(t, &peerpb.ForwardBatch{Messages: over}); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("(c) forward past the cap: got %v, want ResourceExhausted", err)
+		t.Fatalf("(b) forward past the cap: got %v, want ResourceExhausted", err)
 	}
 	if _, err := peerpb.NewQueuesClient(p.conn).Hold(p.ctx, &peerpb.HoldRequest{Messages: over}); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("(c) hold past the cap: got %v, want ResourceExhausted", err)
+		t.Fatalf("(b) hold past the cap: got %v, want ResourceExhausted", err)
 	}
 	if err := p.forward(t, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Queue: "capped", Messages: over}); status.Code(err) != codes.ResourceExhausted {
-		t.Fatalf("(c) backup past the cap: got %v, want ResourceExhausted", err)
+		t.Fatalf("(b) backup past the cap: got %v, want ResourceExhausted", err)
 	}
 	if _, err := a.cli.Put(ctx, "/q/capped/p/big", strings.Repeat("x", capBytes)); !errors.Is(err, rpctypes.ErrTooManyRequests) {
-		t.Fatalf("(c) a's client put past the cap: got %v, want %v", err, rpctypes.ErrTooManyRequests)
+		t.Fatalf("(b) a's client put past the cap: got %v, want %v", err, rpctypes.ErrTooManyRequests)
 	}
 
-	// (d) A forwarded ClickHouse row that is not a JSON object.
+	// (c) A forwarded ClickHouse row that is not a JSON object.
 	if err := p.forward(t, &peerpb.ForwardBatch{Messages: rows("ch:events", 1, 0, `"just a string"`)}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("(d) ch: row not an object: got %v, want InvalidArgument", err)
+		t.Fatalf("(c) ch: row not an object: got %v, want InvalidArgument", err)
 	}
 
-	// (e) Epochs of 2^64-1: a replicated record, a message number, a
-	// client's put of a record.
+	// (d) Epochs of 2^64-1: a message number, a client's put of a record.
 	evilRecord := fmt.Sprintf("%d;epoch=%d", b.id, uint64(math.MaxUint64))
-	stamp := uint64(time.Now().UnixMicro())
-	err = p.replicate(t, &peerpb.Write{Key: []byte("/q/capped"), Value: []byte(evilRecord), Lamport: stamp, Member: mallory})
-	if status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("(e) replicated record at epoch 2^64-1: got %v, want InvalidArgument", err)
-	}
 	numbered := rows("capped", 1, 8, "")
 	numbered[0].Seq = math.MaxUint64
 	if err := p.forward(t, &peerpb.ForwardBatch{Messages: numbered}); status.Code(err) != codes.OutOfRange {
-		t.Fatalf("(e) message number 2^64-1: got %v, want OutOfRange", err)
+		t.Fatalf("(d) message number 2^64-1: got %v, want OutOfRange", err)
 	}
 	if _, err := a.cli.Put(ctx, "/q/capped", evilRecord); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("(e) client put of a record at epoch 2^64-1: got %v, want InvalidArgument", err)
+		t.Fatalf("(d) client put of a record at epoch 2^64-1: got %v, want InvalidArgument", err)
 	}
 
 	// Writes after the attempts: 60 new keys, every third old one again.

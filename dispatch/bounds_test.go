@@ -70,7 +70,8 @@ func TestCheck_recordEpochOutOfRange(t *testing.T) {
 // epoch, naming a member that is gone, is not claimed (the epoch would
 // wrap): the put fails FailedPrecondition and the record stays.
 func TestProduce_lastEpochNotClaimed(t *testing.T) {
-	a := startMember(t, "a", nil)
+	cl := newCluster(t)
+	a := cl.start("a", nil)
 	ctx := testCtx(t, 10*time.Second)
 	last := fmt.Sprintf("99;epoch=%d", uint64(maxEpoch))
 	if _, err := a.cli.Put(ctx, "/q/j", last); err != nil {

@@ -17,6 +17,7 @@ import (
 	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
 	"chute/kv"
+	"chute/kv/kvtest"
 
 	"chute/internal/testutil"
 )
@@ -40,35 +41,44 @@ func (p *peerList) set(ps []gossip.Peer) {
 	p.peers = ps
 }
 
-// member is one in-process cluster member: kv, replication and queues.
+// cluster is the in-process cluster of one test: its members share one
+// key space, a kvtest.Log, as the members of a real cluster share raft's.
+type cluster struct {
+	t   *testing.T
+	log *kvtest.Log
+}
+
+// newCluster returns an empty cluster for t.
+func newCluster(t *testing.T) *cluster {
+	return &cluster{t: t, log: kvtest.New()}
+}
+
+// member is one in-process cluster member: kv and queues.
 type member struct {
 	name  string
 	id    uint64
 	kv    *kv.Server
-	repl  *gossip.Replicator
-	link  *peer.Server // the peer listener: replication and queues
+	seat  *seat        // kv's membership of the cluster's key space
+	link  *peer.Server // the peer listener: queues
 	mgr   *Manager
 	peers *peerList
 	cli   *clientv3.Client
 	once  sync.Once
 }
 
-func startMember(t *testing.T, name string, mutate func(*Config)) *member {
+// start starts a member called name, its manager's config changed by
+// mutate, and joins it to the cluster's key space: a member started
+// again under a name already used catches up from the others' snapshot.
+func (cl *cluster) start(name string, mutate func(*Config)) *member {
+	t := cl.t
 	t.Helper()
 	id := gossip.MemberID(name)
-	cluster := gossip.ClusterID("test")
-	repl, err := gossip.NewReplicator(gossip.ReplicatorConfig{
-		ClusterID: cluster, MemberID: id,
-		DigestInterval: 100 * time.Millisecond, PeersInterval: 20 * time.Millisecond,
-	})
+	clusterID := gossip.ClusterID("test")
+	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: clusterID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: cluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{MemberID: id, ClusterID: cluster, Visibility: time.Minute, ReconcileInterval: 20 * time.Millisecond}
+	cfg := Config{MemberID: id, ClusterID: clusterID, Visibility: time.Minute, ReconcileInterval: 20 * time.Millisecond}
 	if os.Getenv("CHUTE_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
 	} else {
@@ -89,21 +99,27 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 		t.Fatal(err)
 	}
 	kcfg := kv.DefaultConfig()
-	kcfg.Name, kcfg.MemberID, kcfg.ClusterID = name, id, cluster
+	kcfg.Name, kcfg.MemberID, kcfg.ClusterID = name, id, clusterID
 	kcfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
-	kcfg.Replicator = repl
 	kcfg.Queues = mgr
 	srv, err := kv.New(kcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Start(); err != nil {
+	st := &seat{log: cl.log, srv: srv, id: id}
+	if err := st.join(); err != nil {
 		t.Fatal(err)
 	}
-	mb := &member{name: name, id: id, kv: srv, repl: repl, link: link, mgr: mgr, peers: &peerList{}}
+	srv.SetConsensus(st)
+	if err := srv.Start(); err != nil {
+		st.leave()
+		t.Fatal(err)
+	}
+	mb := &member{name: name, id: id, kv: srv, seat: st, link: link, mgr: mgr, peers: &peerList{}}
 	link.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
-	repl.Start(srv, mb.peers, link)
 	if err := link.Start(); err != nil {
+		st.leave()
+		_ = srv.Shutdown(context.Background())
 		t.Fatal(err)
 	}
 	mgr.Start(srv, mb.peers)
@@ -116,6 +132,58 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	return mb
 }
 
+// seat is a member's Consensus: its place in the cluster's log, which a
+// test may take away while the member runs (leave: the member is cut
+// off, as in a minority partition, and its writes fail with
+// kv.ErrNoLeader) and give back (join: it catches up from the leader's
+// snapshot).
+type seat struct {
+	log *kvtest.Log
+	srv *kv.Server
+	id  uint64
+
+	mu sync.Mutex   // guards c
+	c  kv.Consensus // the last Join's; out of the log once left
+}
+
+// join takes srv into the log; first out of it, if it was in.
+func (s *seat) join() error {
+	s.log.Leave(s.srv)
+	c, err := s.log.Join(s.srv, s.id)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.c = c
+	s.mu.Unlock()
+	return nil
+}
+
+// leave takes srv out of the log.
+func (s *seat) leave() { s.log.Leave(s.srv) }
+
+func (s *seat) current() kv.Consensus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.c
+}
+
+func (s *seat) Propose(ctx context.Context, cmd []byte) error {
+	return s.current().Propose(ctx, cmd)
+}
+
+func (s *seat) ReadIndex(ctx context.Context) (uint64, error) { return s.current().ReadIndex(ctx) }
+
+func (s *seat) RenewLease(ctx context.Context, id int64) (int64, error) {
+	return s.current().RenewLease(ctx, id)
+}
+
+func (s *seat) TransferLeader(ctx context.Context, member uint64) error {
+	return s.current().TransferLeader(ctx, member)
+}
+
+func (s *seat) Status() kv.ConsensusStatus { return s.current().Status() }
+
 // failedLogLines is how much of a member's log a failed test shows.
 const failedLogLines = 60
 
@@ -125,16 +193,17 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// stop shuts the member down, as a crash would look to the others once
-// they drop it from their peer lists.
+// stop shuts the member down as a crash would look to the others once
+// they drop it from their peer lists: it leaves the key space first, so
+// nothing it still tries to write (a record, a consumer) gets there.
 func (mb *member) stop() {
 	mb.once.Do(func() {
+		mb.seat.leave()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = mb.cli.Close()
 		_ = mb.kv.Shutdown(ctx)
 		_ = mb.mgr.Shutdown(ctx)
-		_ = mb.repl.Shutdown(ctx)
 		_ = mb.link.Shutdown(ctx)
 	})
 }

@@ -12,7 +12,8 @@ import (
 // from four producers on A reach a consumer on C exactly once, in each
 // producer's order, and none is left unacknowledged.
 func TestCluster_producerOnAConsumerOnC(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	const producers, each = 4, 250
@@ -59,7 +60,8 @@ func TestCluster_producerOnAConsumerOnC(t *testing.T) {
 // once to a new queue end with one dispatcher record on all members, and
 // every message reaches the consumer once.
 func TestCluster_concurrentFirstPuts(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 30*time.Second)
 	var wg sync.WaitGroup
@@ -93,7 +95,8 @@ func TestCluster_concurrentFirstPuts(t *testing.T) {
 // after the members drop it re-elects (epoch + 1), and every message put
 // after the stop is delivered exactly once.
 func TestCluster_dispatcherDies(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	if _, err := a.cli.Put(ctx, "/q/die/p/first", "v"); err != nil {
@@ -154,7 +157,8 @@ func TestCluster_dispatcherDies(t *testing.T) {
 // stream and acknowledges through the dispatcher; each gets messages and
 // none gets one twice.
 func TestCluster_consumersOnTwoMembers(t *testing.T) {
-	a, b, c := startMember(t, "a", nil), startMember(t, "b", nil), startMember(t, "c", nil)
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	wb := b.cli.Watch(ctx, "/q/share/c/on-b")

@@ -395,7 +395,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		settled = stopped.Settled
 	}
 	for _, ref := range refused {
-		d.deadLetter(rows[ref.Index], target, ref.Result, ep)
+		d.deadLetter(ctx, rows[ref.Index], target, ref.Result, ep)
 	}
 	d.drop(rows[:settled])
 	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
@@ -425,7 +425,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 
 // deadLetter stores a refused row under /q/{name}/dlq/{seq} with
 // ClickHouse's reason (redacted).
-func (d *drainer) deadLetter(r row, target string, res sink.Result, ep sink.Endpoint) {
+func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink.Result, ep sink.Endpoint) {
 	letter, _ := json.Marshal(struct {
 		Table string `json:"table"`
 		Key   string `json:"key"`
@@ -433,13 +433,22 @@ func (d *drainer) deadLetter(r row, target string, res sink.Result, ep sink.Endp
 		Error string `json:"error"`
 		Row   string `json:"row"`
 	}{Table: target, Key: r.m.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.m.value)})
-	d.m.records.Put(DeadLetterKey(d.q.name, r.seq), letter)
+	key := DeadLetterKey(d.q.name, r.seq)
+	// Its own bound: the bisection may have spent the insert's.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWriteTimeout)
+	defer cancel()
+	err := d.m.records.Put(ctx, key, letter)
 	d.q.mu.Lock()
-	d.q.refusedLocked(r.seq, DeadLetterKey(d.q.name, r.seq))
+	d.q.refusedLocked(r.seq, key)
 	d.q.mu.Unlock()
+	if err != nil {
+		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "table", target,
+			"seq", r.seq, "code", res.Code, "key", key, "bytes", len(letter), "err", err)
+		return
+	}
 	d.m.metrics.deadLetters.Add(1)
 	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
-		"seq", r.seq, "code", res.Code, "key", DeadLetterKey(d.q.name, r.seq))
+		"seq", r.seq, "code", res.Code, "key", key)
 }
 
 // setLastError keeps a failed insert for /status.

@@ -1,8 +1,10 @@
 package dispatch
 
 import (
+	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"chute/gossip"
 )
@@ -64,12 +66,20 @@ func (m *Manager) recordAt(key string) (Record, bool) {
 	return ParseRecord(string(m.records.Get(key)))
 }
 
+// recordWriteTimeout bounds a write of a record (a claim, a consumer
+// record, a dead letter) within the caller's own deadline. A producer's
+// put waits at most this long for a claim: past it, its messages are
+// held as copies, and the next put or reconcile round claims again.
+const recordWriteTimeout = 2 * time.Second
+
 // dispatcherOf returns the queue's dispatcher, first claiming the queue for
 // this member when why allows it. A claim writes the record with the next
 // epoch, compared against the record read, so of two members claiming from
-// the same record one writes first locally, and replication settles which
-// claim stands (last writer wins); the other hands over what it holds.
-func (m *Manager) dispatcherOf(name string, why claimReason) Record {
+// the same record one wins; the other hands over what it holds. A claim
+// that cannot be written (no leader, a timeout) returns the record read:
+// the caller treats the queue as not dispatched here, and what holds its
+// messages claims again later.
+func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason) Record {
 	for range 3 {
 		raw := m.records.Get(RecordKey(name))
 		rec, ok := ParseRecord(string(raw))
@@ -88,7 +98,11 @@ func (m *Manager) dispatcherOf(name string, why claimReason) Record {
 		if !ok {
 			raw = nil
 		}
-		if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
+		written, err := m.writeRecord(ctx, name, raw, next)
+		if err != nil {
+			return rec
+		}
+		if written {
 			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
 			return next
@@ -99,26 +113,44 @@ func (m *Manager) dispatcherOf(name string, why claimReason) Record {
 }
 
 // claimFrom claims a queue whose record names member, alive or not (it
-// restarted and lost the queue), and returns the record as it stands.
-func (m *Manager) claimFrom(name string, member uint64) Record {
+// restarted and lost the queue), and returns the record as it stands;
+// an error when the claim could not be written.
+func (m *Manager) claimFrom(ctx context.Context, name string, member uint64) (Record, error) {
 	raw := m.records.Get(RecordKey(name))
 	rec, ok := ParseRecord(string(raw))
 	if !ok || rec.Member != member {
-		return rec
+		return rec, nil
 	}
 	epoch, more := nextEpoch(rec)
 	if !more {
 		m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
-		return rec
+		return rec, nil
 	}
 	next := Record{Member: m.cfg.MemberID, Epoch: epoch}
-	if m.records.CompareAndPut(RecordKey(name), raw, []byte(next.String())) {
+	written, err := m.writeRecord(ctx, name, raw, next)
+	if err != nil {
+		return rec, err
+	}
+	if written {
 		m.log.Info("dispatcher claimed from a restarted member", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(member).String())
 		m.metrics.elections.Add(1)
-		return next
+		return next, nil
 	}
 	rec, _ = ParseRecord(string(m.records.Get(RecordKey(name))))
-	return rec
+	return rec, nil
+}
+
+// writeRecord writes next as the queue's dispatcher record in place of
+// raw (nil: none), within recordWriteTimeout, and reports whether it
+// did. A write that fails is logged here with the record not written.
+func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next Record) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, recordWriteTimeout)
+	defer cancel()
+	written, err := m.records.CompareAndPut(ctx, RecordKey(name), raw, []byte(next.String()))
+	if err != nil {
+		m.log.Warn("dispatcher record not written", "queue", name, "dispatcher", gossip.ID(next.Member), "epoch", next.Epoch, "err", err)
+	}
+	return written, err
 }
 
 func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason) bool {

@@ -37,7 +37,7 @@ func (m *Manager) Handoff(ctx context.Context) error {
 func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second}
 	for {
-		to, ok := m.handoffTarget(q)
+		to, ok := m.handoffTarget(ctx, q)
 		if !ok {
 			return nil
 		}
@@ -79,7 +79,7 @@ func (m *Manager) handoffStep(q *queue, to uint64) (holding bool) {
 // alive member, at the next epoch. A record naming a member that is gone
 // waits for the next dispatcher; with no other member alive, or none to
 // move the record to, the queue stays here.
-func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
+func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bool) {
 	rec, found := m.record(q.name)
 	if found && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
 		return rec.Member, true
@@ -106,8 +106,8 @@ func (m *Manager) handoffTarget(q *queue) (to uint64, ok bool) {
 	if cur := m.records.Get(RecordKey(q.name)); cur != nil {
 		raw = cur
 	}
-	if !m.records.CompareAndPut(RecordKey(q.name), raw, []byte(next.String())) {
-		return 0, true // changed meanwhile: read it again
+	if written, err := m.writeRecord(ctx, q.name, raw, next); err != nil || !written {
+		return 0, true // changed meanwhile, or not written (logged): read it again
 	}
 	m.log.Info("handing the queue to another member before leaving", "queue", q.name, "to", gossip.ID(to).String(), "epoch", next.Epoch)
 	return to, true

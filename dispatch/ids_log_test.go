@@ -22,7 +22,8 @@ func TestLogs_memberIDsInHex(t *testing.T) {
 			c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", name)
 		}
 	}
-	a, b := startMember(t, "a", withLog("a")), startMember(t, "b", withLog("b"))
+	cl := newCluster(t)
+	a, b := cl.start("a", withLog("a")), cl.start("b", withLog("b"))
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 3)

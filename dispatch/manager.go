@@ -154,15 +154,23 @@ func (c Config) withDefaults() Config {
 }
 
 // RecordStore is the KV as the manager reads and writes dispatcher and
-// consumer records; kv.Server implements it. Writes are local writes that
-// replicate to the other members.
+// consumer records; kv.Server implements it. Reads are of this member's
+// copy of the key space and never block. Writes are writes of the whole
+// cluster: they block until committed or ctx ends, and fail when they
+// cannot be committed (no leader, as in a minority partition; a
+// timeout), in which case they may still be committed later. Methods
+// are safe for concurrent use.
 type RecordStore interface {
 	Get(key string) []byte
-	CompareAndPut(key string, old, value []byte) bool
-	Put(key string, value []byte)
-	Delete(key string)
+	// CompareAndPut sets key to value when its value is old (nil: the
+	// key does not exist), and reports whether it did.
+	CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error)
+	Put(ctx context.Context, key string, value []byte) error
+	Delete(ctx context.Context, key string) error
 	Prefix(prefix string) map[string][]byte
 }
+
+var _ RecordStore = (*kv.Server)(nil)
 
 // Manager serves the queue namespace for kv (it implements kv.Queues): it
 // holds the queues this member dispatches and their consumers.
@@ -473,7 +481,7 @@ func (m *Manager) nextN() (uint64, error) {
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.
 func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) error {
 	for range 3 {
-		rec := m.dispatcherOf(name, claimAsProducer)
+		rec := m.dispatcherOf(ctx, name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
 			if _, more := nextEpoch(rec); !more && !m.alive(rec.Member) {
 				return errEpochExhausted(name) // not claimed: it would wrap
@@ -574,7 +582,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 				case <-ctx.Done():
 					return status.FromContextError(ctx.Err()).Err()
 				}
-				rec = m.dispatcherOf(name, claimAsProducer)
+				rec = m.dispatcherOf(ctx, name, claimAsProducer)
 				if rec.Member == m.cfg.MemberID {
 					return m.produceOne(ctx, name, msgs)
 				}
@@ -631,11 +639,11 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 		return nil, status.Error(codes.InvalidArgument, "etcdserver: "+k.Queue+" is drained into ClickHouse by the cluster; it takes no consumers")
 	}
 	lc := &localConsumer{m: m, queue: k.Queue, c: &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}}
-	m.records.Put(consumerPrefix(k.Queue)+k.Consumer, []byte(strconv.FormatUint(m.cfg.MemberID, 10)))
+	m.putConsumer(k)
 	m.mu.Lock()
 	m.locals[lc] = struct{}{}
 	m.mu.Unlock()
-	m.bind(lc, m.dispatcherOf(k.Queue, claimAsConsumer))
+	m.bind(lc, m.dispatcherOf(context.Background(), k.Queue, claimAsConsumer))
 	var once sync.Once
 	return func() {
 		once.Do(func() {
@@ -643,9 +651,32 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 			delete(m.locals, lc)
 			m.mu.Unlock()
 			lc.stop()
-			m.records.Delete(consumerPrefix(k.Queue) + k.Consumer)
+			m.deleteConsumer(k)
 		})
 	}, nil
+}
+
+// putConsumer writes the record of a consumer this member hosts, within
+// recordWriteTimeout. The watch goes on without it: other members then
+// do not know the consumer is here, may dispatch the queue themselves,
+// and the consumer streams from them.
+func (m *Manager) putConsumer(k Key) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordWriteTimeout)
+	defer cancel()
+	if err := m.records.Put(ctx, consumerPrefix(k.Queue)+k.Consumer, []byte(strconv.FormatUint(m.cfg.MemberID, 10))); err != nil {
+		m.log.Warn("consumer record not written", "queue", k.Queue, "consumer", k.Consumer, "err", err)
+	}
+}
+
+// deleteConsumer deletes the record of a consumer that left, within
+// recordWriteTimeout. Not deleted, it tells other members the consumer
+// is still here, which only sways where the queue is dispatched.
+func (m *Manager) deleteConsumer(k Key) {
+	ctx, cancel := context.WithTimeout(context.Background(), recordWriteTimeout)
+	defer cancel()
+	if err := m.records.Delete(ctx, consumerPrefix(k.Queue)+k.Consumer); err != nil {
+		m.log.Warn("consumer record not deleted", "queue", k.Queue, "consumer", k.Consumer, "err", err)
+	}
 }
 
 // Status is what /status shows of the queues this member holds.

@@ -50,7 +50,7 @@ func (m *Manager) reconcile() {
 	// a queue nobody alive dispatches. Moving the dispatcher because its
 	// own consumer left would hand over messages in flight to the others.
 	for _, lc := range locals {
-		m.bind(lc, m.dispatcherOf(lc.queue, claimAsProducer))
+		m.bind(lc, m.dispatcherOf(context.Background(), lc.queue, claimAsProducer))
 	}
 	m.pruneForwarders()
 }
@@ -79,7 +79,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
 			// Lost a claim race while hosting the consumers: claim again
 			// rather than send their messages away and back.
-			if m.dispatcherOf(q.name, claimAsConsumer).Member == m.cfg.MemberID {
+			if m.dispatcherOf(context.Background(), q.name, claimAsConsumer).Member == m.cfg.MemberID {
 				return
 			}
 		}
@@ -89,7 +89,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 	default:
 		m.stopDrainer(q.name)
 		if q.holding() {
-			m.dispatcherOf(q.name, claimAsProducer)
+			m.dispatcherOf(context.Background(), q.name, claimAsProducer)
 		}
 	}
 }

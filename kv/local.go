@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -21,40 +22,46 @@ func (s *Server) Get(key string) []byte {
 
 // CompareAndPut sets key to value when its current value equals old
 // (nil: the key does not exist), as a write of the whole cluster. It
-// reports whether it wrote: false also when the write could not be
-// committed in time (no leader), so the caller tries again later.
-func (s *Server) CompareAndPut(key string, old, value []byte) bool {
+// reports whether it wrote; an error (ErrNoLeader, ErrTimeout, ctx's
+// error) means the write was not committed in time, and may still be
+// committed later. A ctx without a deadline is bounded by
+// internalWriteTimeout.
+func (s *Server) CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error) {
 	cmp := &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: old}}
 	if old == nil {
 		cmp = &pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_CreateRevision{}}
 	}
-	res := s.writeInternal(&pb.InternalRaftRequest{Txn: &pb.TxnRequest{
+	res := s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{
 		Compare: []*pb.Compare{cmp},
 		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}},
 	}})
 	if res.err != nil {
-		s.log.Debug("compare-and-put not written", "key", key, "err", res.err)
-		return false
+		return false, res.err
 	}
-	return res.resp.(*pb.TxnResponse).Succeeded
+	return res.resp.(*pb.TxnResponse).Succeeded, nil
 }
 
-// Put sets key to value as a write of the whole cluster; it gives up
-// after internalWriteTimeout.
-func (s *Server) Put(key string, value []byte) {
-	res := s.writeInternal(&pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(key), Value: value}})
-	if res.err != nil {
-		s.log.Warn("put not written", "key", key, "err", res.err)
-	}
+// Put sets key to value as a write of the whole cluster. Errors are
+// CompareAndPut's.
+func (s *Server) Put(ctx context.Context, key string, value []byte) error {
+	return s.writeOwn(ctx, &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(key), Value: value}}).err
 }
 
-// Delete deletes key, if it exists, as a write of the whole cluster; it
-// gives up after internalWriteTimeout.
-func (s *Server) Delete(key string) {
-	res := s.writeInternal(&pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}})
-	if res.err != nil {
-		s.log.Warn("delete not written", "key", key, "err", res.err)
+// Delete deletes key, if it exists, as a write of the whole cluster.
+// Errors are CompareAndPut's.
+func (s *Server) Delete(ctx context.Context, key string) error {
+	return s.writeOwn(ctx, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}).err
+}
+
+// writeOwn runs a write another package of this node asks for, under
+// ctx, bounded by internalWriteTimeout when ctx has no deadline.
+func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) applyResult {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, internalWriteTimeout)
+		defer cancel()
 	}
+	return s.write(ctx, req)
 }
 
 // Prefix returns the current values of every key starting with prefix.

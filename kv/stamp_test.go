@@ -117,7 +117,7 @@ func TestStore_clockAtTopDoesNotWrap(t *testing.T) {
 	if _, err := cli.Txn(ctx).Then().Commit(); status.Code(err) != codes.OutOfRange {
 		t.Fatalf("txn past the last stamp: got %v, want OutOfRange", err)
 	}
-	if srv.CompareAndPut("k", []byte("v2"), []byte("v4")) {
+	if ok, _ := srv.CompareAndPut(ctx, "k", []byte("v2"), []byte("v4")); ok {
 		t.Fatal("CompareAndPut wrote past the last stamp")
 	}
 	if got := clockOf(srv); got != math.MaxUint64 {
