@@ -50,8 +50,10 @@ type StateMachine struct {
 
 	nextID atomic.Uint64 // request ids; starts at a random value
 
-	renewedMu sync.Mutex         // guards renewed
-	renewed   map[int64]struct{} // leases renewed since the last checkpoint, on the leader
+	// recordRenewal, set by Server.SetConsensus, makes a renewal known to
+	// every member before RenewLease returns (leader.go). Nil: a member
+	// alone, whose renewals need no record.
+	recordRenewal func(id int64) error
 }
 
 // indexWait is a caller waiting for the state machine to reach idx.
@@ -61,7 +63,7 @@ type indexWait struct {
 }
 
 func newStateMachine(s *store) *StateMachine {
-	m := &StateMachine{s: s, waits: make(map[uint64]chan applyResult), renewed: make(map[int64]struct{})}
+	m := &StateMachine{s: s, waits: make(map[uint64]chan applyResult)}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
 	// A random start: ids of different members (and runs) do not meet in
@@ -218,34 +220,21 @@ func (m *StateMachine) waitApplied(ctx context.Context, index uint64) error {
 
 // RenewLease restarts a lease's TTL and returns it; ErrLeaseNotFound when
 // the lease is gone. Only the leader renews: its deadlines are the ones
-// that expire leases, and it tells the others in checkpoints.
+// that expire leases. With a consensus the renewal returns once a
+// checkpoint of it is committed, so a member that becomes leader never
+// expires a lease before the TTL of its last acknowledged renewal.
 func (m *StateMachine) RenewLease(id int64) (int64, error) {
 	ttl, err := m.s.renew(id)
-	if err == nil {
-		m.renewedMu.Lock()
-		m.renewed[id] = struct{}{}
-		m.renewedMu.Unlock()
+	if err != nil || m.recordRenewal == nil {
+		return ttl, err
 	}
-	return ttl, err
+	return ttl, m.recordRenewal(id)
 }
 
-// takeRenewed returns the leases renewed since the last call.
-func (m *StateMachine) takeRenewed() []int64 {
-	m.renewedMu.Lock()
-	defer m.renewedMu.Unlock()
-	ids := make([]int64, 0, len(m.renewed))
-	for id := range m.renewed {
-		ids = append(ids, id)
-	}
-	clear(m.renewed)
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return ids
-}
-
-// checkpoint sets the deadlines of leases to what the leader reported:
-// a member that becomes leader starts from them, so a lease expires about
-// when it would have on the old leader. Remaining TTLs are whole seconds,
-// as in etcd's LeaseCheckpoint.
+// checkpoint sets the deadlines of leases to what the leader reported, on
+// every member, the leader included: a member that becomes leader starts
+// from them. Remaining TTLs are whole seconds, as in etcd's
+// LeaseCheckpoint, rounded up.
 func (s *store) checkpoint(cps []*pb.LeaseCheckpoint) {
 	now := s.cfg.now()
 	s.mu.Lock()

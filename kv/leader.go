@@ -4,22 +4,27 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 )
 
 // With a Consensus, lease deadlines are kept by the leader, as in etcd:
-// keep-alives reach it (RenewLease), it proposes the revoke of a lease
-// whose deadline passed, and it tells the others its deadlines of the
-// leases renewed since the last time, every leaseCheckpointInterval, so
-// that a member that becomes leader starts from them. The leader also
-// proposes the automatic compaction, so that every member compacts at
-// the same revision whatever its own configuration.
+// keep-alives reach it (RenewLease) and it proposes the revoke of a lease
+// whose deadline passed. Unlike etcd, which gives every lease its whole
+// TTL again when a new leader takes over, a renewal is acknowledged only
+// once a checkpoint of it (the lease's remaining TTL) is committed:
+// renewals arriving together share one checkpoint (group commit, as
+// fsync is batched). So every member knows every acknowledged deadline,
+// and a lease whose holder stopped expires about its TTL after the last
+// renewal even when the leader died meanwhile, never before. The leader
+// also proposes the automatic compaction, so that every member compacts
+// at the same revision whatever its own configuration.
 
-// leaseCheckpointInterval is how often the leader proposes the deadlines
-// of the leases renewed since its last checkpoint.
-const leaseCheckpointInterval = time.Second
+// checkpointGather is how long a checkpoint waits for more renewals to
+// share it once the first one arrived.
+const checkpointGather = 5 * time.Millisecond
 
 // leaderLeaseGrace is the least time a member that becomes leader gives
 // each lease: a holder keeping it alive needs a moment to reach the new
@@ -39,7 +44,6 @@ func (s *Server) runLeader() {
 	t := time.NewTicker(s.cfg.LeaseCheckInterval)
 	defer t.Stop()
 	leading := false
-	var lastCheckpoint time.Time
 	for {
 		select {
 		case <-s.stop:
@@ -54,15 +58,9 @@ func (s *Server) runLeader() {
 		if !leading {
 			leading = true
 			s.store.extendLeases(now.Add(leaderLeaseGrace))
-			s.sm.takeRenewed() // renewed under an earlier leadership: the checkpoints had them
-			lastCheckpoint = now
 			s.log.Info("leading the key space: lease deadlines and compaction are this member's")
 		}
 		s.revokeExpired(now)
-		if now.Sub(lastCheckpoint) >= leaseCheckpointInterval {
-			s.checkpointLeases()
-			lastCheckpoint = now
-		}
 		s.maybeCompact()
 	}
 }
@@ -79,19 +77,66 @@ func (s *Server) revokeExpired(now time.Time) {
 	}
 }
 
-// checkpointLeases proposes the deadlines of the leases renewed since the
-// last checkpoint.
-func (s *Server) checkpointLeases() {
-	cps := s.store.remainingTTLs(s.sm.takeRenewed())
-	for len(cps) > 0 {
+// checkpoints gathers renewals into shared checkpoint commands.
+type checkpoints struct {
+	mu    sync.Mutex // guards batch
+	batch *checkpointBatch
+}
+
+// checkpointBatch is the renewals one checkpoint command records.
+type checkpointBatch struct {
+	ids  map[int64]struct{}
+	done chan struct{} // closed once err is set
+	err  error
+}
+
+// recordRenewal returns once a checkpoint holding the lease's deadline
+// is committed, or fails: the renewal is then not acknowledged, and the
+// client's keep-alive tries again.
+func (s *Server) recordRenewal(id int64) error {
+	c := &s.checkpoints
+	c.mu.Lock()
+	b := c.batch
+	first := b == nil
+	if first {
+		b = &checkpointBatch{ids: make(map[int64]struct{}), done: make(chan struct{})}
+		c.batch = b
+	}
+	b.ids[id] = struct{}{}
+	c.mu.Unlock()
+	if first {
+		s.commitCheckpoint(b) // the first renewal commits for all that join it
+	}
+	<-b.done
+	return b.err
+}
+
+// commitCheckpoint proposes the deadlines of b's leases, after a moment
+// in which more renewals may join b, and closes b.done.
+func (s *Server) commitCheckpoint(b *checkpointBatch) {
+	t := time.NewTimer(checkpointGather)
+	select {
+	case <-t.C:
+	case <-s.stop:
+		t.Stop()
+	}
+	c := &s.checkpoints
+	c.mu.Lock()
+	c.batch = nil
+	ids := make([]int64, 0, len(b.ids))
+	for id := range b.ids {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	cps := s.store.remainingTTLs(ids)
+	for len(cps) > 0 && b.err == nil {
 		n := min(len(cps), maxCheckpointsPerCommand)
 		res := s.writeInternal(&pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
-		if res.err != nil {
-			s.log.Warn("lease checkpoint not written", "leases", len(cps), "err", res.err)
-			return
-		}
+		b.err = res.err
 		cps = cps[n:]
 	}
+	close(b.done)
 }
 
 // maybeCompact proposes a compaction down to HistoryRevisions once twice
@@ -152,7 +197,8 @@ func (s *store) expiredLeases(now time.Time, limit int) []int64 {
 }
 
 // remainingTTLs returns the checkpoints of the leases ids that still
-// exist: their remaining TTL in whole seconds, rounded to the nearest.
+// exist: their remaining TTL in whole seconds, rounded up, so that a
+// deadline a checkpoint sets is never before the leader's.
 func (s *store) remainingTTLs(ids []int64) []*pb.LeaseCheckpoint {
 	now := s.cfg.now()
 	s.mu.RLock()
@@ -163,7 +209,7 @@ func (s *store) remainingTTLs(ids []int64) []*pb.LeaseCheckpoint {
 		if !ok {
 			continue
 		}
-		rem := int64((l.expires.Sub(now) + time.Second/2) / time.Second)
+		rem := int64((l.expires.Sub(now) + time.Second - 1) / time.Second)
 		if rem < 1 {
 			rem = 1
 		}

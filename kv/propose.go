@@ -88,3 +88,17 @@ func (s *Server) writeInternal(req *pb.InternalRaftRequest) applyResult {
 	defer cancel()
 	return s.write(ctx, req)
 }
+
+// CaughtUp reports whether this member has applied every write the
+// cluster committed before the call: it asks the leader for its read
+// index, bounded by ctx. A member alone is always caught up.
+func (s *Server) CaughtUp(ctx context.Context) bool {
+	if s.consensus == nil {
+		return true
+	}
+	if s.consensus.Status().Leader == 0 {
+		return false // no leader to ask: do not wait for one
+	}
+	idx, err := s.consensus.ReadIndex(ctx)
+	return err == nil && s.sm.Applied() >= idx
+}

@@ -31,8 +31,9 @@ type Server struct {
 	sm    *StateMachine
 	grpc  *grpc.Server
 
-	consensus Consensus  // nil: this member alone applies its writes; set before Start
-	localMu   sync.Mutex // serialises the writes of a member alone
+	consensus   Consensus   // nil: this member alone applies its writes; set before Start
+	localMu     sync.Mutex  // serialises the writes of a member alone
+	checkpoints checkpoints // renewals waiting for their checkpoint (leader.go)
 
 	mu        sync.Mutex // guards listeners and started
 	listeners []net.Listener
@@ -115,6 +116,7 @@ func (s *Server) StateMachine() *StateMachine { return s.sm }
 func (s *Server) SetConsensus(c Consensus) {
 	s.consensus = c
 	s.store.applyOnly = true
+	s.sm.recordRenewal = s.recordRenewal
 }
 
 // Start binds every client URL and serves them. It fails, binding nothing,

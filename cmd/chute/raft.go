@@ -30,6 +30,7 @@ const leaveTimeout = 4 * time.Second
 // consensus kv proposes through.
 type keySpace struct {
 	log       *slog.Logger
+	kv        *kv.Server
 	members   *raftMembers
 	node      *raftnode.Node
 	consensus *raftkv.Consensus
@@ -61,7 +62,7 @@ func newKeySpace(cfg Config, kvs *kv.Server, m *gossip.Membership, ps *peer.Serv
 		return nil, err
 	}
 	trans.Register(ps)
-	ks := &keySpace{log: logger, members: newRaftMembers(m)}
+	ks := &keySpace{log: logger, kv: kvs, members: newRaftMembers(m)}
 	ncfg := cfg.raftNodeConfig()
 	ncfg.Transport = trans
 	ncfg.FSM = raftkv.NewFSM(kvs.StateMachine())
@@ -234,10 +235,15 @@ func raftStatus(s gossip.Status) raftnode.Status {
 	return 0
 }
 
-// caughtUp reports whether a leader is known and this member applied
-// every entry it knows committed: it serves the cluster's key space.
+// caughtUpTimeout bounds the read index a readiness check asks the
+// leader for.
+const caughtUpTimeout = 500 * time.Millisecond
+
+// caughtUp reports whether this member applied every write the leader
+// had committed when asked: a joining member is ready only once it
+// holds the cluster's key space, not the first batch of it.
 func (ks *keySpace) caughtUp() bool {
-	r := ks.node.Raft()
-	_, leader := r.LeaderWithID()
-	return leader != "" && r.AppliedIndex() >= r.CommitIndex() && r.CommitIndex() > 0
+	ctx, cancel := context.WithTimeout(context.Background(), caughtUpTimeout)
+	defer cancel()
+	return ks.kv.CaughtUp(ctx)
 }

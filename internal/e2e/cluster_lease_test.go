@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,9 +19,19 @@ import (
 // tests kill.
 const leaseTTL = 3
 
+// keptLease is a lease a test keeps alive.
+type keptLease struct {
+	ID   clientv3.LeaseID
+	stop context.CancelFunc // stops the keep-alives
+	last atomic.Int64       // unix nanoseconds of the last keep-alive answer
+}
+
+// lastAnswer returns when the last keep-alive answer came.
+func (k *keptLease) lastAnswer() time.Time { return time.Unix(0, k.last.Load()) }
+
 // keepLease grants a lease of ttl seconds through cli and keeps it alive
-// until the test ends or cli's node dies.
-func keepLease(t *testing.T, cli *clientv3.Client, ttl int64) clientv3.LeaseID {
+// until stop, the end of the test, or cli's node dying.
+func keepLease(t *testing.T, cli *clientv3.Client, ttl int64) *keptLease {
 	t.Helper()
 	ctx, cancel := rpcCtx()
 	defer cancel()
@@ -30,23 +41,27 @@ func keepLease(t *testing.T, cli *clientv3.Client, ttl int64) clientv3.LeaseID {
 	}
 	kaCtx, kaCancel := context.WithCancel(context.Background())
 	t.Cleanup(kaCancel)
+	k := &keptLease{ID: lease.ID, stop: kaCancel}
+	k.last.Store(time.Now().UnixNano())
 	ka, err := cli.KeepAlive(kaCtx, lease.ID)
 	if err != nil {
 		t.Fatalf("keep-alive: %v", err)
 	}
 	go func() {
-		for range ka { // drained until the node dies or the test ends
+		for range ka { // drained until stopped, the node dies or the test ends
+			k.last.Store(time.Now().UnixNano())
 		}
 	}()
-	return lease.ID
+	return k
 }
 
-// TestCluster_leaseKeysVanishAfterOwnerKilled grants a lease on a, keeps it
-// alive and attaches keys to it: b and c show them, also after more than
-// the TTL while a keeps the lease alive. After kill -9 of a the keys
-// vanish on b and c, not before the TTL has passed since the kill and not
-// long after the TTL plus failure detection; a key of a's without a lease
-// stays.
+// TestCluster_leaseKeysVanishAfterOwnerKilled grants a lease through a,
+// keeps it alive through a and attaches keys to it: b and c show them,
+// also after more than the TTL while the lease is kept alive. After kill
+// -9 of a (the raft leader, and the only way to the lease's holder) the
+// keys vanish on b and c, not before the TTL has passed since the last
+// keep-alive and not long after the TTL plus a new leader's election; a
+// key without a lease stays.
 func TestCluster_leaseKeysVanishAfterOwnerKilled(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -55,7 +70,8 @@ func TestCluster_leaseKeysVanishAfterOwnerKilled(t *testing.T) {
 	others := []*Proc{b, cc}
 	clis := clientsOf(t, others...)
 
-	lease := keepLease(t, cliA, leaseTTL)
+	kept := keepLease(t, cliA, leaseTTL)
+	lease := kept.ID
 	ctx, cancel := rpcCtx()
 	defer cancel()
 	const leased = 5
@@ -99,9 +115,10 @@ func TestCluster_leaseKeysVanishAfterOwnerKilled(t *testing.T) {
 	killed := time.Now()
 	a.Kill()
 	// first: when a node first misses a leased key; gone: when it has none.
+	// A lease lives its TTL from the last keep-alive the leader took.
 	var first, gone [2]time.Duration
 	var detected time.Duration
-	lower := leaseTTL*time.Second - 500*time.Millisecond
+	lower := kept.lastAnswer().Add(leaseTTL*time.Second - 100*time.Millisecond).Sub(killed)
 	upper := leaseTTL*time.Second + fastDetection + 3*time.Second
 	for gone[0] == 0 || gone[1] == 0 {
 		for i, cli := range clis {
@@ -146,18 +163,11 @@ func TestCluster_leaseKeysVanishAfterOwnerKilled(t *testing.T) {
 	}
 }
 
-// TestCluster_restartedOwnerNewLeaseKeepsKeys kills a, which holds a kept-
-// alive lease with a key, and restarts it with empty memory once b and c
-// have seen it fail. A lease granted on the restarted a then keeps its own
-// key on every node, while the old lease's key, which nobody can renew,
-// vanishes.
-//
-// It fails on the chute of this writing: lease ids are the member's salt
-// and a counter that starts again at 1 after a restart, so the new lease
-// gets the old one's id; the restarted a adopts the old key as an orphan
-// of that id when it pulls the cluster's state, and once the old TTL has
-// passed it deletes every key of that id, the new lease's key included,
-// on all nodes, while the new lease lives on with no keys.
+// TestCluster_restartedOwnerNewLeaseKeepsKeys kills a, through which a
+// client keeps a lease with a key alive, and the client with it, and
+// restarts a on its data dir once b and c have seen it fail. A lease
+// granted on the restarted a then keeps its own key on every node (its id
+// is new), while the old lease's key, which nobody renews, vanishes.
 func TestCluster_restartedOwnerNewLeaseKeepsKeys(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -190,20 +200,24 @@ func TestCluster_restartedOwnerNewLeaseKeepsKeys(t *testing.T) {
 	}
 
 	clis := clientsOf(t, all...)
-	old := keepLease(t, clis[0], leaseTTL)
+	oldLease := keepLease(t, clis[0], leaseTTL)
+	old := oldLease.ID
 	put(clis[0], "svc/old", old)
 	waitHas(clis, "svc/old")
 
 	killed := time.Now()
 	a.Kill()
+	oldLease.stop() // the holder goes with its node
 	waitGoneFrom(t, "a", []*Proc{b, cc}, clis[1:], killed, membershipTimeout)
 	a.Restart(t)
 	restarted := time.Now()
 	clis[0] = clusterClient(t, a.ClientAddr)
 	waitMembers(t, all, all)
-	waitHas(clis[:1], "svc/old") // a pulled the cluster's state
 
-	renewed := keepLease(t, clis[0], 60)
+	renewed := keepLease(t, clis[0], 60).ID
+	if renewed == old {
+		t.Fatalf("lease granted after the restart has the old lease's id %016x", old)
+	}
 	put(clis[0], "svc/new", renewed)
 	t.Logf("lease before the restart %016x, after %016x", old, renewed)
 	waitHas(clis, "svc/new")

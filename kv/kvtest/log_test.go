@@ -18,7 +18,15 @@ import (
 // and returns a client of each; all are stopped when the test ends.
 func startMembers(t *testing.T, n int) []*clientv3.Client {
 	t.Helper()
-	log := New()
+	_, clis := startLogMembers(t, New(), n)
+	return clis
+}
+
+// startLogMembers starts n servers on free loopback ports joining log and
+// returns them with a client of each; all are stopped when the test ends.
+func startLogMembers(t *testing.T, log *Log, n int) ([]*kv.Server, []*clientv3.Client) {
+	t.Helper()
+	var srvs []*kv.Server
 	var clis []*clientv3.Client
 	for i := range n {
 		cfg := kv.DefaultConfig()
@@ -47,9 +55,10 @@ func startMembers(t *testing.T, n int) []*clientv3.Client {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cli.Close() })
+		srvs = append(srvs, srv)
 		clis = append(clis, cli)
 	}
-	return clis
+	return srvs, clis
 }
 
 func testCtx(t *testing.T, d time.Duration) context.Context {
@@ -147,5 +156,45 @@ func TestLog_membersAgree(t *testing.T) {
 		if resp.Header.Revision != cur.Header.Revision {
 			t.Fatalf("member %d at revision %d, member 0 at %d", i, resp.Header.Revision, cur.Header.Revision)
 		}
+	}
+}
+
+// TestLog_leaseOutlivesLeaderChange renews a lease on the leader, then
+// takes the leader out: the next leader expires the lease no earlier than
+// the TTL after the acknowledged renewal (the checkpoint told it), and not
+// long after.
+func TestLog_leaseOutlivesLeaderChange(t *testing.T) {
+	log := New()
+	srvs, clis := startLogMembers(t, log, 2)
+	ctx := testCtx(t, 20*time.Second)
+	const ttl = 3
+	lease, err := clis[0].Grant(ctx, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clis[1].Put(ctx, "/leased", "v", clientv3.WithLease(lease.ID)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // half the TTL gone before the renewal
+	if _, err := clis[0].KeepAliveOnce(ctx, lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	renewed := time.Now()
+	log.Leave(srvs[0]) // the leader goes; the second member leads
+	for {
+		resp, err := clis[1].Get(ctx, "/leased", clientv3.WithSerializable())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			break
+		}
+		if time.Since(renewed) > ttl*time.Second+2*time.Second {
+			t.Fatalf("lease still there %v after its last renewal, TTL %ds", time.Since(renewed), ttl)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if took := time.Since(renewed); took < ttl*time.Second-100*time.Millisecond {
+		t.Fatalf("lease expired %v after its last acknowledged renewal, before its TTL of %ds", took, ttl)
 	}
 }
