@@ -29,8 +29,9 @@ const (
 // (e-1)<<32 + 1 to e<<32, so epochs above maxEpoch have no numbers, and no
 // number is above maxSeq: seq+1 never wraps. A number whose epoch is more
 // than epochLead above the epoch of this member's record of the queue is
-// refused: records travel in milliseconds, and even claims settled out of
-// order (last writer wins) leave a record a few epochs behind, never 2^16.
+// refused: records are written by compare-and-swap in one log and reach
+// every member in milliseconds, so a member's record is at most a few
+// epochs behind, never 2^16.
 const (
 	maxEpoch  = 1<<32 - 1
 	maxSeq    = maxEpoch << 32

@@ -6,11 +6,24 @@ import (
 	"net/url"
 )
 
+// Peer is another member as the peer link dials it.
+type Peer struct {
+	ID   uint64
+	Addr string // host:port of its peer listener
+	Boot string // this run of its process (the serf tag "boot")
+}
+
+// PeerSource tells who the other alive members are. Peers must be safe
+// for concurrent use and cheap: it is asked on every forwarded put.
+type PeerSource interface {
+	Peers() []Peer
+}
+
 var _ PeerSource = (*Membership)(nil)
 
 // Peers returns the alive members other than this one with the address of
-// their peer listener (their first peer URL), for the Replicator and the
-// dispatcher, which ask on every forwarded put. The list is built once per
+// their peer listener (their first peer URL), for the dispatcher, which
+// asks on every forwarded put. The list is built once per
 // change of the membership (each serf member event moves peersGen on) and
 // shared: callers must not modify it.
 func (m *Membership) Peers() []Peer {

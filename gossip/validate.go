@@ -70,25 +70,3 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Validate reports every problem of c, each a *FieldError, joined. It
-// does no I/O.
-func (c ReplicatorConfig) Validate() error {
-	var errs []error
-	bad := func(field string, err error) {
-		errs = append(errs, &FieldError{Pkg: "gossip", Sentinel: ErrInvalidConfig, Field: field, Err: err})
-	}
-	if c.QueueWrites < 0 {
-		bad("QueueWrites", fmt.Errorf("%d is negative", c.QueueWrites))
-	}
-	if c.BatchWrites < 0 {
-		bad("BatchWrites", fmt.Errorf("%d is negative", c.BatchWrites))
-	}
-	if c.DigestInterval < 0 {
-		bad("DigestInterval", fmt.Errorf("%v is negative", c.DigestInterval))
-	}
-	if c.PeersInterval < 0 {
-		bad("PeersInterval", fmt.Errorf("%v is negative", c.PeersInterval))
-	}
-	return errors.Join(errs...)
-}

@@ -51,37 +51,3 @@ func TestConfig_Validate_reportsEveryField(t *testing.T) {
 		}
 	}
 }
-
-func TestReplicatorConfig_Validate_cases(t *testing.T) {
-	tests := []struct {
-		name      string
-		cfg       ReplicatorConfig
-		wantField string // "" for valid
-		wantErr   string
-	}{
-		{"empty", ReplicatorConfig{}, "", ""},
-		{"negative queue", ReplicatorConfig{QueueWrites: -1}, "QueueWrites", "negative"},
-		{"negative interval", ReplicatorConfig{DigestInterval: -time.Second}, "DigestInterval", "negative"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			if tc.wantField == "" {
-				if err != nil {
-					t.Fatalf("got %v, want nil", err)
-				}
-				return
-			}
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != tc.wantField || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("got %v, want field %s and %q", err, tc.wantField, tc.wantErr)
-			}
-		})
-	}
-}
-
-func TestNewReplicator_Validate_refusesInvalid(t *testing.T) {
-	if _, err := NewReplicator(ReplicatorConfig{QueueWrites: -1}); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("got %v, want ErrInvalidConfig", err)
-	}
-}

@@ -78,14 +78,6 @@ type Config struct {
 	// LeaseCheckInterval is how often expired leases are revoked. Zero: 100ms.
 	LeaseCheckInterval time.Duration
 
-	// TombstoneTTL is how long a deleted key's stamp is remembered, so that
-	// an older change arriving late cannot bring the key back. A member cut
-	// off for longer may resurrect keys deleted meanwhile. Zero: one hour.
-	TombstoneTTL time.Duration
-	// Replicator receives this member's changes for the other members.
-	// Nil: changes stay on this member.
-	Replicator Replicator
-
 	// Queues serves the queue namespace (/q/, /queue/). Nil: every key is
 	// plain KV.
 	Queues Queues
@@ -154,9 +146,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseCheckInterval == 0 {
 		c.LeaseCheckInterval = 100 * time.Millisecond
-	}
-	if c.TombstoneTTL == 0 {
-		c.TombstoneTTL = time.Hour
 	}
 	if c.Version == "" {
 		c.Version = "unknown"

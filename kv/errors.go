@@ -68,8 +68,6 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCRequestTooLarge
 	case errors.Is(err, ErrStopped):
 		return rpctypes.ErrGRPCStopped
-	case errors.Is(err, ErrClockExhausted):
-		return errGRPCClockExhausted
 	case errors.Is(err, ErrInvalidSort):
 		return rpctypes.ErrGRPCInvalidSortOption
 	case errors.Is(err, ErrNoLeader):

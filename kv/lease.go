@@ -40,9 +40,6 @@ func (s *store) grant(id, ttl int64) (*lease, error) {
 	if _, ok := s.leases[id]; ok {
 		return nil, ErrLeaseExists
 	}
-	// A lease granted again under the id of one this member held before a
-	// restart takes its keys over: they are renewed with it.
-	delete(s.orphans, id)
 	l := &lease{
 		id:      id,
 		ttl:     ttl,
@@ -61,11 +58,10 @@ func (s *store) chooseLeaseID() int64 {
 }
 
 // newLeaseID returns an unused positive id whose high bits come from the
-// member id, so ids granted by different members of a cluster do not
-// collide, and whose low bits count from the store's start time, so a
-// member that restarts does not hand out the ids of its leases from before
-// (their keys may still be on other members, waiting to expire). The
-// caller holds mu.
+// member id, so ids chosen by different members of a cluster seldom meet
+// (the grant's apply refuses one that does), and whose low bits count
+// from the store's start time, so a member that restarts does not choose
+// the ids of its leases from before. The caller holds mu.
 func (s *store) newLeaseID() int64 {
 	for {
 		s.nextLease++
@@ -73,9 +69,7 @@ func (s *store) newLeaseID() int64 {
 		if id == 0 {
 			continue
 		}
-		_, used := s.leases[id]
-		_, orphan := s.orphans[id]
-		if !used && !orphan {
+		if _, used := s.leases[id]; !used {
 			return id
 		}
 	}
@@ -104,10 +98,7 @@ func (s *store) revokeLocked(l *lease) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	w, err := s.beginWrite()
-	if err != nil {
-		return // the clock is spent: the keys stay
-	}
+	w := s.beginWrite()
 	for _, k := range keys {
 		w.deleteRange(keyRange{key: []byte(k)})
 	}
@@ -162,13 +153,13 @@ func (s *store) leaseIDs() []int64 {
 	return ids
 }
 
-// expireLeases revokes every lease whose TTL has run out, and ends the
-// leases of gone members whose TTL has run out since, and returns how many.
+// expireLeases revokes every lease whose TTL has run out, for a member
+// alone, and returns how many.
 func (s *store) expireLeases() int {
 	now := s.cfg.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.expireOrphans(now)
+	n := 0
 	for _, l := range s.leases {
 		if !now.Before(l.expires) {
 			s.revokeLocked(l)

@@ -27,10 +27,7 @@ func (s *store) Put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
 	if err := s.checkPutState(r); err != nil {
 		return nil, s.rev, err
 	}
-	w, err := s.beginWrite()
-	if err != nil {
-		return nil, s.rev, err
-	}
+	w := s.beginWrite()
 	resp := w.putOp(r)
 	w.commit()
 	return resp, s.rev, nil
@@ -40,10 +37,7 @@ func (s *store) Put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
 func (s *store) DeleteRange(r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w, err := s.beginWrite()
-	if err != nil {
-		return nil, s.rev, err
-	}
+	w := s.beginWrite()
 	resp := w.deleteOp(r)
 	w.commit()
 	return resp, s.rev, nil
@@ -59,10 +53,7 @@ func (s *store) Txn(r *pb.TxnRequest) (*pb.TxnResponse, int64, error) {
 	if err := s.checkTxnState(r, path.cursor()); err != nil {
 		return nil, s.rev, err
 	}
-	w, err := s.beginWrite()
-	if err != nil {
-		return nil, s.rev, err
-	}
+	w := s.beginWrite()
 	resp := w.txnOp(r, path.cursor())
 	w.commit()
 	return resp, s.rev, nil

@@ -124,9 +124,6 @@ func (m *StateMachine) Restore(r io.Reader) error {
 		}
 		return true
 	})
-	clear(s.metas)
-	clear(s.orphans)
-	s.digest = [DigestBuckets]uint64{}
 	for w := range s.synced {
 		delete(s.synced, w)
 		s.unsynced[w] = struct{}{}

@@ -60,9 +60,7 @@ func New(cfg Config) (*Server, error) {
 		maxRequestBytes:  cfg.MaxRequestBytes,
 		historyRevisions: cfg.HistoryRevisions,
 		minLeaseTTL:      cfg.MinLeaseTTL,
-		tombstoneTTL:     cfg.TombstoneTTL,
 	})
-	st.replicator = cfg.Replicator
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
@@ -209,13 +207,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// runLeaseExpiry revokes expired leases, and forgets old tombstones, until
-// the server stops.
+// runLeaseExpiry revokes expired leases, for a member alone, until the
+// server stops.
 func (s *Server) runLeaseExpiry() {
 	t := time.NewTicker(s.cfg.LeaseCheckInterval)
 	defer t.Stop()
-	gc := time.NewTicker(max(s.cfg.TombstoneTTL/10, time.Second))
-	defer gc.Stop()
 	for {
 		select {
 		case <-s.stop:
@@ -224,10 +220,6 @@ func (s *Server) runLeaseExpiry() {
 			if n := s.store.expireLeases(); n > 0 {
 				s.log.Debug("leases expired", "count", n)
 			}
-		case <-gc.C:
-			s.store.mu.Lock()
-			s.store.forgetTombstones(s.store.cfg.now())
-			s.store.mu.Unlock()
 		}
 	}
 }

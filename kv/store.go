@@ -23,7 +23,6 @@ type storeConfig struct {
 	maxRequestBytes  int
 	historyRevisions int64
 	minLeaseTTL      int64
-	tombstoneTTL     time.Duration
 	now              func() time.Time
 }
 
@@ -49,23 +48,16 @@ type store struct {
 	leases     map[int64]*lease
 	synced     map[*watcher]struct{} // watchers up to date: fed by writes
 	unsynced   map[*watcher]struct{} // watchers behind: fed by syncWatchers
-	nextLease  int64                 // last lease id handed out by grant
+	nextLease  int64                 // last lease id chosen by chooseLeaseID
 
 	memberSalt int64 // high bits of generated lease ids; set at creation
 
 	syncKick chan struct{} // asks the watch sync loop for a pass
 
 	// applyOnly: writes are commands a consensus ordered (SetConsensus):
-	// no Lamport stamps, and compaction only when the leader proposes it.
+	// compaction only when the leader proposes it.
 	applyOnly bool
 	term      atomic.Uint64 // raft term of the last command applied; headers carry it
-
-	// Replication state; see replica.go.
-	clock      uint64                // hybrid Lamport clock (stamp.go): at or above every stamp seen
-	metas      map[string]*keyMeta   // per key, live or deleted
-	digest     [DigestBuckets]uint64 // per bucket, XOR of entry hashes
-	orphans    map[int64]orphanLease // leases of gone members, by id
-	replicator Replicator            // nil: changes stay on this member
 }
 
 // changeRecord is one change in the log: the event with its previous value
@@ -91,8 +83,6 @@ func newStore(cfg storeConfig) *store {
 		syncKick:   make(chan struct{}, 1),
 		rev:        1,
 		nextLease:  cfg.now().UnixMilli() & (1<<40 - 1),
-		metas:      make(map[string]*keyMeta),
-		orphans:    make(map[int64]orphanLease),
 	}
 	st.term.Store(cfg.raftTerm)
 	return st

@@ -48,7 +48,6 @@ func (c Config) Validate() error {
 		setting.Num("WatchSyncInterval", c.WatchSyncInterval),
 		setting.Num("WatchProgressInterval", c.WatchProgressInterval),
 		setting.Num("LeaseCheckInterval", c.LeaseCheckInterval),
-		setting.Num("TombstoneTTL", c.TombstoneTTL),
 	)...)
 	return errors.Join(errs...)
 }

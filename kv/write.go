@@ -1,72 +1,21 @@
 package kv
 
-import (
-	"math"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
-	"chute/gossip/peer/peerpb"
-)
+import "go.etcd.io/etcd/api/v3/mvccpb"
 
 // writeTxn collects the changes of one write. All its changes share the main
 // revision s.rev+1; they are visible to reads inside the same write at once,
 // and become the store's revision, the log's records and watch events on
 // commit. The caller holds s.mu for the whole life of a writeTxn.
-//
-// A local write (a client's) stamps every key it changes with one new stamp
-// and hands the changes to the replicator on commit. A remote write (a
-// peer's) sets the stamps it received itself and is not replicated again.
 type writeTxn struct {
 	s      *store
 	rev    int64
 	sub    int64
 	events []*mvccpb.Event
-
-	local bool
-	stamp stamp           // of a local write; zero until its first change
-	out   []*peerpb.Write // a local write's changes, for the replicator
 }
 
-// beginWrite starts a local write. It fails with ErrClockExhausted when
-// the Lamport clock has no next value: a stamp must never wrap to 0, which
-// would make every later write older than the ones before it.
-func (s *store) beginWrite() (*writeTxn, error) {
-	if s.applyOnly {
-		return &writeTxn{s: s, rev: s.rev + 1}, nil
-	}
-	if s.clock == math.MaxUint64 {
-		return nil, ErrClockExhausted
-	}
-	return &writeTxn{s: s, rev: s.rev + 1, local: true}, nil
-}
-
-// beginRemote starts a write that applies changes received from a peer.
-func (s *store) beginRemote() *writeTxn {
+// beginWrite starts a write.
+func (s *store) beginWrite() *writeTxn {
 	return &writeTxn{s: s, rev: s.rev + 1}
-}
-
-// recordLocal stamps a change of a local write and queues it for
-// replication.
-func (w *writeTxn) recordLocal(key string, kv *mvccpb.KeyValue) {
-	s := w.s
-	if w.stamp.time == 0 {
-		s.clock = nextStamp(s.clock, s.cfg.now()) // beginWrite checked it has a next value
-		w.stamp = stamp{time: s.clock, member: s.cfg.memberID}
-	}
-	m := keyMeta{stamp: w.stamp, deleted: kv == nil, unixMillis: s.cfg.now().UnixMilli()}
-	out := &peerpb.Write{Key: []byte(key), Deleted: kv == nil, Lamport: w.stamp.time, Member: w.stamp.member, UnixMillis: m.unixMillis}
-	if kv != nil {
-		out.Value = kv.Value
-		if kv.Lease != 0 {
-			m.leaseOwner = s.cfg.memberID
-			if l, ok := s.leases[kv.Lease]; ok {
-				m.leaseTTL = l.ttl
-			}
-			out.Lease, out.LeaseOwner, out.LeaseTtl = kv.Lease, m.leaseOwner, m.leaseTTL
-		}
-	}
-	s.setMeta(key, m)
-	w.out = append(w.out, out)
 }
 
 // readRev is the revision reads inside this write see: its own changes
@@ -111,9 +60,6 @@ func (w *writeTxn) put(key, value []byte, leaseID int64) (prev *mvccpb.KeyValue)
 	w.sub++
 	s.bytes += int64(len(kv.Key) + len(kv.Value) + revisionOverhead)
 	w.events = append(w.events, &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev})
-	if w.local {
-		w.recordLocal(ki.key, kv)
-	}
 	return prev
 }
 
@@ -145,9 +91,6 @@ func (w *writeTxn) deleteRange(r keyRange) []*mvccpb.KeyValue {
 			Kv:     &mvccpb.KeyValue{Key: prev.Key, ModRevision: w.rev},
 			PrevKv: prev,
 		})
-		if w.local {
-			w.recordLocal(ki.key, nil)
-		}
 		deleted = append(deleted, prev)
 	}
 	return deleted
@@ -165,9 +108,6 @@ func (w *writeTxn) commit() {
 		s.log = append(s.log, changeRecord{rev: w.rev, event: ev})
 	}
 	s.notify(w.rev, w.events)
-	if len(w.out) > 0 && s.replicator != nil {
-		s.replicator.Replicate(w.out)
-	}
 	if !s.applyOnly {
 		s.maybeAutoCompact()
 	}

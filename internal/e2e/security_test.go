@@ -19,11 +19,13 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 
 	"chute/gossip"
 	"chute/gossip/peer"
@@ -263,33 +265,31 @@ func TestSecurity_autoTLSCluster(t *testing.T) {
 	}
 }
 
-// peerCalls calls every method of the peer services (Peer: Replicate,
-// Digest, Pull; Queues: Forward, Hold, Consume, Ack) on addr over conn as
-// a member of the cluster would, and returns the methods that succeeded.
+// peerCalls calls the methods of the peer services (KV: ReadIndex,
+// Propose, LeaseRenew; Raft: RequestVote; Queues: Forward, Hold, Consume,
+// Ack) on addr over conn as a member of the cluster would, and returns
+// the methods that succeeded.
 func peerCalls(t *testing.T, conn *grpc.ClientConn, cluster string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(peer.OutgoingContext(context.Background(), gossip.ClusterID(cluster), 0xbad), 3*time.Second)
 	defer cancel()
-	peer, queues := peerpb.NewPeerClient(conn), peerpb.NewQueuesClient(conn)
+	kvc, raftc, queues := peerpb.NewKVClient(conn), peerpb.NewRaftClient(conn), peerpb.NewQueuesClient(conn)
 	var ok []string
 	try := func(name string, err error) {
 		if err == nil {
 			ok = append(ok, name)
 		}
 	}
-	_, err := peer.Digest(ctx, &peerpb.DigestRequest{})
-	try("Digest", err)
-	if s, err := peer.Pull(ctx, &peerpb.PullRequest{All: true}); err == nil {
-		_, err = s.Recv()
-		try("Pull", ignoreEOF(err))
+	_, err := kvc.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+	try("ReadIndex", err)
+	cmd, err := proto.Marshal(&etcdserverpb.InternalRaftRequest{Put: &etcdserverpb.PutRequest{Key: []byte("/stranger"), Value: []byte("x")}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if s, err := peer.Replicate(ctx); err == nil {
-		err = s.Send(&peerpb.WriteBatch{Writes: []*peerpb.Write{{Key: []byte("/stranger"), Value: []byte("x"), Lamport: 1, Member: 0xbad}}})
-		if err == nil {
-			_, err = s.CloseAndRecv()
-		}
-		try("Replicate", err)
-	}
+	_, err = kvc.Propose(ctx, &peerpb.ProposeRequest{Command: cmd})
+	try("Propose", err)
+	_, err = raftc.RequestVote(ctx, &peerpb.RaftRequest{})
+	try("RequestVote", err)
 	if s, err := queues.Forward(ctx); err == nil {
 		err = s.Send(&peerpb.ForwardFrame{})
 		if err == nil {
@@ -426,12 +426,12 @@ func checkPeerRefusals(t *testing.T, c *cluster, a, b *Proc, member credentials.
 			t.Errorf("%s: peer methods %v answered a stranger; want every one refused", name, ok)
 		}
 	}
-	// A member's credentials get through (Digest needs no payload).
+	// A member's credentials get through (ReadIndex needs no payload).
 	if ok := peerCalls(t, dialPeer(t, b.PeerAddr, member), c.name); len(ok) == 0 {
 		t.Error("a member's credentials were refused too: the refusals prove nothing")
 	}
 	// The strangers changed nothing: the member's calls above only read,
-	// except Replicate, whose key is removed from the comparison.
+	// except Propose, whose key is removed from the comparison.
 	got, err := dump(clis[1])
 	if err != nil {
 		t.Fatal(err)

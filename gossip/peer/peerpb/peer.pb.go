@@ -86,410 +86,6 @@ func (ForwardKind) EnumDescriptor() ([]byte, []int) {
 	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
-// Write is the state of one key after a change, as members replicate it.
-// Members keep, per key, the stamp (lamport, member) of its last change and
-// apply a received Write only if its stamp is newer: last writer wins.
-type Write struct {
-	state protoimpl.MessageState `protogen:"open.v1"`
-	Key   []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	// deleted marks a tombstone: the key was deleted at this stamp.
-	Deleted bool `protobuf:"varint,3,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	// lamport and member are the stamp: ordered by lamport, then member.
-	Lamport uint64 `protobuf:"varint,4,opt,name=lamport,proto3" json:"lamport,omitempty"`
-	Member  uint64 `protobuf:"varint,5,opt,name=member,proto3" json:"member,omitempty"`
-	// lease is the key's lease id, 0 for none. Leases live on the member that
-	// granted them (lease_owner); lease_ttl is the lease's granted TTL in
-	// seconds, which the others wait after that member fails before they
-	// delete its keys.
-	Lease      int64  `protobuf:"varint,6,opt,name=lease,proto3" json:"lease,omitempty"`
-	LeaseOwner uint64 `protobuf:"varint,7,opt,name=lease_owner,json=leaseOwner,proto3" json:"lease_owner,omitempty"`
-	LeaseTtl   int64  `protobuf:"varint,8,opt,name=lease_ttl,json=leaseTtl,proto3" json:"lease_ttl,omitempty"`
-	// unix_millis is the origin's wall clock at the change; tombstones are
-	// forgotten a fixed time after it.
-	UnixMillis    int64 `protobuf:"varint,9,opt,name=unix_millis,json=unixMillis,proto3" json:"unix_millis,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *Write) Reset() {
-	*x = Write{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *Write) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*Write) ProtoMessage() {}
-
-func (x *Write) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use Write.ProtoReflect.Descriptor instead.
-func (*Write) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{0}
-}
-
-func (x *Write) GetKey() []byte {
-	if x != nil {
-		return x.Key
-	}
-	return nil
-}
-
-func (x *Write) GetValue() []byte {
-	if x != nil {
-		return x.Value
-	}
-	return nil
-}
-
-func (x *Write) GetDeleted() bool {
-	if x != nil {
-		return x.Deleted
-	}
-	return false
-}
-
-func (x *Write) GetLamport() uint64 {
-	if x != nil {
-		return x.Lamport
-	}
-	return 0
-}
-
-func (x *Write) GetMember() uint64 {
-	if x != nil {
-		return x.Member
-	}
-	return 0
-}
-
-func (x *Write) GetLease() int64 {
-	if x != nil {
-		return x.Lease
-	}
-	return 0
-}
-
-func (x *Write) GetLeaseOwner() uint64 {
-	if x != nil {
-		return x.LeaseOwner
-	}
-	return 0
-}
-
-func (x *Write) GetLeaseTtl() int64 {
-	if x != nil {
-		return x.LeaseTtl
-	}
-	return 0
-}
-
-func (x *Write) GetUnixMillis() int64 {
-	if x != nil {
-		return x.UnixMillis
-	}
-	return 0
-}
-
-// WriteBatch is one frame of a replication stream.
-type WriteBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Writes        []*Write               `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *WriteBatch) Reset() {
-	*x = WriteBatch{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *WriteBatch) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*WriteBatch) ProtoMessage() {}
-
-func (x *WriteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use WriteBatch.ProtoReflect.Descriptor instead.
-func (*WriteBatch) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{1}
-}
-
-func (x *WriteBatch) GetWrites() []*Write {
-	if x != nil {
-		return x.Writes
-	}
-	return nil
-}
-
-type ReplicateSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Batches       uint64                 `protobuf:"varint,1,opt,name=batches,proto3" json:"batches,omitempty"`
-	Writes        uint64                 `protobuf:"varint,2,opt,name=writes,proto3" json:"writes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ReplicateSummary) Reset() {
-	*x = ReplicateSummary{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ReplicateSummary) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ReplicateSummary) ProtoMessage() {}
-
-func (x *ReplicateSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ReplicateSummary.ProtoReflect.Descriptor instead.
-func (*ReplicateSummary) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{2}
-}
-
-func (x *ReplicateSummary) GetBatches() uint64 {
-	if x != nil {
-		return x.Batches
-	}
-	return 0
-}
-
-func (x *ReplicateSummary) GetWrites() uint64 {
-	if x != nil {
-		return x.Writes
-	}
-	return 0
-}
-
-// DigestRequest carries the sender's bucket hashes; the reply carries the
-// receiver's, so the sender learns which buckets differ.
-type DigestRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Buckets       []uint64               `protobuf:"varint,1,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DigestRequest) Reset() {
-	*x = DigestRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DigestRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DigestRequest) ProtoMessage() {}
-
-func (x *DigestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DigestRequest.ProtoReflect.Descriptor instead.
-func (*DigestRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{3}
-}
-
-func (x *DigestRequest) GetBuckets() []uint64 {
-	if x != nil {
-		return x.Buckets
-	}
-	return nil
-}
-
-type DigestResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Buckets       []uint64               `protobuf:"varint,1,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *DigestResponse) Reset() {
-	*x = DigestResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *DigestResponse) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*DigestResponse) ProtoMessage() {}
-
-func (x *DigestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use DigestResponse.ProtoReflect.Descriptor instead.
-func (*DigestResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *DigestResponse) GetBuckets() []uint64 {
-	if x != nil {
-		return x.Buckets
-	}
-	return nil
-}
-
-// PullRequest asks for every key state in the listed buckets, or in all
-// buckets when all is set.
-type PullRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Buckets       []uint32               `protobuf:"varint,1,rep,packed,name=buckets,proto3" json:"buckets,omitempty"`
-	All           bool                   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PullRequest) Reset() {
-	*x = PullRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PullRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PullRequest) ProtoMessage() {}
-
-func (x *PullRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PullRequest.ProtoReflect.Descriptor instead.
-func (*PullRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *PullRequest) GetBuckets() []uint32 {
-	if x != nil {
-		return x.Buckets
-	}
-	return nil
-}
-
-func (x *PullRequest) GetAll() bool {
-	if x != nil {
-		return x.All
-	}
-	return false
-}
-
-type PullChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Writes        []*Write               `protobuf:"bytes,1,rep,name=writes,proto3" json:"writes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *PullChunk) Reset() {
-	*x = PullChunk{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *PullChunk) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*PullChunk) ProtoMessage() {}
-
-func (x *PullChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use PullChunk.ProtoReflect.Descriptor instead.
-func (*PullChunk) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
-}
-
-func (x *PullChunk) GetWrites() []*Write {
-	if x != nil {
-		return x.Writes
-	}
-	return nil
-}
-
 // QueueMessage is one message of a queue as members pass it on: to the
 // dispatcher (Forward), as a broadcast copy (Hold) or on handover. id is
 // (origin, n), unique in the cluster, so a receiver keeps one copy.
@@ -516,7 +112,7 @@ type QueueMessage struct {
 
 func (x *QueueMessage) Reset() {
 	*x = QueueMessage{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +124,7 @@ func (x *QueueMessage) String() string {
 func (*QueueMessage) ProtoMessage() {}
 
 func (x *QueueMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +137,7 @@ func (x *QueueMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueMessage.ProtoReflect.Descriptor instead.
 func (*QueueMessage) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *QueueMessage) GetQueue() string {
@@ -629,7 +225,7 @@ type ForwardBatch struct {
 
 func (x *ForwardBatch) Reset() {
 	*x = ForwardBatch{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +237,7 @@ func (x *ForwardBatch) String() string {
 func (*ForwardBatch) ProtoMessage() {}
 
 func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +250,7 @@ func (x *ForwardBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardBatch.ProtoReflect.Descriptor instead.
 func (*ForwardBatch) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ForwardBatch) GetId() uint64 {
@@ -722,7 +318,7 @@ type ForwardFrame struct {
 
 func (x *ForwardFrame) Reset() {
 	*x = ForwardFrame{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +330,7 @@ func (x *ForwardFrame) String() string {
 func (*ForwardFrame) ProtoMessage() {}
 
 func (x *ForwardFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +343,7 @@ func (x *ForwardFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardFrame.ProtoReflect.Descriptor instead.
 func (*ForwardFrame) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ForwardFrame) GetBatches() []*ForwardBatch {
@@ -771,7 +367,7 @@ type ForwardResult struct {
 
 func (x *ForwardResult) Reset() {
 	*x = ForwardResult{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +379,7 @@ func (x *ForwardResult) String() string {
 func (*ForwardResult) ProtoMessage() {}
 
 func (x *ForwardResult) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +392,7 @@ func (x *ForwardResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResult.ProtoReflect.Descriptor instead.
 func (*ForwardResult) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ForwardResult) GetId() uint64 {
@@ -833,7 +429,7 @@ type ForwardResults struct {
 
 func (x *ForwardResults) Reset() {
 	*x = ForwardResults{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +441,7 @@ func (x *ForwardResults) String() string {
 func (*ForwardResults) ProtoMessage() {}
 
 func (x *ForwardResults) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +454,7 @@ func (x *ForwardResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForwardResults.ProtoReflect.Descriptor instead.
 func (*ForwardResults) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ForwardResults) GetResults() []*ForwardResult {
@@ -884,7 +480,7 @@ type HoldRequest struct {
 
 func (x *HoldRequest) Reset() {
 	*x = HoldRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +492,7 @@ func (x *HoldRequest) String() string {
 func (*HoldRequest) ProtoMessage() {}
 
 func (x *HoldRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +505,7 @@ func (x *HoldRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldRequest.ProtoReflect.Descriptor instead.
 func (*HoldRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *HoldRequest) GetMessages() []*QueueMessage {
@@ -927,7 +523,7 @@ type HoldResponse struct {
 
 func (x *HoldResponse) Reset() {
 	*x = HoldResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -939,7 +535,7 @@ func (x *HoldResponse) String() string {
 func (*HoldResponse) ProtoMessage() {}
 
 func (x *HoldResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -952,7 +548,7 @@ func (x *HoldResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HoldResponse.ProtoReflect.Descriptor instead.
 func (*HoldResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 // ConsumeRequest registers a consumer hosted by the caller with the
@@ -968,7 +564,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -980,7 +576,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -993,7 +589,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ConsumeRequest) GetQueue() string {
@@ -1028,7 +624,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +636,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +649,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Delivery) GetKey() []byte {
@@ -1086,7 +682,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1098,7 +694,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1111,7 +707,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Deliveries) GetDeliveries() []*Delivery {
@@ -1132,7 +728,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +740,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +753,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -1190,7 +786,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +798,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +811,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -1234,7 +830,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +842,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +855,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 // InsertFailure is the last failed ClickHouse insert of a queue, redacted
@@ -1278,7 +874,7 @@ type InsertFailure struct {
 
 func (x *InsertFailure) Reset() {
 	*x = InsertFailure{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +886,7 @@ func (x *InsertFailure) String() string {
 func (*InsertFailure) ProtoMessage() {}
 
 func (x *InsertFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +899,7 @@ func (x *InsertFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertFailure.ProtoReflect.Descriptor instead.
 func (*InsertFailure) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InsertFailure) GetUnixNanos() int64 {
@@ -1376,7 +972,7 @@ type QueueState struct {
 
 func (x *QueueState) Reset() {
 	*x = QueueState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +984,7 @@ func (x *QueueState) String() string {
 func (*QueueState) ProtoMessage() {}
 
 func (x *QueueState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[21]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +997,7 @@ func (x *QueueState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueState.ProtoReflect.Descriptor instead.
 func (*QueueState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{21}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *QueueState) GetName() string {
@@ -1537,7 +1133,7 @@ type BackupState struct {
 
 func (x *BackupState) Reset() {
 	*x = BackupState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1145,7 @@ func (x *BackupState) String() string {
 func (*BackupState) ProtoMessage() {}
 
 func (x *BackupState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[22]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1158,7 @@ func (x *BackupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupState.ProtoReflect.Descriptor instead.
 func (*BackupState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{22}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BackupState) GetQueue() string {
@@ -1607,7 +1203,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1619,7 +1215,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[23]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1632,7 +1228,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{23}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatusResponse) GetQueues() []*QueueState {
@@ -1667,34 +1263,7 @@ var File_gossip_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgossip/peer/peerpb/peer.proto\x12\rchute.peer.v1\"\xf0\x01\n" +
-	"\x05Write\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
-	"\adeleted\x18\x03 \x01(\bR\adeleted\x12\x18\n" +
-	"\alamport\x18\x04 \x01(\x04R\alamport\x12\x16\n" +
-	"\x06member\x18\x05 \x01(\x04R\x06member\x12\x14\n" +
-	"\x05lease\x18\x06 \x01(\x03R\x05lease\x12\x1f\n" +
-	"\vlease_owner\x18\a \x01(\x04R\n" +
-	"leaseOwner\x12\x1b\n" +
-	"\tlease_ttl\x18\b \x01(\x03R\bleaseTtl\x12\x1f\n" +
-	"\vunix_millis\x18\t \x01(\x03R\n" +
-	"unixMillis\":\n" +
-	"\n" +
-	"WriteBatch\x12,\n" +
-	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes\"D\n" +
-	"\x10ReplicateSummary\x12\x18\n" +
-	"\abatches\x18\x01 \x01(\x04R\abatches\x12\x16\n" +
-	"\x06writes\x18\x02 \x01(\x04R\x06writes\")\n" +
-	"\rDigestRequest\x12\x18\n" +
-	"\abuckets\x18\x01 \x03(\x04R\abuckets\"*\n" +
-	"\x0eDigestResponse\x12\x18\n" +
-	"\abuckets\x18\x01 \x03(\x04R\abuckets\"9\n" +
-	"\vPullRequest\x12\x18\n" +
-	"\abuckets\x18\x01 \x03(\rR\abuckets\x12\x10\n" +
-	"\x03all\x18\x02 \x01(\bR\x03all\"9\n" +
-	"\tPullChunk\x12,\n" +
-	"\x06writes\x18\x01 \x03(\v2\x14.chute.peer.v1.WriteR\x06writes\"\xbe\x01\n" +
+	"\x1dgossip/peer/peerpb/peer.proto\x12\rchute.peer.v1\"\xbe\x01\n" +
 	"\fQueueMessage\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\tR\x04tail\x12\x14\n" +
@@ -1794,11 +1363,7 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x06BACKUP\x10\x01\x12\v\n" +
 	"\aRELEASE\x10\x02\x12\t\n" +
-	"\x05RESET\x10\x032\xd8\x01\n" +
-	"\x04Peer\x12I\n" +
-	"\tReplicate\x12\x19.chute.peer.v1.WriteBatch\x1a\x1f.chute.peer.v1.ReplicateSummary(\x01\x12E\n" +
-	"\x06Digest\x12\x1c.chute.peer.v1.DigestRequest\x1a\x1d.chute.peer.v1.DigestResponse\x12>\n" +
-	"\x04Pull\x12\x1a.chute.peer.v1.PullRequest\x1a\x18.chute.peer.v1.PullChunk0\x012\xe0\x02\n" +
+	"\x05RESET\x10\x032\xe0\x02\n" +
 	"\x06Queues\x12I\n" +
 	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
 	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
@@ -1819,67 +1384,52 @@ func file_gossip_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_gossip_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
-	(ForwardKind)(0),         // 0: chute.peer.v1.ForwardKind
-	(*Write)(nil),            // 1: chute.peer.v1.Write
-	(*WriteBatch)(nil),       // 2: chute.peer.v1.WriteBatch
-	(*ReplicateSummary)(nil), // 3: chute.peer.v1.ReplicateSummary
-	(*DigestRequest)(nil),    // 4: chute.peer.v1.DigestRequest
-	(*DigestResponse)(nil),   // 5: chute.peer.v1.DigestResponse
-	(*PullRequest)(nil),      // 6: chute.peer.v1.PullRequest
-	(*PullChunk)(nil),        // 7: chute.peer.v1.PullChunk
-	(*QueueMessage)(nil),     // 8: chute.peer.v1.QueueMessage
-	(*ForwardBatch)(nil),     // 9: chute.peer.v1.ForwardBatch
-	(*ForwardFrame)(nil),     // 10: chute.peer.v1.ForwardFrame
-	(*ForwardResult)(nil),    // 11: chute.peer.v1.ForwardResult
-	(*ForwardResults)(nil),   // 12: chute.peer.v1.ForwardResults
-	(*HoldRequest)(nil),      // 13: chute.peer.v1.HoldRequest
-	(*HoldResponse)(nil),     // 14: chute.peer.v1.HoldResponse
-	(*ConsumeRequest)(nil),   // 15: chute.peer.v1.ConsumeRequest
-	(*Delivery)(nil),         // 16: chute.peer.v1.Delivery
-	(*Deliveries)(nil),       // 17: chute.peer.v1.Deliveries
-	(*AckRequest)(nil),       // 18: chute.peer.v1.AckRequest
-	(*AckResponse)(nil),      // 19: chute.peer.v1.AckResponse
-	(*StatusRequest)(nil),    // 20: chute.peer.v1.StatusRequest
-	(*InsertFailure)(nil),    // 21: chute.peer.v1.InsertFailure
-	(*QueueState)(nil),       // 22: chute.peer.v1.QueueState
-	(*BackupState)(nil),      // 23: chute.peer.v1.BackupState
-	(*StatusResponse)(nil),   // 24: chute.peer.v1.StatusResponse
+	(ForwardKind)(0),       // 0: chute.peer.v1.ForwardKind
+	(*QueueMessage)(nil),   // 1: chute.peer.v1.QueueMessage
+	(*ForwardBatch)(nil),   // 2: chute.peer.v1.ForwardBatch
+	(*ForwardFrame)(nil),   // 3: chute.peer.v1.ForwardFrame
+	(*ForwardResult)(nil),  // 4: chute.peer.v1.ForwardResult
+	(*ForwardResults)(nil), // 5: chute.peer.v1.ForwardResults
+	(*HoldRequest)(nil),    // 6: chute.peer.v1.HoldRequest
+	(*HoldResponse)(nil),   // 7: chute.peer.v1.HoldResponse
+	(*ConsumeRequest)(nil), // 8: chute.peer.v1.ConsumeRequest
+	(*Delivery)(nil),       // 9: chute.peer.v1.Delivery
+	(*Deliveries)(nil),     // 10: chute.peer.v1.Deliveries
+	(*AckRequest)(nil),     // 11: chute.peer.v1.AckRequest
+	(*AckResponse)(nil),    // 12: chute.peer.v1.AckResponse
+	(*StatusRequest)(nil),  // 13: chute.peer.v1.StatusRequest
+	(*InsertFailure)(nil),  // 14: chute.peer.v1.InsertFailure
+	(*QueueState)(nil),     // 15: chute.peer.v1.QueueState
+	(*BackupState)(nil),    // 16: chute.peer.v1.BackupState
+	(*StatusResponse)(nil), // 17: chute.peer.v1.StatusResponse
 }
 var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
-	1,  // 0: chute.peer.v1.WriteBatch.writes:type_name -> chute.peer.v1.Write
-	1,  // 1: chute.peer.v1.PullChunk.writes:type_name -> chute.peer.v1.Write
-	8,  // 2: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
-	0,  // 3: chute.peer.v1.ForwardBatch.kind:type_name -> chute.peer.v1.ForwardKind
-	9,  // 4: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
-	11, // 5: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
-	8,  // 6: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
-	16, // 7: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
-	21, // 8: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
-	22, // 9: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
-	23, // 10: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
-	2,  // 11: chute.peer.v1.Peer.Replicate:input_type -> chute.peer.v1.WriteBatch
-	4,  // 12: chute.peer.v1.Peer.Digest:input_type -> chute.peer.v1.DigestRequest
-	6,  // 13: chute.peer.v1.Peer.Pull:input_type -> chute.peer.v1.PullRequest
-	10, // 14: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
-	13, // 15: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
-	15, // 16: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
-	18, // 17: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
-	20, // 18: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
-	3,  // 19: chute.peer.v1.Peer.Replicate:output_type -> chute.peer.v1.ReplicateSummary
-	5,  // 20: chute.peer.v1.Peer.Digest:output_type -> chute.peer.v1.DigestResponse
-	7,  // 21: chute.peer.v1.Peer.Pull:output_type -> chute.peer.v1.PullChunk
-	12, // 22: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
-	14, // 23: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
-	17, // 24: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
-	19, // 25: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
-	24, // 26: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	1,  // 0: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
+	0,  // 1: chute.peer.v1.ForwardBatch.kind:type_name -> chute.peer.v1.ForwardKind
+	2,  // 2: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
+	4,  // 3: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
+	1,  // 4: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
+	9,  // 5: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
+	14, // 6: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
+	15, // 7: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
+	16, // 8: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
+	3,  // 9: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
+	6,  // 10: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
+	8,  // 11: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	11, // 12: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	13, // 13: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
+	5,  // 14: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	7,  // 15: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	10, // 16: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	12, // 17: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	17, // 18: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
+	14, // [14:19] is the sub-list for method output_type
+	9,  // [9:14] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_gossip_peer_peerpb_peer_proto_init() }
@@ -1893,9 +1443,9 @@ func file_gossip_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_peer_proto_rawDesc), len(file_gossip_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   24,
+			NumMessages:   17,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   1,
 		},
 		GoTypes:           file_gossip_peer_peerpb_peer_proto_goTypes,
 		DependencyIndexes: file_gossip_peer_peerpb_peer_proto_depIdxs,
