@@ -113,7 +113,7 @@ func TestRaft_lease_expiry(t *testing.T) {
 
 // leaseKeptOnce grants a lease of ttl seconds on the first node, puts key
 // with it on the second and keeps it alive once on the third, and returns
-// when that keep-alive was answered.
+// when that keep-alive was answered, once every node holds key.
 func leaseKeptOnce(t *testing.T, clis []*clientv3.Client, ttl int64, key string) time.Time {
 	t.Helper()
 	ctx, cancel := rpcCtx()
@@ -128,7 +128,15 @@ func leaseKeptOnce(t *testing.T, clis []*clientv3.Client, ttl int64, key string)
 	if _, err := clis[2].KeepAliveOnce(ctx, grant.ID); err != nil {
 		t.Fatalf("keep-alive: %v", err)
 	}
-	return time.Now()
+	kept := time.Now()
+	// Linearizable gets: every node applied the put before the test
+	// polls its local copy.
+	for i, cli := range clis {
+		if resp, err := cli.Get(ctx, key); err != nil || len(resp.Kvs) != 1 {
+			t.Fatalf("get %s through node %d: got %v, %v; want the key", key, i, resp, err)
+		}
+	}
+	return kept
 }
 
 // waitKeyGone polls a serializable get of key on every node until it is
