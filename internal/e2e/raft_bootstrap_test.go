@@ -117,7 +117,7 @@ func TestRaft_bootstrap_joinFirstAndReplace(t *testing.T) {
 	}
 	dID := serverIDPrefix(t, allClis[3], d)
 	waitRaftLogLine(t, all, membershipTimeout, "configuration changed", "add non-voter", dID)
-	requireNotLearner(t, allClis[0], d)
+	requireListed(t, allClis[0], d)
 
 	// Kill a voter that does not lead: the leader removes it after the
 	// grace period and promotes d.
@@ -182,9 +182,10 @@ func waitRaftLogLine(t testing.TB, nodes []*Proc, timeout time.Duration, parts .
 	})
 }
 
-// requireNotLearner reports how MemberList shows p: chute's member list
-// comes from gossip, and does not mark non-voters as learners.
-func requireNotLearner(t testing.TB, cli *clientv3.Client, p *Proc) {
+// requireListed requires p in MemberList and logs whether it is shown as
+// a learner: chute's member list comes from gossip, and does not mark
+// non-voters as learners.
+func requireListed(t testing.TB, cli *clientv3.Client, p *Proc) {
 	t.Helper()
 	ctx, cancel := rpcCtx()
 	defer cancel()
