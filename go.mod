@@ -3,6 +3,7 @@ module chute
 go 1.26.0
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/go-logr/logr v1.4.4
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/go-hclog v1.6.3
