@@ -3,7 +3,9 @@
 // outcome.go), an oracle that compares those outcomes with the rows
 // ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in
 // docs/reliability.md (report.go), a TCP proxy that slows, hangs or
-// refuses ClickHouse (proxy.go), the JSON of a queue's settings key
+// refuses ClickHouse and records the connections it forwarded
+// (proxy.go), network namespaces on a bridge that cut one node off from
+// the others and heal it (netns.go), the JSON of a queue's settings key
 // (settings.go) and a recorder and checker of key-space histories
 // (linearize.go); a node's /status, /metrics and resident memory are read
 // with package nodeprobe. The scenarios
@@ -47,6 +49,18 @@
 // other operation, so the checker may order it anywhere after its call.
 // A history the checker cannot decide within its timeout is an error,
 // never a pass.
+//
+// # Partitions
+//
+// A Network runs each node in a network namespace of its own, linked to
+// a bridge in a hub namespace; Isolate takes one node's link down, which
+// drops its TCP and UDP both ways, and Heal brings it back. The host's
+// namespace is never changed: the test process talks to the nodes with
+// sockets made inside their namespaces (Network.Dial, used by a Proxy
+// on the host's loopback) and offers ClickHouse to them with a Proxy
+// listening in the hub (Network.ListenHub). Creating namespaces needs
+// root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2; the tests of it
+// carry the e2e tag.
 //
 // # Concurrency
 //
