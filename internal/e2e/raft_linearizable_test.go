@@ -214,7 +214,7 @@ func TestLinearizable_leaderKilled(t *testing.T) {
 		t.Helper()
 		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
 	}
-	time.Sleep(3 * time.Second) // clients build up history before the first fault
+	time.Sleep(4 * time.Second) // clients build up history before the first fault
 	for round := range 2 {
 		leader := raftLeader(t, nodes, clis, all)
 		logf("round %d: kill -9 the leader %s", round+1, nodes[leader].Name)
@@ -230,7 +230,7 @@ func TestLinearizable_leaderKilled(t *testing.T) {
 		time.Sleep(2 * time.Second) // the killed node's clients fail meanwhile
 		nodes[leader].Restart(t)
 		logf("round %d: %s restarted", round+1, nodes[leader].Name)
-		time.Sleep(3 * time.Second)
+		time.Sleep(4 * time.Second)
 	}
 	close(stop)
 	wg.Wait()
