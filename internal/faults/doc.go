@@ -3,8 +3,11 @@
 // outcome.go), an oracle that compares those outcomes with the rows
 // ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in
 // docs/reliability.md (report.go), a TCP proxy that slows, hangs or
-// refuses ClickHouse (proxy.go) and the JSON of a queue's settings key
-// (settings.go); a node's /status, /metrics and resident memory are read
+// refuses ClickHouse and records the connections it forwarded
+// (proxy.go), network namespaces on a bridge that cut one node off from
+// the others and heal it (netns.go), the JSON of a queue's settings key
+// (settings.go) and a recorder and checker of key-space histories
+// (linearize.go); a node's /status, /metrics and resident memory are read
 // with package nodeprobe. The scenarios
 // themselves (nodes as processes, SIGKILL, SIGSTOP, ClickHouse stopped)
 // live in internal/e2e/faults_*_test.go; this package has no processes of
@@ -35,6 +38,29 @@
 // copies than allowed, and on any refused-landed or unknown id. The oracle
 // only knows what it is shown: rows still on their way count as lost, so
 // callers wait for the queue to drain (WaitIDs) before they judge.
+//
+// # Linearizability
+//
+// A History records register operations (get, put, compare-and-swap on
+// a value) of concurrent clients with their call and return times;
+// CheckKV checks it with porcupine against KVModel, one register per
+// key. An operation without a definite answer may or may not have
+// happened: a read of that kind is dropped, a write returns after every
+// other operation, so the checker may order it anywhere after its call.
+// A history the checker cannot decide within its timeout is an error,
+// never a pass.
+//
+// # Partitions
+//
+// A Network runs each node in a network namespace of its own, linked to
+// a bridge in a hub namespace; Isolate takes one node's link down, which
+// drops its TCP and UDP both ways, and Heal brings it back. The host's
+// namespace is never changed: the test process talks to the nodes with
+// sockets made inside their namespaces (Network.Dial, used by a Proxy
+// on the host's loopback) and offers ClickHouse to them with a Proxy
+// listening in the hub (Network.ListenHub). Creating namespaces needs
+// root (CAP_SYS_ADMIN and CAP_NET_ADMIN) and iproute2; the tests of it
+// carry the e2e tag.
 //
 // # Concurrency
 //

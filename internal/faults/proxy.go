@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -42,16 +44,32 @@ func (m ProxyMode) String() string {
 // sends one request per connection (Connection: close), the latency is
 // added to every insert. Its methods may be called from any goroutine.
 type Proxy struct {
-	target string
-	ln     net.Listener
-	wg     sync.WaitGroup // the accept loop and every connection's goroutines
+	dial DialFunc
+	ln   net.Listener
+	wg   sync.WaitGroup // the accept loop and every connection's goroutines
 
-	mu      sync.Mutex // guards mode, latency, changed, conns, closed
+	mu      sync.Mutex // guards mode, latency, changed, conns, closed, records
 	mode    ProxyMode
 	latency time.Duration
 	changed chan struct{} // closed and replaced at every SetMode and Close
 	conns   map[net.Conn]struct{}
 	closed  bool
+	records []ConnRecord
+}
+
+// DialFunc connects a Proxy to its target.
+type DialFunc func(ctx context.Context) (net.Conn, error)
+
+// ConnRecord is one connection a Proxy forwarded, kept once it ended.
+type ConnRecord struct {
+	// Remote is the client's address.
+	Remote string
+	// Start is when the target answered the connection, End when the
+	// connection closed.
+	Start, End time.Time
+	// Head is the first line the client sent, such as an HTTP request
+	// line, cut at 512 bytes.
+	Head string
 }
 
 // NewProxy listens on a free port of 127.0.0.1 and forwards what it
@@ -61,12 +79,34 @@ func NewProxy(target string) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("faults: proxy: %w", err)
 	}
-	p := &Proxy{target: target, ln: ln, changed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
-	p.wg.Go(p.accept)
-	return p, nil
+	return NewProxyListener(ln, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	}), nil
 }
 
-// Addr is the proxy's address, "127.0.0.1:port".
+// NewProxyListener is a Proxy that accepts on ln, which it closes on
+// Close, and connects with dial: a port forward into or out of a
+// network namespace (Network.Dial, Network.ListenHub).
+func NewProxyListener(ln net.Listener, dial DialFunc) *Proxy {
+	p := &Proxy{dial: dial, ln: ln, changed: make(chan struct{}), conns: make(map[net.Conn]struct{})}
+	p.wg.Go(p.accept)
+	return p
+}
+
+// maxRecords bounds the connections a Proxy records: a long run keeps
+// the first ones only.
+const maxRecords = 1 << 16
+
+// Records returns the connections forwarded so far that have ended, in
+// the order they ended; at most maxRecords, the first ones.
+func (p *Proxy) Records() []ConnRecord {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]ConnRecord(nil), p.records...)
+}
+
+// Addr is the proxy's address, such as "127.0.0.1:port".
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // URL is "http://" and Addr.
@@ -191,7 +231,9 @@ func (p *Proxy) serve(c net.Conn) {
 // forward connects c to the target and copies both ways until either side
 // closes.
 func (p *Proxy) forward(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	up, err := p.dial(ctx)
+	cancel()
 	if err != nil {
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetLinger(0) // as the target refused us
@@ -203,9 +245,11 @@ func (p *Proxy) forward(c net.Conn) {
 		return
 	}
 	defer p.untrack(up)
+	rec := ConnRecord{Remote: c.RemoteAddr().String(), Start: time.Now()}
+	head := &headWriter{max: 512}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = io.Copy(up, c) // ends when c closes or fails
+		_, _ = io.Copy(io.MultiWriter(up, head), c) // ends when c closes or fails
 		if tc, ok := up.(*net.TCPConn); ok {
 			_ = tc.CloseWrite()
 		}
@@ -213,4 +257,30 @@ func (p *Proxy) forward(c net.Conn) {
 	_, _ = io.Copy(c, up)
 	_ = c.Close() // ends the other copy
 	wg.Wait()
+	rec.End, rec.Head = time.Now(), head.line()
+	p.mu.Lock()
+	if len(p.records) < maxRecords {
+		p.records = append(p.records, rec)
+	}
+	p.mu.Unlock()
+}
+
+// headWriter keeps the first max bytes written to it. It is written by
+// one goroutine and read once that one has ended.
+type headWriter struct {
+	max int
+	buf []byte
+}
+
+func (h *headWriter) Write(b []byte) (int, error) {
+	if room := h.max - len(h.buf); room > 0 {
+		h.buf = append(h.buf, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+// line is the first line kept, without its line end.
+func (h *headWriter) line() string {
+	line, _, _ := bytes.Cut(h.buf, []byte("\n"))
+	return string(bytes.TrimSuffix(line, []byte("\r")))
 }

@@ -1,0 +1,272 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/faults"
+)
+
+// Bounds of the linearizability scenario.
+const (
+	linClients    = 10
+	linKeys       = 4
+	linOpTimeout  = 3 * time.Second  // one client call; none answered by then is unknown
+	linCheckLimit = 60 * time.Second // porcupine's search
+	leaderTimeout = 15 * time.Second // the nodes up to agree on a leader
+)
+
+// startRaftThree plans a, b and c, each naming the other two as seeds,
+// starts them at once with --bootstrap-expect 3 (so that they bootstrap
+// one raft cluster of three voters together) and waits until each is
+// ready. extra flags go to every node.
+func (c *cluster) startRaftThree(extra ...string) []*Proc {
+	c.t.Helper()
+	plans := []nodePlan{c.plan("a"), c.plan("b"), c.plan("c")}
+	nodes := make([]*Proc, len(plans))
+	for i, pl := range plans {
+		var seeds []string
+		for j, other := range plans {
+			if j != i {
+				seeds = append(seeds, other.GossipAddr)
+			}
+		}
+		args := append([]string{"--join", strings.Join(seeds, ","), "--bootstrap-expect", "3"}, extra...)
+		p, err := launchChute(c.t, c.args(pl, args...), c.env)
+		if err != nil {
+			c.t.Fatalf("e2e: start %s: %v", pl.Name, err)
+		}
+		nodes[i] = p
+	}
+	for _, p := range nodes {
+		if err := p.waitReady(readyTimeout); err != nil {
+			c.t.Fatalf("e2e: start %s: %v", p.Name, err)
+		}
+	}
+	return nodes
+}
+
+// raftLeader returns the index of the node the alive nodes of nodes name
+// as the raft leader, once every one of them answers Status with the
+// same leader and that leader says it leads (its header's member id).
+func raftLeader(t testing.TB, nodes []*Proc, clis []*clientv3.Client, alive []int) int {
+	t.Helper()
+	deadline := time.Now().Add(leaderTimeout)
+	for {
+		idx, err := agreedLeader(nodes, clis, alive)
+		if err == nil {
+			return idx
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("e2e: no raft leader agreed within %v: %v", leaderTimeout, err)
+		}
+		time.Sleep(clusterPoll)
+	}
+}
+
+func agreedLeader(nodes []*Proc, clis []*clientv3.Client, alive []int) (int, error) {
+	byMember := make(map[uint64]int)
+	var leader uint64
+	var seen []string
+	for k, i := range alive {
+		ctx, cancel := rpcCtx()
+		st, err := clis[i].Status(ctx, nodes[i].ClientAddr)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("status of %s: %w", nodes[i].Name, err)
+		}
+		byMember[st.Header.MemberId] = i
+		seen = append(seen, fmt.Sprintf("%s: leader %x", nodes[i].Name, st.Leader))
+		if k == 0 {
+			leader = st.Leader
+		} else if st.Leader != leader {
+			return 0, fmt.Errorf("leaders differ: %s", strings.Join(seen, ", "))
+		}
+	}
+	i, ok := byMember[leader]
+	if leader == 0 || !ok {
+		return 0, fmt.Errorf("no alive node is the leader: %s", strings.Join(seen, ", "))
+	}
+	return i, nil
+}
+
+// registerClient is one client of the register workload: a clientv3
+// client of one or all endpoints, and the last value it saw of each key,
+// which its compare-and-swaps expect.
+type registerClient struct {
+	id   int
+	cli  *clientv3.Client
+	rng  *rand.Rand
+	last map[string]string
+	n    int // writes so far: values are c<id>-<n>, unique in the run
+}
+
+// step does one random operation and records it in h.
+func (rc *registerClient) step(h *faults.History) {
+	key := fmt.Sprintf("/lin/k%d", rc.rng.IntN(linKeys))
+	ctx, cancel := context.WithTimeout(context.Background(), linOpTimeout)
+	defer cancel()
+	var in faults.KVInput
+	var out faults.KVOutput
+	call := h.Now()
+	switch r := rc.rng.IntN(10); {
+	case r < 4:
+		in = faults.KVInput{Op: faults.Get, Key: key}
+		resp, err := rc.cli.Get(ctx, key)
+		if err != nil {
+			out.Unknown = true
+			break
+		}
+		if len(resp.Kvs) > 0 {
+			out.Found, out.Value = true, string(resp.Kvs[0].Value)
+			rc.last[key] = out.Value
+		}
+	case r < 7:
+		rc.n++
+		in = faults.KVInput{Op: faults.Put, Key: key, Value: fmt.Sprintf("c%d-%d", rc.id, rc.n)}
+		if _, err := rc.cli.Put(ctx, key, in.Value); err != nil {
+			out.Unknown = true
+		}
+	default:
+		rc.n++
+		in = faults.KVInput{Op: faults.CAS, Key: key, Expect: rc.last[key], Value: fmt.Sprintf("c%d-%d", rc.id, rc.n)}
+		resp, err := rc.cli.Txn(ctx).
+			If(clientv3.Compare(clientv3.Value(key), "=", in.Expect)).
+			Then(clientv3.OpPut(key, in.Value)).
+			Commit()
+		if err != nil {
+			out.Unknown = true
+			break
+		}
+		out.Swapped = resp.Succeeded
+		if resp.Succeeded {
+			rc.last[key] = in.Value
+		}
+	}
+	// Every error counts as unknown: even etcd's "request timed out"
+	// may have been applied.
+	h.Add(rc.id, in, call, h.Now(), out)
+}
+
+// TestLinearizable_leaderKilled runs ten clients doing gets, puts and
+// compare-and-swaps on a few keys of a three-node raft cluster (some
+// clients on one node, some on all three) while the raft leader is
+// killed with SIGKILL and restarted, twice. porcupine then checks the
+// history per key; a non-linearizable history fails the test and leaves
+// porcupine's visualization in the test's temporary directory.
+func TestLinearizable_leaderKilled(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	nodes := c.startRaftThree()
+	clis := clientsOf(t, nodes...)
+	all := []int{0, 1, 2}
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("client randomness from seed %d", seed)
+
+	h := faults.NewHistory()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var counts [linClients]int
+	for i := range linClients {
+		// Clients 0-5 talk to one node each (two per node), 6-9 to all.
+		eps := []string{nodes[i%3].ClientAddr}
+		if i >= 6 {
+			eps = []string{nodes[0].ClientAddr, nodes[1].ClientAddr, nodes[2].ClientAddr}
+		}
+		rc := &registerClient{id: i, cli: clusterClient(t, eps...), rng: rand.New(rand.NewPCG(seed, uint64(i))), last: make(map[string]string)}
+		wg.Go(func() {
+			// Bounded by stop, which comes after the workload's time, and
+			// by a count no run of it reaches.
+			for n := 0; n < 1_000_000; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				rc.step(h)
+				counts[i]++
+			}
+		})
+	}
+	t.Cleanup(func() {
+		// A test that fails early still ends its clients.
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	})
+
+	t0 := time.Now()
+	logf := func(format string, args ...any) {
+		t.Helper()
+		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
+	}
+	time.Sleep(4 * time.Second) // clients build up history before the first fault
+	for round := range 2 {
+		leader := raftLeader(t, nodes, clis, all)
+		logf("round %d: kill -9 the leader %s", round+1, nodes[leader].Name)
+		nodes[leader].Kill()
+		var others []int
+		for _, i := range all {
+			if i != leader {
+				others = append(others, i)
+			}
+		}
+		next := raftLeader(t, nodes, clis, others)
+		logf("round %d: %s leads", round+1, nodes[next].Name)
+		time.Sleep(2 * time.Second) // the killed node's clients fail meanwhile
+		nodes[leader].Restart(t)
+		logf("round %d: %s restarted", round+1, nodes[leader].Name)
+		time.Sleep(4 * time.Second)
+	}
+	close(stop)
+	wg.Wait()
+	ops := h.Operations()
+	logf("workload ended: %d operations recorded, per client %v", len(ops), counts)
+
+	var unknown, gets, puts, cas, swapped int
+	for _, op := range ops {
+		out := op.Output.(faults.KVOutput)
+		if out.Unknown {
+			unknown++
+		}
+		if out.Swapped {
+			swapped++
+		}
+		switch op.Input.(faults.KVInput).Op {
+		case faults.Get:
+			gets++
+		case faults.Put:
+			puts++
+		case faults.CAS:
+			cas++
+		}
+	}
+	logf("history: %d gets, %d puts, %d compare-and-swaps (%d swapped); %d writes of unknown outcome", gets, puts, cas, swapped, unknown)
+	if puts+cas-unknown < 100 || gets < 100 {
+		t.Errorf("history too thin to say much: %d gets, %d writes answered; want at least 100 each", gets, puts+cas-unknown)
+	}
+	viz := filepath.Join(t.TempDir(), "history.html")
+	start := time.Now()
+	err := faults.CheckKV(ops, linCheckLimit, viz)
+	logf("porcupine took %v", time.Since(start).Round(time.Millisecond))
+	switch {
+	case errors.Is(err, faults.ErrNotLinearizable):
+		t.Fatalf("the history of %d operations is not linearizable; porcupine's visualization: %s", len(ops), viz)
+	case err != nil:
+		t.Fatalf("porcupine: %v; visualization: %s", err, viz)
+	}
+}

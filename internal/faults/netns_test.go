@@ -1,0 +1,184 @@
+//go:build e2e && linux
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// newTestNetwork creates a network of three nodes, failing the test when
+// namespaces cannot be made (ip missing, no CAP_SYS_ADMIN/CAP_NET_ADMIN).
+func newTestNetwork(t *testing.T) *Network {
+	t.Helper()
+	cfg := DefaultNetworkConfig()
+	cfg.Name = fmt.Sprintf("chute-ut%d", os.Getpid())
+	n, err := NewNetwork(cfg)
+	if err != nil {
+		t.Fatalf("network namespaces unavailable (this test needs root with iproute2's ip): %v", err)
+	}
+	t.Cleanup(func() {
+		if err := n.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+// listenIn listens on network addr inside node i's namespace.
+func listenIn(t *testing.T, n *Network, i int, network, addr string) (ln net.Listener, pc net.PacketConn) {
+	t.Helper()
+	err := inNamespace(n.Namespace(i), func() error {
+		var err error
+		if network == "udp" {
+			pc, err = net.ListenPacket(network, addr)
+		} else {
+			ln, err = net.Listen(network, addr)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ln != nil {
+			_ = ln.Close()
+		}
+		if pc != nil {
+			_ = pc.Close()
+		}
+	})
+	return ln, pc
+}
+
+// serveEcho answers every connection of ln with what it reads.
+func serveEcho(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// echo dials addr from node i's namespace and checks a round trip.
+func echo(n *Network, i int, addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := n.Dial(ctx, i, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("x")); err != nil {
+		return err
+	}
+	b := make([]byte, 1)
+	_, err = io.ReadFull(c, b)
+	return err
+}
+
+// udpArrives sends a datagram from node i's namespace to addr and
+// reports whether pc received it within a second.
+func udpArrives(t *testing.T, n *Network, i int, pc net.PacketConn, addr string) bool {
+	t.Helper()
+	var c net.Conn
+	if err := inNamespace(n.Namespace(i), func() error {
+		var err error
+		c, err = net.Dial("udp", addr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		return false
+	}
+	_ = pc.SetReadDeadline(time.Now().Add(time.Second))
+	b := make([]byte, 16)
+	_, _, err := pc.ReadFrom(b)
+	return err == nil
+}
+
+func TestNetwork_isolateAndHeal(t *testing.T) {
+	n := newTestNetwork(t)
+	addr := net.JoinHostPort(n.NodeIP(1), "9000")
+	ln, _ := listenIn(t, n, 1, "tcp", addr)
+	go serveEcho(ln)
+	_, pc := listenIn(t, n, 1, "udp", addr)
+
+	if err := echo(n, 0, addr); err != nil {
+		t.Fatalf("tcp from node 0 to node 1: %v", err)
+	}
+	if !udpArrives(t, n, 0, pc, addr) {
+		t.Fatal("udp from node 0 to node 1: nothing arrived")
+	}
+	if err := n.Isolate(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo(n, 0, addr); err == nil {
+		t.Error("tcp from node 0 to isolated node 1: got through, want it dropped")
+	}
+	if udpArrives(t, n, 0, pc, addr) {
+		t.Error("udp from node 0 to isolated node 1: arrived, want it dropped")
+	}
+	if err := echo(n, 1, addr); err != nil {
+		t.Errorf("tcp from isolated node 1 to itself: %v, want through", err)
+	}
+	if err := n.Heal(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo(n, 0, addr); err != nil {
+		t.Errorf("tcp from node 0 to healed node 1: %v", err)
+	}
+	if err := echo(n, 2, addr); err != nil {
+		t.Errorf("tcp from node 2 to healed node 1: %v", err)
+	}
+}
+
+func TestNetwork_ListenHub_proxy(t *testing.T) {
+	n := newTestNetwork(t)
+	target, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	go serveEcho(target)
+	ln, err := n.ListenHub("tcp", net.JoinHostPort(n.HubIP(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProxyListener(ln, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target.Addr().String())
+	})
+	defer p.Close()
+	if err := echo(n, 2, p.Addr()); err != nil {
+		t.Fatalf("node 2 through the hub's proxy to the host's loopback: %v", err)
+	}
+}
+
+func TestNetwork_Close_removesNamespaces(t *testing.T) {
+	n := newTestNetwork(t)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range append([]string{n.hub}, n.nodes...) {
+		if _, err := os.Stat("/run/netns/" + ns); !os.IsNotExist(err) {
+			t.Errorf("namespace %s after Close: stat %v, want gone", ns, err)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
