@@ -24,7 +24,6 @@ const (
 	linKeys       = 4
 	linOpTimeout  = 3 * time.Second  // one client call; none answered by then is unknown
 	linCheckLimit = 60 * time.Second // porcupine's search
-	leaderTimeout = 15 * time.Second // the nodes up to agree on a leader
 )
 
 // startRaftThree plans a, b and c, each naming the other two as seeds,
