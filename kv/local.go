@@ -54,8 +54,15 @@ func (s *Server) Delete(ctx context.Context, key string) error {
 }
 
 // writeOwn runs a write another package of this node asks for, under
-// ctx, bounded by internalWriteTimeout when ctx has no deadline.
+// ctx, bounded by internalWriteTimeout when ctx has no deadline. Without
+// a known leader it fails at once with ErrNoLeader instead of waiting for
+// an election: its callers (dispatch's claims) have a way on meanwhile,
+// such as holding a queue's messages as copies, and a producer's put
+// must not wait for raft.
 func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) applyResult {
+	if s.consensus != nil && s.consensus.Status().Leader == 0 {
+		return applyResult{err: ErrNoLeader}
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, internalWriteTimeout)
