@@ -232,7 +232,8 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if tp := providers.TracerProvider(); tp != nil {
 		kcfg.Tracer, kcfg.Propagator = tp, providers.Propagator()
 	}
-	kcfg.Members = memberList{n.members}
+	members := &memberList{m: n.members}
+	kcfg.Members = members
 	kcfg.Queues = n.queues
 	if n.kv, err = kv.New(kcfg); err != nil {
 		return nil, err
@@ -240,6 +241,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if n.keySpace, err = newKeySpace(cfg, n.kv, n.members, n.peer, peerCreds, logger); err != nil {
 		return nil, err
 	}
+	members.learners = n.keySpace.learners
 	n.ready = n.newReadiness()
 
 	if cfg.MetricsListen != "" {
@@ -376,21 +378,29 @@ func (n *node) shutdown() error {
 // gossipStopped reports whether m's serf stopped on its own.
 func gossipStopped(m *gossip.Membership) bool { return isClosed(m.Stopped()) }
 
-// memberList answers etcd's MemberList from gossip: the alive members.
-type memberList struct{ m *gossip.Membership }
+// memberList answers etcd's MemberList from gossip, the alive members,
+// and raft: a member that is a non-voter is a learner, as in etcd.
+type memberList struct {
+	m        *gossip.Membership
+	learners func() map[uint64]bool // set once the key space is open
+}
 
-func (l memberList) Members() []*pb.Member {
+func (l *memberList) Members() []*pb.Member {
 	alive := l.m.Alive()
+	var learners map[uint64]bool
+	if l.learners != nil {
+		learners = l.learners()
+	}
 	out := make([]*pb.Member, len(alive))
 	for i, m := range alive {
-		out[i] = &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
+		out[i] = &pb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: learners[m.ID]}
 	}
 	return out
 }
 
 // RemoveMember forces a failed member out of the membership: etcdctl
 // member remove.
-func (l memberList) RemoveMember(id uint64) error {
+func (l *memberList) RemoveMember(id uint64) error {
 	switch err := l.m.RemoveFailed(id); {
 	case err == nil:
 		return nil

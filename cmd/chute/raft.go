@@ -247,3 +247,22 @@ func (ks *keySpace) caughtUp() bool {
 	defer cancel()
 	return ks.kv.CaughtUp(ctx)
 }
+
+// learners returns the members raft's configuration holds as
+// non-voters, by member id; nil when the configuration cannot be read.
+func (ks *keySpace) learners() map[uint64]bool {
+	cfg, err := ks.node.Configuration()
+	if err != nil {
+		return nil
+	}
+	out := make(map[uint64]bool)
+	for _, srv := range cfg.Servers {
+		if srv.Suffrage == raft.Voter {
+			continue
+		}
+		if id, ok := raftnode.MemberOf(srv.ID); ok {
+			out[id] = true
+		}
+	}
+	return out
+}

@@ -117,7 +117,7 @@ func TestRaft_bootstrap_joinFirstAndReplace(t *testing.T) {
 	}
 	dID := serverIDPrefix(t, allClis[3], d)
 	waitRaftLogLine(t, all, membershipTimeout, "configuration changed", "add non-voter", dID)
-	requireListed(t, allClis[0], d)
+	waitLearner(t, allClis[0], d, true)
 
 	// Kill a voter that does not lead: the leader removes it after the
 	// grace period and promotes d.
@@ -134,6 +134,7 @@ func TestRaft_bootstrap_joinFirstAndReplace(t *testing.T) {
 	}
 	waitRaftLogLine(t, live, 30*time.Second, "configuration changed", "remove", deadID)
 	waitRaftLogLine(t, live, 30*time.Second, "configuration changed", "add voter", dID)
+	waitLearner(t, allClis[leader], d, false)
 	t.Logf("%s killed: replaced by %s within %v", nodes[dead].Name, d.Name, time.Since(killed).Round(time.Millisecond))
 	waitMembers(t, live, live)
 
@@ -182,22 +183,25 @@ func waitRaftLogLine(t testing.TB, nodes []*Proc, timeout time.Duration, parts .
 	})
 }
 
-// requireListed requires p in MemberList and logs whether it is shown as
-// a learner: chute's member list comes from gossip, and does not mark
-// non-voters as learners.
-func requireListed(t testing.TB, cli *clientv3.Client, p *Proc) {
+// waitLearner waits until MemberList through cli lists p with isLearner
+// as want: a non-voter of raft is a learner, as in etcd.
+func waitLearner(t testing.TB, cli *clientv3.Client, p *Proc, want bool) {
 	t.Helper()
-	ctx, cancel := rpcCtx()
-	defer cancel()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range resp.Members {
-		if m.Name == p.Name {
-			t.Logf("member list shows %s with isLearner=%v", p.Name, m.IsLearner)
-			return
+	testutil.Eventually(t, membershipTimeout, fmt.Sprintf("%s listed with isLearner=%v", p.Name, want), func() error {
+		ctx, cancel := rpcCtx()
+		defer cancel()
+		resp, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	t.Errorf("member list: %s missing", p.Name)
+		for _, m := range resp.Members {
+			if m.Name == p.Name {
+				if m.IsLearner != want {
+					return fmt.Errorf("isLearner=%v", m.IsLearner)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%s not listed", p.Name)
+	})
 }

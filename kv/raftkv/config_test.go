@@ -38,26 +38,6 @@ func TestConfig_Validate(t *testing.T) {
 	}
 }
 
-// TestMemberOf reads the member id a server id starts with.
-func TestMemberOf(t *testing.T) {
-	tests := []struct {
-		id   raft.ServerID
-		want uint64
-	}{
-		{"a0faff8d2ec0891d-00000abc", 0xa0faff8d2ec0891d},
-		{"0000000000000001-deadbeef", 1},
-		{"", 0},
-		{"a0faff8d2ec0891d", 0},
-		{"a0faff8d2ec0891dx00000abc", 0},
-		{"zzzzzzzzzzzzzzzz-00000abc", 0},
-	}
-	for _, tt := range tests {
-		if got := memberOf(tt.id); got != tt.want {
-			t.Errorf("memberOf(%q) = %x, want %x", tt.id, got, tt.want)
-		}
-	}
-}
-
 // TestVoterOf finds a member's voter and skips non-voters.
 func TestVoterOf(t *testing.T) {
 	cfg := raft.Configuration{Servers: []raft.Server{

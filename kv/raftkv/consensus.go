@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"chute/gossip/peer/peerpb"
 	"chute/kv"
+	"chute/kv/raftnode"
 )
 
 // Consensus is kv.Consensus over hashicorp/raft: the leader applies and
@@ -223,7 +223,7 @@ func (c *Consensus) Status() kv.ConsensusStatus {
 	// the same after the state, the state is of that term.
 	leads := c.raft.State() == raft.Leader && c.raft.CurrentTerm() == term
 	return kv.ConsensusStatus{
-		Leader:      memberOf(id),
+		Leader:      leaderMember(id),
 		IsLeader:    leads && c.readyTerm.Load() == term,
 		Term:        term,
 		CommitIndex: c.raft.CommitIndex(),
@@ -231,16 +231,10 @@ func (c *Consensus) Status() kv.ConsensusStatus {
 	}
 }
 
-// memberOf returns the member id a server id starts with, 0 when it has
-// none.
-func memberOf(id raft.ServerID) uint64 {
-	if len(id) < 17 || id[16] != '-' {
-		return 0
-	}
-	m, err := strconv.ParseUint(string(id[:16]), 16, 64)
-	if err != nil {
-		return 0
-	}
+// leaderMember returns the member id of a leader's server id, 0 when it
+// has none.
+func leaderMember(id raft.ServerID) uint64 {
+	m, _ := raftnode.MemberOf(id)
 	return m
 }
 

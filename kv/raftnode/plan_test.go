@@ -158,3 +158,23 @@ func TestConfig_Validate(t *testing.T) {
 		t.Fatalf("got %v, want a Voters error", err)
 	}
 }
+
+// TestMemberOf reads the member id a server id starts with.
+func TestMemberOf(t *testing.T) {
+	tests := []struct {
+		id   raft.ServerID
+		want uint64
+	}{
+		{"a0faff8d2ec0891d-00000abc", 0xa0faff8d2ec0891d},
+		{"0000000000000001-deadbeef", 1},
+		{"", 0},
+		{"a0faff8d2ec0891d", 0},
+		{"a0faff8d2ec0891dx00000abc", 0},
+		{"zzzzzzzzzzzzzzzz-00000abc", 0},
+	}
+	for _, tt := range tests {
+		if got, ok := MemberOf(tt.id); got != tt.want || ok != (tt.want != 0) {
+			t.Errorf("MemberOf(%q) = %x, %v; want %x", tt.id, got, ok, tt.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -101,6 +102,19 @@ func serverID(stable *raftboltdb.BoltStore, memberID uint64) (raft.ServerID, err
 		return "", fmt.Errorf("raftnode: store server id: %w", err)
 	}
 	return raft.ServerID(id), nil
+}
+
+// MemberOf returns the member id a server id starts with (see
+// serverID), false when it has none.
+func MemberOf(id raft.ServerID) (uint64, bool) {
+	if len(id) < 17 || id[16] != '-' {
+		return 0, false
+	}
+	m, err := strconv.ParseUint(string(id[:16]), 16, 64)
+	if err != nil {
+		return 0, false
+	}
+	return m, true
 }
 
 // close closes the bolt file; raft must be shut down first.
