@@ -126,10 +126,9 @@ func TestRaft_bootstrap_joinFirstAndReplace(t *testing.T) {
 	killed := time.Now()
 	nodes[dead].Kill()
 	var live []*Proc
-	var liveClis []*clientv3.Client
 	for i, p := range all {
 		if i != dead {
-			live, liveClis = append(live, p), append(liveClis, allClis[i])
+			live = append(live, p)
 		}
 	}
 	waitRaftLogLine(t, live, 30*time.Second, "configuration changed", "remove", deadID)

@@ -308,13 +308,6 @@ func peerCalls(t *testing.T, conn *grpc.ClientConn, cluster string) []string {
 	return ok
 }
 
-func ignoreEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
-}
-
 func dialPeer(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
