@@ -27,12 +27,40 @@ import (
 type peerList struct {
 	mu    sync.Mutex
 	peers []gossip.Peer
+	known []gossip.Peer // gone by gossip, still known (not reaped)
 }
 
 func (p *peerList) Peers() []gossip.Peer {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]gossip.Peer(nil), p.peers...)
+}
+
+// Lookup finds a peer, alive or still known: a member the test stopped is
+// forgotten at once, as serf forgets a reaped one, unless set as known.
+func (p *peerList) Lookup(id uint64) (gossip.Peer, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, q := range append(append([]gossip.Peer(nil), p.peers...), p.known...) {
+		if q.ID == id {
+			return q, true
+		}
+	}
+	return gossip.Peer{}, false
+}
+
+// setGone makes gone look failed to gossip: no longer a peer, still known.
+func (p *peerList) setGone(gone gossip.Peer) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var alive []gossip.Peer
+	for _, q := range p.peers {
+		if q.ID != gone.ID {
+			alive = append(alive, q)
+		}
+	}
+	p.peers = alive
+	p.known = append(p.known, gone)
 }
 
 func (p *peerList) set(ps []gossip.Peer) {

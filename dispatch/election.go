@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"chute/gossip"
+	"chute/gossip/peer/peerpb"
 )
 
 // Cluster is what queues need to know of the other members. gossip's
@@ -14,6 +15,9 @@ import (
 type Cluster interface {
 	// Peers returns the alive members other than this one.
 	Peers() []gossip.Peer
+	// Lookup returns the member of that id, alive or not, as long as
+	// the membership knows it.
+	Lookup(id uint64) (gossip.Peer, bool)
 }
 
 // claimReason says why a member may claim a queue.
@@ -66,6 +70,35 @@ func (m *Manager) recordAt(key string) (Record, bool) {
 	return ParseRecord(string(m.records.Get(key)))
 }
 
+// pingTimeout bounds the question to a dispatcher gossip calls gone
+// before a claim: longer than a loaded member takes to answer, short
+// enough for a put to wait.
+const pingTimeout = 500 * time.Millisecond
+
+// answers reports whether member, which gossip calls gone, answers a
+// Ping on the peer link within pingTimeout (and ctx): its queues still
+// serve.
+func (m *Manager) answers(ctx context.Context, member uint64) bool {
+	if m.cluster == nil || member == m.cfg.MemberID {
+		return false
+	}
+	p, ok := m.cluster.Lookup(member)
+	if !ok {
+		return false
+	}
+	conn, err := m.conn(p.Addr)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	if _, err := peerpb.NewQueuesClient(conn).Ping(m.outgoing(ctx), &peerpb.PingRequest{}); err != nil {
+		return false
+	}
+	m.log.Info("dispatcher gossip calls gone answers; not claiming", "dispatcher", gossip.ID(member))
+	return true
+}
+
 // recordWriteTimeout bounds a write of a record (a claim, a consumer
 // record, a dead letter) within the caller's own deadline. A producer's
 // put waits at most this long for a claim: past it, its messages are
@@ -86,7 +119,7 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 		if ok && rec.Member == m.cfg.MemberID {
 			return rec
 		}
-		if !m.shouldClaim(name, rec, ok, why) {
+		if !m.shouldClaim(ctx, name, rec, ok, why) {
 			return rec
 		}
 		epoch, more := nextEpoch(rec)
@@ -153,12 +186,18 @@ func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next
 	return written, err
 }
 
-func (m *Manager) shouldClaim(name string, rec Record, ok bool, why claimReason) bool {
+func (m *Manager) shouldClaim(ctx context.Context, name string, rec Record, ok bool, why claimReason) bool {
 	switch {
 	case why == claimNever:
 		return false
-	case !ok || !m.alive(rec.Member):
+	case !ok:
 		return true
+	case !m.alive(rec.Member):
+		// Gossip calls the dispatcher gone; a member that was cut off
+		// (a partition just healed) may see it so for a moment after
+		// the key space lets it write again. The dispatcher is asked:
+		// one that answers keeps the queue.
+		return !m.records.Writable() || !m.answers(ctx, rec.Member)
 	case why == claimAsConsumer:
 		return !m.hostsConsumer(name, rec.Member)
 	}

@@ -168,6 +168,9 @@ type RecordStore interface {
 	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
 	Prefix(prefix string) map[string][]byte
+	// Writable reports whether a write can commit now: a leader is
+	// known. Claims are not tried without one.
+	Writable() bool
 }
 
 var _ RecordStore = (*kv.Server)(nil)

@@ -199,6 +199,11 @@ func (s *queueService) Hold(_ context.Context, r *peerpb.HoldRequest) (*peerpb.H
 	return &peerpb.HoldResponse{}, nil
 }
 
+// Ping answers that this member's queues serve, with its run.
+func (s *queueService) Ping(context.Context, *peerpb.PingRequest) (*peerpb.PingResponse, error) {
+	return &peerpb.PingResponse{Boot: s.m.cfg.Boot}, nil
+}
+
 // holdHere keeps copies of msgs on this member for an unreachable
 // dispatcher, or refuses them all over the queue's byte cap.
 func (m *Manager) holdHere(name string, msgs []incoming) error {

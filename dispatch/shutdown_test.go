@@ -16,6 +16,13 @@ type onePeer struct{ addr string }
 
 func (p onePeer) Peers() []gossip.Peer { return []gossip.Peer{{ID: 2, Addr: p.addr}} }
 
+func (p onePeer) Lookup(id uint64) (gossip.Peer, bool) {
+	if id != 2 {
+		return gossip.Peer{}, false
+	}
+	return p.Peers()[0], true
+}
+
 // TestManager_forwarderFor_afterShutdown: a put that reaches forwarderFor
 // while Shutdown runs gets no forwarder. One made after Shutdown closed
 // the others would run until the process ends, and Shutdown, waiting for

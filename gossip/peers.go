@@ -49,16 +49,37 @@ func (m *Membership) buildPeers() []Peer {
 	self := MemberID(m.name)
 	var out []Peer
 	for _, mem := range m.Alive() {
-		if mem.ID == self || len(mem.PeerURLs) == 0 {
+		if mem.ID == self {
 			continue
 		}
-		u, err := url.Parse(mem.PeerURLs[0])
-		if err != nil || u.Host == "" {
-			continue
+		if p, ok := asPeer(mem); ok {
+			out = append(out, p)
 		}
-		out = append(out, Peer{ID: mem.ID, Addr: u.Host, Boot: mem.Boot})
 	}
 	return out
+}
+
+// Lookup returns the member of that id as the peer link dials it,
+// whatever its status: a failed member stays known until serf reaps it.
+func (m *Membership) Lookup(id uint64) (Peer, bool) {
+	mem, ok := m.Member(id)
+	if !ok {
+		return Peer{}, false
+	}
+	return asPeer(mem)
+}
+
+// asPeer returns mem with the address of its peer listener (its first
+// peer URL); false when it has none.
+func asPeer(mem Member) (Peer, bool) {
+	if len(mem.PeerURLs) == 0 {
+		return Peer{}, false
+	}
+	u, err := url.Parse(mem.PeerURLs[0])
+	if err != nil || u.Host == "" {
+		return Peer{}, false
+	}
+	return Peer{ID: mem.ID, Addr: u.Host, Boot: mem.Boot}, true
 }
 
 // Errors of RemoveFailed.

@@ -53,6 +53,12 @@ func (s *Server) Delete(ctx context.Context, key string) error {
 	return s.writeOwn(ctx, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}).err
 }
 
+// Writable reports whether a write can commit now: this member is alone,
+// or a leader is known.
+func (s *Server) Writable() bool {
+	return s.consensus == nil || s.consensus.Status().Leader != 0
+}
+
 // writeOwn runs a write another package of this node asks for, under
 // ctx, bounded by internalWriteTimeout when ctx has no deadline. Without
 // a known leader it fails at once with ErrNoLeader instead of waiting for

@@ -551,6 +551,88 @@ func (*HoldResponse) Descriptor() ([]byte, []int) {
 	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
+// PingRequest asks a member whether its queues answer.
+type PingRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingRequest) Reset() {
+	*x = PingRequest{}
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingRequest) ProtoMessage() {}
+
+func (x *PingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
+func (*PingRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+}
+
+// PingResponse carries the answering member's run (its serf tag "boot").
+type PingResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Boot          string                 `protobuf:"bytes,1,opt,name=boot,proto3" json:"boot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PingResponse) Reset() {
+	*x = PingResponse{}
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PingResponse) ProtoMessage() {}
+
+func (x *PingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
+func (*PingResponse) Descriptor() ([]byte, []int) {
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PingResponse) GetBoot() string {
+	if x != nil {
+		return x.Boot
+	}
+	return ""
+}
+
 // ConsumeRequest registers a consumer hosted by the caller with the
 // dispatcher; deliveries stream back until the call ends.
 type ConsumeRequest struct {
@@ -564,7 +646,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -576,7 +658,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -589,7 +671,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ConsumeRequest) GetQueue() string {
@@ -624,7 +706,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +718,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +731,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Delivery) GetKey() []byte {
@@ -682,7 +764,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +776,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +789,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Deliveries) GetDeliveries() []*Delivery {
@@ -728,7 +810,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +822,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +835,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -786,7 +868,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -798,7 +880,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -811,7 +893,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -830,7 +912,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +924,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +937,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 // InsertFailure is the last failed ClickHouse insert of a queue, redacted
@@ -874,7 +956,7 @@ type InsertFailure struct {
 
 func (x *InsertFailure) Reset() {
 	*x = InsertFailure{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +968,7 @@ func (x *InsertFailure) String() string {
 func (*InsertFailure) ProtoMessage() {}
 
 func (x *InsertFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +981,7 @@ func (x *InsertFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertFailure.ProtoReflect.Descriptor instead.
 func (*InsertFailure) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InsertFailure) GetUnixNanos() int64 {
@@ -972,7 +1054,7 @@ type QueueState struct {
 
 func (x *QueueState) Reset() {
 	*x = QueueState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1066,7 @@ func (x *QueueState) String() string {
 func (*QueueState) ProtoMessage() {}
 
 func (x *QueueState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1079,7 @@ func (x *QueueState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueState.ProtoReflect.Descriptor instead.
 func (*QueueState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueState) GetName() string {
@@ -1133,7 +1215,7 @@ type BackupState struct {
 
 func (x *BackupState) Reset() {
 	*x = BackupState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1227,7 @@ func (x *BackupState) String() string {
 func (*BackupState) ProtoMessage() {}
 
 func (x *BackupState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1240,7 @@ func (x *BackupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupState.ProtoReflect.Descriptor instead.
 func (*BackupState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BackupState) GetQueue() string {
@@ -1203,7 +1285,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1297,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1310,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetQueues() []*QueueState {
@@ -1293,7 +1375,10 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\x04R\aapplied\"F\n" +
 	"\vHoldRequest\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"\x0e\n" +
-	"\fHoldResponse\"Z\n" +
+	"\fHoldResponse\"\r\n" +
+	"\vPingRequest\"\"\n" +
+	"\fPingResponse\x12\x12\n" +
+	"\x04boot\x18\x01 \x01(\tR\x04boot\"Z\n" +
 	"\x0eConsumeRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x16\n" +
@@ -1363,13 +1448,14 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"\x06BACKUP\x10\x01\x12\v\n" +
 	"\aRELEASE\x10\x02\x12\t\n" +
-	"\x05RESET\x10\x032\xe0\x02\n" +
+	"\x05RESET\x10\x032\xa1\x03\n" +
 	"\x06Queues\x12I\n" +
 	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
 	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
 	"\aConsume\x12\x1d.chute.peer.v1.ConsumeRequest\x1a\x19.chute.peer.v1.Deliveries0\x01\x12<\n" +
 	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponse\x12E\n" +
-	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponseB\x1aZ\x18chute/gossip/peer/peerpbb\x06proto3"
+	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponse\x12?\n" +
+	"\x04Ping\x12\x1a.chute.peer.v1.PingRequest\x1a\x1b.chute.peer.v1.PingResponseB\x1aZ\x18chute/gossip/peer/peerpbb\x06proto3"
 
 var (
 	file_gossip_peer_peerpb_peer_proto_rawDescOnce sync.Once
@@ -1384,7 +1470,7 @@ func file_gossip_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_gossip_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
 	(ForwardKind)(0),       // 0: chute.peer.v1.ForwardKind
 	(*QueueMessage)(nil),   // 1: chute.peer.v1.QueueMessage
@@ -1394,16 +1480,18 @@ var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
 	(*ForwardResults)(nil), // 5: chute.peer.v1.ForwardResults
 	(*HoldRequest)(nil),    // 6: chute.peer.v1.HoldRequest
 	(*HoldResponse)(nil),   // 7: chute.peer.v1.HoldResponse
-	(*ConsumeRequest)(nil), // 8: chute.peer.v1.ConsumeRequest
-	(*Delivery)(nil),       // 9: chute.peer.v1.Delivery
-	(*Deliveries)(nil),     // 10: chute.peer.v1.Deliveries
-	(*AckRequest)(nil),     // 11: chute.peer.v1.AckRequest
-	(*AckResponse)(nil),    // 12: chute.peer.v1.AckResponse
-	(*StatusRequest)(nil),  // 13: chute.peer.v1.StatusRequest
-	(*InsertFailure)(nil),  // 14: chute.peer.v1.InsertFailure
-	(*QueueState)(nil),     // 15: chute.peer.v1.QueueState
-	(*BackupState)(nil),    // 16: chute.peer.v1.BackupState
-	(*StatusResponse)(nil), // 17: chute.peer.v1.StatusResponse
+	(*PingRequest)(nil),    // 8: chute.peer.v1.PingRequest
+	(*PingResponse)(nil),   // 9: chute.peer.v1.PingResponse
+	(*ConsumeRequest)(nil), // 10: chute.peer.v1.ConsumeRequest
+	(*Delivery)(nil),       // 11: chute.peer.v1.Delivery
+	(*Deliveries)(nil),     // 12: chute.peer.v1.Deliveries
+	(*AckRequest)(nil),     // 13: chute.peer.v1.AckRequest
+	(*AckResponse)(nil),    // 14: chute.peer.v1.AckResponse
+	(*StatusRequest)(nil),  // 15: chute.peer.v1.StatusRequest
+	(*InsertFailure)(nil),  // 16: chute.peer.v1.InsertFailure
+	(*QueueState)(nil),     // 17: chute.peer.v1.QueueState
+	(*BackupState)(nil),    // 18: chute.peer.v1.BackupState
+	(*StatusResponse)(nil), // 19: chute.peer.v1.StatusResponse
 }
 var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
 	1,  // 0: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
@@ -1411,22 +1499,24 @@ var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
 	2,  // 2: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
 	4,  // 3: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
 	1,  // 4: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
-	9,  // 5: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
-	14, // 6: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
-	15, // 7: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
-	16, // 8: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
+	11, // 5: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
+	16, // 6: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
+	17, // 7: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
+	18, // 8: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
 	3,  // 9: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
 	6,  // 10: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
-	8,  // 11: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
-	11, // 12: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
-	13, // 13: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
-	5,  // 14: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
-	7,  // 15: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
-	10, // 16: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
-	12, // 17: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
-	17, // 18: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
-	14, // [14:19] is the sub-list for method output_type
-	9,  // [9:14] is the sub-list for method input_type
+	10, // 11: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	13, // 12: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	15, // 13: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
+	8,  // 14: chute.peer.v1.Queues.Ping:input_type -> chute.peer.v1.PingRequest
+	5,  // 15: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	7,  // 16: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	12, // 17: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	14, // 18: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	19, // 19: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
+	9,  // 20: chute.peer.v1.Queues.Ping:output_type -> chute.peer.v1.PingResponse
+	15, // [15:21] is the sub-list for method output_type
+	9,  // [9:15] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1443,7 +1533,7 @@ func file_gossip_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_peer_proto_rawDesc), len(file_gossip_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

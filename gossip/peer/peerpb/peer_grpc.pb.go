@@ -28,6 +28,7 @@ const (
 	Queues_Consume_FullMethodName = "/chute.peer.v1.Queues/Consume"
 	Queues_Ack_FullMethodName     = "/chute.peer.v1.Queues/Ack"
 	Queues_Status_FullMethodName  = "/chute.peer.v1.Queues/Status"
+	Queues_Ping_FullMethodName    = "/chute.peer.v1.Queues/Ping"
 )
 
 // QueuesClient is the client API for Queues service.
@@ -47,6 +48,9 @@ type QueuesClient interface {
 	// Status returns the queues the member holds and the copies it keeps,
 	// for a cluster-wide status.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Ping answers when the member's queues serve: a member about to claim
+	// a queue from a dispatcher its gossip calls gone asks it first.
+	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 }
 
 type queuesClient struct {
@@ -119,6 +123,16 @@ func (c *queuesClient) Status(ctx context.Context, in *StatusRequest, opts ...gr
 	return out, nil
 }
 
+func (c *queuesClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PingResponse)
+	err := c.cc.Invoke(ctx, Queues_Ping_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // QueuesServer is the server API for Queues service.
 // All implementations must embed UnimplementedQueuesServer
 // for forward compatibility.
@@ -136,6 +150,9 @@ type QueuesServer interface {
 	// Status returns the queues the member holds and the copies it keeps,
 	// for a cluster-wide status.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Ping answers when the member's queues serve: a member about to claim
+	// a queue from a dispatcher its gossip calls gone asks it first.
+	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	mustEmbedUnimplementedQueuesServer()
 }
 
@@ -160,6 +177,9 @@ func (UnimplementedQueuesServer) Ack(context.Context, *AckRequest) (*AckResponse
 }
 func (UnimplementedQueuesServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedQueuesServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
 }
 func (UnimplementedQueuesServer) mustEmbedUnimplementedQueuesServer() {}
 func (UnimplementedQueuesServer) testEmbeddedByValue()                {}
@@ -254,6 +274,24 @@ func _Queues_Status_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Queues_Ping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).Ping(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_Ping_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).Ping(ctx, req.(*PingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Queues_ServiceDesc is the grpc.ServiceDesc for Queues service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,6 +310,10 @@ var Queues_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Queues_Status_Handler,
+		},
+		{
+			MethodName: "Ping",
+			Handler:    _Queues_Ping_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
