@@ -143,6 +143,8 @@ func (cl *cluster) start(name string, mutate func(*Config)) *member {
 		st.leave()
 		t.Fatal(err)
 	}
+	// As a node is ready: its key space caught up, queue puts served.
+	waitUntil(t, 5*time.Second, name+" synced with the log", srv.Synced)
 	mb := &member{name: name, id: id, kv: srv, seat: st, link: link, mgr: mgr, peers: &peerList{}}
 	link.RegisterService(&peerpb.Queues_ServiceDesc, mgr.PeerService())
 	if err := link.Start(); err != nil {

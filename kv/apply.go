@@ -92,6 +92,14 @@ func (m *StateMachine) Apply(index, term uint64, cmd []byte) {
 	m.deliver(req.ID, res)
 }
 
+// Skip records an entry that carries no command (a configuration
+// change) as applied at index, so that Applied reaches every index a
+// read may wait for.
+func (m *StateMachine) Skip(index, term uint64) {
+	m.s.term.Store(term)
+	m.advance(index)
+}
+
 // applyRequest applies one decoded command to the store.
 func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) applyResult {
 	s := m.s

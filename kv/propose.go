@@ -89,13 +89,44 @@ func (s *Server) writeInternal(req *pb.InternalRaftRequest) applyResult {
 	return s.write(ctx, req)
 }
 
-// CaughtUp reports whether this member has applied every write the
-// cluster committed before the call: it asks the leader for its read
-// index, bounded by ctx. A member alone is always caught up.
-func (s *Server) CaughtUp(ctx context.Context) bool {
-	if s.consensus == nil {
-		return true
+// syncCheckInterval is how often a member that started asks whether it
+// caught up with the cluster's key space.
+const syncCheckInterval = 100 * time.Millisecond
+
+// Synced reports whether this member's key space caught up with the
+// cluster's once since Start: a member restarted on its data dir holds
+// only what it applied before it stopped until the leader tells it what
+// was committed since. Until then its queue settings and dispatcher
+// records may be stale, so puts to queues are refused (putToQueue).
+// Once true it stays true. A member alone is synced from the start.
+func (s *Server) Synced() bool { return s.synced.Load() }
+
+// runSync asks whether this member caught up, every syncCheckInterval,
+// until it has or the server stops.
+func (s *Server) runSync() {
+	t := time.NewTicker(syncCheckInterval)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*syncCheckInterval)
+		ok := s.caughtUp(ctx)
+		cancel()
+		if ok {
+			s.synced.Store(true)
+			s.log.Info("key space caught up with the cluster", "applied", s.sm.Applied())
+			return
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
 	}
+}
+
+// caughtUp reports whether this member has applied every write the
+// cluster committed before the call: it asks the leader for its read
+// index, bounded by ctx.
+func (s *Server) caughtUp(ctx context.Context) bool {
 	if s.consensus.Status().Leader == 0 {
 		return false // no leader to ask: do not wait for one
 	}

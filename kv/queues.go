@@ -61,6 +61,11 @@ type Deliveries interface {
 	Deliver(kvs []*mvccpb.KeyValue)
 }
 
+// errNotSynced refuses a put to a queue on a member whose key space has
+// not caught up since it started: the queue's settings (its ack mode)
+// are not known yet.
+var errNotSynced = status.Error(codes.Unavailable, "etcdserver: the key space is catching up with the cluster (queue settings not known yet); retry, or use another endpoint")
+
 // errQueueOp is the error for a request that mixes queue keys with others
 // or uses them in a way queues do not support.
 func errQueueOp(msg string) error {
@@ -82,6 +87,9 @@ func (k *kvService) putToQueue(ctx context.Context, r *pb.PutRequest, rt Route) 
 	}
 	if err := checkProduce(r); err != nil {
 		return nil, err
+	}
+	if !k.srv.Synced() {
+		return nil, errNotSynced
 	}
 	if err := k.queues.Produce(ctx, []*pb.PutRequest{r}); err != nil {
 		return nil, err
@@ -208,6 +216,9 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 			return nil, err
 		}
 		puts[i] = p.RequestPut
+	}
+	if !k.srv.Synced() {
+		return nil, errNotSynced
 	}
 	if len(r.Compare) > 0 && !k.store.compareNow(r.Compare) {
 		return &pb.TxnResponse{Header: k.store.header(k.store.currentRev())}, nil

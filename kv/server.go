@@ -40,6 +40,7 @@ type Server struct {
 	started   bool
 
 	ready    atomic.Bool
+	synced   atomic.Bool   // the key space caught up with the cluster's once since Start
 	stop     chan struct{} // closed by Shutdown; ends the owned loops
 	stopOnce sync.Once
 	wg       sync.WaitGroup // the owned loops and serve goroutines
@@ -167,6 +168,15 @@ func (s *Server) Start() error {
 			s.runLeaseExpiry()
 		}
 	}()
+	if s.consensus == nil {
+		s.synced.Store(true)
+	} else {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runSync()
+		}()
+	}
 	s.ready.Store(true)
 	return nil
 }

@@ -16,7 +16,7 @@
 // null counts as absent; an unknown file key is an error. The advertise
 // settings default to their listen values when no source gives them.
 //
-// etcd 3.5's server flags that mean nothing here (--data-dir,
+// etcd 3.5's server flags that mean nothing here (--wal-dir,
 // --initial-cluster, --experimental-*, ...) are accepted and each logs one
 // warning, so existing etcd command lines start; they are not read from the
 // file or the environment. Any other unknown flag is a usage error.

@@ -172,28 +172,55 @@ func (ks *keySpace) shutdown(ctx context.Context) error {
 }
 
 // raftMembers adapts gossip to raftnode.MemberSource: every member serf
-// knows, its peer address as raft's, and a Changed signal fed by
-// gossip's events.
+// knows, its peer address as raft's, a Changed signal fed by gossip's
+// events, and Joined closed once a seed answered or the seeds are this
+// node alone (gossip's SelfSeeded: a one-pod StatefulSet, or a DNS name
+// that resolves to itself), so that such a node bootstraps.
 type raftMembers struct {
 	m       *gossip.Membership
 	changed chan struct{}
+	joined  chan struct{} // closed by the follow goroutine
 	stop    func()
 	done    chan struct{}
 }
 
+// selfSeededPoll is how often the follow goroutine asks gossip whether
+// this node is its own only seed, until it joined.
+const selfSeededPoll = 100 * time.Millisecond
+
 func newRaftMembers(m *gossip.Membership) *raftMembers {
 	events, stop := m.Subscribe(64)
-	rm := &raftMembers{m: m, changed: make(chan struct{}, 1), stop: stop, done: make(chan struct{})}
-	go func() {
-		defer close(rm.done)
-		for range events {
+	rm := &raftMembers{m: m, changed: make(chan struct{}, 1), joined: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	go rm.follow(events)
+	return rm
+}
+
+// follow signals Changed at every gossip event and closes joined once
+// gossip joined or found itself its only seed, until events closes.
+func (rm *raftMembers) follow(events <-chan gossip.Event) {
+	defer close(rm.done)
+	gossipJoined := rm.m.Joined()
+	poll := time.NewTicker(selfSeededPoll)
+	defer poll.Stop()
+	for {
+		if gossipJoined != nil && (isClosed(gossipJoined) || rm.m.SelfSeeded()) {
+			close(rm.joined)
+			gossipJoined = nil
+			poll.Stop()
+		}
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
 			select {
 			case rm.changed <- struct{}{}:
 			default:
 			}
+		case <-gossipJoined: // nil once joined: never ready
+		case <-poll.C:
 		}
-	}()
-	return rm
+	}
 }
 
 func (rm *raftMembers) Members() []raftnode.Member {
@@ -211,7 +238,7 @@ func (rm *raftMembers) Members() []raftnode.Member {
 	return out
 }
 
-func (rm *raftMembers) Joined() <-chan struct{} { return rm.m.Joined() }
+func (rm *raftMembers) Joined() <-chan struct{} { return rm.joined }
 
 func (rm *raftMembers) Changed() <-chan struct{} { return rm.changed }
 
@@ -235,18 +262,11 @@ func raftStatus(s gossip.Status) raftnode.Status {
 	return 0
 }
 
-// caughtUpTimeout bounds the read index a readiness check asks the
-// leader for.
-const caughtUpTimeout = 500 * time.Millisecond
-
 // caughtUp reports whether this member applied every write the leader
-// had committed when asked: a joining member is ready only once it
-// holds the cluster's key space, not the first batch of it.
-func (ks *keySpace) caughtUp() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), caughtUpTimeout)
-	defer cancel()
-	return ks.kv.CaughtUp(ctx)
-}
+// had committed when it last asked, once since start (kv.Server.Synced):
+// a joining or restarted member is ready only once it holds the
+// cluster's key space, not a first batch or its state from before.
+func (ks *keySpace) caughtUp() bool { return ks.kv.Synced() }
 
 // learners returns the members raft's configuration holds as
 // non-voters, by member id; nil when the configuration cannot be read.

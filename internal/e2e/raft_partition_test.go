@@ -336,7 +336,10 @@ func TestPartition_minority(t *testing.T) {
 	}
 	v := faults.Judge(log, found)
 	logf("oracle: %v", v)
-	if err := v.Check(0, 0); err != nil {
+	// A put c forwarded to the dispatcher as the cut came may have been
+	// enqueued there with its answer lost; c then holds a copy too
+	// (at least once, as after a freeze): at most one per producer on c.
+	if err := v.Check(0, 2); err != nil {
 		t.Error(err)
 	}
 

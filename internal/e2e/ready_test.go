@@ -131,3 +131,18 @@ func TestReady_aloneWithoutJoin(t *testing.T) {
 		t.Errorf("/readyz: got %d %q %v, want 200 \"ok\\n\"", code, body, err)
 	}
 }
+
+// TestReady_selfSeeded starts a node whose only seed is itself, as the
+// one pod of a StatefulSet joining its own headless Service: it starts
+// the cluster (raft bootstraps it alone), becomes ready and takes writes.
+func TestReady_selfSeeded(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	pl := c.plan("solo")
+	p := c.start(pl, "--join", pl.GossipAddr) // waits for 200
+	ctx, cancel := rpcCtx()
+	defer cancel()
+	if _, err := clusterClient(t, p.ClientAddr).Put(ctx, "self-seeded", "v"); err != nil {
+		t.Fatalf("put on a node seeded by itself: %v", err)
+	}
+}

@@ -35,7 +35,13 @@ type Consensus struct {
 	// readyTerm is the term read before the last barrier that
 	// succeeded: IsLeader needs it to be the current term.
 	readyTerm atomic.Uint64
-	barriers  atomic.Uint64 // barriers issued; tests count them
+	// readyIndex is raft's applied index once that barrier succeeded:
+	// every entry up to it is in the StateMachine, and every later entry
+	// of readyTerm reaches it (commands and configurations: this member
+	// appends no other kind in its term after that barrier).
+	readyIndex atomic.Uint64
+	barriers   atomic.Uint64 // barriers issued; tests count them
+	verifies   atomic.Uint64 // leadership checks issued for reads; tests count them
 
 	readMu  sync.Mutex // guards pending
 	pending *readBatch // callers for the next barrier; nil: none

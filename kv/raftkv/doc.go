@@ -43,16 +43,17 @@
 //
 // # Reads and leadership
 //
-// The leader serves ReadIndex with a raft barrier: an entry that commits
-// through a quorum in the leader's term and returns once the FSM has
-// applied every entry before it. Its success thus confirms the
-// leadership and makes the leader's StateMachine hold every write
-// committed before it was issued; its Applied after the barrier is the
-// read index, which the caller waits for on its own StateMachine (etcd's
-// read index, with a barrier for raft's ReadIndex). Concurrent reads
-// are coalesced: one loop goroutine issues one barrier at a time, for
-// every caller that joined the pending batch before the loop took it;
-// callers that come while it runs make up the next batch.
+// The leader serves ReadIndex as etcd does: it reads its commit index,
+// has a majority confirm with a round of heartbeats that it still leads
+// (raft's VerifyLeader: nothing is written), and hands out that index,
+// which the caller waits for on its own StateMachine. Until the term's
+// barrier (below) has committed, a read takes a barrier instead: an
+// entry that commits through a quorum in the leader's term and returns
+// once the FSM applied every entry before it. The index handed out is
+// always one every StateMachine reaches (read.go says why). Concurrent
+// reads are coalesced: one loop goroutine issues one check at a time,
+// for every caller that joined the pending batch before the loop took
+// it; callers that come while it runs make up the next batch.
 //
 // The same loop commits a barrier whenever this member leads without
 // having done so in the current term (woken by raft's state-change

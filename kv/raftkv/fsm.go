@@ -11,16 +11,21 @@ import (
 // raft's one FSM goroutine, never concurrently with each other; Applied
 // and RenewLease may be called from any goroutine at any time.
 type StateMachine interface {
+	// Skip records an entry that carries no command (a configuration)
+	// as applied at its index and term, so that Applied reaches every
+	// index a read may wait for.
+	Skip(index, term uint64)
 	// Apply applies one committed command at its log index and term. It
 	// never fails: a command that cannot apply becomes an error result
 	// inside the state machine, for the proposer to find by the
 	// command's id. cmd belongs to raft; keep no reference to it.
 	Apply(index, term uint64, cmd []byte)
-	// Applied returns the index of the last command applied, or the one
-	// a Restore brought back (kept inside the snapshot: Restore learns no
-	// index from raft). It is always the index of a command, or zero,
-	// so that every member's Applied reaches it once they apply that
-	// command: ReadIndex hands it to followers to wait for.
+	// Applied returns the index of the last command (or configuration)
+	// applied, or the one a Restore brought back (kept inside the
+	// snapshot: Restore learns no index from raft). It is always the
+	// index of an entry every member's StateMachine sees, or zero, so
+	// that every member's Applied reaches it: ReadIndex hands it to
+	// followers to wait for.
 	Applied() uint64
 	// Snapshot captures the state now and returns the function that
 	// writes it later, off raft's FSM goroutine, while Apply goes on.
@@ -40,14 +45,25 @@ func NewFSM(sm StateMachine) raft.FSM { return &fsm{sm: sm} }
 // fsm is NewFSM's raft.FSM.
 type fsm struct{ sm StateMachine }
 
-// Apply applies a command entry and ignores every other kind: raft only
-// hands an FSM commands, and configurations when it asks for them, which
-// fsm does not.
+// Apply applies a command entry and records a configuration as applied;
+// raft hands an FSM no other kind.
 func (f *fsm) Apply(l *raft.Log) any {
-	if l.Type == raft.LogCommand {
+	switch l.Type {
+	case raft.LogCommand:
 		f.sm.Apply(l.Index, l.Term, l.Data)
+	case raft.LogConfiguration:
+		f.sm.Skip(l.Index, l.Term)
 	}
 	return nil
+}
+
+// ApplyBatch is Apply for each entry. fsm is a raft.BatchingFSM so that
+// raft hands it configurations too (see Skip).
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	for _, l := range logs {
+		f.Apply(l)
+	}
+	return make([]any, len(logs))
 }
 
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {

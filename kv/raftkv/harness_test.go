@@ -211,12 +211,3 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// pendingReads returns how many callers wait for the next barrier.
-func (c *Consensus) pendingReads() int {
-	c.readMu.Lock()
-	defer c.readMu.Unlock()
-	if c.pending == nil {
-		return 0
-	}
-	return c.pending.waiters
-}

@@ -9,13 +9,27 @@ import (
 	"chute/kv"
 )
 
-// readBatch is the callers of one barrier: every leaderRead that began
-// before the loop issued it.
+// A read index on the leader is etcd's: the commit index, confirmed by a
+// round of heartbeats to a majority (raft's VerifyLeader) that this
+// member still leads, so no other could have committed anything later;
+// the reader then waits until its StateMachine applied it. Nothing is
+// written to the log for a read. Only in a term whose barrier has not
+// committed yet (a new leader may not know its predecessor's last
+// commits) does a read take a barrier, as it did before that.
+//
+// The index handed out must be one every member's StateMachine reaches:
+// a command or a configuration (NewFSM passes both), never the no-op a
+// new leader appends or a barrier. Indexes up to readyIndex are answered
+// with the StateMachine's applied index, which is such an entry; later
+// ones are entries this leader appended in readyTerm after its barrier,
+// all commands or configurations.
+
+// readBatch is the callers of one leadership check (or barrier): every
+// leaderRead that began before the loop issued it.
 type readBatch struct {
 	done    chan struct{} // closed once index and err are set
 	index   uint64
 	err     error
-	waiters int // guarded by Consensus.readMu
 }
 
 // leaderRead joins the next barrier and returns the StateMachine's
@@ -27,7 +41,6 @@ func (c *Consensus) leaderRead(ctx context.Context) (uint64, error) {
 		b = &readBatch{done: make(chan struct{})}
 		c.pending = b
 	}
-	b.waiters++
 	c.readMu.Unlock()
 	select {
 	case c.readReq <- struct{}{}:
@@ -66,12 +79,37 @@ func (c *Consensus) loop() {
 		if b == nil && !c.needsBarrier() {
 			continue
 		}
-		index, err := c.barrier()
+		var index uint64
+		var err error
+		if c.needsBarrier() {
+			index, err = c.barrier()
+		} else {
+			index, err = c.verifiedIndex()
+		}
 		if b != nil {
 			b.index, b.err = index, err
 			close(b.done)
 		}
 	}
+}
+
+// verifiedIndex returns the read index of a leader whose term's barrier
+// committed: the commit index once a majority confirmed the leadership
+// in readyTerm; a barrier's index when the term moved meanwhile.
+func (c *Consensus) verifiedIndex() (uint64, error) {
+	term := c.readyTerm.Load()
+	idx := c.raft.CommitIndex()
+	c.verifies.Add(1)
+	if err := c.raft.VerifyLeader().Error(); err != nil {
+		return 0, fromRaft(err)
+	}
+	if c.raft.CurrentTerm() != term {
+		return c.barrier() // led again in a later term: its no-op may be the commit index
+	}
+	if idx <= c.readyIndex.Load() {
+		return c.sm.Applied(), nil
+	}
+	return idx, nil
 }
 
 // needsBarrier reports whether this member leads and has not committed
@@ -94,6 +132,7 @@ func (c *Consensus) barrier() (uint64, error) {
 	if err := c.raft.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
 		return 0, fromRaft(err)
 	}
+	c.readyIndex.Store(c.raft.AppliedIndex())
 	c.readyTerm.Store(term)
 	return c.sm.Applied(), nil
 }

@@ -50,6 +50,12 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) {
 	s.applied = index
 }
 
+func (s *testSM) Skip(index, _ uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied = index
+}
+
 func (s *testSM) Applied() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
