@@ -313,6 +313,7 @@ func checkLaunch(t *testing.T, l launch) {
 	} else if _, err := os.Stat(cfg); err != nil {
 		t.Errorf("%s: config file: %v", l.name, err)
 	}
+	checkDataDir(t, l)
 	if t.Failed() {
 		return
 	}
@@ -346,6 +347,19 @@ func dataDirOf(t testing.TB, l launch) string {
 		}
 	}
 	return ""
+}
+
+// checkDataDir: the launch names an absolute data dir. Without one,
+// chute keeps its raft log in <name>.chute under whatever its working
+// directory is: a read-only root in a container, a path nobody backs up.
+func checkDataDir(t *testing.T, l launch) {
+	t.Helper()
+	switch dir := dataDirOf(t, l); {
+	case dir == "":
+		t.Errorf("%s: no --data-dir, CHUTE_DATA_DIR or data_dir: the raft log would go to <name>.chute in the working directory", l.name)
+	case !filepath.IsAbs(dir):
+		t.Errorf("%s: data dir %q: want an absolute path", l.name, dir)
+	}
 }
 
 // sentinel is an invalid flag appended to a launch: the binary validates
