@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,7 +64,26 @@ func runTests(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "deploy: go build chute/cmd/chute: %v\n%s", err, out)
 		return 1
 	}
-	return m.Run()
+	before := dataDirsIn(wd, root)
+	code := m.Run()
+	for _, d := range dataDirsIn(wd, root) {
+		if !slices.Contains(before, d) {
+			fmt.Fprintf(os.Stderr, "deploy: the tests left the data dir %s in the repository: run chute with a temporary --data-dir\n", d)
+			code = 1
+		}
+	}
+	return code
+}
+
+// dataDirsIn lists the default data dirs (<name>.chute) in dirs: a node
+// started without --data-dir in its working directory leaves one.
+func dataDirsIn(dirs ...string) []string {
+	var out []string
+	for _, d := range dirs {
+		m, _ := filepath.Glob(filepath.Join(d, "*.chute"))
+		out = append(out, m...)
+	}
+	return out
 }
 
 // repoFile returns the path of a file given relative to the module root.
@@ -293,6 +313,7 @@ func checkLaunch(t *testing.T, l launch) {
 	} else if _, err := os.Stat(cfg); err != nil {
 		t.Errorf("%s: config file: %v", l.name, err)
 	}
+	checkDataDir(t, l)
 	if t.Failed() {
 		return
 	}
@@ -304,6 +325,41 @@ func checkLaunch(t *testing.T, l launch) {
 		t.Parallel()
 		checkStarts(t, l)
 	})
+}
+
+// dataDirOf returns the data dir the launch gives chute: --data-dir in
+// its arguments, else CHUTE_DATA_DIR, else data_dir in its config file;
+// "" when none does.
+func dataDirOf(t testing.TB, l launch) string {
+	if v, ok := flagArg(l.args, "data-dir"); ok {
+		return v
+	}
+	if v := l.env[envName("data-dir")]; v != "" {
+		return v
+	}
+	if cfg := l.configFile(); cfg != "" {
+		var m map[string]any
+		if err := yaml.Unmarshal(mustReadAbs(t, cfg), &m); err != nil {
+			t.Fatalf("%s: %s: %v", l.name, cfg, err)
+		}
+		if v, ok := m["data_dir"].(string); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// checkDataDir: the launch names an absolute data dir. Without one,
+// chute keeps its raft log in <name>.chute under whatever its working
+// directory is: a read-only root in a container, a path nobody backs up.
+func checkDataDir(t *testing.T, l launch) {
+	t.Helper()
+	switch dir := dataDirOf(t, l); {
+	case dir == "":
+		t.Errorf("%s: no --data-dir, CHUTE_DATA_DIR or data_dir: the raft log would go to <name>.chute in the working directory", l.name)
+	case !filepath.IsAbs(dir):
+		t.Errorf("%s: data dir %q: want an absolute path", l.name, dir)
+	}
 }
 
 // sentinel is an invalid flag appended to a launch: the binary validates
@@ -321,6 +377,7 @@ func checkLoads(t *testing.T, l launch) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, chuteBin, append(l.localArgs(), sentinel...)...)
 	cmd.Env = append(cleanEnv(), l.localEnv()...)
+	cmd.Dir = t.TempDir() // whatever a failure writes stays out of the repository
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -347,9 +404,11 @@ func cleanEnv() []string {
 }
 
 // checkStarts starts a node from the launch with every address moved to
-// free loopback ports, no gossip seeds, and ClickHouse and OTLP endpoints
-// on a closed loopback port, so it reaches nothing but itself; it must
-// serve /readyz, log no error, and exit 0 on SIGTERM.
+// free loopback ports, no gossip seeds and --bootstrap-expect 1 (a
+// cluster of one), its data dir and working directory moved to temporary
+// ones, and ClickHouse and OTLP endpoints on a closed loopback port, so
+// it reaches nothing but itself; it must serve /readyz, keep its raft log
+// in the data dir, log no error, and exit 0 on SIGTERM.
 func checkStarts(t *testing.T, l launch) {
 	var lastErr error
 	for range 3 { // a free port may be taken meanwhile
@@ -371,11 +430,12 @@ func checkStarts(t *testing.T, l launch) {
 func startOnce(t *testing.T, l launch) (string, error) {
 	client, peer, gossip, metrics := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	cs, ps := listenScheme(t, l, "listen-client-urls"), listenScheme(t, l, "listen-peer-urls")
+	dataDir := t.TempDir()
 	args := append(l.localArgs(),
 		"--listen-client-urls="+cs+"://"+client, "--advertise-client-urls="+cs+"://"+client,
 		"--listen-peer-urls="+ps+"://"+peer, "--advertise-peer-urls="+ps+"://"+peer,
 		"--gossip-listen="+gossip, "--gossip-advertise="+gossip,
-		"--metrics-listen="+metrics, "--join=")
+		"--metrics-listen="+metrics, "--join=", "--bootstrap-expect=1", "--data-dir="+dataDir)
 	env := cleanEnv()
 	for _, kv := range l.localEnv() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -393,6 +453,7 @@ func startOnce(t *testing.T, l launch) (string, error) {
 	var out testutil.Buffer
 	cmd := exec.Command(chuteBin, args...)
 	cmd.Env = env
+	cmd.Dir = t.TempDir()
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		return "", err
@@ -439,6 +500,9 @@ func startOnce(t *testing.T, l launch) (string, error) {
 	}
 	if err := stop(); err != nil {
 		return out.String(), fmt.Errorf("after SIGTERM: %v, want exit status 0:\n%s", err, out.String())
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "raft", "raft.db")); err != nil {
+		return out.String(), fmt.Errorf("the raft log is not in --data-dir: %v", err)
 	}
 	return out.String(), nil
 }

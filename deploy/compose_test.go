@@ -246,6 +246,7 @@ func TestCompose(t *testing.T) {
 	}
 
 	checkComposeTLS(t, svcs, nodes, cfgPath, certs)
+	checkComposeData(t, svcs, nodes, cfgPath)
 
 	client := clientTLS(t, filepath.Join(certs, "ca.pem"), filepath.Join(certs, "client.pem"), filepath.Join(certs, "client-key.pem"))
 	for _, n := range nodes {
@@ -323,6 +324,55 @@ func checkComposeTLS(t *testing.T, svcs map[string]composeService, nodes []strin
 				t.Errorf("%s: --%s %s: the node's certificate: %v", n, flag, v, err)
 			}
 		}
+	}
+}
+
+// checkComposeData: every node keeps its raft log in a named volume of
+// its own, mounted at the data_dir of chute.yaml and declared at the top
+// level, so that `docker compose down` and `up` keep the cluster; the
+// three fresh nodes bootstrap one cluster together.
+func checkComposeData(t *testing.T, svcs map[string]composeService, nodes []string, cfgPath string) {
+	t.Helper()
+	var cfg struct {
+		DataDir         string `yaml:"data_dir"`
+		BootstrapExpect int    `yaml:"bootstrap_expect"`
+	}
+	if err := yaml.Unmarshal(mustRead(t, cfgPath), &cfg); err != nil {
+		t.Fatalf("%s: %v", cfgPath, err)
+	}
+	if cfg.BootstrapExpect != len(nodes) {
+		t.Errorf("%s: bootstrap_expect %d, want %d: the nodes start together and must bootstrap one cluster", cfgPath, cfg.BootstrapExpect, len(nodes))
+	}
+	if cfg.DataDir == "" {
+		t.Fatalf("%s: no data_dir", cfgPath)
+	}
+	var top struct {
+		Volumes map[string]any `yaml:"volumes"`
+	}
+	if err := yaml.Unmarshal(readRepoFile(t, composeDir+"/docker-compose.yml"), &top); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	owner := map[string]string{}
+	for _, n := range nodes {
+		var vol string
+		for _, v := range svcs[n].Volumes {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && path.Clean(parts[1]) == path.Clean(cfg.DataDir) {
+				vol = parts[0]
+			}
+		}
+		_, declared := top.Volumes[vol]
+		switch {
+		case vol == "":
+			t.Errorf("%s: nothing mounted at data_dir %s: the raft log would be lost with the container", n, cfg.DataDir)
+		case strings.HasPrefix(vol, ".") || strings.HasPrefix(vol, "/"):
+			t.Errorf("%s: data_dir is the bind mount %s: want a named volume, which the image makes writable for its user", n, vol)
+		case !declared:
+			t.Errorf("%s: volume %s is not declared under the top-level volumes", n, vol)
+		case owner[vol] != "":
+			t.Errorf("%s and %s share the volume %s: each node needs its own data dir", owner[vol], n, vol)
+		}
+		owner[vol] = n
 	}
 }
 

@@ -24,7 +24,17 @@
 //   - each deployment's command line, environment and config file load:
 //     the binary, given them plus one invalid flag, reports that flag and
 //     nothing else; given them with every address moved to free loopback
-//     ports and no seeds, it serves /readyz and exits 0 on SIGTERM;
+//     ports, no seeds and --bootstrap-expect 1, it serves /readyz, keeps
+//     its raft log in --data-dir and exits 0 on SIGTERM;
+//   - every deployment names an absolute data dir, on storage that
+//     outlives the process: a volumeClaimTemplate mounted writable (k8s),
+//     a named volume per node (compose), a VOLUME the image's user owns
+//     that is also its WORKDIR (Dockerfile), the unit's StateDirectory
+//     (systemd); the nodes a deployment starts together bootstrap
+//     together (bootstrap_expect is the compose nodes, the replicas);
+//   - nothing is written into the repository: every node runs with a
+//     temporary data dir and working directory, and TestMain fails the
+//     run when a <name>.chute directory appears in deploy/ or the root;
 //   - the structure the issue asks for: a StatefulSet whose serviceName is
 //     a headless Service, probes on /healthz and /readyz at the metrics
 //     port, a preStop hook within the grace period, a PodDisruptionBudget

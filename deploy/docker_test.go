@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,8 +109,9 @@ func TestDockerfile(t *testing.T) {
 
 	final := df.stages[len(df.stages)-1]
 	var entry, cmd []string
-	var user string
-	var exposed []string
+	var user, workdir string
+	var exposed, volumes []string
+	chowned := map[string]string{} // COPY --chown destination -> owner
 	for _, in := range final {
 		switch in.cmd {
 		case "FROM":
@@ -126,8 +128,18 @@ func TestDockerfile(t *testing.T) {
 			exposed = append(exposed, strings.Fields(in.rest)...)
 		case "COPY":
 			if !strings.HasPrefix(in.rest, "--from=") {
-				t.Errorf("Dockerfile: final stage COPY %s: only the binary, from the build stage", in.rest)
+				t.Errorf("Dockerfile: final stage COPY %s: only from the build stage", in.rest)
 			}
+			f := strings.Fields(in.rest)
+			for _, opt := range f {
+				if owner, ok := strings.CutPrefix(opt, "--chown="); ok {
+					chowned[path.Clean(f[len(f)-1])] = owner
+				}
+			}
+		case "WORKDIR":
+			workdir = path.Clean(in.rest)
+		case "VOLUME":
+			volumes = append(volumes, in.rest)
 		}
 	}
 	if u, _, _ := strings.Cut(user, ":"); u == "" || u == "0" || u == "root" {
@@ -157,6 +169,23 @@ func TestDockerfile(t *testing.T) {
 	}
 	for p := range want {
 		t.Errorf("Dockerfile: CMD %q listens on %s, which is not exposed", cmd, p)
+	}
+
+	// The data dir of CMD is a volume the user owns, and the working
+	// directory, where a command line without --data-dir keeps its own.
+	dataDir, _ := flagArg(cmd, "data-dir")
+	if dataDir == "" {
+		t.Fatalf("Dockerfile: CMD %q has no --data-dir", cmd)
+	}
+	dataDir = path.Clean(dataDir)
+	if !slices.ContainsFunc(volumes, func(v string) bool { return v == dataDir || v == `["`+dataDir+`"]` }) {
+		t.Errorf("Dockerfile: VOLUME %v, want %s, the data dir of CMD", volumes, dataDir)
+	}
+	if chowned[dataDir] != user {
+		t.Errorf("Dockerfile: %s is owned by %q, want USER %s: a fresh volume copies the owner, and the user must write its raft log", dataDir, chowned[dataDir], user)
+	}
+	if workdir != dataDir {
+		t.Errorf("Dockerfile: WORKDIR %q, want %s: the default data dir <name>.chute goes to the working directory", workdir, dataDir)
 	}
 
 	checkLaunch(t, launch{name: "Dockerfile ENTRYPOINT+CMD", args: cmd})

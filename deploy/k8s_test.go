@@ -62,7 +62,18 @@ type statefulSetSpec struct {
 		} `yaml:"metadata"`
 		Spec podSpec `yaml:"spec"`
 	} `yaml:"template"`
-	VolumeClaimTemplates []any `yaml:"volumeClaimTemplates"`
+	VolumeClaimTemplates []struct {
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		Spec struct {
+			AccessModes []string `yaml:"accessModes"`
+			Resources   struct {
+				Requests map[string]string `yaml:"requests"`
+			} `yaml:"resources"`
+		} `yaml:"spec"`
+	} `yaml:"volumeClaimTemplates"`
+	PodManagementPolicy string `yaml:"podManagementPolicy"`
 }
 
 type podSpec struct {
@@ -242,9 +253,7 @@ func TestK8s(t *testing.T) {
 	if c.Image == "" || !pod.SecurityContext.RunAsNonRoot {
 		t.Errorf("StatefulSet: image %q, runAsNonRoot %v: want an image, run as non-root", c.Image, pod.SecurityContext.RunAsNonRoot)
 	}
-	if len(sts.VolumeClaimTemplates) > 0 {
-		t.Error("StatefulSet: volumeClaimTemplates: chute persists nothing")
-	}
+	checkK8sDataDir(t, sts, c)
 
 	// serviceName is a headless Service selecting the pods, published
 	// before they are ready so that starting pods find each other.
@@ -310,6 +319,15 @@ func TestK8s(t *testing.T) {
 		if _, ok := cfg[secret]; ok {
 			t.Errorf("ConfigMap %s: %s belongs in the Secret or the pod, not in the shared config", cmName, secret)
 		}
+	}
+
+	// A fresh cluster's pods start in parallel and bootstrap raft
+	// together: all of them are expected.
+	if sts.PodManagementPolicy != "Parallel" {
+		t.Errorf("StatefulSet: podManagementPolicy %q, want Parallel", sts.PodManagementPolicy)
+	}
+	if v, _ := cfg["bootstrap_expect"].(int); v != sts.Replicas {
+		t.Errorf("ConfigMap %s: bootstrap_expect %v, want the replica count %d: the pods of a fresh cluster start at once and must bootstrap one cluster together", cmName, cfg["bootstrap_expect"], sts.Replicas)
 	}
 
 	// Every port chute listens on is a named container port.
@@ -513,6 +531,40 @@ func TestK8s(t *testing.T) {
 		if i == 0 || i == 4 {
 			t.Run(name, func(t *testing.T) { checkLaunch(t, l) })
 		}
+	}
+}
+
+// checkK8sDataDir: --data-dir is the mount of a volumeClaimTemplate,
+// writable, with an fsGroup so that the non-root user may write it: a
+// pod keeps its raft log across restarts and rescheduling.
+func checkK8sDataDir(t *testing.T, sts statefulSetSpec, c container) {
+	t.Helper()
+	dir, ok := flagArg(c.Args, "data-dir")
+	if !ok {
+		t.Error("StatefulSet: no --data-dir: the raft log would go to the read-only root file system")
+		return
+	}
+	var claim string
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == dir && !m.ReadOnly && m.SubPath == "" {
+			claim = m.Name
+		}
+	}
+	found := false
+	for _, vct := range sts.VolumeClaimTemplates {
+		if vct.Metadata.Name != claim {
+			continue
+		}
+		found = true
+		if vct.Spec.Resources.Requests["storage"] == "" || !slices.Contains(vct.Spec.AccessModes, "ReadWriteOnce") {
+			t.Errorf("StatefulSet: volumeClaimTemplate %s: want a storage request and ReadWriteOnce", claim)
+		}
+	}
+	if !found {
+		t.Errorf("StatefulSet: --data-dir=%s is not the writable mount of a volumeClaimTemplate", dir)
+	}
+	if sts.Template.Spec.SecurityContext.FSGroup == nil {
+		t.Error("StatefulSet: no fsGroup: the non-root user may not write the volume")
 	}
 }
 

@@ -100,6 +100,12 @@ func TestSystemd(t *testing.T) {
 	if cfg, _ := flagArg(l.args, "config"); files[cfg] == "" {
 		t.Errorf("chute.service: no install step puts a file at --config %s", cfg)
 	}
+	// The data dir is the unit's state directory: the one path
+	// ProtectSystem=strict leaves writable, kept across restarts.
+	state := u.get("Service", "StateDirectory")
+	if dir := dataDirOf(t, l); state == "" || path.Clean(dir) != path.Join("/var/lib", state) {
+		t.Errorf("chute.service: StateDirectory %q, data dir %q: want the data dir in /var/lib/<StateDirectory>", state, dir)
+	}
 	checkLaunch(t, l)
 }
 

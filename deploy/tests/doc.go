@@ -14,7 +14,8 @@
 //     objects of deploy/k8s (same names, ports, arguments, probes,
 //     configuration), GOMEMLIMIT at goMemLimitPercent of the memory
 //     limit, the ServiceMonitor and the PrometheusRule (the rules file
-//     itself) only when enabled, and scales, renames and persists as its
+//     itself) only when enabled, and scales, renames, persists (a claim
+//     per pod for --data-dir, or an emptyDir) and bootstraps raft as its
 //     values say.
 //
 // With -tags e2e (a Go toolchain and clickhouse-server installed), the

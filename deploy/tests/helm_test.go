@@ -256,12 +256,20 @@ func TestChart_matchesK8s(t *testing.T) {
 	same(t, "resources", cC[0].Resources, cK[0].Resources)
 	same(t, "volumeMounts", cC[0].VolumeMounts, cK[0].VolumeMounts)
 	same(t, "securityContext", cC[0].SecurityContext, cK[0].SecurityContext)
+	for _, pvc := range stsC.Spec.VolumeClaimTemplates {
+		if !selects(pvc.Labels, podLabels) {
+			t.Errorf("volumeClaimTemplate %s: labels %v, want some of the pods' %v (kubectl delete pvc -l ...)", pvc.Name, pvc.Labels, podLabels)
+		}
+	}
 	// The rest of the spec, once the labels (the chart adds its own) are
 	// set aside.
 	for _, s := range []*appsv1.StatefulSet{&stsK, &stsC} {
 		s.Spec.Selector = nil
 		s.Spec.Template.ObjectMeta = stsK.Spec.Template.ObjectMeta
 		s.Spec.Template.Spec.Affinity = nil
+		for i := range s.Spec.VolumeClaimTemplates {
+			s.Spec.VolumeClaimTemplates[i].Labels = nil
+		}
 	}
 	same(t, "StatefulSet spec", stsC.Spec, stsK.Spec)
 
@@ -459,16 +467,11 @@ func checkPrometheusRule(t *testing.T, m manifest) {
 	loadRules(t, "PrometheusRule "+m.Metadata.Name, text)
 }
 
+// TestChart_persistence: --data-dir is always a writable mount: a claim
+// per pod by default, of the size and class asked for, or an emptyDir
+// when persistence is off.
 func TestChart_persistence(t *testing.T) {
-	sts, c := statefulSet(t, "chute", nil)
-	if len(sts.Spec.VolumeClaimTemplates) != 0 {
-		t.Error("persistence off: want no volumeClaimTemplates")
-	}
-	if v, ok := flagValue(c.Args, "data-dir"); ok {
-		t.Errorf("persistence off: --data-dir=%s", v)
-	}
-
-	sts, c = statefulSet(t, "chute", map[string]any{"persistence": map[string]any{"enabled": true, "size": "5Gi", "storageClassName": "fast"}})
+	sts, c := statefulSet(t, "chute", map[string]any{"persistence": map[string]any{"size": "5Gi", "storageClassName": "fast"}})
 	if len(sts.Spec.VolumeClaimTemplates) != 1 {
 		t.Fatalf("persistence on: %d volumeClaimTemplates, want 1", len(sts.Spec.VolumeClaimTemplates))
 	}
@@ -476,12 +479,56 @@ func TestChart_persistence(t *testing.T) {
 	if got := pvc.Spec.Resources.Requests.Storage().String(); got != "5Gi" || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName != "fast" {
 		t.Errorf("volumeClaimTemplate: storage %s, class %v, want 5Gi of fast", got, pvc.Spec.StorageClassName)
 	}
-	dir, _ := flagValue(c.Args, "data-dir")
-	if dir == "" || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == pvc.Name && m.MountPath == dir && !m.ReadOnly }) {
-		t.Errorf("--data-dir=%q: want the writable mount of the claim %s", dir, pvc.Name)
-	}
+	checkDataMount(t, sts, c, pvc.Name)
 	if sts.Spec.Template.Spec.SecurityContext.FSGroup == nil {
 		t.Error("no fsGroup: the non-root user may not write the volume")
+	}
+	if _, c := statefulSet(t, "chute", nil); !slices.ContainsFunc(c.Args, func(a string) bool { return a == "--data-dir=/var/lib/chute" }) {
+		t.Errorf("defaults: args %v, want --data-dir=/var/lib/chute", c.Args)
+	}
+
+	sts, c = statefulSet(t, "chute", map[string]any{"persistence": map[string]any{"enabled": false}})
+	if len(sts.Spec.VolumeClaimTemplates) != 0 {
+		t.Error("persistence off: want no volumeClaimTemplates")
+	}
+	var emptyDir string
+	for _, v := range sts.Spec.Template.Spec.Volumes {
+		if v.EmptyDir != nil {
+			emptyDir = v.Name
+		}
+	}
+	if emptyDir == "" {
+		t.Fatal("persistence off: no emptyDir volume for --data-dir")
+	}
+	checkDataMount(t, sts, c, emptyDir)
+}
+
+// checkDataMount: --data-dir is the writable mount of the volume name.
+func checkDataMount(t *testing.T, sts appsv1.StatefulSet, c corev1.Container, name string) {
+	t.Helper()
+	dir, _ := flagValue(c.Args, "data-dir")
+	if dir == "" || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == name && m.MountPath == dir && !m.ReadOnly }) {
+		t.Errorf("--data-dir=%q: want the writable mount of the volume %s", dir, name)
+	}
+}
+
+// TestChart_raft: the raft settings of the values reach chute.yaml, and
+// bootstrapExpect stays apart from replicaCount (a pod added by scaling
+// joins the cluster that exists; TestChart_release checks that scaling
+// changes nothing else).
+func TestChart_raft(t *testing.T) {
+	ms := render(t, "chute", map[string]any{"replicaCount": 5, "config": map[string]any{"bootstrapExpect": 5, "raftVoters": 5, "raftDeadServerGrace": "2m"}})
+	cfg := generic(t, []byte(decode[corev1.ConfigMap](t, only(t, ms, "ConfigMap")).Data["chute.yaml"]))
+	for key, want := range map[string]any{"bootstrap_expect": float64(5), "raft_voters": float64(5), "raft_dead_server_grace": "2m"} {
+		if cfg[key] != want {
+			t.Errorf("chute.yaml %s: %v, want %v", key, cfg[key], want)
+		}
+	}
+	sts := decode[appsv1.StatefulSet](t, only(t, render(t, "chute", nil), "StatefulSet"))
+	cfg = generic(t, []byte(decode[corev1.ConfigMap](t, only(t, render(t, "chute", nil), "ConfigMap")).Data["chute.yaml"]))
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || cfg["bootstrap_expect"] != float64(*sts.Spec.Replicas) {
+		t.Errorf("defaults: podManagementPolicy %s, bootstrap_expect %v, replicas %d: want Parallel pods that all bootstrap together",
+			sts.Spec.PodManagementPolicy, cfg["bootstrap_expect"], *sts.Spec.Replicas)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -51,11 +52,20 @@ func buildChute(t testing.TB) string {
 	return bin
 }
 
-// TestMain removes the binary chuteBinary built.
+// TestMain removes the binary chuteBinary built, and fails the run when
+// a node left a default data dir (<name>.chute) here, in the repository.
 func TestMain(m *testing.M) {
+	before, _ := filepath.Glob("*.chute")
 	code := m.Run()
 	if bin, err := chuteBinary(); err == nil {
 		_ = os.RemoveAll(filepath.Dir(bin))
+	}
+	after, _ := filepath.Glob("*.chute")
+	for _, d := range after {
+		if !slices.Contains(before, d) {
+			fmt.Fprintf(os.Stderr, "tests: a node left the data dir %s in the repository: give it a temporary --data-dir\n", d)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
@@ -87,18 +97,20 @@ type node struct {
 	log                     *testutil.Buffer
 }
 
-// startNode starts the binary alone on free loopback ports with extra
-// arguments, waits for /readyz and stops it with SIGTERM when the test
-// ends.
+// startNode starts the binary alone on free loopback ports, with a
+// temporary data dir and working directory and extra arguments, waits for
+// /readyz and stops it with SIGTERM when the test ends.
 func startNode(t *testing.T, bin string, extra ...string) node {
 	t.Helper()
 	n := node{clientAddr: freeAddr(t), metricsAddr: freeAddr(t), log: &testutil.Buffer{}}
 	peer, gossip := freeAddr(t), freeAddr(t)
 	args := append([]string{"--name=deploy-tests",
 		"--listen-client-urls=http://" + n.clientAddr, "--listen-peer-urls=http://" + peer,
-		"--gossip-listen=" + gossip, "--metrics-listen=" + n.metricsAddr, "--gossip-profile=fast"}, extra...)
+		"--gossip-listen=" + gossip, "--metrics-listen=" + n.metricsAddr, "--gossip-profile=fast",
+		"--data-dir=" + t.TempDir()}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "OTEL_TRACES_SAMPLER=always_off")
+	cmd.Dir = t.TempDir()
 	cmd.Stdout, cmd.Stderr = n.log, n.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
