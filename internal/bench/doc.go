@@ -22,7 +22,8 @@
 // landing.go (counting rows in ClickHouse, put-to-row latency),
 // clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
 // status.go (a node's /status and /metrics), progress.go, matrix.go (the
-// children and the plans), targets.go, report.go and reportdoc.go,
+// children and the plans), cluster.go (data directories, a three-node
+// group and its readiness), targets.go, report.go and reportdoc.go,
 // machine.go, noop.go, otlpsink.go, flags.go and main.go.
 //
 // Invariants:
@@ -43,6 +44,13 @@
 //     signals, and each group's before the next group starts. It owns the
 //     span sink too, and stops it after the children, which flush their
 //     spans as they stop.
+//   - Every chute child keeps its raft log and snapshots in its own
+//     --data-dir, in a fresh directory per group under the matrix's
+//     temporary directory; a group's directory is removed once its
+//     children are gone, the temporary directory when the matrix ends.
+//   - A three-node group is measured only once every node is ready
+//     (/readyz 200: it knows the raft leader and applied the log), not
+//     merely once gossip shows the three alive.
 //   - No child inherits the bench's OTEL_* variables: only the traced node
 //     traces, and only to the sink.
 //   - A traced run's spans are counted once all are in (one per KV call) or

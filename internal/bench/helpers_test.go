@@ -26,9 +26,10 @@ import (
 // --metrics-listen, inserts its queues' rows into --clickhouse-url, and
 // traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
 // OTEL_EXPORTER_OTLP_PROTOCOL=grpc, the only protocol it speaks), one
-// server span per call, exported within 50 ms. --join and
-// --gossip-profile are accepted and ignored: a fake node always sees three
-// members alive.
+// server span per call, exported within 50 ms. --join,
+// --gossip-profile and --bootstrap-expect are accepted and ignored: a fake
+// node always sees three members alive and is ready. --data-dir is
+// created, as chute does.
 const fakeChildEnv = "CHUTE_BENCH_FAKE_CHILD"
 
 func TestMain(m *testing.M) {
@@ -43,7 +44,7 @@ func fakeChild(args []string) int {
 		return Main(args, os.Stdout, os.Stderr)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
-	var name, client, peer, gossip, metrics, level, join, profile, clickhouse string
+	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, dataDir, expect string
 	fail := fs.Bool("fail", false, "exit 3 at once")
 	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
 	fs.StringVar(&name, "name", "", "")
@@ -55,16 +56,21 @@ func fakeChild(args []string) int {
 	fs.StringVar(&join, "join", "", "")
 	fs.StringVar(&profile, "gossip-profile", "", "")
 	fs.StringVar(&clickhouse, "clickhouse-url", "", "")
+	fs.StringVar(&dataDir, "data-dir", "", "")
+	fs.StringVar(&expect, "bootstrap-expect", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	for _, v := range []string{name, client, peer, gossip, metrics, level} {
+	for _, v := range []string{name, client, peer, gossip, metrics, level, dataDir} {
 		if v == "" {
 			return 2
 		}
 	}
 	if *fail {
 		return 3
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -141,7 +142,12 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 	if err != nil {
 		return out, err
 	}
-	targets := matrixTargets(mc, ports, os.Environ(), sink)
+	data, err := groupDir(dir, "one-node", logger)
+	if err != nil {
+		return out, err
+	}
+	defer data.remove()
+	targets := matrixTargets(mc, ports, data.path, os.Environ(), sink)
 	started, err := startTargets(ctx, mc, dir, targets, logger)
 	defer stopTargets(started, logger)
 	if err != nil {
@@ -216,7 +222,12 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if err != nil {
 			return err
 		}
-		targets := matrixTargets(mc, ports, os.Environ(), sink)
+		data, err := groupDir(dir, "one-node", logger)
+		if err != nil {
+			return err
+		}
+		defer data.remove()
+		targets := matrixTargets(mc, ports, data.path, os.Environ(), sink)
 		started, err := startTargets(ctx, mc, dir, targets, logger)
 		defer stopTargets(started, logger)
 		if err != nil {
@@ -257,17 +268,9 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 	// 2. Three nodes.
 	err = func() error {
-		ports, err := freePorts(12)
+		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
+		defer stop()
 		if err != nil {
-			return err
-		}
-		nodes := clusterTargets(mc, ports, os.Environ())
-		started, err := startTargets(ctx, mc, dir, nodes, logger)
-		defer stopTargets(started, logger)
-		if err != nil {
-			return err
-		}
-		if err := waitMembers(ctx, nodes, mc.readyTimeout); err != nil {
 			return err
 		}
 		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
@@ -312,7 +315,12 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if err != nil {
 			return err
 		}
-		t := memoryTarget(mc, ports, os.Environ())
+		data, err := groupDir(dir, "memory", logger)
+		if err != nil {
+			return err
+		}
+		defer data.remove()
+		t := memoryTarget(mc, ports, data.path, os.Environ())
 		started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
 		defer stopTargets(started, logger)
 		if err != nil {
@@ -337,18 +345,19 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 // matrixTargets are the servers of the one-node group: the no-op server
 // and the chute node, then the traced chute node when sink is set. ports
-// holds nine free ports. Every child gets environ without its OTEL_*
+// holds nine free ports; each node keeps its data in its own directory
+// under data. Every child gets environ without its OTEL_*
 // variables; the traced node also gets the variables that send all its
 // spans to sink.
-func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSink) []*target {
+func matrixTargets(mc matrixConfig, ports []int, data string, environ []string, sink *otlpSink) []*target {
 	noopAddr := loopback(ports[4])
 	env := childEnv(environ)
 	targets := []*target{
 		{name: ServerNoop, endpoint: noopAddr, exe: mc.self, argv: noopCommand(noopAddr), env: env},
-		chuteTarget(mc, "bench", ports[0:4], env, mc.clickhouseURL),
+		chuteTarget(mc, "bench", ports[0:4], data, env, mc.clickhouseURL),
 	}
 	if sink != nil {
-		t := chuteTarget(mc, "bench-traced", ports[5:9], childEnv(environ,
+		t := chuteTarget(mc, "bench-traced", ports[5:9], data, childEnv(environ,
 			"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.endpoint(),
 			"OTEL_TRACES_SAMPLER=always_on"), mc.clickhouseURL)
@@ -360,13 +369,15 @@ func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSin
 }
 
 // clusterTargets are three chute nodes, bench-1 to bench-3, on twelve free
-// ports; the second and the third join the first by gossip.
-func clusterTargets(mc matrixConfig, ports []int, environ []string) []*target {
+// ports, each keeping its data in its own directory under data; the second
+// and the third join the first by gossip, and all three expect the other
+// two before they bootstrap raft, so the cluster starts with three voters.
+func clusterTargets(mc matrixConfig, ports []int, data string, environ []string) []*target {
 	env := childEnv(environ)
 	nodes := make([]*target, 3)
 	for i := range nodes {
-		t := chuteTarget(mc, "bench-"+strconv.Itoa(i+1), ports[4*i:4*i+4], env, mc.clickhouseURL)
-		t.argv = append(t.argv, "--gossip-profile", "fast")
+		t := chuteTarget(mc, "bench-"+strconv.Itoa(i+1), ports[4*i:4*i+4], data, env, mc.clickhouseURL)
+		t.argv = append(t.argv, "--gossip-profile", "fast", "--bootstrap-expect", "3")
 		if i > 0 {
 			t.argv = append(t.argv, "--join", loopback(ports[2]))
 		}
@@ -375,15 +386,18 @@ func clusterTargets(mc matrixConfig, ports []int, environ []string) []*target {
 	return nodes
 }
 
-// memoryTarget is a chute node without ClickHouse, on four free ports.
-func memoryTarget(mc matrixConfig, ports []int, environ []string) *target {
-	return chuteTarget(mc, "bench-mem", ports, childEnv(environ), "")
+// memoryTarget is a chute node without ClickHouse, on four free ports,
+// keeping its data under data.
+func memoryTarget(mc matrixConfig, ports []int, data string, environ []string) *target {
+	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ), "")
 }
 
-// chuteTarget is the chute node called name on four ports, inserting into
-// clickhouseURL when set; it is also its label until the caller names it.
-func chuteTarget(mc matrixConfig, name string, ports []int, env []string, clickhouseURL string) *target {
-	argv := append(chuteCommand(name, ports), mc.nodeArgs...)
+// chuteTarget is the chute node called name on four ports, its data in
+// data/<name>.chute, inserting into clickhouseURL when set; name is also
+// its label until the caller names it.
+func chuteTarget(mc matrixConfig, name string, ports []int, data string, env []string, clickhouseURL string) *target {
+	argv := append(chuteCommand(name, ports), "--data-dir", filepath.Join(data, name+".chute"))
+	argv = append(argv, mc.nodeArgs...)
 	if clickhouseURL != "" {
 		argv = append(argv, "--clickhouse-url", clickhouseURL)
 	}
