@@ -10,7 +10,7 @@
 // sink); the memory a queued row costs a node; and the matrix mode behind
 // `make bench`, which starts chute nodes (the chute binary) and the no-op
 // server (chute-bench itself, so chute does not link the benchmark) as
-// child processes, samples their resident memory, checks
+// child processes, samples their resident memory and CPU time, checks
 // the targets (targets.go) and writes a markdown report. With --trace the matrix
 // adds a chute node that samples every call and exports its spans over
 // OTLP/gRPC to a sink in the bench process that counts and discards them,
@@ -21,6 +21,7 @@
 // measured phase), load.go (the putters), payload.go (keys and rows),
 // landing.go (counting rows in ClickHouse, put-to-row latency),
 // clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
+// cpu.go,
 // status.go (a node's /status and /metrics), progress.go, matrix.go (the
 // children and the plans), cluster.go (data directories, a three-node
 // group and its readiness), targets.go, report.go and reportdoc.go,

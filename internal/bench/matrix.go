@@ -518,12 +518,14 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
 		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
 	rss := sampleRSS(ps, rssPeriod)
+	cpu := startCPU(ps)
 	r, err := Run(ctx, cfg)
 	peaks := rss.stop()
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: %s, %s, %d clients: %w", c.server, callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}), cfg.Clients, err)
 	}
 	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
+	r.CPU = cpu.stop(r.Puts + int64(cfg.Warmup))
 	attrs := []any{"server", r.Server, "calls", callShape(r), "clients", r.Clients,
 		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "p999", r.P999, "errors", r.Errors}
 	if r.Rows != nil {

@@ -56,6 +56,9 @@ func TestRunMatrix_fakeChildren(t *testing.T) {
 		if len(r.PeakRSS) != 1 || r.PeakRSS[0].Node != w.server || r.PeakRSS[0].Bytes <= 0 {
 			t.Errorf("result %d: got peak RSS %+v, want one of %s", i, r.PeakRSS, w.server)
 		}
+		if len(r.CPU) != 1 || r.CPU[0].Node != w.server || r.CPU[0].Seconds < 0 {
+			t.Errorf("result %d: got CPU %+v, want one of %s", i, r.CPU, w.server)
+		}
 	}
 	if got := NewReport(Measured{Results: results}).Ratios; len(got) != 2 {
 		t.Errorf("ratios: got %+v, want two", got)

@@ -142,12 +142,12 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 
 // writePuts writes the table of results.
 func (r Report) writePuts(b *bytes.Buffer) {
-	b.WriteString("| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB |\n")
-	b.WriteString("|--------|-------|--------:|------:|-------:|-------:|-------:|-------:|---------:|-------------:|\n")
+	b.WriteString("| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | CPU µs/put |\n")
+	b.WriteString("|--------|-------|--------:|------:|-------:|-------:|-------:|-------:|---------:|-------------:|-----------:|\n")
 	for _, res := range r.Results {
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %.0f | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %.0f | %s | %s | %s | %s | %s |\n",
 			res.Server, callShape(res), res.Clients, res.Conns, dash(res.Queues), res.PutsPerSec,
-			millis(res.P50), millis(res.P99), millis(res.P999), peakRSS(res.PeakRSS))
+			millis(res.P50), millis(res.P99), millis(res.P999), peakRSS(res.PeakRSS), cpuPerPut(res.CPU))
 	}
 }
 
@@ -283,6 +283,18 @@ func peakRSS(nodes []NodeRSS) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
 		parts[i] = fmt.Sprintf("%.0f", float64(n.Bytes)/(1<<20))
+	}
+	return strings.Join(parts, " / ")
+}
+
+// cpuPerPut is each node's CPU µs per put, "/"-separated; "-" for none.
+func cpuPerPut(nodes []NodeCPU) string {
+	if len(nodes) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%.1f", n.MicrosPerPut)
 	}
 	return strings.Join(parts, " / ")
 }

@@ -140,7 +140,11 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node.\n\n", txn, txn, rssPeriod)
+			"during the run, per node. CPU µs/put is each node's user and system\n"+
+			"time (utime + stime of /proc/<pid>/stat) from the run's first dial\n"+
+			"to its end, warmup and the wait for rows included, over the run's\n"+
+			"puts, warmup included: the servers' cost of a put, measured in the\n"+
+			"same run as their rates.\n\n", txn, txn, rssPeriod)
 		if s.trace {
 			b.WriteString("With `--trace` a second chute node runs next to the first with\n" +
 				"`OTEL_TRACES_SAMPLER=always_on` and an `OTEL_EXPORTER_OTLP_ENDPOINT`\n" +
