@@ -105,6 +105,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			queues:        opts.queues,
 			txn:           opts.cfg.Txn,
 			rawPosters:    opts.rawPosters,
+			repeat:        opts.repeat,
 		}, logger)
 		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
 	}

@@ -78,6 +78,12 @@ type matrixConfig struct {
 	rawPosters int
 	// memRows caps the rows the memory cell queues; zero means 100000.
 	memRows int
+	// repeat is how many times the compared cells run, each reported
+	// as the median of its runs: every cell of the plan without
+	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
+	// txn cells of one and three nodes, their no-op floors and the KV
+	// cells. Zero or one: once.
+	repeat int
 }
 
 // matrixOutcome is what a matrix measured.
@@ -155,12 +161,15 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 	}
 	for _, n := range mc.clients {
 		for _, t := range targets {
-			cfg := mc.base
-			cfg.Endpoints = []string{t.endpoint}
-			cfg.Clients = n
-			cfg.KeyPrefix = "bench/" + newRunID() + "/"
-			cfg.Label = t.name
-			r, err := runCell(ctx, cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}, logger)
+			mk := func() cell {
+				cfg := mc.base
+				cfg.Endpoints = []string{t.endpoint}
+				cfg.Clients = n
+				cfg.KeyPrefix = "bench/" + newRunID() + "/"
+				cfg.Label = t.name
+				return cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}
+			}
+			r, err := runRepeated(ctx, mc.repeat, mk, nil, logger)
 			if err != nil {
 				return out, err
 			}
@@ -207,13 +216,19 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		cfg.Label = server + " " + callShape(Result{Txn: cfg.Txn, Rate: rate})
 		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink}
 	}
-	run := func(c cell) (Result, error) {
-		r, err := runCell(ctx, c, logger)
+	// measure runs the cell mk makes n times, each with fresh tables,
+	// checking each with check when set, and keeps their median.
+	measure := func(n int, mk func() cell, check func(cell) error) (Result, error) {
+		r, err := runRepeated(ctx, n, mk, check, logger)
 		if err == nil {
 			out.results = append(out.results, r)
 		}
 		return r, err
 	}
+	once := func(c cell) (Result, error) {
+		return measure(1, func() cell { return c }, nil)
+	}
+	rep := max(mc.repeat, 1)
 
 	// 1. One node.
 	var txnRowsPerInsert float64
@@ -235,28 +250,36 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		noop, node := targets[0], targets[1]
 		one := []string{node.endpoint}
-		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", 0, 0, false)); err != nil {
+		noopCell := func(txn int) func() cell {
+			return func() cell {
+				return queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)
+			}
+		}
+		chuteCell := func(txn int) func() cell {
+			return func() cell { return queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true) }
+		}
+		if _, err := measure(rep, noopCell(0), nil); err != nil {
 			return err
 		}
-		unary, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, 0, true))
+		unary, err := measure(rep, chuteCell(0), nil)
 		if err != nil {
 			return err
 		}
 		half := math.Round(unary.Rows.RowsPerSec / 2)
-		if _, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
+		if _, err := once(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
 			return err
 		}
-		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)); err != nil {
+		if _, err := measure(rep, noopCell(txn), nil); err != nil {
 			return err
 		}
-		batched, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true))
+		batched, err := measure(rep, chuteCell(txn), nil)
 		if err != nil {
 			return err
 		}
 		txnRowsPerInsert = batched.Rows.RowsPerInsert
 		if len(targets) > 2 {
 			traced := targets[2]
-			if _, err := run(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
+			if _, err := once(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
 				return err
 			}
 		}
@@ -275,11 +298,9 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
 		for _, k := range []int{0, txn} {
-			c := queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true)
-			if _, err := run(c); err != nil {
-				return err
-			}
-			if err := checkDispatcher(ctx, nodes[0], c.cfg.Tables); err != nil {
+			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true) }
+			check := func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) }
+			if _, err := measure(rep, mk, check); err != nil {
 				return err
 			}
 		}
@@ -484,6 +505,28 @@ func stopTargets(targets []*target, logger *slog.Logger) {
 			logger.Warn("child did not stop cleanly", "server", t.name, "err", err)
 		}
 	}
+}
+
+// runRepeated runs the cell mk makes n times (once when n < 2), a fresh
+// cell each time so that no run reuses another's keys or tables, calls
+// check after each run when set, and returns the median of the runs
+// (medianResult).
+func runRepeated(ctx context.Context, n int, mk func() cell, check func(cell) error, logger *slog.Logger) (Result, error) {
+	runs := make([]Result, 0, max(n, 1))
+	for range max(n, 1) {
+		c := mk()
+		r, err := runCell(ctx, c, logger)
+		if err != nil {
+			return Result{}, err
+		}
+		if check != nil {
+			if err := check(c); err != nil {
+				return Result{}, err
+			}
+		}
+		runs = append(runs, r)
+	}
+	return medianResult(runs), nil
 }
 
 // cell is one run of the matrix.

@@ -293,3 +293,24 @@ func TestFreePorts_distinct(t *testing.T) {
 		seen[p] = true
 	}
 }
+
+// TestRunMatrix_repeat runs every cell of the plain matrix three times:
+// one result per cell, the median of three runs.
+func TestRunMatrix_repeat(t *testing.T) {
+	mc := testMatrix(t)
+	mc.clients = []int{2}
+	mc.repeat = 3
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("runMatrix: %v", err)
+	}
+	if len(out.results) != 2 {
+		t.Fatalf("results: got %d, want one per server: %+v", len(out.results), out.results)
+	}
+	for _, r := range out.results {
+		sp := r.Spread
+		if sp == nil || sp.Runs != 3 || sp.MinPutsPerSec > r.PutsPerSec || r.PutsPerSec > sp.MaxPutsPerSec || r.Puts != 300 {
+			t.Errorf("%s: got %.0f puts/s, %d puts, spread %+v; want the median of 3 runs of 300 puts", r.Server, r.PutsPerSec, r.Puts, sp)
+		}
+	}
+}

@@ -120,6 +120,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	r.writePuts(&b)
 	r.writeRatios(&b)
 	r.writeErrors(&b)
+	if hasSpread(r.Results) {
+		b.WriteString("\nRepeated runs, medians above:\n\n")
+		r.writeSpread(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\nRows into ClickHouse:\n\n")
 		r.writeRows(&b)
@@ -196,6 +200,34 @@ func (r Report) writeErrors(b *bytes.Buffer) {
 				res.Server, callShape(res), res.Clients, res.Errors, res.Errors+res.Puts, res.FirstError)
 		}
 	}
+}
+
+// writeSpread writes the table of the results that fold several runs.
+func (r Report) writeSpread(b *bytes.Buffer) {
+	b.WriteString("| server | calls | runs | puts/s median | min | max | rows/s median | min | max |\n")
+	b.WriteString("|--------|-------|-----:|--------------:|----:|----:|--------------:|----:|----:|\n")
+	for _, res := range r.Results {
+		sp := res.Spread
+		if sp == nil {
+			continue
+		}
+		rows := "| - | - | - |"
+		if res.Rows != nil {
+			rows = fmt.Sprintf("| %.0f | %.0f | %.0f |", res.Rows.RowsPerSec, sp.MinRowsPerSec, sp.MaxRowsPerSec)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f %s\n",
+			res.Server, callShape(res), sp.Runs, res.PutsPerSec, sp.MinPutsPerSec, sp.MaxPutsPerSec, rows)
+	}
+}
+
+// hasSpread reports whether any result folds several runs.
+func hasSpread(results []Result) bool {
+	for _, r := range results {
+		if r.Spread != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRows writes the table of the results that watched their rows.

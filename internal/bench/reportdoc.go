@@ -36,8 +36,10 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	var b bytes.Buffer
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `chute-bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
-		"rerun it rather than editing this file. Ratios come from one run: on a\n" +
-		"shared 2-core machine they move by several percent from run to run.\n")
+		"rerun it rather than editing this file. Ratios come from the figures of the\n" +
+		"Puts table: one run each, or the median of a cell's runs where it was\n" +
+		"repeated; on a shared 2-core machine they move by several percent\n" +
+		"from run to run.\n")
 	if m := r.Machine; m != nil {
 		b.WriteString("\n## Machine\n\n| | |\n|---|---|\n")
 		fmt.Fprintf(&b, "| CPUs | %d × %s |\n", m.CPUs, orUnknown(m.CPUModel))
@@ -65,6 +67,10 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	r.writePuts(&b)
 	r.writeRatios(&b)
 	r.writeErrors(&b)
+	if hasSpread(r.Results) {
+		b.WriteString("\n## Repeated runs\n\nThe rows above that fold several runs show their medians; here are\nthe extremes.\n\n")
+		r.writeSpread(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\n## Rows into ClickHouse\n\n")
 		r.writeRows(&b)

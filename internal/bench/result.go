@@ -59,6 +59,11 @@ type Result struct {
 	// per put; empty when the bench did not start the server.
 	CPU []NodeCPU `json:"cpu,omitempty"`
 
+	// Spread is set when the Result folds several runs of one cell: its
+	// rates, percentiles and CPU figures are then their medians. Nil: one
+	// run.
+	Spread *Spread `json:"spread,omitempty"`
+
 	// Trace is set on a run against a traced server. Nil: not traced.
 	Trace *TraceCount `json:"trace,omitempty"`
 }
