@@ -21,7 +21,8 @@
 // measured phase), load.go (the putters), payload.go (keys and rows),
 // landing.go (counting rows in ClickHouse, put-to-row latency),
 // clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
-// cpu.go, repeat.go (the median of a cell's runs),
+// cpu.go, repeat.go (the median of a cell's runs), etcd.go and
+// kvgroup.go (plain keys to chute and to etcd 3.4, three members each),
 // status.go (a node's /status and /metrics), progress.go, matrix.go (the
 // children and the plans), cluster.go (data directories, a three-node
 // group and its readiness), targets.go, report.go and reportdoc.go,

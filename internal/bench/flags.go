@@ -29,6 +29,7 @@ type options struct {
 	commit        string
 	chute         string
 	repeat        int
+	etcd          string
 }
 
 // parseFlags parses args (the words after chute-bench). It returns
@@ -76,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.progress, "progress", false, "draw a progress line on stderr (the default when stderr is a terminal)")
 	fs.StringVar(&o.report, "report", "", "also write the results, the machine, the command and how they were measured as a markdown document to this file (make bench: docs/benchmarks.md)")
 	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
+	fs.StringVar(&o.etcd, "etcd", "etcd", "with --matrix --clickhouse-url: the etcd 3.4 binary (a path, or a name on PATH) whose three-member cluster the KV group measures next to three chute nodes; none skips the KV group")
 	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one and three nodes, their no-op floors and the KV runs; else every cell)")
 	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -42,6 +43,9 @@ func TestMain(m *testing.M) {
 func fakeChild(args []string) int {
 	if len(args) > 0 && args[0] == "noop-server" {
 		return Main(args, os.Stdout, os.Stderr)
+	}
+	if slices.Contains(args, "--initial-cluster-state") {
+		return fakeEtcd(args)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
 	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, dataDir, expect string
@@ -106,6 +110,42 @@ func fakeChild(args []string) int {
 	if err := shutdown(sctx); err != nil {
 		return 1
 	}
+	return 0
+}
+
+// fakeEtcd is a fake etcd member: it takes etcd's flags as etcdCommand
+// writes them, creates --data-dir and serves a fakeNode's KV (plain keys
+// accepted and forgotten) on --listen-client-urls until SIGTERM.
+func fakeEtcd(args []string) int {
+	fs := flag.NewFlagSet("fake etcd", flag.ContinueOnError)
+	var name, dataDir, client, state string
+	fs.StringVar(&name, "name", "", "")
+	fs.StringVar(&dataDir, "data-dir", "", "")
+	fs.StringVar(&client, "listen-client-urls", "", "")
+	fs.StringVar(&state, "initial-cluster-state", "", "")
+	for _, f := range []string{"advertise-client-urls", "listen-peer-urls", "initial-advertise-peer-urls",
+		"initial-cluster", "initial-cluster-token", "logger", "log-level"} {
+		fs.String(f, "", "")
+	}
+	if err := fs.Parse(args); err != nil || name == "" || dataDir == "" || state != "new" {
+		return 2
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := grpc.NewServer()
+	pb.RegisterKVServer(srv, newFakeNode(name, ""))
+	l, err := net.Listen("tcp", strings.TrimPrefix(client, "http://"))
+	if err != nil {
+		return 1
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	<-ctx.Done()
+	srv.Stop()
+	<-served
 	return 0
 }
 

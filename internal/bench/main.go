@@ -47,6 +47,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		opts.cfg.Progress = stderr
 	}
 	machine := describeMachine(ctx, opts.clickhouseURL)
+	if etcd, err := etcdBinary(opts, exec.LookPath); err == nil && etcd != "" {
+		machine.Etcd = etcdVersion(ctx, etcd)
+	}
 	if opts.commit != "" {
 		machine.Commit, machine.Modified = opts.commit, false
 	}
@@ -92,6 +95,10 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			return Measured{}, err
 		}
 		logger.Info("matrix nodes run", "chute", chute)
+		etcd, err := etcdBinary(opts, exec.LookPath)
+		if err != nil {
+			return Measured{}, err
+		}
 		out, err := runMatrix(ctx, matrixConfig{
 			chute:         chute,
 			self:          self,
@@ -106,6 +113,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			txn:           opts.cfg.Txn,
 			rawPosters:    opts.rawPosters,
 			repeat:        opts.repeat,
+			etcd:          etcd,
 		}, logger)
 		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
 	}
@@ -144,6 +152,20 @@ func chuteBinary(path, self string, lookPath func(string) (string, error)) (stri
 		return "", fmt.Errorf("bench: no chute binary beside %s nor on PATH; name one with --chute: %w", self, err)
 	}
 	return found, nil
+}
+
+// etcdBinary is the etcd binary of the KV group: none (empty) without
+// the ClickHouse plan or when opts.etcd is "none", else opts.etcd found
+// by lookPath.
+func etcdBinary(opts options, lookPath func(string) (string, error)) (string, error) {
+	if opts.clickhouseURL == "" || opts.etcd == "none" {
+		return "", nil
+	}
+	p, err := lookPath(opts.etcd)
+	if err != nil {
+		return "", fmt.Errorf("bench: no etcd binary %q for the KV group; install etcd or pass --etcd none: %w", opts.etcd, err)
+	}
+	return p, nil
 }
 
 // commandLine is chute-bench with args, each quoted for a POSIX shell

@@ -78,6 +78,9 @@ type matrixConfig struct {
 	rawPosters int
 	// memRows caps the rows the memory cell queues; zero means 100000.
 	memRows int
+	// etcd, in the ClickHouse plan, is the etcd binary whose three-member
+	// cluster is the KV group's floor. Empty: no KV group.
+	etcd string
 	// repeat is how many times the compared cells run, each reported
 	// as the median of its runs: every cell of the plan without
 	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
@@ -190,9 +193,11 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //  2. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
-//  3. The raw inserts: the same rows posted straight to ClickHouse in
+//  3. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
+//     nodes, then to three etcd members.
+//  4. The raw inserts: the same rows posted straight to ClickHouse in
 //     batches the size of the one-node txn run's inserts.
-//  4. A chute node without ClickHouse queues rows; their cost in memory.
+//  5. A chute node without ClickHouse queues rows; their cost in memory.
 //
 // Each group's children are stopped before the next group starts.
 func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
@@ -310,7 +315,14 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 3. The sink's ceiling.
+	// 3. Plain keys, chute next to etcd.
+	if mc.etcd != "" {
+		if err := runKVGroup(ctx, mc, dir, measure, logger); err != nil {
+			return out, err
+		}
+	}
+
+	// 4. The sink's ceiling.
 	batch := rawDefaultBatchRows
 	if txnRowsPerInsert >= 1 {
 		batch = int(math.Round(txnRowsPerInsert))
@@ -330,7 +342,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	out.raw = &raw
 	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
 
-	// 4. Memory.
+	// 5. Memory.
 	err = func() error {
 		ports, err := freePorts(4)
 		if err != nil {

@@ -15,6 +15,10 @@ const (
 	ServerChute3      = "chute, 3 nodes"
 	ServerChuteTraced = "chute, traced 100%"
 	ServerNoop        = "no-op"
+	// ServerChuteKV3 and ServerEtcd3 are the KV group: plain keys to
+	// three chute nodes, and to three etcd members.
+	ServerChuteKV3 = "chute KV, 3 nodes"
+	ServerEtcd3    = "etcd, 3 nodes"
 )
 
 // Report is what chute-bench prints: the results in run order; for every

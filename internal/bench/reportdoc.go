@@ -16,6 +16,8 @@ type docSettings struct {
 	queues     int
 	txn        int
 	rawPosters int
+	kv         bool
+	repeat     int
 }
 
 func docSettingsOf(opts options) docSettings {
@@ -27,6 +29,8 @@ func docSettingsOf(opts options) docSettings {
 		queues:     opts.queues,
 		txn:        opts.cfg.Txn,
 		rawPosters: opts.rawPosters,
+		kv:         opts.etcd != "none",
+		repeat:     opts.repeat,
 	}
 }
 
@@ -47,6 +51,9 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		fmt.Fprintf(&b, "| OS | %s/%s, kernel %s |\n", m.OS, m.Arch, orUnknown(m.Kernel))
 		fmt.Fprintf(&b, "| Go | %s |\n", m.GoVersion)
 		fmt.Fprintf(&b, "| ClickHouse | %s |\n", orUnknown(m.ClickHouse))
+		if m.Etcd != "" {
+			fmt.Fprintf(&b, "| etcd | %s |\n", m.Etcd)
+		}
 		commit := orUnknown(m.Commit)
 		if m.Modified {
 			commit += " with local changes"
@@ -157,6 +164,26 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"naming an OTLP/gRPC sink in the bench process that counts the spans\n" +
 				"and drops them; no other child inherits the shell's `OTEL_*`\n" +
 				"variables. Its unary run compares with the untraced node's.\n\n")
+		}
+		if s.kv {
+			b.WriteString("KV: plain keys (`/bench/kv/<run>/<n>`, values as above), unary\n" +
+				"puts from the same putters and connections, every client's endpoint\n" +
+				"list holding all three members, against three chute nodes\n" +
+				"(`--bootstrap-expect 3`, measured once every node's `/readyz` is\n" +
+				"200), then against three members of an etcd cluster started by the\n" +
+				"bench (`--initial-cluster-state new` on loopback, each with its own\n" +
+				"data dir, etcd's defaults otherwise, fsync included); chute's raft\n" +
+				"log fsyncs too. Both groups keep their data in a temporary directory\n" +
+				"on the same disk, removed when the group stops.\n\n")
+		}
+		if s.repeat > 1 {
+			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one and three nodes,\n"+
+				"their no-op floors and the KV cells run %d times each, back to back\n"+
+				"on the same processes with fresh tables and keys; the tables show\n"+
+				"the median of every figure over the runs, each on its own (the\n"+
+				"counts are the median run's), and the repeated runs table their\n"+
+				"extremes. The paced, traced, raw and memory cells run once.\n\n",
+				s.repeat, s.repeat)
 		}
 		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
 			"ClickHouse over HTTP by %d concurrent posters, each with one insert in\n"+
