@@ -136,12 +136,12 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 	return Measured{Results: []Result{r}}, nil
 }
 
-// chuteBinary is the chute binary the matrix nodes run: path when given,
-// else a chute beside self (make puts both in bin/), else lookPath's
-// chute.
+// chuteBinary is the chute binary the matrix nodes run: path when given
+// (made absolute: the children run in a temporary directory), else a
+// chute beside self (make puts both in bin/), else lookPath's chute.
 func chuteBinary(path, self string, lookPath func(string) (string, error)) (string, error) {
 	if path != "" {
-		return path, nil
+		return absExe(path)
 	}
 	beside := filepath.Join(filepath.Dir(self), "chute")
 	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
@@ -165,7 +165,22 @@ func etcdBinary(opts options, lookPath func(string) (string, error)) (string, er
 	if err != nil {
 		return "", fmt.Errorf("bench: no etcd binary %q for the KV group; install etcd or pass --etcd none: %w", opts.etcd, err)
 	}
-	return p, nil
+	return absExe(p)
+}
+
+// absExe makes a relative path with a directory in it (bin/chute)
+// absolute, since a child's relative executable is taken relative to its
+// working directory; a bare name, looked up on PATH, and an absolute path
+// are left as they are.
+func absExe(path string) (string, error) {
+	if filepath.IsAbs(path) || !strings.ContainsRune(path, filepath.Separator) {
+		return path, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("bench: %s: %w", path, err)
+	}
+	return abs, nil
 }
 
 // commandLine is chute-bench with args, each quoted for a POSIX shell
