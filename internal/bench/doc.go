@@ -10,7 +10,7 @@
 // sink); the memory a queued row costs a node; and the matrix mode behind
 // `make bench`, which starts chute nodes (the chute binary) and the no-op
 // server (chute-bench itself, so chute does not link the benchmark) as
-// child processes, samples their resident memory, checks
+// child processes, samples their resident memory and CPU time, checks
 // the targets (targets.go) and writes a markdown report. With --trace the matrix
 // adds a chute node that samples every call and exports its spans over
 // OTLP/gRPC to a sink in the bench process that counts and discards them,
@@ -21,8 +21,11 @@
 // measured phase), load.go (the putters), payload.go (keys and rows),
 // landing.go (counting rows in ClickHouse, put-to-row latency),
 // clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
+// cpu.go, repeat.go (the median of a cell's runs), etcd.go and
+// kvgroup.go (plain keys to chute and to etcd 3.4, three members each),
 // status.go (a node's /status and /metrics), progress.go, matrix.go (the
-// children and the plans), targets.go, report.go and reportdoc.go,
+// children and the plans), cluster.go (data directories, a three-node
+// group and its readiness), targets.go, report.go and reportdoc.go,
 // machine.go, noop.go, otlpsink.go, flags.go and main.go.
 //
 // Invariants:
@@ -43,6 +46,13 @@
 //     signals, and each group's before the next group starts. It owns the
 //     span sink too, and stops it after the children, which flush their
 //     spans as they stop.
+//   - Every chute child keeps its raft log and snapshots in its own
+//     --data-dir, in a fresh directory per group under the matrix's
+//     temporary directory; a group's directory is removed once its
+//     children are gone, the temporary directory when the matrix ends.
+//   - A three-node group is measured only once every node is ready
+//     (/readyz 200: it knows the raft leader and applied the log), not
+//     merely once gossip shows the three alive.
 //   - No child inherits the bench's OTEL_* variables: only the traced node
 //     traces, and only to the sink.
 //   - A traced run's spans are counted once all are in (one per KV call) or

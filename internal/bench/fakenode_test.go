@@ -126,13 +126,16 @@ func (n *fakeNode) flushLoop(ctx context.Context) {
 }
 
 // serveMetrics serves /status (three members alive, the queues this node
-// took puts for, dispatched by itself) and /metrics (Go runtime metrics)
-// on l until ctx ends.
+// took puts for, dispatched by itself), /readyz (always ready) and
+// /metrics (Go runtime metrics) on l until ctx ends.
 func (n *fakeNode) serveMetrics(ctx context.Context, l net.Listener) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector())
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		n.mu.Lock()
 		st := nodestatus.Node{Name: n.name, Member: n.memberID}

@@ -28,6 +28,8 @@ type options struct {
 	rawPosters    int
 	commit        string
 	chute         string
+	repeat        int
+	etcd          string
 }
 
 // parseFlags parses args (the words after chute-bench). It returns
@@ -75,6 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.progress, "progress", false, "draw a progress line on stderr (the default when stderr is a terminal)")
 	fs.StringVar(&o.report, "report", "", "also write the results, the machine, the command and how they were measured as a markdown document to this file (make bench: docs/benchmarks.md)")
 	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
+	fs.StringVar(&o.etcd, "etcd", "etcd", "with --matrix --clickhouse-url: the etcd 3.4 binary (a path, or a name on PATH) whose three-member cluster the KV group measures next to three chute nodes; none skips the KV group")
+	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one and three nodes, their no-op floors and the KV runs; else every cell)")
 	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -123,6 +127,10 @@ func (o options) validate() error {
 		return errors.New("--claim needs --endpoints and --queues")
 	case o.matrix && o.clickhouseURL != "" && o.cfg.Rate > 0:
 		return errors.New("--rate does not apply to --matrix --clickhouse-url, which paces its own run")
+	case o.repeat < 1 || o.repeat > maxRepeat:
+		return fmt.Errorf("--repeat %d, want 1..%d", o.repeat, maxRepeat)
+	case o.repeat > 1 && !o.matrix:
+		return errors.New("--repeat needs --matrix")
 	case o.rawPosters < 1:
 		return fmt.Errorf("--raw-posters %d, want at least 1", o.rawPosters)
 	case o.matrix:

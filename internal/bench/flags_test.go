@@ -45,6 +45,25 @@ func TestParseFlags_matrix(t *testing.T) {
 	}
 }
 
+func TestParseFlags_repeat(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--matrix"}, 1},
+		{[]string{"--matrix", "--repeat", "3"}, 3},
+		{[]string{"--endpoints", "127.0.0.1:1", "--repeat", "1"}, 1},
+	} {
+		opts, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("parseFlags(%q): %v", tt.args, err)
+		}
+		if opts.repeat != tt.want {
+			t.Errorf("parseFlags(%q): got repeat %d, want %d", tt.args, opts.repeat, tt.want)
+		}
+	}
+}
+
 func TestParseFlags_trace(t *testing.T) {
 	opts, err := parseFlags([]string{"--matrix", "--trace"}, io.Discard)
 	if err != nil {
@@ -77,6 +96,9 @@ func TestParseFlags_errors(t *testing.T) {
 		{"rate with the clickhouse matrix", []string{"--matrix", "--clickhouse-url", "http://ch", "--rate", "100"}},
 		{"negative rate", []string{"--endpoints", "127.0.0.1:1", "--rate", "-1"}},
 		{"zero raw posters", []string{"--matrix", "--clickhouse-url", "http://ch", "--raw-posters", "0"}},
+		{"zero repeats", []string{"--matrix", "--repeat", "0"}},
+		{"too many repeats", []string{"--matrix", "--repeat", "10"}},
+		{"repeat without matrix", []string{"--endpoints", "127.0.0.1:1", "--repeat", "3"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

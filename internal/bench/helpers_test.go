@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,9 +27,10 @@ import (
 // --metrics-listen, inserts its queues' rows into --clickhouse-url, and
 // traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
 // OTEL_EXPORTER_OTLP_PROTOCOL=grpc, the only protocol it speaks), one
-// server span per call, exported within 50 ms. --join and
-// --gossip-profile are accepted and ignored: a fake node always sees three
-// members alive.
+// server span per call, exported within 50 ms. --join,
+// --gossip-profile and --bootstrap-expect are accepted and ignored: a fake
+// node always sees three members alive and is ready. --data-dir is
+// created, as chute does.
 const fakeChildEnv = "CHUTE_BENCH_FAKE_CHILD"
 
 func TestMain(m *testing.M) {
@@ -42,8 +44,11 @@ func fakeChild(args []string) int {
 	if len(args) > 0 && args[0] == "noop-server" {
 		return Main(args, os.Stdout, os.Stderr)
 	}
+	if slices.Contains(args, "--initial-cluster-state") {
+		return fakeEtcd(args)
+	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
-	var name, client, peer, gossip, metrics, level, join, profile, clickhouse string
+	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, dataDir, expect string
 	fail := fs.Bool("fail", false, "exit 3 at once")
 	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
 	fs.StringVar(&name, "name", "", "")
@@ -55,16 +60,21 @@ func fakeChild(args []string) int {
 	fs.StringVar(&join, "join", "", "")
 	fs.StringVar(&profile, "gossip-profile", "", "")
 	fs.StringVar(&clickhouse, "clickhouse-url", "", "")
+	fs.StringVar(&dataDir, "data-dir", "", "")
+	fs.StringVar(&expect, "bootstrap-expect", "", "")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	for _, v := range []string{name, client, peer, gossip, metrics, level} {
+	for _, v := range []string{name, client, peer, gossip, metrics, level, dataDir} {
 		if v == "" {
 			return 2
 		}
 	}
 	if *fail {
 		return 3
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -100,6 +110,42 @@ func fakeChild(args []string) int {
 	if err := shutdown(sctx); err != nil {
 		return 1
 	}
+	return 0
+}
+
+// fakeEtcd is a fake etcd member: it takes etcd's flags as etcdCommand
+// writes them, creates --data-dir and serves a fakeNode's KV (plain keys
+// accepted and forgotten) on --listen-client-urls until SIGTERM.
+func fakeEtcd(args []string) int {
+	fs := flag.NewFlagSet("fake etcd", flag.ContinueOnError)
+	var name, dataDir, client, state string
+	fs.StringVar(&name, "name", "", "")
+	fs.StringVar(&dataDir, "data-dir", "", "")
+	fs.StringVar(&client, "listen-client-urls", "", "")
+	fs.StringVar(&state, "initial-cluster-state", "", "")
+	for _, f := range []string{"advertise-client-urls", "listen-peer-urls", "initial-advertise-peer-urls",
+		"initial-cluster", "initial-cluster-token", "logger", "log-level"} {
+		fs.String(f, "", "")
+	}
+	if err := fs.Parse(args); err != nil || name == "" || dataDir == "" || state != "new" {
+		return 2
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := grpc.NewServer()
+	pb.RegisterKVServer(srv, newFakeNode(name, ""))
+	l, err := net.Listen("tcp", strings.TrimPrefix(client, "http://"))
+	if err != nil {
+		return 1
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	<-ctx.Done()
+	srv.Stop()
+	<-served
 	return 0
 }
 

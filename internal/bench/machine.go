@@ -22,6 +22,8 @@ type Machine struct {
 	Kernel      string `json:"kernel,omitempty"`
 	GoVersion   string `json:"go_version"` // of the bench binary
 	ClickHouse  string `json:"clickhouse,omitempty"`
+	// Etcd is the version of the etcd the KV group ran; empty without.
+	Etcd string `json:"etcd,omitempty"`
 	// Commit is the VCS revision the bench binary was built from, and
 	// Modified whether its tree had local changes (debug.ReadBuildInfo).
 	Commit   string `json:"commit,omitempty"`

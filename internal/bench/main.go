@@ -47,6 +47,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		opts.cfg.Progress = stderr
 	}
 	machine := describeMachine(ctx, opts.clickhouseURL)
+	if etcd, err := etcdBinary(opts, exec.LookPath); err == nil && etcd != "" {
+		machine.Etcd = etcdVersion(ctx, etcd)
+	}
 	if opts.commit != "" {
 		machine.Commit, machine.Modified = opts.commit, false
 	}
@@ -92,6 +95,10 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			return Measured{}, err
 		}
 		logger.Info("matrix nodes run", "chute", chute)
+		etcd, err := etcdBinary(opts, exec.LookPath)
+		if err != nil {
+			return Measured{}, err
+		}
 		out, err := runMatrix(ctx, matrixConfig{
 			chute:         chute,
 			self:          self,
@@ -105,6 +112,8 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			queues:        opts.queues,
 			txn:           opts.cfg.Txn,
 			rawPosters:    opts.rawPosters,
+			repeat:        opts.repeat,
+			etcd:          etcd,
 		}, logger)
 		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
 	}
@@ -127,12 +136,12 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 	return Measured{Results: []Result{r}}, nil
 }
 
-// chuteBinary is the chute binary the matrix nodes run: path when given,
-// else a chute beside self (make puts both in bin/), else lookPath's
-// chute.
+// chuteBinary is the chute binary the matrix nodes run: path when given
+// (made absolute: the children run in a temporary directory), else a
+// chute beside self (make puts both in bin/), else lookPath's chute.
 func chuteBinary(path, self string, lookPath func(string) (string, error)) (string, error) {
 	if path != "" {
-		return path, nil
+		return absExe(path)
 	}
 	beside := filepath.Join(filepath.Dir(self), "chute")
 	if st, err := os.Stat(beside); err == nil && st.Mode().IsRegular() {
@@ -143,6 +152,35 @@ func chuteBinary(path, self string, lookPath func(string) (string, error)) (stri
 		return "", fmt.Errorf("bench: no chute binary beside %s nor on PATH; name one with --chute: %w", self, err)
 	}
 	return found, nil
+}
+
+// etcdBinary is the etcd binary of the KV group: none (empty) without
+// the ClickHouse plan or when opts.etcd is "none", else opts.etcd found
+// by lookPath.
+func etcdBinary(opts options, lookPath func(string) (string, error)) (string, error) {
+	if opts.clickhouseURL == "" || opts.etcd == "none" {
+		return "", nil
+	}
+	p, err := lookPath(opts.etcd)
+	if err != nil {
+		return "", fmt.Errorf("bench: no etcd binary %q for the KV group; install etcd or pass --etcd none: %w", opts.etcd, err)
+	}
+	return absExe(p)
+}
+
+// absExe makes a relative path with a directory in it (bin/chute)
+// absolute, since a child's relative executable is taken relative to its
+// working directory; a bare name, looked up on PATH, and an absolute path
+// are left as they are.
+func absExe(path string) (string, error) {
+	if filepath.IsAbs(path) || !strings.ContainsRune(path, filepath.Separator) {
+		return path, nil
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("bench: %s: %w", path, err)
+	}
+	return abs, nil
 }
 
 // commandLine is chute-bench with args, each quoted for a POSIX shell

@@ -99,6 +99,13 @@ func TestChuteBinary(t *testing.T) {
 	if got, err := chuteBinary("", self, onPath); err != nil || got != beside {
 		t.Errorf("beside: got %q, %v, want %s", got, err, beside)
 	}
+	t.Chdir(dir)
+	if got, err := chuteBinary("bin/chute", self, nowhere); err != nil || got != filepath.Join(dir, "bin", "chute") {
+		t.Errorf("relative: got %q, %v, want it under %s", got, err, dir)
+	}
+	if got, err := chuteBinary("chute", self, nowhere); err != nil || got != "chute" {
+		t.Errorf("bare name: got %q, %v, want chute, for PATH", got, err)
+	}
 }
 
 func TestMain_refusedServer(t *testing.T) {

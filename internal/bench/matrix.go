@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -77,6 +78,15 @@ type matrixConfig struct {
 	rawPosters int
 	// memRows caps the rows the memory cell queues; zero means 100000.
 	memRows int
+	// etcd, in the ClickHouse plan, is the etcd binary whose three-member
+	// cluster is the KV group's floor. Empty: no KV group.
+	etcd string
+	// repeat is how many times the compared cells run, each reported
+	// as the median of its runs: every cell of the plan without
+	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
+	// txn cells of one and three nodes, their no-op floors and the KV
+	// cells. Zero or one: once.
+	repeat int
 }
 
 // matrixOutcome is what a matrix measured.
@@ -141,7 +151,12 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 	if err != nil {
 		return out, err
 	}
-	targets := matrixTargets(mc, ports, os.Environ(), sink)
+	data, err := groupDir(dir, "one-node", logger)
+	if err != nil {
+		return out, err
+	}
+	defer data.remove()
+	targets := matrixTargets(mc, ports, data.path, os.Environ(), sink)
 	started, err := startTargets(ctx, mc, dir, targets, logger)
 	defer stopTargets(started, logger)
 	if err != nil {
@@ -149,12 +164,15 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 	}
 	for _, n := range mc.clients {
 		for _, t := range targets {
-			cfg := mc.base
-			cfg.Endpoints = []string{t.endpoint}
-			cfg.Clients = n
-			cfg.KeyPrefix = "bench/" + newRunID() + "/"
-			cfg.Label = t.name
-			r, err := runCell(ctx, cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}, logger)
+			mk := func() cell {
+				cfg := mc.base
+				cfg.Endpoints = []string{t.endpoint}
+				cfg.Clients = n
+				cfg.KeyPrefix = "bench/" + newRunID() + "/"
+				cfg.Label = t.name
+				return cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}
+			}
+			r, err := runRepeated(ctx, mc.repeat, mk, nil, logger)
 			if err != nil {
 				return out, err
 			}
@@ -175,9 +193,11 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //  2. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
-//  3. The raw inserts: the same rows posted straight to ClickHouse in
+//  3. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
+//     nodes, then to three etcd members.
+//  4. The raw inserts: the same rows posted straight to ClickHouse in
 //     batches the size of the one-node txn run's inserts.
-//  4. A chute node without ClickHouse queues rows; their cost in memory.
+//  5. A chute node without ClickHouse queues rows; their cost in memory.
 //
 // Each group's children are stopped before the next group starts.
 func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
@@ -201,13 +221,19 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		cfg.Label = server + " " + callShape(Result{Txn: cfg.Txn, Rate: rate})
 		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink}
 	}
-	run := func(c cell) (Result, error) {
-		r, err := runCell(ctx, c, logger)
+	// measure runs the cell mk makes n times, each with fresh tables,
+	// checking each with check when set, and keeps their median.
+	measure := func(n int, mk func() cell, check func(cell) error) (Result, error) {
+		r, err := runRepeated(ctx, n, mk, check, logger)
 		if err == nil {
 			out.results = append(out.results, r)
 		}
 		return r, err
 	}
+	once := func(c cell) (Result, error) {
+		return measure(1, func() cell { return c }, nil)
+	}
+	rep := max(mc.repeat, 1)
 
 	// 1. One node.
 	var txnRowsPerInsert float64
@@ -216,7 +242,12 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if err != nil {
 			return err
 		}
-		targets := matrixTargets(mc, ports, os.Environ(), sink)
+		data, err := groupDir(dir, "one-node", logger)
+		if err != nil {
+			return err
+		}
+		defer data.remove()
+		targets := matrixTargets(mc, ports, data.path, os.Environ(), sink)
 		started, err := startTargets(ctx, mc, dir, targets, logger)
 		defer stopTargets(started, logger)
 		if err != nil {
@@ -224,28 +255,36 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		noop, node := targets[0], targets[1]
 		one := []string{node.endpoint}
-		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", 0, 0, false)); err != nil {
+		noopCell := func(txn int) func() cell {
+			return func() cell {
+				return queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)
+			}
+		}
+		chuteCell := func(txn int) func() cell {
+			return func() cell { return queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true) }
+		}
+		if _, err := measure(rep, noopCell(0), nil); err != nil {
 			return err
 		}
-		unary, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, 0, true))
+		unary, err := measure(rep, chuteCell(0), nil)
 		if err != nil {
 			return err
 		}
 		half := math.Round(unary.Rows.RowsPerSec / 2)
-		if _, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
+		if _, err := once(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
 			return err
 		}
-		if _, err := run(queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)); err != nil {
+		if _, err := measure(rep, noopCell(txn), nil); err != nil {
 			return err
 		}
-		batched, err := run(queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true))
+		batched, err := measure(rep, chuteCell(txn), nil)
 		if err != nil {
 			return err
 		}
 		txnRowsPerInsert = batched.Rows.RowsPerInsert
 		if len(targets) > 2 {
 			traced := targets[2]
-			if _, err := run(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
+			if _, err := once(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
 				return err
 			}
 		}
@@ -257,26 +296,16 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 	// 2. Three nodes.
 	err = func() error {
-		ports, err := freePorts(12)
+		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
+		defer stop()
 		if err != nil {
-			return err
-		}
-		nodes := clusterTargets(mc, ports, os.Environ())
-		started, err := startTargets(ctx, mc, dir, nodes, logger)
-		defer stopTargets(started, logger)
-		if err != nil {
-			return err
-		}
-		if err := waitMembers(ctx, nodes, mc.readyTimeout); err != nil {
 			return err
 		}
 		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
 		for _, k := range []int{0, txn} {
-			c := queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true)
-			if _, err := run(c); err != nil {
-				return err
-			}
-			if err := checkDispatcher(ctx, nodes[0], c.cfg.Tables); err != nil {
+			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true) }
+			check := func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) }
+			if _, err := measure(rep, mk, check); err != nil {
 				return err
 			}
 		}
@@ -286,7 +315,14 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 3. The sink's ceiling.
+	// 3. Plain keys, chute next to etcd.
+	if mc.etcd != "" {
+		if err := runKVGroup(ctx, mc, dir, measure, logger); err != nil {
+			return out, err
+		}
+	}
+
+	// 4. The sink's ceiling.
 	batch := rawDefaultBatchRows
 	if txnRowsPerInsert >= 1 {
 		batch = int(math.Round(txnRowsPerInsert))
@@ -306,13 +342,18 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	out.raw = &raw
 	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
 
-	// 4. Memory.
+	// 5. Memory.
 	err = func() error {
 		ports, err := freePorts(4)
 		if err != nil {
 			return err
 		}
-		t := memoryTarget(mc, ports, os.Environ())
+		data, err := groupDir(dir, "memory", logger)
+		if err != nil {
+			return err
+		}
+		defer data.remove()
+		t := memoryTarget(mc, ports, data.path, os.Environ())
 		started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
 		defer stopTargets(started, logger)
 		if err != nil {
@@ -337,18 +378,19 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 // matrixTargets are the servers of the one-node group: the no-op server
 // and the chute node, then the traced chute node when sink is set. ports
-// holds nine free ports. Every child gets environ without its OTEL_*
+// holds nine free ports; each node keeps its data in its own directory
+// under data. Every child gets environ without its OTEL_*
 // variables; the traced node also gets the variables that send all its
 // spans to sink.
-func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSink) []*target {
+func matrixTargets(mc matrixConfig, ports []int, data string, environ []string, sink *otlpSink) []*target {
 	noopAddr := loopback(ports[4])
 	env := childEnv(environ)
 	targets := []*target{
 		{name: ServerNoop, endpoint: noopAddr, exe: mc.self, argv: noopCommand(noopAddr), env: env},
-		chuteTarget(mc, "bench", ports[0:4], env, mc.clickhouseURL),
+		chuteTarget(mc, "bench", ports[0:4], data, env, mc.clickhouseURL),
 	}
 	if sink != nil {
-		t := chuteTarget(mc, "bench-traced", ports[5:9], childEnv(environ,
+		t := chuteTarget(mc, "bench-traced", ports[5:9], data, childEnv(environ,
 			"OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 			"OTEL_EXPORTER_OTLP_ENDPOINT="+sink.endpoint(),
 			"OTEL_TRACES_SAMPLER=always_on"), mc.clickhouseURL)
@@ -360,13 +402,15 @@ func matrixTargets(mc matrixConfig, ports []int, environ []string, sink *otlpSin
 }
 
 // clusterTargets are three chute nodes, bench-1 to bench-3, on twelve free
-// ports; the second and the third join the first by gossip.
-func clusterTargets(mc matrixConfig, ports []int, environ []string) []*target {
+// ports, each keeping its data in its own directory under data; the second
+// and the third join the first by gossip, and all three expect the other
+// two before they bootstrap raft, so the cluster starts with three voters.
+func clusterTargets(mc matrixConfig, ports []int, data string, environ []string) []*target {
 	env := childEnv(environ)
 	nodes := make([]*target, 3)
 	for i := range nodes {
-		t := chuteTarget(mc, "bench-"+strconv.Itoa(i+1), ports[4*i:4*i+4], env, mc.clickhouseURL)
-		t.argv = append(t.argv, "--gossip-profile", "fast")
+		t := chuteTarget(mc, "bench-"+strconv.Itoa(i+1), ports[4*i:4*i+4], data, env, mc.clickhouseURL)
+		t.argv = append(t.argv, "--gossip-profile", "fast", "--bootstrap-expect", "3")
 		if i > 0 {
 			t.argv = append(t.argv, "--join", loopback(ports[2]))
 		}
@@ -375,15 +419,18 @@ func clusterTargets(mc matrixConfig, ports []int, environ []string) []*target {
 	return nodes
 }
 
-// memoryTarget is a chute node without ClickHouse, on four free ports.
-func memoryTarget(mc matrixConfig, ports []int, environ []string) *target {
-	return chuteTarget(mc, "bench-mem", ports, childEnv(environ), "")
+// memoryTarget is a chute node without ClickHouse, on four free ports,
+// keeping its data under data.
+func memoryTarget(mc matrixConfig, ports []int, data string, environ []string) *target {
+	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ), "")
 }
 
-// chuteTarget is the chute node called name on four ports, inserting into
-// clickhouseURL when set; it is also its label until the caller names it.
-func chuteTarget(mc matrixConfig, name string, ports []int, env []string, clickhouseURL string) *target {
-	argv := append(chuteCommand(name, ports), mc.nodeArgs...)
+// chuteTarget is the chute node called name on four ports, its data in
+// data/<name>.chute, inserting into clickhouseURL when set; name is also
+// its label until the caller names it.
+func chuteTarget(mc matrixConfig, name string, ports []int, data string, env []string, clickhouseURL string) *target {
+	argv := append(chuteCommand(name, ports), "--data-dir", filepath.Join(data, name+".chute"))
+	argv = append(argv, mc.nodeArgs...)
 	if clickhouseURL != "" {
 		argv = append(argv, "--clickhouse-url", clickhouseURL)
 	}
@@ -472,6 +519,28 @@ func stopTargets(targets []*target, logger *slog.Logger) {
 	}
 }
 
+// runRepeated runs the cell mk makes n times (once when n < 2), a fresh
+// cell each time so that no run reuses another's keys or tables, calls
+// check after each run when set, and returns the median of the runs
+// (medianResult).
+func runRepeated(ctx context.Context, n int, mk func() cell, check func(cell) error, logger *slog.Logger) (Result, error) {
+	runs := make([]Result, 0, max(n, 1))
+	for range max(n, 1) {
+		c := mk()
+		r, err := runCell(ctx, c, logger)
+		if err != nil {
+			return Result{}, err
+		}
+		if check != nil {
+			if err := check(c); err != nil {
+				return Result{}, err
+			}
+		}
+		runs = append(runs, r)
+	}
+	return medianResult(runs), nil
+}
+
 // cell is one run of the matrix.
 type cell struct {
 	server string
@@ -504,12 +573,14 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
 		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
 	rss := sampleRSS(ps, rssPeriod)
+	cpu := startCPU(ps)
 	r, err := Run(ctx, cfg)
 	peaks := rss.stop()
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: %s, %s, %d clients: %w", c.server, callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}), cfg.Clients, err)
 	}
 	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
+	r.CPU = cpu.stop(r.Puts + int64(cfg.Warmup))
 	attrs := []any{"server", r.Server, "calls", callShape(r), "clients", r.Clients,
 		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "p999", r.P999, "errors", r.Errors}
 	if r.Rows != nil {

@@ -56,6 +56,9 @@ func TestRunMatrix_fakeChildren(t *testing.T) {
 		if len(r.PeakRSS) != 1 || r.PeakRSS[0].Node != w.server || r.PeakRSS[0].Bytes <= 0 {
 			t.Errorf("result %d: got peak RSS %+v, want one of %s", i, r.PeakRSS, w.server)
 		}
+		if len(r.CPU) != 1 || r.CPU[0].Node != w.server || r.CPU[0].Seconds < 0 {
+			t.Errorf("result %d: got CPU %+v, want one of %s", i, r.CPU, w.server)
+		}
 	}
 	if got := NewReport(Measured{Results: results}).Ratios; len(got) != 2 {
 		t.Errorf("ratios: got %+v, want two", got)
@@ -177,11 +180,11 @@ func TestMatrixTargets(t *testing.T) {
 	environ := []string{"HOME=/h", "OTEL_EXPORTER_OTLP_ENDPOINT=http://elsewhere:4317", "OTEL_TRACES_SAMPLER=always_off"}
 	ports := []int{1, 2, 3, 4, 5, 6, 7, 8, 9}
 
-	untraced := matrixTargets(mc, ports, environ, nil)
+	untraced := matrixTargets(mc, ports, "/d", environ, nil)
 	if len(untraced) != 2 {
 		t.Fatalf("targets without a sink: got %d, want 2", len(untraced))
 	}
-	traced := matrixTargets(mc, ports, environ, sink)
+	traced := matrixTargets(mc, ports, "/d", environ, sink)
 	if len(traced) != 3 {
 		t.Fatalf("targets with a sink: got %d, want 3", len(traced))
 	}
@@ -192,11 +195,11 @@ func TestMatrixTargets(t *testing.T) {
 		{ServerNoop, "127.0.0.1:5", "", "/bin/chute-bench", "noop-server --listen 127.0.0.1:5", "HOME=/h", false},
 		{ServerChute, "http://127.0.0.1:1", "127.0.0.1:4", "/bin/chute",
 			"--name bench --listen-client-urls http://127.0.0.1:1 --listen-peer-urls http://127.0.0.1:2" +
-				" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn --x --clickhouse-url http://ch:8123",
+				" --gossip-listen 127.0.0.1:3 --metrics-listen 127.0.0.1:4 --log-level warn --data-dir /d/bench.chute --x --clickhouse-url http://ch:8123",
 			"HOME=/h", false},
 		{ServerChuteTraced, "http://127.0.0.1:6", "127.0.0.1:9", "/bin/chute",
 			"--name bench-traced --listen-client-urls http://127.0.0.1:6 --listen-peer-urls http://127.0.0.1:7" +
-				" --gossip-listen 127.0.0.1:8 --metrics-listen 127.0.0.1:9 --log-level warn --x --clickhouse-url http://ch:8123",
+				" --gossip-listen 127.0.0.1:8 --metrics-listen 127.0.0.1:9 --log-level warn --data-dir /d/bench-traced.chute --x --clickhouse-url http://ch:8123",
 			"HOME=/h OTEL_EXPORTER_OTLP_PROTOCOL=grpc OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.endpoint() + " OTEL_TRACES_SAMPLER=always_on",
 			true},
 	}
@@ -227,15 +230,16 @@ func TestClusterTargets(t *testing.T) {
 	for i := range ports {
 		ports[i] = 10 + i
 	}
-	nodes := clusterTargets(mc, ports, []string{"HOME=/h", "OTEL_X=y"})
+	nodes := clusterTargets(mc, ports, "/d", []string{"HOME=/h", "OTEL_X=y"})
 	if len(nodes) != 3 {
 		t.Fatalf("nodes: got %d, want 3", len(nodes))
 	}
 	for i, n := range nodes {
 		base := 10 + 4*i
 		want := fmt.Sprintf("--name bench-%d --listen-client-urls http://127.0.0.1:%d --listen-peer-urls http://127.0.0.1:%d"+
-			" --gossip-listen 127.0.0.1:%d --metrics-listen 127.0.0.1:%d --log-level warn --x --clickhouse-url http://ch:8123 --gossip-profile fast",
-			i+1, base, base+1, base+2, base+3)
+			" --gossip-listen 127.0.0.1:%d --metrics-listen 127.0.0.1:%d --log-level warn --data-dir /d/bench-%d.chute"+
+			" --x --clickhouse-url http://ch:8123 --gossip-profile fast --bootstrap-expect 3",
+			i+1, base, base+1, base+2, base+3, i+1)
 		if i > 0 {
 			want += " --join 127.0.0.1:12" // the first node's gossip
 		}
@@ -253,8 +257,8 @@ func TestClusterTargets(t *testing.T) {
 
 func TestMemoryTarget_noClickHouse(t *testing.T) {
 	mc := matrixConfig{clickhouseURL: "http://ch:8123"}
-	got := strings.Join(memoryTarget(mc, []int{1, 2, 3, 4}, nil).argv, " ")
-	if strings.Contains(got, "clickhouse") || !strings.HasPrefix(got, "--name bench-mem ") {
+	got := strings.Join(memoryTarget(mc, []int{1, 2, 3, 4}, "/d", nil).argv, " ")
+	if strings.Contains(got, "clickhouse") || !strings.HasPrefix(got, "--name bench-mem ") || !strings.Contains(got, " --data-dir /d/bench-mem.chute") {
 		t.Errorf("memory node argv: got %q, want bench-mem without ClickHouse", got)
 	}
 }
@@ -287,5 +291,26 @@ func TestFreePorts_distinct(t *testing.T) {
 			t.Fatalf("ports: got %v, want 5 distinct positive", ports)
 		}
 		seen[p] = true
+	}
+}
+
+// TestRunMatrix_repeat runs every cell of the plain matrix three times:
+// one result per cell, the median of three runs.
+func TestRunMatrix_repeat(t *testing.T) {
+	mc := testMatrix(t)
+	mc.clients = []int{2}
+	mc.repeat = 3
+	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("runMatrix: %v", err)
+	}
+	if len(out.results) != 2 {
+		t.Fatalf("results: got %d, want one per server: %+v", len(out.results), out.results)
+	}
+	for _, r := range out.results {
+		sp := r.Spread
+		if sp == nil || sp.Runs != 3 || sp.MinPutsPerSec > r.PutsPerSec || r.PutsPerSec > sp.MaxPutsPerSec || r.Puts != 300 {
+			t.Errorf("%s: got %.0f puts/s, %d puts, spread %+v; want the median of 3 runs of 300 puts", r.Server, r.PutsPerSec, r.Puts, sp)
+		}
 	}
 }

@@ -15,6 +15,10 @@ const (
 	ServerChute3      = "chute, 3 nodes"
 	ServerChuteTraced = "chute, traced 100%"
 	ServerNoop        = "no-op"
+	// ServerChuteKV3 and ServerEtcd3 are the KV group: plain keys to
+	// three chute nodes, and to three etcd members.
+	ServerChuteKV3 = "chute KV, 3 nodes"
+	ServerEtcd3    = "etcd, 3 nodes"
 )
 
 // Report is what chute-bench prints: the results in run order; for every
@@ -120,6 +124,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	r.writePuts(&b)
 	r.writeRatios(&b)
 	r.writeErrors(&b)
+	if hasSpread(r.Results) {
+		b.WriteString("\nRepeated runs, medians above:\n\n")
+		r.writeSpread(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\nRows into ClickHouse:\n\n")
 		r.writeRows(&b)
@@ -142,12 +150,12 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 
 // writePuts writes the table of results.
 func (r Report) writePuts(b *bytes.Buffer) {
-	b.WriteString("| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB |\n")
-	b.WriteString("|--------|-------|--------:|------:|-------:|-------:|-------:|-------:|---------:|-------------:|\n")
+	b.WriteString("| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | CPU µs/put |\n")
+	b.WriteString("|--------|-------|--------:|------:|-------:|-------:|-------:|-------:|---------:|-------------:|-----------:|\n")
 	for _, res := range r.Results {
-		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %.0f | %s | %s | %s | %s |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %d | %s | %.0f | %s | %s | %s | %s | %s |\n",
 			res.Server, callShape(res), res.Clients, res.Conns, dash(res.Queues), res.PutsPerSec,
-			millis(res.P50), millis(res.P99), millis(res.P999), peakRSS(res.PeakRSS))
+			millis(res.P50), millis(res.P99), millis(res.P999), peakRSS(res.PeakRSS), cpuPerPut(res.CPU))
 	}
 }
 
@@ -196,6 +204,34 @@ func (r Report) writeErrors(b *bytes.Buffer) {
 				res.Server, callShape(res), res.Clients, res.Errors, res.Errors+res.Puts, res.FirstError)
 		}
 	}
+}
+
+// writeSpread writes the table of the results that fold several runs.
+func (r Report) writeSpread(b *bytes.Buffer) {
+	b.WriteString("| server | calls | runs | puts/s median | min | max | rows/s median | min | max |\n")
+	b.WriteString("|--------|-------|-----:|--------------:|----:|----:|--------------:|----:|----:|\n")
+	for _, res := range r.Results {
+		sp := res.Spread
+		if sp == nil {
+			continue
+		}
+		rows := "| - | - | - |"
+		if res.Rows != nil {
+			rows = fmt.Sprintf("| %.0f | %.0f | %.0f |", res.Rows.RowsPerSec, sp.MinRowsPerSec, sp.MaxRowsPerSec)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f %s\n",
+			res.Server, callShape(res), sp.Runs, res.PutsPerSec, sp.MinPutsPerSec, sp.MaxPutsPerSec, rows)
+	}
+}
+
+// hasSpread reports whether any result folds several runs.
+func hasSpread(results []Result) bool {
+	for _, r := range results {
+		if r.Spread != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRows writes the table of the results that watched their rows.
@@ -283,6 +319,18 @@ func peakRSS(nodes []NodeRSS) string {
 	parts := make([]string, len(nodes))
 	for i, n := range nodes {
 		parts[i] = fmt.Sprintf("%.0f", float64(n.Bytes)/(1<<20))
+	}
+	return strings.Join(parts, " / ")
+}
+
+// cpuPerPut is each node's CPU µs per put, "/"-separated; "-" for none.
+func cpuPerPut(nodes []NodeCPU) string {
+	if len(nodes) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%.1f", n.MicrosPerPut)
 	}
 	return strings.Join(parts, " / ")
 }

@@ -13,7 +13,7 @@ func sampleResults() []Result {
 	return []Result{
 		{Server: ServerNoop, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Calls: 1000, Elapsed: time.Second, PutsPerSec: 1000, P50: 900 * time.Microsecond, P99: 2 * time.Millisecond, P999: 3 * time.Millisecond},
 		{Server: ServerChute, Clients: 1, Conns: 1, KeySize: 16, ValSize: 256, Puts: 1000, Calls: 1000, Elapsed: 2 * time.Second, PutsPerSec: 500, P50: 1800 * time.Microsecond, P99: 4 * time.Millisecond, P999: 5 * time.Millisecond,
-			PeakRSS: []NodeRSS{{Node: ServerChute, Bytes: 40 << 20}}},
+			PeakRSS: []NodeRSS{{Node: ServerChute, Bytes: 40 << 20}}, CPU: []NodeCPU{{Node: ServerChute, Seconds: 0.05, MicrosPerPut: 25}}},
 		{Server: ServerNoop, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 100000, Calls: 100000, Elapsed: 2 * time.Second, PutsPerSec: 50000, P50: 1500 * time.Microsecond, P99: 6 * time.Millisecond, P999: 9 * time.Millisecond},
 		{Server: ServerChute, Clients: 100, Conns: 10, KeySize: 16, ValSize: 256, Puts: 99990, Calls: 99990, Errors: 10, FirstError: "boom", Elapsed: 2 * time.Second, PutsPerSec: 45000, P50: 1700 * time.Microsecond, P99: 7 * time.Millisecond, P999: 8 * time.Millisecond},
 	}
@@ -26,7 +26,7 @@ func TestReport_WriteMarkdown(t *testing.T) {
 	}
 	out := b.String()
 	lines := strings.Split(out, "\n")
-	if got, want := lines[0], "| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB |"; got != want {
+	if got, want := lines[0], "| server | calls | clients | conns | queues | puts/s | p50 ms | p99 ms | p99.9 ms | peak RSS MiB | CPU µs/put |"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
 	}
 	rows := 0
@@ -39,9 +39,9 @@ func TestReport_WriteMarkdown(t *testing.T) {
 		t.Errorf("rows: got %d, want 4 in\n%s", rows, out)
 	}
 	for _, want := range []string{
-		"| no-op | put | 1 | 1 | - | 1000 | 0.900 | 2.000 | 3.000 | - |",
-		"| chute | put | 1 | 1 | - | 500 | 1.800 | 4.000 | 5.000 | 40 |",
-		"| chute | put | 100 | 10 | - | 45000 | 1.700 | 7.000 | 8.000 | - |",
+		"| no-op | put | 1 | 1 | - | 1000 | 0.900 | 2.000 | 3.000 | - | - |",
+		"| chute | put | 1 | 1 | - | 500 | 1.800 | 4.000 | 5.000 | 40 | 25.0 |",
+		"| chute | put | 100 | 10 | - | 45000 | 1.700 | 7.000 | 8.000 | - | - |",
 		"chute/no-op puts/s: 1 clients 0.50 (50%), 100 clients 0.90 (90%)",
 		"errors: chute, put, 100 clients: 10 of 100000 puts failed, e.g. boom",
 	} {
@@ -77,8 +77,8 @@ func TestReport_WriteMarkdown_traced(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"| chute, traced 100% | put | 1 | 1 | - | 400 | 2.000 | 5.000 | 6.000 | - |\n| no-op | put | 100 |",
-		"| chute, traced 100% | put | 100 | 10 | - | 36000 | 2.000 | 8.000 | 9.000 | - |",
+		"| chute, traced 100% | put | 1 | 1 | - | 400 | 2.000 | 5.000 | 6.000 | - | - |\n| no-op | put | 100 |",
+		"| chute, traced 100% | put | 100 | 10 | - | 36000 | 2.000 | 8.000 | 9.000 | - | - |",
 		"\nchute/no-op puts/s: 1 clients 0.50 (50%), 100 clients 0.90 (90%)\n" +
 			"traced/untraced chute puts/s: 1 clients 0.80 (80%), 100 clients 0.80 (80%)\n" +
 			"spans received by the bench's OTLP sink: 1 clients 2001 for 2001 KV calls, 100 clients 90000 for 101010 KV calls\n",

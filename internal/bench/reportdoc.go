@@ -16,6 +16,8 @@ type docSettings struct {
 	queues     int
 	txn        int
 	rawPosters int
+	kv         bool
+	repeat     int
 }
 
 func docSettingsOf(opts options) docSettings {
@@ -27,6 +29,8 @@ func docSettingsOf(opts options) docSettings {
 		queues:     opts.queues,
 		txn:        opts.cfg.Txn,
 		rawPosters: opts.rawPosters,
+		kv:         opts.etcd != "none",
+		repeat:     opts.repeat,
 	}
 }
 
@@ -36,8 +40,10 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	var b bytes.Buffer
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `chute-bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
-		"rerun it rather than editing this file. Ratios come from one run: on a\n" +
-		"shared 2-core machine they move by several percent from run to run.\n")
+		"rerun it rather than editing this file. Ratios come from the figures of the\n" +
+		"Puts table: one run each, or the median of a cell's runs where it was\n" +
+		"repeated; on a shared 2-core machine they move by several percent\n" +
+		"from run to run.\n")
 	if m := r.Machine; m != nil {
 		b.WriteString("\n## Machine\n\n| | |\n|---|---|\n")
 		fmt.Fprintf(&b, "| CPUs | %d × %s |\n", m.CPUs, orUnknown(m.CPUModel))
@@ -45,6 +51,9 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		fmt.Fprintf(&b, "| OS | %s/%s, kernel %s |\n", m.OS, m.Arch, orUnknown(m.Kernel))
 		fmt.Fprintf(&b, "| Go | %s |\n", m.GoVersion)
 		fmt.Fprintf(&b, "| ClickHouse | %s |\n", orUnknown(m.ClickHouse))
+		if m.Etcd != "" {
+			fmt.Fprintf(&b, "| etcd | %s |\n", m.Etcd)
+		}
 		commit := orUnknown(m.Commit)
 		if m.Modified {
 			commit += " with local changes"
@@ -65,6 +74,10 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	r.writePuts(&b)
 	r.writeRatios(&b)
 	r.writeErrors(&b)
+	if hasSpread(r.Results) {
+		b.WriteString("\n## Repeated runs\n\nThe rows above that fold several runs show their medians; here are\nthe extremes.\n\n")
+		r.writeSpread(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\n## Rows into ClickHouse\n\n")
 		r.writeRows(&b)
@@ -140,13 +153,37 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node.\n\n", txn, txn, rssPeriod)
+			"during the run, per node. CPU µs/put is each node's user and system\n"+
+			"time (utime + stime of /proc/<pid>/stat) from the run's first dial\n"+
+			"to its end, warmup and the wait for rows included, over the run's\n"+
+			"puts, warmup included: the servers' cost of a put, measured in the\n"+
+			"same run as their rates.\n\n", txn, txn, rssPeriod)
 		if s.trace {
 			b.WriteString("With `--trace` a second chute node runs next to the first with\n" +
 				"`OTEL_TRACES_SAMPLER=always_on` and an `OTEL_EXPORTER_OTLP_ENDPOINT`\n" +
 				"naming an OTLP/gRPC sink in the bench process that counts the spans\n" +
 				"and drops them; no other child inherits the shell's `OTEL_*`\n" +
 				"variables. Its unary run compares with the untraced node's.\n\n")
+		}
+		if s.kv {
+			b.WriteString("KV: plain keys (`/bench/kv/<run>/<n>`, values as above), unary\n" +
+				"puts from the same putters and connections, every client's endpoint\n" +
+				"list holding all three members, against three chute nodes\n" +
+				"(`--bootstrap-expect 3`, measured once every node's `/readyz` is\n" +
+				"200), then against three members of an etcd cluster started by the\n" +
+				"bench (`--initial-cluster-state new` on loopback, each with its own\n" +
+				"data dir, etcd's defaults otherwise, fsync included); chute's raft\n" +
+				"log fsyncs too. Both groups keep their data in a temporary directory\n" +
+				"on the same disk, removed when the group stops.\n\n")
+		}
+		if s.repeat > 1 {
+			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one and three nodes,\n"+
+				"their no-op floors and the KV cells run %d times each, back to back\n"+
+				"on the same processes with fresh tables and keys; the tables show\n"+
+				"the median of every figure over the runs, each on its own (the\n"+
+				"counts are the median run's), and the repeated runs table their\n"+
+				"extremes. The paced, traced, raw and memory cells run once.\n\n",
+				s.repeat, s.repeat)
 		}
 		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
 			"ClickHouse over HTTP by %d concurrent posters, each with one insert in\n"+

@@ -55,6 +55,14 @@ type Result struct {
 	// PeakRSS is the largest resident memory of each node of the server
 	// seen during the run; empty when the bench did not start the server.
 	PeakRSS []NodeRSS `json:"peak_rss,omitempty"`
+	// CPU is the CPU time each node of the server used during the run,
+	// per put; empty when the bench did not start the server.
+	CPU []NodeCPU `json:"cpu,omitempty"`
+
+	// Spread is set when the Result folds several runs of one cell: its
+	// rates, percentiles and CPU figures are then their medians. Nil: one
+	// run.
+	Spread *Spread `json:"spread,omitempty"`
 
 	// Trace is set on a run against a traced server. Nil: not traced.
 	Trace *TraceCount `json:"trace,omitempty"`
@@ -89,6 +97,17 @@ type NodeRSS struct {
 	Node string `json:"node"`
 	// Bytes is the largest VmRSS of /proc/<pid>/status sampled every 50 ms.
 	Bytes int64 `json:"bytes"`
+}
+
+// NodeCPU is the CPU time one node used during a run: user and system
+// time of /proc/<pid>/stat from the run's first dial to its end, which
+// holds the warmup and, for rows, the wait until they are all in.
+type NodeCPU struct {
+	Node    string  `json:"node"`
+	Seconds float64 `json:"cpu_seconds"`
+	// MicrosPerPut is Seconds in microseconds over the run's puts, warmup
+	// and measured.
+	MicrosPerPut float64 `json:"cpu_us_per_put"`
 }
 
 // TraceCount shows that a traced run was traced: the spans the bench's OTLP

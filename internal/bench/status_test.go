@@ -97,3 +97,29 @@ func TestCheckDispatcher_moved(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitReadyz(t *testing.T) {
+	ready := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/readyz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	}))
+	t.Cleanup(ready.Close)
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not ready: key space not caught up", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(notReady.Close)
+	addr := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+	nodes := []*target{{name: "a", metrics: addr(ready)}, {name: "b", metrics: addr(ready)}}
+	if err := waitReadyz(testContext(t), nodes, time.Second); err != nil {
+		t.Errorf("waitReadyz, all ready: %v", err)
+	}
+	nodes[1].metrics = addr(notReady)
+	err := waitReadyz(testContext(t), nodes, 300*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "b is not ready") || !strings.Contains(err.Error(), "key space not caught up") {
+		t.Errorf("waitReadyz, one not ready: got %v, want b not ready with its reason", err)
+	}
+}

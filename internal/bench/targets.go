@@ -24,6 +24,9 @@ const (
 	targetPutToRowP99 = 100 * time.Millisecond
 	// targetRowOverhead: a queued row costs at most its value plus this.
 	targetRowOverhead = 128
+	// targetKVPerEtcd: plain key puts, 100 clients, three nodes, at
+	// least this fraction of etcd's rate on three members.
+	targetKVPerEtcd = 1.00
 )
 
 // Target is one target checked against the figures of a run.
@@ -98,6 +101,13 @@ func evaluateTargets(results []Result, mem *MemoryResult) []Target {
 			Value:    mem.OverheadPerRow, Limit: targetRowOverhead,
 			Got: fmt.Sprintf("value + %.0f B", mem.OverheadPerRow), Want: fmt.Sprintf("≤ value + %d B", targetRowOverhead),
 			Pass: mem.OverheadPerRow <= targetRowOverhead})
+	}
+	if c, ok := findCell(results, ServerChuteKV3, 0, false); ok {
+		if e, ok := findCell(results, ServerEtcd3, 0, false); ok {
+			ratio("6", fmt.Sprintf("KV puts, three nodes, %d clients: at least etcd's rate on three members", c.Clients),
+				fmt.Sprintf("chute %.0f puts/s ÷ etcd %.0f puts/s", c.PutsPerSec, e.PutsPerSec),
+				c.PutsPerSec, e.PutsPerSec, targetKVPerEtcd)
+		}
 	}
 	return out
 }

@@ -1,0 +1,62 @@
+package bench
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+)
+
+func TestParseStatCPU(t *testing.T) {
+	tests := []struct {
+		name string
+		stat string
+		want time.Duration
+		err  bool
+	}{
+		{"plain", "4242 (chute) S 1 4242 4242 0 -1 4194560 1 0 0 0 250 130 0 0 20 0 9 0 1 2 3", 3800 * time.Millisecond, false},
+		{"command with spaces and parens", "7 (a (b) c) R 1 7 7 0 -1 0 0 0 0 0 1 2 0 0", 30 * time.Millisecond, false},
+		{"no command", "7 chute S 1", 0, true},
+		{"short", "7 (chute) S 1 2 3", 0, true},
+		{"not a number", "7 (chute) S 1 7 7 0 -1 0 0 0 0 0 x 2 0 0", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseStatCPU([]byte(tt.stat))
+			if (err != nil) != tt.err || got != tt.want {
+				t.Errorf("parseStatCPU: got %v, %v; want %v, error %v", got, err, tt.want, tt.err)
+			}
+			if err != nil && !errors.Is(err, errStat) {
+				t.Errorf("parseStatCPU: got %v, want errStat", err)
+			}
+		})
+	}
+}
+
+func TestNodeCPU(t *testing.T) {
+	got := nodeCPU("a", 2*time.Second, 40000)
+	if got.Node != "a" || got.Seconds != 2 || got.MicrosPerPut != 50 {
+		t.Errorf("nodeCPU: got %+v, want a, 2 s, 50 µs a put", got)
+	}
+	if none := nodeCPU("a", time.Second, 0); none.MicrosPerPut != 0 {
+		t.Errorf("nodeCPU of no puts: got %+v, want 0 µs a put", none)
+	}
+}
+
+func TestCPUMeter_self(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Fatalf("the meter reads Linux's /proc; this test runs on Linux only (GOOS %s)", runtime.GOOS)
+	}
+	m := startCPU([]proc{{name: "self", pid: os.Getpid()}, {name: "gone", pid: 1 << 30}})
+	deadline := time.Now().Add(5 * time.Second)
+	for x := 0; time.Now().Before(deadline); x++ { // burn until a tick or more is counted
+		if t, _ := readCPU(os.Getpid()); t-m.start[0] >= 50*time.Millisecond {
+			break
+		}
+	}
+	got := m.stop(1000)
+	if len(got) != 1 || got[0].Node != "self" || got[0].Seconds < 0.05 || got[0].MicrosPerPut < 50 {
+		t.Errorf("cpu: got %+v, want self with 50 ms or more and nothing of the gone process", got)
+	}
+}

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// maxRepeat bounds --repeat: each repeat is a whole run of every cell it
+// applies to.
+const maxRepeat = 9
+
+// Spread is what the runs of a repeated cell measured besides the
+// medians its Result shows.
+type Spread struct {
+	// Runs is the number of runs; the Result's figures are their
+	// medians.
+	Runs int `json:"runs"`
+	// MinPutsPerSec and MaxPutsPerSec bound the runs' puts/s.
+	MinPutsPerSec float64 `json:"min_puts_per_sec"`
+	MaxPutsPerSec float64 `json:"max_puts_per_sec"`
+	// MinRowsPerSec and MaxRowsPerSec bound the runs' rows/s; zero when
+	// the runs did not watch their rows.
+	MinRowsPerSec float64 `json:"min_rows_per_sec,omitempty"`
+	MaxRowsPerSec float64 `json:"max_rows_per_sec,omitempty"`
+}
+
+// medianResult folds the runs of one cell, in run order, into one Result:
+// the run whose rate is the median (rows/s when the runs watched their
+// rows, else puts/s; the lower middle of an even count) gives the counts
+// and the memory, and every rate, latency percentile and CPU figure is
+// the median of that figure over the runs, each on its own. With more
+// than one run, Spread holds the count and the extremes of the rates. One
+// run is returned as it is; none gives a zero Result.
+func medianResult(runs []Result) Result {
+	if len(runs) <= 1 {
+		if len(runs) == 0 {
+			return Result{}
+		}
+		return runs[0]
+	}
+	rows := runs[0].Rows != nil
+	for _, r := range runs {
+		rows = rows && r.Rows != nil
+	}
+	rate := func(r Result) float64 {
+		if rows {
+			return r.Rows.RowsPerSec
+		}
+		return r.PutsPerSec
+	}
+	order := make([]int, len(runs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(rate(runs[a]), rate(runs[b])) })
+	out := runs[order[(len(runs)-1)/2]]
+
+	pick := func(f func(Result) float64) []float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		return v
+	}
+	dur := func(f func(Result) time.Duration) time.Duration {
+		return time.Duration(median(pick(func(r Result) float64 { return float64(f(r)) })))
+	}
+	puts := pick(func(r Result) float64 { return r.PutsPerSec })
+	out.PutsPerSec = median(puts)
+	out.P50 = dur(func(r Result) time.Duration { return r.P50 })
+	out.P99 = dur(func(r Result) time.Duration { return r.P99 })
+	out.P999 = dur(func(r Result) time.Duration { return r.P999 })
+	sp := &Spread{Runs: len(runs), MinPutsPerSec: slices.Min(puts), MaxPutsPerSec: slices.Max(puts)}
+	if rows {
+		rw := *out.Rows
+		perSec := pick(func(r Result) float64 { return r.Rows.RowsPerSec })
+		rw.RowsPerSec = median(perSec)
+		rw.P50 = dur(func(r Result) time.Duration { return r.Rows.P50 })
+		rw.P99 = dur(func(r Result) time.Duration { return r.Rows.P99 })
+		rw.P999 = dur(func(r Result) time.Duration { return r.Rows.P999 })
+		rw.RowsPerInsert = median(pick(func(r Result) float64 { return r.Rows.RowsPerInsert }))
+		out.Rows = &rw
+		sp.MinRowsPerSec, sp.MaxRowsPerSec = slices.Min(perSec), slices.Max(perSec)
+	}
+	out.CPU = medianCPU(runs, out.CPU)
+	out.Spread = sp
+	return out
+}
+
+// medianCPU is base (one run's CPU figures) with each node's figures the
+// median over the runs that measured the same nodes in the same order;
+// base as it is when any run measured others.
+func medianCPU(runs []Result, base []NodeCPU) []NodeCPU {
+	for _, r := range runs {
+		if len(r.CPU) != len(base) {
+			return base
+		}
+		for i := range base {
+			if r.CPU[i].Node != base[i].Node {
+				return base
+			}
+		}
+	}
+	out := slices.Clone(base)
+	for i := range out {
+		secs := make([]float64, len(runs))
+		per := make([]float64, len(runs))
+		for j, r := range runs {
+			secs[j], per[j] = r.CPU[i].Seconds, r.CPU[i].MicrosPerPut
+		}
+		out[i].Seconds, out[i].MicrosPerPut = median(secs), median(per)
+	}
+	return out
+}
+
+// median is the median of v, which it sorts in place: the middle value,
+// or the mean of the two middle ones; zero for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	slices.Sort(v)
+	m := len(v) / 2
+	if len(v)%2 == 1 {
+		return v[m]
+	}
+	return (v[m-1] + v[m]) / 2
+}

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7, 7, 1}, 7},
+	}
+	for _, tt := range tests {
+		if got := median(append([]float64(nil), tt.in...)); got != tt.want {
+			t.Errorf("median(%v): got %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
+
+// runOf is a run of a cell with puts/s, p99 and, when rowsPerSec is
+// positive, rows.
+func runOf(putsPerSec float64, p99 time.Duration, rowsPerSec float64, cpu float64) Result {
+	r := Result{Server: ServerChute, Clients: 100, Puts: int64(putsPerSec) * 20, PutsPerSec: putsPerSec,
+		P50: p99 / 4, P99: p99, P999: 2 * p99, CPU: []NodeCPU{{Node: "a", Seconds: cpu, MicrosPerPut: cpu}}}
+	if rowsPerSec > 0 {
+		r.Rows = &RowsResult{Rows: int64(rowsPerSec) * 20, RowsPerSec: rowsPerSec, P99: 10 * p99}
+	}
+	return r
+}
+
+func TestMedianResult_unary(t *testing.T) {
+	runs := []Result{
+		runOf(1000, 9*time.Millisecond, 0, 30),
+		runOf(3000, 3*time.Millisecond, 0, 10),
+		runOf(2000, 5*time.Millisecond, 0, 20),
+	}
+	got := medianResult(runs)
+	if got.PutsPerSec != 2000 || got.Puts != 40000 || got.P99 != 5*time.Millisecond || got.P50 != 1250*time.Microsecond {
+		t.Errorf("median: got %.0f puts/s, %d puts, p50 %v, p99 %v; want 2000, 40000, 1.25ms, 5ms", got.PutsPerSec, got.Puts, got.P50, got.P99)
+	}
+	if got.CPU[0].MicrosPerPut != 20 {
+		t.Errorf("median CPU: got %+v, want 20 µs a put", got.CPU)
+	}
+	want := Spread{Runs: 3, MinPutsPerSec: 1000, MaxPutsPerSec: 3000}
+	if got.Spread == nil || *got.Spread != want {
+		t.Errorf("spread: got %+v, want %+v", got.Spread, want)
+	}
+	if runs[0].PutsPerSec != 1000 || runs[1].Spread != nil {
+		t.Errorf("medianResult changed its input: %+v", runs)
+	}
+}
+
+// TestMedianResult_rows picks the median run by rows/s and takes every
+// figure's median on its own.
+func TestMedianResult_rows(t *testing.T) {
+	runs := []Result{
+		runOf(1000, 9*time.Millisecond, 900, 1),
+		runOf(3000, 3*time.Millisecond, 950, 2),
+		runOf(2000, 5*time.Millisecond, 2000, 3),
+		runOf(2500, 4*time.Millisecond, 2400, 4),
+	}
+	got := medianResult(runs)
+	if got.Puts != 60000 { // the lower middle by rows/s: 950
+		t.Errorf("median run: got %d puts, want the 950 rows/s run's 60000", got.Puts)
+	}
+	if got.PutsPerSec != 2250 || got.Rows.RowsPerSec != 1475 || got.Rows.P99 != 45*time.Millisecond {
+		t.Errorf("medians: got %.0f puts/s, %.0f rows/s, row p99 %v; want 2250, 1475, 45ms", got.PutsPerSec, got.Rows.RowsPerSec, got.Rows.P99)
+	}
+	if runs[1].Rows.RowsPerSec != 950 {
+		t.Errorf("medianResult changed a run's rows: %+v", runs[1].Rows)
+	}
+	want := Spread{Runs: 4, MinPutsPerSec: 1000, MaxPutsPerSec: 3000, MinRowsPerSec: 900, MaxRowsPerSec: 2400}
+	if *got.Spread != want {
+		t.Errorf("spread: got %+v, want %+v", *got.Spread, want)
+	}
+}
+
+func TestMedianResult_oneOrNone(t *testing.T) {
+	one := runOf(1000, time.Millisecond, 0, 1)
+	if got := medianResult([]Result{one}); got.Spread != nil || got.PutsPerSec != 1000 {
+		t.Errorf("one run: got %+v, want it unchanged", got)
+	}
+	if got := medianResult(nil); got.Server != "" || got.Spread != nil {
+		t.Errorf("no run: got %+v, want a zero Result", got)
+	}
+}
+
+func TestMedianResult_cpuOfOtherNodes(t *testing.T) {
+	a, b := runOf(1000, time.Millisecond, 0, 1), runOf(2000, time.Millisecond, 0, 5)
+	b.CPU = []NodeCPU{{Node: "b", MicrosPerPut: 5}}
+	got := medianResult([]Result{a, b, runOf(3000, time.Millisecond, 0, 9)})
+	if len(got.CPU) != 1 || got.CPU[0].Node != "b" || got.CPU[0].MicrosPerPut != 5 {
+		t.Errorf("cpu: got %+v, want the median run's own", got.CPU)
+	}
+}
+
+func TestReport_WriteMarkdown_spread(t *testing.T) {
+	r := medianResult([]Result{runOf(1000, time.Millisecond, 900, 1), runOf(3000, time.Millisecond, 2900, 1), runOf(2000, time.Millisecond, 1900, 1)})
+	var b bytes.Buffer
+	if err := NewReport(Measured{Results: []Result{r}}).WriteMarkdown(&b); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if want := "| chute | put | 3 | 2000 | 1000 | 3000 | 1900 | 900 | 2900 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+}
