@@ -112,6 +112,9 @@ func raftTimings(profile string) *raft.Config {
 	// kv/raftpeer: requests of MaxAppendEntries commands of the largest
 	// size must stay within the peer link's message limit.
 	rc.MaxAppendEntries = 32
+	// Proposals waiting while the leader writes are taken together, up
+	// to MaxAppendEntries, into one log write and one sync.
+	rc.BatchApplyCh = true
 	if profile == "fast" {
 		rc.HeartbeatTimeout = 500 * time.Millisecond
 		rc.ElectionTimeout = 500 * time.Millisecond
