@@ -27,9 +27,9 @@ import (
 // readBatch is the callers of one leadership check (or barrier): every
 // leaderRead that began before the loop issued it.
 type readBatch struct {
-	done    chan struct{} // closed once index and err are set
-	index   uint64
-	err     error
+	done  chan struct{} // closed once index and err are set
+	index uint64
+	err   error
 }
 
 // leaderRead joins the next barrier and returns the StateMachine's
