@@ -16,9 +16,9 @@ import (
 
 // TestCluster_memberRemove checks etcd's member remove against gossip
 // membership: an alive member and this member are refused with
-// FailedPrecondition, an unknown id with etcd's "member not found", and a
-// killed member is forced out once serf reports it failed; MemberAdd is
-// refused with a message pointing at --join.
+// FailedPrecondition, an unknown id (remove or update) with etcd's "member
+// not found", and a killed member is forced out once serf reports it
+// failed; MemberAdd is refused with a message pointing at --join.
 func TestCluster_memberRemove(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -32,6 +32,9 @@ func TestCluster_memberRemove(t *testing.T) {
 	}
 	if _, err := cli.MemberRemove(ctx, 12345); !errors.Is(err, rpctypes.ErrMemberNotFound) {
 		t.Fatalf("remove an unknown member: got %v, want %v", err, rpctypes.ErrMemberNotFound)
+	}
+	if _, err := cli.MemberUpdate(ctx, 12345, []string{"http://127.0.0.1:1"}); !errors.Is(err, rpctypes.ErrMemberNotFound) {
+		t.Fatalf("update an unknown member: got %v, want %v", err, rpctypes.ErrMemberNotFound)
 	}
 	if _, err := cli.MemberAdd(ctx, []string{"http://127.0.0.1:1"}); err == nil || status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("member add: got %v, want FailedPrecondition explaining --join", err)
