@@ -131,5 +131,12 @@ func (s *Server) caughtUp(ctx context.Context) bool {
 		return false // no leader to ask: do not wait for one
 	}
 	idx, err := s.consensus.ReadIndex(ctx)
-	return err == nil && s.sm.Applied() >= idx
+	if err == nil {
+		err = s.sm.waitApplied(ctx, idx)
+	}
+	if err != nil {
+		s.log.Debug("key space not caught up yet", "read_index", idx, "applied", s.sm.Applied(), "err", err)
+		return false
+	}
+	return true
 }

@@ -35,8 +35,8 @@ type Consensus struct {
 	// readyTerm is the term read before the last barrier that
 	// succeeded: IsLeader needs it to be the current term.
 	readyTerm atomic.Uint64
-	// readyIndex is raft's applied index once that barrier succeeded:
-	// every entry up to it is in the StateMachine, and every later entry
+	// readyIndex is that barrier's index: every entry up to it is in the
+	// StateMachine once the barrier answered, and every later entry
 	// of readyTerm reaches it (commands and configurations: this member
 	// appends no other kind in its term after that barrier).
 	readyIndex atomic.Uint64

@@ -81,7 +81,7 @@ func (c *Consensus) loop() {
 		}
 		var index uint64
 		var err error
-		if c.needsBarrier() {
+		if c.needsBarrier() || c.readyIndex.Load() == 0 {
 			index, err = c.barrier()
 		} else {
 			index, err = c.verifiedIndex()
@@ -129,10 +129,17 @@ func (c *Consensus) barrier() (uint64, error) {
 	// be behind, never ahead.
 	term := c.raft.CurrentTerm()
 	c.barriers.Add(1)
-	if err := c.raft.Barrier(c.cfg.ApplyTimeout).Error(); err != nil {
+	f := c.raft.Barrier(c.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
 		return 0, fromRaft(err)
 	}
-	c.readyIndex.Store(c.raft.AppliedIndex())
+	// The barrier's own index, not raft's applied index: that one is
+	// moved by raft's main loop after it hands entries to the FSM, and
+	// may still be below the barrier when the barrier answers. Without
+	// the index, readyIndex stays 0 and reads keep taking barriers.
+	if ix, ok := f.(interface{ Index() uint64 }); ok {
+		c.readyIndex.Store(ix.Index())
+	}
 	c.readyTerm.Store(term)
 	return c.sm.Applied(), nil
 }
