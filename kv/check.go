@@ -2,6 +2,8 @@ package kv
 
 import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"chute/kv/mvcc"
 )
 
 // limits are the request limits a checker enforces; see Config.
@@ -91,16 +93,16 @@ func (l limits) checkOp(op *pb.RequestOp) error {
 // included, and ErrDuplicateKey when a key is written twice on one path (as
 // etcd's checkIntervals does). A nested txn's two branches are alternatives,
 // so they may put the same key.
-func writtenKeys(ops []*pb.RequestOp) (map[string]struct{}, []keyRange, error) {
-	var dels []keyRange
+func writtenKeys(ops []*pb.RequestOp) (map[string]struct{}, []mvcc.KeyRange, error) {
+	var dels []mvcc.KeyRange
 	for _, op := range ops {
 		if d, ok := op.Request.(*pb.RequestOp_RequestDeleteRange); ok {
-			dels = append(dels, keyRange{key: d.RequestDeleteRange.Key, end: d.RequestDeleteRange.RangeEnd})
+			dels = append(dels, mvcc.KeyRange{Key: d.RequestDeleteRange.Key, End: d.RequestDeleteRange.RangeEnd})
 		}
 	}
 	deleted := func(k string) bool {
 		for _, d := range dels {
-			if d.contains([]byte(k)) {
+			if d.Contains([]byte(k)) {
 				return true
 			}
 		}

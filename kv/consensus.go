@@ -7,9 +7,10 @@ import (
 
 // Consensus orders the writes of the key space across the members, so
 // that every member applies the same commands in the same order to its
-// StateMachine; kv/raftkv implements it over raft. kv never imports
-// raft: it encodes each write as a command, proposes it, and learns its
-// result from its own StateMachine applying it, by the command's id.
+// StateMachine (an mvcc.StateMachine); kv/raftkv implements it over raft.
+// kv never imports raft: it encodes each write as a command, proposes it,
+// and learns its result from its own StateMachine applying it, by the
+// command's id.
 //
 // Methods may be called concurrently. Errors are ErrNoLeader,
 // ErrTimeout, ErrNotLeader, a context's error, or a gRPC status error

@@ -7,41 +7,32 @@
 // credentials (mixedCredentials) run the TLS handshake, with the
 // certificate and client verification of Config.TLS, on marked ones only.
 //
-// # Store
+// # Key space
 //
-// Every write that changes something takes the next revision; a txn is one
-// revision however many keys it writes. A fresh store is at revision 1, so
-// the first put is revision 2, as in etcd. Each key keeps all its revisions
-// (value, create_revision, mod_revision, version, lease) until compaction;
-// a delete writes a tombstone that ends the key's generation, and the next
-// put starts a new one at version 1. Reads at an old revision see the key as
-// it was; reads below the compaction revision fail with ErrCompacted, above
-// the current one with ErrFutureRev. Compaction is explicit (Compact) or
-// automatic: when 2×HistoryRevisions revisions have accumulated the store
-// compacts down to HistoryRevisions.
+// The key space itself, its revisions, compaction, leases, watchers and
+// the state machine that applies the log, is kv/mvcc; its package doc
+// describes their rules and locks. kv holds the services over it: each
+// handler checks the request (check.go), reads the store or writes a
+// command (propose.go), maps the error once (toGRPC) and fills the header.
 //
-// One RWMutex guards the whole store (keys, revisions, change log, leases,
-// watcher registry). Writes are short: a B-tree update and an append.
+// # Watch streams
 //
-// # Watches
-//
-// A watcher is synced (fed by each write while the write holds the lock) or
-// unsynced (fed from the change log by the sync loop). Feeding never blocks:
-// each watch stream has a bounded send queue, and a watcher whose queue is
-// full becomes unsynced at the revision it missed and catches up from the
-// log once its client reads again. So a stuck client costs at most its
-// queue and never slows writes or other watchers. A watcher whose position
-// was compacted away is cancelled with compact_revision, as etcd does.
-// Watch ids are assigned by the server per stream from 0, as etcd does.
+// Each watch stream has a bounded send queue (sendqueue.go) that the
+// store's watchers push to without blocking, and a send loop that writes
+// it to the client; a stream's watchers fall behind and catch up from the
+// store's history when its client stops reading, so a stuck client stalls
+// only its own stream. Watch ids are assigned by the server per stream
+// from 0, as etcd does. The stream's lock is taken before the store's.
 //
 // # One ordered log
 //
-// Every write is a command (apply.go): with a Consensus (kv/raftkv, raft
-// over the peer link) it is proposed, forwarded to the leader when this
-// member is not, committed by a majority and applied by every member in
-// log order, so the cluster has one revision sequence: the same
-// mod_revision on every member, watches resumable on any member by
-// revision, compaction everywhere at once, HashKV equal at one revision.
+// Every write is a command (mvcc.StateMachine): with a Consensus
+// (kv/raftkv, raft over the peer link) it is proposed, forwarded to the
+// leader when this member is not, committed by a majority and applied by
+// every member in log order, so the cluster has one revision sequence:
+// the same mod_revision on every member, watches resumable on any member
+// by revision, compaction everywhere at once, HashKV equal at one
+// revision.
 // Reads are linearizable by default: they wait for the leader's read
 // index (a raft barrier, one for all reads waiting) and for this member
 // to apply it; serializable reads are served at once from this member.

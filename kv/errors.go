@@ -7,48 +7,49 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/kv/mvcc"
 )
 
-// Errors of the store. Handlers map them to etcd's gRPC errors in one place,
-// toGRPC, so clients decode them by their text as they would etcd's.
+// Errors of the requests and the server. Handlers map them, and the
+// store's (mvcc's), to etcd's gRPC errors in one place, toGRPC, so clients
+// decode them by their text as they would etcd's.
 var (
-	ErrCompacted       = errors.New("kv: required revision has been compacted")
-	ErrFutureRev       = errors.New("kv: required revision is a future revision")
 	ErrEmptyKey        = errors.New("kv: key is not provided")
 	ErrKeyTooLarge     = errors.New("kv: key is too large")
-	ErrKeyNotFound     = errors.New("kv: key not found")
 	ErrValueProvided   = errors.New("kv: value is provided")
 	ErrLeaseProvided   = errors.New("kv: lease is provided")
 	ErrTooManyOps      = errors.New("kv: too many operations in txn request")
 	ErrDuplicateKey    = errors.New("kv: duplicate key given in txn request")
-	ErrLeaseNotFound   = errors.New("kv: requested lease not found")
-	ErrLeaseExists     = errors.New("kv: lease already exists")
-	ErrLeaseTTLTooBig  = errors.New("kv: too large lease TTL")
 	ErrRequestTooLarge = errors.New("kv: request is too large")
 	ErrStopped         = errors.New("kv: server stopped")
 	ErrInvalidSort     = errors.New("kv: invalid sort option")
 )
 
+// ErrLeaseNotFound is the store's: a Consensus returns it from RenewLease
+// when the lease is gone.
+var ErrLeaseNotFound = mvcc.ErrLeaseNotFound
+
 // errGRPCKeyTooLarge has no etcd equivalent (etcd limits only the request
 // size); it uses etcd's wording and InvalidArgument like the other key errors.
 var errGRPCKeyTooLarge = status.Error(codes.InvalidArgument, "etcdserver: key is too large")
 
-// toGRPC maps an error of this package to the gRPC error an etcd server would
-// return. Errors that already carry a gRPC status pass through.
+// toGRPC maps an error of this package or of the store to the gRPC error an
+// etcd server would return. Errors that already carry a gRPC status pass through.
 func toGRPC(err error) error {
 	if err == nil {
 		return nil
 	}
 	switch {
-	case errors.Is(err, ErrCompacted):
+	case errors.Is(err, mvcc.ErrCompacted):
 		return rpctypes.ErrGRPCCompacted
-	case errors.Is(err, ErrFutureRev):
+	case errors.Is(err, mvcc.ErrFutureRev):
 		return rpctypes.ErrGRPCFutureRev
 	case errors.Is(err, ErrEmptyKey):
 		return rpctypes.ErrGRPCEmptyKey
 	case errors.Is(err, ErrKeyTooLarge):
 		return errGRPCKeyTooLarge
-	case errors.Is(err, ErrKeyNotFound):
+	case errors.Is(err, mvcc.ErrKeyNotFound):
 		return rpctypes.ErrGRPCKeyNotFound
 	case errors.Is(err, ErrValueProvided):
 		return rpctypes.ErrGRPCValueProvided
@@ -58,11 +59,11 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCTooManyOps
 	case errors.Is(err, ErrDuplicateKey):
 		return rpctypes.ErrGRPCDuplicateKey
-	case errors.Is(err, ErrLeaseNotFound):
+	case errors.Is(err, mvcc.ErrLeaseNotFound):
 		return rpctypes.ErrGRPCLeaseNotFound
-	case errors.Is(err, ErrLeaseExists):
+	case errors.Is(err, mvcc.ErrLeaseExists):
 		return rpctypes.ErrGRPCLeaseExist
-	case errors.Is(err, ErrLeaseTTLTooBig):
+	case errors.Is(err, mvcc.ErrLeaseTTLTooBig):
 		return rpctypes.ErrGRPCLeaseTTLTooLarge
 	case errors.Is(err, ErrRequestTooLarge):
 		return rpctypes.ErrGRPCRequestTooLarge

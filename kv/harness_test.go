@@ -78,3 +78,9 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
+
+// watcherCount returns how many watchers srv's store has registered.
+func watcherCount(srv *Server) int {
+	synced, unsynced := srv.store.Watchers()
+	return synced + unsynced
+}

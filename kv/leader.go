@@ -8,6 +8,8 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"chute/kv/mvcc"
 )
 
 // With a Consensus, lease deadlines are kept by the leader, as in etcd:
@@ -54,10 +56,10 @@ func (s *Server) runLeader() {
 			leading = false
 			continue
 		}
-		now := s.store.cfg.now()
+		now := s.now()
 		if !leading {
 			leading = true
-			s.store.extendLeases(now.Add(leaderLeaseGrace))
+			s.store.ExtendLeases(now.Add(leaderLeaseGrace))
 			s.log.Info("leading the key space: lease deadlines and compaction are this member's")
 		}
 		s.revokeExpired(now)
@@ -67,10 +69,10 @@ func (s *Server) runLeader() {
 
 // revokeExpired proposes the revoke of every lease whose deadline passed.
 func (s *Server) revokeExpired(now time.Time) {
-	for _, id := range s.store.expiredLeases(now, maxRevokesPerTick) {
+	for _, id := range s.store.ExpiredLeases(now, maxRevokesPerTick) {
 		res := s.writeInternal(&pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
-		if res.err != nil && !errors.Is(res.err, ErrLeaseNotFound) {
-			s.log.Warn("lease not revoked; retrying at the next check", "lease", id, "err", res.err)
+		if res.Err != nil && !errors.Is(res.Err, mvcc.ErrLeaseNotFound) {
+			s.log.Warn("lease not revoked; retrying at the next check", "lease", id, "err", res.Err)
 			return
 		}
 		s.log.Debug("lease expired", "lease", id)
@@ -129,11 +131,11 @@ func (s *Server) commitCheckpoint(b *checkpointBatch) {
 	}
 	c.mu.Unlock()
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	cps := s.store.remainingTTLs(ids)
+	cps := s.store.RemainingTTLs(ids)
 	for len(cps) > 0 && b.err == nil {
 		n := min(len(cps), maxCheckpointsPerCommand)
 		res := s.writeInternal(&pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
-		b.err = res.err
+		b.err = res.Err
 		cps = cps[n:]
 	}
 	close(b.done)
@@ -142,19 +144,13 @@ func (s *Server) commitCheckpoint(b *checkpointBatch) {
 // maybeCompact proposes a compaction down to HistoryRevisions once twice
 // as many have accumulated.
 func (s *Server) maybeCompact() {
-	keep := s.store.cfg.historyRevisions
-	if keep <= 0 {
+	rev, due := s.store.CompactionDue()
+	if !due {
 		return
 	}
-	s.store.mu.RLock()
-	rev, compactRev := s.store.rev, s.store.compactRev
-	s.store.mu.RUnlock()
-	if rev-compactRev < 2*keep {
-		return
-	}
-	res := s.writeInternal(&pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev - keep}})
-	if res.err != nil && !errors.Is(res.err, ErrCompacted) {
-		s.log.Warn("automatic compaction not written", "revision", rev-keep, "err", res.err)
+	res := s.writeInternal(&pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev}})
+	if res.Err != nil && !errors.Is(res.Err, mvcc.ErrCompacted) {
+		s.log.Warn("automatic compaction not written", "revision", rev, "err", res.Err)
 	}
 }
 
@@ -165,55 +161,4 @@ func (s *Server) renewLease(ctx context.Context, id int64) (int64, error) {
 		return s.sm.RenewLease(id)
 	}
 	return s.consensus.RenewLease(ctx, id)
-}
-
-// extendLeases moves every lease deadline before until to until.
-func (s *store) extendLeases(until time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, l := range s.leases {
-		if l.expires.Before(until) {
-			l.expires = until
-		}
-	}
-}
-
-// expiredLeases returns up to limit ids of leases whose deadline passed,
-// ascending.
-func (s *store) expiredLeases(now time.Time, limit int) []int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var ids []int64
-	for id, l := range s.leases {
-		if !now.Before(l.expires) {
-			ids = append(ids, id)
-		}
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	if len(ids) > limit {
-		ids = ids[:limit]
-	}
-	return ids
-}
-
-// remainingTTLs returns the checkpoints of the leases ids that still
-// exist: their remaining TTL in whole seconds, rounded up, so that a
-// deadline a checkpoint sets is never before the leader's.
-func (s *store) remainingTTLs(ids []int64) []*pb.LeaseCheckpoint {
-	now := s.cfg.now()
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	cps := make([]*pb.LeaseCheckpoint, 0, len(ids))
-	for _, id := range ids {
-		l, ok := s.leases[id]
-		if !ok {
-			continue
-		}
-		rem := int64((l.expires.Sub(now) + time.Second - 1) / time.Second)
-		if rem < 1 {
-			rem = 1
-		}
-		cps = append(cps, &pb.LeaseCheckpoint{ID: id, Remaining_TTL: rem})
-	}
-	return cps
 }

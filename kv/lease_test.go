@@ -9,6 +9,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/kv/mvcc"
 )
 
 // TestLease_keysVanishAfterTTL checks that keys attached to a lease are
@@ -102,7 +104,7 @@ func TestLease_grantRules(t *testing.T) {
 	if _, err := raw.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: 42, TTL: 10}); !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseExist) {
 		t.Fatalf("duplicate id: got %v, want %v", err, rpctypes.ErrLeaseExist)
 	}
-	if _, err := raw.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: maxLeaseTTL + 1}); !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseTTLTooLarge) {
+	if _, err := raw.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: mvcc.MaxLeaseTTL + 1}); !errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseTTLTooLarge) {
 		t.Fatalf("huge TTL: got %v, want %v", err, rpctypes.ErrLeaseTTLTooLarge)
 	}
 }

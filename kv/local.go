@@ -2,23 +2,16 @@ package kv
 
 import (
 	"context"
-	"strings"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"chute/kv/mvcc"
 )
 
 // Get returns the current value of key, or nil when it does not exist. It
 // is how other packages of this node read the KV (dispatcher records,
 // queue settings).
-func (s *Server) Get(key string) []byte {
-	st := s.store
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	if kv := st.getString(key); kv != nil {
-		return kv.Value
-	}
-	return nil
-}
+func (s *Server) Get(key string) []byte { return s.store.Value(key) }
 
 // CompareAndPut sets key to value when its current value equals old
 // (nil: the key does not exist), as a write of the whole cluster. It
@@ -35,22 +28,22 @@ func (s *Server) CompareAndPut(ctx context.Context, key string, old, value []byt
 		Compare: []*pb.Compare{cmp},
 		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}},
 	}})
-	if res.err != nil {
-		return false, res.err
+	if res.Err != nil {
+		return false, res.Err
 	}
-	return res.resp.(*pb.TxnResponse).Succeeded, nil
+	return res.Resp.(*pb.TxnResponse).Succeeded, nil
 }
 
 // Put sets key to value as a write of the whole cluster. Errors are
 // CompareAndPut's.
 func (s *Server) Put(ctx context.Context, key string, value []byte) error {
-	return s.writeOwn(ctx, &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(key), Value: value}}).err
+	return s.writeOwn(ctx, &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(key), Value: value}}).Err
 }
 
 // Delete deletes key, if it exists, as a write of the whole cluster.
 // Errors are CompareAndPut's.
 func (s *Server) Delete(ctx context.Context, key string) error {
-	return s.writeOwn(ctx, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}).err
+	return s.writeOwn(ctx, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}).Err
 }
 
 // Writable reports whether a write can commit now: this member is alone,
@@ -65,9 +58,9 @@ func (s *Server) Writable() bool {
 // an election: its callers (dispatch's claims) have a way on meanwhile,
 // such as holding a queue's messages as copies, and a producer's put
 // must not wait for raft.
-func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) applyResult {
+func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Result {
 	if s.consensus != nil && s.consensus.Status().Leader == 0 {
-		return applyResult{err: ErrNoLeader}
+		return mvcc.Result{Err: ErrNoLeader}
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -78,23 +71,4 @@ func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) appl
 }
 
 // Prefix returns the current values of every key starting with prefix.
-func (s *Server) Prefix(prefix string) map[string][]byte {
-	st := s.store
-	end := []byte{0} // every key from prefix on, when prefix is all 0xff
-	for i := len(prefix) - 1; i >= 0; i-- {
-		if prefix[i] < 0xff {
-			end = append([]byte(prefix[:i]), prefix[i]+1)
-			break
-		}
-	}
-	st.mu.RLock()
-	defer st.mu.RUnlock()
-	out := make(map[string][]byte)
-	st.ascend(keyRange{key: []byte(prefix), end: end}, func(ki *keyIndex) bool {
-		if kv := ki.latest(); kv != nil && strings.HasPrefix(ki.key, prefix) {
-			out[ki.key] = kv.Value
-		}
-		return true
-	})
-	return out
-}
+func (s *Server) Prefix(prefix string) map[string][]byte { return s.store.Prefix(prefix) }

@@ -2,10 +2,13 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
+
+	"chute/kv/mvcc"
 )
 
 // internalWriteTimeout bounds a write of this member's own (a dispatcher
@@ -20,24 +23,22 @@ const applyWaitTimeout = 30 * time.Second
 // answered from this member's own apply of it, or, for a member alone
 // (no Consensus), applied at once. Writes of a member alone are
 // serialised by localMu so that applied indexes follow apply order.
-func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) applyResult {
+func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Result {
 	sm := s.sm
 	if s.consensus == nil {
 		s.localMu.Lock()
 		defer s.localMu.Unlock()
-		res := sm.applyRequest(req)
-		sm.advance(sm.Applied() + 1)
-		return res
+		return sm.ApplyLocal(req)
 	}
-	id, ch, cancel := sm.register()
+	id, ch, cancel := sm.Register()
 	defer cancel()
 	req.ID = id
 	cmd, err := proto.Marshal(req)
 	if err != nil {
-		return applyResult{err: err}
+		return mvcc.Result{Err: err}
 	}
 	if err := s.consensus.Propose(ctx, cmd); err != nil {
-		return applyResult{err: err}
+		return mvcc.Result{Err: err}
 	}
 	var timeout <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -47,13 +48,18 @@ func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) applyRe
 	}
 	select {
 	case res := <-ch:
+		if errors.Is(res.Err, mvcc.ErrResultUnknown) {
+			// A snapshot replaced the state: the command may have been
+			// applied or not, as after a timeout.
+			res.Err = ErrTimeout
+		}
 		return res
 	case <-ctx.Done():
-		return applyResult{err: ctx.Err()}
+		return mvcc.Result{Err: ctx.Err()}
 	case <-timeout:
-		return applyResult{err: ErrTimeout}
+		return mvcc.Result{Err: ErrTimeout}
 	case <-s.stop:
-		return applyResult{err: ErrStopped}
+		return mvcc.Result{Err: ErrStopped}
 	}
 }
 
@@ -73,7 +79,7 @@ func (s *Server) linearize(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, applyWaitTimeout)
 		defer cancel()
 	}
-	if err := s.sm.waitApplied(ctx, idx); err != nil {
+	if err := s.sm.WaitApplied(ctx, idx); err != nil {
 		if ctx.Err() != nil {
 			return ErrTimeout
 		}
@@ -83,7 +89,7 @@ func (s *Server) linearize(ctx context.Context) error {
 }
 
 // writeInternal runs a write of this member's own with a bounded wait.
-func (s *Server) writeInternal(req *pb.InternalRaftRequest) applyResult {
+func (s *Server) writeInternal(req *pb.InternalRaftRequest) mvcc.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
 	defer cancel()
 	return s.write(ctx, req)
@@ -132,7 +138,7 @@ func (s *Server) caughtUp(ctx context.Context) bool {
 	}
 	idx, err := s.consensus.ReadIndex(ctx)
 	if err == nil {
-		err = s.sm.waitApplied(ctx, idx)
+		err = s.sm.WaitApplied(ctx, idx)
 	}
 	if err != nil {
 		s.log.Debug("key space not caught up yet", "read_index", idx, "applied", s.sm.Applied(), "err", err)

@@ -94,7 +94,7 @@ func (k *kvService) putToQueue(ctx context.Context, r *pb.PutRequest, rt Route) 
 	if err := k.queues.Produce(ctx, []*pb.PutRequest{r}); err != nil {
 		return nil, err
 	}
-	return &pb.PutResponse{Header: k.store.header(k.store.currentRev())}, nil
+	return &pb.PutResponse{Header: k.store.Header(k.store.Rev())}, nil
 }
 
 // checkProduce refuses put options that mean nothing for a message.
@@ -117,7 +117,7 @@ func (k *kvService) deleteInQueue(ctx context.Context, r *pb.DeleteRangeRequest,
 	if err != nil {
 		return nil, err
 	}
-	resp := &pb.DeleteRangeResponse{Header: k.store.header(k.store.currentRev())}
+	resp := &pb.DeleteRangeResponse{Header: k.store.Header(k.store.Rev())}
 	if ok {
 		resp.Deleted = 1
 	}
@@ -220,13 +220,13 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 	if !k.srv.Synced() {
 		return nil, errNotSynced
 	}
-	if len(r.Compare) > 0 && !k.store.compareNow(r.Compare) {
-		return &pb.TxnResponse{Header: k.store.header(k.store.currentRev())}, nil
+	if len(r.Compare) > 0 && !k.store.CompareNow(r.Compare) {
+		return &pb.TxnResponse{Header: k.store.Header(k.store.Rev())}, nil
 	}
 	if err := k.queues.Produce(ctx, puts); err != nil {
 		return nil, err
 	}
-	hdr := k.store.header(k.store.currentRev())
+	hdr := k.store.Header(k.store.Rev())
 	resp := &pb.TxnResponse{Header: hdr, Succeeded: true, Responses: make([]*pb.ResponseOp, len(puts))}
 	// One allocation per kind of part rather than four per put: a batch
 	// of 128 puts answers with 128 of each.
@@ -242,11 +242,4 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 		resp.Responses[i] = &ops[i]
 	}
 	return resp, nil
-}
-
-// compareNow evaluates compares against the current state.
-func (s *store) compareNow(cs []*pb.Compare) bool {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.compareAll(cs)
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
+	"chute/kv/mvcc"
 )
 
 // sendQueueEvents bounds the event responses waiting for one watch stream,
@@ -23,13 +25,14 @@ type sendQueue struct {
 	ready  chan struct{} // capacity 1: something was queued
 }
 
-var _ watchSink = (*sendQueue)(nil)
+var _ mvcc.WatchSink = (*sendQueue)(nil)
 
 func newSendQueue() *sendQueue {
 	return &sendQueue{ready: make(chan struct{}, 1)}
 }
 
-func (q *sendQueue) pushEvents(resp *pb.WatchResponse) bool {
+// PushEvents queues an event response unless sendQueueEvents of them wait.
+func (q *sendQueue) PushEvents(resp *pb.WatchResponse) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
@@ -44,7 +47,8 @@ func (q *sendQueue) pushEvents(resp *pb.WatchResponse) bool {
 	return true
 }
 
-func (q *sendQueue) pushControl(resp *pb.WatchResponse) {
+// PushControl queues a response whatever the queue holds.
+func (q *sendQueue) PushControl(resp *pb.WatchResponse) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {

@@ -15,7 +15,13 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"chute/kv/mvcc"
 )
+
+// initialRaftTerm is the term headers carry until a command is applied;
+// a member alone stays at it.
+const initialRaftTerm = 1
 
 // streamWorkers is the size of the gRPC server's pool of call workers:
 // about the concurrent calls of a busy node. Idle, each costs a goroutine
@@ -27,9 +33,10 @@ const streamWorkers = 256
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	store *store
-	sm    *StateMachine
+	store *mvcc.Store
+	sm    *mvcc.StateMachine
 	grpc  *grpc.Server
+	now   func() time.Time // the store's clock: lease deadlines
 
 	consensus   Consensus   // nil: this member alone applies its writes; set before Start
 	localMu     sync.Mutex  // serialises the writes of a member alone
@@ -52,21 +59,20 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	st := newStore(storeConfig{
-		clusterID:        cfg.ClusterID,
-		memberID:         cfg.MemberID,
-		raftTerm:         1,
-		maxTxnOps:        cfg.MaxTxnOps,
-		maxKeyBytes:      cfg.MaxKeyBytes,
-		maxRequestBytes:  cfg.MaxRequestBytes,
-		historyRevisions: cfg.HistoryRevisions,
-		minLeaseTTL:      cfg.MinLeaseTTL,
+	now := time.Now
+	st := mvcc.NewStore(mvcc.Config{
+		ClusterID:        cfg.ClusterID,
+		MemberID:         cfg.MemberID,
+		RaftTerm:         initialRaftTerm,
+		HistoryRevisions: cfg.HistoryRevisions,
+		Now:              now,
 	})
 	s := &Server{
 		cfg:   cfg,
 		log:   cfg.Logger,
 		store: st,
-		sm:    newStateMachine(st),
+		sm:    mvcc.NewStateMachine(st),
+		now:   now,
 		stop:  make(chan struct{}),
 	}
 	m, err := newRPCMetrics(cfg.Meter)
@@ -100,22 +106,22 @@ func New(cfg Config) (*Server, error) {
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
-	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, wg: &s.wg, stop: s.stop})
-	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, version: APIVersion})
+	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop})
+	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
 	return s, nil
 }
 
 // StateMachine returns the key space as the consensus applies it.
-func (s *Server) StateMachine() *StateMachine { return s.sm }
+func (s *Server) StateMachine() *mvcc.StateMachine { return s.sm }
 
 // SetConsensus makes every write a command proposed through c, and
 // every linearizable read wait for c's read index. Call it before Start;
 // without it this member alone applies its writes.
 func (s *Server) SetConsensus(c Consensus) {
 	s.consensus = c
-	s.store.applyOnly = true
-	s.sm.recordRenewal = s.recordRenewal
+	s.store.DisableAutoCompaction()
+	s.sm.SetRecordRenewal(s.recordRenewal)
 }
 
 // Start binds every client URL and serves them. It fails, binding nothing,
@@ -158,7 +164,7 @@ func (s *Server) Start() error {
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		s.store.runWatchLoops(s.stop, s.cfg.WatchSyncInterval, s.cfg.WatchProgressInterval)
+		s.store.RunWatchLoops(s.stop, s.cfg.WatchSyncInterval, s.cfg.WatchProgressInterval)
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -227,7 +233,7 @@ func (s *Server) runLeaseExpiry() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			if n := s.store.expireLeases(); n > 0 {
+			if n := s.store.ExpireLeases(); n > 0 {
 				s.log.Debug("leases expired", "count", n)
 			}
 		}

@@ -54,7 +54,7 @@ func TestWatch_stuckWatcherBlocksNobody(t *testing.T) {
 		chans[i] = cli.Watch(wctx, "s/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 		<-chans[i] // created
 	}
-	testutil.EventuallyTrue(t, 10*time.Second, "100 watchers registered", func() bool { return srv.store.watcherCount() == 100 })
+	testutil.EventuallyTrue(t, 10*time.Second, "100 watchers registered", func() bool { return watcherCount(srv) == 100 })
 
 	var wg sync.WaitGroup
 	errs := make([]error, watchers)
@@ -95,9 +95,7 @@ func TestWatch_stuckWatcherBlocksNobody(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv.store.mu.RLock()
-	behind := len(srv.store.unsynced)
-	srv.store.mu.RUnlock()
+	_, behind := srv.store.Watchers()
 	if behind != 1 {
 		t.Fatalf("watchers behind: got %d, want exactly the stuck one", behind)
 	}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/kv/mvcc"
 )
 
 // TestStateMachine_snapshotRestore restores one member's snapshot on a
@@ -54,8 +56,8 @@ func TestStateMachine_snapshotRestore(t *testing.T) {
 	}
 	corrupt := bytes.Clone(buf.Bytes())
 	corrupt[len(corrupt)/2] ^= 0xff
-	if err := b.StateMachine().Restore(bytes.NewReader(corrupt)); !errors.Is(err, errSnapshotCorrupt) {
-		t.Fatalf("restore of a corrupt snapshot: %v, want errSnapshotCorrupt", err)
+	if err := b.StateMachine().Restore(bytes.NewReader(corrupt)); !errors.Is(err, mvcc.ErrSnapshotCorrupt) {
+		t.Fatalf("restore of a corrupt snapshot: %v, want mvcc.ErrSnapshotCorrupt", err)
 	}
 	if resp, err := cb.Get(ctx, "/before"); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("after a refused restore: %v %v, want the old state", resp, err)
@@ -67,7 +69,7 @@ func TestStateMachine_snapshotRestore(t *testing.T) {
 		t.Fatalf("applied %d after restore, want %d", b.StateMachine().Applied(), a.StateMachine().Applied())
 	}
 
-	cur := a.store.currentRev()
+	cur := a.store.Rev()
 	for rev := first.Header.Revision + 1; rev <= cur; rev++ {
 		ra, err := ca.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithRev(rev))
 		if err != nil {

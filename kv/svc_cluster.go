@@ -7,13 +7,15 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/kv/mvcc"
 )
 
 // clusterService is etcd's Cluster service. Membership comes from gossip,
 // not from raft configuration changes, so only MemberList does anything.
 type clusterService struct {
 	pb.UnimplementedClusterServer
-	store   *store
+	store   *mvcc.Store
 	members func() []*pb.Member
 	remover Members // may implement MemberRemover
 }
@@ -34,7 +36,7 @@ var errMembershipByGossip = status.Error(codes.FailedPrecondition,
 func (c *clusterService) MemberList(_ context.Context, _ *pb.MemberListRequest) (*pb.MemberListResponse, error) {
 	// etcd's cluster responses carry no revision: membership is not in the
 	// key space.
-	return &pb.MemberListResponse{Header: c.store.header(0), Members: c.members()}, nil
+	return &pb.MemberListResponse{Header: c.store.Header(0), Members: c.members()}, nil
 }
 
 func (c *clusterService) MemberAdd(context.Context, *pb.MemberAddRequest) (*pb.MemberAddResponse, error) {
@@ -52,7 +54,7 @@ func (c *clusterService) MemberRemove(_ context.Context, r *pb.MemberRemoveReque
 	if err := rm.RemoveMember(r.ID); err != nil {
 		return nil, err
 	}
-	return &pb.MemberRemoveResponse{Header: c.store.header(0), Members: c.members()}, nil
+	return &pb.MemberRemoveResponse{Header: c.store.Header(0), Members: c.members()}, nil
 }
 
 // MemberUpdate answers etcd's NotFound for a member that does not exist;

@@ -5,6 +5,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+
+	"chute/kv/mvcc"
 )
 
 // kvService is etcd's KV service: check the request, run it on the store,
@@ -12,7 +14,7 @@ import (
 type kvService struct {
 	pb.UnimplementedKVServer
 	srv    *Server
-	store  *store
+	store  *mvcc.Store
 	limits limits
 	queues Queues // nil: no queue namespace; every key is plain KV
 }
@@ -32,7 +34,7 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	resp.Header = k.store.header(rev)
+	resp.Header = k.store.Header(rev)
 	return resp, nil
 }
 
@@ -57,11 +59,11 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 		return nil, err
 	}
 	res := k.srv.write(ctx, &pb.InternalRaftRequest{Put: r})
-	if res.err != nil {
-		return nil, toGRPC(res.err)
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
 	}
-	resp := res.resp.(*pb.PutResponse)
-	resp.Header = k.store.header(res.rev)
+	resp := res.Resp.(*pb.PutResponse)
+	resp.Header = k.store.Header(res.Rev)
 	return resp, nil
 }
 
@@ -75,11 +77,11 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 		}
 	}
 	res := k.srv.write(ctx, &pb.InternalRaftRequest{DeleteRange: r})
-	if res.err != nil {
-		return nil, toGRPC(res.err)
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
 	}
-	resp := res.resp.(*pb.DeleteRangeResponse)
-	resp.Header = k.store.header(res.rev)
+	resp := res.Resp.(*pb.DeleteRangeResponse)
+	resp.Header = k.store.Header(res.Rev)
 	return resp, nil
 }
 
@@ -103,15 +105,15 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 		if err != nil {
 			return nil, toGRPC(err)
 		}
-		resp.Header = k.store.header(rev)
+		resp.Header = k.store.Header(rev)
 		return resp, nil
 	}
 	res := k.srv.write(ctx, &pb.InternalRaftRequest{Txn: r})
-	if res.err != nil {
-		return nil, toGRPC(res.err)
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
 	}
-	resp := res.resp.(*pb.TxnResponse)
-	resp.Header = k.store.header(res.rev)
+	resp := res.Resp.(*pb.TxnResponse)
+	resp.Header = k.store.Header(res.Rev)
 	return resp, nil
 }
 
@@ -135,8 +137,8 @@ func txnReadOnly(r *pb.TxnRequest) bool {
 
 func (k *kvService) Compact(ctx context.Context, r *pb.CompactionRequest) (*pb.CompactionResponse, error) {
 	res := k.srv.write(ctx, &pb.InternalRaftRequest{Compaction: r})
-	if res.err != nil {
-		return nil, toGRPC(res.err)
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
 	}
-	return &pb.CompactionResponse{Header: k.store.header(res.rev)}, nil
+	return &pb.CompactionResponse{Header: k.store.Header(res.Rev)}, nil
 }

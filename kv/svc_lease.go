@@ -8,15 +8,18 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+
+	"chute/kv/mvcc"
 )
 
 // leaseService is etcd's Lease service.
 type leaseService struct {
 	pb.UnimplementedLeaseServer
-	srv   *Server
-	store *store
-	wg    *sync.WaitGroup // the server's: receive loops are waited for at shutdown
-	stop  <-chan struct{}
+	srv    *Server
+	store  *mvcc.Store
+	minTTL int64           // Config.MinLeaseTTL: shorter grants are raised to it
+	wg     *sync.WaitGroup // the server's: receive loops are waited for at shutdown
+	stop   <-chan struct{}
 }
 
 var _ pb.LeaseServer = (*leaseService)(nil)
@@ -30,34 +33,34 @@ const leaseGrantAttempts = 3
 // TTL raised to its minimum, and the id when the client lets the server
 // choose. Whether the id is free is decided when the grant is applied.
 func (l *leaseService) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (*pb.LeaseGrantResponse, error) {
-	if r.TTL > maxLeaseTTL {
-		return nil, toGRPC(ErrLeaseTTLTooBig)
+	if r.TTL > mvcc.MaxLeaseTTL {
+		return nil, toGRPC(mvcc.ErrLeaseTTLTooBig)
 	}
-	ttl := max(r.TTL, l.store.cfg.minLeaseTTL)
+	ttl := max(r.TTL, l.minTTL)
 	for attempt := 1; ; attempt++ {
 		id := r.ID
 		if id == 0 {
-			id = l.store.chooseLeaseID()
+			id = l.store.ChooseLeaseID()
 		}
 		res := l.srv.write(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: ttl}})
-		if errors.Is(res.err, ErrLeaseExists) && r.ID == 0 && attempt < leaseGrantAttempts {
+		if errors.Is(res.Err, mvcc.ErrLeaseExists) && r.ID == 0 && attempt < leaseGrantAttempts {
 			continue
 		}
-		if res.err != nil {
-			return nil, toGRPC(res.err)
+		if res.Err != nil {
+			return nil, toGRPC(res.Err)
 		}
-		resp := res.resp.(*pb.LeaseGrantResponse)
-		resp.Header = l.store.header(res.rev)
+		resp := res.Resp.(*pb.LeaseGrantResponse)
+		resp.Header = l.store.Header(res.Rev)
 		return resp, nil
 	}
 }
 
 func (l *leaseService) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
 	res := l.srv.write(ctx, &pb.InternalRaftRequest{LeaseRevoke: r})
-	if res.err != nil {
-		return nil, toGRPC(res.err)
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
 	}
-	return &pb.LeaseRevokeResponse{Header: l.store.header(res.rev)}, nil
+	return &pb.LeaseRevokeResponse{Header: l.store.Header(res.Rev)}, nil
 }
 
 // LeaseKeepAlive renews each lease the client names; a lease that is gone is
@@ -96,10 +99,10 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 			return toGRPC(ErrStopped)
 		}
 		ttl, err := l.srv.renewLease(stream.Context(), req.ID)
-		if err != nil && !errors.Is(err, ErrLeaseNotFound) {
+		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
 			return toGRPC(err)
 		}
-		resp := &pb.LeaseKeepAliveResponse{Header: l.store.header(l.store.currentRev()), ID: req.ID, TTL: ttl}
+		resp := &pb.LeaseKeepAliveResponse{Header: l.store.Header(l.store.Rev()), ID: req.ID, TTL: ttl}
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
@@ -112,23 +115,23 @@ func (l *leaseService) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLiv
 	if err := l.srv.linearize(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	info, err := l.store.timeToLive(r.ID, r.Keys)
-	hdr := l.store.header(l.store.currentRev())
-	if errors.Is(err, ErrLeaseNotFound) {
+	info, err := l.store.TimeToLive(r.ID, r.Keys)
+	hdr := l.store.Header(l.store.Rev())
+	if errors.Is(err, mvcc.ErrLeaseNotFound) {
 		return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: r.ID, TTL: -1}, nil
 	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: info.id, TTL: info.ttl, GrantedTTL: info.granted, Keys: info.keys}, nil
+	return &pb.LeaseTimeToLiveResponse{Header: hdr, ID: info.ID, TTL: info.TTL, GrantedTTL: info.GrantedTTL, Keys: info.Keys}, nil
 }
 
 func (l *leaseService) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest) (*pb.LeaseLeasesResponse, error) {
 	if err := l.srv.linearize(ctx); err != nil {
 		return nil, toGRPC(err)
 	}
-	ids := l.store.leaseIDs()
-	resp := &pb.LeaseLeasesResponse{Header: l.store.header(l.store.currentRev()), Leases: make([]*pb.LeaseStatus, len(ids))}
+	ids := l.store.LeaseIDs()
+	resp := &pb.LeaseLeasesResponse{Header: l.store.Header(l.store.Rev()), Leases: make([]*pb.LeaseStatus, len(ids))}
 	for i, id := range ids {
 		resp.Leases[i] = &pb.LeaseStatus{ID: id}
 	}

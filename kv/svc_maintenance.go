@@ -2,13 +2,18 @@ package kv
 
 import (
 	"context"
-	"hash/crc32"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/kv/mvcc"
 )
 
 // maintenanceService is etcd's Maintenance service. chute has no raft: this
@@ -17,9 +22,10 @@ import (
 // only grows.
 type maintenanceService struct {
 	pb.UnimplementedMaintenanceServer
-	srv     *Server
-	store   *store
-	version string
+	srv      *Server
+	store    *mvcc.Store
+	memberID uint64 // Config.MemberID
+	version  string
 }
 
 var _ pb.MaintenanceServer = (*maintenanceService)(nil)
@@ -27,20 +33,20 @@ var _ pb.MaintenanceServer = (*maintenanceService)(nil)
 // Alarm lists no alarms: an in-memory store has no space quota to trip.
 // Activating or deactivating one changes nothing.
 func (m *maintenanceService) Alarm(_ context.Context, _ *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: m.store.header(m.store.currentRev())}, nil
+	return &pb.AlarmResponse{Header: m.store.Header(m.store.Rev())}, nil
 }
 
 func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
-	st := m.store.status()
+	rev, size := m.store.Status()
 	resp := &pb.StatusResponse{
-		Header:           m.store.header(st.rev),
+		Header:           m.store.Header(rev),
 		Version:          m.version,
-		DbSize:           st.bytes,
-		DbSizeInUse:      st.bytes,
-		Leader:           m.store.cfg.memberID,
-		RaftIndex:        uint64(st.rev),
-		RaftAppliedIndex: uint64(st.rev),
-		RaftTerm:         m.store.cfg.raftTerm,
+		DbSize:           size,
+		DbSizeInUse:      size,
+		Leader:           m.memberID,
+		RaftIndex:        uint64(rev),
+		RaftAppliedIndex: uint64(rev),
+		RaftTerm:         initialRaftTerm,
 		StorageVersion:   m.version,
 	}
 	if c := m.srv.consensus; c != nil {
@@ -59,37 +65,37 @@ func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb
 
 // Defragment has nothing to do in memory.
 func (m *maintenanceService) Defragment(_ context.Context, _ *pb.DefragmentRequest) (*pb.DefragmentResponse, error) {
-	return &pb.DefragmentResponse{Header: m.store.header(m.store.currentRev())}, nil
+	return &pb.DefragmentResponse{Header: m.store.Header(m.store.Rev())}, nil
 }
 
 // Hash is a CRC-32C of every live key and value in key order. It leaves out
 // revisions, which are local to a member, so two members holding the same
 // data report the same hash.
 func (m *maintenanceService) Hash(_ context.Context, _ *pb.HashRequest) (*pb.HashResponse, error) {
-	h, rev, _, err := m.store.hashKV(0)
+	h, rev, _, err := m.store.HashKV(0)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
-	return &pb.HashResponse{Header: m.store.header(rev), Hash: h}, nil
+	return &pb.HashResponse{Header: m.store.Header(rev), Hash: h}, nil
 }
 
 // HashKV is Hash as of a revision (0 = current).
 func (m *maintenanceService) HashKV(_ context.Context, r *pb.HashKVRequest) (*pb.HashKVResponse, error) {
-	h, rev, compactRev, err := m.store.hashKV(r.Revision)
+	h, rev, compactRev, err := m.store.HashKV(r.Revision)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
 	if compactRev == 0 {
 		compactRev = -1 // as etcd reports "never compacted"
 	}
-	return &pb.HashKVResponse{Header: m.store.header(rev), Hash: h, CompactRevision: compactRev, HashRevision: rev}, nil
+	return &pb.HashKVResponse{Header: m.store.Header(rev), Hash: h, CompactRevision: compactRev, HashRevision: rev}, nil
 }
 
 // Snapshot streams the store as a bbolt file in etcd's backend layout.
 func (m *maintenanceService) Snapshot(_ *pb.SnapshotRequest, stream grpc.ServerStreamingServer[pb.SnapshotResponse]) error {
 	return writeSnapshot(stream.Context(), m.store, func(chunk []byte, remaining uint64) error {
 		return stream.Send(&pb.SnapshotResponse{
-			Header:         m.store.header(m.store.currentRev()),
+			Header:         m.store.Header(m.store.Rev()),
 			Blob:           chunk,
 			RemainingBytes: remaining,
 			Version:        m.version,
@@ -105,58 +111,64 @@ func (m *maintenanceService) MoveLeader(ctx context.Context, r *pb.MoveLeaderReq
 		if err := c.TransferLeader(ctx, r.TargetID); err != nil {
 			return nil, toGRPC(err)
 		}
-	} else if r.TargetID != m.store.cfg.memberID {
+	} else if r.TargetID != m.memberID {
 		return nil, toGRPC(ErrBadTransferee)
 	}
-	return &pb.MoveLeaderResponse{Header: m.store.header(m.store.currentRev())}, nil
+	return &pb.MoveLeaderResponse{Header: m.store.Header(m.store.Rev())}, nil
 }
 
 func (m *maintenanceService) Downgrade(_ context.Context, _ *pb.DowngradeRequest) (*pb.DowngradeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "chute: downgrade is not supported: chute has no cluster version to downgrade")
 }
 
-// storeStatus is what Status reports.
-type storeStatus struct {
-	rev   int64
-	bytes int64
-}
+// snapshotChunk is the size of one Snapshot response's blob.
+const snapshotChunk = 32 * 1024
 
-func (s *store) status() storeStatus {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return storeStatus{rev: s.rev, bytes: s.bytes}
-}
-
-// hashKV hashes every key and value live at rev (0 = current) in key order.
-// It returns the hash, the revision hashed and the compaction revision.
-func (s *store) hashKV(rev int64) (uint32, int64, int64, error) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	at, err := s.checkRev(rev)
+// writeSnapshot writes the store as etcd's snapshot stream: a bbolt file in
+// etcd's backend layout (mvcc.Store.WriteBolt), followed by the SHA-256 of
+// the file, as etcd appends it. So `etcdctl snapshot save` and `etcdutl
+// snapshot status` work on it. The file is built in a temporary directory
+// and removed afterwards.
+func writeSnapshot(ctx context.Context, s *mvcc.Store, send func(chunk []byte, remaining uint64) error) error {
+	dir, err := os.MkdirTemp("", "chute-snapshot-")
 	if err != nil {
-		return 0, 0, 0, err
+		return fmt.Errorf("kv: snapshot: %w", err)
 	}
-	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
-	_, _ = h.Write([]byte("chute")) // so that an empty store does not hash to 0
-	s.tree.Ascend(func(ki *keyIndex) bool {
-		if kv := ki.at(at); kv != nil {
-			writeHashed(h, kv)
-		}
-		return true
-	})
-	return h.Sum32(), at, s.compactRev, nil
-}
-
-// writeHashed feeds the key and value, each length-prefixed so that the
-// boundary between them is unambiguous.
-func writeHashed(h interface{ Write([]byte) (int, error) }, kv *mvccpb.KeyValue) {
-	var n [8]byte
-	for _, b := range [][]byte{kv.Key, kv.Value} {
-		l := uint64(len(b))
-		for i := range n {
-			n[i] = byte(l >> (8 * i))
-		}
-		_, _ = h.Write(n[:])
-		_, _ = h.Write(b)
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "db")
+	if err := s.WriteBolt(path); err != nil {
+		return err
 	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("kv: snapshot: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("kv: snapshot: %w", err)
+	}
+	h := sha256.New()
+	remaining := uint64(fi.Size()) + sha256.Size
+	buf := make([]byte, snapshotChunk)
+	for {
+		if err := ctx.Err(); err != nil {
+			return toGRPC(err)
+		}
+		n, rerr := f.Read(buf)
+		if n > 0 {
+			h.Write(buf[:n])
+			remaining -= uint64(n)
+			if err := send(append([]byte(nil), buf[:n]...), remaining); err != nil {
+				return err
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fmt.Errorf("kv: snapshot: %w", rerr)
+		}
+	}
+	return send(h.Sum(nil), 0)
 }

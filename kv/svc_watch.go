@@ -9,6 +9,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+
+	"chute/kv/mvcc"
 )
 
 // watchService is etcd's Watch service. Each stream has a receive loop that
@@ -17,7 +19,7 @@ import (
 // blocking, so a client that stops reading stalls only its own stream.
 type watchService struct {
 	pb.UnimplementedWatchServer
-	store  *store
+	store  *mvcc.Store
 	queues Queues          // nil: no queue namespace
 	wg     *sync.WaitGroup // the server's: receive loops are waited for at shutdown
 	stop   <-chan struct{}
@@ -33,19 +35,36 @@ const (
 
 // watchStream is the state of one Watch call.
 type watchStream struct {
-	store  *store
+	store  *mvcc.Store
 	queues Queues
 	queue  *sendQueue
 
 	// mu guards watchers (nil once the stream closed) and nextID. Lock
-	// order: mu before store.mu.
+	// order: mu before the store's lock.
 	mu       sync.Mutex
-	watchers map[int64]*watcher
+	watchers map[int64]streamWatch
 	nextID   int64
 }
 
+// streamWatch is one watch of a stream: a watcher of the store, or the
+// watch of a queue's consumer key, which the store never sees.
+type streamWatch struct {
+	w        *mvcc.Watcher // nil for a consumer
+	consumer func()        // a consumer's: cancels it
+}
+
+// stop ends the watch: a consumer leaves its queue, any other watcher
+// leaves the store.
+func (sw streamWatch) stop(s *mvcc.Store) {
+	if sw.consumer != nil {
+		sw.consumer()
+		return
+	}
+	s.Unwatch(sw.w)
+}
+
 func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
-	st := &watchStream{store: ws.store, queues: ws.queues, queue: newSendQueue(), watchers: make(map[int64]*watcher)}
+	st := &watchStream{store: ws.store, queues: ws.queues, queue: newSendQueue(), watchers: make(map[int64]streamWatch)}
 	defer st.close()
 
 	recvErr := make(chan error, 1)
@@ -100,19 +119,10 @@ func (st *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest,
 }
 
 func (st *watchStream) create(cr *pb.WatchCreateRequest) {
-	r := keyRange{key: cr.Key, end: cr.RangeEnd}
-	if !r.single() && !r.fromKey() && bytes.Compare(r.end, r.key) <= 0 {
+	r := mvcc.KeyRange{Key: cr.Key, End: cr.RangeEnd}
+	if !r.Single() && !r.FromKey() && bytes.Compare(r.End, r.Key) <= 0 {
 		st.refuse(cr.WatchId, reasonEmptyRange)
 		return
-	}
-	w := &watcher{r: r, prevKV: cr.PrevKv, progress: cr.ProgressNotify, sink: st.queue}
-	for _, f := range cr.Filters {
-		switch f {
-		case pb.WatchCreateRequest_NOPUT:
-			w.noPut = true
-		case pb.WatchCreateRequest_NODELETE:
-			w.noDelete = true
-		}
 	}
 
 	st.mu.Lock()
@@ -122,39 +132,43 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	}
 	id := cr.WatchId
 	if id == 0 { // clientv3.AutoWatchID: the server picks
-		for st.watchers[st.nextID] != nil {
+		for st.taken(st.nextID) {
 			st.nextID++
 		}
 		id = st.nextID
 		st.nextID++
-	} else if st.watchers[id] != nil {
+	} else if st.taken(id) {
 		st.refuse(id, reasonDuplicateID)
 		return
 	}
-	w.id = id
-	if st.queues != nil && r.single() && st.queues.Route(r.key) == RouteConsumer {
-		st.consume(w)
+	if st.queues != nil && r.Single() && st.queues.Route(r.Key) == RouteConsumer {
+		st.consume(id, r.Key)
 		return
 	}
-	st.watchers[id] = w
 
 	// Created goes out before any event: it is queued before the watcher
 	// can be fed. Registering under mu keeps close from missing it.
-	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Created: true})
-	st.store.addWatcher(w, cr.StartRevision)
+	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Created: true})
+	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue)}
+}
+
+// taken reports whether the stream has a watch with id. The caller holds
+// mu.
+func (st *watchStream) taken(id int64) bool {
+	_, ok := st.watchers[id]
+	return ok
 }
 
 // consume registers the watch of a consumer key with the queues instead of
 // the store: its events are the queue's deliveries. The caller holds mu.
-func (st *watchStream) consume(w *watcher) {
-	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: w.id, Created: true})
-	cancel, err := st.queues.Consume(w.r.key, consumerSink{id: w.id, st: st})
+func (st *watchStream) consume(id int64, key []byte) {
+	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Created: true})
+	cancel, err := st.queues.Consume(key, consumerSink{id: id, st: st})
 	if err != nil {
-		st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: w.id, Canceled: true, CancelReason: err.Error()})
+		st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true, CancelReason: err.Error()})
 		return
 	}
-	w.consumer = cancel
-	st.watchers[w.id] = w
+	st.watchers[id] = streamWatch{consumer: cancel}
 }
 
 // consumerSink turns a queue's deliveries into PUT events of one watch.
@@ -168,14 +182,14 @@ func (c consumerSink) Deliver(kvs []*mvccpb.KeyValue) {
 	for i, kv := range kvs {
 		evs[i] = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv}
 	}
-	c.st.queue.pushControl(&pb.WatchResponse{Header: c.st.store.header(c.st.store.currentRev()), WatchId: c.id, Events: evs})
+	c.st.queue.PushControl(&pb.WatchResponse{Header: c.st.store.Header(c.st.store.Rev()), WatchId: c.id, Events: evs})
 }
 
 // refuse answers a create that cannot be served as etcd does: created and
 // canceled at once, with the reason.
 func (st *watchStream) refuse(id int64, reason string) {
-	st.queue.pushControl(&pb.WatchResponse{
-		Header:       st.store.header(st.store.currentRev()),
+	st.queue.PushControl(&pb.WatchResponse{
+		Header:       st.store.Header(st.store.Rev()),
 		WatchId:      id,
 		Created:      true,
 		Canceled:     true,
@@ -185,27 +199,29 @@ func (st *watchStream) refuse(id int64, reason string) {
 
 func (st *watchStream) cancel(id int64) {
 	st.mu.Lock()
-	w := st.watchers[id]
+	sw, ok := st.watchers[id]
 	delete(st.watchers, id)
 	st.mu.Unlock()
-	if w == nil {
+	if !ok {
 		return
 	}
-	w.stop(st.store)
-	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(st.store.currentRev()), WatchId: id, Canceled: true})
+	sw.stop(st.store)
+	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true})
 }
 
 // progress answers a progress request with the revision every watcher of
 // the stream has been brought up to, under watch id -1 as etcd does.
 func (st *watchStream) progress() {
 	st.mu.Lock()
-	ws := make([]*watcher, 0, len(st.watchers))
-	for _, w := range st.watchers {
-		ws = append(ws, w)
+	ws := make([]*mvcc.Watcher, 0, len(st.watchers))
+	for _, sw := range st.watchers {
+		if sw.w != nil {
+			ws = append(ws, sw.w)
+		}
 	}
 	st.mu.Unlock()
-	rev := st.store.progressRev(ws)
-	st.queue.pushControl(&pb.WatchResponse{Header: st.store.header(rev), WatchId: -1})
+	rev := st.store.ProgressRev(ws)
+	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: -1})
 }
 
 // close removes the stream's watchers and drops what it had queued.
@@ -214,8 +230,8 @@ func (st *watchStream) close() {
 	ws := st.watchers
 	st.watchers = nil
 	st.mu.Unlock()
-	for _, w := range ws {
-		w.stop(st.store)
+	for _, sw := range ws {
+		sw.stop(st.store)
 	}
 	st.queue.close()
 }

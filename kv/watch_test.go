@@ -191,14 +191,14 @@ func TestWatch_progressAndCancel(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no progress notification")
 	}
-	if n := srv.store.watcherCount(); n != 1 {
+	if n := watcherCount(srv); n != 1 {
 		t.Fatalf("watchers before cancel: got %d, want 1", n)
 	}
 	cancel()
 	for range wc { // drains until the client closes the channel
 	}
 	testutil.EventuallyTrue(t, 5*time.Second, "the server to drop the cancelled watcher", func() bool {
-		return srv.store.watcherCount() == 0
+		return watcherCount(srv) == 0
 	})
 }
 

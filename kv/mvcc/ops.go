@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import (
 	"bytes"
@@ -9,19 +9,21 @@ import (
 
 // The request-level operations of the store. Each runs under mu as one
 // atomic step and returns the response without its header, plus the store
-// revision the header must carry. Requests are checked by limits beforehand;
-// these functions check only what depends on the store's state.
+// revision the header must carry. Requests are checked by kv's limits
+// beforehand; these functions check only what depends on the store's
+// state. Writes come only through StateMachine, so that every member
+// applies them in one order.
 
 // Range answers a RangeRequest.
-func (s *store) Range(r *pb.RangeRequest) (*pb.RangeResponse, int64, error) {
+func (s *Store) Range(r *pb.RangeRequest) (*pb.RangeResponse, int64, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	resp, err := s.rangeOp(r, s.rev)
 	return resp, s.rev, err
 }
 
-// Put answers a PutRequest.
-func (s *store) Put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
+// put answers a PutRequest.
+func (s *Store) put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.checkPutState(r); err != nil {
@@ -33,8 +35,8 @@ func (s *store) Put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
 	return resp, s.rev, nil
 }
 
-// DeleteRange answers a DeleteRangeRequest.
-func (s *store) DeleteRange(r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, int64, error) {
+// deleteRange answers a DeleteRangeRequest.
+func (s *Store) deleteRange(r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := s.beginWrite()
@@ -45,8 +47,10 @@ func (s *store) DeleteRange(r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, 
 
 // Txn answers a TxnRequest: compares are evaluated against the state before
 // the txn, nested ones included, then the chosen ops are checked and applied
-// as one revision.
-func (s *store) Txn(r *pb.TxnRequest) (*pb.TxnResponse, int64, error) {
+// as one revision. Called directly rather than through StateMachine, it
+// must be given only txns that write nothing (kv serves those without a
+// log entry, as etcd does).
+func (s *Store) Txn(r *pb.TxnRequest) (*pb.TxnResponse, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	path := s.txnPath(r)
@@ -62,7 +66,7 @@ func (s *store) Txn(r *pb.TxnRequest) (*pb.TxnResponse, int64, error) {
 // rangeOp reads as etcd's applier does: sort and revision filters need every
 // match, so the limit is applied after them. cur is the revision a request
 // without one reads at. The caller holds mu.
-func (s *store) rangeOp(r *pb.RangeRequest, cur int64) (*pb.RangeResponse, error) {
+func (s *Store) rangeOp(r *pb.RangeRequest, cur int64) (*pb.RangeResponse, error) {
 	rev := r.Revision
 	if rev <= 0 {
 		rev = cur
@@ -79,7 +83,7 @@ func (s *store) rangeOp(r *pb.RangeRequest, cur int64) (*pb.RangeResponse, error
 	} else if limit > 0 {
 		limit++ // one more than asked tells whether there is more
 	}
-	res := s.rangeLocked(keyRange{key: r.Key, end: r.RangeEnd}, rev, limit, r.CountOnly)
+	res := s.rangeLocked(KeyRange{Key: r.Key, End: r.RangeEnd}, rev, limit, r.CountOnly)
 	kvs := res.kvs
 	if filtered {
 		kvs = filterKVs(kvs, r)
@@ -132,7 +136,7 @@ func filterKVs(kvs []*mvccpb.KeyValue, r *pb.RangeRequest) []*mvccpb.KeyValue {
 
 // checkPutState returns the error a put would meet: a missing lease, or a
 // missing key when the put keeps the key's value or lease.
-func (s *store) checkPutState(r *pb.PutRequest) error {
+func (s *Store) checkPutState(r *pb.PutRequest) error {
 	if r.IgnoreValue || r.IgnoreLease {
 		if s.get(r.Key) == nil {
 			return ErrKeyNotFound
@@ -166,7 +170,7 @@ func (w *writeTxn) putOp(r *pb.PutRequest) *pb.PutResponse {
 }
 
 func (w *writeTxn) deleteOp(r *pb.DeleteRangeRequest) *pb.DeleteRangeResponse {
-	deleted := w.deleteRange(keyRange{key: r.Key, end: r.RangeEnd})
+	deleted := w.deleteRange(KeyRange{Key: r.Key, End: r.RangeEnd})
 	resp := &pb.DeleteRangeResponse{Deleted: int64(len(deleted))}
 	if r.PrevKv {
 		resp.PrevKvs = deleted
@@ -193,7 +197,7 @@ func (c *pathCursor) next() bool {
 
 // txnPath evaluates the compares of r and of the txns nested on the branch
 // it takes. The caller holds mu.
-func (s *store) txnPath(r *pb.TxnRequest) txnPath {
+func (s *Store) txnPath(r *pb.TxnRequest) txnPath {
 	var path txnPath
 	var walk func(r *pb.TxnRequest)
 	walk = func(r *pb.TxnRequest) {
@@ -218,7 +222,7 @@ func branch(r *pb.TxnRequest, succeeded bool) []*pb.RequestOp {
 
 // checkTxnState checks every op on the path against the store before any is
 // applied, so a txn fails whole or applies whole.
-func (s *store) checkTxnState(r *pb.TxnRequest, c *pathCursor) error {
+func (s *Store) checkTxnState(r *pb.TxnRequest, c *pathCursor) error {
 	for _, op := range branch(r, c.next()) {
 		var err error
 		switch o := op.Request.(type) {
@@ -272,8 +276,16 @@ func (w *writeTxn) txnOp(r *pb.TxnRequest, c *pathCursor) *pb.TxnResponse {
 	return resp
 }
 
+// CompareNow reports whether every compare holds against the current
+// state.
+func (s *Store) CompareNow(cs []*pb.Compare) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compareAll(cs)
+}
+
 // compareAll reports whether every compare holds. The caller holds mu.
-func (s *store) compareAll(cs []*pb.Compare) bool {
+func (s *Store) compareAll(cs []*pb.Compare) bool {
 	for _, c := range cs {
 		if !s.compare(c) {
 			return false
@@ -285,8 +297,8 @@ func (s *store) compareAll(cs []*pb.Compare) bool {
 // compare evaluates one compare as etcd does: over a range every key must
 // hold; a missing key compares as zero values, except that a value compare
 // on a missing key is always false.
-func (s *store) compare(c *pb.Compare) bool {
-	res := s.rangeLocked(keyRange{key: c.Key, end: c.RangeEnd}, s.rev, 0, false)
+func (s *Store) compare(c *pb.Compare) bool {
+	res := s.rangeLocked(KeyRange{Key: c.Key, End: c.RangeEnd}, s.rev, 0, false)
 	if len(res.kvs) == 0 {
 		if c.Target == pb.Compare_VALUE {
 			return false

@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
@@ -18,9 +17,10 @@ import (
 // (the type etcd puts in its own raft log) carrying one of Put,
 // DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke or
 // LeaseCheckpoint, and ID, the proposing member's request id. With a
-// Consensus, every member applies every command in log order
-// (StateMachine.Apply) and the proposing member hands the result to the
-// waiting request by ID; alone, a member applies its commands directly.
+// consensus (kv.Consensus), every member applies every command in log
+// order (StateMachine.Apply) and the proposing member hands the result to
+// the waiting request by ID (Register); alone, a member applies its
+// commands directly (ApplyLocal).
 //
 // Apply is deterministic: it reads only the store and the command. What
 // depends on the proposing member (a lease id chosen for the client, a
@@ -28,31 +28,39 @@ import (
 // written into the command; what depends on the state (a missing lease,
 // a failed compare, a compacted revision) is decided by Apply.
 
-// applyResult is what applying a command gave: the response without its
-// header, the revision the header carries, or the error.
-type applyResult struct {
-	resp any
-	rev  int64
-	err  error
+// Result is what applying a command gave.
+type Result struct {
+	// Resp is the response without its header: a *pb.PutResponse,
+	// *pb.DeleteRangeResponse, *pb.TxnResponse, *pb.CompactionResponse,
+	// *pb.LeaseGrantResponse or *pb.LeaseRevokeResponse, as the command
+	// asked; nil with Err, and for a checkpoint.
+	Resp any
+	// Rev is the store revision the response header carries.
+	Rev int64
+	// Err is why the command failed: an error of this package, or one
+	// that the command could not be decoded.
+	Err error
 }
 
 // StateMachine is the key space as the consensus applies it: the commands
 // of the log in order, snapshots, restores, and lease renewals at the
-// leader. kv/raftkv adapts it to raft's FSM.
+// leader. kv/raftkv adapts it to raft's FSM. It also hands each command's
+// result to the request of this member that waits for it (Register), and
+// wakes the reads waiting for an index to be applied (WaitApplied).
 type StateMachine struct {
-	s *store
+	s *Store
 
 	applied atomic.Uint64 // index of the last command applied, or of the restored snapshot
 
 	mu       sync.Mutex // guards waits and idxWaits
-	waits    map[uint64]chan applyResult
+	waits    map[uint64]chan Result
 	idxWaits []indexWait // by index, ascending
 
 	nextID atomic.Uint64 // request ids; starts at a random value
 
-	// recordRenewal, set by Server.SetConsensus, makes a renewal known to
-	// every member before RenewLease returns (leader.go). Nil: a member
-	// alone, whose renewals need no record.
+	// recordRenewal, set by SetRecordRenewal, makes a renewal known to
+	// every member before RenewLease returns. Nil: a member alone, whose
+	// renewals need no record.
 	recordRenewal func(id int64) error
 }
 
@@ -62,8 +70,10 @@ type indexWait struct {
 	ch  chan struct{}
 }
 
-func newStateMachine(s *store) *StateMachine {
-	m := &StateMachine{s: s, waits: make(map[uint64]chan applyResult)}
+// NewStateMachine returns the state machine that applies commands to s.
+// Writes to s must come only through it.
+func NewStateMachine(s *Store) *StateMachine {
+	m := &StateMachine{s: s, waits: make(map[uint64]chan Result)}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
 	// A random start: ids of different members (and runs) do not meet in
@@ -81,9 +91,9 @@ func (m *StateMachine) Applied() uint64 { return m.applied.Load() }
 // result of its request, and every member reaches the same one.
 func (m *StateMachine) Apply(index, term uint64, cmd []byte) {
 	var req pb.InternalRaftRequest
-	var res applyResult
+	var res Result
 	if err := proto.Unmarshal(cmd, &req); err != nil {
-		res.err = fmt.Errorf("kv: command at index %d cannot be decoded: %w", index, err)
+		res.Err = fmt.Errorf("mvcc: command at index %d cannot be decoded: %w", index, err)
 	} else {
 		res = m.applyRequest(&req)
 	}
@@ -100,39 +110,55 @@ func (m *StateMachine) Skip(index, term uint64) {
 	m.advance(index)
 }
 
+// SetRecordRenewal makes RenewLease return only once record(id) made the
+// renewal known to every member (kv commits a checkpoint of it), and
+// fail with record's error. Call it before the first RenewLease.
+func (m *StateMachine) SetRecordRenewal(record func(id int64) error) {
+	m.recordRenewal = record
+}
+
+// ApplyLocal applies req at once as the next index, for a member alone
+// (no consensus), and returns its result. Calls must not overlap, so that
+// applied indexes follow apply order: the caller serialises them.
+func (m *StateMachine) ApplyLocal(req *pb.InternalRaftRequest) Result {
+	res := m.applyRequest(req)
+	m.advance(m.Applied() + 1)
+	return res
+}
+
 // applyRequest applies one decoded command to the store.
-func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) applyResult {
+func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) Result {
 	s := m.s
 	switch {
 	case req.Put != nil:
-		resp, rev, err := s.Put(req.Put)
-		return applyResult{resp: resp, rev: rev, err: err}
+		resp, rev, err := s.put(req.Put)
+		return Result{Resp: resp, Rev: rev, Err: err}
 	case req.DeleteRange != nil:
-		resp, rev, err := s.DeleteRange(req.DeleteRange)
-		return applyResult{resp: resp, rev: rev, err: err}
+		resp, rev, err := s.deleteRange(req.DeleteRange)
+		return Result{Resp: resp, Rev: rev, Err: err}
 	case req.Txn != nil:
 		resp, rev, err := s.Txn(req.Txn)
-		return applyResult{resp: resp, rev: rev, err: err}
+		return Result{Resp: resp, Rev: rev, Err: err}
 	case req.Compaction != nil:
 		err := s.compact(req.Compaction.Revision)
-		return applyResult{resp: &pb.CompactionResponse{}, rev: s.currentRev(), err: err}
+		return Result{Resp: &pb.CompactionResponse{}, Rev: s.Rev(), Err: err}
 	case req.LeaseGrant != nil:
 		l, err := s.grant(req.LeaseGrant.ID, req.LeaseGrant.TTL)
 		if err != nil {
-			return applyResult{err: err, rev: s.currentRev()}
+			return Result{Err: err, Rev: s.Rev()}
 		}
-		return applyResult{resp: &pb.LeaseGrantResponse{ID: l.id, TTL: l.ttl}, rev: s.currentRev()}
+		return Result{Resp: &pb.LeaseGrantResponse{ID: l.id, TTL: l.ttl}, Rev: s.Rev()}
 	case req.LeaseRevoke != nil:
 		rev, err := s.revoke(req.LeaseRevoke.ID)
 		if err != nil {
-			rev = s.currentRev()
+			rev = s.Rev()
 		}
-		return applyResult{resp: &pb.LeaseRevokeResponse{}, rev: rev, err: err}
+		return Result{Resp: &pb.LeaseRevokeResponse{}, Rev: rev, Err: err}
 	case req.LeaseCheckpoint != nil:
 		s.checkpoint(req.LeaseCheckpoint.Checkpoints)
-		return applyResult{rev: s.currentRev()}
+		return Result{Rev: s.Rev()}
 	}
-	return applyResult{err: fmt.Errorf("kv: command %d carries no operation chute applies", req.ID), rev: s.currentRev()}
+	return Result{Err: fmt.Errorf("mvcc: command %d carries no operation chute applies", req.ID), Rev: s.Rev()}
 }
 
 // advance records index as applied and wakes the callers waiting for it.
@@ -151,7 +177,7 @@ func (m *StateMachine) advance(index uint64) {
 }
 
 // deliver hands res to the request with id, if it waits on this member.
-func (m *StateMachine) deliver(id uint64, res applyResult) {
+func (m *StateMachine) deliver(id uint64, res Result) {
 	if id == 0 {
 		return
 	}
@@ -164,14 +190,16 @@ func (m *StateMachine) deliver(id uint64, res applyResult) {
 	}
 }
 
-// register makes the result of request id come to the returned channel;
-// cancel forgets it.
-func (m *StateMachine) register() (id uint64, ch <-chan applyResult, cancel func()) {
+// Register returns a new request id for a command this member proposes:
+// the result of the command carrying it comes to ch (buffered, once)
+// when this member applies it. cancel forgets the id; call it when done
+// waiting.
+func (m *StateMachine) Register() (id uint64, ch <-chan Result, cancel func()) {
 	id = m.nextID.Add(1)
 	if id == 0 {
 		id = m.nextID.Add(1)
 	}
-	c := make(chan applyResult, 1)
+	c := make(chan Result, 1)
 	m.mu.Lock()
 	m.waits[id] = c
 	m.mu.Unlock()
@@ -182,20 +210,19 @@ func (m *StateMachine) register() (id uint64, ch <-chan applyResult, cancel func
 	}
 }
 
-// failWaiting ends every waiting request with err: a restored snapshot
-// replaced the state their commands would have been applied to, so their
-// results are unknown.
+// failWaiting ends every waiting request with err.
 func (m *StateMachine) failWaiting(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, ch := range m.waits {
-		ch <- applyResult{err: err}
+		ch <- Result{Err: err}
 		delete(m.waits, id)
 	}
 }
 
-// waitApplied returns once index is applied, or ctx ends.
-func (m *StateMachine) waitApplied(ctx context.Context, index uint64) error {
+// WaitApplied returns once index is applied, or with ctx's error when
+// ctx ends first.
+func (m *StateMachine) WaitApplied(ctx context.Context, index uint64) error {
 	if m.applied.Load() >= index {
 		return nil
 	}
@@ -237,19 +264,4 @@ func (m *StateMachine) RenewLease(id int64) (int64, error) {
 		return ttl, err
 	}
 	return ttl, m.recordRenewal(id)
-}
-
-// checkpoint sets the deadlines of leases to what the leader reported, on
-// every member, the leader included: a member that becomes leader starts
-// from them. Remaining TTLs are whole seconds, as in etcd's
-// LeaseCheckpoint, rounded up.
-func (s *store) checkpoint(cps []*pb.LeaseCheckpoint) {
-	now := s.cfg.now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, cp := range cps {
-		if l, ok := s.leases[cp.ID]; ok && cp.Remaining_TTL > 0 {
-			l.expires = now.Add(time.Duration(cp.Remaining_TTL) * time.Second)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import "go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -7,14 +7,14 @@ import "go.etcd.io/etcd/api/v3/mvccpb"
 // and become the store's revision, the log's records and watch events on
 // commit. The caller holds s.mu for the whole life of a writeTxn.
 type writeTxn struct {
-	s      *store
+	s      *Store
 	rev    int64
 	sub    int64
 	events []*mvccpb.Event
 }
 
 // beginWrite starts a write.
-func (s *store) beginWrite() *writeTxn {
+func (s *Store) beginWrite() *writeTxn {
 	return &writeTxn{s: s, rev: s.rev + 1}
 }
 
@@ -68,7 +68,7 @@ func (w *writeTxn) put(key, value []byte, leaseID int64) (prev *mvccpb.KeyValue)
 const revisionOverhead = 64
 
 // deleteRange deletes every live key in r and returns their last values.
-func (w *writeTxn) deleteRange(r keyRange) []*mvccpb.KeyValue {
+func (w *writeTxn) deleteRange(r KeyRange) []*mvccpb.KeyValue {
 	s := w.s
 	var victims []*keyIndex
 	s.ascend(r, func(ki *keyIndex) bool {

@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import (
 	"sort"
@@ -9,13 +9,13 @@ import (
 // compact discards history below rev: reads and watches that start before
 // it get ErrCompacted afterwards. It returns ErrFutureRev for a revision
 // not yet written and ErrCompacted for one at or below the last compaction.
-func (s *store) compact(rev int64) error {
+func (s *Store) compact(rev int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.compactLocked(rev)
 }
 
-func (s *store) compactLocked(rev int64) error {
+func (s *Store) compactLocked(rev int64) error {
 	if rev > s.rev {
 		return ErrFutureRev
 	}
@@ -65,10 +65,26 @@ func (s *store) compactLocked(rev int64) error {
 
 // maybeAutoCompact compacts when the history holds twice the configured
 // number of revisions, down to that number. The caller holds mu.
-func (s *store) maybeAutoCompact() {
-	keep := s.cfg.historyRevisions
-	if keep <= 0 || s.rev-s.compactRev < 2*keep {
-		return
+func (s *Store) maybeAutoCompact() {
+	if rev, due := s.compactionDueLocked(); due {
+		_ = s.compactLocked(rev)
 	}
-	_ = s.compactLocked(s.rev - keep)
+}
+
+// CompactionDue reports whether the history holds twice
+// Config.HistoryRevisions revisions, and the revision to compact to,
+// keeping that many: the rule writes follow by themselves, for the leader
+// to propose when a consensus orders the compactions.
+func (s *Store) CompactionDue() (rev int64, due bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.compactionDueLocked()
+}
+
+func (s *Store) compactionDueLocked() (int64, bool) {
+	keep := s.cfg.HistoryRevisions
+	if keep <= 0 || s.rev-s.compactRev < 2*keep {
+		return 0, false
+	}
+	return s.rev - keep, true
 }

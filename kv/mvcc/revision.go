@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 // revision identifies one change in the store. main is the store revision of
 // the write that made it (all changes of one txn share it); sub orders the

@@ -1,15 +1,15 @@
-package kv
+package mvcc
 
 import (
 	"sort"
 	"time"
 )
 
-// maxLeaseTTL is etcd's limit on a granted TTL, in seconds.
-const maxLeaseTTL = 9_000_000_000
+// MaxLeaseTTL is etcd's limit on a granted TTL, in seconds.
+const MaxLeaseTTL = 9_000_000_000
 
 // lease is a TTL that keys can be attached to; when it expires or is revoked
-// its keys are deleted in one revision. Fields are guarded by store.mu.
+// its keys are deleted in one revision. Fields are guarded by Store.mu.
 type lease struct {
 	id      int64
 	ttl     int64 // granted TTL, seconds
@@ -28,8 +28,8 @@ func (l *lease) remaining(now time.Time) int64 {
 
 // grant creates a lease with the id and TTL of an applied command: the
 // proposing member chose the id and raised the TTL to its minimum.
-func (s *store) grant(id, ttl int64) (*lease, error) {
-	if ttl > maxLeaseTTL {
+func (s *Store) grant(id, ttl int64) (*lease, error) {
+	if ttl > MaxLeaseTTL {
 		return nil, ErrLeaseTTLTooBig
 	}
 	if id <= 0 {
@@ -43,15 +43,17 @@ func (s *store) grant(id, ttl int64) (*lease, error) {
 	l := &lease{
 		id:      id,
 		ttl:     ttl,
-		expires: s.cfg.now().Add(time.Duration(ttl) * time.Second),
+		expires: s.cfg.Now().Add(time.Duration(ttl) * time.Second),
 		keys:    make(map[string]struct{}),
 	}
 	s.leases[id] = l
 	return l, nil
 }
 
-// chooseLeaseID returns an id for a grant that lets the server choose.
-func (s *store) chooseLeaseID() int64 {
+// ChooseLeaseID returns an id for a grant that lets the server choose:
+// unused here now; whether it is still free is decided when the grant is
+// applied.
+func (s *Store) ChooseLeaseID() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.newLeaseID()
@@ -62,7 +64,7 @@ func (s *store) chooseLeaseID() int64 {
 // (the grant's apply refuses one that does), and whose low bits count
 // from the store's start time, so a member that restarts does not choose
 // the ids of its leases from before. The caller holds mu.
-func (s *store) newLeaseID() int64 {
+func (s *Store) newLeaseID() int64 {
 	for {
 		s.nextLease++
 		id := (s.memberSalt<<40 | s.nextLease&(1<<40-1)) & (1<<63 - 1)
@@ -77,7 +79,7 @@ func (s *store) newLeaseID() int64 {
 
 // revoke deletes the lease and its keys. It returns the revision of the
 // deletion (the current one when the lease held no keys).
-func (s *store) revoke(id int64) (int64, error) {
+func (s *Store) revoke(id int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
@@ -88,7 +90,7 @@ func (s *store) revoke(id int64) (int64, error) {
 	return s.rev, nil
 }
 
-func (s *store) revokeLocked(l *lease) {
+func (s *Store) revokeLocked(l *lease) {
 	delete(s.leases, l.id)
 	if len(l.keys) == 0 {
 		return
@@ -100,49 +102,57 @@ func (s *store) revokeLocked(l *lease) {
 	sort.Strings(keys)
 	w := s.beginWrite()
 	for _, k := range keys {
-		w.deleteRange(keyRange{key: []byte(k)})
+		w.deleteRange(KeyRange{Key: []byte(k)})
 	}
 	w.commit()
 }
 
 // renew restarts the lease's TTL and returns it; ErrLeaseNotFound when the
 // lease is gone.
-func (s *store) renew(id int64) (int64, error) {
+func (s *Store) renew(id int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
 	if !ok {
 		return 0, ErrLeaseNotFound
 	}
-	l.expires = s.cfg.now().Add(time.Duration(l.ttl) * time.Second)
+	l.expires = s.cfg.Now().Add(time.Duration(l.ttl) * time.Second)
 	return l.ttl, nil
 }
 
-// leaseInfo is a lease as TimeToLive reports it.
-type leaseInfo struct {
-	id, ttl, granted int64
-	keys             [][]byte
+// LeaseInfo is a lease as TimeToLive reports it.
+type LeaseInfo struct {
+	// ID is the lease's id.
+	ID int64
+	// TTL is the whole seconds left before it expires.
+	TTL int64
+	// GrantedTTL is the TTL it was granted, in seconds.
+	GrantedTTL int64
+	// Keys are the keys attached to it, sorted; nil unless asked for.
+	Keys [][]byte
 }
 
-func (s *store) timeToLive(id int64, withKeys bool) (leaseInfo, error) {
+// TimeToLive reports lease id, with its keys when withKeys is set;
+// ErrLeaseNotFound when it is gone.
+func (s *Store) TimeToLive(id int64, withKeys bool) (LeaseInfo, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l, ok := s.leases[id]
 	if !ok {
-		return leaseInfo{}, ErrLeaseNotFound
+		return LeaseInfo{}, ErrLeaseNotFound
 	}
-	info := leaseInfo{id: id, ttl: l.remaining(s.cfg.now()), granted: l.ttl}
+	info := LeaseInfo{ID: id, TTL: l.remaining(s.cfg.Now()), GrantedTTL: l.ttl}
 	if withKeys {
 		for k := range l.keys {
-			info.keys = append(info.keys, []byte(k))
+			info.Keys = append(info.Keys, []byte(k))
 		}
-		sort.Slice(info.keys, func(i, j int) bool { return string(info.keys[i]) < string(info.keys[j]) })
+		sort.Slice(info.Keys, func(i, j int) bool { return string(info.Keys[i]) < string(info.Keys[j]) })
 	}
 	return info, nil
 }
 
-// leaseIDs returns the ids of all leases, ascending.
-func (s *store) leaseIDs() []int64 {
+// LeaseIDs returns the ids of all leases, ascending.
+func (s *Store) LeaseIDs() []int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ids := make([]int64, 0, len(s.leases))
@@ -153,10 +163,11 @@ func (s *store) leaseIDs() []int64 {
 	return ids
 }
 
-// expireLeases revokes every lease whose TTL has run out, for a member
-// alone, and returns how many.
-func (s *store) expireLeases() int {
-	now := s.cfg.now()
+// ExpireLeases revokes every lease whose TTL has run out and returns how
+// many. Only a member alone calls it: with a consensus the leader
+// proposes the revokes (ExpiredLeases).
+func (s *Store) ExpireLeases() int {
+	now := s.cfg.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := 0
@@ -171,13 +182,13 @@ func (s *store) expireLeases() int {
 
 // attachLease and detachLease keep a lease's key set in step with the keys
 // that name it. The caller holds mu.
-func (s *store) attachLease(id int64, key string) {
+func (s *Store) attachLease(id int64, key string) {
 	if l, ok := s.leases[id]; ok {
 		l.keys[key] = struct{}{}
 	}
 }
 
-func (s *store) detachLease(id int64, key string) {
+func (s *Store) detachLease(id int64, key string) {
 	if l, ok := s.leases[id]; ok {
 		delete(l.keys, key)
 	}

@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import (
 	"sort"

@@ -1,10 +1,9 @@
-package kv
+package mvcc
 
 import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -33,8 +32,6 @@ import (
 
 const snapshotMagic = "chutekv1"
 
-var errSnapshotCorrupt = errors.New("kv: snapshot corrupt")
-
 // Snapshot captures the state machine now and returns the function that
 // writes it. The capture is a copy made under the store's read lock, so
 // writing may take its time while applies go on.
@@ -43,7 +40,7 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	var buf bytes.Buffer
 	e := snapEncoder{w: &buf}
 	e.raw([]byte(snapshotMagic))
-	now := s.cfg.now()
+	now := s.cfg.Now()
 	s.mu.RLock()
 	e.uint(m.applied.Load())
 	e.uint(s.term.Load())
@@ -96,19 +93,19 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // Restore replaces the whole state with a snapshot's. Watchers stay: they
 // continue from their place in the rebuilt change log, or are cancelled
 // as compacted when the snapshot's compaction passed it. Requests waiting
-// for a command to be applied here fail with ErrTimeout: the snapshot may
-// hold their command's effect, but not its result.
+// for a command to be applied here fail with ErrResultUnknown: the
+// snapshot may hold their command's effect, but not its result.
 func (m *StateMachine) Restore(r io.Reader) error {
 	raw, err := io.ReadAll(bufio.NewReader(r))
 	if err != nil {
-		return fmt.Errorf("kv: read snapshot: %w", err)
+		return fmt.Errorf("mvcc: read snapshot: %w", err)
 	}
 	st, err := decodeSnapshot(raw)
 	if err != nil {
 		return err
 	}
 	s := m.s
-	now := s.cfg.now()
+	now := s.cfg.Now()
 	s.mu.Lock()
 	s.tree = st.tree
 	s.rev, s.compactRev = st.rev, st.compactRev
@@ -131,7 +128,7 @@ func (m *StateMachine) Restore(r io.Reader) error {
 	s.term.Store(st.term)
 	s.kickSync()
 	s.mu.Unlock()
-	m.failWaiting(ErrTimeout)
+	m.failWaiting(ErrResultUnknown)
 	m.advance(st.applied)
 	return nil
 }
@@ -152,11 +149,11 @@ type snapshotLease struct {
 
 func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	if len(raw) < len(snapshotMagic)+4 || string(raw[:len(snapshotMagic)]) != snapshotMagic {
-		return nil, fmt.Errorf("%w: not a chute key-space snapshot", errSnapshotCorrupt)
+		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
 	body, sum := raw[:len(raw)-4], raw[len(raw)-4:]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
-		return nil, fmt.Errorf("%w: checksum mismatch", errSnapshotCorrupt)
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
 	d := snapDecoder{b: body[len(snapshotMagic):]}
 	st := &snapshotState{
@@ -206,7 +203,7 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 		return nil, d.err
 	}
 	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the end", errSnapshotCorrupt, len(d.b))
+		return nil, fmt.Errorf("%w: %d bytes after the end", ErrSnapshotCorrupt, len(d.b))
 	}
 	idx := make([]int, len(recs))
 	for i := range idx {
@@ -252,7 +249,7 @@ type snapDecoder struct {
 
 func (d *snapDecoder) fail() {
 	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated", errSnapshotCorrupt)
+		d.err = fmt.Errorf("%w: truncated", ErrSnapshotCorrupt)
 	}
 	d.b = nil
 }

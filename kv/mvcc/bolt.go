@@ -1,71 +1,13 @@
-package kv
+package mvcc
 
 import (
-	"context"
-	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/protobuf/proto"
 )
-
-// snapshotChunk is the size of one Snapshot response's blob.
-const snapshotChunk = 32 * 1024
-
-// writeSnapshot writes the store as etcd's snapshot stream: a bbolt file in
-// etcd's backend layout (bucket "key": revision -> mvccpb.KeyValue, with
-// tombstones marked; bucket "meta": consistent index, term, compaction
-// revisions), followed by the SHA-256 of the file, as etcd appends it. So
-// `etcdctl snapshot save` and `etcdutl snapshot status` work on it. The file
-// is built in a temporary directory and removed afterwards.
-func writeSnapshot(ctx context.Context, s *store, send func(chunk []byte, remaining uint64) error) error {
-	dir, err := os.MkdirTemp("", "chute-snapshot-")
-	if err != nil {
-		return fmt.Errorf("kv: snapshot: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "db")
-	if err := s.writeBolt(path); err != nil {
-		return err
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("kv: snapshot: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("kv: snapshot: %w", err)
-	}
-	h := sha256.New()
-	remaining := uint64(fi.Size()) + sha256.Size
-	buf := make([]byte, snapshotChunk)
-	for {
-		if err := ctx.Err(); err != nil {
-			return toGRPC(err)
-		}
-		n, rerr := f.Read(buf)
-		if n > 0 {
-			h.Write(buf[:n])
-			remaining -= uint64(n)
-			if err := send(append([]byte(nil), buf[:n]...), remaining); err != nil {
-				return err
-			}
-		}
-		if rerr == io.EOF {
-			break
-		}
-		if rerr != nil {
-			return fmt.Errorf("kv: snapshot: %w", rerr)
-		}
-	}
-	return send(h.Sum(nil), 0)
-}
 
 // revisionBytes encodes a revision as etcd's backend keys do: 8 bytes of
 // main, '_', 8 bytes of sub, big-endian, and a trailing 't' for a tombstone.
@@ -80,9 +22,12 @@ func revisionBytes(r revision, tombstone bool) []byte {
 	return b
 }
 
-// writeBolt writes every revision the store still holds into a new bbolt
-// file at path.
-func (s *store) writeBolt(path string) error {
+// WriteBolt writes every revision the store still holds into a new bbolt
+// file at path, in etcd's backend layout (bucket "key": revision ->
+// mvccpb.KeyValue, with tombstones marked; bucket "meta": consistent
+// index, term, compaction revisions), so that etcd's tools read it. It
+// holds the store's read lock only while it copies the revisions.
+func (s *Store) WriteBolt(path string) error {
 	type row struct{ k, v []byte }
 	s.mu.RLock()
 	var rows []row
@@ -102,15 +47,15 @@ func (s *store) writeBolt(path string) error {
 		}
 		return true
 	})
-	rev, compactRev, term := s.rev, s.compactRev, s.cfg.raftTerm
+	rev, compactRev, term := s.rev, s.compactRev, s.cfg.RaftTerm
 	s.mu.RUnlock()
 	if marshalErr != nil {
-		return fmt.Errorf("kv: snapshot: %w", marshalErr)
+		return fmt.Errorf("mvcc: snapshot: %w", marshalErr)
 	}
 
 	db, err := bolt.Open(path, 0o600, nil)
 	if err != nil {
-		return fmt.Errorf("kv: snapshot: %w", err)
+		return fmt.Errorf("mvcc: snapshot: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		keys, err := tx.CreateBucket([]byte("key"))
@@ -153,7 +98,7 @@ func (s *store) writeBolt(path string) error {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("kv: snapshot: %w", err)
+		return fmt.Errorf("mvcc: snapshot: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package kv
+package mvcc
 
 import (
 	"sort"
@@ -21,35 +21,38 @@ import (
 // step never splits a revision.
 const syncBatchEvents = 1000
 
-// watcher is one watch of a stream.
-type watcher struct {
+// Watcher is one watch: what it selects and how, and its place in
+// history. Store.Watch creates it; its fields are the store's.
+type Watcher struct {
 	id       int64
-	r        keyRange
+	r        KeyRange
 	prevKV   bool
 	noPut    bool
 	noDelete bool
 	progress bool // progress_notify: told the revision when idle
-	sink     watchSink
-	consumer func() // set for a queue consumer's watch: cancels it; such a watcher is not in the store
+	sink     WatchSink
 
-	// Guarded by store.mu.
+	// Guarded by Store.mu.
 	minRev   int64 // the next revision this watcher must see
 	removed  bool  // cancelled, compacted or its stream ended
 	notified bool  // sent something since the last progress tick
 }
 
-// watchSink receives a watcher's responses. Both methods are called with
-// store.mu held and must not block.
-type watchSink interface {
-	// pushEvents queues resp and reports whether there was room for it.
-	pushEvents(resp *pb.WatchResponse) bool
-	// pushControl queues resp whatever the buffer holds; used for the few
+// WatchSink receives a watcher's responses: a watch stream's send queue.
+// Both methods are called with the store's lock held, so they must not
+// block, nor call the store. The responses belong to the sink; their
+// events are shared with other watchers and must not be modified.
+type WatchSink interface {
+	// PushEvents queues resp and reports whether there was room for it.
+	// A watcher refused falls behind and is fed again from history.
+	PushEvents(resp *pb.WatchResponse) bool
+	// PushControl queues resp whatever the buffer holds; used for the few
 	// responses a watcher gets once (compaction).
-	pushControl(resp *pb.WatchResponse)
+	PushControl(resp *pb.WatchResponse)
 }
 
 // filter returns the events of evs this watcher wants, shaped as it asked.
-func (w *watcher) filter(evs []*mvccpb.Event) []*mvccpb.Event {
+func (w *Watcher) filter(evs []*mvccpb.Event) []*mvccpb.Event {
 	var out []*mvccpb.Event
 	for _, ev := range evs {
 		if !w.wants(ev) {
@@ -60,61 +63,65 @@ func (w *watcher) filter(evs []*mvccpb.Event) []*mvccpb.Event {
 	return out
 }
 
-func (w *watcher) wants(ev *mvccpb.Event) bool {
+func (w *Watcher) wants(ev *mvccpb.Event) bool {
 	if ev.Type == mvccpb.PUT && w.noPut || ev.Type == mvccpb.DELETE && w.noDelete {
 		return false
 	}
-	return w.r.contains(ev.Kv.Key)
+	return w.r.Contains(ev.Kv.Key)
 }
 
-func (w *watcher) shape(ev *mvccpb.Event) *mvccpb.Event {
+func (w *Watcher) shape(ev *mvccpb.Event) *mvccpb.Event {
 	if w.prevKV || ev.PrevKv == nil {
 		return ev
 	}
 	return &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
 }
 
-// addWatcher registers w to see changes from startRev (0 = from the next
-// write). A start in the past makes it unsynced; one in the future makes it
-// skip the writes before it.
-func (s *store) addWatcher(w *watcher, startRev int64) {
+// Watch registers a watcher with id, as cr asks (key range, filters,
+// prev_kv, progress_notify), that sends its responses to sink; kv
+// checks the range beforehand. It sees changes from cr.StartRevision (0 =
+// from the next write): a start in the past makes it catch up from
+// history; one in the future makes it skip the writes before it.
+func (s *Store) Watch(id int64, cr *pb.WatchCreateRequest, sink WatchSink) *Watcher {
+	w := &Watcher{id: id, r: KeyRange{Key: cr.Key, End: cr.RangeEnd}, prevKV: cr.PrevKv, progress: cr.ProgressNotify, sink: sink}
+	for _, f := range cr.Filters {
+		switch f {
+		case pb.WatchCreateRequest_NOPUT:
+			w.noPut = true
+		case pb.WatchCreateRequest_NODELETE:
+			w.noDelete = true
+		}
+	}
+	startRev := cr.StartRevision
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if startRev == 0 || startRev > s.rev {
 		w.minRev = max(startRev, s.rev+1)
 		s.synced[w] = struct{}{}
-		return
+		return w
 	}
 	w.minRev = startRev
 	s.unsynced[w] = struct{}{}
 	s.kickSync()
+	return w
 }
 
-// watcherCount returns how many watchers are registered.
-func (s *store) watcherCount() int {
+// Watchers returns how many watchers are registered: synced (fed by
+// every write) and unsynced (behind, fed from history).
+func (s *Store) Watchers() (synced, unsynced int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.synced) + len(s.unsynced)
+	return len(s.synced), len(s.unsynced)
 }
 
-// stop ends w: a consumer leaves its queue, any other watcher leaves the
-// store.
-func (w *watcher) stop(s *store) {
-	if w.consumer != nil {
-		w.consumer()
-		return
-	}
-	s.removeWatcher(w)
-}
-
-// removeWatcher stops w; it gets nothing more.
-func (s *store) removeWatcher(w *watcher) {
+// Unwatch removes w; it gets nothing more. Removing it twice is harmless.
+func (s *Store) Unwatch(w *Watcher) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.removeWatcherLocked(w)
 }
 
-func (s *store) removeWatcherLocked(w *watcher) {
+func (s *Store) removeWatcherLocked(w *Watcher) {
 	w.removed = true
 	delete(s.synced, w)
 	delete(s.unsynced, w)
@@ -123,7 +130,7 @@ func (s *store) removeWatcherLocked(w *watcher) {
 // notify hands the events of the write at rev to every synced watcher that
 // wants them; a watcher whose sink is full becomes unsynced at rev. The caller
 // holds mu.
-func (s *store) notify(rev int64, evs []*mvccpb.Event) {
+func (s *Store) notify(rev int64, evs []*mvccpb.Event) {
 	for w := range s.synced {
 		if rev < w.minRev {
 			continue
@@ -132,8 +139,8 @@ func (s *store) notify(rev int64, evs []*mvccpb.Event) {
 		if len(mine) == 0 {
 			continue
 		}
-		resp := &pb.WatchResponse{Header: s.header(rev), WatchId: w.id, Events: mine}
-		if w.sink.pushEvents(resp) {
+		resp := &pb.WatchResponse{Header: s.Header(rev), WatchId: w.id, Events: mine}
+		if w.sink.PushEvents(resp) {
 			w.minRev = rev + 1
 			w.notified = true
 			continue
@@ -145,7 +152,7 @@ func (s *store) notify(rev int64, evs []*mvccpb.Event) {
 }
 
 // kickSync asks the sync loop for a pass without waiting for its tick.
-func (s *store) kickSync() {
+func (s *Store) kickSync() {
 	select {
 	case s.syncKick <- struct{}{}:
 	default:
@@ -153,9 +160,9 @@ func (s *store) kickSync() {
 }
 
 // syncWatchers runs one pass over the unsynced watchers.
-func (s *store) syncWatchers() {
+func (s *Store) syncWatchers() {
 	s.mu.RLock()
-	ws := make([]*watcher, 0, len(s.unsynced))
+	ws := make([]*Watcher, 0, len(s.unsynced))
 	for w := range s.unsynced {
 		ws = append(ws, w)
 	}
@@ -168,7 +175,7 @@ func (s *store) syncWatchers() {
 // syncOne moves w forward by at most one batch of the log. It reads under
 // the read lock and takes the write lock only to record progress; writes
 // in between are found by the next pass, since w is still unsynced.
-func (s *store) syncOne(w *watcher) {
+func (s *Store) syncOne(w *Watcher) {
 	s.mu.RLock()
 	if w.removed {
 		s.mu.RUnlock()
@@ -180,8 +187,8 @@ func (s *store) syncOne(w *watcher) {
 		s.mu.Lock()
 		if !w.removed {
 			s.removeWatcherLocked(w)
-			w.sink.pushControl(&pb.WatchResponse{
-				Header:          s.header(0), // etcd's carries no revision
+			w.sink.PushControl(&pb.WatchResponse{
+				Header:          s.Header(0), // etcd's carries no revision
 				WatchId:         w.id,
 				CompactRevision: compactRev,
 				Canceled:        true,
@@ -194,7 +201,7 @@ func (s *store) syncOne(w *watcher) {
 	evs, last := s.logFrom(w)
 	var resp *pb.WatchResponse
 	if len(evs) > 0 {
-		resp = &pb.WatchResponse{Header: s.header(last), WatchId: w.id, Events: evs}
+		resp = &pb.WatchResponse{Header: s.Header(last), WatchId: w.id, Events: evs}
 	}
 	s.mu.RUnlock()
 
@@ -204,7 +211,7 @@ func (s *store) syncOne(w *watcher) {
 		return
 	}
 	if resp != nil {
-		if !w.sink.pushEvents(resp) {
+		if !w.sink.PushEvents(resp) {
 			return // still full; the next pass retries from the same place
 		}
 		w.notified = true
@@ -219,7 +226,7 @@ func (s *store) syncOne(w *watcher) {
 // logFrom returns the events w wants from its minRev on, at most about one
 // batch and never part of a revision, and the last revision it looked at.
 // The caller holds mu for reading.
-func (s *store) logFrom(w *watcher) ([]*mvccpb.Event, int64) {
+func (s *Store) logFrom(w *Watcher) ([]*mvccpb.Event, int64) {
 	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev >= w.minRev })
 	last := s.rev
 	var evs []*mvccpb.Event
@@ -236,10 +243,10 @@ func (s *store) logFrom(w *watcher) ([]*mvccpb.Event, int64) {
 	return evs, last
 }
 
-// progressRev returns the revision up to which every watcher in ws has been
+// ProgressRev returns the revision up to which every watcher in ws has been
 // sent all its events: the current revision, or just below the oldest
 // position of a watcher that is behind.
-func (s *store) progressRev(ws []*watcher) int64 {
+func (s *Store) ProgressRev(ws []*Watcher) int64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	rev := s.rev
@@ -253,19 +260,22 @@ func (s *store) progressRev(ws []*watcher) int64 {
 
 // notifyProgress sends the current revision to every synced watcher that
 // asked for progress notifications and got nothing since the last call.
-func (s *store) notifyProgress() {
+func (s *Store) notifyProgress() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for w := range s.synced {
 		if w.progress && !w.notified {
-			w.sink.pushEvents(&pb.WatchResponse{Header: s.header(s.rev), WatchId: w.id})
+			w.sink.PushEvents(&pb.WatchResponse{Header: s.Header(s.rev), WatchId: w.id})
 		}
 		w.notified = false
 	}
 }
 
-// runWatchLoops owns the sync and progress timers until stop is closed.
-func (s *store) runWatchLoops(stop <-chan struct{}, syncEvery, progressEvery time.Duration) {
+// RunWatchLoops feeds the watchers that are behind, every syncEvery or
+// when a write or compaction asks, and sends progress notifications every
+// progressEvery, until stop is closed. The caller runs it on a goroutine
+// it owns and waits for; one per store.
+func (s *Store) RunWatchLoops(stop <-chan struct{}, syncEvery, progressEvery time.Duration) {
 	syncTick := time.NewTicker(syncEvery)
 	defer syncTick.Stop()
 	progressTick := time.NewTicker(progressEvery)

@@ -1,0 +1,105 @@
+package mvcc
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// snapshot returns sm's snapshot as bytes.
+func snapshot(t *testing.T, sm *StateMachine) []byte {
+	t.Helper()
+	write, err := sm.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestStateMachine_Restore_roundTrip checks that a restored state machine
+// reads as the original at every revision it kept, with its applied
+// index, leases and lease keys.
+func TestStateMachine_Restore_roundTrip(t *testing.T) {
+	a, sa := newTestStateMachine(t, Config{MemberID: 1})
+	put(t, a, "/a", "1")
+	apply(t, a, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: 7, TTL: 60}})
+	apply(t, a, &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte("/b"), Value: []byte("x"), Lease: 7}})
+	put(t, a, "/a", "2")
+	apply(t, a, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: 3}})
+	raw := snapshot(t, a)
+
+	b, sb := newTestStateMachine(t, Config{MemberID: 2})
+	if err := b.Restore(bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	if b.Applied() != a.Applied() || sb.Rev() != sa.Rev() {
+		t.Fatalf("restored at applied %d revision %d, want %d and %d", b.Applied(), sb.Rev(), a.Applied(), sa.Rev())
+	}
+	for rev := int64(3); rev <= sa.Rev(); rev++ {
+		for _, key := range []string{"/a", "/b"} {
+			want, _ := get(t, sa, key, rev)
+			if got, err := get(t, sb, key, rev); err != nil || got != want {
+				t.Errorf("%s at %d: restored %q %v, original %q", key, rev, got, err, want)
+			}
+		}
+	}
+	info, err := sb.TimeToLive(7, true)
+	if err != nil || info.TTL != 60 || len(info.Keys) != 1 || string(info.Keys[0]) != "/b" {
+		t.Fatalf("lease 7 after restore: %+v %v, want TTL 60 and key /b", info, err)
+	}
+	h1, _, _, err1 := sa.HashKV(0)
+	h2, _, _, err2 := sb.HashKV(0)
+	if err1 != nil || err2 != nil || h1 != h2 {
+		t.Errorf("HashKV: restored %x %v, original %x %v", h2, err2, h1, err1)
+	}
+}
+
+// TestStateMachine_Restore_refusesCorrupt checks that a damaged snapshot
+// is refused and leaves the state as it was.
+func TestStateMachine_Restore_refusesCorrupt(t *testing.T) {
+	a, _ := newTestStateMachine(t, Config{})
+	put(t, a, "k", "v")
+	raw := snapshot(t, a)
+	b, sb := newTestStateMachine(t, Config{})
+	put(t, b, "before", "restore")
+	for name, bad := range map[string][]byte{
+		"flipped byte": func() []byte { c := bytes.Clone(raw); c[len(c)/2] ^= 0xff; return c }(),
+		"truncated":    raw[:len(raw)-1],
+		"not one":      []byte("hello"),
+	} {
+		if err := b.Restore(bytes.NewReader(bad)); !errors.Is(err, ErrSnapshotCorrupt) {
+			t.Errorf("%s: got %v, want %v", name, err, ErrSnapshotCorrupt)
+		}
+	}
+	if got, err := get(t, sb, "before", 0); err != nil || got != "restore" {
+		t.Fatalf("after refused restores: got %q %v, want the old state", got, err)
+	}
+}
+
+// TestStateMachine_Restore_failsWaiting checks that a request waiting for
+// its command learns that its result is unknown when a snapshot replaces
+// the state.
+func TestStateMachine_Restore_failsWaiting(t *testing.T) {
+	a, _ := newTestStateMachine(t, Config{})
+	raw := snapshot(t, a)
+	b, _ := newTestStateMachine(t, Config{})
+	_, ch, cancel := b.Register()
+	defer cancel()
+	if err := b.Restore(bytes.NewReader(raw)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-ch:
+		if !errors.Is(res.Err, ErrResultUnknown) {
+			t.Fatalf("waiting request: got %v, want %v", res.Err, ErrResultUnknown)
+		}
+	default:
+		t.Fatal("waiting request not told of the restore")
+	}
+}

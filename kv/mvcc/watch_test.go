@@ -1,0 +1,71 @@
+package mvcc
+
+import (
+	"fmt"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// eventRevs returns the mod revisions of the events in resps.
+func eventRevs(resps []*pb.WatchResponse) []int64 {
+	var revs []int64
+	for _, r := range resps {
+		for _, ev := range r.Events {
+			revs = append(revs, ev.Kv.ModRevision)
+		}
+	}
+	return revs
+}
+
+// TestStore_Watch_fullSinkFallsBehind checks that a watcher whose sink is
+// full becomes unsynced without slowing writes, and catches up from the
+// change log, in order and losing nothing, once its sink has room.
+func TestStore_Watch_fullSinkFallsBehind(t *testing.T) {
+	sm, st := newTestStateMachine(t, Config{})
+	sink := &testSink{limit: 2}
+	w := st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k")}, sink)
+	for i := range 5 { // revisions 2..6
+		put(t, sm, "k", fmt.Sprint(i))
+	}
+	if synced, unsynced := st.Watchers(); synced != 0 || unsynced != 1 {
+		t.Fatalf("watchers: got %d synced %d unsynced, want 0 and 1", synced, unsynced)
+	}
+	got := eventRevs(sink.take())
+	st.syncWatchers()
+	got = append(got, eventRevs(sink.take())...)
+	if want := "[2 3 4 5 6]"; fmt.Sprint(got) != want {
+		t.Fatalf("events: got %v, want %v", got, want)
+	}
+	if synced, unsynced := st.Watchers(); synced != 1 || unsynced != 0 {
+		t.Fatalf("watchers after the sync: got %d synced %d unsynced, want 1 and 0", synced, unsynced)
+	}
+	if rev := st.ProgressRev([]*Watcher{w}); rev != 6 {
+		t.Fatalf("ProgressRev: got %d, want 6", rev)
+	}
+	st.Unwatch(w)
+	put(t, sm, "k", "after")
+	if resps := sink.take(); len(resps) != 0 {
+		t.Fatalf("after Unwatch: got %v, want nothing", resps)
+	}
+}
+
+// TestStore_Watch_compactedCancels checks that a watcher whose place in
+// history was compacted away is cancelled with compact_revision.
+func TestStore_Watch_compactedCancels(t *testing.T) {
+	sm, st := newTestStateMachine(t, Config{})
+	for i := range 4 { // revisions 2..5
+		put(t, sm, "k", fmt.Sprint(i))
+	}
+	sink := &testSink{limit: 100}
+	st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 2}, sink)
+	apply(t, sm, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: 4}})
+	st.syncWatchers()
+	resps := sink.take()
+	if len(resps) != 1 || !resps[0].Canceled || resps[0].CompactRevision != 4 || resps[0].WatchId != 1 {
+		t.Fatalf("got %v, want one cancel of watch 1 with compact_revision 4", resps)
+	}
+	if synced, unsynced := st.Watchers(); synced+unsynced != 0 {
+		t.Fatalf("watchers after the cancel: got %d, want 0", synced+unsynced)
+	}
+}
