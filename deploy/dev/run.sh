@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh BIN: the whole pipeline on this machine. Starts a private ClickHouse
 # (Debian's clickhouse-server, loopback, temp dir) and one chute node on
-# etcd's default client port, creates default.events, puts a row with
+# etcd's default client port (its data dir in the same temp dir), creates default.events, puts a row with
 # etcdctl and shows it selected back from ClickHouse. Both keep running
 # until Ctrl-C. Every port is a variable, for a machine where one is taken:
 # CHUTE_RUN_CLIENT_PORT (2379), CHUTE_RUN_PEER_PORT (2380),
@@ -33,7 +33,7 @@ ch "CREATE TABLE IF NOT EXISTS default.events (id UInt64, msg String) ENGINE = M
 
 "$bin" --name dev --listen-client-urls "http://127.0.0.1:$client" \
 	--listen-peer-urls "http://127.0.0.1:$peer" --gossip-listen "127.0.0.1:$gossip" \
-	--metrics-listen "127.0.0.1:$metrics" \
+	--metrics-listen "127.0.0.1:$metrics" --data-dir "$dir/chute" \
 	--clickhouse-url "http://127.0.0.1:$ch_http" >"$dir/chute.log" 2>&1 &
 pids+=($!)
 wait_http "http://127.0.0.1:$metrics/readyz" chute "$dir/chute.log"
