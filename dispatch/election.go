@@ -181,7 +181,7 @@ func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next
 	defer cancel()
 	written, err := m.records.CompareAndPut(ctx, RecordKey(name), raw, []byte(next.String()))
 	if err != nil {
-		m.log.Warn("dispatcher record not written", "queue", name, "dispatcher", gossip.ID(next.Member), "epoch", next.Epoch, "err", err)
+		m.log.Log(ctx, m.warns.level("claim "+name, m.clock.Now()), "dispatcher record not written", "queue", name, "dispatcher", gossip.ID(next.Member), "epoch", next.Epoch, "err", err)
 	}
 	return written, err
 }

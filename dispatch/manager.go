@@ -194,6 +194,7 @@ type Manager struct {
 	dialOpts     []grpc.DialOption // for connections to other members: message buffers and codec
 	sink         *sink.Client
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
+	warns        warnLimiter          // per-put warnings, once a second per queue
 	unreachable  map[uint64]time.Time // backups passed over, until then
 	settings     settingsCache
 
@@ -598,7 +599,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// ClickHouse: the producer retries instead.
 			return err
 		}
-		m.log.Warn("dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
+		m.log.Log(ctx, m.warns.level("unreachable "+name, m.clock.Now()), "dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
 		return m.hold(ctx, name, msgs)
 	}
 }
