@@ -5,9 +5,57 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
+
+// unreachableEvery is how often each of raft's complaints about a peer it
+// cannot reach is logged (at WARN); the repeats go to DEBUG. While a
+// member is down or cut off raft logs them at every try, several a
+// second, at ERROR: a failure the cluster rides out is not an error of
+// this node.
+const unreachableEvery = 5 * time.Second
+
+// unreachableMsgs are those complaints, by raft's own wording.
+func unreachableMsgs() []string {
+	return []string{
+		"failed to make requestVote RPC",
+		"failed to heartbeat to",
+		"failed to pipeline appendEntries",
+		"failed to start pipeline replication to",
+		"failed to appendEntries to",
+		"failed to contact",
+	}
+}
+
+// repeats remembers when each complaint was last logged at WARN; shared
+// by an adapter and the loggers made from it.
+type repeats struct {
+	mu   sync.Mutex // guards last
+	last map[string]time.Time
+}
+
+// level returns the level of msg, raft's level raised or lowered: a
+// complaint about an unreachable peer is WARN once per unreachableEvery,
+// else DEBUG.
+func (r *repeats) level(msg string, level slog.Level) slog.Level {
+	for _, m := range unreachableMsgs() {
+		if msg != m {
+			continue
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		now := time.Now()
+		if t, ok := r.last[msg]; ok && now.Sub(t) < unreachableEvery {
+			return slog.LevelDebug
+		}
+		r.last[msg] = now
+		return slog.LevelWarn
+	}
+	return level
+}
 
 // hclogAdapter is an hclog.Logger writing to a slog.Logger, so that raft
 // logs through the node's one logger, with slog's levels (trace as debug).
@@ -17,12 +65,13 @@ type hclogAdapter struct {
 	l       *slog.Logger // base with the name
 	name    string
 	implied []any
+	repeats *repeats
 }
 
 var _ hclog.Logger = (*hclogAdapter)(nil)
 
 func newHCLog(l *slog.Logger, name string) *hclogAdapter {
-	return &hclogAdapter{base: l, l: l.With("logger", name), name: name}
+	return &hclogAdapter{base: l, l: l.With("logger", name), name: name, repeats: &repeats{last: make(map[string]time.Time)}}
 }
 
 func slogLevel(level hclog.Level) slog.Level {
@@ -42,7 +91,7 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off {
 		return
 	}
-	a.l.Log(context.Background(), slogLevel(level), msg, args...)
+	a.l.Log(context.Background(), a.repeats.level(msg, slogLevel(level)), msg, args...)
 }
 
 func (a *hclogAdapter) Trace(msg string, args ...any) { a.Log(hclog.Trace, msg, args...) }
@@ -66,7 +115,7 @@ func (a *hclogAdapter) ImpliedArgs() []any { return a.implied }
 func (a *hclogAdapter) With(args ...any) hclog.Logger {
 	base := a.base.With(args...)
 	implied := append(a.implied[:len(a.implied):len(a.implied)], args...)
-	return &hclogAdapter{base: base, l: base.With("logger", a.name), name: a.name, implied: implied}
+	return &hclogAdapter{base: base, l: base.With("logger", a.name), name: a.name, implied: implied, repeats: a.repeats}
 }
 
 func (a *hclogAdapter) Name() string { return a.name }
@@ -79,7 +128,7 @@ func (a *hclogAdapter) Named(name string) hclog.Logger {
 }
 
 func (a *hclogAdapter) ResetNamed(name string) hclog.Logger {
-	return &hclogAdapter{base: a.base, l: a.base.With("logger", name), name: name, implied: a.implied}
+	return &hclogAdapter{base: a.base, l: a.base.With("logger", name), name: name, implied: a.implied, repeats: a.repeats}
 }
 
 // SetLevel does nothing: the slog handler decides.
