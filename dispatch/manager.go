@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip"
+	"chute/gossip/peer"
 	"chute/internal/backoff"
 	"chute/kv"
 	"chute/sink"
@@ -184,14 +185,14 @@ type Manager struct {
 	records RecordStore // set by Start
 	cluster Cluster     // set by Start; nil: this member alone
 
-	mu         sync.RWMutex // guards queues, forwarders, locals, conns, drainers, tokenSupport; every put reads queues and drainers
+	mu         sync.RWMutex // guards queues, forwarders, locals, drainers, tokenSupport; every put reads queues and drainers
 	queues     map[string]*queue
 	forwarders map[uint64]*forwarder
 	locals     map[*localConsumer]struct{}
-	conns      map[string]*grpc.ClientConn // by peer address
-	drainers   map[string]*drainer         // by queue, for ClickHouse queues dispatched here
+	drainers   map[string]*drainer // by queue, for ClickHouse queues dispatched here
 
 	dialOpts     []grpc.DialOption // for connections to other members: message buffers and codec
+	conns        *peer.Conns       // shared connections to other members' listeners, by address
 	sink         *sink.Client
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
 	warns        warnLimiter          // per-put warnings, once a second per queue
@@ -231,7 +232,6 @@ func New(cfg Config) (*Manager, error) {
 		queues:       make(map[string]*queue),
 		forwarders:   make(map[uint64]*forwarder),
 		locals:       make(map[*localConsumer]struct{}),
-		conns:        make(map[string]*grpc.ClientConn),
 		drainers:     make(map[string]*drainer),
 		tokenSupport: make(map[string]bool),
 		unreachable:  make(map[uint64]time.Time),
@@ -241,6 +241,7 @@ func New(cfg Config) (*Manager, error) {
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
 	}
+	m.conns = peer.NewConns(m.dialOpts...)
 	if cfg.Tracer != nil {
 		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
@@ -291,12 +292,7 @@ func (m *Manager) Shutdown(context.Context) error {
 		m.mu.Unlock()
 	})
 	m.wg.Wait()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for addr, c := range m.conns {
-		_ = c.Close()
-		delete(m.conns, addr)
-	}
+	m.conns.Close()
 	return nil
 }
 

@@ -164,18 +164,8 @@ func (m *Manager) outgoing(ctx context.Context) context.Context {
 	return peer.OutgoingContext(ctx, m.cfg.ClusterID, m.cfg.MemberID)
 }
 
-// conn returns the cached connection to a peer listener, opening it when
-// needed. Connections live until Shutdown.
+// conn returns the shared connection to a peer listener, opening it
+// when needed. Connections live until Shutdown.
 func (m *Manager) conn(addr string) (*grpc.ClientConn, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if c, ok := m.conns[addr]; ok {
-		return c, nil
-	}
-	c, err := peer.Dial(addr, m.dialOpts...)
-	if err != nil {
-		return nil, err
-	}
-	m.conns[addr] = c
-	return c, nil
+	return m.conns.Get(addr)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
+	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
 	"chute/kv"
 	"chute/kv/raftnode"
@@ -46,8 +47,9 @@ type Consensus struct {
 	readMu  sync.Mutex // guards pending
 	pending *readBatch // callers for the next barrier; nil: none
 
-	mu     sync.Mutex // guards conns and closed
-	conns  map[raft.ServerAddress]*grpc.ClientConn
+	conns *peer.Conns // to the leaders: the few voters
+
+	mu     sync.Mutex // guards closed
 	closed bool
 }
 
@@ -74,7 +76,7 @@ func New(cfg Config) (*Consensus, error) {
 		obsCh:   make(chan raft.Observation, 16),
 		readReq: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
-		conns:   make(map[raft.ServerAddress]*grpc.ClientConn),
+		conns:   peer.NewConns(cfg.DialOptions...),
 	}
 	c.obs = raft.NewObserver(c.obsCh, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.RaftState)
@@ -106,13 +108,9 @@ func (c *Consensus) Close() error {
 	}
 	c.closed = true
 	close(c.stop)
-	conns := c.conns
-	c.conns = nil
 	c.mu.Unlock()
 	c.raft.DeregisterObserver(c.obs)
-	for _, conn := range conns {
-		_ = conn.Close()
-	}
+	c.conns.Close()
 	c.wg.Wait()
 	return nil
 }

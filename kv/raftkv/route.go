@@ -132,22 +132,14 @@ func (c *Consensus) forward(ctx context.Context, addr raft.ServerAddress,
 	return fromStatus(call(peer.OutgoingContext(ctx, c.cfg.ClusterID, c.cfg.MemberID), client))
 }
 
-// client returns a client of the peer listener at addr, dialing it on
-// first use. Connections stay until Close: the leaders are the few
-// voters.
+// client returns a client of the peer listener at addr.
 func (c *Consensus) client(addr raft.ServerAddress) (peerpb.KVClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
+	conn, err := c.conns.Get(string(addr))
+	if errors.Is(err, peer.ErrConnsClosed) {
 		return nil, kv.ErrStopped
 	}
-	conn, ok := c.conns[addr]
-	if !ok {
-		var err error
-		if conn, err = peer.Dial(string(addr), c.cfg.DialOptions...); err != nil {
-			return nil, fmt.Errorf("raftkv: dial %s: %w", addr, err)
-		}
-		c.conns[addr] = conn
+	if err != nil {
+		return nil, err
 	}
 	return peerpb.NewKVClient(conn), nil
 }

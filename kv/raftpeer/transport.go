@@ -2,7 +2,7 @@ package raftpeer
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"log/slog"
 	"sync"
@@ -32,8 +32,9 @@ type Transport struct {
 	hbMu        sync.Mutex // guards heartbeatFn
 	heartbeatFn func(raft.RPC)
 
-	mu        sync.Mutex // guards conns, pipelines and closed
-	conns     map[raft.ServerAddress]*grpc.ClientConn
+	conns *peer.Conns // to the other members' listeners
+
+	mu        sync.Mutex // guards pipelines and closed
 	pipelines map[*pipeline]struct{}
 	closed    bool
 }
@@ -58,7 +59,7 @@ func New(cfg Config) (*Transport, error) {
 		consumeCh: make(chan raft.RPC),
 		ctx:       ctx,
 		cancel:    cancel,
-		conns:     make(map[raft.ServerAddress]*grpc.ClientConn),
+		conns:     peer.NewConns(cfg.DialOptions...),
 		pipelines: make(map[*pipeline]struct{}),
 	}, nil
 }
@@ -113,32 +114,22 @@ func (t *Transport) Close() error {
 	for p := range t.pipelines {
 		pipes = append(pipes, p)
 	}
-	conns := t.conns
-	t.conns = nil
 	t.mu.Unlock()
 	for _, p := range pipes {
 		_ = p.Close()
 	}
-	for _, c := range conns {
-		_ = c.Close()
-	}
+	t.conns.Close()
 	return nil
 }
 
 // client returns the client of target's listener, dialing it on first use.
 func (t *Transport) client(target raft.ServerAddress) (peerpb.RaftClient, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
+	conn, err := t.conns.Get(string(target))
+	if errors.Is(err, peer.ErrConnsClosed) {
 		return nil, raft.ErrTransportShutdown
 	}
-	conn, ok := t.conns[target]
-	if !ok {
-		var err error
-		if conn, err = peer.Dial(string(target), t.cfg.DialOptions...); err != nil {
-			return nil, fmt.Errorf("raftpeer: dial %s: %w", target, err)
-		}
-		t.conns[target] = conn
+	if err != nil {
+		return nil, err
 	}
 	return peerpb.NewRaftClient(conn), nil
 }
