@@ -70,7 +70,7 @@ func (s *Server) runLeader() {
 // revokeExpired proposes the revoke of every lease whose deadline passed.
 func (s *Server) revokeExpired(now time.Time) {
 	for _, id := range s.store.ExpiredLeases(now, maxRevokesPerTick) {
-		res := s.writeInternal(&pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+		res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 		if res.Err != nil && !errors.Is(res.Err, mvcc.ErrLeaseNotFound) {
 			s.log.Warn("lease not revoked; retrying at the next check", "lease", id, "err", res.Err)
 			return
@@ -134,7 +134,7 @@ func (s *Server) commitCheckpoint(b *checkpointBatch) {
 	cps := s.store.RemainingTTLs(ids)
 	for len(cps) > 0 && b.err == nil {
 		n := min(len(cps), maxCheckpointsPerCommand)
-		res := s.writeInternal(&pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
+		res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
 		b.err = res.Err
 		cps = cps[n:]
 	}
@@ -148,7 +148,7 @@ func (s *Server) maybeCompact() {
 	if !due {
 		return
 	}
-	res := s.writeInternal(&pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev}})
+	res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev}})
 	if res.Err != nil && !errors.Is(res.Err, mvcc.ErrCompacted) {
 		s.log.Warn("automatic compaction not written", "revision", rev, "err", res.Err)
 	}

@@ -12,7 +12,8 @@ import (
 )
 
 // internalWriteTimeout bounds a write of this member's own (a dispatcher
-// record, a consumer record) whose caller has no deadline.
+// or consumer record, the leader's revokes, checkpoints and compactions)
+// whose caller has no deadline.
 const internalWriteTimeout = 5 * time.Second
 
 // applyWaitTimeout bounds the wait for this member to apply a command the
@@ -86,13 +87,6 @@ func (s *Server) linearize(ctx context.Context) error {
 		return err
 	}
 	return nil
-}
-
-// writeInternal runs a write of this member's own with a bounded wait.
-func (s *Server) writeInternal(req *pb.InternalRaftRequest) mvcc.Result {
-	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
-	defer cancel()
-	return s.write(ctx, req)
 }
 
 // syncCheckInterval is how often a member that started asks whether it
