@@ -286,7 +286,7 @@ func peerCalls(t *testing.T, conn *grpc.ClientConn, cluster string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kvc.Propose(ctx, &peerpb.ProposeRequest{Command: cmd})
+	_, err = kvc.Propose(ctx, &peerpb.ProposeRequest{Commands: [][]byte{cmd}})
 	try("Propose", err)
 	_, err = raftc.RequestVote(ctx, &peerpb.RaftRequest{})
 	try("RequestVote", err)

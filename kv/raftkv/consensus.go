@@ -31,7 +31,9 @@ type Consensus struct {
 	obsCh   chan raft.Observation // raft's state changes: wake the loop
 	readReq chan struct{}         // holds one: a read batch waits for the loop
 	stop    chan struct{}         // closed by Close
-	wg      sync.WaitGroup        // the loop and every awaitFuture goroutine
+	life    context.Context       // ended by Close, with kv.ErrStopped
+	endLife context.CancelCauseFunc
+	wg      sync.WaitGroup // the loop, senders and every goroutine awaiting raft
 
 	// readyTerm is the term read before the last barrier that
 	// succeeded: IsLeader needs it to be the current term.
@@ -43,14 +45,16 @@ type Consensus struct {
 	readyIndex atomic.Uint64
 	barriers   atomic.Uint64 // barriers issued; tests count them
 	verifies   atomic.Uint64 // leadership checks issued for reads; tests count them
+	forwards   atomic.Uint64 // Propose calls sent to a leader; tests count them
 
 	readMu  sync.Mutex // guards pending
 	pending *readBatch // callers for the next barrier; nil: none
 
 	conns *peer.Conns // to the leaders: the few voters
 
-	mu     sync.Mutex // guards closed
+	mu     sync.Mutex // guards closed and queues
 	closed bool
+	queues map[raft.ServerAddress]*proposeQueue // commands to forward, by leader
 }
 
 var _ kv.Consensus = (*Consensus)(nil)
@@ -77,7 +81,9 @@ func New(cfg Config) (*Consensus, error) {
 		readReq: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		conns:   peer.NewConns(cfg.DialOptions...),
+		queues:  make(map[raft.ServerAddress]*proposeQueue),
 	}
+	c.life, c.endLife = context.WithCancelCause(context.Background())
 	c.obs = raft.NewObserver(c.obsCh, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.RaftState)
 		return ok
@@ -108,6 +114,7 @@ func (c *Consensus) Close() error {
 	}
 	c.closed = true
 	close(c.stop)
+	c.endLife(kv.ErrStopped)
 	c.mu.Unlock()
 	c.raft.DeregisterObserver(c.obs)
 	c.conns.Close()
@@ -116,8 +123,9 @@ func (c *Consensus) Close() error {
 }
 
 // Propose replicates cmd through the leader: this member's raft when it
-// leads, else the leader's KV.Propose. It returns once the leader
-// applied cmd.
+// leads, else the leader's KV.Propose, in one call with the commands
+// proposed here meanwhile (batch.go). It returns once the leader applied
+// cmd.
 func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
 	if len(cmd) > c.cfg.MaxCommandBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, len(cmd), c.cfg.MaxCommandBytes)
@@ -129,9 +137,8 @@ func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
 			_, err := c.applyLocal(ctx, cmd)
 			return err
 		},
-		func(ctx context.Context, leader peerpb.KVClient) error {
-			_, err := leader.Propose(ctx, &peerpb.ProposeRequest{Command: cmd})
-			return err
+		func(ctx context.Context, leader raft.ServerAddress) error {
+			return c.proposeRemote(ctx, leader, cmd)
 		})
 }
 
@@ -147,13 +154,13 @@ func (c *Consensus) ReadIndex(ctx context.Context) (uint64, error) {
 			index, err = c.leaderRead(ctx)
 			return err
 		},
-		func(ctx context.Context, leader peerpb.KVClient) error {
+		c.remoteCall(func(ctx context.Context, leader peerpb.KVClient) error {
 			out, err := leader.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
 			if err == nil {
 				index = out.Index
 			}
 			return err
-		})
+		}))
 	return index, err
 }
 
@@ -168,13 +175,13 @@ func (c *Consensus) RenewLease(ctx context.Context, id int64) (int64, error) {
 			ttl, err = c.renewLocal(ctx, id)
 			return err
 		},
-		func(ctx context.Context, leader peerpb.KVClient) error {
+		c.remoteCall(func(ctx context.Context, leader peerpb.KVClient) error {
 			out, err := leader.LeaseRenew(ctx, &peerpb.LeaseRenewRequest{Id: id})
 			if err == nil {
 				ttl = out.Ttl
 			}
 			return err
-		})
+		}))
 	return ttl, err
 }
 

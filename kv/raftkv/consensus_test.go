@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -312,12 +313,18 @@ func TestConsensus_Propose_oversized(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx := peer.OutgoingContext(testCtx(t), testCluster(), 0x1234)
-	_, err = peerpb.NewKVClient(conn).Propose(ctx, &peerpb.ProposeRequest{Command: big})
+	_, err = peerpb.NewKVClient(conn).Propose(ctx, &peerpb.ProposeRequest{Commands: [][]byte{big}})
 	if status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("forwarded %d bytes: %v, want InvalidArgument", len(big), err)
 	}
 	if err := followers(ms, leader)[0].c.Propose(testCtx(t), big); !errors.Is(err, ErrCommandTooLarge) {
 		t.Fatalf("propose %d bytes on a follower: %v, want %v", len(big), err, ErrCommandTooLarge)
+	}
+	for _, bad := range [][][]byte{nil, make([][]byte, maxBatchCommands+1)} {
+		_, err = peerpb.NewKVClient(conn).Propose(ctx, &peerpb.ProposeRequest{Commands: bad})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Errorf("forwarded %d commands: %v, want InvalidArgument", len(bad), err)
+		}
 	}
 	if got := leader.sm.cmds(); len(got) != 0 {
 		t.Fatalf("the leader applied %d commands, want none", len(got))
@@ -329,9 +336,68 @@ func TestConsensus_Propose_oversized(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = fconn.Close() })
-	_, err = peerpb.NewKVClient(fconn).Propose(ctx, &peerpb.ProposeRequest{Command: []byte("x")})
+	_, err = peerpb.NewKVClient(fconn).Propose(ctx, &peerpb.ProposeRequest{Commands: [][]byte{[]byte("x")}})
 	if !errors.Is(fromStatus(err), errLeaderGone) {
 		t.Fatalf("propose on a follower's service: %v, want etcd's not leader", err)
+	}
+}
+
+// TestConsensus_Propose_batched proposes many commands on a follower at
+// once: they reach the leader in fewer calls than commands (group
+// commit), every one is applied once, and a call's results go to their
+// own callers.
+func TestConsensus_Propose_batched(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	f := followers(ms, leader)[0]
+	const n = 200
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if err := f.c.Propose(testCtx(t), fmt.Appendf(nil, "batched-%03d", i)); err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if calls := f.c.forwards.Load(); calls >= n {
+		t.Errorf("%d commands took %d calls, want fewer", n, calls)
+	} else {
+		t.Logf("%d commands in %d calls", n, calls)
+	}
+	got := leader.sm.cmds()
+	slices.Sort(got)
+	if len(got) != n || len(slices.Compact(got)) != n {
+		t.Fatalf("the leader applied %d commands (%d distinct), want %d", len(got), len(slices.Compact(got)), n)
+	}
+	for _, c := range got { // Propose returned once applied, on the leader
+		if leader.sm.indexOf(c) == 0 {
+			t.Errorf("%s has no index on the leader", c)
+		}
+	}
+}
+
+// TestResultError checks a command's result maps back as a whole
+// call's error would.
+func TestResultError(t *testing.T) {
+	if err := resultError(&peerpb.ProposeResult{Index: 7}); err != nil {
+		t.Errorf("OK result: %v", err)
+	}
+	notLeader := status.Convert(rpctypes.ErrGRPCNotLeader)
+	if err := resultError(&peerpb.ProposeResult{Code: uint32(notLeader.Code()), Message: notLeader.Message()}); !errors.Is(err, errLeaderGone) {
+		t.Errorf("not-leader result: %v, want %v", err, errLeaderGone)
+	}
+	timeout := status.Convert(rpctypes.ErrGRPCTimeout)
+	if err := resultError(&peerpb.ProposeResult{Code: uint32(timeout.Code()), Message: timeout.Message()}); !errors.Is(err, kv.ErrTimeout) {
+		t.Errorf("timeout result: %v, want %v", err, kv.ErrTimeout)
 	}
 }
 

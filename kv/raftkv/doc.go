@@ -24,6 +24,12 @@
 // Close, every call carrying the cluster and member ids. A member that
 // serves the service without leading answers etcd's "not leader" and
 // never forwards again, so a call crosses the link at most once per try.
+// A follower's proposals share calls (group commit, as etcd's proposals
+// share raft messages): the commands proposed while earlier calls are on
+// the way go together in the next call, at most maxInFlight calls to a
+// leader at a time, each of at most maxBatchCommands commands and
+// maxBatchBytes; the leader applies them in order and answers each its
+// own result, mapped back as a whole call's error would be.
 // A try that finds the leader gone (raft's not-leader, leadership lost
 // or transfer in progress; a leader answering "not leader" or
 // "stopped"; a connection that fails with Unavailable) is tried again

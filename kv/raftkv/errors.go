@@ -17,6 +17,10 @@ import (
 // here or forwarded by a peer (answered with InvalidArgument).
 var ErrCommandTooLarge = errors.New("raftkv: command too large")
 
+// ErrBadBatch: a forwarded call with no command or more than a call may
+// carry (answered with InvalidArgument).
+var ErrBadBatch = errors.New("raftkv: bad batch of commands")
+
 // errLeaderGone marks a failure that another try may not have: the
 // leader changed, stepped down or could not be reached. Consensus
 // retries it (see route) and never returns it.
@@ -55,7 +59,7 @@ func toStatus(err error) error {
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, kv.ErrLeaseNotFound):
 		return rpctypes.ErrGRPCLeaseNotFound
-	case errors.Is(err, ErrCommandTooLarge):
+	case errors.Is(err, ErrCommandTooLarge), errors.Is(err, ErrBadBatch):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()

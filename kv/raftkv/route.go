@@ -29,14 +29,14 @@ const (
 )
 
 // route runs a call where the leader is: local when this member leads,
-// else remote on a client of the leader's peer listener (its raft
+// else remote with the address of the leader's peer listener (its raft
 // address). A try that fails because the leader changed, stepped down
 // or could not be reached (errLeaderGone) is tried again, after a pause,
 // on whichever member leads then; the tries are bounded in number and
 // by ctx. When they run out, or ctx's ApplyTimeout does while no leader
 // is known, route returns kv.ErrNoLeader.
 func (c *Consensus) route(ctx context.Context, local func(context.Context) error,
-	remote func(context.Context, peerpb.KVClient) error) error {
+	remote func(context.Context, raft.ServerAddress) error) error {
 	pause := backoff.Backoff{Min: retryMin, Max: retryMax}
 	var last error
 	for try := range maxTries {
@@ -52,7 +52,7 @@ func (c *Consensus) route(ctx context.Context, local func(context.Context) error
 		if addr == "" {
 			err = local(ctx)
 		} else {
-			err = c.forward(ctx, addr, remote)
+			err = remote(ctx, addr)
 		}
 		switch {
 		case err == nil:
@@ -119,6 +119,13 @@ func (c *Consensus) sleep(ctx context.Context, d time.Duration) error {
 		return ctx.Err()
 	case <-c.stop:
 		return kv.ErrStopped
+	}
+}
+
+// remoteCall is route's remote for a call of its own: one forward.
+func (c *Consensus) remoteCall(call func(context.Context, peerpb.KVClient) error) func(context.Context, raft.ServerAddress) error {
+	return func(ctx context.Context, addr raft.ServerAddress) error {
+		return c.forward(ctx, addr, call)
 	}
 }
 

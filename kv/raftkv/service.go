@@ -23,22 +23,42 @@ type service struct {
 var _ peerpb.KVServer = (*service)(nil)
 
 func (s *service) Propose(ctx context.Context, in *peerpb.ProposeRequest) (*peerpb.ProposeResponse, error) {
-	if n := len(in.Command); n > s.c.cfg.MaxCommandBytes {
-		from, _ := peer.CallerMember(ctx)
-		s.c.log.Warn("refused a forwarded command", "from", fmt.Sprintf("%016x", from),
-			"bytes", n, "max", s.c.cfg.MaxCommandBytes)
-		return nil, toStatus(fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, n, s.c.cfg.MaxCommandBytes))
+	if err := s.checkBatch(ctx, in.Commands); err != nil {
+		return nil, toStatus(err)
 	}
 	ctx, cancel, err := s.begin(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	index, err := s.c.applyLocal(ctx, in.Command)
+	results, err := s.c.applyBatch(ctx, in.Commands)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &peerpb.ProposeResponse{Index: index}, nil
+	return &peerpb.ProposeResponse{Results: results}, nil
+}
+
+// checkBatch bounds a forwarded call as a follower's Propose does: at
+// least one command, at most maxBatchCommands, none over
+// MaxCommandBytes; a refusal is logged with the caller.
+func (s *service) checkBatch(ctx context.Context, cmds [][]byte) error {
+	var err error
+	switch {
+	case len(cmds) == 0:
+		err = fmt.Errorf("%w: no command", ErrBadBatch)
+	case len(cmds) > maxBatchCommands:
+		err = fmt.Errorf("%w: %d commands, at most %d", ErrBadBatch, len(cmds), maxBatchCommands)
+	}
+	for _, cmd := range cmds {
+		if n := len(cmd); err == nil && n > s.c.cfg.MaxCommandBytes {
+			err = fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, n, s.c.cfg.MaxCommandBytes)
+		}
+	}
+	if err != nil {
+		from, _ := peer.CallerMember(ctx)
+		s.c.log.Warn("refused forwarded commands", "from", fmt.Sprintf("%016x", from), "err", err)
+	}
+	return err
 }
 
 func (s *service) ReadIndex(ctx context.Context, _ *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {

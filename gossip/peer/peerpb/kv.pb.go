@@ -27,11 +27,13 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// ProposeRequest carries one encoded key-space command for the leader to
-// replicate.
+// ProposeRequest carries encoded key-space commands for the leader to
+// replicate, in order: a follower sends the commands its clients proposed
+// while its previous call was on the way in one call (group commit). Field
+// 1 was a single command; a single one still parses as a list of one.
 type ProposeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Commands      [][]byte               `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -66,25 +68,89 @@ func (*ProposeRequest) Descriptor() ([]byte, []int) {
 	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *ProposeRequest) GetCommand() []byte {
+func (x *ProposeRequest) GetCommands() [][]byte {
 	if x != nil {
-		return x.Command
+		return x.Commands
 	}
 	return nil
 }
 
-// ProposeResponse answers once the command is committed and applied on the
-// leader; index is its raft log index.
-type ProposeResponse struct {
+// ProposeResult is one command's outcome: its raft log index once
+// committed and applied on the leader, or the gRPC error the leader
+// would have answered for it alone (code 0: none).
+type ProposeResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Code          uint32                 `protobuf:"varint,2,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProposeResult) Reset() {
+	*x = ProposeResult{}
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProposeResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProposeResult) ProtoMessage() {}
+
+func (x *ProposeResult) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProposeResult.ProtoReflect.Descriptor instead.
+func (*ProposeResult) Descriptor() ([]byte, []int) {
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ProposeResult) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ProposeResult) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *ProposeResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// ProposeResponse answers once every command of the request is committed
+// and applied on the leader or has failed: a result per command, in the
+// request's order. Field 1 was the index of a single command.
+type ProposeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*ProposeResult       `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ProposeResponse) Reset() {
 	*x = ProposeResponse{}
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +162,7 @@ func (x *ProposeResponse) String() string {
 func (*ProposeResponse) ProtoMessage() {}
 
 func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[1]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,14 +175,14 @@ func (x *ProposeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProposeResponse.ProtoReflect.Descriptor instead.
 func (*ProposeResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{1}
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *ProposeResponse) GetIndex() uint64 {
+func (x *ProposeResponse) GetResults() []*ProposeResult {
 	if x != nil {
-		return x.Index
+		return x.Results
 	}
-	return 0
+	return nil
 }
 
 type ReadIndexRequest struct {
@@ -127,7 +193,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +205,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[2]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +218,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{2}
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{3}
 }
 
 // ReadIndexResponse is the leader's applied index after a barrier issued
@@ -166,7 +232,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[3]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -178,7 +244,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[3]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -191,7 +257,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{3}
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -211,7 +277,7 @@ type LeaseRenewRequest struct {
 
 func (x *LeaseRenewRequest) Reset() {
 	*x = LeaseRenewRequest{}
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[4]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -223,7 +289,7 @@ func (x *LeaseRenewRequest) String() string {
 func (*LeaseRenewRequest) ProtoMessage() {}
 
 func (x *LeaseRenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[4]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -236,7 +302,7 @@ func (x *LeaseRenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewRequest.ProtoReflect.Descriptor instead.
 func (*LeaseRenewRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{4}
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LeaseRenewRequest) GetId() int64 {
@@ -256,7 +322,7 @@ type LeaseRenewResponse struct {
 
 func (x *LeaseRenewResponse) Reset() {
 	*x = LeaseRenewResponse{}
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[5]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +334,7 @@ func (x *LeaseRenewResponse) String() string {
 func (*LeaseRenewResponse) ProtoMessage() {}
 
 func (x *LeaseRenewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[5]
+	mi := &file_gossip_peer_peerpb_kv_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +347,7 @@ func (x *LeaseRenewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaseRenewResponse.ProtoReflect.Descriptor instead.
 func (*LeaseRenewResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{5}
+	return file_gossip_peer_peerpb_kv_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeaseRenewResponse) GetTtl() int64 {
@@ -295,11 +361,15 @@ var File_gossip_peer_peerpb_kv_proto protoreflect.FileDescriptor
 
 const file_gossip_peer_peerpb_kv_proto_rawDesc = "" +
 	"\n" +
-	"\x1bgossip/peer/peerpb/kv.proto\x12\rchute.peer.v1\"*\n" +
-	"\x0eProposeRequest\x12\x18\n" +
-	"\acommand\x18\x01 \x01(\fR\acommand\"'\n" +
-	"\x0fProposeResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"\x12\n" +
+	"\x1bgossip/peer/peerpb/kv.proto\x12\rchute.peer.v1\",\n" +
+	"\x0eProposeRequest\x12\x1a\n" +
+	"\bcommands\x18\x01 \x03(\fR\bcommands\"S\n" +
+	"\rProposeResult\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"O\n" +
+	"\x0fProposeResponse\x126\n" +
+	"\aresults\x18\x02 \x03(\v2\x1c.chute.peer.v1.ProposeResultR\aresultsJ\x04\b\x01\x10\x02\"\x12\n" +
 	"\x10ReadIndexRequest\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\"#\n" +
@@ -325,27 +395,29 @@ func file_gossip_peer_peerpb_kv_proto_rawDescGZIP() []byte {
 	return file_gossip_peer_peerpb_kv_proto_rawDescData
 }
 
-var file_gossip_peer_peerpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_gossip_peer_peerpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_gossip_peer_peerpb_kv_proto_goTypes = []any{
 	(*ProposeRequest)(nil),     // 0: chute.peer.v1.ProposeRequest
-	(*ProposeResponse)(nil),    // 1: chute.peer.v1.ProposeResponse
-	(*ReadIndexRequest)(nil),   // 2: chute.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil),  // 3: chute.peer.v1.ReadIndexResponse
-	(*LeaseRenewRequest)(nil),  // 4: chute.peer.v1.LeaseRenewRequest
-	(*LeaseRenewResponse)(nil), // 5: chute.peer.v1.LeaseRenewResponse
+	(*ProposeResult)(nil),      // 1: chute.peer.v1.ProposeResult
+	(*ProposeResponse)(nil),    // 2: chute.peer.v1.ProposeResponse
+	(*ReadIndexRequest)(nil),   // 3: chute.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),  // 4: chute.peer.v1.ReadIndexResponse
+	(*LeaseRenewRequest)(nil),  // 5: chute.peer.v1.LeaseRenewRequest
+	(*LeaseRenewResponse)(nil), // 6: chute.peer.v1.LeaseRenewResponse
 }
 var file_gossip_peer_peerpb_kv_proto_depIdxs = []int32{
-	0, // 0: chute.peer.v1.KV.Propose:input_type -> chute.peer.v1.ProposeRequest
-	2, // 1: chute.peer.v1.KV.ReadIndex:input_type -> chute.peer.v1.ReadIndexRequest
-	4, // 2: chute.peer.v1.KV.LeaseRenew:input_type -> chute.peer.v1.LeaseRenewRequest
-	1, // 3: chute.peer.v1.KV.Propose:output_type -> chute.peer.v1.ProposeResponse
-	3, // 4: chute.peer.v1.KV.ReadIndex:output_type -> chute.peer.v1.ReadIndexResponse
-	5, // 5: chute.peer.v1.KV.LeaseRenew:output_type -> chute.peer.v1.LeaseRenewResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	1, // 0: chute.peer.v1.ProposeResponse.results:type_name -> chute.peer.v1.ProposeResult
+	0, // 1: chute.peer.v1.KV.Propose:input_type -> chute.peer.v1.ProposeRequest
+	3, // 2: chute.peer.v1.KV.ReadIndex:input_type -> chute.peer.v1.ReadIndexRequest
+	5, // 3: chute.peer.v1.KV.LeaseRenew:input_type -> chute.peer.v1.LeaseRenewRequest
+	2, // 4: chute.peer.v1.KV.Propose:output_type -> chute.peer.v1.ProposeResponse
+	4, // 5: chute.peer.v1.KV.ReadIndex:output_type -> chute.peer.v1.ReadIndexResponse
+	6, // 6: chute.peer.v1.KV.LeaseRenew:output_type -> chute.peer.v1.LeaseRenewResponse
+	4, // [4:7] is the sub-list for method output_type
+	1, // [1:4] is the sub-list for method input_type
+	1, // [1:1] is the sub-list for extension type_name
+	1, // [1:1] is the sub-list for extension extendee
+	0, // [0:1] is the sub-list for field type_name
 }
 
 func init() { file_gossip_peer_peerpb_kv_proto_init() }
@@ -359,7 +431,7 @@ func file_gossip_peer_peerpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_kv_proto_rawDesc), len(file_gossip_peer_peerpb_kv_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
