@@ -44,7 +44,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	cfg = cfg.withDefaults()
 	hc := newHCLog(cfg.Logger, "raft")
-	st, err := openStores(cfg.Dir, cfg.MemberID, cfg.SnapshotRetain, hc.StandardWriter(nil))
+	st, err := openStores(cfg.Dir, cfg.MemberID, cfg.SnapshotRetain, hc)
 	if err != nil {
 		return nil, err
 	}
