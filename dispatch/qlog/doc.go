@@ -1,0 +1,97 @@
+// Package qlog is a node's queue log: the append-only, checksummed file
+// log under the data directory that holds what the node holds of every
+// queue, so that a restarted node recovers it. It knows nothing of
+// queues: a record is opaque bytes, named by a uint64 seq that grows by
+// one per record appended. One log serves every queue of the node, so one
+// fsync covers the puts of all of them.
+//
+// # Use
+//
+// Open recovers the log and replays its live records; Append writes
+// records and returns once they are fsynced; Release marks records no
+// longer needed (acknowledged, inserted); Close ends it. Stats has the
+// counters for metrics: fsyncs, records per fsync, deletions.
+//
+// # Format
+//
+// The log is a directory of segment files, 0000000000000001.qlog and up
+// (the number in hex, one more per segment). A segment starts with a
+// 24-byte header: the magic "chuteqlg", the seq of its first data record
+// (uint64), the format version (uint32, 1) and a CRC-32C of those. Then
+// frames, each
+//
+//	length  uint32   bytes of the body
+//	crc     uint32   CRC-32C (Castagnoli) of the length and the body
+//	body    type byte, then the payload
+//
+// little-endian, of three types:
+//
+//	1 data     the record; its seq is the segment's first seq plus the
+//	           number of data frames before it in the segment
+//	2 moved    seq (uint64), then the record: a live record copied
+//	           from an older segment, which this copy supersedes
+//	3 release  runs of released seqs, each two uvarints: its first seq
+//	           less the end of the run before, and its length less one
+//
+// A segment is written at its end only, and a new one is started once the
+// next batch would take it past Config.SegmentBytes (one append larger
+// than that makes a larger segment: appends are never split).
+//
+// # Group commit
+//
+// One goroutine, the writer, owns the files. Append hands its records to
+// it over an unbuffered channel and waits. The writer takes every append
+// waiting, writes them in one write (with the pending release records),
+// calls fdatasync once, and answers them all.
+// Appends that come while it writes or fsyncs wait in their own
+// goroutines and make the next batch: the batch grows with the load, and
+// a lone append goes at once, with no timer to wait for company. Nothing
+// queues but the appenders themselves. With NoSync the writer never
+// fsyncs.
+//
+// An append that fails leaves nothing: a write or fsync that failed is cut
+// off the file. When the file system is full (ENOSPC, EDQUOT), or an
+// append would pass Config.QuotaBytes, it fails with ErrNoSpace and the
+// log goes on; any other failure fails the log (ErrFailed): after a
+// failed fsync the kernel's view of the file cannot be trusted, and the
+// caller reopens it, which recovers what reached the disk.
+//
+// # Release and deletion
+//
+// Release clears the record's bit in memory (each segment has a bitmap of
+// its live data records; moved records are in a map) and queues a
+// release frame, written with the next batch and fsynced with the next
+// append: a release alone costs no fsync. One lost in a crash means the
+// record is replayed again, so delivery is at least once; a record not
+// released is never lost.
+//
+// Only the oldest segment is deleted, once none of its records is live.
+// A release frame always comes after the record it releases (Release
+// takes seqs that Append returned), so the release frames of the oldest
+// segment concern only its own records: deleting it can never bring a
+// released record back. The directory is fsynced after each deletion, so
+// that a crash cannot keep a later deletion and lose an earlier one.
+//
+// # Recovery
+//
+// Open reads the segments in order and checks every frame. At the first
+// damaged one (the file ends inside it, its CRC does not match, its type
+// is unknown, it names a seq it cannot) the file is cut there, with one
+// warning naming the file and the bytes dropped; nothing after it in that
+// file is read, even if intact. At the end of the newest segment this is
+// a write a crash interrupted and loses nothing acknowledged. In the
+// middle of an older segment it is damage to the disk: the records after
+// it are lost (their releases too, so some released records may come
+// back), and the later segments are read as usual. A segment whose header
+// is damaged is deleted, with one warning. Then Open replays the live
+// records in seq order, and the writer deletes what is no longer needed.
+//
+// # Locks
+//
+// Log.mu guards the segments' live state, the moved map, the pending
+// releases, the sizes and the counters; it is held briefly, never across
+// I/O. The writer alone touches the files and Log.w. An appendReq is
+// answered through its state, an atomic: whichever of the writer and an
+// Append whose context ended moves it first decides whether the Append
+// gets the result or the writer releases the records.
+package qlog
