@@ -12,6 +12,7 @@ import (
 const (
 	DefaultSegmentBytes   = 64 << 20
 	DefaultMaxRecordBytes = 4 << 20
+	DefaultCompactRatio   = 2.0
 
 	// minSegmentBytes keeps a segment larger than its header and a few
 	// records; tests use segments this small to exercise rolling.
@@ -36,8 +37,9 @@ type Config struct {
 	MaxRecordBytes int
 
 	// QuotaBytes bounds Size for appends: an append that would take the
-	// log past it fails with ErrNoSpace. Release records may pass it, so
-	// that space can always be freed. Zero: no quota.
+	// log past it fails with ErrNoSpace. Release records and compaction
+	// may pass it (by at most about a segment), so that space can always
+	// be freed. Zero: no quota.
 	QuotaBytes int64
 
 	// NoSync writes records but never fsyncs them (etcd's
@@ -46,7 +48,15 @@ type Config struct {
 	// machine may not. False: every append is fsynced before it returns.
 	NoSync bool
 
-	// Logger receives the warnings of recovery. Nil: discarded.
+	// CompactRatio bounds the disk used against the live records: once
+	// Size passes CompactRatio times the live records' bytes plus a
+	// segment, the oldest segment's live records are rewritten at the
+	// head so that it can be deleted. Zero: DefaultCompactRatio. At
+	// least 1.25: lower, the log would spend its time rewriting.
+	CompactRatio float64
+
+	// Logger receives the warnings of recovery and compaction. Nil:
+	// discarded.
 	Logger *slog.Logger
 }
 
@@ -55,6 +65,7 @@ func DefaultConfig() Config {
 	return Config{
 		SegmentBytes:   DefaultSegmentBytes,
 		MaxRecordBytes: DefaultMaxRecordBytes,
+		CompactRatio:   DefaultCompactRatio,
 	}
 }
 
@@ -80,6 +91,9 @@ func (c Config) Validate() error {
 	if c.QuotaBytes < 0 {
 		bad("QuotaBytes", "quota %d is negative", c.QuotaBytes)
 	}
+	if c.CompactRatio != 0 && !(c.CompactRatio >= 1.25) {
+		bad("CompactRatio", "compact ratio %v is below 1.25", c.CompactRatio)
+	}
 	return errors.Join(errs...)
 }
 
@@ -90,6 +104,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.CompactRatio == 0 {
+		c.CompactRatio = DefaultCompactRatio
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -19,6 +19,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"negative record limit", func(c *Config) { c.MaxRecordBytes = -1 }, "MaxRecordBytes"},
 		{"huge record limit", func(c *Config) { c.MaxRecordBytes = 2 << 30 }, "MaxRecordBytes"},
 		{"negative quota", func(c *Config) { c.QuotaBytes = -1 }, "QuotaBytes"},
+		{"low ratio", func(c *Config) { c.CompactRatio = 1 }, "CompactRatio"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultConfig()

@@ -7,7 +7,7 @@ import (
 )
 
 // maintain deletes the oldest segments while none of their records is
-// live.
+// live, then starts a compaction when one is due.
 //
 // Only the oldest segment is ever deleted. A release record releases a
 // record written before it, so the release records of the oldest segment
@@ -16,6 +16,7 @@ import (
 // that a crash cannot keep a later segment's deletion and lose an earlier
 // one's.
 func (l *Log) maintain() {
+	w := &l.w
 	for {
 		l.mu.Lock()
 		if len(l.segs) < 2 || l.segs[0].live > 0 {
@@ -24,6 +25,10 @@ func (l *Log) maintain() {
 		}
 		s := l.segs[0]
 		l.mu.Unlock()
+		if c := w.compact; c != nil && c.seg == s {
+			c.eof = true
+			w.endCompaction()
+		}
 		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("qlog: cannot delete a released segment", "file", s.path, "err", err)
 			break
@@ -39,4 +44,5 @@ func (l *Log) maintain() {
 		l.stats.Deleted++
 		l.mu.Unlock()
 	}
+	l.startCompaction()
 }

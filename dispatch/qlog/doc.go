@@ -10,7 +10,7 @@
 // Open recovers the log and replays its live records; Append writes
 // records and returns once they are fsynced; Release marks records no
 // longer needed (acknowledged, inserted); Close ends it. Stats has the
-// counters for metrics: fsyncs, records per fsync, deletions.
+// counters for metrics: fsyncs, records per fsync, moves, deletions.
 //
 // # Format
 //
@@ -28,8 +28,8 @@
 //
 //	1 data     the record; its seq is the segment's first seq plus the
 //	           number of data frames before it in the segment
-//	2 moved    seq (uint64), then the record: a live record copied
-//	           from an older segment, which this copy supersedes
+//	2 moved    seq (uint64), then the record: a live record that
+//	           compaction copied from an older segment
 //	3 release  runs of released seqs, each two uvarints: its first seq
 //	           less the end of the run before, and its length less one
 //
@@ -41,8 +41,8 @@
 //
 // One goroutine, the writer, owns the files. Append hands its records to
 // it over an unbuffered channel and waits. The writer takes every append
-// waiting, writes them in one write (with the pending release records),
-// calls fdatasync once, and answers them all.
+// waiting, writes them in one write (with the pending release records
+// and a chunk of compaction), calls fdatasync once, and answers them all.
 // Appends that come while it writes or fsyncs wait in their own
 // goroutines and make the next batch: the batch grows with the load, and
 // a lone append goes at once, with no timer to wait for company. Nothing
@@ -72,6 +72,27 @@
 // released record back. The directory is fsynced after each deletion, so
 // that a crash cannot keep a later deletion and lose an earlier one.
 //
+// # Compaction
+//
+// A record released late would pin the segment it is in, and so every
+// later one. So once Size passes Config.CompactRatio times the bytes of
+// the live records plus a segment, the writer rewrites the live records
+// of the oldest segment at the head, as moved frames, a chunk (1 MiB at
+// most) per batch, fsynced with the batch's appends, and then deletes
+// the segment. A moved record keeps its seq: the caller never hears of
+// compaction, and Release takes the seq it always had. The cost is a map
+// entry per moved record and replay merging moved records into seq order.
+//
+// A copy becomes the live one only once it is durable, and only if the
+// record was not released meanwhile; its release frame, if any, comes
+// after the copy. After a crash with both copies on disk, the later one
+// wins (replay reads segments in order). A compaction starts only once
+// the dead bytes pass CompactRatio-1 times the live ones (plus a
+// segment), so on average it copies about 1/(CompactRatio-1) bytes per
+// byte released, and the log holds about CompactRatio times its live
+// bytes plus a segment or two (one being written, one being compacted).
+// The live bytes are estimated from each segment's mean record size.
+//
 // # Recovery
 //
 // Open reads the segments in order and checks every frame. At the first
@@ -84,7 +105,7 @@
 // it are lost (their releases too, so some released records may come
 // back), and the later segments are read as usual. A segment whose header
 // is damaged is deleted, with one warning. Then Open replays the live
-// records in seq order, and the writer deletes what is no longer needed.
+// records in seq order, and the writer deletes or compacts what needs it.
 //
 // # Locks
 //

@@ -16,7 +16,7 @@ const (
 	frameSize  = 8  // length, CRC
 
 	typeData    = 1 // the record; its seq is the segment's base plus its index among the data records
-	typeMoved   = 2 // seq, then the record: a live record copied from an older segment
+	typeMoved   = 2 // seq, then the record: a live record rewritten by compaction
 	typeRelease = 3 // runs of released seqs
 
 	// releaseMaxBody bounds a release record; more releases take more

@@ -12,8 +12,8 @@ import (
 // Log is a node's queue log. Its methods are safe for concurrent use.
 //
 // One goroutine, the writer, owns the files: it writes appends in
-// batches, fsyncs each batch once, writes releases and deletes segments.
-// Log.mu guards what Release and Stats read of its state.
+// batches, fsyncs each batch once, writes releases, deletes segments and
+// compacts. Log.mu guards what Release and Stats read of its state.
 type Log struct {
 	cfg   Config
 	log   *slog.Logger
@@ -57,6 +57,7 @@ type Stats struct {
 	Fsyncs   uint64 // fdatasyncs of segment files
 	Commits  uint64 // batches written (appends, moves and releases)
 	Released uint64 // records released
+	Moved    uint64 // live records rewritten at the head by compaction
 	Deleted  uint64 // segment files deleted
 
 	Waiting int // appends waiting for the writer to take them

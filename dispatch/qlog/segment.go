@@ -29,6 +29,8 @@ type segment struct {
 	recs     int   // records written here, data and moved
 	recBytes int64 // bytes of those, frames included
 	size     int64 // bytes in the file
+
+	stuck bool // compaction found it damaged or cannot open it: the writer's alone
 }
 
 func segName(id uint64) string { return fmt.Sprintf("%016x%s", id, segExt) }
@@ -74,6 +76,15 @@ func (s *segment) addData(size int) {
 	s.live++
 	s.recs++
 	s.recBytes += int64(size)
+}
+
+// liveBytes estimates the bytes of the live records from the mean size of
+// the segment's records.
+func (s *segment) liveBytes() int64 {
+	if s.recs == 0 {
+		return 0
+	}
+	return s.recBytes * int64(s.live) / int64(s.recs)
 }
 
 // segFile is what the log does with a segment file; tests wrap it to

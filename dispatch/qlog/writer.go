@@ -16,16 +16,21 @@ type writer struct {
 	f      segFile // the head's file
 	synced int64   // bytes of the head covered by an fsync
 
-	buf   []byte
-	carry []*appendReq // taken, not yet written: the head was full
+	buf     []byte
+	carry   []*appendReq // taken, not yet written: the head was full
+	compact *compaction
+	// paused stops compactions from starting after one failed, until an
+	// append or a release wakes the writer: on a full disk it would
+	// otherwise retry in a loop.
+	paused bool
 
 	closeErr error
 }
 
 // run is the writer goroutine. Each round takes the appends waiting
 // (blocking only when there is nothing else to do), writes them with the
-// pending releases in one write, fsyncs once, answers, then deletes the
-// segments no longer needed.
+// pending releases and a chunk of compaction in one write, fsyncs once,
+// answers, then deletes the segments no longer needed.
 func (l *Log) run() {
 	defer close(l.done)
 	l.maintain()
@@ -38,7 +43,9 @@ func (l *Log) run() {
 		}
 		var reqs []*appendReq
 		reqs, l.w.carry = l.w.carry, nil
-		if len(reqs) == 0 {
+		switch {
+		case len(reqs) > 0:
+		case l.w.compact == nil:
 			select {
 			case <-l.stop:
 				l.shutdown()
@@ -46,6 +53,13 @@ func (l *Log) run() {
 			case r := <-l.appendc:
 				reqs = append(reqs, r)
 			case <-l.kick:
+			}
+			l.w.paused = false
+		default: // compacting: do not wait
+			select {
+			case r := <-l.appendc:
+				reqs = append(reqs, r)
+			default:
 			}
 		}
 		l.commit(l.gather(reqs))
@@ -73,14 +87,16 @@ func (l *Log) gather(reqs []*appendReq) []*appendReq {
 }
 
 // commit writes reqs (those that fit in the head; the others wait in
-// carry) and the pending releases at the end of the head, fsyncs when it
-// wrote records, and answers reqs.
+// carry), a chunk of compaction and the pending releases at the end of
+// the head, fsyncs when it wrote records, and answers reqs.
 func (l *Log) commit(reqs []*appendReq) {
 	w := &l.w
+	defer w.endCompaction()
 	l.mu.Lock()
 	failed, size := l.failed, l.size
 	l.mu.Unlock()
 	if failed != nil {
+		w.abortCompaction()
 		for _, r := range reqs {
 			l.answer(r, 0, failed)
 		}
@@ -88,11 +104,15 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 
 	first := 0
-	if len(reqs) > 0 {
+	switch {
+	case len(reqs) > 0:
 		first = reqs[0].bytes
+	case w.compact != nil:
+		first = l.moveChunk()
 	}
 	if first > 0 && w.head.size > headerSize && w.head.size+int64(first) > l.cfg.SegmentBytes {
 		if err := l.roll(); err != nil {
+			w.abortCompaction()
 			for _, r := range reqs {
 				l.answer(r, 0, err)
 			}
@@ -121,6 +141,12 @@ func (l *Log) commit(reqs []*appendReq) {
 		taken = append(taken, r)
 		nrec += len(r.recs)
 	}
+	var moves []move
+	if w.compact != nil && int64(len(buf)) < room {
+		buf, moves = l.pickMoves(buf, int(min(int64(l.moveChunk()), room-int64(len(buf)))))
+	}
+	// Releases go after the moves: a record released while being moved
+	// has its release after its moved copy.
 	l.mu.Lock()
 	rel := l.pending
 	l.pending = nil
@@ -131,12 +157,13 @@ func (l *Log) commit(reqs []*appendReq) {
 		return
 	}
 
-	sync := !l.cfg.NoSync && nrec > 0
+	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
 	_, err := w.f.WriteAt(buf, start)
 	if err == nil && sync {
 		err = w.f.Sync()
 	}
 	if err != nil {
+		w.abortCompaction()
 		err = l.undo(start, err, rel)
 		for _, r := range taken {
 			l.answer(r, 0, err)
@@ -152,10 +179,14 @@ func (l *Log) commit(reqs []*appendReq) {
 			h.addData(dataFrameSize(len(rec)))
 		}
 	}
+	for _, m := range moves {
+		l.transfer(m, h)
+	}
 	h.size += int64(len(buf))
 	l.size += int64(len(buf))
 	l.next = h.base + h.n
 	l.stats.Appended += uint64(nrec)
+	l.stats.Moved += uint64(len(moves))
 	l.stats.Commits++
 	if sync {
 		l.stats.Fsyncs++
@@ -286,6 +317,10 @@ func (l *Log) shutdown() {
 		l.answer(r, 0, ErrClosed)
 	}
 	w.carry = nil
+	if w.compact != nil {
+		w.compact.eof = true
+		w.endCompaction()
+	}
 	var errs []error
 	if !l.crashOnClose.Load() {
 		l.commit(nil)
