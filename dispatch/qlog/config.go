@@ -1,0 +1,115 @@
+package qlog
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"chute/internal/setting"
+)
+
+// Defaults of Config.
+const (
+	DefaultSegmentBytes   = 64 << 20
+	DefaultMaxRecordBytes = 4 << 20
+	DefaultCompactRatio   = 2.0
+
+	// minSegmentBytes keeps a segment larger than its header and a few
+	// records; tests use segments this small to exercise rolling.
+	minSegmentBytes = 1 << 10
+	// maxRecordLimit keeps a frame's length within its 32 bits.
+	maxRecordLimit = 1 << 30
+)
+
+// Config configures a Log. Open reads it once.
+type Config struct {
+	// Dir is the directory of the segment files, created if missing.
+	// Required. Nothing else may write in it.
+	Dir string
+
+	// SegmentBytes is the size at which the log starts a new segment
+	// file. A segment exceeds it only by one append larger than it, or by
+	// release records. Zero: DefaultSegmentBytes. At least 1 KiB.
+	SegmentBytes int64
+
+	// MaxRecordBytes bounds one record; a longer one fails with
+	// ErrTooLarge. Zero: DefaultMaxRecordBytes. At most 1 GiB.
+	MaxRecordBytes int
+
+	// QuotaBytes bounds Size for appends: an append that would take the
+	// log past it fails with ErrNoSpace. Release records and compaction
+	// may pass it (by at most about a segment), so that space can always
+	// be freed. Zero: no quota.
+	QuotaBytes int64
+
+	// NoSync writes records but never fsyncs them (etcd's
+	// --unsafe-no-fsync): an append returns once its records are in the
+	// page cache, which a crash of the process keeps and a crash of the
+	// machine may not. False: every append is fsynced before it returns.
+	NoSync bool
+
+	// CompactRatio bounds the disk used against the live records: once
+	// Size passes CompactRatio times the live records' bytes plus a
+	// segment, the oldest segment's live records are rewritten at the
+	// head so that it can be deleted. Zero: DefaultCompactRatio. At
+	// least 1.25: lower, the log would spend its time rewriting.
+	CompactRatio float64
+
+	// Logger receives the warnings of recovery and compaction. Nil:
+	// discarded.
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults; Dir is left empty.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:   DefaultSegmentBytes,
+		MaxRecordBytes: DefaultMaxRecordBytes,
+		CompactRatio:   DefaultCompactRatio,
+	}
+}
+
+// FieldError is a setting that cannot work; Field names it.
+type FieldError = setting.FieldError
+
+// Validate reports every problem of c, each a *FieldError, joined. It
+// does no I/O.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Pkg: "qlog", Sentinel: ErrInvalidConfig, Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	if c.Dir == "" {
+		bad("Dir", "directory must not be empty")
+	}
+	if c.SegmentBytes != 0 && c.SegmentBytes < minSegmentBytes {
+		bad("SegmentBytes", "segment size %d is below %d", c.SegmentBytes, minSegmentBytes)
+	}
+	if c.MaxRecordBytes < 0 || c.MaxRecordBytes > maxRecordLimit {
+		bad("MaxRecordBytes", "record limit %d is not within 1 to %d", c.MaxRecordBytes, maxRecordLimit)
+	}
+	if c.QuotaBytes < 0 {
+		bad("QuotaBytes", "quota %d is negative", c.QuotaBytes)
+	}
+	if c.CompactRatio != 0 && !(c.CompactRatio >= 1.25) {
+		bad("CompactRatio", "compact ratio %v is below 1.25", c.CompactRatio)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults returns c with its zero values replaced by the defaults.
+func (c Config) withDefaults() Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.MaxRecordBytes == 0 {
+		c.MaxRecordBytes = DefaultMaxRecordBytes
+	}
+	if c.CompactRatio == 0 {
+		c.CompactRatio = DefaultCompactRatio
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}

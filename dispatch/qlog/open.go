@@ -1,0 +1,298 @@
+package qlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+)
+
+// Open opens the log in cfg.Dir, creating it if need be, recovers it and
+// calls replay with every live record, in seq order, before it returns.
+// rec is valid only during the call. A replay error ends Open with it.
+// replay may be nil.
+//
+// A damaged segment (a crash in the middle of a write, bytes overwritten)
+// is cut at its last intact record: one warning per damaged file names
+// it and the bytes dropped, and nothing after the damage in that file is
+// read. A segment whose header is damaged is deleted whole.
+func Open(cfg Config, replay func(seq uint64, rec []byte) error) (*Log, error) {
+	return open(cfg, replay, hooks{})
+}
+
+func open(cfg Config, replay func(seq uint64, rec []byte) error, h hooks) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if h.openFile == nil {
+		h.openFile = openOSFile
+	}
+	l := &Log{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		hooks:   h,
+		appendc: make(chan *appendReq),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		done:    make(chan struct{}),
+		moved:   make(map[uint64]*segment),
+		next:    1,
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("qlog: %w", err)
+	}
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("qlog: %w", err)
+	}
+	var ids []uint64
+	for _, e := range ents {
+		if id, ok := parseSegName(e.Name()); ok && e.Type().IsRegular() {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	movedAt := make(map[uint64]int64) // offsets of the moved records, for replay
+	changed := false
+	for _, id := range ids {
+		c, err := l.load(id, movedAt)
+		if err != nil {
+			return nil, err
+		}
+		changed = changed || c
+	}
+	if changed && !cfg.NoSync {
+		if err := syncDir(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("qlog: %w", err)
+		}
+	}
+	if replay != nil {
+		if err := l.replay(movedAt, replay); err != nil {
+			return nil, err
+		}
+	}
+	if err := l.openHead(ids); err != nil {
+		return nil, err
+	}
+	go l.run()
+	return l, nil
+}
+
+// load reads segment id and adds it to the log's state, cutting it at the
+// first damaged record, or deleting it when its header is damaged. It
+// reports whether it changed the file.
+func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error) {
+	seg := newSegment(l.cfg.Dir, id, 0)
+	fi, err := os.Stat(seg.path)
+	if err != nil {
+		return false, fmt.Errorf("qlog: %w", err)
+	}
+	f, err := l.hooks.openFile(seg.path, os.O_RDWR)
+	if err != nil {
+		return false, fmt.Errorf("qlog: %w", err)
+	}
+	defer f.Close()
+	end := fi.Size()
+
+	var hdr [headerSize]byte
+	n, _ := f.ReadAt(hdr[:], 0)
+	base, herr := parseHeader(hdr[:n])
+	if herr == nil && base < l.next {
+		herr = fmt.Errorf("first seq %d is below the %d the segment before ends at", base, l.next)
+	}
+	if herr != nil {
+		l.log.Warn("qlog: deleted a damaged segment", "file", seg.path, "dropped_bytes", end, "reason", herr.Error())
+		if err := os.Remove(seg.path); err != nil {
+			return false, fmt.Errorf("qlog: %w", err)
+		}
+		return true, nil
+	}
+	seg.base = base
+	l.segs = append(l.segs, seg) // releases may name its own records
+	sc := newScanner(f, headerSize, end)
+	for {
+		off := sc.off
+		fr, err := sc.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err == nil {
+			err = l.apply(seg, fr, off, movedAt)
+		}
+		if err != nil {
+			l.log.Warn("qlog: cut a damaged segment", "file", seg.path, "offset", off, "dropped_bytes", end-off, "reason", err.Error())
+			if err := f.Truncate(off); err != nil {
+				return false, fmt.Errorf("qlog: cut %s: %w", seg.path, err)
+			}
+			if !l.cfg.NoSync {
+				if err := f.Sync(); err != nil {
+					return false, fmt.Errorf("qlog: cut %s: %w", seg.path, err)
+				}
+			}
+			end, changed = off, true
+			break
+		}
+	}
+	seg.size = end
+	l.size += end
+	l.next = seg.base + seg.n
+	return changed, nil
+}
+
+// apply adds frame fr, at offset off of seg, to the log's state. It
+// fails, touching nothing, on a frame that cannot have been written.
+func (l *Log) apply(seg *segment, fr frame, off int64, movedAt map[uint64]int64) error {
+	switch fr.typ {
+	case typeData:
+		seg.addData(fr.size)
+	case typeMoved:
+		// A moved record is older than the segment it was moved to.
+		if fr.seq >= seg.base {
+			return fmt.Errorf("moved record %d is not older than its segment", fr.seq)
+		}
+		if s, ok := l.moved[fr.seq]; ok {
+			s.live-- // moved again: this copy supersedes that one
+		} else if o := l.owner(fr.seq); o != nil && o.isLive(fr.seq) {
+			o.clear(fr.seq) // its segment was not yet deleted
+		}
+		l.moved[fr.seq] = seg
+		movedAt[fr.seq] = off
+		seg.live++
+		seg.recs++
+		seg.recBytes += int64(fr.size)
+	case typeRelease:
+		var seqs []uint64
+		limit := seg.base + seg.n
+		if err := parseReleases(fr.body, limit, func(s uint64) { seqs = append(seqs, s) }); err != nil {
+			return err
+		}
+		for _, s := range seqs {
+			if l.forget(s) {
+				delete(movedAt, s)
+			}
+		}
+	}
+	return nil
+}
+
+// replay calls fn with every live record in seq order: the data records
+// of each segment in order, and the moved ones (older than the segment
+// holding them) merged in by seq.
+func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) error) error {
+	type at struct {
+		seq uint64
+		seg *segment
+		off int64
+	}
+	var moved []at
+	for seq, seg := range l.moved {
+		moved = append(moved, at{seq, seg, movedAt[seq]})
+	}
+	slices.SortFunc(moved, func(a, b at) int {
+		switch {
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
+		}
+		return 0
+	})
+	files := make(map[*segment]segFile)
+	defer func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}()
+	file := func(s *segment) (segFile, error) {
+		if f, ok := files[s]; ok {
+			return f, nil
+		}
+		f, err := l.hooks.openFile(s.path, os.O_RDONLY)
+		if err != nil {
+			return nil, fmt.Errorf("qlog: replay: %w", err)
+		}
+		files[s] = f
+		return f, nil
+	}
+	var scratch []byte
+	// emitMoved replays the moved records below seq.
+	emitMoved := func(seq uint64) error {
+		for len(moved) > 0 && moved[0].seq < seq {
+			m := moved[0]
+			moved = moved[1:]
+			f, err := file(m.seg)
+			if err != nil {
+				return err
+			}
+			sc := newScanner(f, m.off, m.seg.size)
+			fr, err := sc.next()
+			if err != nil || fr.typ != typeMoved || fr.seq != m.seq {
+				return fmt.Errorf("qlog: replay: %s changed since it was read at offset %d", m.seg.path, m.off)
+			}
+			scratch = append(scratch[:0], fr.body...)
+			if err := fn(m.seq, scratch); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, seg := range l.segs {
+		if !slices.ContainsFunc(seg.bits, func(w uint64) bool { return w != 0 }) {
+			continue
+		}
+		f, err := file(seg)
+		if err != nil {
+			return err
+		}
+		sc := newScanner(f, headerSize, seg.size)
+		seq := seg.base
+		for seq < seg.base+seg.n {
+			fr, err := sc.next()
+			if err != nil {
+				return fmt.Errorf("qlog: replay: %s changed since it was read: %w", seg.path, err)
+			}
+			if fr.typ != typeData {
+				continue
+			}
+			if seg.isLive(seq) {
+				if err := emitMoved(seq); err != nil {
+					return err
+				}
+				if err := fn(seq, fr.body); err != nil {
+					return err
+				}
+			}
+			seq++
+		}
+	}
+	return emitMoved(^uint64(0))
+}
+
+// openHead makes the last segment the head, or creates the first.
+func (l *Log) openHead(ids []uint64) error {
+	w := &l.w
+	if n := len(l.segs); n > 0 {
+		seg := l.segs[n-1]
+		f, err := l.hooks.openFile(seg.path, os.O_RDWR)
+		if err != nil {
+			return fmt.Errorf("qlog: %w", err)
+		}
+		w.head, w.f, w.synced = seg, f, seg.size
+		return nil
+	}
+	id := uint64(1)
+	if len(ids) > 0 {
+		id = ids[len(ids)-1] + 1 // never reuse a damaged segment's name
+	}
+	seg := newSegment(l.cfg.Dir, id, l.next)
+	f, err := l.create(seg)
+	if err != nil {
+		return err
+	}
+	w.head, w.f, w.synced = seg, f, seg.size
+	l.segs = append(l.segs, seg)
+	l.size += seg.size
+	return nil
+}

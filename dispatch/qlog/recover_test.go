@@ -1,0 +1,163 @@
+package qlog
+
+import (
+	"os"
+	"testing"
+)
+
+// fillOne appends n records of size bytes to a log with one segment and
+// closes it; it returns the records by seq and the segment file.
+func fillOne(t *testing.T, cfg Config, n, size int) (map[uint64]string, string) {
+	t.Helper()
+	l, _ := openLog(t, cfg, hooks{})
+	want := map[uint64]string{}
+	for i := range n {
+		r := rec(i, size)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := segFiles(t, cfg.Dir)
+	if len(files) != 1 {
+		t.Fatalf("%d segment files, want 1", len(files))
+	}
+	return want, files[0]
+}
+
+// checkCut checks that warns holds exactly one warning, a cut of file
+// that dropped dropped bytes.
+func checkCut(t *testing.T, warns *warnings, file string, dropped int64) {
+	t.Helper()
+	w := warns.take()
+	if len(w) != 1 {
+		t.Fatalf("%d warnings, want 1: %v", len(w), w)
+	}
+	if w[0]["msg"] != "qlog: cut a damaged segment" || w[0]["file"] != file || w[0]["dropped_bytes"] != dropped {
+		t.Errorf("warning %v, want a cut of %s dropping %d bytes", w[0], file, dropped)
+	}
+}
+
+func TestLog_Open_tornTail(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	want, file := fillOne(t, cfg, 30, 100)
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the last record in its middle, as a crash during its write.
+	frame := int64(dataFrameSize(100))
+	if err := os.Truncate(file, fi.Size()-frame/2); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, 30)
+
+	l, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+	checkCut(t, warns, file, frame-frame/2)
+
+	// The log goes on from the cut, and the cut is not warned of again.
+	r := rec(99, 100)
+	if seq := mustAppend(t, l, r); seq != 30 {
+		t.Errorf("seq after the cut: %d, want 30", seq)
+	}
+	want[30] = string(r)
+	_, got = reopen(t, l, cfg, false)
+	checkReplay(t, got, want)
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings at the second open: %v", w)
+	}
+}
+
+func TestLog_Open_garbageTail(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	want, file := fillOne(t, cfg, 30, 100)
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Overwrite the last 100 bytes: the last record (109 bytes) is
+	// damaged, its first 9 bytes (its frame header and type) are not.
+	f, err := os.OpenFile(file, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := make([]byte, 100)
+	for i := range garbage {
+		garbage[i] = byte(i*7 + 1)
+	}
+	if _, err := f.WriteAt(garbage, fi.Size()-100); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	delete(want, 30)
+
+	l, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+	checkCut(t, warns, file, int64(dataFrameSize(100)))
+	if fi2, err := os.Stat(file); err != nil || fi2.Size() != fi.Size()-int64(dataFrameSize(100)) {
+		t.Errorf("after the cut the file has %d bytes (%v), want %d", fi2.Size(), err, fi.Size()-int64(dataFrameSize(100)))
+	}
+	mustAppend(t, l, rec(1, 10))
+}
+
+func TestLog_Open_damagedSealedSegment(t *testing.T) {
+	cfg, warns := testConfig(t)
+	l, _ := openLog(t, cfg, hooks{})
+	want := map[uint64]string{}
+	for i := range 100 {
+		r := rec(i, 100)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := segFiles(t, cfg.Dir)
+	if len(files) < 3 {
+		t.Fatalf("%d segments, want 3 or more", len(files))
+	}
+	// Flip a byte of the first segment's fifth record: the segment is cut
+	// there, the others replay whole.
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := dataFrameSize(100)
+	off := headerSize + 4*frame
+	b[off+20] ^= 0xff
+	if err := os.WriteFile(files[0], b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(5); seq <= uint64((len(b)-headerSize)/frame); seq++ {
+		delete(want, seq)
+	}
+
+	_, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+	checkCut(t, warns, files[0], int64(len(b)-off))
+}
+
+func TestLog_Open_damagedHeader(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	_, file := fillOne(t, cfg, 3, 100)
+	if err := os.WriteFile(file, []byte("garbage"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	l, got := openLog(t, cfg, hooks{})
+	if len(got) != 0 {
+		t.Errorf("replayed %d records of a segment without a header", len(got))
+	}
+	w := warns.take()
+	if len(w) != 1 || w[0]["msg"] != "qlog: deleted a damaged segment" || w[0]["file"] != file {
+		t.Errorf("warnings %v, want one deletion of %s", w, file)
+	}
+	if _, err := os.Stat(file); !os.IsNotExist(err) {
+		t.Errorf("damaged segment still there: %v", err)
+	}
+	mustAppend(t, l, rec(1, 10))
+}

@@ -1,0 +1,75 @@
+package qlog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"chute/internal/testutil"
+)
+
+func TestLog_Append_quota(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QuotaBytes = 4 * cfg.SegmentBytes
+	l, _ := openLog(t, cfg, hooks{})
+	var seqs []uint64
+	var err error
+	for i := 0; i < 1000; i++ {
+		var seq uint64
+		if seq, err = l.Append(context.Background(), rec(i, 100)); err != nil {
+			break
+		}
+		seqs = append(seqs, seq)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("appends past the quota: %v, want ErrNoSpace", err)
+	}
+	if s := l.Size(); s > cfg.QuotaBytes {
+		t.Errorf("size %d, above the quota %d", s, cfg.QuotaBytes)
+	}
+	// Releasing frees the segments; appends work again.
+	if err := l.Release(seqs...); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "space freed", func() bool {
+		return l.Size() <= cfg.SegmentBytes+1024
+	})
+	r := rec(5000, 100)
+	seq := mustAppend(t, l, r)
+	_, got := reopen(t, l, cfg, false)
+	checkReplay(t, got, map[uint64]string{seq: string(r)})
+}
+
+// A full file system fails the append with ErrNoSpace and leaves nothing
+// of it; the log goes on once there is space.
+func TestLog_Append_fileSystemFull(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	fl := &faults{}
+	l, _ := openLog(t, cfg, fl.hooks())
+	want := map[uint64]string{}
+	r := rec(0, 100)
+	want[mustAppend(t, l, r)] = string(r)
+	size := l.Size()
+
+	fl.full.Store(true)
+	if _, err := l.Append(context.Background(), rec(1, 100), rec(2, 100)); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("append on a full disk: %v, want ErrNoSpace", err)
+	}
+	if s := l.Size(); s != size {
+		t.Errorf("size %d after a failed append, want %d", s, size)
+	}
+	fl.full.Store(false)
+	r = rec(3, 100)
+	seq := mustAppend(t, l, r)
+	if seq != 2 {
+		t.Errorf("seq after a failed append: %d, want 2", seq)
+	}
+	want[seq] = string(r)
+	_, got := reopen(t, l, cfg, false)
+	checkReplay(t, got, want)
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("the failed append left damage: %v", w)
+	}
+}

@@ -1,0 +1,344 @@
+package qlog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// maxGather bounds the appends one batch takes.
+const maxGather = 1024
+
+// writer is the state of the writer goroutine, which alone touches it.
+type writer struct {
+	head   *segment
+	f      segFile // the head's file
+	synced int64   // bytes of the head covered by an fsync
+
+	buf     []byte
+	carry   []*appendReq // taken, not yet written: the head was full
+	compact *compaction
+	// paused stops compactions from starting after one failed, until an
+	// append or a release wakes the writer: on a full disk it would
+	// otherwise retry in a loop.
+	paused bool
+
+	closeErr error
+}
+
+// run is the writer goroutine. Each round takes the appends waiting
+// (blocking only when there is nothing else to do), writes them with the
+// pending releases and a chunk of compaction in one write, fsyncs once,
+// answers, then deletes the segments no longer needed.
+func (l *Log) run() {
+	defer close(l.done)
+	l.maintain()
+	for {
+		select {
+		case <-l.stop:
+			l.shutdown()
+			return
+		default:
+		}
+		var reqs []*appendReq
+		reqs, l.w.carry = l.w.carry, nil
+		switch {
+		case len(reqs) > 0:
+		case l.w.compact == nil:
+			select {
+			case <-l.stop:
+				l.shutdown()
+				return
+			case r := <-l.appendc:
+				reqs = append(reqs, r)
+			case <-l.kick:
+			}
+			l.w.paused = false
+		default: // compacting: do not wait
+			select {
+			case r := <-l.appendc:
+				reqs = append(reqs, r)
+			default:
+			}
+		}
+		l.commit(l.gather(reqs))
+		l.maintain()
+	}
+}
+
+// gather adds the appends waiting now to reqs, up to maxGather and about
+// a segment's bytes.
+func (l *Log) gather(reqs []*appendReq) []*appendReq {
+	bytes := 0
+	for _, r := range reqs {
+		bytes += r.bytes
+	}
+	for len(reqs) < maxGather && int64(bytes) < l.cfg.SegmentBytes {
+		select {
+		case r := <-l.appendc:
+			reqs = append(reqs, r)
+			bytes += r.bytes
+		default:
+			return reqs
+		}
+	}
+	return reqs
+}
+
+// commit writes reqs (those that fit in the head; the others wait in
+// carry), a chunk of compaction and the pending releases at the end of
+// the head, fsyncs when it wrote records, and answers reqs.
+func (l *Log) commit(reqs []*appendReq) {
+	w := &l.w
+	defer w.endCompaction()
+	l.mu.Lock()
+	failed, size := l.failed, l.size
+	l.mu.Unlock()
+	if failed != nil {
+		w.abortCompaction()
+		for _, r := range reqs {
+			l.answer(r, 0, failed)
+		}
+		return
+	}
+
+	first := 0
+	switch {
+	case len(reqs) > 0:
+		first = reqs[0].bytes
+	case w.compact != nil:
+		first = l.moveChunk()
+	}
+	if first > 0 && w.head.size > headerSize && w.head.size+int64(first) > l.cfg.SegmentBytes {
+		if err := l.roll(); err != nil {
+			w.abortCompaction()
+			for _, r := range reqs {
+				l.answer(r, 0, err)
+			}
+			return
+		}
+		size = l.Size()
+	}
+
+	start := w.head.size
+	room := l.cfg.SegmentBytes - start
+	buf := w.buf[:0]
+	var taken []*appendReq
+	nrec := 0
+	for i, r := range reqs {
+		if len(taken) > 0 && int64(len(buf)+r.bytes) > room {
+			w.carry = append(w.carry, reqs[i:]...)
+			break
+		}
+		if q := l.cfg.QuotaBytes; q > 0 && size+int64(len(buf)+r.bytes) > q {
+			l.answer(r, 0, fmt.Errorf("%w: the log would pass its quota of %d bytes", ErrNoSpace, q))
+			continue
+		}
+		for _, rec := range r.recs {
+			buf = appendFrame(buf, typeData, nil, rec)
+		}
+		taken = append(taken, r)
+		nrec += len(r.recs)
+	}
+	var moves []move
+	if w.compact != nil && int64(len(buf)) < room {
+		buf, moves = l.pickMoves(buf, int(min(int64(l.moveChunk()), room-int64(len(buf)))))
+	}
+	// Releases go after the moves: a record released while being moved
+	// has its release after its moved copy.
+	l.mu.Lock()
+	rel := l.pending
+	l.pending = nil
+	l.mu.Unlock()
+	buf = appendReleases(buf, rel)
+	w.buf = buf[:0]
+	if len(buf) == 0 {
+		return
+	}
+
+	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
+	_, err := w.f.WriteAt(buf, start)
+	if err == nil && sync {
+		err = w.f.Sync()
+	}
+	if err != nil {
+		w.abortCompaction()
+		err = l.undo(start, err, rel)
+		for _, r := range taken {
+			l.answer(r, 0, err)
+		}
+		return
+	}
+
+	l.mu.Lock()
+	h := w.head
+	seq := h.base + h.n
+	for _, r := range taken {
+		for _, rec := range r.recs {
+			h.addData(dataFrameSize(len(rec)))
+		}
+	}
+	for _, m := range moves {
+		l.transfer(m, h)
+	}
+	h.size += int64(len(buf))
+	l.size += int64(len(buf))
+	l.next = h.base + h.n
+	l.stats.Appended += uint64(nrec)
+	l.stats.Moved += uint64(len(moves))
+	l.stats.Commits++
+	if sync {
+		l.stats.Fsyncs++
+		w.synced = h.size
+	}
+	l.mu.Unlock()
+	for _, r := range taken {
+		l.answer(r, seq, nil)
+		seq += uint64(len(r.recs))
+	}
+}
+
+// answer ends r's wait with first or err. When r's Append gave up, its
+// records, if written, are released: nobody knows their seqs.
+func (l *Log) answer(r *appendReq, first uint64, err error) {
+	if r.finish(first, err) || err != nil {
+		return
+	}
+	seqs := make([]uint64, len(r.recs))
+	for i := range seqs {
+		seqs[i] = first + uint64(i)
+	}
+	l.mu.Lock()
+	l.releaseLocked(seqs)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// undo cuts what a failed write or fsync may have left at the end of the
+// head, puts rel back with the pending releases, and returns the error
+// for the appends. A full file system leaves the log usable; any other
+// error, or a cut that fails, fails it.
+func (l *Log) undo(start int64, err error, rel []uint64) error {
+	w := &l.w
+	terr := w.f.Truncate(start)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending = append(rel, l.pending...)
+	if terr == nil && noSpace(err) {
+		return fmt.Errorf("%w: %s: %w", ErrNoSpace, w.head.path, err)
+	}
+	if terr != nil {
+		l.log.Error("qlog: cannot cut a failed write", "file", w.head.path, "offset", start, "err", terr)
+	}
+	l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, w.head.path, errors.Join(err, terr))
+	return l.failed
+}
+
+// roll seals the head, fsynced, and starts a new segment.
+func (l *Log) roll() error {
+	w := &l.w
+	old := w.head
+	if !l.cfg.NoSync && w.synced < old.size {
+		if err := w.f.Sync(); err != nil {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.failed = fmt.Errorf("%w: %s: %w", ErrFailed, old.path, err)
+			return l.failed
+		}
+		l.countFsync()
+	}
+	seg := newSegment(l.cfg.Dir, old.id+1, old.base+old.n)
+	f, err := l.create(seg)
+	if err != nil {
+		return err
+	}
+	if err := w.f.Close(); err != nil {
+		l.log.Warn("qlog: cannot close a sealed segment", "file", old.path, "err", err)
+	}
+	w.head, w.f, w.synced = seg, f, seg.size
+	l.mu.Lock()
+	l.segs = append(l.segs, seg)
+	l.size += seg.size
+	l.mu.Unlock()
+	return nil
+}
+
+// create makes seg's file, writes its header and, unless NoSync, makes
+// both durable. On error nothing is left behind.
+func (l *Log) create(seg *segment) (segFile, error) {
+	f, err := l.hooks.openFile(seg.path, os.O_RDWR|os.O_CREATE|os.O_EXCL)
+	if err != nil {
+		return nil, ioError(err)
+	}
+	_, err = f.WriteAt(appendHeader(nil, seg.base), 0)
+	if err == nil && !l.cfg.NoSync {
+		if err = f.Sync(); err == nil {
+			l.countFsync()
+			err = syncDir(l.cfg.Dir)
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		_ = os.Remove(seg.path)
+		return nil, fmt.Errorf("qlog: new segment %s: %w", seg.path, ioError(err))
+	}
+	return f, nil
+}
+
+func (l *Log) countFsync() {
+	l.mu.Lock()
+	l.stats.Fsyncs++
+	l.mu.Unlock()
+}
+
+// syncDir makes the creation and removal of files in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// shutdown ends the writer: the appends it holds fail with ErrClosed, the
+// pending releases are written and everything is fsynced, the files
+// closed.
+func (l *Log) shutdown() {
+	w := &l.w
+	for _, r := range w.carry {
+		l.answer(r, 0, ErrClosed)
+	}
+	w.carry = nil
+	if w.compact != nil {
+		w.compact.eof = true
+		w.endCompaction()
+	}
+	var errs []error
+	if !l.crashOnClose.Load() {
+		l.commit(nil)
+		if !l.cfg.NoSync && w.synced < w.head.size {
+			if err := w.f.Sync(); err != nil {
+				errs = append(errs, err)
+			} else {
+				l.countFsync()
+			}
+		}
+		l.mu.Lock()
+		if l.failed != nil && len(l.pending) > 0 {
+			errs = append(errs, l.failed)
+		}
+		l.mu.Unlock()
+	}
+	if err := w.f.Close(); err != nil && !errors.Is(err, io.EOF) {
+		errs = append(errs, err)
+	}
+	w.closeErr = errors.Join(errs...)
+}
