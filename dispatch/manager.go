@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"chute/dispatch/qlog"
 	"chute/gossip"
 	"chute/gossip/peer"
 	"chute/internal/backoff"
@@ -99,6 +100,23 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// DataDir is where the member keeps the messages in its custody: the
+	// queue log lives in <DataDir>/queues, and New recovers what it
+	// holds. Empty: memory only, every message is lost with the process;
+	// for unit tests only (cmd/chute always gives one).
+	DataDir string
+	// NoSync writes the queue log but never fsyncs it (etcd's
+	// --unsafe-no-fsync): a put survives the process being killed, not
+	// the machine crashing. False: a put returns after the fsync that
+	// covers it.
+	NoSync bool
+	// QuotaBytes bounds the queue log's size; a put that would pass it
+	// fails with etcd's "database space exceeded" (as does one on a full
+	// file system). Zero: no quota.
+	QuotaBytes int64
+	// OnNoSpace is called when a put fails for lack of space in the
+	// queue log (QuotaBytes or a full file system). Nil: nothing.
+	OnNoSpace func()
 	// Clock drives every timer of the manager: visibility timeouts,
 	// batch intervals, retry backoff, the reconcile loop, forward
 	// deadlines, passing over a silent backup. Deadlines of calls that
@@ -213,9 +231,23 @@ type Manager struct {
 	counter atomic.Uint64
 	clock   clockwork.Clock
 
+	// qlog is the queue log (custody.go); nil without a DataDir.
+	// recovered are the messages it replayed, by queue, until Start
+	// hands them to their queues.
+	qlog      *qlog.Log
+	recovered map[string][]incoming
+
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error // of closeLog
+
+	// flushing is closed when the member leaves (Handoff): drainers
+	// insert without waiting for their batch interval.
+	flushing  chan struct{}
+	flushOnce sync.Once
 }
 
 var _ kv.Queues = (*Manager)(nil)
@@ -240,6 +272,7 @@ func New(cfg Config) (*Manager, error) {
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
+		flushing:     make(chan struct{}),
 	}
 	m.conns = peer.NewConns(m.dialOpts...)
 	if cfg.Tracer != nil {
@@ -255,6 +288,13 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("dispatch: metrics: %w", err)
 		}
 	}
+	// Last: nothing after it can fail and leave the log open.
+	if m.qlog, m.recovered, err = openLog(cfg); err != nil {
+		return nil, err
+	}
+	if cfg.NoSync && m.qlog != nil {
+		m.log.Warn("queue log never fsynced (--unsafe-no-fsync): a machine crash may lose acknowledged puts", "dir", cfg.DataDir)
+	}
 	return m, nil
 }
 
@@ -264,6 +304,7 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
 	m.cluster = cluster
+	m.loadRecovered()
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
@@ -276,8 +317,10 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 }
 
 // Shutdown stops the timers, the forward streams and the remote
-// consumers. Queued messages are in memory and are lost with the process.
-// It is safe to call more than once.
+// consumers, then closes the queue log: what the queues still hold stays
+// there for the next start (logged per queue at INFO). Without a data
+// dir it is lost, logged at ERROR, and the error says so. It is safe to
+// call more than once.
 func (m *Manager) Shutdown(context.Context) error {
 	m.stopOnce.Do(func() {
 		close(m.stop)
@@ -293,7 +336,8 @@ func (m *Manager) Shutdown(context.Context) error {
 	})
 	m.wg.Wait()
 	m.conns.Close()
-	return nil
+	m.closeOnce.Do(func() { m.closeErr = m.closeLog() })
+	return m.closeErr
 }
 
 func (m *Manager) runTimers() {
@@ -363,6 +407,7 @@ func (m *Manager) queueFor(name string) *queue {
 	defer m.mu.Unlock()
 	if q, ok = m.queues[name]; !ok {
 		q = newQueue(name, set)
+		q.log = m.qlog
 		m.queues[name] = q
 	}
 	return q
@@ -490,7 +535,7 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 		}
 		// A put that has not left this member, or was refused elsewhere
 		// before anything was kept of it.
-		wait, err := m.enqueueLocal(name, msgs, arrivedLocal)
+		wait, err := m.enqueueLocal(ctx, name, msgs, arrivedLocal)
 		if err == nil {
 			m.ensureDrainer(m.queueFor(name))
 			if wait != nil {
@@ -513,8 +558,23 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // takes, so a message is either handed over or forwarded after it, never
 // left behind out of order. It returns what the put still waits for, by
 // the queue's ack mode: nil for ack=queued. how is how msgs came.
-func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
+func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q := m.queueFor(name)
+	// On disk before the queue takes them, outside its lock: the fsync
+	// of one queue's put must not hold up the others'. What is refused
+	// below is released again.
+	if err := m.persist(ctx, name, msgs); err != nil {
+		return nil, err
+	}
+	wait, err := m.enqueuePersisted(q, name, msgs, how)
+	if err != nil {
+		m.unpersist(msgs)
+	}
+	return wait, err
+}
+
+// enqueuePersisted is enqueueLocal once msgs are in the queue log.
+func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()

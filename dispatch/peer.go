@@ -100,7 +100,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			if b.Puts && madeBy(b.Messages, from) {
 				how = arrivedForwarded
 			}
-			wait, err := s.m.acceptForwarded(b.Messages, how, tr)
+			wait, err := s.m.acceptForwarded(ctx, b.Messages, how, tr)
 			if err != nil || wait == nil {
 				endSpan(span, err)
 				res.Results = append(res.Results, forwardResult(b.Id, err))
@@ -144,7 +144,7 @@ func madeBy(msgs []*peerpb.QueueMessage, member uint64) bool {
 // member dispatches its queues; FailedPrecondition tells the sender to read
 // the record again. It returns what the batch still waits for (its queue's
 // ack mode), nil for nothing.
-func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *msgTrace) (func(context.Context) error, error) {
+func (m *Manager) acceptForwarded(ctx context.Context, msgs []*peerpb.QueueMessage, how arrival, tr *msgTrace) (func(context.Context) error, error) {
 	byQueue := toIncoming(msgs)
 	if tr != nil {
 		for _, ins := range byQueue {
@@ -163,7 +163,7 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
 			return nil, status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
 		}
-		wait, err := m.enqueueLocal(name, byQueue[name], how)
+		wait, err := m.enqueueLocal(ctx, name, byQueue[name], how)
 		if err != nil {
 			return nil, err
 		}
@@ -187,12 +187,12 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *
 
 // Hold keeps copies for an unreachable dispatcher, under the queue's byte
 // cap as a put would be.
-func (s *queueService) Hold(_ context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
+func (s *queueService) Hold(ctx context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
 	if err := s.m.checkPeerMessages(r.Messages); err != nil {
 		return nil, err
 	}
 	for name, msgs := range toIncoming(r.Messages) { // one queue
-		if err := s.m.holdHere(name, msgs); err != nil {
+		if err := s.m.holdHere(ctx, name, msgs); err != nil {
 			return nil, err
 		}
 	}
@@ -206,14 +206,18 @@ func (s *queueService) Ping(context.Context, *peerpb.PingRequest) (*peerpb.PingR
 
 // holdHere keeps copies of msgs on this member for an unreachable
 // dispatcher, or refuses them all over the queue's byte cap.
-func (m *Manager) holdHere(name string, msgs []incoming) error {
+func (m *Manager) holdHere(ctx context.Context, name string, msgs []incoming) error {
 	q := m.queueFor(name)
+	if err := m.persist(ctx, name, msgs); err != nil { // outside the queue's lock, as enqueueLocal
+		return err
+	}
 	set := m.settingsAt(name, q.settingsKey)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.applySettingsLocked(set, m.clock.Now())
 	if !q.roomLocked(msgs) {
 		q.stats.Refused++
+		m.unpersist(msgs)
 		return errOverCap
 	}
 	q.holdLocked(msgs)
@@ -346,7 +350,7 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 // until a dispatcher is elected; they are handed to it then, once each.
 // Over the queue's byte cap here it keeps nothing and returns errOverCap.
 func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error {
-	if err := m.holdHere(name, msgs); err != nil {
+	if err := m.holdHere(ctx, name, msgs); err != nil {
 		return err
 	}
 	m.metrics.broadcasts.Add(uint64(len(msgs)))

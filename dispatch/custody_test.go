@@ -1,0 +1,167 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
+
+// TestManager_DataDir_recoversUnacknowledged: messages put with
+// ack=queued on a manager with a data dir survive closing it without a
+// handover; a new manager on the same dir delivers every one not
+// acknowledged, and none that was.
+func TestManager_DataDir_recoversUnacknowledged(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.DataDir = dir }
+	ctx := testCtx(t, 30*time.Second)
+
+	n1 := startNode(t, withDir)
+	cli := n1.client(t)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := cli.Put(ctx, "/q/jobs/p/"+k, "body-"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc := cli.Watch(ctx, "/q/jobs/c/w1")
+	evs := collectN(t, wc, 5, 10*time.Second)
+	acked := map[string]bool{}
+	for _, ev := range evs[:2] { // the first two: a and b
+		r, err := cli.Delete(ctx, string(ev.Kv.Key))
+		if err != nil || r.Deleted != 1 {
+			t.Fatalf("ack of %s: deleted %v, err %v", ev.Kv.Key, r, err)
+		}
+		acked[string(ev.Kv.Value)] = true
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = n1.kv.Shutdown(sctx)
+	if err := n1.mgr.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown with a data dir: %v", err)
+	}
+
+	n2 := startNode(t, withDir)
+	cli2 := n2.client(t)
+	wc2 := cli2.Watch(ctx, "/q/jobs/c/w1")
+	var got []string
+	for _, ev := range collectN(t, wc2, 3, 10*time.Second) {
+		got = append(got, string(ev.Kv.Value))
+	}
+	slices.Sort(got)
+	want := []string{}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if !acked["body-"+k] {
+			want = append(want, "body-"+k)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the restart got %q, want %q (acknowledged: %v)", got, want, acked)
+	}
+	select {
+	case resp := <-wc2:
+		t.Fatalf("delivered more than the unacknowledged: %v", resp.Events)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestManager_DataDir_ackedStaysReleased: a message acknowledged before
+// the manager closes is not in the log any more: a third manager on the
+// dir, after the second acknowledged everything, recovers nothing.
+func TestManager_DataDir_ackedStaysReleased(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.DataDir = dir }
+	ctx := testCtx(t, 30*time.Second)
+	restart := func(n *testNode) {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = n.kv.Shutdown(sctx)
+		if err := n.mgr.Shutdown(sctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n1 := startNode(t, withDir)
+	cli := n1.client(t)
+	for _, k := range []string{"a", "b"} {
+		if _, err := cli.Put(ctx, "/q/jobs/p/"+k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart(n1)
+
+	n2 := startNode(t, withDir)
+	cli2 := n2.client(t)
+	wc := cli2.Watch(ctx, "/q/jobs/c/w1")
+	for _, ev := range collectN(t, wc, 2, 10*time.Second) {
+		if _, err := cli2.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the queue to be empty", func() bool { return n2.depth("jobs") == 0 })
+	restart(n2)
+
+	n3 := startNode(t, withDir)
+	if q := n3.mgr.lookup("jobs"); q != nil && q.holding() {
+		t.Fatalf("a third start recovered %d rows, want none", n3.depth("jobs"))
+	}
+}
+
+// TestManager_DataDir_noSpace: a put that does not fit under QuotaBytes
+// fails with etcd's "database space exceeded" and calls OnNoSpace; the
+// queue keeps nothing of it.
+func TestManager_DataDir_noSpace(t *testing.T) {
+	var calls atomic.Int32
+	n := startNode(t, func(c *Config) {
+		c.DataDir = t.TempDir()
+		c.QuotaBytes = 1 // below a segment's header: every append is refused
+		c.OnNoSpace = func() { calls.Add(1) }
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	_, err := cli.Put(ctx, "/q/jobs/p/a", "x")
+	if err == nil || !strings.Contains(err.Error(), "etcdserver: mvcc: database space exceeded") {
+		t.Fatalf("put over the quota: got %v, want %v", err, rpctypes.ErrNoSpace)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("OnNoSpace called %d times, want 1", got)
+	}
+	if d := n.depth("jobs"); d > 0 {
+		t.Errorf("queue holds %d rows after a refused put, want 0", d)
+	}
+}
+
+// TestManager_Shutdown_memoryOnlyLoss: without a data dir, messages left
+// at Shutdown are lost, and Shutdown says so.
+func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "/q/jobs/p/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.kv.Shutdown(ctx)
+	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
+		t.Fatalf("Shutdown holding a message without a data dir: got %v, want errRowsLost", err)
+	}
+}
+
+// TestRecord_roundTrip: a record decodes to the message encoded, and a
+// damaged one does not decode.
+func TestRecord_roundTrip(t *testing.T) {
+	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
+	rec := encodeRecord(nil, "ch:events", in)
+	name, out, err := decodeRecord(rec)
+	if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+		t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
+	}
+	for i := range len(rec) - 1 {
+		if _, _, err := decodeRecord(rec[:i]); err == nil {
+			t.Fatalf("a record cut to %d bytes decoded", i)
+		}
+	}
+}
