@@ -27,15 +27,20 @@ import (
 // queueLogDir is where the queue log lives under Config.DataDir.
 const queueLogDir = "queues"
 
-// recMessage is the kind of a record holding one message; the first byte
-// of every record is its kind, so that later kinds can be told apart.
-const recMessage byte = 1
+// Kinds of records, the first byte of each: a message this member
+// dispatches or holds for an unreachable dispatcher, and a backup's copy
+// of another dispatcher's message (ack=replicated). Both come back as
+// held copies: the dispatcher keeps one per id.
+const (
+	recMessage byte = 1
+	recBackup  byte = 2
+)
 
 // encodeRecord appends the record of message in of queue name to b:
 // kind, queue, id, number (0: none), tail and value, the lengths and
 // integers as uvarints.
-func encodeRecord(b []byte, name string, in incoming) []byte {
-	b = append(b, recMessage)
+func encodeRecord(b []byte, kind byte, name string, in incoming) []byte {
+	b = append(b, kind)
 	b = binary.AppendUvarint(b, uint64(len(name)))
 	b = append(b, name...)
 	b = binary.AppendUvarint(b, in.id.Origin)
@@ -54,7 +59,7 @@ var errBadRecord = errors.New("dispatch: queue log record does not decode")
 // decodeRecord decodes a record encodeRecord made. The tail and value
 // are copies: rec belongs to the log.
 func decodeRecord(rec []byte) (name string, in incoming, err error) {
-	if len(rec) == 0 || rec[0] != recMessage {
+	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
 		return "", incoming{}, errBadRecord
 	}
 	p := rec[1:]
@@ -153,6 +158,11 @@ func (m *Manager) loadRecovered() {
 // (lseq set), and sets their lseq. It returns once they are on disk
 // (fsynced, unless NoSync). Memory only (no DataDir), it does nothing.
 func (m *Manager) persist(ctx context.Context, name string, msgs []incoming) error {
+	return m.persistAs(ctx, recMessage, name, msgs)
+}
+
+// persistAs is persist for records of kind.
+func (m *Manager) persistAs(ctx context.Context, kind byte, name string, msgs []incoming) error {
 	if m.qlog == nil {
 		return nil
 	}
@@ -160,7 +170,7 @@ func (m *Manager) persist(ctx context.Context, name string, msgs []incoming) err
 	var at []int
 	for i := range msgs {
 		if msgs[i].lseq == 0 {
-			recs = append(recs, encodeRecord(nil, name, msgs[i]))
+			recs = append(recs, encodeRecord(nil, kind, name, msgs[i]))
 			at = append(at, i)
 		}
 	}

@@ -154,7 +154,7 @@ func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
 // damaged one does not decode.
 func TestRecord_roundTrip(t *testing.T) {
 	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
-	rec := encodeRecord(nil, "ch:events", in)
+	rec := encodeRecord(nil, recBackup, "ch:events", in)
 	name, out, err := decodeRecord(rec)
 	if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
 		t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
@@ -163,5 +163,91 @@ func TestRecord_roundTrip(t *testing.T) {
 		if _, _, err := decodeRecord(rec[:i]); err == nil {
 			t.Fatalf("a record cut to %d bytes decoded", i)
 		}
+	}
+}
+
+// rowsOn is depth_rows of queue on m, -1 when m does not know it.
+func rowsOn(m *Manager, queue string) int {
+	for _, q := range m.Status().Queues {
+		if q.Name == queue {
+			return q.Rows
+		}
+	}
+	return -1
+}
+
+// liveRecords is how many records of m's queue log are live.
+func liveRecords(m *Manager) int {
+	if m.qlog == nil {
+		return -1
+	}
+	return int(m.qlog.Stats().Live)
+}
+
+// TestCustody_replicatedOnBothDisks: with ack=replicated a put returns
+// once the message is in the dispatcher's queue log and in its backup's;
+// acknowledged messages are released on both.
+func TestCustody_replicatedOnBothDisks(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 30)
+	if got := liveRecords(a.mgr); got != 30 {
+		t.Errorf("dispatcher's log holds %d records right after the puts returned, want 30", got)
+	}
+	if got := liveRecords(b.mgr); got != 30 {
+		t.Errorf("backup's log holds %d records right after the puts returned, want 30", got)
+	}
+	acked := consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, 10, 10*time.Second)
+	left := 30 - len(acked)
+	waitUntil(t, 5*time.Second, "both logs to release the acknowledged", func() bool {
+		return liveRecords(a.mgr) == left && liveRecords(b.mgr) == left
+	})
+}
+
+// TestCustody_handoffReleases: a queue handed to another member leaves
+// the first one's log and is in the second one's.
+func TestCustody_handoffReleases(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 20)
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the records to move", func() bool {
+		return liveRecords(a.mgr) == 0 && liveRecords(b.mgr) == 20
+	})
+}
+
+// TestCustody_restartHandsToDispatcher: a member stopped without a
+// handover, whose queue another member dispatches by the time it is
+// back, hands the messages it recovered to that dispatcher and keeps
+// none.
+func TestCustody_restartHandsToDispatcher(t *testing.T) {
+	cl := newCluster(t)
+	dirA := t.TempDir()
+	withA := func(c *Config) { c.DataDir = dirA }
+	a, b := cl.start("a", withA), cl.start("b", func(c *Config) { c.DataDir = t.TempDir() })
+	connect(a, b)
+	ctx := testCtx(t, 60*time.Second)
+	putJobs(t, ctx, a, 12)
+	a.stop() // no handover: the messages stay in a's log
+	connect(b)
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil { // b claims the queue
+		t.Fatal(err)
+	}
+	a2 := cl.start("a", withA)
+	connect(a2, b)
+	waitUntil(t, 10*time.Second, "a to hand its recovered messages to b", func() bool {
+		return rowsOn(b.mgr, "jobs") == 13 && liveRecords(a2.mgr) == 0
+	})
+	if got := liveRecords(b.mgr); got != 13 {
+		t.Errorf("b's log holds %d records, want 13", got)
 	}
 }

@@ -84,7 +84,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
 		for _, b := range frame.Batches {
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
-				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(from, b)))
+				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(ctx, from, b)))
 				continue
 			}
 			if err := s.m.checkPeerMessages(b.Messages); err != nil {
