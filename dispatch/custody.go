@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 
@@ -24,8 +25,12 @@ import (
 // handed to another member that answered. The queue keeps the record's
 // seq on the message (message.lseq) and on held copies (incoming.lseq).
 
-// queueLogDir is where the queue log lives under Config.DataDir.
-const queueLogDir = "queues"
+// queueLogDir is where the queue log lives under Config.DataDir, and
+// queueLogLock the file whose lock keeps a second process out of it.
+const (
+	queueLogDir  = "queues"
+	queueLogLock = "queues.lock"
+)
 
 // Kinds of records, the first byte of each: a message this member
 // dispatches or holds for an unreachable dispatcher, and a backup's copy
@@ -98,12 +103,24 @@ func decodeRecord(rec []byte) (name string, in incoming, err error) {
 	return name, in, err
 }
 
-// openLog opens the queue log under cfg.DataDir and returns the messages
-// it replayed, by queue, in log order; nil log when DataDir is empty.
-func openLog(cfg Config) (*qlog.Log, map[string][]incoming, error) {
+// openLog locks and opens the queue log under cfg.DataDir and returns
+// it, the lock (closed after the log) and the messages it replayed, by
+// queue, in log order; nil log when DataDir is empty.
+func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, err error) {
 	if cfg.DataDir == "" {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("dispatch: data dir: %w", err)
+	}
+	if lock, err = lockDir(filepath.Join(cfg.DataDir, queueLogLock)); err != nil {
+		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
 	lcfg := qlog.DefaultConfig()
 	lcfg.Dir = filepath.Join(cfg.DataDir, queueLogDir)
 	lcfg.NoSync = cfg.NoSync
@@ -113,7 +130,7 @@ func openLog(cfg Config) (*qlog.Log, map[string][]incoming, error) {
 	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
 	recovered := make(map[string][]incoming)
 	bad := 0
-	l, err := qlog.Open(lcfg, func(seq uint64, rec []byte) error {
+	l, err = qlog.Open(lcfg, func(seq uint64, rec []byte) error {
 		name, in, err := decodeRecord(rec)
 		if err != nil {
 			bad++
@@ -124,12 +141,12 @@ func openLog(cfg Config) (*qlog.Log, map[string][]incoming, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
+		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
 	}
 	if bad > 0 {
 		cfg.Logger.Warn("queue log records that do not decode skipped", "records", bad)
 	}
-	return l, recovered, nil
+	return l, lock, recovered, nil
 }
 
 // loadRecovered hands the messages the queue log replayed to their
@@ -264,6 +281,7 @@ func (m *Manager) closeLog() error {
 		if err := m.qlog.Close(); err != nil {
 			lost = append(lost, fmt.Errorf("dispatch: closing the queue log: %w", err))
 		}
+		_ = m.qlogLock.Close() // after the log: no other process writes it before
 	}
 	return errors.Join(lost...)
 }

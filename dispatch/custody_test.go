@@ -251,3 +251,26 @@ func TestCustody_restartHandsToDispatcher(t *testing.T) {
 		t.Errorf("b's log holds %d records, want 13", got)
 	}
 }
+
+// TestNew_DataDir_locked: a second manager on a data dir in use fails,
+// rather than cutting the tail of a log the first one writes; once the
+// first is shut down the dir is free again.
+func TestNew_DataDir_locked(t *testing.T) {
+	dir := t.TempDir()
+	m1, err := New(Config{MemberID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2, err := New(Config{MemberID: 1, DataDir: dir}); err == nil {
+		_ = m2.Shutdown(context.Background())
+		t.Fatal("a second manager opened a data dir in use")
+	}
+	if err := m1.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m3, err := New(Config{MemberID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatalf("a manager on a data dir freed by Shutdown: %v", err)
+	}
+	_ = m3.Shutdown(context.Background())
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -235,6 +236,7 @@ type Manager struct {
 	// recovered are the messages it replayed, by queue, until Start
 	// hands them to their queues.
 	qlog      *qlog.Log
+	qlogLock  *os.File // held while qlog is open
 	recovered map[string][]incoming
 
 	stop     chan struct{}
@@ -289,7 +291,7 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	// Last: nothing after it can fail and leave the log open.
-	if m.qlog, m.recovered, err = openLog(cfg); err != nil {
+	if m.qlog, m.qlogLock, m.recovered, err = openLog(cfg); err != nil {
 		return nil, err
 	}
 	if cfg.NoSync && m.qlog != nil {
