@@ -180,15 +180,29 @@ func (m *Manager) persist(ctx context.Context, name string, msgs []incoming) err
 
 // persistAs is persist for records of kind.
 func (m *Manager) persistAs(ctx context.Context, kind byte, name string, msgs []incoming) error {
+	return m.persistGroups(ctx, kind, []custodyGroup{{name: name, msgs: msgs}})
+}
+
+// custodyGroup is messages of one queue to append.
+type custodyGroup struct {
+	name string
+	msgs []incoming
+}
+
+// persistGroups is persist for the messages of several queues, in one
+// append: one fsync.
+func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custodyGroup) error {
 	if m.qlog == nil {
 		return nil
 	}
 	var recs [][]byte
-	var at []int
-	for i := range msgs {
-		if msgs[i].lseq == 0 {
-			recs = append(recs, encodeRecord(nil, kind, name, msgs[i]))
-			at = append(at, i)
+	var at []*incoming
+	for _, g := range groups {
+		for i := range g.msgs {
+			if g.msgs[i].lseq == 0 {
+				recs = append(recs, encodeRecord(nil, kind, g.name, g.msgs[i]))
+				at = append(at, &g.msgs[i])
+			}
 		}
 	}
 	if len(recs) == 0 {
@@ -196,10 +210,10 @@ func (m *Manager) persistAs(ctx context.Context, kind byte, name string, msgs []
 	}
 	first, err := m.qlog.Append(ctx, recs...)
 	if err != nil {
-		return m.logError(name, err)
+		return m.logError(groups[0].name, err)
 	}
-	for j, i := range at {
-		msgs[i].lseq = first + uint64(j)
+	for j, in := range at {
+		in.lseq = first + uint64(j)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"chute/gossip/peer/peerpb"
 )
 
 // TestManager_DataDir_recoversUnacknowledged: messages put with
@@ -273,4 +275,39 @@ func TestNew_DataDir_locked(t *testing.T) {
 		t.Fatalf("a manager on a data dir freed by Shutdown: %v", err)
 	}
 	_ = m3.Shutdown(context.Background())
+}
+
+// TestManager_persistFrame_oneAppend: the produce batches of a forward
+// frame go to the queue log in one append (one fsync); a batch that
+// fails its checks gets its error and no record.
+func TestManager_persistFrame_oneAppend(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	msg := func(queue, tail string) []*peerpb.QueueMessage {
+		return []*peerpb.QueueMessage{{Queue: queue, Tail: tail, Value: []byte("v"), Origin: 9, N: 1}}
+	}
+	batches := []*peerpb.ForwardBatch{
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("jobs", "a")},
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("jobs", "a/b")}, // not one segment: refused
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("other", "c")},
+		{Kind: peerpb.ForwardKind_RELEASE, Queue: "jobs", Seqs: []uint64{1}},
+	}
+	before := n.mgr.qlog.Stats()
+	produced, errs := n.mgr.persistFrame(testCtx(t, 10*time.Second), batches)
+	after := n.mgr.qlog.Stats()
+	if got := after.Commits - before.Commits; got != 1 {
+		t.Errorf("the frame took %d writes, want 1", got)
+	}
+	if got := after.Appended - before.Appended; got != 2 {
+		t.Errorf("the frame appended %d records, want 2", got)
+	}
+	if errs[0] != nil || errs[2] != nil || errs[3] != nil || errs[1] == nil {
+		t.Fatalf("errors %v, want one for the second batch only", errs)
+	}
+	a, c := produced[0]["jobs"], produced[2]["other"]
+	if len(a) != 1 || len(c) != 1 || a[0].lseq == 0 || c[0].lseq != a[0].lseq+1 {
+		t.Fatalf("records of the batches: %+v and %+v, want consecutive seqs", a, c)
+	}
+	if produced[1] != nil || produced[3] != nil {
+		t.Errorf("batches that failed or are not puts have messages: %v, %v", produced[1], produced[3])
+	}
 }
