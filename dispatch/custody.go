@@ -134,7 +134,7 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 		name, in, err := decodeRecord(rec)
 		if err != nil {
 			bad++
-			return nil // skipped, and released below
+			return nil // kept in the log, unreleased, for a version that reads it
 		}
 		in.lseq = seq
 		recovered[name] = append(recovered[name], in)
@@ -144,7 +144,9 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
 	}
 	if bad > 0 {
-		cfg.Logger.Warn("queue log records that do not decode skipped", "records", bad)
+		// Checksummed, so written by another version: not delivered by
+		// this one, though kept on disk.
+		cfg.Logger.Error("queue log records this version cannot read are not delivered; they stay in the log", "records", bad)
 	}
 	return l, lock, recovered, nil
 }
