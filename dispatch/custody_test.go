@@ -311,3 +311,29 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 		t.Errorf("batches that failed or are not puts have messages: %v, %v", produced[1], produced[3])
 	}
 }
+
+// TestCustody_handoffDropsBackupCopies: a backup leaving releases its
+// copies of an alive dispatcher's messages, which would otherwise come
+// back at its next start long after they were acknowledged; the
+// dispatcher keeps its own.
+func TestCustody_handoffDropsBackupCopies(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 10)
+	if got := liveRecords(b.mgr); got != 10 {
+		t.Fatalf("backup's log holds %d records, want 10", got)
+	}
+	if err := b.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := liveRecords(b.mgr); got != 0 {
+		t.Errorf("backup's log holds %d records after it left, want 0", got)
+	}
+	if got := liveRecords(a.mgr); got != 10 {
+		t.Errorf("dispatcher's log holds %d records, want 10", got)
+	}
+}

@@ -38,7 +38,33 @@ func (m *Manager) Handoff(ctx context.Context) error {
 		}
 	}
 	m.flushLeft(ctx)
+	m.dropBackups()
 	return errors.Join(errs...)
+}
+
+// dropBackups releases the backup copies kept for dispatchers that are
+// alive: they hold the messages on their own disks and give a full copy
+// to their next backup. Kept in the queue log, such copies would come
+// back at this member's next start as copies of messages acknowledged
+// long before. Copies of a dispatcher that is gone stay.
+func (m *Manager) dropBackups() {
+	m.backupMu.Lock()
+	keys := make([]backupKey, 0, len(m.backups))
+	for k := range m.backups {
+		keys = append(keys, k)
+	}
+	m.backupMu.Unlock()
+	for _, k := range keys {
+		if !m.alive(k.dispatcher) { // asked outside backupMu, which is taken alone
+			continue
+		}
+		m.backupMu.Lock()
+		if set := m.backups[k]; set != nil {
+			set.releaseAll(m)
+			delete(m.backups, k)
+		}
+		m.backupMu.Unlock()
+	}
 }
 
 // flushLeft tells the drainers to insert without waiting for their batch
