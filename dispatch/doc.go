@@ -125,7 +125,11 @@
 // numbers kept where free) or hands them to the dispatcher, which keeps
 // one per id. A copy's record is released once the dispatcher, maybe
 // this member, has it on its own disk. A release lost in a crash brings
-// the message back once (at least once). NoSync (--unsafe-no-fsync)
+// the message back once (at least once). The ids a dispatcher remembers
+// as acknowledged are bounded (doneIDs per queue), so a backup killed and
+// started again much later may bring back copies of messages acknowledged
+// meanwhile; a backup that leaves on SIGTERM releases its copies of alive
+// dispatchers first (Handoff), which keep theirs. NoSync (--unsafe-no-fsync)
 // writes without fsync; QuotaBytes (--quota-backend-bytes) or a full disk
 // fails the put with etcd's "database space exceeded" and calls
 // OnNoSpace.
