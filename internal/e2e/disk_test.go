@@ -172,3 +172,30 @@ func TestDisk_damagedSegmentRecovers(t *testing.T) {
 		})
 	}
 }
+
+// TestDisk_flags: --unsafe-no-fsync is logged at start as unsafe, and a
+// put that would take the queue log past --quota-backend-bytes fails
+// with etcd's "database space exceeded", the queue keeping what fit.
+func TestDisk_flags(t *testing.T) {
+	t.Parallel()
+	p := StartChute(t, "--unsafe-no-fsync", "--quota-backend-bytes", "4096")
+	waitLogLine(t, p, "level=WARN", "--unsafe-no-fsync")
+	cli := clusterClient(t, p.ClientAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := strings.Repeat("x", 1000)
+	var err error
+	put := 0
+	for ; put < 10; put++ {
+		if _, err = cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%d", put), value); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "etcdserver: mvcc: database space exceeded") {
+		t.Fatalf("10 puts of 1000 bytes under a 4096-byte quota: got %v after %d, want database space exceeded", err, put)
+	}
+	if put == 0 {
+		t.Fatal("the first put failed: the quota left no room at all")
+	}
+	requireDepth(t, p, "jobs", put)
+}
