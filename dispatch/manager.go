@@ -276,9 +276,12 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 }
 
 // Shutdown stops the timers, the forward streams and the remote
-// consumers. Queued messages are in memory and are lost with the process.
-// It is safe to call more than once.
-func (m *Manager) Shutdown(context.Context) error {
+// consumers, and waits for the goroutines of the Manager to end, or for
+// ctx: past it, it returns ctx's error and leaves them (the process is
+// ending). Every one of them ends on stop or on its forwarder's context,
+// which Shutdown closes and cancels first. It is safe to call more than
+// once.
+func (m *Manager) Shutdown(ctx context.Context) error {
 	m.stopOnce.Do(func() {
 		close(m.stop)
 		m.mu.Lock()
@@ -291,7 +294,17 @@ func (m *Manager) Shutdown(context.Context) error {
 		}
 		m.mu.Unlock()
 	})
-	m.wg.Wait()
+	ended := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		m.log.Error("queues: shutdown deadline passed with work still running")
+		return fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx))
+	}
 	m.conns.Close()
 	return nil
 }
