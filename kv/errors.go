@@ -77,6 +77,8 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCTimeout
 	case errors.Is(err, ErrNotLeader):
 		return rpctypes.ErrGRPCNotLeader
+	case errors.Is(err, ErrLeaderChanged):
+		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, ErrBadTransferee):
 		return rpctypes.ErrGRPCBadLeaderTransferee
 	case errors.Is(err, context.Canceled):
