@@ -319,11 +319,15 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 }
 
 // Shutdown stops the timers, the forward streams and the remote
-// consumers, then closes the queue log: what the queues still hold stays
-// there for the next start (logged per queue at INFO). Without a data
-// dir it is lost, logged at ERROR, and the error says so. It is safe to
-// call more than once.
-func (m *Manager) Shutdown(context.Context) error {
+// consumers, and waits for the goroutines of the Manager to end, or for
+// ctx: past it, it returns ctx's error and leaves them (the process is
+// ending). Every one of them ends on stop or on its forwarder's context,
+// which Shutdown closes and cancels first. Then it closes the queue log
+// (even past ctx: its pending releases are written): what the queues
+// still hold stays there for the next start (logged per queue at INFO).
+// Without a data dir it is lost, logged at ERROR, and the error says so.
+// It is safe to call more than once.
+func (m *Manager) Shutdown(ctx context.Context) error {
 	m.stopOnce.Do(func() {
 		close(m.stop)
 		m.mu.Lock()
@@ -336,7 +340,18 @@ func (m *Manager) Shutdown(context.Context) error {
 		}
 		m.mu.Unlock()
 	})
-	m.wg.Wait()
+	ended := make(chan struct{})
+	go func() {
+		m.wg.Wait()
+		close(ended)
+	}()
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		m.log.Error("queues: shutdown deadline passed with work still running")
+		m.closeOnce.Do(func() { m.closeErr = m.closeLog() }) // what still runs gets ErrClosed
+		return errors.Join(fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx)), m.closeErr)
+	}
 	m.conns.Close()
 	m.closeOnce.Do(func() { m.closeErr = m.closeLog() })
 	return m.closeErr

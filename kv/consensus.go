@@ -20,7 +20,8 @@ type Consensus interface {
 	// cluster committed it; this member applies it soon after, if it has
 	// not already. On a member that is not the leader it forwards cmd
 	// to the leader. An error means the command may or may not be
-	// committed later.
+	// committed later; ErrLeaderChanged says so for a command a leader
+	// took and lost with its leadership.
 	Propose(ctx context.Context, cmd []byte) error
 	// ReadIndex returns an index of the StateMachine (StateMachine.Applied)
 	// at or after every write committed before the call: once this
@@ -66,4 +67,10 @@ var (
 	ErrNotLeader = errors.New("kv: not leader")
 	// ErrBadTransferee: MoveLeader named a member that cannot lead.
 	ErrBadTransferee = errors.New("kv: bad leader transferee")
+	// ErrLeaderChanged: the command reached a leader that lost its
+	// leadership before it committed: it may still commit under the next
+	// leader, or never. Propose does not try it again (a second copy
+	// could apply after writes acknowledged meanwhile); the proposer
+	// waits for its own apply of it instead, for a while.
+	ErrLeaderChanged = errors.New("kv: leader changed")
 )

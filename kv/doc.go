@@ -48,6 +48,25 @@
 // keys are deleted in one revision with DELETE events. KeepAlive on a
 // lease that is gone answers TTL 0, TimeToLive answers TTL -1, as etcd.
 //
+// # Alarms
+//
+// Alarms are etcd's, kept in the key space's log: Maintenance.Alarm's
+// ACTIVATE and DEACTIVATE are commands every member applies in order,
+// the alarms are in snapshots, and GET answers at a linearizable point,
+// with the alarms of every member. A member raises NOSPACE when its disk
+// refuses a write (Server.RaiseNoSpace, for this node's components).
+// While any member's NOSPACE alarm is raised, every member refuses, as
+// etcd's capped applier does, the writes that grow the data (Put, a Txn
+// with a put, LeaseGrant) with etcd's "etcdserver: mvcc: database space
+// exceeded" (ResourceExhausted); deletes, compaction, lease revokes and
+// keep-alives, and Alarm itself still work, so that space can be freed
+// and the alarm disarmed (etcdctl alarm disarm). The refusal is decided
+// when a command is applied, as in etcd, so a write ordered after the
+// disarm in the log is taken on every member. Puts to queues never
+// enter the log: they are refused before Queues sees them while this
+// member's applied state holds a NOSPACE alarm, so for them the alarm
+// starts and ends as this member applies it, without waiting for raft.
+//
 // # Availability
 //
 // The key space is consistent first (CP): without a leader (a member cut
@@ -68,7 +87,11 @@
 //     revisions.
 //   - Snapshot is a bbolt file in etcd's backend layout (key and meta
 //     buckets) followed by its SHA-256, so etcdctl can save and inspect it;
-//     it carries no raft membership.
+//     it carries no raft membership and no alarms.
+//   - Only NOSPACE can be activated: chute has no corruption check to act
+//     on CORRUPT, so activating it is InvalidArgument.
+//   - A NOSPACE alarm refuses a txn whose put is nested in an inner txn
+//     too; etcd counts the puts of the outer txn's branches only.
 //   - Membership comes from gossip: MemberAdd, MemberUpdate and
 //     MemberPromote are refused with a message explaining --join.
 //   - Auth, Lock and Election services are not served; the clientv3

@@ -30,6 +30,19 @@ var (
 // when the lease is gone.
 var ErrLeaseNotFound = mvcc.ErrLeaseNotFound
 
+// ErrNoSpace is the store's: a write of this node's own (Put,
+// CompareAndPut) that would grow the data fails with it while a NOSPACE
+// alarm is raised.
+var ErrNoSpace = mvcc.ErrNoSpace
+
+// ErrAlarmUnsupported refuses an Alarm request whose action or alarm
+// chute does not serve: only NOSPACE is raised (see the package doc).
+var ErrAlarmUnsupported = errors.New("kv: alarm not supported")
+
+// errGRPCAlarmUnsupported has no etcd equivalent: etcd takes every alarm
+// type it knows.
+var errGRPCAlarmUnsupported = status.Error(codes.InvalidArgument, "etcdserver: alarm not supported: chute raises and disarms only NOSPACE")
+
 // errGRPCKeyTooLarge has no etcd equivalent (etcd limits only the request
 // size); it uses etcd's wording and InvalidArgument like the other key errors.
 var errGRPCKeyTooLarge = status.Error(codes.InvalidArgument, "etcdserver: key is too large")
@@ -71,12 +84,18 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCStopped
 	case errors.Is(err, ErrInvalidSort):
 		return rpctypes.ErrGRPCInvalidSortOption
+	case errors.Is(err, mvcc.ErrNoSpace):
+		return rpctypes.ErrGRPCNoSpace
+	case errors.Is(err, ErrAlarmUnsupported):
+		return errGRPCAlarmUnsupported
 	case errors.Is(err, ErrNoLeader):
 		return rpctypes.ErrGRPCNoLeader
 	case errors.Is(err, ErrTimeout):
 		return rpctypes.ErrGRPCTimeout
 	case errors.Is(err, ErrNotLeader):
 		return rpctypes.ErrGRPCNotLeader
+	case errors.Is(err, ErrLeaderChanged):
+		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, ErrBadTransferee):
 		return rpctypes.ErrGRPCBadLeaderTransferee
 	case errors.Is(err, context.Canceled):

@@ -20,6 +20,11 @@ const internalWriteTimeout = 5 * time.Second
 // consensus reported committed, when the caller's context has no deadline.
 const applyWaitTimeout = 30 * time.Second
 
+// leaderChangedWait bounds the wait for a command whose leader lost its
+// leadership before committing it (ErrLeaderChanged): a new leader that
+// has it commits it within an election or two.
+const leaderChangedWait = 5 * time.Second
+
 // write runs one write command: proposed through the consensus and
 // answered from this member's own apply of it, or, for a member alone
 // (no Consensus), applied at once. Writes of a member alone are
@@ -38,12 +43,17 @@ func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Re
 	if err != nil {
 		return mvcc.Result{Err: err}
 	}
-	if err := s.consensus.Propose(ctx, cmd); err != nil {
+	wait, timeoutErr := applyWaitTimeout, ErrTimeout
+	if err := s.consensus.Propose(ctx, cmd); errors.Is(err, ErrLeaderChanged) {
+		// It may commit under the next leader: this member applies it
+		// then, and answers from that, as etcd's proposer waits.
+		wait, timeoutErr = leaderChangedWait, err
+	} else if err != nil {
 		return mvcc.Result{Err: err}
 	}
 	var timeout <-chan time.Time
-	if _, ok := ctx.Deadline(); !ok {
-		t := time.NewTimer(applyWaitTimeout)
+	if _, ok := ctx.Deadline(); !ok || wait == leaderChangedWait {
+		t := time.NewTimer(wait)
 		defer t.Stop()
 		timeout = t.C
 	}
@@ -58,7 +68,7 @@ func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Re
 	case <-ctx.Done():
 		return mvcc.Result{Err: ctx.Err()}
 	case <-timeout:
-		return mvcc.Result{Err: ErrTimeout}
+		return mvcc.Result{Err: timeoutErr}
 	case <-s.stop:
 		return mvcc.Result{Err: ErrStopped}
 	}

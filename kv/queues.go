@@ -80,7 +80,9 @@ func (k *kvService) route(key []byte) Route {
 	return k.queues.Route(key)
 }
 
-// putToQueue handles a put whose key is not plain KV.
+// putToQueue handles a put whose key is not plain KV. Messages never go
+// through the log, so a NOSPACE alarm refuses them here, as this member
+// last applied the alarms: the queue namespace does not wait for raft.
 func (k *kvService) putToQueue(ctx context.Context, r *pb.PutRequest, rt Route) (*pb.PutResponse, error) {
 	if rt != RouteProduce {
 		return nil, errQueueOp("a put under a queue must use a producer key /q/{name}/p/{key}")
@@ -90,6 +92,9 @@ func (k *kvService) putToQueue(ctx context.Context, r *pb.PutRequest, rt Route) 
 	}
 	if !k.srv.Synced() {
 		return nil, errNotSynced
+	}
+	if k.store.NoSpace() {
+		return nil, toGRPC(ErrNoSpace)
 	}
 	if err := k.queues.Produce(ctx, []*pb.PutRequest{r}); err != nil {
 		return nil, err
@@ -219,6 +224,10 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 	}
 	if !k.srv.Synced() {
 		return nil, errNotSynced
+	}
+	if k.store.NoSpace() {
+		// Whatever the compares say, as etcd refuses a txn with puts.
+		return nil, toGRPC(ErrNoSpace)
 	}
 	if len(r.Compare) > 0 && !k.store.CompareNow(r.Compare) {
 		return &pb.TxnResponse{Header: k.store.Header(k.store.Rev())}, nil

@@ -38,9 +38,10 @@ type Server struct {
 	grpc  *grpc.Server
 	now   func() time.Time // the store's clock: lease deadlines
 
-	consensus   Consensus   // nil: this member alone applies its writes; set before Start
-	localMu     sync.Mutex  // serialises the writes of a member alone
-	checkpoints checkpoints // renewals waiting for their checkpoint (leader.go)
+	consensus   Consensus     // nil: this member alone applies its writes; set before Start
+	localMu     sync.Mutex    // serialises the writes of a member alone
+	checkpoints checkpoints   // renewals waiting for their checkpoint (leader.go)
+	raising     chan struct{} // one token: one RaiseNoSpace proposes at a time
 
 	mu        sync.Mutex // guards listeners and started
 	listeners []net.Listener
@@ -68,12 +69,13 @@ func New(cfg Config) (*Server, error) {
 		Now:              now,
 	})
 	s := &Server{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		store: st,
-		sm:    mvcc.NewStateMachine(st),
-		now:   now,
-		stop:  make(chan struct{}),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		store:   st,
+		sm:      mvcc.NewStateMachine(st),
+		now:     now,
+		raising: make(chan struct{}, 1),
+		stop:    make(chan struct{}),
 	}
 	m, err := newRPCMetrics(cfg.Meter)
 	if err != nil {

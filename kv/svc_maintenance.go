@@ -30,10 +30,34 @@ type maintenanceService struct {
 
 var _ pb.MaintenanceServer = (*maintenanceService)(nil)
 
-// Alarm lists no alarms: an in-memory store has no space quota to trip.
-// Activating or deactivating one changes nothing.
-func (m *maintenanceService) Alarm(_ context.Context, _ *pb.AlarmRequest) (*pb.AlarmResponse, error) {
-	return &pb.AlarmResponse{Header: m.store.Header(m.store.Rev())}, nil
+// Alarm serves etcd's alarms: GET lists the alarms of every member as a
+// linearizable read does; ACTIVATE and DEACTIVATE are commands, applied
+// by every member in log order (mvcc's alarm.go). etcdctl alarm disarm
+// lists the alarms and deactivates each.
+func (m *maintenanceService) Alarm(ctx context.Context, r *pb.AlarmRequest) (*pb.AlarmResponse, error) {
+	if err := checkAlarmRequest(r); err != nil {
+		return nil, toGRPC(err)
+	}
+	if r.Action == pb.AlarmRequest_GET {
+		if err := m.srv.linearize(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
+		return &pb.AlarmResponse{Header: m.store.Header(m.store.Rev()), Alarms: m.store.Alarms(r.Alarm)}, nil
+	}
+	res := m.srv.write(ctx, &pb.InternalRaftRequest{Alarm: r})
+	if res.Err != nil {
+		return nil, toGRPC(res.Err)
+	}
+	resp := res.Resp.(*pb.AlarmResponse)
+	resp.Header = m.store.Header(res.Rev)
+	for _, a := range resp.Alarms {
+		if r.Action == pb.AlarmRequest_ACTIVATE {
+			m.srv.log.Warn("alarm raised", "alarm", a.Alarm.String(), "member_id", memberHex(a.MemberID))
+		} else {
+			m.srv.log.Info("alarm disarmed", "alarm", a.Alarm.String(), "member_id", memberHex(a.MemberID))
+		}
+	}
+	return resp, nil
 }
 
 func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb.StatusResponse, error) {
@@ -59,6 +83,10 @@ func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb
 		if cs.Leader == 0 {
 			resp.Errors = []string{"etcdserver: no leader"}
 		}
+	}
+	// As etcd, the raised alarms, which etcdctl endpoint status shows.
+	for _, a := range m.store.Alarms(pb.AlarmType_NONE) {
+		resp.Errors = append(resp.Errors, alarmText(a))
 	}
 	return resp, nil
 }

@@ -445,8 +445,8 @@ func chuteTarget(mc matrixConfig, name string, ports []int, data string, env []s
 }
 
 // startTargets starts targets as children in dir, then waits
-// until each answers a put and, when traced, has exported that put's
-// span. It returns the targets it started, to be stopped, with or without
+// until each answers a put, is ready when it is a chute node (/readyz)
+// and, when traced, has exported that put's span. It returns the targets it started, to be stopped, with or without
 // an error.
 func startTargets(ctx context.Context, mc matrixConfig, dir string, targets []*target, logger *slog.Logger) ([]*target, error) {
 	var started []*target
@@ -462,6 +462,13 @@ func startTargets(ctx context.Context, mc matrixConfig, dir string, targets []*t
 	for _, t := range targets {
 		if err := waitReady(ctx, t.proc, t.endpoint, mc.readyTimeout); err != nil {
 			return started, err
+		}
+		// A chute node answers a key put once raft has a leader, and a
+		// queue put once its key space caught up (/readyz).
+		if t.metrics != "" {
+			if err := waitReadyz(ctx, []*target{t}, mc.readyTimeout); err != nil {
+				return started, err
+			}
 		}
 		if t.sink != nil {
 			// The readiness put's span, in before the first run; none

@@ -29,36 +29,45 @@ func startLogMembers(t *testing.T, log *Log, n int) ([]*kv.Server, []*clientv3.C
 	var srvs []*kv.Server
 	var clis []*clientv3.Client
 	for i := range n {
-		cfg := kv.DefaultConfig()
-		cfg.MemberID = uint64(0x100 + i)
-		cfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
-		cfg.MinLeaseTTL = 1
-		srv, err := kv.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := log.Join(srv, cfg.MemberID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.SetConsensus(c)
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-		})
-		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cli.Close() })
+		srv, cli := startLogMember(t, log, uint64(0x100+i))
 		srvs = append(srvs, srv)
 		clis = append(clis, cli)
 	}
 	return srvs, clis
+}
+
+// startLogMember starts a server with member id id on a free loopback
+// port joining log, and returns it with a client; both are stopped when
+// the test ends.
+func startLogMember(t *testing.T, log *Log, id uint64) (*kv.Server, *clientv3.Client) {
+	t.Helper()
+	cfg := kv.DefaultConfig()
+	cfg.MemberID = id
+	cfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
+	cfg.MinLeaseTTL = 1
+	srv, err := kv.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := log.Join(srv, cfg.MemberID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetConsensus(c)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return srv, cli
 }
 
 func testCtx(t *testing.T, d time.Duration) context.Context {

@@ -15,8 +15,8 @@ import (
 
 // Every write to the key space is a command: an etcd InternalRaftRequest
 // (the type etcd puts in its own raft log) carrying one of Put,
-// DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke or
-// LeaseCheckpoint, and ID, the proposing member's request id. With a
+// DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke,
+// LeaseCheckpoint or Alarm, and ID, the proposing member's request id. With a
 // consensus (kv.Consensus), every member applies every command in log
 // order (StateMachine.Apply) and the proposing member hands the result to
 // the waiting request by ID (Register); alone, a member applies its
@@ -32,8 +32,9 @@ import (
 type Result struct {
 	// Resp is the response without its header: a *pb.PutResponse,
 	// *pb.DeleteRangeResponse, *pb.TxnResponse, *pb.CompactionResponse,
-	// *pb.LeaseGrantResponse or *pb.LeaseRevokeResponse, as the command
-	// asked; nil with Err, and for a checkpoint.
+	// *pb.LeaseGrantResponse, *pb.LeaseRevokeResponse or
+	// *pb.AlarmResponse, as the command asked; nil with Err, and for a
+	// checkpoint.
 	Resp any
 	// Rev is the store revision the response header carries.
 	Rev int64
@@ -129,6 +130,9 @@ func (m *StateMachine) ApplyLocal(req *pb.InternalRaftRequest) Result {
 // applyRequest applies one decoded command to the store.
 func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) Result {
 	s := m.s
+	if s.NoSpace() && growsData(req) {
+		return Result{Err: ErrNoSpace, Rev: s.Rev()}
+	}
 	switch {
 	case req.Put != nil:
 		resp, rev, err := s.put(req.Put)
@@ -157,6 +161,8 @@ func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) Result {
 	case req.LeaseCheckpoint != nil:
 		s.checkpoint(req.LeaseCheckpoint.Checkpoints)
 		return Result{Rev: s.Rev()}
+	case req.Alarm != nil:
+		return Result{Resp: s.applyAlarm(req.Alarm), Rev: s.Rev()}
 	}
 	return Result{Err: fmt.Errorf("mvcc: command %d carries no operation chute applies", req.ID), Rev: s.Rev()}
 }

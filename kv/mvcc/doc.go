@@ -43,10 +43,19 @@
 // checkpoints them through the log and proposes the revoke of expired
 // leases; a member alone expires them itself (ExpireLeases).
 //
+// # Alarms
+//
+// Alarms (etcd's NOSPACE) are replicated state too: raised and disarmed
+// by Alarm commands, kept in snapshots. While a NOSPACE alarm is raised,
+// Apply refuses with ErrNoSpace every command that grows the data (a put,
+// a txn with a put, a lease grant) and applies the rest, so that space
+// can be freed and the alarm disarmed (alarm.go).
+//
 // # Locks
 //
 // One RWMutex, Store.mu, guards the whole store: keys, revisions, change
-// log, leases and the watcher registry, with each watcher's position.
+// log, leases, alarms and the watcher registry, with each watcher's
+// position.
 // Writes are short: a B-tree update and an append. A WatchSink is called
 // with Store.mu held, so a sink takes only its own lock and never calls
 // the store; a caller that holds a lock of its own while it registers or

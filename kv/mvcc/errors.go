@@ -18,6 +18,9 @@ var (
 	ErrLeaseExists = errors.New("mvcc: lease already exists")
 	// ErrLeaseTTLTooBig: a grant asks for more than MaxLeaseTTL.
 	ErrLeaseTTLTooBig = errors.New("mvcc: too large lease TTL")
+	// ErrNoSpace: a NOSPACE alarm is raised, and the command would grow
+	// the data (alarm.go).
+	ErrNoSpace = errors.New("mvcc: database space exceeded")
 	// ErrSnapshotCorrupt: Restore was handed something that is not a
 	// whole, intact snapshot of a StateMachine.
 	ErrSnapshotCorrupt = errors.New("mvcc: snapshot corrupt")

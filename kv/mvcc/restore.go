@@ -11,26 +11,35 @@ import (
 	"time"
 
 	"github.com/google/btree"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // A state machine snapshot (what raft keeps and sends to a member that
 // fell behind) is every key with its revisions since the last compaction,
-// and every lease with its remaining TTL, in this layout, all integers
-// varints, all byte strings length-prefixed:
+// every lease with its remaining TTL, and every raised alarm, in this
+// layout, all integers varints, all byte strings length-prefixed:
 //
-//	magic "chutekv1"
+//	magic "chutekv2" ("chutekv1": no alarm section)
 //	applied index, term, revision, compaction revision
 //	key count, then per key: key, revision count, then per revision:
 //	    main, sub, 0 (tombstone) or 1 and value, create revision,
 //	    version, lease
 //	lease count, then per lease: id, TTL (s), remaining (ms)
+//	v2 only: alarm count, then per alarm: member id, alarm type
 //	CRC-32C of all the above, 4 bytes little-endian
+//
+// A snapshot without alarms is written as version 1, byte for byte what
+// members without alarms wrote, so that such a member still restores it
+// while a cluster is upgraded; Restore reads both versions.
 //
 // The change log that feeds watches is not written: Restore rebuilds it
 // from the revisions, which hold every change since the compaction.
 
-const snapshotMagic = "chutekv1"
+const (
+	snapshotMagicV1 = "chutekv1"
+	snapshotMagicV2 = "chutekv2"
+)
 
 // Snapshot captures the state machine now and returns the function that
 // writes it. The capture is a copy made under the store's read lock, so
@@ -39,9 +48,13 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	s := m.s
 	var buf bytes.Buffer
 	e := snapEncoder{w: &buf}
-	e.raw([]byte(snapshotMagic))
 	now := s.cfg.Now()
 	s.mu.RLock()
+	if len(s.alarms) == 0 {
+		e.raw([]byte(snapshotMagicV1))
+	} else {
+		e.raw([]byte(snapshotMagicV2))
+	}
 	e.uint(m.applied.Load())
 	e.uint(s.term.Load())
 	e.int(s.rev)
@@ -76,6 +89,18 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 		e.int(id)
 		e.int(l.ttl)
 		e.int(max(l.expires.Sub(now), 0).Milliseconds())
+	}
+	if len(s.alarms) > 0 {
+		as := make([]*pb.AlarmMember, 0, len(s.alarms))
+		for k := range s.alarms {
+			as = append(as, &pb.AlarmMember{MemberID: k.member, Alarm: k.alarm})
+		}
+		sortAlarms(as)
+		e.uint(uint64(len(as)))
+		for _, a := range as {
+			e.uint(a.MemberID)
+			e.uint(uint64(a.Alarm))
+		}
 	}
 	s.mu.RUnlock()
 	var sum [4]byte
@@ -125,6 +150,11 @@ func (m *StateMachine) Restore(r io.Reader) error {
 		delete(s.synced, w)
 		s.unsynced[w] = struct{}{}
 	}
+	s.alarms = make(map[alarmKey]struct{}, len(st.alarms))
+	for _, k := range st.alarms {
+		s.alarms[k] = struct{}{}
+	}
+	s.setNoSpaceLocked()
 	s.term.Store(st.term)
 	s.kickSync()
 	s.mu.Unlock()
@@ -141,6 +171,7 @@ type snapshotState struct {
 	log             []changeRecord
 	bytes           int64
 	leases          []snapshotLease
+	alarms          []alarmKey
 }
 
 type snapshotLease struct {
@@ -148,14 +179,22 @@ type snapshotLease struct {
 }
 
 func decodeSnapshot(raw []byte) (*snapshotState, error) {
-	if len(raw) < len(snapshotMagic)+4 || string(raw[:len(snapshotMagic)]) != snapshotMagic {
+	if len(raw) < len(snapshotMagicV1)+4 {
+		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
+	}
+	var withAlarms bool
+	switch string(raw[:len(snapshotMagicV1)]) {
+	case snapshotMagicV1:
+	case snapshotMagicV2:
+		withAlarms = true
+	default:
 		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
 	body, sum := raw[:len(raw)-4], raw[len(raw)-4:]
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
-	d := snapDecoder{b: body[len(snapshotMagic):]}
+	d := snapDecoder{b: body[len(snapshotMagicV1):]}
 	st := &snapshotState{
 		tree: btree.NewG(32, func(a, b *keyIndex) bool { return a.key < b.key }),
 	}
@@ -198,6 +237,12 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	nleases := d.count()
 	for range nleases {
 		st.leases = append(st.leases, snapshotLease{id: d.int(), ttl: d.int(), remainingMs: d.int()})
+	}
+	if withAlarms {
+		nalarms := d.count()
+		for range nalarms {
+			st.alarms = append(st.alarms, alarmKey{member: d.uint(), alarm: pb.AlarmType(d.uint())})
+		}
 	}
 	if d.err != nil {
 		return nil, d.err

@@ -35,8 +35,8 @@ type Config struct {
 // past or fell behind.
 //
 // One lock, mu, guards the whole state: the key tree, the revision counters,
-// the change log, the leases and the watcher registry (including each
-// watcher's minRev and synced flag). Watchers are notified while the write
+// the change log, the leases, the alarms and the watcher registry
+// (including each watcher's minRev and synced flag). Watchers are notified while the write
 // still holds mu, so every watcher sees changes in revision order; a
 // notification never blocks (see watch.go).
 type Store struct {
@@ -52,6 +52,8 @@ type Store struct {
 	synced     map[*Watcher]struct{} // watchers up to date: fed by writes
 	unsynced   map[*Watcher]struct{} // watchers behind: fed by syncWatchers
 	nextLease  int64                 // last lease id chosen by ChooseLeaseID
+	alarms     map[alarmKey]struct{} // raised alarms (alarm.go)
+	noSpace    atomic.Bool           // a NOSPACE alarm is in alarms; written with mu held
 
 	memberSalt int64 // high bits of generated lease ids; set at creation
 
@@ -81,6 +83,7 @@ func NewStore(cfg Config) *Store {
 			return a.key < b.key
 		}),
 		leases:     make(map[int64]*lease),
+		alarms:     make(map[alarmKey]struct{}),
 		synced:     make(map[*Watcher]struct{}),
 		unsynced:   make(map[*Watcher]struct{}),
 		memberSalt: int64(cfg.MemberID & (1<<23 - 1)),

@@ -132,7 +132,7 @@ func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
-	return c.route(ctx,
+	return c.route(ctx, false,
 		func(ctx context.Context) error {
 			_, err := c.applyLocal(ctx, cmd)
 			return err
@@ -149,7 +149,7 @@ func (c *Consensus) ReadIndex(ctx context.Context) (uint64, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	var index uint64
-	err := c.route(ctx,
+	err := c.route(ctx, true,
 		func(ctx context.Context) (err error) {
 			index, err = c.leaderRead(ctx)
 			return err
@@ -170,7 +170,7 @@ func (c *Consensus) RenewLease(ctx context.Context, id int64) (int64, error) {
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
 	var ttl int64
-	err := c.route(ctx,
+	err := c.route(ctx, true,
 		func(ctx context.Context) (err error) {
 			ttl, err = c.renewLocal(ctx, id)
 			return err
@@ -206,7 +206,7 @@ func (c *Consensus) TransferLeader(ctx context.Context, member uint64) error {
 		return fmt.Errorf("%w: member %016x is not a voter", kv.ErrBadTransferee, member)
 	}
 	err := c.awaitFuture(ctx, c.raft.LeadershipTransferToServer(id, addr))
-	if errors.Is(err, errLeaderGone) {
+	if errors.Is(err, errLeaderGone) || errors.Is(err, kv.ErrLeaderChanged) {
 		return fmt.Errorf("%w: %w", kv.ErrNotLeader, err)
 	}
 	return err

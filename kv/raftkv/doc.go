@@ -30,10 +30,20 @@
 // leader at a time, each of at most maxBatchCommands commands and
 // maxBatchBytes; the leader applies them in order and answers each its
 // own result, mapped back as a whole call's error would be.
-// A try that finds the leader gone (raft's not-leader, leadership lost
-// or transfer in progress; a leader answering "not leader" or
-// "stopped"; a connection that fails with Unavailable) is tried again
-// after a backoff, on whoever leads then, up to ten tries. While raft
+// A try that finds the leader gone (raft's not-leader or transfer in
+// progress; a leader answering "not leader" or "stopped"; a connection
+// that fails with Unavailable) is tried again after a backoff, on
+// whoever leads then, up to ten tries. A command the leader appended
+// and then lost with its leadership (raft's leadership lost) is not:
+// it may still commit under the next leader, and a second copy could
+// apply after writes acknowledged meanwhile (a delete tried twice would
+// remove a put made between the two). Propose answers it
+// kv.ErrLeaderChanged, and kv waits for its own apply of the command
+// for a while. Reads and renewals, which may run twice, are tried again
+// in that case too. A connection that breaks after the leader took a
+// command is still tried again: the command may then apply twice,
+// before the call returns (a known gap: closing it needs the state
+// machine to drop a command id it applied already). While raft
 // knows no leader a try polls for one. Every call is bounded by its
 // context and by Config.ApplyTimeout together: the time running out with
 // no leader to serve the call is kv.ErrNoLeader, and otherwise

@@ -27,14 +27,18 @@ var ErrBadBatch = errors.New("raftkv: bad batch of commands")
 var errLeaderGone = errors.New("raftkv: leader gone")
 
 // fromRaft maps an error of raft's to the package's: kv's sentinels,
-// errLeaderGone for a leadership that moved.
+// errLeaderGone for a request refused because the leadership moved,
+// kv.ErrLeaderChanged for one the leader took and lost with it.
 func fromRaft(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrAbortedByRestore):
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		// Refused before it was appended: another try is safe.
 		return fmt.Errorf("%w: %w", errLeaderGone, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrAbortedByRestore):
+		// Appended, then the leadership went: it may commit yet.
+		return fmt.Errorf("%w: %w", kv.ErrLeaderChanged, err)
 	case errors.Is(err, raft.ErrEnqueueTimeout):
 		return fmt.Errorf("%w: %w", kv.ErrTimeout, err)
 	case errors.Is(err, raft.ErrRaftShutdown):
@@ -51,6 +55,8 @@ func toStatus(err error) error {
 		return nil
 	case errors.Is(err, errLeaderGone), errors.Is(err, kv.ErrNotLeader):
 		return rpctypes.ErrGRPCNotLeader
+	case errors.Is(err, kv.ErrLeaderChanged):
+		return rpctypes.ErrGRPCLeaderChanged
 	case errors.Is(err, kv.ErrNoLeader):
 		return rpctypes.ErrGRPCNoLeader
 	case errors.Is(err, kv.ErrTimeout):
@@ -84,6 +90,8 @@ func fromStatus(err error) error {
 		return kv.ErrTimeout
 	case errors.Is(err, rpctypes.ErrGRPCLeaseNotFound):
 		return kv.ErrLeaseNotFound
+	case errors.Is(err, rpctypes.ErrGRPCLeaderChanged):
+		return kv.ErrLeaderChanged
 	case errors.Is(err, rpctypes.ErrGRPCNotLeader), errors.Is(err, rpctypes.ErrGRPCStopped):
 		return fmt.Errorf("%w: %w", errLeaderGone, err)
 	case status.Code(err) == codes.Unavailable:

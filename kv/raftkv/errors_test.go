@@ -25,7 +25,8 @@ func TestErrors_overTheWire(t *testing.T) {
 		want       error // errors.Is on the follower's side
 	}{
 		{"not leader", fromRaft(raft.ErrNotLeader), rpctypes.ErrGRPCNotLeader, errLeaderGone},
-		{"leadership lost", fromRaft(raft.ErrLeadershipLost), rpctypes.ErrGRPCNotLeader, errLeaderGone},
+		{"leadership lost", fromRaft(raft.ErrLeadershipLost), rpctypes.ErrGRPCLeaderChanged, kv.ErrLeaderChanged},
+		{"transfer in progress", fromRaft(raft.ErrLeadershipTransferInProgress), rpctypes.ErrGRPCNotLeader, errLeaderGone},
 		{"enqueue timeout", fromRaft(raft.ErrEnqueueTimeout), rpctypes.ErrGRPCTimeout, kv.ErrTimeout},
 		{"timeout", kv.ErrTimeout, rpctypes.ErrGRPCTimeout, kv.ErrTimeout},
 		{"no leader", kv.ErrNoLeader, rpctypes.ErrGRPCNoLeader, kv.ErrNoLeader},
@@ -68,5 +69,19 @@ func TestErrors_toStatus_misc(t *testing.T) {
 	// The connection to a leader that went away.
 	if err := fromStatus(status.Error(codes.Unavailable, "connection refused")); !errors.Is(err, errLeaderGone) {
 		t.Errorf("Unavailable maps to %v, want %v", err, errLeaderGone)
+	}
+}
+
+// TestErrors_leaderChangedNotLeaderGone: a command raft appended and then
+// lost with the leadership may still commit, so it is never marked for
+// another try; one refused before it was appended is.
+func TestErrors_leaderChangedNotLeaderGone(t *testing.T) {
+	for _, err := range []error{raft.ErrLeadershipLost, raft.ErrAbortedByRestore} {
+		if got := fromRaft(err); errors.Is(got, errLeaderGone) || !errors.Is(got, kv.ErrLeaderChanged) {
+			t.Errorf("fromRaft(%v) = %v, want %v and no retry", err, got, kv.ErrLeaderChanged)
+		}
+	}
+	if got := fromStatus(rpctypes.ErrGRPCLeaderChanged); errors.Is(got, errLeaderGone) {
+		t.Errorf("a leader's %v maps to %v, which is tried again", rpctypes.ErrGRPCLeaderChanged, got)
 	}
 }

@@ -32,10 +32,12 @@ const (
 // else remote with the address of the leader's peer listener (its raft
 // address). A try that fails because the leader changed, stepped down
 // or could not be reached (errLeaderGone) is tried again, after a pause,
-// on whichever member leads then; the tries are bounded in number and
-// by ctx. When they run out, or ctx's ApplyTimeout does while no leader
+// on whichever member leads then; so is one whose leader lost its
+// leadership midway (kv.ErrLeaderChanged) when the call is idempotent
+// (reads and renewals, not commands, which may still commit). The tries
+// are bounded in number and by ctx. When they run out, or ctx's ApplyTimeout does while no leader
 // is known, route returns kv.ErrNoLeader.
-func (c *Consensus) route(ctx context.Context, local func(context.Context) error,
+func (c *Consensus) route(ctx context.Context, idempotent bool, local func(context.Context) error,
 	remote func(context.Context, raft.ServerAddress) error) error {
 	pause := backoff.Backoff{Min: retryMin, Max: retryMax}
 	var last error
@@ -59,7 +61,7 @@ func (c *Consensus) route(ctx context.Context, local func(context.Context) error
 			return nil
 		case ctx.Err() != nil && endedByContext(err):
 			return context.Cause(ctx) // kv.ErrTimeout for ApplyTimeout
-		case !errors.Is(err, errLeaderGone):
+		case !errors.Is(err, errLeaderGone) && !(idempotent && errors.Is(err, kv.ErrLeaderChanged)):
 			return err
 		}
 		last = err
