@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"chute/internal/chtest"
@@ -175,7 +176,8 @@ func TestDisk_damagedSegmentRecovers(t *testing.T) {
 
 // TestDisk_flags: --unsafe-no-fsync is logged at start as unsafe, and a
 // put that would take the queue log past --quota-backend-bytes fails
-// with etcd's "database space exceeded", the queue keeping what fit.
+// with etcd's "database space exceeded" and raises the NOSPACE alarm, as
+// etcd's backend quota does; the queue keeps what fit.
 func TestDisk_flags(t *testing.T) {
 	t.Parallel()
 	p := StartChute(t, "--unsafe-no-fsync", "--quota-backend-bytes", "4096")
@@ -198,4 +200,11 @@ func TestDisk_flags(t *testing.T) {
 		t.Fatal("the first put failed: the quota left no room at all")
 	}
 	requireDepth(t, p, "jobs", put)
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(alarms.Alarms) != 1 || alarms.Alarms[0].Alarm != etcdserverpb.AlarmType_NOSPACE {
+		t.Fatalf("alarms after the queue log refused a put: %v, want NOSPACE", alarms.Alarms)
+	}
 }
