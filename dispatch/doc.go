@@ -132,7 +132,7 @@
 // dispatchers first (Handoff), which keep theirs. NoSync (--unsafe-no-fsync)
 // writes without fsync; QuotaBytes (--quota-backend-bytes) or a full disk
 // fails the put with etcd's "database space exceeded" and calls
-// OnNoSpace.
+// OnNoSpace (cmd/chute raises etcd's NOSPACE alarm).
 //
 // # Guarantees and limits
 //
