@@ -269,8 +269,8 @@ func (m *Manager) logError(name string, err error) error {
 	return status.Error(codes.Unavailable, "dispatch: queue log: "+err.Error())
 }
 
-// errRowsLost: Shutdown left acknowledged messages that no data dir
-// keeps.
+// errRowsLost: acknowledged messages were dropped: left at Shutdown
+// without a data dir to keep them, or dropped while running.
 var errRowsLost = errors.New("dispatch: acknowledged messages lost at shutdown")
 
 // closeLog ends the queue log once nothing runs: what the queues still
@@ -292,6 +292,9 @@ func (m *Manager) closeLog() error {
 		}
 		m.log.Error("acknowledged messages lost: no data dir keeps them", "queue", q.name, "rows", rows+held)
 		lost = append(lost, fmt.Errorf("%w: %s: %d", errRowsLost, q.name, rows+held))
+	}
+	if n := m.dropped.Load(); n > 0 {
+		lost = append(lost, fmt.Errorf("%w: %d dropped while running (logged each)", errRowsLost, n))
 	}
 	if m.qlog != nil {
 		if err := m.qlog.Close(); err != nil {

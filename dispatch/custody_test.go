@@ -337,3 +337,16 @@ func TestCustody_handoffDropsBackupCopies(t *testing.T) {
 		t.Errorf("dispatcher's log holds %d records, want 10", got)
 	}
 }
+
+// TestManager_Shutdown_droppedWhileRunning: a run that dropped an
+// acknowledged message (logged at ERROR where it happened) ends with an
+// error, so the process exits non-zero, even with a data dir.
+func TestManager_Shutdown_droppedWhileRunning(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	n.mgr.dropped.Add(1) // as a dead letter that could not be written
+	ctx := testCtx(t, 10*time.Second)
+	_ = n.kv.Shutdown(ctx)
+	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
+		t.Fatalf("Shutdown after a drop: got %v, want errRowsLost", err)
+	}
+}

@@ -457,8 +457,9 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 	d.q.refusedLocked(r.seq, key)
 	d.q.mu.Unlock()
 	if err != nil {
-		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "table", target,
+		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "rows", 1, "table", target,
 			"seq", r.seq, "code", res.Code, "key", key, "bytes", len(letter), "err", err)
+		d.m.dropped.Add(1) // the process exits non-zero (Shutdown)
 		return
 	}
 	d.m.metrics.deadLetters.Add(1)

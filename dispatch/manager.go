@@ -231,6 +231,9 @@ type Manager struct {
 	// members may remember as acknowledged (and drop as a duplicate).
 	counter atomic.Uint64
 	clock   clockwork.Clock
+	// dropped counts the acknowledged messages this run dropped (each
+	// logged at ERROR with its queue); Shutdown fails when it is not 0.
+	dropped atomic.Uint64
 
 	// qlog is the queue log (custody.go); nil without a DataDir.
 	// recovered are the messages it replayed, by queue, until Start
