@@ -208,3 +208,40 @@ func TestDisk_flags(t *testing.T) {
 		t.Fatalf("alarms after the queue log refused a put: %v, want NOSPACE", alarms.Alarms)
 	}
 }
+
+// TestDisk_killedNodeRecovers: with ack=queued a put returns once the
+// message is on the dispatcher's disk, so a lone node killed with
+// SIGKILL, started again on its data dir, still has every acknowledged
+// message and delivers each.
+func TestDisk_killedNodeRecovers(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	p := StartChute(t)
+	cli := clusterClient(t, p.ClientAddr)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range n {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%d", i), fmt.Sprintf("m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.Kill()
+	p.Restart(t)
+	waitDepth(t, p, "jobs", n)
+	wc := cli.Watch(ctx, "/q/jobs/c/w1")
+	var got []string
+	for len(got) < n {
+		select {
+		case resp := <-wc:
+			for _, ev := range resp.Events {
+				got = append(got, string(ev.Kv.Value))
+			}
+		case <-ctx.Done():
+			t.Fatalf("got %q after the restart, want %d messages", got, n)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"m0", "m1", "m2", "m3", "m4"}; !slices.Equal(got, want) {
+		t.Fatalf("after SIGKILL and a restart got %q, want %q", got, want)
+	}
+}
