@@ -288,14 +288,18 @@ func New(cfg Config) (*Manager, error) {
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
-	if cfg.Meter != nil {
-		if err := m.registerMetrics(cfg.Meter); err != nil {
-			return nil, fmt.Errorf("dispatch: metrics: %w", err)
-		}
-	}
-	// Last: nothing after it can fail and leave the log open.
+	// Before the metrics, whose callback reads it: closed if they fail.
 	if m.qlog, m.qlogLock, m.recovered, err = openLog(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Meter != nil {
+		if err := m.registerMetrics(cfg.Meter); err != nil {
+			if m.qlog != nil {
+				_ = m.qlog.Close()
+				_ = m.qlogLock.Close()
+			}
+			return nil, fmt.Errorf("dispatch: metrics: %w", err)
+		}
 	}
 	if cfg.NoSync && m.qlog != nil {
 		m.log.Warn("queue log never fsynced (--unsafe-no-fsync): a machine crash may lose acknowledged puts", "dir", cfg.DataDir)
