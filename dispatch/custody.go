@@ -18,12 +18,15 @@ import (
 
 // A member keeps every message in its custody in the queue log
 // (dispatch/qlog) under <DataDir>/queues: the messages of the queues it
-// dispatches and the copies it holds for a dispatcher it cannot reach.
-// A message is appended before the put, the forward, the hold or the
-// handover that brings it is answered, and released once it leaves the
-// member's custody: acknowledged, inserted, dropped as a duplicate, or
-// handed to another member that answered. The queue keeps the record's
-// seq on the message (message.lseq) and on held copies (incoming.lseq).
+// dispatches, the copies it holds for a dispatcher it cannot reach, and
+// its backup copies of other dispatchers' messages (backup.go). A message
+// is appended before the put, the forward, the hold, the backup frame or
+// the handover that brings it is answered, and released once it leaves
+// the member's custody: acknowledged, inserted, dropped as a duplicate,
+// handed to another member that answered, or a backup copy released. The
+// queue keeps the record's seq on the message (message.lseq), held and
+// backup copies on theirs (incoming.lseq). The package doc ("On disk")
+// has the whole design.
 
 // queueLogDir is where the queue log lives under Config.DataDir, and
 // queueLogLock the file whose lock keeps a second process out of it.
