@@ -48,8 +48,10 @@ const staleBackup = time.Minute
 // keepBackup applies a BACKUP, RELEASE or RESET frame from member from.
 // The copies kept for one dispatcher of a queue are held to the queue's
 // byte cap, as its messages are on the dispatcher: a frame that would go
-// over it keeps nothing and is answered errOverCap.
-func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
+// over it keeps nothing and is answered errOverCap. The copies are in
+// the queue log before the frame is answered; a copy's record is released
+// with the copy.
+func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.ForwardBatch) error {
 	if !validQueueName(b.Queue) {
 		return status.Error(codes.InvalidArgument, "dispatch: backup frame without a valid queue name")
 	}
@@ -67,11 +69,21 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 		return err
 	}
 	maxBytes := m.settingsOf(b.Queue).MaxBytes // before backupMu, taken alone
+	copies := make([]incoming, len(b.Messages))
+	for i, msg := range b.Messages {
+		copies[i] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq}
+	}
+	if err := m.persistAs(ctx, recBackup, b.Queue, copies); err != nil { // before backupMu: no fsync under it
+		return err
+	}
 	key := backupKey{queue: b.Queue, dispatcher: from, boot: b.Boot}
 	m.backupMu.Lock()
 	defer m.backupMu.Unlock()
 	set := m.backups[key]
 	if b.Kind == peerpb.ForwardKind_RESET {
+		if set != nil {
+			set.releaseAll(m)
+		}
 		set = nil
 	}
 	if set == nil {
@@ -82,6 +94,7 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 	for _, seq := range b.Seqs { // RELEASE, or releases sent with copies
 		if in, ok := set.msgs[seq]; ok {
 			delete(set.msgs, seq)
+			m.release(in.lseq)
 			set.bytes -= int64(len(in.value) + len(in.tail))
 		} else {
 			set.released.add(seq, struct{}{})
@@ -91,22 +104,32 @@ func (m *Manager) keepBackup(from uint64, b *peerpb.ForwardBatch) error {
 		if len(set.msgs) == 0 {
 			delete(m.backups, key)
 		}
+		m.unpersist(copies)
 		return errOverCap
 	}
-	for _, msg := range b.Messages {
-		if _, gone := set.released.get(msg.Seq); gone {
+	for _, in := range copies {
+		if _, gone := set.released.get(in.seq); gone {
+			m.release(in.lseq)
 			continue
 		}
-		if _, dup := set.msgs[msg.Seq]; dup {
+		if _, dup := set.msgs[in.seq]; dup {
+			m.release(in.lseq)
 			continue
 		}
-		set.msgs[msg.Seq] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq}
-		set.bytes += int64(len(msg.Value) + len(msg.Tail))
+		set.msgs[in.seq] = in
+		set.bytes += int64(len(in.value) + len(in.tail))
 	}
 	if len(set.msgs) == 0 && b.Kind == peerpb.ForwardKind_RESET && len(b.Messages) == 0 {
 		delete(m.backups, key)
 	}
 	return nil
+}
+
+// releaseAll releases the records of the copies in set, which is dropped.
+func (set *backupSet) releaseAll(m *Manager) {
+	for _, in := range set.msgs {
+		m.release(in.lseq)
+	}
 }
 
 // BackupStatus is what /status shows of the copies this member keeps.
@@ -160,6 +183,7 @@ func (m *Manager) reconcileBackups() {
 			m.backupMu.Lock()
 			if set := m.backups[k]; set != nil && ok && rec.Member != k.dispatcher && m.clock.Now().Sub(set.seen) > staleBackup {
 				delete(m.backups, k)
+				set.releaseAll(m)
 			}
 			m.backupMu.Unlock()
 		}
@@ -233,7 +257,12 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	defer cancel()
 	for i := 0; i < len(msgs); {
 		j := chunkEnd(msgs, i)
-		if err := m.forward(ctx, rec.Member, k.queue, msgs[i:j], false, forwardTimeout); err != nil {
+		err := m.forward(ctx, rec.Member, k.queue, msgs[i:j], false, forwardTimeout)
+		if err == nil { // on the dispatcher's disk now
+			for _, in := range msgs[i:j] {
+				m.release(in.lseq)
+			}
+		} else {
 			m.backupMu.Lock() // keep the rest for the next round
 			if m.backups[k] == nil {
 				rest := &backupSet{msgs: make(map[uint64]incoming), released: set.released, seen: set.seen}

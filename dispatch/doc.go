@@ -1,6 +1,7 @@
 // Package dispatch owns queues: the /q/ and /queue/ key grammar (key.go),
-// dispatcher records and election (record.go, election.go), the in-memory
-// queue each dispatcher holds (queue.go), forwarding puts to the dispatcher
+// dispatcher records and election (record.go, election.go), the queue
+// each dispatcher holds (queue.go), the queue log that keeps on disk what
+// the member holds (custody.go, over qlog), forwarding puts to the dispatcher
 // (forward.go), holding copies while it is unreachable and handing
 // everything to a new one (reconcile.go), consumers local and remote
 // (consumers.go), the peer service those use (peer.go), ClickHouse
@@ -24,7 +25,7 @@
 // # Dispatchers
 //
 // Every queue has one dispatcher, named by its record, which holds its
-// messages in memory and delivers them. A producer's member claims a queue
+// messages (in memory, and in its queue log) and delivers them. A producer's member claims a queue
 // nobody alive dispatches (epoch+1); a consumer's member claims a queue
 // whose dispatcher hosts no consumer, so deliveries stay local. A claim is
 // a compare-and-put of the record on the claiming member, replicated like
@@ -75,10 +76,11 @@
 // change applies at the queue's next put or batch, or at the next
 // reconcile round (100ms) for what neither touches.
 //
-//   - queued (default): the put returns once the dispatcher holds the
-//     message. A dispatcher killed loses what it held.
+//   - queued (default): the put returns once the message is in the
+//     dispatcher's queue log (fsynced). A dispatcher killed keeps it for
+//     its next start.
 //   - replicated: the put returns once the dispatcher's backup also holds a
-//     copy (ack.go, backup.go). The backup is the next alive member after
+//     copy in its queue log (ack.go, backup.go). The backup is the next alive member after
 //     the dispatcher in member-id order; a new backup gets a full copy
 //     first; copies are released once acknowledged or inserted. When serf
 //     reports the dispatcher failed or gone, the backup claims the queue
@@ -94,20 +96,60 @@
 // On SIGTERM (handoff.go) every queue this member dispatches is handed to
 // its backup, or the next alive member, before serf Leave: the record moves
 // first, the drainer finishes its insert in flight, then the messages
-// follow in order.
+// follow in order. A queue nobody can take stays: its drainer inserts
+// without waiting for its batch interval until the shutdown deadline, and
+// the rest stays in the queue log for the next start (Shutdown logs the
+// rows per queue).
+//
+// # On disk
+//
+// With Config.DataDir (cmd/chute always gives one; memory only is for unit
+// tests), every message in a member's custody has a record in the queue
+// log under <DataDir>/queues (custody.go): its kind (a message this member
+// dispatches or holds, or a backup's copy), queue, id, number if any, key
+// tail and value. The record is appended before the put, the forward, the
+// hold, the backup frame or the handover that brings the message is
+// answered, and before the queue takes it, outside every lock: the log
+// group-commits one fsync for all queues, and a message cannot leave the
+// queue before its append returned, because it is not in the queue yet.
+// What the queue then refuses (a full queue, a moved dispatcher, a
+// duplicate id) is released at once. The record's seq rides on the message
+// (message.lseq, incoming.lseq) and is released when the message leaves
+// this member's custody: acknowledged, inserted or dead-lettered, dropped
+// as a duplicate, handed to another member that answered, a backup copy
+// released or reset. A release is a few bytes in the next write.
+//
+// New replays the log; Start gives each queue its records as held copies,
+// so the reconcile loop does with them what it does with any held copy:
+// claims the queue when nobody alive dispatches it (the copies join it,
+// numbers kept where free) or hands them to the dispatcher, which keeps
+// one per id. A copy's record is released once the dispatcher, maybe
+// this member, has it on its own disk. A release lost in a crash brings
+// the message back once (at least once). The ids a dispatcher remembers
+// as acknowledged are bounded (doneIDs per queue), so a backup killed and
+// started again much later may bring back copies of messages acknowledged
+// meanwhile; a backup that leaves on SIGTERM releases its copies of alive
+// dispatchers first (Handoff), which keep theirs. NoSync (--unsafe-no-fsync)
+// writes without fsync; QuotaBytes (--quota-backend-bytes) or a full disk
+// fails the put with etcd's "database space exceeded" and calls
+// OnNoSpace (cmd/chute raises etcd's NOSPACE alarm).
 //
 // # Guarantees and limits
 //
 // Delivery is at least once: a message is redelivered when its consumer
 // goes or it stays unacknowledged past the visibility timeout, and when a
-// dispatcher hands over messages its consumers had not acknowledged. With
-// ack=queued a dispatcher's messages live in its memory only: a dispatcher
-// that dies loses them; copies held during an outage are not lost. Order
-// is kept per producer connection through handovers, not through a
-// takeover by a backup. A txn producing to several queues with different
-// dispatchers is atomic per queue only. Everything is in memory: all
-// members killed at once lose every message not yet inserted, whatever
-// the mode (inserted rows are in ClickHouse).
+// dispatcher hands over messages its consumers had not acknowledged, and
+// when a member restarts with messages whose acknowledgement it had not
+// written yet. With ack=queued a dispatcher's messages are on its disk:
+// one that dies keeps them until it starts again on its data dir (its
+// disk lost loses them); with ack=replicated its backup's disk has them
+// too and the backup takes over at once. Order is kept per producer
+// connection through handovers, not through a takeover by a backup or a
+// restart. A txn producing to several queues with different dispatchers
+// is atomic per queue only. All members killed at once lose nothing
+// acknowledged: each recovers its queue log at its next start. Without a
+// data dir (unit tests) everything is in memory, and Shutdown reports the
+// messages it loses.
 //
 // # What other members may send
 //
@@ -155,8 +197,9 @@
 //
 // A queue may hold millions of messages, so a queued message costs little
 // beyond its value (at most 128 bytes; BenchmarkQueue_rowMemory
-// measures it): a 64-byte message (id, key tail, value, delivery count
-// and state), the tail's bytes, a slot of the queue's store and a slot of
+// measures it): a 72-byte message in the allocator's 80-byte class (id,
+// key tail, value, its queue log seq, delivery count and state), the
+// tail's bytes, a slot of the queue's store and a slot of
 // its id index. The store (store.go) keeps messages by number in one run
 // of slots, numbers being given in arrival order, and the few that do not
 // fit in a map (numbers of another epoch; a message left at the front
@@ -184,5 +227,7 @@
 // is taken before queue.mu and before Manager.mu; queue.backupMu before queue.mu and before
 // Manager.mu; Manager.backupMu and the settings cache's mutex are taken
 // alone. queue.mu may be held while calling kv.Deliveries (which never
-// blocks) and while reading the KV.
+// blocks) and while reading the KV. The queue log's Release (which never
+// blocks on I/O) is called under queue.mu and Manager.backupMu; its
+// Append, which waits for an fsync, under no lock.
 package dispatch

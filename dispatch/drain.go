@@ -163,8 +163,8 @@ func (d *drainer) run() {
 			// most one insert per interval, and a row that comes while an
 			// insert is in flight waits for the interval's rest, not for a
 			// whole interval after that insert.
-			if wait := set.BatchInterval - d.m.clock.Since(d.lastInsert); wait > 0 {
-				if !d.sleep(wait) {
+			if wait := set.BatchInterval - d.m.clock.Since(d.lastInsert); wait > 0 && !d.m.leaving() {
+				if !d.sleep(wait, d.m.flushing) { // cut short when the member leaves
 					return
 				}
 			}
@@ -176,7 +176,7 @@ func (d *drainer) run() {
 			}
 			// Retried on a timer, without any put to wake it.
 			b.Min, b.Max = set.RetryMin, set.RetryMax
-			if !d.sleep(b.Next()) {
+			if !d.sleep(b.Next(), nil) {
 				return
 			}
 		}
@@ -195,15 +195,30 @@ func (d *drainer) stopped() bool {
 	}
 }
 
-func (d *drainer) sleep(dur time.Duration) bool {
+// sleep waits dur, or until cut is closed (nil: never), and reports
+// false when the drainer was told to stop meanwhile.
+func (d *drainer) sleep(dur time.Duration, cut <-chan struct{}) bool {
 	t := d.m.clock.NewTimer(dur)
 	defer t.Stop()
 	select {
 	case <-t.Chan():
 		return true
+	case <-cut:
+		return true
 	case <-d.stop:
 		return false
 	case <-d.m.stop:
+		return false
+	}
+}
+
+// leaving reports whether the member is leaving (Handoff ran): drainers
+// insert without waiting for their batch interval.
+func (m *Manager) leaving() bool {
+	select {
+	case <-m.flushing:
+		return true
+	default:
 		return false
 	}
 }
@@ -442,8 +457,9 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 	d.q.refusedLocked(r.seq, key)
 	d.q.mu.Unlock()
 	if err != nil {
-		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "table", target,
+		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "rows", 1, "table", target,
 			"seq", r.seq, "code", res.Code, "key", key, "bytes", len(letter), "err", err)
+		d.m.dropped.Add(1) // the process exits non-zero (Shutdown)
 		return
 	}
 	d.m.metrics.deadLetters.Add(1)

@@ -7,6 +7,7 @@ import (
 
 	"chute/gossip"
 	"chute/internal/backoff"
+	"chute/sink"
 )
 
 // Handoff hands every queue this member dispatches to another alive
@@ -16,19 +17,83 @@ import (
 // forward to the new dispatcher; the drainer finishes its insert in
 // flight, and the messages follow in order, numbers kept. Copies held for
 // an unreachable dispatcher go to the queue's dispatcher. It returns when
-// everything is handed over or ctx ends; what is left is lost with the
-// process, and the error says so.
+// everything is handed over or ctx ends.
+//
+// What nobody could take (a member alone, the others gone) stays here:
+// the drainers of ClickHouse queues then insert what they hold at once,
+// without waiting for their batch interval, until ctx ends (flushLeft).
+// The rest stays in the queue log for the next start (Shutdown logs it
+// per queue); without a data dir it is lost with the process, and the
+// error says so.
 func (m *Manager) Handoff(ctx context.Context) error {
-	if m.records == nil || m.cluster == nil {
+	if m.records == nil {
 		return nil
 	}
 	var errs []error
-	for _, q := range m.snapshot() {
-		if err := m.handoffQueue(ctx, q); err != nil {
-			errs = append(errs, err)
+	if m.cluster != nil {
+		for _, q := range m.snapshot() {
+			if err := m.handoffQueue(ctx, q); err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
+	m.flushLeft(ctx)
+	m.dropBackups()
 	return errors.Join(errs...)
+}
+
+// dropBackups releases the backup copies kept for dispatchers that are
+// alive: they hold the messages on their own disks and give a full copy
+// to their next backup. Kept in the queue log, such copies would come
+// back at this member's next start as copies of messages acknowledged
+// long before. Copies of a dispatcher that is gone stay.
+func (m *Manager) dropBackups() {
+	m.backupMu.Lock()
+	keys := make([]backupKey, 0, len(m.backups))
+	for k := range m.backups {
+		keys = append(keys, k)
+	}
+	m.backupMu.Unlock()
+	for _, k := range keys {
+		if !m.alive(k.dispatcher) { // asked outside backupMu, which is taken alone
+			continue
+		}
+		m.backupMu.Lock()
+		if set := m.backups[k]; set != nil {
+			set.releaseAll(m)
+			delete(m.backups, k)
+		}
+		m.backupMu.Unlock()
+	}
+}
+
+// flushLeft tells the drainers to insert without waiting for their batch
+// interval, and waits until the ClickHouse queues left here are empty or
+// ctx ends. Failed inserts are still retried after their backoff.
+func (m *Manager) flushLeft(ctx context.Context) {
+	m.flushOnce.Do(func() { close(m.flushing) })
+	for _, q := range m.snapshot() {
+		if _, ch := sink.TableOf(q.name); !ch {
+			continue
+		}
+		m.mu.RLock()
+		d := m.drainers[q.name]
+		m.mu.RUnlock()
+		if d == nil {
+			continue
+		}
+		d.wake()
+		for q.holding() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-d.done: // stopped: it inserts no more
+			case <-m.clock.After(10 * time.Millisecond):
+				continue
+			}
+			break
+		}
+	}
 }
 
 // handoffQueue hands one queue over, retrying until ctx ends. When the
@@ -46,6 +111,9 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		}
 		select {
 		case <-ctx.Done():
+			if m.qlog != nil {
+				return nil // kept in the queue log for the next start
+			}
 			return errors.New("dispatch: queue " + q.name + " not handed over before the shutdown deadline; its messages are lost")
 		case <-m.clock.After(b.Next()):
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"chute/dispatch/qlog"
 	"chute/gossip"
 	"chute/gossip/peer"
 	"chute/internal/backoff"
@@ -99,6 +101,23 @@ type Config struct {
 	Tracer trace.TracerProvider
 	// Logger receives the manager's logs. Nil: discarded.
 	Logger *slog.Logger
+	// DataDir is where the member keeps the messages in its custody: the
+	// queue log lives in <DataDir>/queues, and New recovers what it
+	// holds. Empty: memory only, every message is lost with the process;
+	// for unit tests only (cmd/chute always gives one).
+	DataDir string
+	// NoSync writes the queue log but never fsyncs it (etcd's
+	// --unsafe-no-fsync): a put survives the process being killed, not
+	// the machine crashing. False: a put returns after the fsync that
+	// covers it.
+	NoSync bool
+	// QuotaBytes bounds the queue log's size; a put that would pass it
+	// fails with etcd's "database space exceeded" (as does one on a full
+	// file system). Zero: no quota.
+	QuotaBytes int64
+	// OnNoSpace is called when a put fails for lack of space in the
+	// queue log (QuotaBytes or a full file system). Nil: nothing.
+	OnNoSpace func()
 	// Clock drives every timer of the manager: visibility timeouts,
 	// batch intervals, retry backoff, the reconcile loop, forward
 	// deadlines, passing over a silent backup. Deadlines of calls that
@@ -212,10 +231,28 @@ type Manager struct {
 	// members may remember as acknowledged (and drop as a duplicate).
 	counter atomic.Uint64
 	clock   clockwork.Clock
+	// dropped counts the acknowledged messages this run dropped (each
+	// logged at ERROR with its queue); Shutdown fails when it is not 0.
+	dropped atomic.Uint64
+
+	// qlog is the queue log (custody.go); nil without a DataDir.
+	// recovered are the messages it replayed, by queue, until Start
+	// hands them to their queues.
+	qlog      *qlog.Log
+	qlogLock  *os.File // held while qlog is open
+	recovered map[string][]incoming
 
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error // of closeLog
+
+	// flushing is closed when the member leaves (Handoff): drainers
+	// insert without waiting for their batch interval.
+	flushing  chan struct{}
+	flushOnce sync.Once
 }
 
 var _ kv.Queues = (*Manager)(nil)
@@ -240,6 +277,7 @@ func New(cfg Config) (*Manager, error) {
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
+		flushing:     make(chan struct{}),
 	}
 	m.conns = peer.NewConns(m.dialOpts...)
 	if cfg.Tracer != nil {
@@ -250,10 +288,21 @@ func New(cfg Config) (*Manager, error) {
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
+	// Before the metrics, whose callback reads it: closed if they fail.
+	if m.qlog, m.qlogLock, m.recovered, err = openLog(cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Meter != nil {
 		if err := m.registerMetrics(cfg.Meter); err != nil {
+			if m.qlog != nil {
+				_ = m.qlog.Close()
+				_ = m.qlogLock.Close()
+			}
 			return nil, fmt.Errorf("dispatch: metrics: %w", err)
 		}
+	}
+	if cfg.NoSync && m.qlog != nil {
+		m.log.Warn("queue log never fsynced (--unsafe-no-fsync): a machine crash may lose acknowledged puts", "dir", cfg.DataDir)
 	}
 	return m, nil
 }
@@ -264,6 +313,7 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
 	m.cluster = cluster
+	m.loadRecovered()
 	m.wg.Add(2)
 	go func() {
 		defer m.wg.Done()
@@ -279,8 +329,11 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 // consumers, and waits for the goroutines of the Manager to end, or for
 // ctx: past it, it returns ctx's error and leaves them (the process is
 // ending). Every one of them ends on stop or on its forwarder's context,
-// which Shutdown closes and cancels first. It is safe to call more than
-// once.
+// which Shutdown closes and cancels first. Then it closes the queue log
+// (even past ctx: its pending releases are written): what the queues
+// still hold stays there for the next start (logged per queue at INFO).
+// Without a data dir it is lost, logged at ERROR, and the error says so.
+// It is safe to call more than once.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.stopOnce.Do(func() {
 		close(m.stop)
@@ -303,10 +356,12 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	case <-ended:
 	case <-ctx.Done():
 		m.log.Error("queues: shutdown deadline passed with work still running")
-		return fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx))
+		m.closeOnce.Do(func() { m.closeErr = m.closeLog() }) // what still runs gets ErrClosed
+		return errors.Join(fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx)), m.closeErr)
 	}
 	m.conns.Close()
-	return nil
+	m.closeOnce.Do(func() { m.closeErr = m.closeLog() })
+	return m.closeErr
 }
 
 func (m *Manager) runTimers() {
@@ -376,6 +431,7 @@ func (m *Manager) queueFor(name string) *queue {
 	defer m.mu.Unlock()
 	if q, ok = m.queues[name]; !ok {
 		q = newQueue(name, set)
+		q.log = m.qlog
 		m.queues[name] = q
 	}
 	return q
@@ -503,7 +559,7 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 		}
 		// A put that has not left this member, or was refused elsewhere
 		// before anything was kept of it.
-		wait, err := m.enqueueLocal(name, msgs, arrivedLocal)
+		wait, err := m.enqueueLocal(ctx, name, msgs, arrivedLocal)
 		if err == nil {
 			m.ensureDrainer(m.queueFor(name))
 			if wait != nil {
@@ -526,8 +582,23 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // takes, so a message is either handed over or forwarded after it, never
 // left behind out of order. It returns what the put still waits for, by
 // the queue's ack mode: nil for ack=queued. how is how msgs came.
-func (m *Manager) enqueueLocal(name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
+func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q := m.queueFor(name)
+	// On disk before the queue takes them, outside its lock: the fsync
+	// of one queue's put must not hold up the others'. What is refused
+	// below is released again.
+	if err := m.persist(ctx, name, msgs); err != nil {
+		return nil, err
+	}
+	wait, err := m.enqueuePersisted(q, name, msgs, how)
+	if err != nil {
+		m.unpersist(msgs)
+	}
+	return wait, err
+}
+
+// enqueuePersisted is enqueueLocal once msgs are in the queue log.
+func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()

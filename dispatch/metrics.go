@@ -109,6 +109,10 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
 	inserted := must(counter("chute.clickhouse.rows.inserted", "Rows ClickHouse holds, inserted by this member."))
 	dead := must(counter("chute.clickhouse.dead_letters", "Rows ClickHouse refused, stored as dead letters."))
+	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's segment files under the data dir."))
+	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
+	logAppended := must(counter("chute.queue_log.appended", "Records appended to the queue log."))
+	logFsyncs := must(counter("chute.queue_log.fsyncs", "Fsyncs of the queue log; appended/fsyncs is the group commit's batch."))
 	for _, err := range errs {
 		if err != nil {
 			return err
@@ -133,8 +137,15 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
 		o.ObserveInt64(inserted, int64(m.metrics.rowsInserted.Load()))
 		o.ObserveInt64(dead, int64(m.metrics.deadLetters.Load()))
+		if m.qlog != nil {
+			ls := m.qlog.Stats()
+			o.ObserveInt64(logBytes, ls.Size)
+			o.ObserveInt64(logRecords, int64(ls.Live))
+			o.ObserveInt64(logAppended, int64(ls.Appended))
+			o.ObserveInt64(logFsyncs, int64(ls.Fsyncs))
+		}
 		return nil
 	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused,
-		forwards, broadcasts, elections, handovers, inserted, dead)
+		forwards, broadcasts, elections, handovers, inserted, dead, logBytes, logRecords, logAppended, logFsyncs)
 	return err
 }

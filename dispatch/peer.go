@@ -82,13 +82,14 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			return status.Errorf(codes.InvalidArgument, "dispatch: %d batches in one frame, at most %d", len(frame.Batches), forwardFrameBatches)
 		}
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
-		for _, b := range frame.Batches {
+		produced, errs := s.m.persistFrame(ctx, frame.Batches) // the frame's puts share one fsync
+		for i, b := range frame.Batches {
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
-				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(from, b)))
+				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(ctx, from, b)))
 				continue
 			}
-			if err := s.m.checkPeerMessages(b.Messages); err != nil {
-				res.Results = append(res.Results, forwardResult(b.Id, err))
+			if errs[i] != nil {
+				res.Results = append(res.Results, forwardResult(b.Id, errs[i]))
 				continue
 			}
 			var span trace.Span
@@ -100,7 +101,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			if b.Puts && madeBy(b.Messages, from) {
 				how = arrivedForwarded
 			}
-			wait, err := s.m.acceptForwarded(b.Messages, how, tr)
+			wait, err := s.m.acceptForwarded(ctx, produced[i], how, tr)
 			if err != nil || wait == nil {
 				endSpan(span, err)
 				res.Results = append(res.Results, forwardResult(b.Id, err))
@@ -140,12 +141,43 @@ func madeBy(msgs []*peerpb.QueueMessage, member uint64) bool {
 	return member != 0
 }
 
-// acceptForwarded enqueues a forwarded batch, arrived as how, if this
-// member dispatches its queues; FailedPrecondition tells the sender to read
-// the record again. It returns what the batch still waits for (its queue's
-// ack mode), nil for nothing.
-func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *msgTrace) (func(context.Context) error, error) {
-	byQueue := toIncoming(msgs)
+// persistFrame checks the produce batches of a forward frame and appends
+// their messages to the queue log in one append, so that a frame's
+// batches share one fsync. It returns each batch's messages by queue
+// (nil for batches of other kinds), with their records, and each
+// batch's error: the batch is answered with it.
+func (m *Manager) persistFrame(ctx context.Context, batches []*peerpb.ForwardBatch) ([]map[string][]incoming, []error) {
+	produced := make([]map[string][]incoming, len(batches))
+	errs := make([]error, len(batches))
+	var all []custodyGroup
+	for i, b := range batches {
+		if b.Kind != peerpb.ForwardKind_PRODUCE {
+			continue
+		}
+		if errs[i] = m.checkPeerMessages(b.Messages); errs[i] != nil {
+			continue
+		}
+		produced[i] = toIncoming(b.Messages)
+		for name, msgs := range produced[i] {
+			all = append(all, custodyGroup{name: name, msgs: msgs})
+		}
+	}
+	if err := m.persistGroups(ctx, recMessage, all); err != nil {
+		for i := range produced {
+			if produced[i] != nil {
+				produced[i], errs[i] = nil, err
+			}
+		}
+	}
+	return produced, errs
+}
+
+// acceptForwarded enqueues a forwarded batch, by queue, arrived as how,
+// if this member dispatches its queues; FailedPrecondition tells the
+// sender to read the record again. It returns what the batch still waits
+// for (its queue's ack mode), nil for nothing. What it does not enqueue
+// is released from the queue log.
+func (m *Manager) acceptForwarded(ctx context.Context, byQueue map[string][]incoming, how arrival, tr *msgTrace) (func(context.Context) error, error) {
 	if tr != nil {
 		for _, ins := range byQueue {
 			for i := range ins {
@@ -159,12 +191,21 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *
 	}
 	sort.Strings(names)
 	var waits []func(context.Context) error
-	for _, name := range names {
+	for i, name := range names {
+		var wait func(context.Context) error
+		var err error
 		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
-			return nil, status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
+			err = status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
+		} else {
+			wait, err = m.enqueueLocal(ctx, name, byQueue[name], how) // releases what it refuses
+			if err != nil {
+				i++
+			}
 		}
-		wait, err := m.enqueueLocal(name, byQueue[name], how)
 		if err != nil {
+			for _, rest := range names[i:] { // not enqueued: released
+				m.unpersist(byQueue[rest])
+			}
 			return nil, err
 		}
 		m.ensureDrainer(m.queueFor(name))
@@ -187,12 +228,12 @@ func (m *Manager) acceptForwarded(msgs []*peerpb.QueueMessage, how arrival, tr *
 
 // Hold keeps copies for an unreachable dispatcher, under the queue's byte
 // cap as a put would be.
-func (s *queueService) Hold(_ context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
+func (s *queueService) Hold(ctx context.Context, r *peerpb.HoldRequest) (*peerpb.HoldResponse, error) {
 	if err := s.m.checkPeerMessages(r.Messages); err != nil {
 		return nil, err
 	}
 	for name, msgs := range toIncoming(r.Messages) { // one queue
-		if err := s.m.holdHere(name, msgs); err != nil {
+		if err := s.m.holdHere(ctx, name, msgs); err != nil {
 			return nil, err
 		}
 	}
@@ -206,14 +247,18 @@ func (s *queueService) Ping(context.Context, *peerpb.PingRequest) (*peerpb.PingR
 
 // holdHere keeps copies of msgs on this member for an unreachable
 // dispatcher, or refuses them all over the queue's byte cap.
-func (m *Manager) holdHere(name string, msgs []incoming) error {
+func (m *Manager) holdHere(ctx context.Context, name string, msgs []incoming) error {
 	q := m.queueFor(name)
+	if err := m.persist(ctx, name, msgs); err != nil { // outside the queue's lock, as enqueueLocal
+		return err
+	}
 	set := m.settingsAt(name, q.settingsKey)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.applySettingsLocked(set, m.clock.Now())
 	if !q.roomLocked(msgs) {
 		q.stats.Refused++
+		m.unpersist(msgs)
 		return errOverCap
 	}
 	q.holdLocked(msgs)
@@ -346,7 +391,7 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 // until a dispatcher is elected; they are handed to it then, once each.
 // Over the queue's byte cap here it keeps nothing and returns errOverCap.
 func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error {
-	if err := m.holdHere(name, msgs); err != nil {
+	if err := m.holdHere(ctx, name, msgs); err != nil {
 		return err
 	}
 	m.metrics.broadcasts.Add(uint64(len(msgs)))

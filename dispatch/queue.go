@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"chute/dispatch/qlog"
 	"chute/gossip"
 	"chute/kv"
 )
@@ -20,7 +21,7 @@ type MsgID struct {
 	N      uint64
 }
 
-// message is one queued message. It is kept to 64 bytes, one size class
+// message is one queued message. It is kept to 80 bytes, one size class
 // of the allocator: a queue may hold millions. Its number is where the
 // queue keeps it (msgStore), the state of its delivery to an ordinary
 // consumer is in the queue's out and parked maps, and its trace, when the
@@ -31,6 +32,7 @@ type message struct {
 	id       MsgID
 	tail     string
 	value    []byte
+	lseq     uint64   // its record in the queue log; 0 for none (memory only)
 	attempts int32    // deliveries so far
 	state    msgState // guarded by the queue's mu
 }
@@ -93,6 +95,9 @@ type queue struct {
 	name        string
 	recordKey   string // RecordKey(name)
 	settingsKey string // SettingsKey(name)
+	// log is the member's queue log, where every message and held copy
+	// has its record until it leaves; nil: memory only.
+	log *qlog.Log
 
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
@@ -193,6 +198,7 @@ type incoming struct {
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
 	trace    *msgTrace
+	lseq     uint64 // its record in this member's queue log; 0 for none yet
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
@@ -240,6 +246,7 @@ const (
 func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, collect bool) (added []incoming) {
 	for _, in := range msgs {
 		if q.seenBeforeLocked(in.id, how) {
+			releaseLog(q.log, in.lseq) // a second copy: the first keeps its record
 			continue
 		}
 		if in.seq == 0 {
@@ -247,6 +254,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		} else if tail, ok := q.early.get(in.seq); ok && tail == in.tail {
 			q.early.forget(in.seq) // acknowledged before it arrived
 			q.done.add(in.id, struct{}{})
+			releaseLog(q.log, in.lseq)
 			continue
 		}
 		seq := in.seq
@@ -268,7 +276,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{id: in.id, tail: in.tail, value: in.value, attempts: int32(in.attempts)}
+		m := &message{id: in.id, tail: in.tail, value: in.value, lseq: in.lseq, attempts: int32(in.attempts)}
 		q.msgs.put(seq, m)
 		q.ids.add(m)
 		if in.trace != nil {
@@ -441,6 +449,7 @@ func (q *queue) removeLocked(seq uint64, m *message) {
 		}
 	}
 	q.done.add(m.id, struct{}{})
+	releaseLog(q.log, m.lseq)
 	q.bytes -= m.size()
 	q.stats.Acked++
 	q.settledLocked(seq)
@@ -527,6 +536,7 @@ func (q *queue) seenBeforeLocked(id MsgID, how arrival) bool {
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
 		if q.heldIDs[in.id] || q.isDone(in.id) {
+			releaseLog(q.log, in.lseq)
 			continue
 		}
 		q.heldIDs[in.id] = true
@@ -546,7 +556,7 @@ func (q *queue) takeAll() []incoming {
 	q.failWaitersLocked(errMovedOn)
 	out := make([]incoming, 0, q.msgs.len()+len(q.held))
 	for seq, m := range q.msgs.all() {
-		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), trace: q.traces[seq]}
+		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq}
 		switch m.state {
 		case msgOut:
 			in.consumer = q.out[seq].c.id

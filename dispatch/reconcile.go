@@ -118,6 +118,11 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 			q.putBack(msgs[i:], m.clock.Now())
 			return err
 		}
+		// The dispatcher answered: the part is on its disk, no longer in
+		// this member's custody.
+		for _, in := range part {
+			m.release(in.lseq)
+		}
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}

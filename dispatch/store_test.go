@@ -7,11 +7,12 @@ import (
 	"unsafe"
 )
 
-// TestMessage_size keeps a queued message in the allocator's 64-byte size
-// class, so that a queued row costs at most its value plus 128 bytes.
+// TestMessage_size keeps a queued message in the allocator's 80-byte size
+// class, so that a queued row costs at most its value plus 128 bytes
+// (BenchmarkQueue_rowMemory measures the whole).
 func TestMessage_size(t *testing.T) {
-	if got := unsafe.Sizeof(message{}); got > 64 {
-		t.Fatalf("message is %d bytes, want at most 64", got)
+	if got := unsafe.Sizeof(message{}); got > 80 {
+		t.Fatalf("message is %d bytes, want at most 80", got)
 	}
 }
 

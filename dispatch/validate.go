@@ -29,6 +29,7 @@ func (c Config) Validate() error {
 		setting.Num("MaxRequestBytes", int64(c.MaxRequestBytes)),
 		setting.Num("BatchRows", int64(c.BatchRows)),
 		setting.Num("BatchBytes", int64(c.BatchBytes)),
+		setting.Num("QuotaBytes", c.QuotaBytes),
 	)...)
 	errs = append(errs, setting.Negative("dispatch",
 		setting.Num("ReconcileInterval", c.ReconcileInterval),

@@ -179,6 +179,18 @@ type Config struct {
 	// Name + ".etcd"; loadConfig fills that in.
 	DataDir string
 
+	// UnsafeNoFsync writes the queue log under DataDir without ever
+	// fsyncing it (etcd's --unsafe-no-fsync): an acknowledged put
+	// survives the process being killed, not the machine crashing.
+	// Logged at start as unsafe. False: a put returns after its fsync.
+	UnsafeNoFsync bool
+
+	// QuotaBackendBytes bounds the queue log under DataDir (etcd's
+	// --quota-backend-bytes, which bounds etcd's backend): a put that
+	// would pass it fails with "etcdserver: mvcc: database space
+	// exceeded". Zero: no quota.
+	QuotaBackendBytes int64
+
 	// BootstrapExpect is how many members, each with no raft state and
 	// this same setting, bootstrap a new cluster together once they see
 	// each other. Default 1: a node alone, without seeds, starts a
@@ -387,6 +399,8 @@ func options(c *Config) []option {
 		{"bootstrap-expect", "n", (*intValue)(&c.BootstrapExpect), "members without raft state that bootstrap a new cluster together", ""},
 		{"raft-voters", "n", (*intValue)(&c.RaftVoters), "voting members, odd; the others are non-voters", ""},
 		{"raft-dead-server-grace", "duration", (*durationValue)(&c.DeadServerGrace), "how long a failed member keeps its raft seat before the leader replaces it", ""},
+		{"unsafe-no-fsync", "", (*boolValue)(&c.UnsafeNoFsync), "write the queue log without fsync: a machine crash may lose acknowledged puts (unsafe)", ""},
+		{"quota-backend-bytes", "n", (*int64Value)(&c.QuotaBackendBytes), "largest size of the queue log under --data-dir, in bytes; a put past it fails with database space exceeded; 0 is no quota", ""},
 		{"force-new-cluster", "", (*boolValue)(&c.ForceNewCluster), "recover a cluster that lost its majority: restart this node's raft as a cluster of one", ""},
 
 		{"cert-file", "path", (*stringValue)(&c.ClientTLS.CertFile), "certificate of the https:// client URLs", ""},
@@ -756,6 +770,7 @@ func dispatchFlags() map[string]flagOf {
 		"MemberID":        {name: "name"},
 		"MaxKeyBytes":     {name: "max-key-bytes"},
 		"MaxRequestBytes": {name: "max-request-bytes"},
+		"QuotaBytes":      {name: "quota-backend-bytes"},
 	}
 }
 
@@ -964,6 +979,9 @@ func (c Config) dispatchConfig() dispatch.Config {
 		ClusterID:       gossip.ClusterID(c.Cluster),
 		MaxKeyBytes:     c.MaxKeyBytes,
 		MaxRequestBytes: c.MaxRequestBytes,
+		DataDir:         c.dataDir(),
+		NoSync:          c.UnsafeNoFsync,
+		QuotaBytes:      c.QuotaBackendBytes,
 	}
 }
 

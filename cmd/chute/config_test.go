@@ -170,6 +170,8 @@ func everyOption(t *testing.T) []optionCase {
 		{"raft-voters", "5", func(c *Config) { c.RaftVoters = 5 }, nil},
 		{"raft-dead-server-grace", "30s", func(c *Config) { c.DeadServerGrace = 30 * time.Second }, nil},
 		{"force-new-cluster", "true", func(c *Config) { c.ForceNewCluster = true }, nil},
+		{"unsafe-no-fsync", "true", func(c *Config) { c.UnsafeNoFsync = true }, nil},
+		{"quota-backend-bytes", "8589934592", func(c *Config) { c.QuotaBackendBytes = 8589934592 }, nil},
 	}
 }
 
@@ -512,6 +514,7 @@ func TestLoadConfig_invalid(t *testing.T) {
 		{"negative max-txn-ops", []string{"--max-txn-ops=-1"}, nil, []string{"--max-txn-ops", "-1 is negative"}},
 		{"zero max-key-bytes", []string{"--max-key-bytes=0"}, nil, []string{"--max-key-bytes", "not positive"}},
 		{"negative history", []string{"--history-revisions=-1"}, nil, []string{"--history-revisions", "negative"}},
+		{"negative quota", []string{"--quota-backend-bytes=-1"}, nil, []string{"--quota-backend-bytes", "negative"}},
 		{"empty name", []string{"--name="}, nil, []string{"--name", "must not be empty"}},
 		{"empty cluster", []string{"--cluster="}, nil, []string{"--cluster", "must not be empty"}},
 		{"empty clickhouse-db", []string{"--clickhouse-db="}, nil, []string{"--clickhouse-db", "must not be empty"}},
@@ -666,7 +669,7 @@ func TestLoadConfig_etcdFlags(t *testing.T) {
 			[]string{
 				"auto-compaction-retention", "enable-pprof", "experimental-initial-corrupt-check",
 				"experimental-watch-progress-notify-interval", "initial-advertise-peer-urls", "initial-cluster",
-				"initial-cluster-state", "initial-cluster-token", "quota-backend-bytes", "wal-dir",
+				"initial-cluster-state", "initial-cluster-token", "wal-dir",
 			},
 			"n1",
 		},

@@ -35,7 +35,6 @@ func etcdFlags() []etcdFlag {
 		{"listen-metrics-urls", false},
 		{"max-snapshots", false},
 		{"max-wals", false},
-		{"quota-backend-bytes", false},
 		{"backend-bbolt-freelist-type", false},
 		{"backend-batch-interval", false},
 		{"backend-batch-limit", false},
@@ -71,8 +70,6 @@ func etcdFlags() []etcdFlag {
 		{"log-rotation-config-json", false},
 		{"enable-pprof", true},
 		{"metrics", false},
-		// Unsafe.
-		{"unsafe-no-fsync", true},
 		// Config file and the v2 proxy.
 		{"config-file", false},
 		{"proxy", false},

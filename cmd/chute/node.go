@@ -222,6 +222,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	dcfg.Meter = providers.MeterProvider()
 	dcfg.Tracer = providers.TracerProvider()
 	dcfg.Logger = logger.With("component", "dispatch")
+	dcfg.OnNoSpace = n.raiseNoSpace // n.kv is set before anything puts
 	if n.queues, err = dispatch.New(dcfg); err != nil {
 		return nil, err
 	}
@@ -259,6 +260,20 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		logger.Info("serving metrics", "addr", ln.Addr().String(), "tls", n.tls.metrics != nil)
 	}
 	return n, nil
+}
+
+// raiseNoSpace raises etcd's NOSPACE alarm when the queue log's disk or
+// --quota-backend-bytes refused a put, as etcd does when its backend
+// passes its quota: every member then refuses growing writes until
+// `etcdctl alarm disarm`. It runs on the put that failed, which waits for
+// the alarm's write at most a few seconds (once: a raised alarm returns
+// at once).
+func (n *node) raiseNoSpace() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n.kv.RaiseNoSpace(ctx); err != nil {
+		n.log.Warn("NOSPACE alarm not raised", "err", err)
+	}
 }
 
 // release stops what newNode built before it failed: nothing serves yet,

@@ -41,6 +41,10 @@
 //     and HTTP), retries as span events, /metrics equal to a scripted
 //     workload, chute status of a 3-node cluster.
 //   - handoff_test.go: SIGTERM of a dispatcher hands its queues over.
+//   - disk_test.go: queues on disk: a lone node's SIGTERM inserts what
+//     ClickHouse takes and keeps the rest for its next start, a damaged
+//     queue log segment costs only the damaged record, --unsafe-no-fsync
+//     and --quota-backend-bytes.
 //   - faults_*_test.go: the fault scenarios (docs/reliability.md) on top of
 //     internal/faults (producers recording outcomes, the oracle): kill -9
 //     under each ack mode, SIGSTOP, ClickHouse down, graceful restarts;

@@ -1,0 +1,309 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/dispatch/qlog"
+)
+
+// A member keeps every message in its custody in the queue log
+// (dispatch/qlog) under <DataDir>/queues: the messages of the queues it
+// dispatches, the copies it holds for a dispatcher it cannot reach, and
+// its backup copies of other dispatchers' messages (backup.go). A message
+// is appended before the put, the forward, the hold, the backup frame or
+// the handover that brings it is answered, and released once it leaves
+// the member's custody: acknowledged, inserted, dropped as a duplicate,
+// handed to another member that answered, or a backup copy released. The
+// queue keeps the record's seq on the message (message.lseq), held and
+// backup copies on theirs (incoming.lseq). The package doc ("On disk")
+// has the whole design.
+
+// queueLogDir is where the queue log lives under Config.DataDir, and
+// queueLogLock the file whose lock keeps a second process out of it.
+const (
+	queueLogDir  = "queues"
+	queueLogLock = "queues.lock"
+)
+
+// Kinds of records, the first byte of each: a message this member
+// dispatches or holds for an unreachable dispatcher, and a backup's copy
+// of another dispatcher's message (ack=replicated). Both come back as
+// held copies: the dispatcher keeps one per id.
+const (
+	recMessage byte = 1
+	recBackup  byte = 2
+)
+
+// encodeRecord appends the record of message in of queue name to b:
+// kind, queue, id, number (0: none), tail and value, the lengths and
+// integers as uvarints.
+func encodeRecord(b []byte, kind byte, name string, in incoming) []byte {
+	b = append(b, kind)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	b = binary.AppendUvarint(b, in.id.Origin)
+	b = binary.AppendUvarint(b, in.id.N)
+	b = binary.AppendUvarint(b, in.seq)
+	b = binary.AppendUvarint(b, uint64(len(in.tail)))
+	b = append(b, in.tail...)
+	b = binary.AppendUvarint(b, uint64(len(in.value)))
+	return append(b, in.value...)
+}
+
+// errBadRecord: a record of the queue log that does not decode. The log
+// checksums every record, so this is a record of another version.
+var errBadRecord = errors.New("dispatch: queue log record does not decode")
+
+// decodeRecord decodes a record encodeRecord made. The tail and value
+// are copies: rec belongs to the log.
+func decodeRecord(rec []byte) (name string, in incoming, err error) {
+	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
+		return "", incoming{}, errBadRecord
+	}
+	p := rec[1:]
+	uv := func() uint64 {
+		v, n := binary.Uvarint(p)
+		if n <= 0 {
+			err = errBadRecord
+			p = nil
+			return 0
+		}
+		p = p[n:]
+		return v
+	}
+	bytes := func() []byte {
+		n := uv()
+		if err != nil || n > uint64(len(p)) {
+			err = errBadRecord
+			return nil
+		}
+		b := append([]byte(nil), p[:n]...)
+		p = p[n:]
+		return b
+	}
+	name = string(bytes())
+	in.id.Origin = uv()
+	in.id.N = uv()
+	in.seq = uv()
+	in.tail = string(bytes())
+	in.value = bytes()
+	if err == nil && len(p) != 0 {
+		err = errBadRecord
+	}
+	if err == nil && !validQueueName(name) {
+		err = errBadRecord
+	}
+	return name, in, err
+}
+
+// openLog locks and opens the queue log under cfg.DataDir and returns
+// it, the lock (closed after the log) and the messages it replayed, by
+// queue, in log order; nil log when DataDir is empty.
+func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, err error) {
+	if cfg.DataDir == "" {
+		return nil, nil, nil, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, nil, fmt.Errorf("dispatch: data dir: %w", err)
+	}
+	if lock, err = lockDir(filepath.Join(cfg.DataDir, queueLogLock)); err != nil {
+		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = lock.Close()
+		}
+	}()
+	lcfg := qlog.DefaultConfig()
+	lcfg.Dir = filepath.Join(cfg.DataDir, queueLogDir)
+	lcfg.NoSync = cfg.NoSync
+	lcfg.QuotaBytes = cfg.QuotaBytes
+	lcfg.Logger = cfg.Logger.With("log", lcfg.Dir)
+	// A record holds a value and its key: leave room for both.
+	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
+	recovered := make(map[string][]incoming)
+	bad := 0
+	l, err = qlog.Open(lcfg, func(seq uint64, rec []byte) error {
+		name, in, err := decodeRecord(rec)
+		if err != nil {
+			bad++
+			return nil // kept in the log, unreleased, for a version that reads it
+		}
+		in.lseq = seq
+		recovered[name] = append(recovered[name], in)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
+	}
+	if bad > 0 {
+		// Checksummed, so written by another version: not delivered by
+		// this one, though kept on disk.
+		cfg.Logger.Error("queue log records this version cannot read are not delivered; they stay in the log", "records", bad)
+	}
+	return l, lock, recovered, nil
+}
+
+// loadRecovered hands the messages the queue log replayed to their
+// queues as held copies: the reconcile loop claims the queues nobody
+// dispatches (the copies join the queue here) or hands them to the
+// dispatcher. Each record stays live until the message leaves this
+// member's custody.
+func (m *Manager) loadRecovered() {
+	names := make([]string, 0, len(m.recovered))
+	for name := range m.recovered {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		msgs := m.recovered[name]
+		q := m.queueFor(name)
+		q.mu.Lock()
+		q.holdLocked(msgs)
+		q.mu.Unlock()
+		m.log.Info("queue recovered from the data dir", "queue", name, "rows", len(msgs))
+	}
+	m.recovered = nil
+}
+
+// persist appends msgs to the queue log, unless they are in it already
+// (lseq set), and sets their lseq. It returns once they are on disk
+// (fsynced, unless NoSync). Memory only (no DataDir), it does nothing.
+func (m *Manager) persist(ctx context.Context, name string, msgs []incoming) error {
+	return m.persistAs(ctx, recMessage, name, msgs)
+}
+
+// persistAs is persist for records of kind.
+func (m *Manager) persistAs(ctx context.Context, kind byte, name string, msgs []incoming) error {
+	return m.persistGroups(ctx, kind, []custodyGroup{{name: name, msgs: msgs}})
+}
+
+// custodyGroup is messages of one queue to append.
+type custodyGroup struct {
+	name string
+	msgs []incoming
+}
+
+// persistGroups is persist for the messages of several queues, in one
+// append: one fsync.
+func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custodyGroup) error {
+	if m.qlog == nil {
+		return nil
+	}
+	var recs [][]byte
+	var at []*incoming
+	for _, g := range groups {
+		for i := range g.msgs {
+			if g.msgs[i].lseq == 0 {
+				recs = append(recs, encodeRecord(nil, kind, g.name, g.msgs[i]))
+				at = append(at, &g.msgs[i])
+			}
+		}
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	first, err := m.qlog.Append(ctx, recs...)
+	if err != nil {
+		return m.logError(groups[0].name, err)
+	}
+	for j, in := range at {
+		in.lseq = first + uint64(j)
+	}
+	return nil
+}
+
+// unpersist releases the records persist wrote for msgs that were not
+// kept after all, and clears their lseq.
+func (m *Manager) unpersist(msgs []incoming) {
+	for i := range msgs {
+		if msgs[i].lseq != 0 {
+			m.release(msgs[i].lseq)
+			msgs[i].lseq = 0
+		}
+	}
+}
+
+// release releases records of the queue log; zeros (no record) are
+// skipped. It never blocks on I/O, so a queue's lock may be held.
+func (m *Manager) release(seqs ...uint64) {
+	releaseLog(m.qlog, seqs...)
+}
+
+// releaseLog is release for the queue log l, nil when there is none.
+func releaseLog(l *qlog.Log, seqs ...uint64) {
+	if l == nil {
+		return
+	}
+	for _, s := range seqs {
+		if s != 0 {
+			_ = l.Release(s) // ErrClosed only: the record is replayed, delivered again at worst
+		}
+	}
+}
+
+// logError maps an error of the queue log to the put's: a full disk or
+// quota is etcd's "database space exceeded" (and OnNoSpace is called),
+// anything else Unavailable.
+func (m *Manager) logError(name string, err error) error {
+	switch {
+	case errors.Is(err, qlog.ErrNoSpace):
+		if m.cfg.OnNoSpace != nil {
+			m.cfg.OnNoSpace()
+		}
+		m.log.Log(context.Background(), m.warns.level("nospace "+name, m.clock.Now()), "queue log full; puts refused", "queue", name, "err", err)
+		return rpctypes.ErrGRPCNoSpace
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.Is(err, qlog.ErrTooLarge):
+		return status.Error(codes.InvalidArgument, "etcdserver: "+err.Error())
+	}
+	m.log.Log(context.Background(), m.warns.level("qlog "+name, m.clock.Now()), "queue log append failed", "queue", name, "err", err)
+	return status.Error(codes.Unavailable, "dispatch: queue log: "+err.Error())
+}
+
+// errRowsLost: acknowledged messages were dropped: left at Shutdown
+// without a data dir to keep them, or dropped while running.
+var errRowsLost = errors.New("dispatch: acknowledged messages lost at shutdown")
+
+// closeLog ends the queue log once nothing runs: what the queues still
+// hold stays on disk for the next start, logged per queue. Without a
+// data dir those messages are lost: each queue's loss is logged at
+// ERROR and the error says so.
+func (m *Manager) closeLog() error {
+	var lost []error
+	for _, q := range m.snapshot() {
+		q.mu.Lock()
+		rows, held := q.msgs.len(), len(q.held)
+		q.mu.Unlock()
+		if rows+held == 0 {
+			continue
+		}
+		if m.qlog != nil {
+			m.log.Info("rows left on disk for the next start", "queue", q.name, "rows", rows+held)
+			continue
+		}
+		m.log.Error("acknowledged messages lost: no data dir keeps them", "queue", q.name, "rows", rows+held)
+		lost = append(lost, fmt.Errorf("%w: %s: %d", errRowsLost, q.name, rows+held))
+	}
+	if n := m.dropped.Load(); n > 0 {
+		lost = append(lost, fmt.Errorf("%w: %d dropped while running (logged each)", errRowsLost, n))
+	}
+	if m.qlog != nil {
+		if err := m.qlog.Close(); err != nil {
+			lost = append(lost, fmt.Errorf("dispatch: closing the queue log: %w", err))
+		}
+		_ = m.qlogLock.Close() // after the log: no other process writes it before
+	}
+	return errors.Join(lost...)
+}

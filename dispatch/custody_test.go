@@ -1,0 +1,352 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"chute/gossip/peer/peerpb"
+)
+
+// TestManager_DataDir_recoversUnacknowledged: messages put with
+// ack=queued on a manager with a data dir survive closing it without a
+// handover; a new manager on the same dir delivers every one not
+// acknowledged, and none that was.
+func TestManager_DataDir_recoversUnacknowledged(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.DataDir = dir }
+	ctx := testCtx(t, 30*time.Second)
+
+	n1 := startNode(t, withDir)
+	cli := n1.client(t)
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := cli.Put(ctx, "/q/jobs/p/"+k, "body-"+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wc := cli.Watch(ctx, "/q/jobs/c/w1")
+	evs := collectN(t, wc, 5, 10*time.Second)
+	acked := map[string]bool{}
+	for _, ev := range evs[:2] { // the first two: a and b
+		r, err := cli.Delete(ctx, string(ev.Kv.Key))
+		if err != nil || r.Deleted != 1 {
+			t.Fatalf("ack of %s: deleted %v, err %v", ev.Kv.Key, r, err)
+		}
+		acked[string(ev.Kv.Value)] = true
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = n1.kv.Shutdown(sctx)
+	if err := n1.mgr.Shutdown(sctx); err != nil {
+		t.Fatalf("Shutdown with a data dir: %v", err)
+	}
+
+	n2 := startNode(t, withDir)
+	cli2 := n2.client(t)
+	wc2 := cli2.Watch(ctx, "/q/jobs/c/w1")
+	var got []string
+	for _, ev := range collectN(t, wc2, 3, 10*time.Second) {
+		got = append(got, string(ev.Kv.Value))
+	}
+	slices.Sort(got)
+	want := []string{}
+	for _, k := range []string{"a", "b", "c", "d", "e"} {
+		if !acked["body-"+k] {
+			want = append(want, "body-"+k)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after the restart got %q, want %q (acknowledged: %v)", got, want, acked)
+	}
+	select {
+	case resp := <-wc2:
+		t.Fatalf("delivered more than the unacknowledged: %v", resp.Events)
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// TestManager_DataDir_ackedStaysReleased: a message acknowledged before
+// the manager closes is not in the log any more: a third manager on the
+// dir, after the second acknowledged everything, recovers nothing.
+func TestManager_DataDir_ackedStaysReleased(t *testing.T) {
+	dir := t.TempDir()
+	withDir := func(c *Config) { c.DataDir = dir }
+	ctx := testCtx(t, 30*time.Second)
+	restart := func(n *testNode) {
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_ = n.kv.Shutdown(sctx)
+		if err := n.mgr.Shutdown(sctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n1 := startNode(t, withDir)
+	cli := n1.client(t)
+	for _, k := range []string{"a", "b"} {
+		if _, err := cli.Put(ctx, "/q/jobs/p/"+k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restart(n1)
+
+	n2 := startNode(t, withDir)
+	cli2 := n2.client(t)
+	wc := cli2.Watch(ctx, "/q/jobs/c/w1")
+	for _, ev := range collectN(t, wc, 2, 10*time.Second) {
+		if _, err := cli2.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the queue to be empty", func() bool { return n2.depth("jobs") == 0 })
+	restart(n2)
+
+	n3 := startNode(t, withDir)
+	if q := n3.mgr.lookup("jobs"); q != nil && q.holding() {
+		t.Fatalf("a third start recovered %d rows, want none", n3.depth("jobs"))
+	}
+}
+
+// TestManager_DataDir_noSpace: a put that does not fit under QuotaBytes
+// fails with etcd's "database space exceeded" and calls OnNoSpace; the
+// queue keeps nothing of it.
+func TestManager_DataDir_noSpace(t *testing.T) {
+	var calls atomic.Int32
+	n := startNode(t, func(c *Config) {
+		c.DataDir = t.TempDir()
+		c.QuotaBytes = 1 // below a segment's header: every append is refused
+		c.OnNoSpace = func() { calls.Add(1) }
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	_, err := cli.Put(ctx, "/q/jobs/p/a", "x")
+	if err == nil || !strings.Contains(err.Error(), "etcdserver: mvcc: database space exceeded") {
+		t.Fatalf("put over the quota: got %v, want %v", err, rpctypes.ErrNoSpace)
+	}
+	if got := calls.Load(); got != 1 {
+		t.Errorf("OnNoSpace called %d times, want 1", got)
+	}
+	if d := n.depth("jobs"); d > 0 {
+		t.Errorf("queue holds %d rows after a refused put, want 0", d)
+	}
+}
+
+// TestManager_Shutdown_memoryOnlyLoss: without a data dir, messages left
+// at Shutdown are lost, and Shutdown says so.
+func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "/q/jobs/p/a", "x"); err != nil {
+		t.Fatal(err)
+	}
+	_ = n.kv.Shutdown(ctx)
+	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
+		t.Fatalf("Shutdown holding a message without a data dir: got %v, want errRowsLost", err)
+	}
+}
+
+// TestRecord_roundTrip: a record decodes to the message encoded, and a
+// damaged one does not decode.
+func TestRecord_roundTrip(t *testing.T) {
+	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
+	rec := encodeRecord(nil, recBackup, "ch:events", in)
+	name, out, err := decodeRecord(rec)
+	if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+		t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
+	}
+	for i := range len(rec) - 1 {
+		if _, _, err := decodeRecord(rec[:i]); err == nil {
+			t.Fatalf("a record cut to %d bytes decoded", i)
+		}
+	}
+}
+
+// rowsOn is depth_rows of queue on m, -1 when m does not know it.
+func rowsOn(m *Manager, queue string) int {
+	for _, q := range m.Status().Queues {
+		if q.Name == queue {
+			return q.Rows
+		}
+	}
+	return -1
+}
+
+// liveRecords is how many records of m's queue log are live.
+func liveRecords(m *Manager) int {
+	if m.qlog == nil {
+		return -1
+	}
+	return int(m.qlog.Stats().Live)
+}
+
+// TestCustody_replicatedOnBothDisks: with ack=replicated a put returns
+// once the message is in the dispatcher's queue log and in its backup's;
+// acknowledged messages are released on both.
+func TestCustody_replicatedOnBothDisks(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 30)
+	if got := liveRecords(a.mgr); got != 30 {
+		t.Errorf("dispatcher's log holds %d records right after the puts returned, want 30", got)
+	}
+	if got := liveRecords(b.mgr); got != 30 {
+		t.Errorf("backup's log holds %d records right after the puts returned, want 30", got)
+	}
+	acked := consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, 10, 10*time.Second)
+	left := 30 - len(acked)
+	waitUntil(t, 5*time.Second, "both logs to release the acknowledged", func() bool {
+		return liveRecords(a.mgr) == left && liveRecords(b.mgr) == left
+	})
+}
+
+// TestCustody_handoffReleases: a queue handed to another member leaves
+// the first one's log and is in the second one's.
+func TestCustody_handoffReleases(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 20)
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the records to move", func() bool {
+		return liveRecords(a.mgr) == 0 && liveRecords(b.mgr) == 20
+	})
+}
+
+// TestCustody_restartHandsToDispatcher: a member stopped without a
+// handover, whose queue another member dispatches by the time it is
+// back, hands the messages it recovered to that dispatcher and keeps
+// none.
+func TestCustody_restartHandsToDispatcher(t *testing.T) {
+	cl := newCluster(t)
+	dirA := t.TempDir()
+	withA := func(c *Config) { c.DataDir = dirA }
+	a, b := cl.start("a", withA), cl.start("b", func(c *Config) { c.DataDir = t.TempDir() })
+	connect(a, b)
+	ctx := testCtx(t, 60*time.Second)
+	putJobs(t, ctx, a, 12)
+	a.stop() // no handover: the messages stay in a's log
+	connect(b)
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil { // b claims the queue
+		t.Fatal(err)
+	}
+	a2 := cl.start("a", withA)
+	connect(a2, b)
+	waitUntil(t, 10*time.Second, "a to hand its recovered messages to b", func() bool {
+		return rowsOn(b.mgr, "jobs") == 13 && liveRecords(a2.mgr) == 0
+	})
+	if got := liveRecords(b.mgr); got != 13 {
+		t.Errorf("b's log holds %d records, want 13", got)
+	}
+}
+
+// TestNew_DataDir_locked: a second manager on a data dir in use fails,
+// rather than cutting the tail of a log the first one writes; once the
+// first is shut down the dir is free again.
+func TestNew_DataDir_locked(t *testing.T) {
+	dir := t.TempDir()
+	m1, err := New(Config{MemberID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2, err := New(Config{MemberID: 1, DataDir: dir}); err == nil {
+		_ = m2.Shutdown(context.Background())
+		t.Fatal("a second manager opened a data dir in use")
+	}
+	if err := m1.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m3, err := New(Config{MemberID: 1, DataDir: dir})
+	if err != nil {
+		t.Fatalf("a manager on a data dir freed by Shutdown: %v", err)
+	}
+	_ = m3.Shutdown(context.Background())
+}
+
+// TestManager_persistFrame_oneAppend: the produce batches of a forward
+// frame go to the queue log in one append (one fsync); a batch that
+// fails its checks gets its error and no record.
+func TestManager_persistFrame_oneAppend(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	msg := func(queue, tail string) []*peerpb.QueueMessage {
+		return []*peerpb.QueueMessage{{Queue: queue, Tail: tail, Value: []byte("v"), Origin: 9, N: 1}}
+	}
+	batches := []*peerpb.ForwardBatch{
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("jobs", "a")},
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("jobs", "a/b")}, // not one segment: refused
+		{Kind: peerpb.ForwardKind_PRODUCE, Messages: msg("other", "c")},
+		{Kind: peerpb.ForwardKind_RELEASE, Queue: "jobs", Seqs: []uint64{1}},
+	}
+	before := n.mgr.qlog.Stats()
+	produced, errs := n.mgr.persistFrame(testCtx(t, 10*time.Second), batches)
+	after := n.mgr.qlog.Stats()
+	if got := after.Commits - before.Commits; got != 1 {
+		t.Errorf("the frame took %d writes, want 1", got)
+	}
+	if got := after.Appended - before.Appended; got != 2 {
+		t.Errorf("the frame appended %d records, want 2", got)
+	}
+	if errs[0] != nil || errs[2] != nil || errs[3] != nil || errs[1] == nil {
+		t.Fatalf("errors %v, want one for the second batch only", errs)
+	}
+	a, c := produced[0]["jobs"], produced[2]["other"]
+	if len(a) != 1 || len(c) != 1 || a[0].lseq == 0 || c[0].lseq != a[0].lseq+1 {
+		t.Fatalf("records of the batches: %+v and %+v, want consecutive seqs", a, c)
+	}
+	if produced[1] != nil || produced[3] != nil {
+		t.Errorf("batches that failed or are not puts have messages: %v, %v", produced[1], produced[3])
+	}
+}
+
+// TestCustody_handoffDropsBackupCopies: a backup leaving releases its
+// copies of an alive dispatcher's messages, which would otherwise come
+// back at its next start long after they were acknowledged; the
+// dispatcher keeps its own.
+func TestCustody_handoffDropsBackupCopies(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 10)
+	if got := liveRecords(b.mgr); got != 10 {
+		t.Fatalf("backup's log holds %d records, want 10", got)
+	}
+	if err := b.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := liveRecords(b.mgr); got != 0 {
+		t.Errorf("backup's log holds %d records after it left, want 0", got)
+	}
+	if got := liveRecords(a.mgr); got != 10 {
+		t.Errorf("dispatcher's log holds %d records, want 10", got)
+	}
+}
+
+// TestManager_Shutdown_droppedWhileRunning: a run that dropped an
+// acknowledged message (logged at ERROR where it happened) ends with an
+// error, so the process exits non-zero, even with a data dir.
+func TestManager_Shutdown_droppedWhileRunning(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	n.mgr.dropped.Add(1) // as a dead letter that could not be written
+	ctx := testCtx(t, 10*time.Second)
+	_ = n.kv.Shutdown(ctx)
+	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
+		t.Fatalf("Shutdown after a drop: got %v, want errRowsLost", err)
+	}
+}
