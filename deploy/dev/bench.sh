@@ -7,12 +7,14 @@
 # every row is in ClickHouse, next to the no-op etcd server's unary and
 # txn rates (the ceiling of the API path) and raw JSONEachRow inserts of
 # the same rows (the ceiling of the sink); put-to-row latency at half the
-# unary rate; what a queued row costs in memory; a node tracing every call;
+# unary rate; the one-node unary and txn cells again on a node started with
+# --unsafe-no-fsync, with each node's queue log fsyncs/s and puts per fsync;
+# what a queued row costs in memory; a node tracing every call;
 # plain key puts to three chute nodes next to three etcd members (etcd on
-# PATH, Debian's 3.4). The unary and txn cells, their no-op floors and the
-# KV cells run three times each and show their medians; the paced, traced,
-# raw and memory cells run once. Each run lasts 20 s; the whole takes about
-# twelve minutes on 2 cores. The
+# PATH, Debian's 3.4). The unary and txn cells (with fsync and without),
+# their no-op floors and the KV cells run three times each and show their
+# medians; the paced, traced, raw and memory cells run once. Each run
+# lasts 20 s; the whole takes about fifteen minutes on 2 cores. The
 # tables, the targets with pass/fail, the machine and the method go to
 # REPORT (default docs/benchmarks.md) and, without the machine, to stdout.
 set -euo pipefail

@@ -212,14 +212,17 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		txn         int
 		paced, rows bool
 		nodes       int
+		log         bool
 	}{
-		{ServerNoop, 0, false, false, 1},
-		{ServerChute, 0, false, true, 1},
-		{ServerChute, 0, true, true, 1},
-		{ServerNoop, 128, false, false, 1},
-		{ServerChute, 128, false, true, 1},
-		{ServerChute3, 0, false, true, 3},
-		{ServerChute3, 128, false, true, 3},
+		{ServerNoop, 0, false, false, 1, false},
+		{ServerChute, 0, false, true, 1, true},
+		{ServerChuteNoFsync, 0, false, true, 1, true},
+		{ServerChute, 0, true, true, 1, false},
+		{ServerNoop, 128, false, false, 1, false},
+		{ServerChute, 128, false, true, 1, true},
+		{ServerChuteNoFsync, 128, false, true, 1, true},
+		{ServerChute3, 0, false, true, 3, false},
+		{ServerChute3, 128, false, true, 3, false},
 	}
 	if len(out.results) != len(want) {
 		t.Fatalf("results: got %d, want %d: %+v", len(out.results), len(want), out.results)
@@ -236,8 +239,21 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		if len(r.PeakRSS) != w.nodes {
 			t.Errorf("result %d (%s): got peak RSS %+v, want %d nodes", i, r.Server, r.PeakRSS, w.nodes)
 		}
+		if (r.QueueLog != nil) != w.log {
+			t.Errorf("result %d (%s): got queue log %+v, want one: %v", i, r.Server, r.QueueLog, w.log)
+		}
+		if q := r.QueueLog; q != nil {
+			// The fake node counts a record per row, an fsync per call.
+			fsyncs := r.Calls
+			if r.Server == ServerChuteNoFsync {
+				fsyncs = 0
+			}
+			if q.Records != 400 || q.Fsyncs != fsyncs {
+				t.Errorf("result %d (%s): got queue log %+v, want 400 records and %d fsyncs", i, r.Server, *q, fsyncs)
+			}
+		}
 	}
-	if h := out.results[2]; h.Rate != max(float64(int64(out.results[1].Rows.RowsPerSec/2+0.5)), 1) {
+	if h := out.results[3]; h.Rate != max(float64(int64(out.results[1].Rows.RowsPerSec/2+0.5)), 1) {
 		t.Errorf("paced run: got rate %v, want half of %v", h.Rate, out.results[1].Rows.RowsPerSec)
 	}
 	if out.raw == nil || out.raw.Rows < 400 || out.raw.Posters != 2 {
@@ -258,7 +274,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	for _, tg := range rep.Targets {
 		ids = append(ids, tg.ID)
 	}
-	if got := strings.Join(ids, ","); got != "1a,1b,2,3a,3b,4,5" {
-		t.Errorf("targets: got %s, want 1a,1b,2,3a,3b,4,5", got)
+	if got := strings.Join(ids, ","); got != "1a,1b,2,3a,3b,4,5,7a,7b" {
+		t.Errorf("targets: got %s, want 1a,1b,2,3a,3b,4,5,7a,7b", got)
 	}
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -114,6 +115,12 @@ type Config struct {
 
 	// Label names the run in progress lines. Empty: the endpoints.
 	Label string
+
+	// measureHook, when set, is called just before the measured phase
+	// starts (start true) and once its calls have all returned (false);
+	// an error fails the run. The matrix reads a node's counters with it.
+	// Nil: none.
+	measureHook func(ctx context.Context, start bool) error
 }
 
 // DefaultConfig returns the defaults of chute-bench, without endpoints.

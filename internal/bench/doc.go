@@ -7,26 +7,29 @@
 // put-to-row latency; a no-op etcd KV gRPC server that answers Put and Txn
 // without doing anything (the ceiling of the API path); raw JSONEachRow
 // inserts of the same rows straight to ClickHouse (the ceiling of the
-// sink); the memory a queued row costs a node; and the matrix mode behind
-// `make bench`, which starts chute nodes (the chute binary) and the no-op
-// server (chute-bench itself, so chute does not link the benchmark) as
-// child processes, samples their resident memory and CPU time, checks
-// the targets (targets.go) and writes a markdown report. With --trace the matrix
-// adds a chute node that samples every call and exports its spans over
-// OTLP/gRPC to a sink in the bench process that counts and discards them,
-// so one run measures what tracing costs and shows that spans really
-// flowed.
+// sink); the memory a queued row costs a node; the fsyncs of a node's
+// queue log and the puts each covered, read from its /metrics around the
+// measured phase, next to a node started with --unsafe-no-fsync; and the
+// matrix mode behind `make bench`, which starts chute nodes (the chute
+// binary) and the no-op server (chute-bench itself, so chute does not
+// link the benchmark) as child processes, samples their resident memory
+// and CPU time, checks the targets (targets.go) and writes a markdown
+// report. With --trace the matrix adds a chute node that samples every
+// call and exports its spans over OTLP/gRPC to a sink in the bench
+// process that counts and discards them, so one run measures what
+// tracing costs and shows that spans really flowed.
 //
 // Files: config.go (Config), run.go (Run: dial, claim, probe, warmup,
 // measured phase), load.go (the putters), payload.go (keys and rows),
 // landing.go (counting rows in ClickHouse, put-to-row latency),
 // clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
-// cpu.go, repeat.go (the median of a cell's runs), etcd.go and
-// kvgroup.go (plain keys to chute and to etcd 3.4, three members each),
-// status.go (a node's /status and /metrics), progress.go, matrix.go (the
-// children and the plans), cluster.go (data directories, a three-node
-// group and its readiness), targets.go, report.go and reportdoc.go,
-// machine.go, noop.go, otlpsink.go, flags.go and main.go.
+// cpu.go, repeat.go (the median of a cell's runs), queuelog.go (a
+// node's queue log counters), etcd.go and kvgroup.go (plain keys to
+// chute and to etcd 3.4, three members each), status.go (a node's
+// /status and /metrics), progress.go, matrix.go (the children and the
+// plans), cluster.go (data directories, a three-node group and its
+// readiness), targets.go, report.go and reportdoc.go, machine.go,
+// noop.go, otlpsink.go, flags.go and main.go.
 //
 // Invariants:
 //   - Every run is bounded: by its put count, by Config.Duration when set, by
@@ -60,6 +63,10 @@
 //     a traced node that sends none fails the matrix.
 //   - A three-node run whose claiming node does not dispatch every queue
 //     afterwards fails the matrix: its puts were not all forwarded.
+//   - A one-node run that reads its node's queue log fails the matrix
+//     when the counters are missing from /metrics or contradict the
+//     node's flags: fsyncs by the --unsafe-no-fsync node, or records
+//     and no fsync by the other.
 //   - Progress lines go only to Config.Progress, which Main sets when
 //     stderr is a terminal or --progress is given: tests print nothing.
 package bench

@@ -29,17 +29,21 @@ import (
 // one the node keeps a copy of every value (so its heap grows as a real
 // node's does). A get of a dispatcher record /q/<name> answers
 // "fake;epoch=1" on every fake node, as if one member dispatched every
-// queue. Other keys are accepted and forgotten.
+// queue. Other keys are accepted and forgotten. Its queue log counters
+// count a record per row and, unless noFsync, an fsync per call.
 type fakeNode struct {
 	pb.UnimplementedKVServer
 	name, memberID string
 	clickhouse     string
+	noFsync        bool // set before it serves
 
-	mu      sync.Mutex        // guards pending, held, depth
+	mu      sync.Mutex        // guards pending, held, depth, order, records, fsyncs
 	pending map[string][]byte // table -> JSONEachRow not yet inserted
 	held    [][]byte          // values kept without ClickHouse
 	depth   map[string]int64  // queue -> rows taken
 	order   []string          // queues in the order of their first put
+	records int64             // rows taken
+	fsyncs  int64             // calls that took rows, unless noFsync
 }
 
 var _ pb.KVServer = (*fakeNode)(nil)
@@ -53,17 +57,19 @@ func newFakeNode(name, clickhouse string) *fakeNode {
 	}
 }
 
-func (n *fakeNode) put(key, value []byte) {
+// put takes a row when key is a ch: queue's, and reports whether it did.
+func (n *fakeNode) put(key, value []byte) bool {
 	rest, ok := strings.CutPrefix(string(key), "/q/ch:")
 	if !ok {
-		return
+		return false
 	}
 	table, _, ok := strings.Cut(rest, "/p/")
 	if !ok {
-		return
+		return false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.records++
 	q := "ch:" + table
 	if _, seen := n.depth[q]; !seen {
 		n.order = append(n.order, q)
@@ -71,24 +77,46 @@ func (n *fakeNode) put(key, value []byte) {
 	n.depth[q]++
 	if n.clickhouse == "" {
 		n.held = append(n.held, bytes.Clone(value))
-		return
+		return true
 	}
 	b := append(n.pending[table], value...)
 	n.pending[table] = append(b, '\n')
+	return true
+}
+
+// fsync counts the fsync of a call that took rows, unless noFsync.
+func (n *fakeNode) fsync(took bool) {
+	if !took || n.noFsync {
+		return
+	}
+	n.mu.Lock()
+	n.fsyncs++
+	n.mu.Unlock()
 }
 
 func (n *fakeNode) Put(_ context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	n.put(r.Key, r.Value)
+	n.fsync(n.put(r.Key, r.Value))
 	return &pb.PutResponse{Header: noopHeader()}, nil
 }
 
 func (n *fakeNode) Txn(_ context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	took := false
 	for _, op := range r.Success {
 		if p := op.GetRequestPut(); p != nil {
-			n.put(p.Key, p.Value)
+			took = n.put(p.Key, p.Value) || took
 		}
 	}
+	n.fsync(took)
 	return &pb.TxnResponse{Header: noopHeader(), Succeeded: true}, nil
+}
+
+// counter reads one of n's counters under its lock.
+func (n *fakeNode) counter(c *int64) func() float64 {
+	return func() float64 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return float64(*c)
+	}
 }
 
 func (n *fakeNode) Range(_ context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
@@ -127,10 +155,13 @@ func (n *fakeNode) flushLoop(ctx context.Context) {
 
 // serveMetrics serves /status (three members alive, the queues this node
 // took puts for, dispatched by itself), /readyz (always ready) and
-// /metrics (Go runtime metrics) on l until ctx ends.
+// /metrics (Go runtime metrics and the queue log counters) on l until ctx
+// ends.
 func (n *fakeNode) serveMetrics(ctx context.Context, l net.Listener) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector())
+	reg.MustRegister(collectors.NewGoCollector(),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricQueueLogFsyncs, Help: "fsyncs"}, n.counter(&n.fsyncs)),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: metricQueueLogAppended, Help: "records"}, n.counter(&n.records)))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {

@@ -70,7 +70,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute nodes")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
 	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
-	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is: 1 and 3 nodes, unary and txn, no-op ceilings, raw inserts, memory")
+	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is: 1 and 3 nodes, unary and txn, 1 node with --unsafe-no-fsync, no-op ceilings, raw inserts, memory")
 	fs.IntVar(&o.queues, "queues", 0, "put rows to this many ch: queues, tables bench_<run>_0..Q-1 created for each run (needs --clickhouse-url; the matrix's default is 1), 0 for plain keys")
 	fs.StringVar(&o.claim, "claim", "", "with --endpoints and --queues: an endpoint that gets the first put of every queue, so its node dispatches them, while the puts go to --endpoints")
 	fs.DurationVar(&o.cfg.LandTimeout, "land-timeout", def.LandTimeout, "with --queues: how long the rows may take to land once the puts have ended")
@@ -78,7 +78,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.report, "report", "", "also write the results, the machine, the command and how they were measured as a markdown document to this file (make bench: docs/benchmarks.md)")
 	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "with --matrix --clickhouse-url: the etcd 3.4 binary (a path, or a name on PATH) whose three-member cluster the KV group measures next to three chute nodes; none skips the KV group")
-	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one and three nodes, their no-op floors and the KV runs; else every cell)")
+	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one node, with fsync and without, and of three nodes, their no-op floors and the KV runs; else every cell)")
 	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err

@@ -51,6 +51,7 @@ func fakeChild(args []string) int {
 	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, dataDir, expect string
 	fail := fs.Bool("fail", false, "exit 3 at once")
 	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
+	noFsync := fs.Bool("unsafe-no-fsync", false, "count no fsync")
 	fs.StringVar(&name, "name", "", "")
 	fs.StringVar(&client, "listen-client-urls", "", "")
 	fs.StringVar(&peer, "listen-peer-urls", "", "")
@@ -83,6 +84,7 @@ func fakeChild(args []string) int {
 		getenv = func(string) string { return "" }
 	}
 	node := newFakeNode(name, clickhouse)
+	node.noFsync = *noFsync
 	srv, shutdown, err := fakeChuteServer(ctx, getenv, node)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fake chute: %v\n", err)

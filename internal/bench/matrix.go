@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -84,8 +85,8 @@ type matrixConfig struct {
 	// repeat is how many times the compared cells run, each reported
 	// as the median of its runs: every cell of the plan without
 	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
-	// txn cells of one and three nodes, their no-op floors and the KV
-	// cells. Zero or one: once.
+	// txn cells of one node (with fsync and without) and of three nodes,
+	// their no-op floors and the KV cells. Zero or one: once.
 	repeat int
 }
 
@@ -185,11 +186,14 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 // runClickHouseMatrix is the ClickHouse plan, each run at mc.base.Clients
 // putting rows to mc.queues ch: queues, bounded by mc.base.Duration:
 //
-//  1. The no-op server, a chute node inserting into mc.clickhouseURL (and
-//     the traced node): no-op unary, chute unary, chute unary paced at
-//     half the rows/s of its unpaced run, no-op txn, chute txn (and the
-//     traced node unary); the txn run comes last as it leaves the node
-//     the largest. Chute runs wait for their rows.
+//  1. The no-op server, a chute node inserting into mc.clickhouseURL, the
+//     same started with --unsafe-no-fsync (and the traced node): no-op
+//     unary, chute unary, no-fsync unary, chute unary paced at half the
+//     rows/s of its unpaced run, no-op txn, chute txn, no-fsync txn (and
+//     the traced node unary); the txn runs come last as they leave the
+//     nodes the largest. Chute runs wait for their rows; the unpaced
+//     untraced ones read the node's queue log counters around their
+//     measured phase.
 //  2. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
@@ -238,7 +242,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	// 1. One node.
 	var txnRowsPerInsert float64
 	err = func() error {
-		ports, err := freePorts(9)
+		ports, err := freePorts(13)
 		if err != nil {
 			return err
 		}
@@ -247,8 +251,9 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 			return err
 		}
 		defer data.remove()
-		targets := matrixTargets(mc, ports, data.path, os.Environ(), sink)
-		started, err := startTargets(ctx, mc, dir, targets, logger)
+		targets := matrixTargets(mc, ports[:9], data.path, os.Environ(), sink)
+		noFsync := noFsyncTarget(mc, ports[9:13], data.path, os.Environ())
+		started, err := startTargets(ctx, mc, dir, append(slices.Clip(targets), noFsync), logger)
 		defer stopTargets(started, logger)
 		if err != nil {
 			return err
@@ -260,14 +265,22 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				return queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)
 			}
 		}
-		chuteCell := func(txn int) func() cell {
-			return func() cell { return queueCell(ServerChute, 1, []*target{node}, one, "", txn, 0, true) }
+		// logCell is an unpaced run of t that reads its queue log.
+		logCell := func(t *target, txn int) func() cell {
+			return func() cell {
+				c := queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, 0, true)
+				c.queueLog, c.noFsync = t, t == noFsync
+				return c
+			}
 		}
 		if _, err := measure(rep, noopCell(0), nil); err != nil {
 			return err
 		}
-		unary, err := measure(rep, chuteCell(0), nil)
+		unary, err := measure(rep, logCell(node, 0), nil)
 		if err != nil {
+			return err
+		}
+		if _, err := measure(rep, logCell(noFsync, 0), nil); err != nil {
 			return err
 		}
 		half := math.Round(unary.Rows.RowsPerSec / 2)
@@ -277,11 +290,14 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if _, err := measure(rep, noopCell(txn), nil); err != nil {
 			return err
 		}
-		batched, err := measure(rep, chuteCell(txn), nil)
+		batched, err := measure(rep, logCell(node, txn), nil)
 		if err != nil {
 			return err
 		}
 		txnRowsPerInsert = batched.Rows.RowsPerInsert
+		if _, err := measure(rep, logCell(noFsync, txn), nil); err != nil {
+			return err
+		}
 		if len(targets) > 2 {
 			traced := targets[2]
 			if _, err := once(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
@@ -399,6 +415,17 @@ func matrixTargets(mc matrixConfig, ports []int, data string, environ []string, 
 	}
 	targets[1].name = ServerChute
 	return targets
+}
+
+// noFsyncTarget is the one-node group's chute node started with
+// --unsafe-no-fsync, on four free ports, keeping its data under data and
+// inserting into mc.clickhouseURL: the rate the node that fsyncs its
+// queue log is held against.
+func noFsyncTarget(mc matrixConfig, ports []int, data string, environ []string) *target {
+	t := chuteTarget(mc, "bench-nofsync", ports, data, childEnv(environ), mc.clickhouseURL)
+	t.argv = append(t.argv, "--unsafe-no-fsync")
+	t.name = ServerChuteNoFsync
+	return t
 }
 
 // clusterTargets are three chute nodes, bench-1 to bench-3, on twelve free
@@ -558,10 +585,16 @@ type cell struct {
 	procs []*target
 	// sink receives the spans of a traced server; nil: not traced.
 	sink *otlpSink
+	// queueLog is the node whose queue log counters the run reads just
+	// before and just after its measured phase; nil: none. noFsync says
+	// it was started with --unsafe-no-fsync, so it must not fsync.
+	queueLog *target
+	noFsync  bool
 }
 
 // runCell checks that the cell's children are alive, runs it while
-// sampling their memory, and with a sink counts the spans of the run.
+// sampling their memory, with a sink counts the spans of the run, and
+// with a queue log node what its log did in the measured phase.
 func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	ps := make([]proc, 0, len(c.procs))
 	for _, t := range c.procs {
@@ -577,6 +610,19 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	if c.sink != nil {
 		from = c.sink.received()
 	}
+	var logBefore, logAfter queueLogCounters
+	if c.queueLog != nil {
+		addr := c.queueLog.metrics
+		cfg.measureHook = func(ctx context.Context, start bool) error {
+			n, err := readQueueLog(ctx, addr)
+			if start {
+				logBefore = n
+			} else {
+				logAfter = n
+			}
+			return err
+		}
+	}
 	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
 		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
 	rss := sampleRSS(ps, rssPeriod)
@@ -588,10 +634,18 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	}
 	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
 	r.CPU = cpu.stop(r.Puts + int64(cfg.Warmup))
+	if c.queueLog != nil {
+		if r.QueueLog, err = queueLogCount(logBefore, logAfter, r, c.noFsync); err != nil {
+			return Result{}, fmt.Errorf("bench: %s, %s: %w", c.server, callShape(r), err)
+		}
+	}
 	attrs := []any{"server", r.Server, "calls", callShape(r), "clients", r.Clients,
 		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "p999", r.P999, "errors", r.Errors}
 	if r.Rows != nil {
 		attrs = append(attrs, "rows_per_sec", int64(r.Rows.RowsPerSec), "put_to_row_p99", r.Rows.P99, "rows_per_insert", int64(r.Rows.RowsPerInsert))
+	}
+	if q := r.QueueLog; q != nil {
+		attrs = append(attrs, "fsyncs_per_sec", int64(q.FsyncsPerSec), "records_per_fsync", q.RecordsPerFsync)
 	}
 	logger.Info("run finished", attrs...)
 	if c.sink != nil {

@@ -29,7 +29,8 @@ type Spread struct {
 // the run whose rate is the median (rows/s when the runs watched their
 // rows, else puts/s; the lower middle of an even count) gives the counts
 // and the memory, and every rate, latency percentile and CPU figure is
-// the median of that figure over the runs, each on its own. With more
+// the median of that figure over the runs, each on its own (the queue
+// log's fsyncs/s and records per fsync too). With more
 // than one run, Spread holds the count and the extremes of the rates. One
 // run is returned as it is; none gives a zero Result.
 func medianResult(runs []Result) Result {
@@ -84,6 +85,7 @@ func medianResult(runs []Result) Result {
 		sp.MinRowsPerSec, sp.MaxRowsPerSec = slices.Min(perSec), slices.Max(perSec)
 	}
 	out.CPU = medianCPU(runs, out.CPU)
+	out.QueueLog = medianQueueLog(runs, out.QueueLog)
 	out.Spread = sp
 	return out
 }
@@ -112,6 +114,26 @@ func medianCPU(runs []Result, base []NodeCPU) []NodeCPU {
 		out[i].Seconds, out[i].MicrosPerPut = median(secs), median(per)
 	}
 	return out
+}
+
+// medianQueueLog is base (one run's queue log figures) with fsyncs/s and
+// records per fsync the medians over the runs; base as it is when any
+// run did not read the log.
+func medianQueueLog(runs []Result, base *QueueLogCount) *QueueLogCount {
+	if base == nil {
+		return nil
+	}
+	perSec := make([]float64, len(runs))
+	perFsync := make([]float64, len(runs))
+	for i, r := range runs {
+		if r.QueueLog == nil {
+			return base
+		}
+		perSec[i], perFsync[i] = r.QueueLog.FsyncsPerSec, r.QueueLog.RecordsPerFsync
+	}
+	out := *base
+	out.FsyncsPerSec, out.RecordsPerFsync = median(perSec), median(perFsync)
+	return &out
 }
 
 // median is the median of v, which it sorts in place: the middle value,

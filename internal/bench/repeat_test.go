@@ -112,3 +112,26 @@ func TestReport_WriteMarkdown_spread(t *testing.T) {
 		t.Errorf("markdown lacks %q:\n%s", want, b.String())
 	}
 }
+
+func TestMedianResult_queueLog(t *testing.T) {
+	runs := []Result{
+		runOf(1000, 9*time.Millisecond, 0, 30),
+		runOf(3000, 3*time.Millisecond, 0, 10),
+		runOf(2000, 5*time.Millisecond, 0, 20),
+	}
+	runs[0].QueueLog = &QueueLogCount{Fsyncs: 500, Records: 20000, FsyncsPerSec: 25, RecordsPerFsync: 40}
+	runs[1].QueueLog = &QueueLogCount{Fsyncs: 3000, Records: 60000, FsyncsPerSec: 150, RecordsPerFsync: 20}
+	runs[2].QueueLog = &QueueLogCount{Fsyncs: 4000, Records: 40000, FsyncsPerSec: 200, RecordsPerFsync: 10}
+	got := medianResult(runs).QueueLog
+	want := QueueLogCount{Fsyncs: 4000, Records: 40000, FsyncsPerSec: 150, RecordsPerFsync: 20}
+	if got == nil || *got != want {
+		t.Errorf("median queue log: got %+v, want the median run's counts and the medians of the rates %+v", got, want)
+	}
+	if runs[2].QueueLog.FsyncsPerSec != 200 {
+		t.Errorf("medianResult changed its input: %+v", runs[2].QueueLog)
+	}
+	runs[1].QueueLog = nil
+	if got := medianResult(runs).QueueLog; got != runs[2].QueueLog {
+		t.Errorf("a run without the log: got %+v, want the median run's as it is", got)
+	}
+}

@@ -14,7 +14,10 @@ const (
 	ServerChute       = "chute"
 	ServerChute3      = "chute, 3 nodes"
 	ServerChuteTraced = "chute, traced 100%"
-	ServerNoop        = "no-op"
+	// ServerChuteNoFsync is a chute node started with --unsafe-no-fsync:
+	// its queue log is written but never fsynced.
+	ServerChuteNoFsync = "chute, --unsafe-no-fsync"
+	ServerNoop         = "no-op"
 	// ServerChuteKV3 and ServerEtcd3 are the KV group: plain keys to
 	// three chute nodes, and to three etcd members.
 	ServerChuteKV3 = "chute KV, 3 nodes"
@@ -117,8 +120,9 @@ func find(results []Result, server string, clients, txn int) (Result, bool) {
 
 // WriteMarkdown writes a markdown table with one row per result, then the
 // ratio lines when there are ratios, the spans the traced runs sent, one
-// line per result that had errors, and the tables of rows, of the sink's
-// ceiling, of memory and of the targets when there are any.
+// line per result that had errors, and the tables of rows, of the queue
+// log, of the sink's ceiling, of memory and of the targets when there
+// are any.
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b bytes.Buffer
 	r.writePuts(&b)
@@ -131,6 +135,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if hasRows(r.Results) {
 		b.WriteString("\nRows into ClickHouse:\n\n")
 		r.writeRows(&b)
+	}
+	if hasQueueLog(r.Results) {
+		b.WriteString("\nQueue log during the measured phase:\n\n")
+		r.writeQueueLog(&b)
 	}
 	if r.Raw != nil {
 		b.WriteString("\nRaw JSONEachRow inserts, the ceiling of the sink:\n\n")
@@ -247,6 +255,35 @@ func (r Report) writeRows(b *bytes.Buffer) {
 			res.Server, callShape(res), res.PutsPerSec, rw.Rows, rw.RowsPerSec, rw.RowsPerInsert,
 			millis1(rw.P50), millis1(rw.P99), millis1(rw.P999))
 	}
+}
+
+// writeQueueLog writes the table of the results that read their node's
+// queue log.
+func (r Report) writeQueueLog(b *bytes.Buffer) {
+	b.WriteString("| server | calls | puts/s | records | fsyncs | fsyncs/s | puts per fsync |\n")
+	b.WriteString("|--------|-------|-------:|--------:|-------:|---------:|---------------:|\n")
+	for _, res := range r.Results {
+		q := res.QueueLog
+		if q == nil {
+			continue
+		}
+		per := "-"
+		if q.Fsyncs > 0 {
+			per = fmt.Sprintf("%.1f", q.RecordsPerFsync)
+		}
+		fmt.Fprintf(b, "| %s | %s | %.0f | %d | %d | %.0f | %s |\n",
+			res.Server, callShape(res), res.PutsPerSec, q.Records, q.Fsyncs, q.FsyncsPerSec, per)
+	}
+}
+
+// hasQueueLog reports whether any result read its node's queue log.
+func hasQueueLog(results []Result) bool {
+	for _, r := range results {
+		if r.QueueLog != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // writeRaw writes the table of the raw inserts.

@@ -288,3 +288,151 @@ func TestReport_WriteJSON_clickHouse(t *testing.T) {
 		}
 	}
 }
+
+// noFsyncMeasured is clickHouseMeasured with the one-node cells' queue logs
+// and the same cells on a node started with --unsafe-no-fsync: the unary
+// target passes, the txn one fails.
+func noFsyncMeasured() Measured {
+	m := clickHouseMeasured()
+	rows := func(perSec float64) *RowsResult {
+		return &RowsResult{Rows: 100000, Elapsed: time.Second, RowsPerSec: perSec, Inserts: 20, RowsPerInsert: 5000}
+	}
+	m.Results[1].QueueLog = &QueueLogCount{Fsyncs: 12000, Records: 380000, FsyncsPerSec: 600, RecordsPerFsync: 380000.0 / 12000}
+	m.Results[3].QueueLog = &QueueLogCount{Fsyncs: 5000, Records: 5600000, FsyncsPerSec: 250, RecordsPerFsync: 1120}
+	unary := Result{Server: ServerChuteNoFsync, Nodes: 1, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 25000, Rows: rows(24900),
+		QueueLog: &QueueLogCount{Records: 500000}}
+	txn := Result{Server: ServerChuteNoFsync, Nodes: 1, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 350000, Rows: rows(340000),
+		QueueLog: &QueueLogCount{Records: 7000000}}
+	rs := m.Results
+	m.Results = append([]Result{rs[0], rs[1], unary, rs[2], rs[3], txn}, rs[4:]...)
+	return m
+}
+
+func TestNewReport_fsyncTargets(t *testing.T) {
+	rep := NewReport(noFsyncMeasured())
+	var ids []string
+	got := map[string]Target{}
+	for _, tg := range rep.Targets {
+		ids = append(ids, tg.ID)
+		got[tg.ID] = tg
+	}
+	if s := strings.Join(ids, ","); s != "1a,1b,2,3a,3b,4,5,7a,7b" {
+		t.Fatalf("targets: got %s, want 1a,1b,2,3a,3b,4,5,7a,7b", s)
+	}
+	for _, w := range []struct {
+		id    string
+		value float64
+		limit float64
+		pass  bool
+	}{
+		{"7a", 19000.0 / 25000, 0.70, true},
+		{"7b", 280000.0 / 350000, 0.85, false},
+	} {
+		g := got[w.id]
+		if g.Pass != w.pass || g.Limit != w.limit || g.Value < w.value-1e-9 || g.Value > w.value+1e-9 {
+			t.Errorf("target %s: got %.4f (limit %v) pass %v, want %.4f (limit %v) pass %v", w.id, g.Value, g.Limit, g.Pass, w.value, w.limit, w.pass)
+		}
+	}
+	if ratios := rep.Ratios; len(ratios) != 2 || ratios[0].ChutePerNoop != 0.95 {
+		t.Errorf("ratios: got %+v, want chute/no-op only, unaffected by the no-fsync cells", ratios)
+	}
+}
+
+func TestEvaluateTargets_fsyncBoundaries(t *testing.T) {
+	m := noFsyncMeasured()
+	m.Results[1].PutsPerSec = 0.70 * 25000 // exactly 70%
+	m.Results[4].PutsPerSec = 0.85 * 350000
+	got := map[string]bool{}
+	for _, tg := range evaluateTargets(m.Results, m.Memory) {
+		got[tg.ID] = tg.Pass
+	}
+	if !got["7a"] || !got["7b"] {
+		t.Errorf("boundaries: got 7a %v, 7b %v; want both to pass", got["7a"], got["7b"])
+	}
+	// Without the fsync node's cells there is nothing to compare.
+	var noTwin []Result
+	for _, r := range m.Results {
+		if r.Server != ServerChute {
+			noTwin = append(noTwin, r)
+		}
+	}
+	for _, tg := range evaluateTargets(noTwin, nil) {
+		if strings.HasPrefix(tg.ID, "7") {
+			t.Errorf("without the fsync cells: got target %+v", tg)
+		}
+	}
+}
+
+func TestReport_WriteMarkdown_queueLog(t *testing.T) {
+	var b bytes.Buffer
+	if err := NewReport(noFsyncMeasured()).WriteMarkdown(&b); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| chute, --unsafe-no-fsync | put | 100 | 10 | 1 | 25000 |",
+		"\nQueue log during the measured phase:\n\n" +
+			"| server | calls | puts/s | records | fsyncs | fsyncs/s | puts per fsync |\n" +
+			"|--------|-------|-------:|--------:|-------:|---------:|---------------:|\n" +
+			"| chute | put | 19000 | 380000 | 12000 | 600 | 31.7 |\n" +
+			"| chute, --unsafe-no-fsync | put | 25000 | 500000 | 0 | 0 | - |\n" +
+			"| chute | txn 128 | 280000 | 5600000 | 5000 | 250 | 1120.0 |\n" +
+			"| chute, --unsafe-no-fsync | txn 128 | 350000 | 7000000 | 0 | 0 | - |\n\n",
+		"| 7a | unary puts, one node, 100 clients: fsync ≥ 70% of --unsafe-no-fsync | fsync 19000 puts/s (31.7 puts per fsync) ÷ no fsync 25000 puts/s | 0.76 (76%) | ≥ 0.70 | pass |",
+		"| 7b | txn-128, one node: fsync ≥ 85% of --unsafe-no-fsync | fsync 280000 puts/s (1120.0 puts per fsync) ÷ no fsync 350000 puts/s | 0.80 (80%) | ≥ 0.85 | **fail** |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	var plain bytes.Buffer
+	if err := NewReport(clickHouseMeasured()).WriteMarkdown(&plain); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(plain.String(), "Queue log") {
+		t.Errorf("markdown without queue log figures has a queue log table:\n%s", plain.String())
+	}
+}
+
+func TestReport_WriteDoc_queueLog(t *testing.T) {
+	var b bytes.Buffer
+	cfg := DefaultConfig()
+	if err := NewReport(noFsyncMeasured()).WriteDoc(&b, docSettings{cfg: cfg, matrix: true, clickhouse: true, rawPosters: 2, repeat: 3}); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"\n## Queue log\n\nWhat each node's queue log did during the measured phase.\n\n| server | calls | puts/s | records | fsyncs |",
+		"| 7a | unary puts, one node, 100 clients: fsync ≥ 70% of --unsafe-no-fsync |",
+		"a second one started with `--unsafe-no-fsync`",
+		"`chute_queue_log_fsyncs_total` and\n`chute_queue_log_appended_total`",
+		"the unary and txn cells of one node (with fsync\nand without) and of three nodes",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("document lacks %q:\n%s", want, out)
+		}
+	}
+	if q, rows := strings.Index(out, "## Queue log"), strings.Index(out, "## Rows into ClickHouse"); q < rows {
+		t.Errorf("document: the queue log comes before the rows")
+	}
+}
+
+func TestReport_WriteJSON_queueLog(t *testing.T) {
+	want := NewReport(noFsyncMeasured())
+	var b bytes.Buffer
+	if err := want.WriteJSON(&b); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	var got Report
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: got %+v, want %+v", got, want)
+	}
+	for _, field := range []string{`"queue_log": {`, `"fsyncs": 12000`, `"fsyncs_per_sec": 600`, `"records_per_fsync": 1120`, `"id": "7b"`} {
+		if !strings.Contains(b.String(), field) {
+			t.Errorf("JSON lacks %s", field)
+		}
+	}
+}

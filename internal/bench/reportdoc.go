@@ -82,6 +82,10 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		b.WriteString("\n## Rows into ClickHouse\n\n")
 		r.writeRows(&b)
 	}
+	if hasQueueLog(r.Results) {
+		b.WriteString("\n## Queue log\n\nWhat each node's queue log did during the measured phase.\n\n")
+		r.writeQueueLog(&b)
+	}
 	if r.Raw != nil {
 		b.WriteString("\n## Ceiling of the sink: raw JSONEachRow inserts\n\n")
 		r.writeRaw(&b)
@@ -143,11 +147,13 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		fmt.Fprintf(b, "\nThe matrix starts every server as a child process of the bench's own\n"+
 			"binary, on loopback, with the client, the servers and ClickHouse\n"+
-			"sharing the machine. One node: the no-op server and a chute node;\n"+
-			"no-op unary, chute unary, chute unary paced at half the rows/s of\n"+
-			"its unpaced run (target 4), no-op txn-%d, chute txn-%d. Three\n"+
-			"nodes: chute processes joined by gossip (`--gossip-profile fast`);\n"+
-			"the first gets the first put of every queue, so it claims and\n"+
+			"sharing the machine. One node: the no-op server, a chute node and\n"+
+			"a second one started with `--unsafe-no-fsync`; no-op unary, chute\n"+
+			"unary, the same without fsync, chute unary paced at half the rows/s\n"+
+			"of its unpaced run (target 4), no-op txn-%d, chute txn-%d, the same\n"+
+			"without fsync. Three nodes: chute processes joined by gossip\n"+
+			"(`--gossip-profile fast`); the first gets the first put of every\n"+
+			"queue, so it claims and\n"+
 			"dispatches them all, and every other put goes to the second and\n"+
 			"third nodes (both in each client's endpoint list), which forward it;\n"+
 			"after each run the first node must still dispatch every queue. Each\n"+
@@ -158,6 +164,16 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"to its end, warmup and the wait for rows included, over the run's\n"+
 			"puts, warmup included: the servers' cost of a put, measured in the\n"+
 			"same run as their rates.\n\n", txn, txn, rssPeriod)
+		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
+			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
+			"fsync would cost nothing), and fsyncs it before it answers a put,\n" +
+			"many puts to one fsync; the node started with `--unsafe-no-fsync`\n" +
+			"writes it without fsync, the ceiling targets 7a and 7b compare\n" +
+			"puts/s with. Just before and just after the measured phase of\n" +
+			"these four runs the bench reads `chute_queue_log_fsyncs_total` and\n" +
+			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
+			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
+			"records appended (one per put the node keeps) over the fsyncs.\n\n")
 		if s.trace {
 			b.WriteString("With `--trace` a second chute node runs next to the first with\n" +
 				"`OTEL_TRACES_SAMPLER=always_on` and an `OTEL_EXPORTER_OTLP_ENDPOINT`\n" +
@@ -177,8 +193,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"on the same disk, removed when the group stops.\n\n")
 		}
 		if s.repeat > 1 {
-			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one and three nodes,\n"+
-				"their no-op floors and the KV cells run %d times each, back to back\n"+
+			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
+				"and without) and of three nodes, their no-op floors and the KV cells\n"+
+				"run %d times each, back to back\n"+
 				"on the same processes with fresh tables and keys; the tables show\n"+
 				"the median of every figure over the runs, each on its own (the\n"+
 				"counts are the median run's), and the repeated runs table their\n"+

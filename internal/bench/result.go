@@ -66,6 +66,11 @@ type Result struct {
 
 	// Trace is set on a run against a traced server. Nil: not traced.
 	Trace *TraceCount `json:"trace,omitempty"`
+
+	// QueueLog is what the node's queue log did during the measured
+	// phase, on the one-node chute cells of the ClickHouse matrix. Nil:
+	// not read.
+	QueueLog *QueueLogCount `json:"queue_log,omitempty"`
 }
 
 // RowsResult is what a run measured of its rows in ClickHouse.

@@ -28,6 +28,7 @@ const claimTimeout = 15 * time.Second
 // connection does not answer within cfg.DialTimeout, ctx ends, no measured
 // put succeeded, or the rows do not all land; some failed puts alone are
 // counted in Result.Errors. Result.Server is left for the caller to fill.
+// cfg's measure hook, when set, is called around the measured phase.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
@@ -79,12 +80,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		defer rw.stop()
 	}
+	if cfg.measureHook != nil {
+		if err := cfg.measureHook(ctx, true); err != nil {
+			return Result{}, err
+		}
+	}
 	got := runPhase(ctx, cfg, clis, phase{
 		first: int64(cfg.Warmup), puts: int64(cfg.Puts), budget: cfg.measureFor(),
 		rate: cfg.Rate, record: watch, label: cfg.label(),
 	})
 	if err := got.err(ctx); err != nil {
 		return Result{}, err
+	}
+	if cfg.measureHook != nil {
+		if err := cfg.measureHook(ctx, false); err != nil {
+			return Result{}, err
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("bench: interrupted: %w", err)

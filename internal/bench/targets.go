@@ -27,6 +27,12 @@ const (
 	// targetKVPerEtcd: plain key puts, 100 clients, three nodes, at
 	// least this fraction of etcd's rate on three members.
 	targetKVPerEtcd = 1.00
+	// targetUnaryFsyncPerNoFsync: unary puts, one node whose queue log
+	// fsyncs, at least this fraction of the rate of one started with
+	// --unsafe-no-fsync.
+	targetUnaryFsyncPerNoFsync = 0.70
+	// targetTxnFsyncPerNoFsync: the same for txn batches.
+	targetTxnFsyncPerNoFsync = 0.85
 )
 
 // Target is one target checked against the figures of a run.
@@ -109,7 +115,30 @@ func evaluateTargets(results []Result, mem *MemoryResult) []Target {
 				c.PutsPerSec, e.PutsPerSec, targetKVPerEtcd)
 		}
 	}
+	if okU1 {
+		if n, ok := findCell(results, ServerChuteNoFsync, 0, true); ok {
+			ratio("7a", fmt.Sprintf("unary puts, one node, %d clients: fsync ≥ 70%% of --unsafe-no-fsync", u1.Clients),
+				fsyncMeasured(u1, n), u1.PutsPerSec, n.PutsPerSec, targetUnaryFsyncPerNoFsync)
+		}
+	}
+	if okT1 {
+		if n, ok := findTxnCell(results, ServerChuteNoFsync); ok && n.Txn == t1.Txn {
+			ratio("7b", fmt.Sprintf("txn-%d, one node: fsync ≥ 85%% of --unsafe-no-fsync", t1.Txn),
+				fsyncMeasured(t1, n), t1.PutsPerSec, n.PutsPerSec, targetTxnFsyncPerNoFsync)
+		}
+	}
 	return out
+}
+
+// fsyncMeasured names the figures of a fsync target: the puts/s of the
+// node that fsyncs, with the puts one fsync covered when known, over
+// those of the node that does not.
+func fsyncMeasured(fsync, noFsync Result) string {
+	per := ""
+	if q := fsync.QueueLog; q != nil && q.Fsyncs > 0 {
+		per = fmt.Sprintf(" (%.1f puts per fsync)", q.RecordsPerFsync)
+	}
+	return fmt.Sprintf("fsync %.0f puts/s%s ÷ no fsync %.0f puts/s", fsync.PutsPerSec, per, noFsync.PutsPerSec)
 }
 
 // findCell returns the first unpaced result of server with txn puts per
