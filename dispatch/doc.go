@@ -132,7 +132,10 @@
 // dispatchers first (Handoff), which keep theirs. NoSync (--unsafe-no-fsync)
 // writes without fsync; QuotaBytes (--quota-backend-bytes) or a full disk
 // fails the put with etcd's "database space exceeded" and calls
-// OnNoSpace (cmd/chute raises etcd's NOSPACE alarm).
+// OnNoSpace (cmd/chute raises etcd's NOSPACE alarm). While that alarm is
+// raised, a row ClickHouse refuses stays queued, because its dead letter
+// is a key the alarm refuses; it is tried again after a pause and stored
+// once the alarm is disarmed (drain.go).
 //
 // # Guarantees and limits
 //

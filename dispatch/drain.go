@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"chute/gossip"
 	"chute/internal/backoff"
+	"chute/kv"
 	"chute/sink"
 )
 
@@ -385,7 +387,9 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 }
 
 // bisect finds the rows of batch b ClickHouse refuses, inserts the others,
-// turns the refused ones into dead letters, and ends the batch's span.
+// turns the refused ones into dead letters, and ends the batch's span. A
+// refused row whose dead letter a NOSPACE alarm refuses stays queued, and
+// bisect reports no progress, so that it is tried again after a pause.
 func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight) bool {
 	m := d.m
 	rows := b.rows
@@ -409,17 +413,28 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	if errors.As(err, &stopped) {
 		settled = stopped.Settled
 	}
+	var waiting map[uint64]bool // refused rows whose dead letter waits for space
 	for _, ref := range refused {
-		d.deadLetter(ctx, rows[ref.Index], target, ref.Result, ep)
+		r := rows[ref.Index]
+		if !d.deadLetter(ctx, r, target, ref.Result, ep) {
+			if waiting == nil {
+				waiting = make(map[uint64]bool)
+			}
+			waiting[r.seq] = true
+		}
 	}
-	d.drop(rows[:settled])
+	done := rows[:settled]
+	if len(waiting) > 0 {
+		done = slices.DeleteFunc(slices.Clone(done), func(r row) bool { return waiting[r.seq] })
+	}
+	d.drop(done)
 	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
 	outcome := "ok"
 	switch {
-	case err != nil:
+	case err != nil, len(waiting) > 0:
 		outcome = "retry"
 	case len(refused) > 0:
 		outcome = "dead_letters"
@@ -435,12 +450,15 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		return false
 	}
 	endInsert(b.span, b.attempts, sink.Result{Class: sink.ClassOK, Status: last.Status}, len(refused))
-	return true
+	return len(waiting) == 0 // rows waiting for space: tried again after a pause
 }
 
 // deadLetter stores a refused row under /q/{name}/dlq/{seq} with
-// ClickHouse's reason (redacted).
-func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink.Result, ep sink.Endpoint) {
+// ClickHouse's reason (redacted), and reports whether the row is
+// settled. It is not while a NOSPACE alarm refuses the write: the row
+// stays queued, to be refused and stored again once the alarm is
+// disarmed, as a put answered OK must not be lost for want of space.
+func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink.Result, ep sink.Endpoint) bool {
 	letter, _ := json.Marshal(struct {
 		Table string `json:"table"`
 		Key   string `json:"key"`
@@ -453,6 +471,12 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWriteTimeout)
 	defer cancel()
 	err := d.m.records.Put(ctx, key, letter)
+	if errors.Is(err, kv.ErrNoSpace) {
+		d.m.log.Log(ctx, d.m.warns.level("dead letter nospace "+d.q.name, d.m.clock.Now()),
+			"row refused by ClickHouse; dead letter waits for the NOSPACE alarm to be disarmed, the row stays queued",
+			"queue", d.q.name, "table", target, "seq", r.seq, "code", res.Code, "key", key)
+		return false
+	}
 	d.q.mu.Lock()
 	d.q.refusedLocked(r.seq, key)
 	d.q.mu.Unlock()
@@ -460,11 +484,12 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "rows", 1, "table", target,
 			"seq", r.seq, "code", res.Code, "key", key, "bytes", len(letter), "err", err)
 		d.m.dropped.Add(1) // the process exits non-zero (Shutdown)
-		return
+		return true
 	}
 	d.m.metrics.deadLetters.Add(1)
 	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
 		"seq", r.seq, "code", res.Code, "key", key)
+	return true
 }
 
 // setLastError keeps a failed insert for /status.

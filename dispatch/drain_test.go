@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // slowClickHouse is a fake ClickHouse whose inserts take as long on the
@@ -222,4 +224,98 @@ func TestDrainer_retryBackoff(t *testing.T) {
 		attempts, rows := fake.counts()
 		return attempts == 6 && rows == 2
 	})
+}
+
+// pickyClickHouse is a fake ClickHouse that is down (503) until told
+// otherwise, then refuses with a data error (code 27) every insert that
+// holds a row with "bad" in it and takes the others: a refusal whose
+// timing the test chooses.
+type pickyClickHouse struct {
+	mu      sync.Mutex
+	up      bool
+	rows    []string
+	refused int // inserts refused with code 27
+}
+
+func (f *pickyClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	body := string(b)
+	if strings.Contains(body, "system.settings") {
+		fmt.Fprintln(w, "0")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case !f.up:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case strings.Contains(body, "bad"):
+		f.refused++
+		w.Header().Set("X-ClickHouse-Exception-Code", "27")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprintln(w, "Code: 27, e.displayText() = DB::Exception: Cannot parse input")
+	default:
+		f.rows = append(f.rows, strings.Split(strings.TrimSpace(body), "\n")...)
+	}
+}
+
+func (f *pickyClickHouse) setUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.up = true
+}
+
+func (f *pickyClickHouse) counts() (inserted, refused int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.rows), f.refused
+}
+
+// TestDrainer_deadLetterWaitsForSpace: a row ClickHouse refuses while a
+// NOSPACE alarm is raised cannot be stored as a dead letter (the alarm
+// refuses the put); it stays queued, nothing is dropped, and once the
+// alarm is disarmed it becomes a dead letter.
+func TestDrainer_deadLetterWaitsForSpace(t *testing.T) {
+	fake := &pickyClickHouse{}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	for i, v := range []string{`{"id":1}`, `{"id":2,"s":"bad"}`, `{"id":3}`} {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.kv.RaiseNoSpace(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fake.setUp()
+	// One bisection refuses the bad row three times (the batch, its half,
+	// the row); a fifth refusal is a second try.
+	waitUntil(t, 10*time.Second, "the good rows inserted and the bad row tried again, or dropped", func() bool {
+		inserted, refused := fake.counts()
+		return inserted == 2 && (refused >= 5 || n.mgr.dropped.Load() > 0)
+	})
+	if d := n.depth("ch:events"); d != 1 {
+		t.Fatalf("depth with the dead letter refused by NOSPACE: %d, want the refused row kept", d)
+	}
+	if got := n.mgr.dropped.Load(); got != 0 {
+		t.Fatalf("%d rows dropped under NOSPACE, want 0", got)
+	}
+
+	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: 7, Alarm: pb.AlarmType_NOSPACE}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the queue to empty", func() bool { return n.depth("ch:events") == 0 })
+	letters, err := cli.Get(ctx, "/q/ch:events/dlq/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters.Kvs) != 1 || !strings.Contains(string(letters.Kvs[0].Value), "bad") {
+		t.Fatalf("dead letters after disarm: %v, want the refused row", letters.Kvs)
+	}
+	if got := n.mgr.dropped.Load(); got != 0 {
+		t.Fatalf("%d rows dropped, want 0", got)
+	}
 }

@@ -17,6 +17,9 @@ const (
 	// minSegmentBytes keeps a segment larger than its header and a few
 	// records; tests use segments this small to exercise rolling.
 	minSegmentBytes = 1 << 10
+	// quotaSegments is the fewest segments a quota holds: the head is
+	// never deleted, so releasing everything frees all but one segment.
+	quotaSegments = 4
 	// maxRecordLimit keeps a frame's length within its 32 bits.
 	maxRecordLimit = 1 << 30
 )
@@ -29,7 +32,10 @@ type Config struct {
 
 	// SegmentBytes is the size at which the log starts a new segment
 	// file. A segment exceeds it only by one append larger than it, or by
-	// release records. Zero: DefaultSegmentBytes. At least 1 KiB.
+	// release records. Zero: DefaultSegmentBytes. At least 1 KiB. With
+	// a QuotaBytes, at most a quarter of it (but not below 1 KiB): only
+	// segments behind the head are deleted, so a head as large as the
+	// quota would keep the log full after every record is released.
 	SegmentBytes int64
 
 	// MaxRecordBytes bounds one record; a longer one fails with
@@ -101,6 +107,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.SegmentBytes == 0 {
 		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.QuotaBytes > 0 {
+		c.SegmentBytes = max(minSegmentBytes, min(c.SegmentBytes, c.QuotaBytes/quotaSegments))
 	}
 	if c.MaxRecordBytes == 0 {
 		c.MaxRecordBytes = DefaultMaxRecordBytes

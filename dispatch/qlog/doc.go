@@ -65,7 +65,10 @@
 // record is replayed again, so delivery is at least once; a record not
 // released is never lost.
 //
-// Only the oldest segment is deleted, once none of its records is live.
+// Only the oldest segment is deleted, once none of its records is live,
+// and never the head. So with Config.QuotaBytes a segment is at most a
+// quarter of the quota: once every record is released, the log is back
+// to one segment at most, and appends fit again.
 // A release frame always comes after the record it releases (Release
 // takes seqs that Append returned), so the release frames of the oldest
 // segment concern only its own records: deleting it can never bring a

@@ -73,3 +73,32 @@ func TestLog_Append_fileSystemFull(t *testing.T) {
 		t.Errorf("the failed append left damage: %v", w)
 	}
 }
+
+// A quota below the segment size still frees once every record is
+// released: the head is never deleted, so a head that held the whole
+// quota would refuse appends for ever.
+func TestLog_Append_quotaBelowSegment(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 64 << 10
+	cfg.QuotaBytes = 16 << 10
+	l, _ := openLog(t, cfg, hooks{})
+	var seqs []uint64
+	var err error
+	for i := 0; i < 1000; i++ {
+		var seq uint64
+		if seq, err = l.Append(context.Background(), rec(i, 100)); err != nil {
+			break
+		}
+		seqs = append(seqs, seq)
+	}
+	if !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("appends past the quota: %v, want ErrNoSpace", err)
+	}
+	if err := l.Release(seqs...); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "space freed", func() bool {
+		return l.Size() <= cfg.QuotaBytes/2
+	})
+	mustAppend(t, l, rec(5000, 100))
+}
