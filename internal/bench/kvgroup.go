@@ -8,22 +8,18 @@ import (
 
 // runKVGroup is the KV group of the ClickHouse plan: unary puts of
 // distinct plain keys, mc.base.Clients putters over mc.base.Conns
-// connections whose endpoint lists hold all three members, first against
-// three chute nodes (a fresh raft cluster), then against three etcd
-// members (mc.etcd) started by the bench; each group's children are
-// stopped and their data removed before the next starts. measure runs a
-// cell n times and keeps the median.
-func runKVGroup(ctx context.Context, mc matrixConfig, dir string, measure func(n int, mk func() cell, check func(cell) error) (Result, error), logger *slog.Logger) error {
+// connections whose endpoint lists hold all three members, against three
+// chute nodes (a fresh raft cluster) and three etcd members (mc.etcd)
+// started by the bench, both up for the whole group. The runs alternate,
+// chute then etcd, mc.repeat times, so that what drifts on the machine
+// meanwhile (ClickHouse merging the matrix's rows, a neighbour) weighs on
+// both sides alike, while each side's data still grows from run to run;
+// each side is reported (add) as the median of its runs. Every child is
+// stopped and its data removed at the end.
+func runKVGroup(ctx context.Context, mc matrixConfig, dir string, run func(cell) (Result, error), add func(Result), logger *slog.Logger) error {
 	rep := max(mc.repeat, 1)
-	err := func() error {
-		nodes, stop, err := startCluster(ctx, mc, dir, "kv-chute", logger)
-		defer stop()
-		if err != nil {
-			return err
-		}
-		_, err = measure(rep, func() cell { return kvCell(mc.base, ServerChuteKV3, 3, nodes) }, nil)
-		return err
-	}()
+	nodes, stop, err := startCluster(ctx, mc, dir, "kv-chute", logger)
+	defer stop()
 	if err != nil {
 		return err
 	}
@@ -42,8 +38,21 @@ func runKVGroup(ctx context.Context, mc matrixConfig, dir string, measure func(n
 	if err != nil {
 		return err
 	}
-	_, err = measure(rep, func() cell { return kvCell(mc.base, ServerEtcd3, 0, members) }, nil)
-	return err
+	var chute, etcd []Result
+	for range rep {
+		r, err := run(kvCell(mc.base, ServerChuteKV3, 3, nodes))
+		if err != nil {
+			return err
+		}
+		chute = append(chute, r)
+		if r, err = run(kvCell(mc.base, ServerEtcd3, 0, members)); err != nil {
+			return err
+		}
+		etcd = append(etcd, r)
+	}
+	add(medianResult(chute))
+	add(medianResult(etcd))
+	return nil
 }
 
 // kvCell is a run of base's putters making unary puts of plain keys

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -94,14 +95,13 @@ func TestRunKVGroup(t *testing.T) {
 	mc.repeat = 2
 	dir := t.TempDir()
 	var results []Result
-	measure := func(n int, mk func() cell, check func(cell) error) (Result, error) {
-		r, err := runRepeated(testContext(t), n, mk, check, slog.New(slog.DiscardHandler))
-		if err == nil {
-			results = append(results, r)
-		}
-		return r, err
+	var order []string // the servers of the runs, in run order
+	run := func(c cell) (Result, error) {
+		order = append(order, c.server)
+		return runCell(testContext(t), c, slog.New(slog.DiscardHandler))
 	}
-	if err := runKVGroup(testContext(t), mc, dir, measure, slog.New(slog.DiscardHandler)); err != nil {
+	add := func(r Result) { results = append(results, r) }
+	if err := runKVGroup(testContext(t), mc, dir, run, add, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatalf("runKVGroup: %v", err)
 	}
 	want := []struct {
@@ -111,6 +111,10 @@ func TestRunKVGroup(t *testing.T) {
 	}{
 		{ServerChuteKV3, 3, "bench-1 bench-2 bench-3"},
 		{ServerEtcd3, 0, "etcd-1 etcd-2 etcd-3"},
+	}
+	alternate := []string{ServerChuteKV3, ServerEtcd3, ServerChuteKV3, ServerEtcd3}
+	if !slices.Equal(order, alternate) {
+		t.Errorf("runs: got %q, want them alternating: %q", order, alternate)
 	}
 	if len(results) != len(want) {
 		t.Fatalf("results: got %d, want %d: %+v", len(results), len(want), results)

@@ -198,7 +198,7 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
 //  3. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
-//     nodes, then to three etcd members.
+//     nodes and to three etcd members, in alternate runs.
 //  4. The raw inserts: the same rows posted straight to ClickHouse in
 //     batches the size of the one-node txn run's inserts.
 //  5. A chute node without ClickHouse queues rows; their cost in memory.
@@ -333,7 +333,9 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 	// 3. Plain keys, chute next to etcd.
 	if mc.etcd != "" {
-		if err := runKVGroup(ctx, mc, dir, measure, logger); err != nil {
+		run := func(c cell) (Result, error) { return runCell(ctx, c, logger) }
+		add := func(r Result) { out.results = append(out.results, r) }
+		if err := runKVGroup(ctx, mc, dir, run, add, logger); err != nil {
 			return out, err
 		}
 	}

@@ -186,16 +186,19 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"puts from the same putters and connections, every client's endpoint\n" +
 				"list holding all three members, against three chute nodes\n" +
 				"(`--bootstrap-expect 3`, measured once every node's `/readyz` is\n" +
-				"200), then against three members of an etcd cluster started by the\n" +
+				"200) and against three members of an etcd cluster started by the\n" +
 				"bench (`--initial-cluster-state new` on loopback, each with its own\n" +
 				"data dir, etcd's defaults otherwise, fsync included); chute's raft\n" +
-				"log fsyncs too. Both groups keep their data in a temporary directory\n" +
-				"on the same disk, removed when the group stops.\n\n")
+				"log fsyncs too. Both clusters run for the whole group, the runs\n" +
+				"alternate (chute, etcd, chute, ...) so that whatever drifts on the\n" +
+				"machine meanwhile weighs on both alike, and each cluster's keys\n" +
+				"accumulate over its runs. Both keep their data in a temporary\n" +
+				"directory on the same disk, removed when the group stops.\n\n")
 		}
 		if s.repeat > 1 {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
 				"and without) and of three nodes, their no-op floors and the KV cells\n"+
-				"run %d times each, back to back\n"+
+				"run %d times each, back to back (the KV cells in alternation)\n"+
 				"on the same processes with fresh tables and keys; the tables show\n"+
 				"the median of every figure over the runs, each on its own (the\n"+
 				"counts are the median run's), and the repeated runs table their\n"+
