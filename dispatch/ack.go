@@ -140,14 +140,18 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		}
 		// Releases not sent yet go first in the frame, so the backup
 		// holds no more than the queue does, under the same byte cap.
+		// Messages that left the queue meanwhile are not sent: one that
+		// left before the queue had this backup noted no release for
+		// it, so its copy would stay on the backup for good.
 		q.mu.Lock()
 		released := q.released
 		q.released = nil
+		held := q.stillHeldLocked(copies)
 		q.mu.Unlock()
 		var c *call
 		f, err := m.forwarderFor(b)
 		if err == nil {
-			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, copies), Seqs: released})
+			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, held), Seqs: released})
 		}
 		q.backupMu.RUnlock()
 		if err == nil {
@@ -164,6 +168,18 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	return status.Error(codes.Unavailable, "dispatch: no member could keep a copy of the message; it is queued on the dispatcher only; retry")
+}
+
+// stillHeldLocked returns the messages of msgs the queue still holds
+// under their numbers. The caller holds mu.
+func (q *queue) stillHeldLocked(msgs []incoming) []incoming {
+	held := make([]incoming, 0, len(msgs))
+	for _, in := range msgs {
+		if m := q.msgs.get(in.seq); m != nil && m.id == in.id {
+			held = append(held, in)
+		}
+	}
+	return held
 }
 
 // backupPassOver is how long a backup that did not answer is passed over.

@@ -304,6 +304,48 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	}
 }
 
+// TestAck_replicateSkipsMessagesGone: a dispatcher that has no backup
+// yet (it just started) may deliver a message and have it acknowledged
+// before the put or handover that queued it sends the backup its copy.
+// No release is noted for the backup then, so the copy must not be sent:
+// the backup would keep it for good and queue it again when the
+// dispatcher fails.
+func TestAck_replicateSkipsMessagesGone(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
+	backupRows := func() int {
+		for _, s := range b.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+	if got := backupRows(); got != 1 {
+		t.Fatalf("backup rows after one put: got %d, want 1", got)
+	}
+
+	q := a.mgr.queueFor("jobs")
+	q.backupMember.Store(0) // as on a dispatcher that has not chosen its backup yet
+	now := a.mgr.clock.Now()
+	q.mu.Lock()
+	added := q.enqueueLocked([]incoming{{id: MsgID{Origin: 99, N: 1}, tail: "gone", value: []byte("v")}}, now, arrivedCopy, true)
+	q.mu.Unlock()
+	if len(added) != 1 || !q.ack(added[0].seq, "gone", now) {
+		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
+	}
+	if err := a.mgr.replicate(ctx, q, added); err != nil {
+		t.Fatalf("replicate: %v", err)
+	}
+	if got := backupRows(); got != 1 {
+		t.Errorf("backup rows once the copy of a message acknowledged already was sent: got %d, want 1 (the put's)", got)
+	}
+}
+
 // TestCheck_recordsAreChuteFormat checks that a client cannot put a
 // dispatcher record chute would not write, while a well-formed one (an
 // operator moving a queue by hand) is taken.
