@@ -346,6 +346,60 @@ func TestAck_replicateSkipsMessagesGone(t *testing.T) {
 	}
 }
 
+// TestAck_replicatedWithEveryBackupPassedOver: a dispatcher whose only
+// other member was passed over as a backup (it did not answer a frame:
+// the kill of a whole cluster, one member dying before the other) is not
+// alone: a put must fail rather than be acknowledged with no copy
+// anywhere but the dispatcher's disk.
+func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1)
+	a.mgr.mu.Lock()
+	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.mu.Unlock()
+	_, err := a.cli.Put(ctx, "/q/jobs/p/after", "v")
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a put while the only other member is passed over: got %v, want Unavailable (no copy, no acknowledgement)", err)
+	}
+}
+
+// TestAck_replicateGivenUpPassesNobodyOver: a put that gives up (its
+// client went away, or its deadline passed) while its copy is on the
+// way says nothing of the backup, which must stay the backup.
+func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1)
+	q := a.mgr.queueFor("jobs")
+	if got := q.backupMember.Load(); got != b.id {
+		t.Fatalf("backup after a put: got %x, want b", got)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	q.mu.Lock()
+	var copies []incoming
+	for seq, m := range q.msgs.all() {
+		copies = append(copies, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
+	}
+	q.mu.Unlock()
+	if err := a.mgr.replicate(gone, q, copies); err == nil {
+		t.Fatal("replicate with a canceled context: got nil error")
+	}
+	a.mgr.mu.Lock()
+	_, passed := a.mgr.unreachable[b.id]
+	a.mgr.mu.Unlock()
+	if passed || q.backupMember.Load() != b.id {
+		t.Fatalf("after a put that gave up: b passed over %v, backup %x; want b still the backup", passed, q.backupMember.Load())
+	}
+}
+
 // TestCheck_recordsAreChuteFormat checks that a client cannot put a
 // dispatcher record chute would not write, while a well-formed one (an
 // operator moving a queue by hand) is taken.
