@@ -37,8 +37,11 @@ type putWaiter struct {
 }
 
 // settledLocked notes that message seq left the queue. The caller holds mu.
+// A replicated queue notes the release even while it has no backup: one
+// may be getting its full copy (copyTo), taken before the message left,
+// and flushReleases drops what no backup needs.
 func (q *queue) settledLocked(seq uint64) {
-	if q.backupMember.Load() != 0 {
+	if q.backupMember.Load() != 0 || q.set.Ack == AckReplicated {
 		q.released = append(q.released, seq)
 	}
 	w, ok := q.waiters[seq]

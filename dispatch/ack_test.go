@@ -400,6 +400,44 @@ func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
 	}
 }
 
+// TestAck_releaseDuringFullCopy: a message acknowledged while a
+// dispatcher without a backup sends its first backup the full copy
+// (taken before the acknowledgement) must be released on that backup
+// once it is the backup, or the backup keeps the copy for good.
+func TestAck_releaseDuringFullCopy(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
+	backupRows := func() int {
+		for _, s := range b.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+
+	// ensureBackup's steps, a message acknowledged in the middle.
+	q := a.mgr.queueFor("jobs")
+	q.backupMember.Store(0) // as on a dispatcher that has not chosen its backup yet
+	now := a.mgr.clock.Now()
+	q.mu.Lock()
+	added := q.enqueueLocked([]incoming{{id: MsgID{Origin: 99, N: 1}, tail: "acked", value: []byte("v")}}, now, arrivedCopy, true)
+	q.mu.Unlock()
+	if err := a.mgr.copyTo(ctx, q, b.id); err != nil {
+		t.Fatalf("copyTo: %v", err)
+	}
+	if len(added) != 1 || !q.ack(added[0].seq, "acked", now) {
+		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
+	}
+	q.backupMember.Store(b.id)
+	a.mgr.flushReleases(q)
+	waitUntil(t, 5*time.Second, "the backup to keep the put's copy alone", func() bool { return backupRows() == 1 })
+}
+
 // TestCheck_recordsAreChuteFormat checks that a client cannot put a
 // dispatcher record chute would not write, while a well-formed one (an
 // operator moving a queue by hand) is taken.
