@@ -79,8 +79,9 @@ test-e2e: deps
 
 # test-faults runs the fault scenarios (internal/e2e/faults_*_test.go)
 # in their full form, CHUTE_FAULTS=full: 20 kills -9 of the dispatcher per ack
-# mode, a 30 s SIGSTOP, a 60 s ClickHouse outage under the byte cap, graceful
-# restarts of every node; one scenario at a time and without the race detector,
+# mode, 10 kills -9 of every node at once (ack=queued; ack=replicated with one
+# data dir deleted), a 30 s SIGSTOP, a 60 s ClickHouse outage under the byte
+# cap, graceful restarts of every node; one scenario at a time and without the race detector,
 # which would slow the producers whose puts it measures. It writes the figures
 # to docs/reliability.md. make test runs their short form.
 FAULTS_TIMEOUT ?= 60m

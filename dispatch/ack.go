@@ -21,7 +21,8 @@ import (
 //     full copy of the queue (RESET, then BACKUP frames), and the old one
 //     is told to drop its copies; acknowledged and inserted messages are
 //     released on the backup. A member alone has no backup: its puts
-//     return as queued ones.
+//     return as queued ones. One whose other members were all passed
+//     over fails its puts until one keeps copies again.
 //   - inserted: once every row of the put is in ClickHouse or stored as a
 //     dead letter (the put then fails, naming the dead letters). A
 //     handover ends the wait with Unavailable: the rows are on their way
@@ -36,8 +37,11 @@ type putWaiter struct {
 }
 
 // settledLocked notes that message seq left the queue. The caller holds mu.
+// A replicated queue notes the release even while it has no backup: one
+// may be getting its full copy (copyTo), taken before the message left,
+// and flushReleases drops what no backup needs.
 func (q *queue) settledLocked(seq uint64) {
-	if q.backupMember.Load() != 0 {
+	if q.backupMember.Load() != 0 || q.set.Ack == AckReplicated {
 		q.released = append(q.released, seq)
 	}
 	w, ok := q.waiters[seq]
@@ -121,17 +125,28 @@ func (m *Manager) afterEnqueueLocked(q *queue, added []incoming, fresh bool) fun
 
 // replicate sends copies of messages to the queue's backup and waits for
 // it to hold them. A backup that does not answer is passed over for a
-// while and the next member takes its place (with a full copy).
+// while and the next member takes its place (with a full copy). A put
+// that gives up (ctx ends) passes nobody over. With every other member
+// passed over nobody holds a copy: the put fails, as it does when no
+// backup answers; only a member alone acknowledges without one.
 func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) error {
 	ctx, cancel := context.WithTimeout(ctx, ackWaitTimeout)
 	defer cancel()
 	for range 3 {
 		b, err := m.ensureBackup(ctx, q)
 		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
 			continue
 		}
 		if b == 0 {
-			return nil // alone: nobody to hold a copy
+			if m.peerCount() == 0 {
+				return nil // alone: nobody to hold a copy
+			}
+			// Every other member was passed over: none holds a copy,
+			// so the put is not acknowledged as replicated.
+			break
 		}
 		q.backupMu.RLock()
 		if q.backupMember.Load() != b {
@@ -140,14 +155,18 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		}
 		// Releases not sent yet go first in the frame, so the backup
 		// holds no more than the queue does, under the same byte cap.
+		// Messages that left the queue meanwhile are not sent: one that
+		// left before the queue had this backup noted no release for
+		// it, so its copy would stay on the backup for good.
 		q.mu.Lock()
 		released := q.released
 		q.released = nil
+		held := q.stillHeldLocked(copies)
 		q.mu.Unlock()
 		var c *call
 		f, err := m.forwarderFor(b)
 		if err == nil {
-			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, copies), Seqs: released})
+			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, held), Seqs: released})
 		}
 		q.backupMu.RUnlock()
 		if err == nil {
@@ -158,12 +177,27 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		if status.Code(err) == codes.ResourceExhausted {
 			return err // the backup is full, as the queue would be: not its fault
 		}
+		if ctx.Err() != nil {
+			break // the put gave up (its client went, or its deadline): not the backup's fault
+		}
 		m.passOver(q, b, err)
 	}
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
 	return status.Error(codes.Unavailable, "dispatch: no member could keep a copy of the message; it is queued on the dispatcher only; retry")
+}
+
+// stillHeldLocked returns the messages of msgs the queue still holds
+// under their numbers. The caller holds mu.
+func (q *queue) stillHeldLocked(msgs []incoming) []incoming {
+	held := make([]incoming, 0, len(msgs))
+	for _, in := range msgs {
+		if m := q.msgs.get(in.seq); m != nil && m.id == in.id {
+			held = append(held, in)
+		}
+	}
+	return held
 }
 
 // backupPassOver is how long a backup that did not answer is passed over.
@@ -176,6 +210,14 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 	m.unreachable[b] = m.clock.Now().Add(backupPassOver)
 	m.mu.Unlock()
 	q.backupMember.CompareAndSwap(b, 0)
+}
+
+// peerCount counts the other alive members, whether passed over or not.
+func (m *Manager) peerCount() int {
+	if m.cluster == nil {
+		return 0
+	}
+	return len(m.cluster.Peers())
 }
 
 // backupCandidate returns the member that should hold copies of what this
@@ -223,7 +265,9 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 	}
 	if want != 0 {
 		if err := m.copyTo(ctx, q, want); err != nil {
-			m.passOver(q, want, err)
+			if ctx.Err() == nil { // not a put that gave up
+				m.passOver(q, want, err)
+			}
 			return 0, err
 		}
 		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", gossip.ID(want))

@@ -304,6 +304,140 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	}
 }
 
+// TestAck_replicateSkipsMessagesGone: a dispatcher that has no backup
+// yet (it just started) may deliver a message and have it acknowledged
+// before the put or handover that queued it sends the backup its copy.
+// No release is noted for the backup then, so the copy must not be sent:
+// the backup would keep it for good and queue it again when the
+// dispatcher fails.
+func TestAck_replicateSkipsMessagesGone(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
+	backupRows := func() int {
+		for _, s := range b.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+	if got := backupRows(); got != 1 {
+		t.Fatalf("backup rows after one put: got %d, want 1", got)
+	}
+
+	q := a.mgr.queueFor("jobs")
+	q.backupMember.Store(0) // as on a dispatcher that has not chosen its backup yet
+	now := a.mgr.clock.Now()
+	q.mu.Lock()
+	added := q.enqueueLocked([]incoming{{id: MsgID{Origin: 99, N: 1}, tail: "gone", value: []byte("v")}}, now, arrivedCopy, true)
+	q.mu.Unlock()
+	if len(added) != 1 || !q.ack(added[0].seq, "gone", now) {
+		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
+	}
+	if err := a.mgr.replicate(ctx, q, added); err != nil {
+		t.Fatalf("replicate: %v", err)
+	}
+	if got := backupRows(); got != 1 {
+		t.Errorf("backup rows once the copy of a message acknowledged already was sent: got %d, want 1 (the put's)", got)
+	}
+}
+
+// TestAck_replicatedWithEveryBackupPassedOver: a dispatcher whose only
+// other member was passed over as a backup (it did not answer a frame:
+// the kill of a whole cluster, one member dying before the other) is not
+// alone: a put must fail rather than be acknowledged with no copy
+// anywhere but the dispatcher's disk.
+func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1)
+	a.mgr.mu.Lock()
+	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.mu.Unlock()
+	_, err := a.cli.Put(ctx, "/q/jobs/p/after", "v")
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a put while the only other member is passed over: got %v, want Unavailable (no copy, no acknowledgement)", err)
+	}
+}
+
+// TestAck_replicateGivenUpPassesNobodyOver: a put that gives up (its
+// client went away, or its deadline passed) while its copy is on the
+// way says nothing of the backup, which must stay the backup.
+func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1)
+	q := a.mgr.queueFor("jobs")
+	if got := q.backupMember.Load(); got != b.id {
+		t.Fatalf("backup after a put: got %x, want b", got)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	q.mu.Lock()
+	var copies []incoming
+	for seq, m := range q.msgs.all() {
+		copies = append(copies, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
+	}
+	q.mu.Unlock()
+	if err := a.mgr.replicate(gone, q, copies); err == nil {
+		t.Fatal("replicate with a canceled context: got nil error")
+	}
+	a.mgr.mu.Lock()
+	_, passed := a.mgr.unreachable[b.id]
+	a.mgr.mu.Unlock()
+	if passed || q.backupMember.Load() != b.id {
+		t.Fatalf("after a put that gave up: b passed over %v, backup %x; want b still the backup", passed, q.backupMember.Load())
+	}
+}
+
+// TestAck_releaseDuringFullCopy: a message acknowledged while a
+// dispatcher without a backup sends its first backup the full copy
+// (taken before the acknowledgement) must be released on that backup
+// once it is the backup, or the backup keeps the copy for good.
+func TestAck_releaseDuringFullCopy(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
+	backupRows := func() int {
+		for _, s := range b.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+
+	// ensureBackup's steps, a message acknowledged in the middle.
+	q := a.mgr.queueFor("jobs")
+	q.backupMember.Store(0) // as on a dispatcher that has not chosen its backup yet
+	now := a.mgr.clock.Now()
+	q.mu.Lock()
+	added := q.enqueueLocked([]incoming{{id: MsgID{Origin: 99, N: 1}, tail: "acked", value: []byte("v")}}, now, arrivedCopy, true)
+	q.mu.Unlock()
+	if err := a.mgr.copyTo(ctx, q, b.id); err != nil {
+		t.Fatalf("copyTo: %v", err)
+	}
+	if len(added) != 1 || !q.ack(added[0].seq, "acked", now) {
+		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
+	}
+	q.backupMember.Store(b.id)
+	a.mgr.flushReleases(q)
+	waitUntil(t, 5*time.Second, "the backup to keep the put's copy alone", func() bool { return backupRows() == 1 })
+}
+
 // TestCheck_recordsAreChuteFormat checks that a client cannot put a
 // dispatcher record chute would not write, while a well-formed one (an
 // operator moving a queue by hand) is taken.

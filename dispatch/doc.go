@@ -87,7 +87,9 @@
 //     and queues the copies (numbers and ids kept) without waiting for a
 //     put, or hands them to whoever claimed first. Duplicates after a kill
 //     are bounded by what was inserted or acknowledged but not yet released
-//     (about one ClickHouse batch). A member alone has no backup.
+//     (about one ClickHouse batch). A member alone has no backup; one
+//     whose other members all failed to keep copies lately fails the put
+//     (Unavailable) rather than acknowledge it with no copy.
 //   - inserted (ClickHouse queues): the put returns once its rows are in
 //     ClickHouse; a row ClickHouse refuses fails its put with
 //     InvalidArgument naming the dead letter. A dispatcher that moves ends

@@ -115,6 +115,12 @@ type Config struct {
 	// the time it is called.
 	Started time.Time
 
+	// Tags are serf tags the node starts with, besides its own (cluster,
+	// id, peer, client, version, boot, started), until SetTags replaces
+	// them: what others must see from its first gossip on. None may be
+	// one of its own. Nil: none.
+	Tags map[string]string
+
 	// Fast selects timings for in-process tests on loopback: a killed node
 	// is reported failed after about 0.5s instead of 5-7s (3 nodes), and a
 	// graceful leave takes about 0.2s instead of 1s. Details in fastTimings
@@ -201,6 +207,17 @@ func (c Config) tags() map[string]string {
 	}
 }
 
+// startTags are the tags the node starts with: Tags and its own.
+func (c Config) startTags() map[string]string {
+	tags := c.tags()
+	for k, v := range c.Tags {
+		if !ownTag(k) {
+			tags[k] = v
+		}
+	}
+	return tags
+}
+
 // tagsSize is an upper bound of the size of serf's encoding of tags: a
 // magic byte, then a msgpack map of strings (at most 3 bytes of header per
 // map and per string).
@@ -279,7 +296,7 @@ func (c Config) serfConfig(bind, advertise resolvedAddr, events chan<- serf.Even
 		lanTimings(sc)
 	}
 	sc.NodeName = c.Name
-	sc.Tags = c.tags()
+	sc.Tags = c.startTags()
 	sc.EventCh = events
 	sc.LogOutput = nil
 	sc.Logger = logger

@@ -46,3 +46,20 @@ func TestMembership_SetTags(t *testing.T) {
 		t.Fatalf("a refused SetTags changed a's tags: %v", got)
 	}
 }
+
+// TestMembership_startTags: Config.Tags are published from the node's
+// first gossip on, beside its own, until SetTags replaces them.
+func TestMembership_startTags(t *testing.T) {
+	a, b, _ := startTrio(t, 22, func(c *Config) { c.Tags = map[string]string{"raft": "?"} })
+	m, ok := b.Member(a.Local().ID)
+	if !ok || m.Tags["raft"] != "?" || len(m.Tags) != 1 || m.Version != "test-1" {
+		t.Fatalf("a as b saw it when they joined: %+v, %v; want the tag raft=? and a's own", m, ok)
+	}
+	if err := a.SetTags(map[string]string{"raft": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a's start tags replaced", func() bool {
+		m, ok := b.Member(a.Local().ID)
+		return ok && m.Tags["raft"] == "1" && len(m.Tags) == 1
+	})
+}

@@ -65,8 +65,13 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if n := tagsSize(c.tags()); n > memberlist.MetaMaxSize {
-		bad("PeerURLs", "tags (urls, version, cluster) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
+	for k := range c.Tags {
+		if ownTag(k) {
+			bad("Tags", "%q is one of the membership's own tags", k)
+		}
+	}
+	if n := tagsSize(c.startTags()); n > memberlist.MetaMaxSize {
+		bad("PeerURLs", "tags (urls, version, cluster, Tags) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
 	}
 	return errors.Join(errs...)
 }

@@ -23,6 +23,7 @@ func TestConfig_Validate_fields(t *testing.T) {
 		{"negative backoff", func(c *Config) { c.JoinBackoffMax = -time.Second }, "JoinBackoffMin"},
 		{"short key", func(c *Config) { c.Key = make([]byte, 8) }, "Key"},
 		{"client url with comma", func(c *Config) { c.ClientURLs = []string{"http://a:1,b:2"} }, "ClientURLs"},
+		{"start tag of its own", func(c *Config) { c.Tags = map[string]string{"boot": "x"} }, "Tags"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"chute/gossip/peer/peerpb"
 	"chute/internal/nodestatus"
 	"chute/kv"
+	"chute/kv/raftnode"
 	chuteotel "chute/otel"
 )
 
@@ -199,6 +200,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		gcfg.JoinBackoffMax = time.Second
 	}
 	gcfg.Logger = logger.With("component", "gossip")
+	// Serf answers from here on, before the raft stores are open and
+	// their tags set (newKeySpace): until then the node tells the
+	// others it may have raft state, so none bootstraps without it.
+	gcfg.Tags = raftnode.PendingTags()
 	if n.members, err = gossip.New(gcfg); err != nil {
 		return nil, err
 	}

@@ -46,8 +46,10 @@
 //     queue log segment costs only the damaged record, --unsafe-no-fsync
 //     and --quota-backend-bytes.
 //   - faults_*_test.go: the fault scenarios (docs/reliability.md) on top of
-//     internal/faults (producers recording outcomes, the oracle): kill -9
-//     under each ack mode, SIGSTOP, ClickHouse down, graceful restarts;
+//     internal/faults (producers recording outcomes, consumers recording
+//     deliveries, the oracle): kill -9 of the dispatcher under each ack
+//     mode, kill -9 of every node at once on the same data dirs (and with
+//     one deleted), SIGSTOP, ClickHouse down, graceful restarts;
 //     short here, full with CHUTE_FAULTS=full (make test-faults), which
 //     writes docs/reliability.md.
 //   - docs_test.go: the etcdctl and SQL blocks of the README and docs run

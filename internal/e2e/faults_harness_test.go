@@ -28,9 +28,11 @@ import (
 // Fault tests run three chute processes with --gossip-profile
 // fast, a private ClickHouse, producers that put unique ids through
 // clientv3 and record every put's outcome (internal/faults), and faults:
-// SIGKILL and SIGSTOP of the dispatcher, SIGKILL of every node, SIGTERM of
-// each node in turn, ClickHouse slowed (a proxy) and killed. Then the
-// oracle compares the outcomes with the ids in ClickHouse.
+// SIGKILL and SIGSTOP of the dispatcher, SIGKILL of every node (on the
+// same data dirs, or with one deleted), SIGTERM of each node in turn,
+// ClickHouse slowed (a proxy) and killed. Then the oracle compares the
+// outcomes with the ids in ClickHouse, or with what consumers of a plain
+// queue received.
 //
 // Each scenario has a short form, run by make test (a few faults, seconds
 // long, in parallel with the other tests), and the acceptance's full form
@@ -176,7 +178,13 @@ func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 // node holds the value.
 func (r *faultRig) setSettings(s faults.QueueSettings) {
 	r.t.Helper()
-	key, val := faults.SettingsKey(r.queue), s.JSON()
+	r.setSettingsOf(r.queue, s)
+}
+
+// setSettingsOf is setSettings for the queue called name.
+func (r *faultRig) setSettingsOf(name string, s faults.QueueSettings) {
+	r.t.Helper()
+	key, val := faults.SettingsKey(name), s.JSON()
 	ctx, cancel := rpcCtx()
 	_, err := r.clis[0].Put(ctx, key, val)
 	cancel()
@@ -322,9 +330,14 @@ func (r *faultRig) alive() []int {
 
 // record reads the dispatcher record on node i.
 func (r *faultRig) record(i int) (queueRecord, error) {
+	return r.recordOf(i, r.queue)
+}
+
+// recordOf is record for the queue called name.
+func (r *faultRig) recordOf(i int, name string) (queueRecord, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := r.clis[i].Get(ctx, "/q/"+r.queue)
+	resp, err := r.clis[i].Get(ctx, "/q/"+name)
 	if err != nil {
 		return queueRecord{}, fmt.Errorf("%s: %w", r.nodes[i].Name, err)
 	}
@@ -412,14 +425,19 @@ func (r *faultRig) depth(i int) (dispatch.QueueStatus, error) {
 // holds returns what node i's /status shows of the queue, and the rows it
 // keeps as another member's backup.
 func (r *faultRig) holds(i int) (dispatch.QueueStatus, int, error) {
+	return r.holdsOf(i, r.queue)
+}
+
+// holdsOf is holds for the queue called name.
+func (r *faultRig) holdsOf(i int, name string) (dispatch.QueueStatus, int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), statusTimeout)
 	defer cancel()
 	st, err := nodeprobe.Status(ctx, nil, r.nodes[i].MetricsAddr)
 	if err != nil {
 		return dispatch.QueueStatus{}, 0, err
 	}
-	q, _ := nodeprobe.Queue(st, r.queue)
-	backup, _ := nodeprobe.Backup(st, r.queue)
+	q, _ := nodeprobe.Queue(st, name)
+	backup, _ := nodeprobe.Backup(st, name)
 	return q, backup, nil
 }
 
@@ -457,9 +475,16 @@ func (r *faultRig) settle(log faults.Log) (faults.Verdict, time.Duration, int) {
 	}
 	drainErr := empty(false)
 	acked := log.AckedIDs()
+	if drainErr != nil {
+		// The wait used the whole bound: count once more on a context
+		// of its own, so the test reports the queue, not ClickHouse.
+		var qcancel context.CancelFunc
+		ctx, qcancel = context.WithTimeout(context.Background(), faultQuiet+10*time.Second)
+		defer qcancel()
+	}
 	found, err := faults.WaitIDs(ctx, r.ch.URL(), r.table, acked, faultQuiet, faultPoll)
 	if err != nil {
-		r.t.Fatal(err)
+		r.t.Fatal(errors.Join(drainErr, err))
 	}
 	drain := time.Since(start)
 	backups := r.backupRows()

@@ -74,12 +74,15 @@ func quoteString(s string) string {
 // no count could be read at all.
 func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, poll time.Duration) (map[uint64]int, error) {
 	var last map[uint64]int
-	var lastErr error
+	var firstErr, lastErr error
 	var stableSince time.Time
 	for {
 		found, err := CountIDs(ctx, chURL, table)
 		switch {
 		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
 			lastErr = err
 		case last != nil && maps.Equal(found, last):
 			if time.Since(stableSince) >= quiet {
@@ -94,7 +97,7 @@ func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, pol
 		select {
 		case <-ctx.Done():
 			if last == nil {
-				return nil, fmt.Errorf("faults: ids of %s: %w (last error: %v)", table, ctx.Err(), lastErr)
+				return nil, fmt.Errorf("faults: ids of %s: %w (first error: %v; last error: %v)", table, ctx.Err(), firstErr, lastErr)
 			}
 			return last, nil
 		case <-time.After(poll):

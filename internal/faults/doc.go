@@ -1,7 +1,9 @@
 // Package faults is the tooling of chute's fault tests: a
 // producer workload that records the outcome of every put (workload.go,
-// outcome.go), an oracle that compares those outcomes with the rows
-// ClickHouse holds (oracle.go, clickhouse.go), a writer of the figures in
+// outcome.go), consumers of a plain queue that acknowledge and record
+// every delivery (consumer.go), an oracle that compares those outcomes
+// with the rows ClickHouse holds or the consumers received (oracle.go,
+// clickhouse.go), a writer of the figures in
 // docs/reliability.md (report.go), a TCP proxy that slows, hangs or
 // refuses ClickHouse and records the connections it forwarded
 // (proxy.go), network namespaces on a bridge that cut one node off from
@@ -34,6 +36,12 @@
 //	               ResourceExhausted) whose row landed: always a bug
 //	unknown        ids in the table that no put carried
 //
+// For a plain queue JudgeReceipts does the same with what the consumers
+// received: an id counts as landed once it was delivered and a node
+// answered OK to its acknowledgement (deleted or not: a dispatcher takes
+// an acknowledgement of a message it has not recovered yet for when it
+// comes), and its deliveries beyond the first are extra copies.
+//
 // Verdict.Check(maxLost, maxDuplicates) fails on more lost ids or extra
 // copies than allowed, and on any refused-landed or unknown id. The oracle
 // only knows what it is shown: rows still on their way count as lost, so
@@ -65,7 +73,8 @@
 // # Concurrency
 //
 // A Workload's methods may be called from any goroutine; its producers are
-// goroutines it owns, ended by Stop or its bounds. A Proxy's methods may
+// goroutines it owns, ended by Stop or its bounds. So are a Consumer's
+// methods and its watches and acknowledgers. A Proxy's methods may
 // be called from any goroutine; Close ends every goroutine it started.
 // WriteReport serializes writers of this process with one mutex and
 // replaces the file atomically (rename); two processes writing one report

@@ -80,6 +80,12 @@ func Judge(log Log, found map[uint64]int) Verdict {
 	return v
 }
 
+// JudgeReceipts is Judge for a plain queue: an acknowledged put is
+// satisfied once a consumer received its message and a node answered OK
+// to its acknowledgement, and the deliveries of an id beyond the first
+// are its extra copies (Receipts.Found).
+func JudgeReceipts(log Log, r Receipts) Verdict { return Judge(log, r.Found()) }
+
 // Check fails when more than maxLost acknowledged ids are lost, more than
 // maxDuplicates extra copies landed, or any refused put landed or unknown
 // id appeared. A negative bound is no bound.

@@ -14,7 +14,8 @@ import (
 //
 // The candidates are the alive members with a server id and expect as
 // their bootstrap expect. None of the alive members may have raft state
-// (a cluster exists: its leader adds us) or a different expect (an
+// (a cluster exists: its leader adds us), be still opening its raft
+// stores (PendingTags: it may have state) or have a different expect (an
 // operator's mistake to fix). Once there are at least expect candidates,
 // the configuration is the expect lowest server ids, the first voters of
 // them voters and the rest non-voters, and only members in it bootstrap.
@@ -24,7 +25,13 @@ func bootstrapConfiguration(self raft.ServerID, expect, voters int, members []Me
 	var candidates []raft.Server
 	for _, m := range members {
 		id := m.ServerID()
-		if m.Status != StatusAlive || id == "" {
+		if m.Status != StatusAlive {
+			continue
+		}
+		if m.pending() {
+			return raft.Configuration{}, fmt.Sprintf("member at %s has not opened its raft stores yet", m.Addr)
+		}
+		if id == "" {
 			continue
 		}
 		if m.hasState() && id != self {

@@ -48,7 +48,10 @@
 // A node without raft state bootstraps when all of these hold: its seeds
 // have answered (MemberSource.Joined: a node with seeds never bootstraps
 // alone); no alive member has raft state (otherwise a cluster exists and
-// its leader adds this node); every alive member with a server id has
+// its leader adds this node) or is still opening its raft stores
+// (PendingTags, which a member publishes from its first gossip until its
+// Node's tags replace them: it may have state, and a member whose data
+// dir is gone, started with the others, must not bootstrap alone); every alive member with a server id has
 // the same expect; and there are at least BootstrapExpect of them. The
 // configuration is the BootstrapExpect lowest server ids (the first
 // Voters voters, the rest non-voters), and only a node in it bootstraps:

@@ -31,6 +31,18 @@ const (
 	TagExpect = "expect"
 )
 
+// statePending is TagState while the member's raft stores are not open
+// yet (PendingTags): whether it has raft state is not known.
+const statePending = "?"
+
+// PendingTags are the tags a member publishes from its first gossip until
+// its Node is made and its own Tags replace them: TagState "not known
+// yet". No member bootstraps while an alive member shows them, since
+// that member may have raft state: a member whose data dir is gone,
+// started together with the others, would otherwise see them alive
+// before their tags say so and bootstrap a cluster of its own.
+func PendingTags() map[string]string { return map[string]string{TagState: statePending} }
+
 // Member is one member as the membership layer knows it. Tags is the
 // caller's until handed over; the Node only reads it.
 type Member struct {
@@ -47,6 +59,10 @@ func (m Member) ServerID() raft.ServerID { return raft.ServerID(m.Tags[TagServer
 
 // hasState reports whether the member says it has raft state.
 func (m Member) hasState() bool { return m.Tags[TagState] == "1" }
+
+// pending reports whether the member has not told yet whether it has
+// raft state (PendingTags).
+func (m Member) pending() bool { return m.Tags[TagState] == statePending }
 
 // expect returns the member's bootstrap expect, 0 when it has none.
 func (m Member) expect() int {

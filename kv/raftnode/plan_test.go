@@ -28,6 +28,10 @@ func TestBootstrapConfiguration(t *testing.T) {
 		{"a member has state", "a", []Member{alive("a"), alive("b"), alive("c"), member3("z", StatusAlive, true, 3)}, nil},
 		{"another expect", "a", []Member{alive("a"), alive("b"), member3("c", StatusAlive, false, 5)}, nil},
 		{"no raft tags", "a", []Member{alive("a"), alive("b"), alive("c"), {Addr: "x:1", Status: StatusAlive}}, []raft.ServerID{"a", "b", "c"}},
+		// A member seen before it opened its raft stores may have state:
+		// its wiped peer, started at the same time, must wait for its tags.
+		{"a member still opening its raft", "a", []Member{alive("a"), alive("b"), alive("c"), {Addr: "x:1", Status: StatusAlive, Tags: PendingTags()}}, nil},
+		{"a failed member still opening its raft", "a", []Member{alive("a"), alive("b"), alive("c"), {Addr: "x:1", Status: StatusFailed, Tags: PendingTags()}}, []raft.ServerID{"a", "b", "c"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +54,22 @@ func TestBootstrapConfiguration(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBootstrapConfiguration_waitsForPendingPeer: with the default
+// expect of 1, a member whose data dir is gone, started together with
+// the others, sees a peer alive before the peer's tags tell it has raft
+// state: it must wait for them rather than bootstrap a cluster of its own.
+func TestBootstrapConfiguration_waitsForPendingPeer(t *testing.T) {
+	self := member3("a", StatusAlive, false, 1)
+	peer := Member{Addr: "b:1", Status: StatusAlive, Tags: PendingTags()}
+	if cfg, why := bootstrapConfiguration("a", 1, 3, []Member{self, peer}); why == "" {
+		t.Fatalf("a peer still opening its raft: got a bootstrap of %v, want none", cfg.Servers)
+	}
+	peer = member3("b", StatusAlive, true, 1) // its tags arrived: it has state
+	if cfg, why := bootstrapConfiguration("a", 1, 3, []Member{self, peer}); why == "" {
+		t.Fatalf("a peer with raft state: got a bootstrap of %v, want none", cfg.Servers)
 	}
 }
 
