@@ -37,7 +37,7 @@ type putWaiter struct {
 
 // settledLocked notes that message seq left the queue. The caller holds mu.
 func (q *queue) settledLocked(seq uint64) {
-	if q.backupMember.Load() != 0 {
+	if q.copying || q.backupMember.Load() != 0 {
 		q.released = append(q.released, seq)
 	}
 	w, ok := q.waiters[seq]
@@ -223,12 +223,15 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 	}
 	if want != 0 {
 		if err := m.copyTo(ctx, q, want); err != nil {
+			q.endCopy()
 			m.passOver(q, want, err)
 			return 0, err
 		}
 		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", gossip.ID(want))
 	}
 	q.backupMember.Store(want)
+	// The numbers kept during the copy go to want with the next frame.
+	q.endCopy()
 	if old != 0 { // its copies are stale now; dropping them is best effort
 		m.postReset(q.name, old)
 	}
@@ -238,7 +241,9 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 // copyTo sends member a full copy of the queue: RESET, then BACKUP frames.
 // The caller holds q.backupMu, so no put sends a copy meanwhile; a put
 // that queued a message after the snapshot sends it again, which the
-// backup keeps once.
+// backup keeps once. What leaves the queue after the snapshot is noted
+// in q.released, backup or not (q.copying), until the caller calls
+// endCopy.
 func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	q.mu.Lock()
 	all := make([]incoming, 0, q.msgs.len())
@@ -246,6 +251,7 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: seq})
 	}
 	q.released = nil
+	q.copying = true
 	q.mu.Unlock()
 	f, err := m.forwarderFor(member)
 	if err != nil {
@@ -268,6 +274,14 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 		i = j
 	}
 	return nil
+}
+
+// endCopy ends what copyTo began: from now on numbers go to released
+// only while the queue has a backup.
+func (q *queue) endCopy() {
+	q.mu.Lock()
+	q.copying = false
+	q.mu.Unlock()
 }
 
 // postReset tells member to drop the copies it keeps of a queue for this

@@ -130,6 +130,10 @@ type queue struct {
 
 	waiters  map[uint64]*putWaiter // by seq: puts waiting for their rows (ack=inserted)
 	released []uint64              // seqs left since the backup was last told
+	// copying is set while a new backup gets its full copy (copyTo):
+	// what leaves the queue meanwhile may be in the copy, so its number
+	// goes to released even while there is no backup yet.
+	copying bool
 
 	// backupMu orders full copies to a new backup before the copies of
 	// later puts; backupMember is the member holding a full copy, 0 none.
