@@ -282,7 +282,8 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 // copyTo sends member a full copy of the queue: RESET, then BACKUP frames.
 // The caller holds q.backupMu, so no put sends a copy meanwhile; a put
 // that queued a message after the snapshot sends it again, which the
-// backup keeps once.
+// backup keeps once. What leaves the queue after the snapshot is noted
+// in q.released (settledLocked), backup or not.
 func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	q.mu.Lock()
 	all := make([]incoming, 0, q.msgs.len())

@@ -166,6 +166,59 @@ func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
 	}
 }
 
+// TestAck_releaseDuringFullCopy checks that a message acknowledged while
+// the dispatcher gives its first backup a full copy of the queue is
+// released on that backup as well: the copy was taken before the
+// acknowledgement, and without the release the backup would keep it for
+// as long as the dispatcher keeps the queue.
+func TestAck_releaseDuringFullCopy(t *testing.T) {
+	cl := newCluster(t)
+	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs the rounds
+	a, b := cl.start("a", byTest), cl.start("b", byTest)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	const n = 10
+	putJobs(t, ctx, a, n) // ack=queued: no backup yet
+	evs := collectN(t, a.cli.Watch(ctx, "/q/jobs/c/x"), n, 10*time.Second)
+	replicateJobs(t, ctx, a, b)
+	// b applies the copy's first frame only once the test lets it.
+	b.mgr.backupMu.Lock()
+	locked := true
+	defer func() {
+		if locked {
+			b.mgr.backupMu.Unlock()
+		}
+	}()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		a.mgr.reconcile() // ack=replicated applies: a gives b a full copy
+	}()
+	waitUntil(t, 5*time.Second, "the full copy on its way to b", func() bool { return a.mgr.waitingOn(b.id) > 0 })
+	if r, err := a.cli.Delete(ctx, string(evs[0].Kv.Key)); err != nil || r.Deleted != 1 {
+		t.Fatalf("ack %s: %v, %v", evs[0].Kv.Key, r, err)
+	}
+	b.mgr.backupMu.Unlock()
+	locked = false
+	<-copied
+	a.mgr.reconcile() // sends the releases
+	backupRows := func() int {
+		for _, s := range b.mgr.Status().Backups {
+			if s.Queue == "jobs" {
+				return s.Rows
+			}
+		}
+		return 0
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for backupRows() != n-1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := backupRows(); got != n-1 {
+		t.Fatalf("b keeps %d copies of jobs, want the %d a still holds", got, n-1)
+	}
+}
+
 // TestHandoff_beforeLeaving checks that a dispatcher leaving hands its
 // queue to another member: the record moves, the messages follow, and a
 // consumer there gets every one.
@@ -400,11 +453,13 @@ func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
 	}
 }
 
-// TestAck_releaseDuringFullCopy: a message acknowledged while a
-// dispatcher without a backup sends its first backup the full copy
-// (taken before the acknowledgement) must be released on that backup
-// once it is the backup, or the backup keeps the copy for good.
-func TestAck_releaseDuringFullCopy(t *testing.T) {
+// TestAck_releaseBetweenCopyAndBackup: a message acknowledged between
+// the full copy a dispatcher without a backup sends (taken before the
+// acknowledgement) and its recording the backup must be released on
+// that backup, or the backup keeps the copy for good. ensureBackup's
+// steps are run one by one; TestAck_releaseDuringFullCopy holds the
+// copy on its way instead.
+func TestAck_releaseBetweenCopyAndBackup(t *testing.T) {
 	cl := newCluster(t)
 	a, b := cl.start("a", nil), cl.start("b", nil)
 	connect(a, b)

@@ -172,8 +172,38 @@ type seat struct {
 	srv *kv.Server
 	id  uint64
 
-	mu sync.Mutex   // guards c
-	c  kv.Consensus // the last Join's; out of the log once left
+	mu      sync.Mutex   // guards c and delayed
+	c       kv.Consensus // the last Join's; out of the log once left
+	delayed *delay       // proposals held back; nil: none
+}
+
+// delay holds back the proposals that match, as a slow commit would,
+// until open is closed or the proposal's context ends.
+type delay struct {
+	match   func(cmd []byte) bool
+	blocked chan struct{} // a token each time a proposal starts waiting
+	open    chan struct{}
+}
+
+// delay makes the member's proposals that match wait until release is
+// called (the test's cleanup calls it too) or their context ends, and
+// returns a channel that gets a token whenever one starts waiting.
+func (s *seat) delay(t *testing.T, match func(cmd []byte) bool) (blocked <-chan struct{}, release func()) {
+	d := &delay{match: match, blocked: make(chan struct{}, 1), open: make(chan struct{})}
+	s.mu.Lock()
+	s.delayed = d
+	s.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.delayed = nil
+			s.mu.Unlock()
+			close(d.open)
+		})
+	}
+	t.Cleanup(release)
+	return d.blocked, release
 }
 
 // join takes srv into the log; first out of it, if it was in.
@@ -199,6 +229,20 @@ func (s *seat) current() kv.Consensus {
 }
 
 func (s *seat) Propose(ctx context.Context, cmd []byte) error {
+	s.mu.Lock()
+	d := s.delayed
+	s.mu.Unlock()
+	if d != nil && d.match(cmd) {
+		select {
+		case d.blocked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-d.open:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	return s.current().Propose(ctx, cmd)
 }
 

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -87,6 +88,60 @@ func TestCluster_concurrentFirstPuts(t *testing.T) {
 	if len(tails) != 100 {
 		t.Fatalf("got %d messages, want 100", len(tails))
 	}
+}
+
+// TestCluster_consumerWhileClaiming checks a consumer whose member is
+// still claiming its queue (a slow commit) when the reconcile loop runs:
+// the loop leaves it alone, rather than bind it to the old dispatcher,
+// whose deliveries would come back once the claim lands and the old
+// dispatcher hands its messages over. Every message reaches the consumer
+// once, and every acknowledgement removes one.
+func TestCluster_consumerWhileClaiming(t *testing.T) {
+	cl := newCluster(t)
+	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs the rounds
+	a, b := cl.start("a", byTest), cl.start("b", byTest)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	const n = 20
+	putJobs(t, ctx, a, n) // a claims jobs at epoch 1
+	claim := fmt.Appendf(nil, "%d;epoch=", b.id)
+	blocked, release := b.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, claim) })
+	wc := b.cli.Watch(ctx, "/q/jobs/c/x")
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("b's consumer did not claim jobs")
+	}
+	b.mgr.reconcile() // a round of b's loop while the claim is on its way
+	// Well within the claim's own deadline (recordWriteTimeout).
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if q, ok := queueOn(a, "jobs"); ok && q.Unacked == n {
+			t.Errorf("while b claimed jobs, a delivered %d messages to b's consumer", q.Unacked)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	waitUntil(t, 5*time.Second, "b's claim on a", func() bool {
+		rec, _ := ParseRecord(recordOn(a, "jobs"))
+		return rec.Member == b.id && rec.Epoch == 2
+	})
+	waitUntil(t, 5*time.Second, "no consumer left on a", func() bool {
+		q, _ := queueOn(a, "jobs")
+		return q.Consumers == 0
+	})
+	a.mgr.reconcile() // a hands its messages to b
+	if q, _ := queueOn(a, "jobs"); q.Rows != 0 || q.Held != 0 {
+		t.Fatalf("jobs on a after the handover: %+v, want nothing", q)
+	}
+	// Delivered after every message b holds: read up to it, a second
+	// delivery of any of them is read too.
+	if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/%02d", n), "v"); err != nil {
+		t.Fatal(err)
+	}
+	tails := consumeAll(t, ctx, wc, b.cli, n+1, 10*time.Second)
+	checkProducerOrder(t, prefixed(tails), 1, n+1)
 }
 
 // TestCluster_dispatcherDies checks, in-process, a dispatcher that stops

@@ -164,3 +164,17 @@ func TestForwarder_wait_deadline(t *testing.T) {
 		t.Fatalf("%d calls still pending, want 0", left)
 	}
 }
+
+// waitingOn returns how many calls on the forward stream to member wait
+// for their answer.
+func (m *Manager) waitingOn(member uint64) int {
+	m.mu.Lock()
+	f := m.forwarders[member]
+	m.mu.Unlock()
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.pending)
+}

@@ -724,10 +724,15 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 	}
 	lc := &localConsumer{m: m, queue: k.Queue, c: &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}}
 	m.putConsumer(k)
+	// Claimed before the reconcile loop sees the consumer: while the claim
+	// is being committed, the loop would bind it to the dispatcher it
+	// replaces, and what that one delivered to it would be delivered again
+	// once it handed its messages over.
+	rec := m.dispatcherOf(context.Background(), k.Queue, claimAsConsumer)
 	m.mu.Lock()
 	m.locals[lc] = struct{}{}
 	m.mu.Unlock()
-	m.bind(lc, m.dispatcherOf(context.Background(), k.Queue, claimAsConsumer))
+	m.bind(lc, rec)
 	var once sync.Once
 	return func() {
 		once.Do(func() {

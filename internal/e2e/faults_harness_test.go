@@ -44,8 +44,12 @@ import (
 // every test logs its seed.
 
 // Bounds of the fault tests' waits. Each is polled, never slept through.
+// settle's waits have a bound each, so that a slow one leaves the next
+// its whole time.
 const (
 	faultSettleTimeout = 120 * time.Second // the backlog to reach ClickHouse after the last fault (ClickHouse's retry backoff reaches 30 s)
+	faultBackupTimeout = 90 * time.Second  // backup copies to go once the queue drained (a stale backup is dropped after a minute)
+	faultCountTimeout  = 30 * time.Second  // ClickHouse to show the acknowledged ids, faultQuiet included
 	faultQuiet         = 2 * time.Second   // a table unchanged this long holds all it will
 	faultPoll          = 50 * time.Millisecond
 	faultPutTimeout    = 5 * time.Second // one put of a producer
@@ -449,56 +453,28 @@ func (r *faultRig) holdsOf(i int, name string) (dispatch.QueueStatus, int, error
 // minute), counts the ids again, in case the copies were inserted, and
 // judges log. It returns the verdict, the drain and the largest insert
 // (rows of one batch) ClickHouse saw. A queue that does not drain fails
-// the test, after the judgement is logged.
+// the test, after the judgement is logged. Each wait has its own bound:
+// a drain that takes all of its time still leaves the count in
+// ClickHouse its own.
 func (r *faultRig) settle(log faults.Log) (faults.Verdict, time.Duration, int) {
 	r.t.Helper()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), faultSettleTimeout)
-	defer cancel()
-	empty := func(withBackups bool) error {
-		var errs error
-		for _, i := range r.alive() {
-			for {
-				q, backup, err := r.holds(i)
-				if err == nil && q.Rows == 0 && q.Held == 0 && q.Bytes == 0 && (!withBackups || backup == 0) {
-					break
-				}
-				if ctx.Err() != nil {
-					errs = errors.Join(errs, fmt.Errorf("%s: queue %s not drained within %v: %+v, %d backup rows, %v",
-						r.nodes[i].Name, r.queue, faultSettleTimeout, q, backup, err))
-					break
-				}
-				time.Sleep(faultPoll)
-			}
-		}
-		return errs
-	}
-	drainErr := empty(false)
+	drainErr := r.waitEmpty(false, faultSettleTimeout)
 	acked := log.AckedIDs()
-	if drainErr != nil {
-		// The wait used the whole bound: count once more on a context
-		// of its own, so the test reports the queue, not ClickHouse.
-		var qcancel context.CancelFunc
-		ctx, qcancel = context.WithTimeout(context.Background(), faultQuiet+10*time.Second)
-		defer qcancel()
-	}
-	found, err := faults.WaitIDs(ctx, r.ch.URL(), r.table, acked, faultQuiet, faultPoll)
-	if err != nil {
-		r.t.Fatal(errors.Join(drainErr, err))
-	}
+	found := r.countIDs(acked, drainErr)
 	drain := time.Since(start)
-	backups := r.backupRows()
-	if backups > 0 {
-		drainErr = errors.Join(drainErr, empty(true))
-		if found, err = faults.WaitIDs(ctx, r.ch.URL(), r.table, acked, faultQuiet, faultPoll); err != nil {
-			r.t.Fatal(err)
-		}
+	if backups := r.backupRows(); backups > 0 {
+		drainErr = errors.Join(drainErr, r.waitEmpty(true, faultBackupTimeout))
+		found = r.countIDs(acked, drainErr)
 		r.logf("%d backup copies were kept when the queue had drained; all gone %v later", backups, (time.Since(start) - drain).Round(time.Millisecond))
 	}
 	qctx, qcancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer qcancel()
 	batch, err := faults.MaxInsertRows(qctx, r.ch.URL(), "default", faultTable)
 	if err != nil {
+		if drainErr != nil {
+			r.t.Error(drainErr)
+		}
 		r.t.Fatal(err)
 	}
 	v := faults.Judge(log, found)
@@ -513,6 +489,50 @@ func (r *faultRig) settle(log faults.Log) (faults.Verdict, time.Duration, int) {
 		r.t.Error(drainErr)
 	}
 	return v, drain, batch
+}
+
+// waitEmpty polls every alive node's /status until it holds no rows of
+// the queue, and, withBackups, no backup copies either, for at most
+// timeout; it returns what did not empty.
+func (r *faultRig) waitEmpty(withBackups bool, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var errs error
+	for _, i := range r.alive() {
+		for {
+			q, backup, err := r.holds(i)
+			if err == nil && q.Rows == 0 && q.Held == 0 && q.Bytes == 0 && (!withBackups || backup == 0) {
+				break
+			}
+			if time.Now().After(deadline) {
+				what := "queue %s not drained"
+				if withBackups {
+					what = "backup copies of %s not gone"
+				}
+				errs = errors.Join(errs, fmt.Errorf("%s: "+what+" within %v: %+v, %d backup rows, %v",
+					r.nodes[i].Name, r.queue, timeout, q, backup, err))
+				break
+			}
+			time.Sleep(faultPoll)
+		}
+	}
+	return errs
+}
+
+// countIDs returns the acknowledged ids ClickHouse holds, waiting for them
+// (faults.WaitIDs) at most faultCountTimeout. When no count could be read
+// it fails the test, after drainErr, which may say why.
+func (r *faultRig) countIDs(acked []uint64, drainErr error) map[uint64]int {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), faultCountTimeout)
+	defer cancel()
+	found, err := faults.WaitIDs(ctx, r.ch.URL(), r.table, acked, faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
+	if err != nil {
+		if drainErr != nil {
+			r.t.Error(drainErr)
+		}
+		r.t.Fatal(err)
+	}
+	return found
 }
 
 // backupRows sums the backup copies of the queue the alive nodes keep.

@@ -330,7 +330,7 @@ func TestPartition_minority(t *testing.T) {
 
 	sctx, scancel := context.WithTimeout(context.Background(), partitionSettle)
 	defer scancel()
-	found, err := faults.WaitIDs(sctx, ch.URL(), "default."+table, log.AckedIDs(), faultQuiet, faultPoll)
+	found, err := faults.WaitIDs(sctx, ch.URL(), "default."+table, log.AckedIDs(), faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
 	if err != nil {
 		t.Fatal(err)
 	}

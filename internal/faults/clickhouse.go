@@ -68,16 +68,42 @@ func quoteString(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s)
 }
 
-// WaitIDs polls CountIDs every poll until the table holds every id of
-// want, or holds the same rows for quiet (the rest is not coming), or ctx
-// ends; it returns the last count it read. It returns an error only when
-// no count could be read at all.
-func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, poll time.Duration) (map[uint64]int, error) {
+// WaitConfig is how WaitIDs polls a table.
+type WaitConfig struct {
+	// Quiet is how long the table's ids and counts must stay the same
+	// for WaitIDs to take them as all that is coming.
+	Quiet time.Duration
+	// Poll is the pause between two counts.
+	Poll time.Duration
+	// CountTimeout bounds one count. A query that gets no answer in
+	// time (a server stalled on a loaded machine, a connection nobody
+	// answers) is given up and asked again at the next poll, so one
+	// lost query cannot hold the whole wait. Zero: defaultCountTimeout.
+	CountTimeout time.Duration
+}
+
+// defaultCountTimeout is WaitConfig.CountTimeout's zero value: a GROUP BY
+// over a few thousand rows takes milliseconds on an idle machine and has
+// taken seconds on a loaded one.
+const defaultCountTimeout = 10 * time.Second
+
+// WaitIDs polls CountIDs every cfg.Poll until the table holds every id
+// of want, or holds the same rows for cfg.Quiet (the rest is not
+// coming), or ctx ends; it returns the last count it read. It returns an
+// error only when no count could be read at all: then it says how many
+// were tried and the last error.
+func WaitIDs(ctx context.Context, chURL, table string, want []uint64, cfg WaitConfig) (map[uint64]int, error) {
+	countTimeout := cfg.CountTimeout
+	if countTimeout <= 0 {
+		countTimeout = defaultCountTimeout
+	}
 	var last map[uint64]int
 	var firstErr, lastErr error
 	var stableSince time.Time
-	for {
-		found, err := CountIDs(ctx, chURL, table)
+	for tries := 1; ; tries++ {
+		cctx, cancel := context.WithTimeout(ctx, countTimeout)
+		found, err := CountIDs(cctx, chURL, table)
+		cancel()
 		switch {
 		case err != nil:
 			if firstErr == nil {
@@ -85,7 +111,7 @@ func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, pol
 			}
 			lastErr = err
 		case last != nil && maps.Equal(found, last):
-			if time.Since(stableSince) >= quiet {
+			if time.Since(stableSince) >= cfg.Quiet {
 				return found, nil
 			}
 		default:
@@ -97,10 +123,11 @@ func WaitIDs(ctx context.Context, chURL, table string, want []uint64, quiet, pol
 		select {
 		case <-ctx.Done():
 			if last == nil {
-				return nil, fmt.Errorf("faults: ids of %s: %w (first error: %v; last error: %v)", table, ctx.Err(), firstErr, lastErr)
+				return nil, fmt.Errorf("faults: ids of %s: %w: none of %d counts answered (each given %v); the first error: %v; the last: %v",
+					table, ctx.Err(), tries, countTimeout, firstErr, lastErr)
 			}
 			return last, nil
-		case <-time.After(poll):
+		case <-time.After(cfg.Poll):
 		}
 	}
 }

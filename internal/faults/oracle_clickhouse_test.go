@@ -159,13 +159,13 @@ func TestWaitIDs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
-	found, err := WaitIDs(ctx, ch.URL(), oracleTable, log.AckedIDs(), time.Hour, 10*time.Millisecond)
+	found, err := WaitIDs(ctx, ch.URL(), oracleTable, log.AckedIDs(), WaitConfig{Quiet: time.Hour, Poll: 10 * time.Millisecond})
 	if err != nil || len(found) != 120 {
 		t.Fatalf("WaitIDs of rows all there: got %d ids, %v", len(found), err)
 	}
 	// One id that never comes: WaitIDs returns once the table is quiet.
 	missing := append(log.AckedIDs(), ID(99, 1))
-	found, err = WaitIDs(ctx, ch.URL(), oracleTable, missing, 300*time.Millisecond, 10*time.Millisecond)
+	found, err = WaitIDs(ctx, ch.URL(), oracleTable, missing, WaitConfig{Quiet: 300 * time.Millisecond, Poll: 10 * time.Millisecond})
 	if err != nil || len(found) != 120 {
 		t.Errorf("WaitIDs with an id missing: got %d ids, %v", len(found), err)
 	}
@@ -174,7 +174,7 @@ func TestWaitIDs(t *testing.T) {
 	}
 	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancelShort()
-	if _, err := WaitIDs(short, "http://127.0.0.1:1", oracleTable, missing, time.Hour, 10*time.Millisecond); err == nil {
+	if _, err := WaitIDs(short, "http://127.0.0.1:1", oracleTable, missing, WaitConfig{Quiet: time.Hour, Poll: 10 * time.Millisecond}); err == nil {
 		t.Error("WaitIDs of a server nobody runs: got nil error")
 	}
 }
