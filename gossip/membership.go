@@ -200,12 +200,15 @@ func (d clusterMerge) NotifyMerge(members []*serf.Member) error {
 // Membership is this node's view of the cluster. Its methods are safe for
 // concurrent use.
 type Membership struct {
-	log    *slog.Logger
-	name   string
-	serf   *serf.Serf
-	events chan serf.Event   // serf -> eventLoop
-	seeds  []string          // Config.Join without our own address
-	own    map[string]string // chute's own tags; read-only after New
+	log  *slog.Logger
+	name string
+	serf *serf.Serf
+	// serfConf is serf's configuration, which serf keeps and reads;
+	// tests shorten its BroadcastTimeout.
+	serfConf *serf.Config
+	events   chan serf.Event   // serf -> eventLoop
+	seeds    []string          // Config.Join without our own address
+	own      map[string]string // chute's own tags; read-only after New
 
 	joinBackoffMin, joinBackoffMax time.Duration
 
@@ -311,6 +314,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
 	m.own = cfg.tags()
+	m.serfConf = sc
 	if m.serf, err = serf.Create(sc); err != nil {
 		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
 	}
@@ -549,10 +553,20 @@ func (m *Membership) SetTags(extra map[string]string) error {
 		return fmt.Errorf("%w: about %d bytes, at most %d", ErrTagsTooLarge, n, memberlist.MetaMaxSize)
 	}
 	if err := m.serf.SetTags(tags); err != nil {
-		return fmt.Errorf("gossip: set tags: %w", err)
+		if !strings.Contains(err.Error(), broadcastTimeout) {
+			return fmt.Errorf("gossip: set tags: %w", err)
+		}
+		// serf set the tags and queued their broadcast; it only gave up
+		// waiting for it to go out (a starved gossip loop on a loaded
+		// machine). Gossip and the next push/pull carry them.
+		m.log.Warn("tags set, their broadcast not out yet", "err", err)
 	}
 	return nil
 }
+
+// broadcastTimeout is memberlist's error when an update's broadcast has
+// not gone out within serf's BroadcastTimeout: the update is made.
+const broadcastTimeout = "timeout waiting for update broadcast"
 
 // Shutdown stops serf (its sockets close at once: without a prior Leave,
 // others detect a failure) and the membership's goroutines, waits for

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"chute/internal/testutil"
 )
@@ -61,5 +62,24 @@ func TestMembership_startTags(t *testing.T) {
 	testutil.EventuallyTrue(t, settle, "b to see a's start tags replaced", func() bool {
 		m, ok := b.Member(a.Local().ID)
 		return ok && m.Tags["raft"] == "1" && len(m.Tags) == 1
+	})
+}
+
+// TestMembership_SetTags_broadcastSlow: SetTags succeeds when serf gives
+// up waiting for the update's broadcast to go out (a starved gossip loop
+// on a loaded machine once made a restarted node exit so): the tags are
+// set and gossip carries them to the others.
+func TestMembership_SetTags_broadcastSlow(t *testing.T) {
+	a, b, _ := startTrio(t, 23, nil)
+	a.serfConf.BroadcastTimeout = time.Nanosecond // the broadcast cannot be out in time
+	if err := a.SetTags(map[string]string{"raft": "1"}); err != nil {
+		t.Fatalf("SetTags with a broadcast not out in time: %v, want nil", err)
+	}
+	if got := a.Local().Tags; got["raft"] != "1" {
+		t.Fatalf("a's own tags: %v, want raft=1", got)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a's tags", func() bool {
+		m, ok := b.Member(a.Local().ID)
+		return ok && m.Tags["raft"] == "1"
 	})
 }
