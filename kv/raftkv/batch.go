@@ -154,38 +154,29 @@ func resultError(r *peerpb.ProposeResult) error {
 	return fromStatus(status.Error(codes.Code(r.Code), r.Message))
 }
 
-// applyBatch applies cmds through this member's raft, in order, and
-// returns each one's result once raft answered all of them, or ctx's
-// end. One goroutine waits for the futures, in order.
+// applyBatch applies cmds through this member's raft, in order, in the
+// entries of its apply queue (pack.go), and returns each one's result
+// once raft answered all of them, or ctx's end.
 func (c *Consensus) applyBatch(ctx context.Context, cmds [][]byte) ([]*peerpb.ProposeResult, error) {
-	futures := make([]raft.ApplyFuture, len(cmds))
-	for i, cmd := range cmds {
-		futures[i] = c.raft.Apply(cmd, enqueueTimeout(ctx))
+	out, err := c.applies.apply(ctx, cmds)
+	if err != nil {
+		return nil, err
 	}
 	results := make([]*peerpb.ProposeResult, len(cmds))
-	done := make(chan struct{})
-	wait := func() {
-		defer close(done)
-		for i, f := range futures {
-			r := &peerpb.ProposeResult{}
-			if err := fromRaft(f.Error()); err != nil {
-				st := status.Convert(toStatus(err))
+	for i, ch := range out {
+		select {
+		case o := <-ch:
+			r := &peerpb.ProposeResult{Index: o.index}
+			if o.err != nil {
+				st := status.Convert(toStatus(o.err))
 				r.Code, r.Message = uint32(st.Code()), st.Message()
-			} else {
-				r.Index = f.Index()
 			}
 			results[i] = r
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-c.stop:
+			return nil, kv.ErrStopped
 		}
 	}
-	if !c.goAttach(wait) {
-		return nil, kv.ErrStopped
-	}
-	select {
-	case <-done:
-		return results, nil
-	case <-ctx.Done():
-		return nil, context.Cause(ctx)
-	case <-c.stop:
-		return nil, kv.ErrStopped
-	}
+	return results, nil
 }

@@ -55,6 +55,8 @@ type Consensus struct {
 	mu     sync.Mutex // guards closed and queues
 	closed bool
 	queues map[raft.ServerAddress]*proposeQueue // commands to forward, by leader
+
+	applies applyQueue // commands to apply through this member's raft
 }
 
 var _ kv.Consensus = (*Consensus)(nil)
@@ -83,6 +85,7 @@ func New(cfg Config) (*Consensus, error) {
 		conns:   peer.NewConns(cfg.DialOptions...),
 		queues:  make(map[raft.ServerAddress]*proposeQueue),
 	}
+	c.applies.c = c
 	c.life, c.endLife = context.WithCancelCause(context.Background())
 	c.obs = raft.NewObserver(c.obsCh, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.RaftState)
@@ -255,14 +258,22 @@ func (c *Consensus) callContext(ctx context.Context) (context.Context, context.C
 	return context.WithTimeoutCause(ctx, c.cfg.ApplyTimeout, kv.ErrTimeout)
 }
 
-// applyLocal applies cmd through this member's raft and returns its
-// index once applied.
+// applyLocal applies cmd through this member's raft, in the next entry
+// of its apply queue (pack.go), and returns the entry's index once
+// applied.
 func (c *Consensus) applyLocal(ctx context.Context, cmd []byte) (uint64, error) {
-	f := c.raft.Apply(cmd, enqueueTimeout(ctx))
-	if err := c.awaitFuture(ctx, f); err != nil {
+	out, err := c.applies.apply(ctx, [][]byte{cmd})
+	if err != nil {
 		return 0, err
 	}
-	return f.Index(), nil
+	select {
+	case o := <-out[0]:
+		return o.index, o.err
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	case <-c.stop:
+		return 0, kv.ErrStopped
+	}
 }
 
 // renewLocal renews a lease on the leader's StateMachine, once it holds
@@ -278,16 +289,6 @@ func (c *Consensus) renewLocal(ctx context.Context, id int64) (int64, error) {
 		}
 	}
 	return c.sm.RenewLease(id)
-}
-
-// enqueueTimeout is what remains of ctx, for raft's wait to take a
-// request; raft reads zero as no bound, so it is at least 1ms.
-func enqueueTimeout(ctx context.Context) time.Duration {
-	d, ok := ctx.Deadline()
-	if !ok {
-		return DefaultApplyTimeout
-	}
-	return max(time.Until(d), time.Millisecond)
 }
 
 // awaitFuture waits for raft's answer to f, or for ctx or Close. raft's

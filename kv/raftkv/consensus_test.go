@@ -239,6 +239,9 @@ func TestConsensus_Status(t *testing.T) {
 	if err := leader.c.Propose(testCtx(t), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
+	// A majority took the command; a follower on a loaded machine may
+	// hold nothing yet.
+	waitCmds(t, []string{"x"}, ms...)
 	for _, m := range ms {
 		st := m.c.Status()
 		if st.Leader != leader.member || st.IsLeader != (m == leader) {

@@ -30,6 +30,11 @@
 // leader at a time, each of at most maxBatchCommands commands and
 // maxBatchBytes; the leader applies them in order and answers each its
 // own result, mapped back as a whole call's error would be.
+// The leader packs what it applies, its own members' commands and the
+// forwarded ones, into shared log entries (pack.go): while
+// maxEntriesInFlight entries are on their way through raft, the
+// commands that arrive go together in the next one, which every member
+// applies command by command at the entry's index.
 // A try that finds the leader gone (raft's not-leader or transfer in
 // progress; a leader answering "not leader" or "stopped"; a connection
 // that fails with Unavailable) is tried again after a backoff, on

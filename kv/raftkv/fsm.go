@@ -45,12 +45,22 @@ func NewFSM(sm StateMachine) raft.FSM { return &fsm{sm: sm} }
 // fsm is NewFSM's raft.FSM.
 type fsm struct{ sm StateMachine }
 
-// Apply applies a command entry and records a configuration as applied;
-// raft hands an FSM no other kind.
+// Apply applies the commands of an entry, packed or not (pack.go), each
+// at the entry's index, and records a configuration as applied; raft
+// hands an FSM no other kind. The leader packs entries: one it damaged
+// applies the commands before the damage and then counts as applied,
+// the same on every member; the callers of the rest time out.
 func (f *fsm) Apply(l *raft.Log) any {
 	switch l.Type {
 	case raft.LogCommand:
-		f.sm.Apply(l.Index, l.Term, l.Data)
+		applied := false
+		_ = eachCommand(l.Data, func(cmd []byte) { // the damage is seen as callers timing out
+			f.sm.Apply(l.Index, l.Term, cmd)
+			applied = true
+		})
+		if !applied { // a damaged or empty packed entry
+			f.sm.Skip(l.Index, l.Term)
+		}
 	case raft.LogConfiguration:
 		f.sm.Skip(l.Index, l.Term)
 	}
