@@ -25,9 +25,9 @@ import (
 // InternalRaftRequest in protobuf, whose first byte is a field tag,
 // never zero, so no command is read as a packed entry.
 const (
-	packMarker         byte = 0x00
-	maxEntriesInFlight      = 4
-	maxEntryCommands        = 1024
+	packMarker         = byte(0x00)
+	maxEntriesInFlight = 4
+	maxEntryCommands   = 1024
 )
 
 // errBadPack: a packed entry whose framing is damaged.
