@@ -129,14 +129,7 @@ func TestAck_replicatedSurvivesDispatcherKill(t *testing.T) {
 	if want := a.mgr.backupCandidate(); want == c.id {
 		backup, other = c, b
 	}
-	backupRows := func() int {
-		for _, s := range backup.mgr.Status().Backups {
-			if s.Queue == "jobs" {
-				return s.Rows
-			}
-		}
-		return 0
-	}
+	backupRows := func() int { return backupRowsOf(backup, "jobs") }
 	if got := backupRows(); got != 30 {
 		t.Fatalf("backup %s holds %d copies right after the puts returned, want 30", backup.name, got)
 	}
@@ -202,14 +195,7 @@ func TestAck_releaseDuringFullCopy(t *testing.T) {
 	locked = false
 	<-copied
 	a.mgr.reconcile() // sends the releases
-	backupRows := func() int {
-		for _, s := range b.mgr.Status().Backups {
-			if s.Queue == "jobs" {
-				return s.Rows
-			}
-		}
-		return 0
-	}
+	backupRows := func() int { return backupRowsOf(b, "jobs") }
 	deadline := time.Now().Add(5 * time.Second)
 	for backupRows() != n-1 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
@@ -370,14 +356,7 @@ func TestAck_replicateSkipsMessagesGone(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	replicateJobs(t, ctx, a, b)
 	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
-	backupRows := func() int {
-		for _, s := range b.mgr.Status().Backups {
-			if s.Queue == "jobs" {
-				return s.Rows
-			}
-		}
-		return 0
-	}
+	backupRows := func() int { return backupRowsOf(b, "jobs") }
 	if got := backupRows(); got != 1 {
 		t.Fatalf("backup rows after one put: got %d, want 1", got)
 	}
@@ -466,14 +445,7 @@ func TestAck_releaseBetweenCopyAndBackup(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	replicateJobs(t, ctx, a, b)
 	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
-	backupRows := func() int {
-		for _, s := range b.mgr.Status().Backups {
-			if s.Queue == "jobs" {
-				return s.Rows
-			}
-		}
-		return 0
-	}
+	backupRows := func() int { return backupRowsOf(b, "jobs") }
 
 	// ensureBackup's steps, a message acknowledged in the middle.
 	q := a.mgr.queueFor("jobs")
@@ -560,4 +532,14 @@ func TestProduce_restartedProducerKeepsItsPuts(t *testing.T) {
 			t.Fatalf("after the restart: got %v, want run2-0..4", tails)
 		}
 	}
+}
+
+// backupRowsOf returns the rows n keeps as a backup of queue, 0 for none.
+func backupRowsOf(n *member, queue string) int {
+	for _, s := range n.mgr.Status().Backups {
+		if s.Queue == queue {
+			return s.Rows
+		}
+	}
+	return 0
 }
