@@ -90,10 +90,11 @@ func TestFaults_insertedKill(t *testing.T) {
 	report(t, f)
 }
 
-// TestFaults_queuedKill is acceptance 3, made stronger by the queue log
-// (issue 18): with the default ack=queued a put returns once the row is
-// on the dispatcher's disk, so kill -9 of the dispatcher, restarted on
-// its data dir, loses nothing; duplicates stay within one batch per kill.
+// TestFaults_queuedKill is scenario 3 of docs/reliability.md, as the
+// queue log makes it: with the default ack=queued a put returns once the
+// row is on the dispatcher's disk, so kill -9 of the dispatcher,
+// restarted on its data dir, loses nothing; duplicates stay within one
+// batch per kill.
 // The depth each dispatcher held before its kill is logged and reported:
 // what an in-memory queue would have lost.
 func TestFaults_queuedKill(t *testing.T) {

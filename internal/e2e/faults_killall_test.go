@@ -69,13 +69,14 @@ func (l killAllLoad) acked() (ch, plain, acks int) {
 	return ch, plain, l.consumer.Receipts().Count().Acked
 }
 
-// TestFaults_queuedKillAll is acceptance 7: with the default ack=queued
-// a put returns once its message is fsynced to the dispatcher's queue
-// log, so kill -9 of all three nodes at once, 10 times at random points
-// (3 in the short form), each time started again on the same data dirs,
-// loses no acknowledged row of the ClickHouse queue and no acknowledged
-// message of the plain queue. Extra copies: at most one batch per queue
-// per kill (the largest insert; what the consumers hold unacknowledged).
+// TestFaults_queuedKillAll is scenario 7 of docs/reliability.md: with
+// the default ack=queued a put returns once its message is fsynced to
+// the dispatcher's queue log, so kill -9 of all three nodes at once, 10
+// times at random points (3 in the short form), each time started again
+// on the same data dirs, loses no acknowledged row of the ClickHouse
+// queue and no acknowledged message of the plain queue. Extra copies: at
+// most one batch per queue per kill (the largest insert; what the
+// consumers hold unacknowledged).
 func TestFaults_queuedKillAll(t *testing.T) {
 	faultsParallel(t)
 	f := runKillAll(t, killAllOptions{ack: "queued"})
@@ -83,12 +84,13 @@ func TestFaults_queuedKillAll(t *testing.T) {
 	report(t, f)
 }
 
-// TestFaults_replicatedKillAllWipe is acceptance 8: with ack=replicated
-// a put returns once its message is fsynced on the dispatcher's disk and
-// its backup's, so kill -9 of all three nodes at once, with one node's
-// data dir deleted before the restart (in turn the dispatcher of the
-// ClickHouse queue and of the plain queue, as the records named them),
-// still loses nothing acknowledged: the other disk has it.
+// TestFaults_replicatedKillAllWipe is scenario 8 of docs/reliability.md:
+// with ack=replicated a put returns once its message is fsynced on the
+// dispatcher's disk and its backup's, so kill -9 of all three nodes at
+// once, with one node's data dir deleted before the restart (in turn the
+// dispatcher of the ClickHouse queue and of the plain queue, as the
+// records named them), still loses nothing acknowledged: the other disk
+// has it.
 func TestFaults_replicatedKillAllWipe(t *testing.T) {
 	faultsParallel(t)
 	f := runKillAll(t, killAllOptions{ack: "replicated", wipe: true})
