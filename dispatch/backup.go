@@ -157,15 +157,22 @@ func (m *Manager) backupStatus() []BackupStatus {
 	return out
 }
 
-// reconcileBackups takes over the queues of dispatchers that are gone and
-// drops copies nobody needs.
-func (m *Manager) reconcileBackups() {
+// backupKeys returns the keys of the copies kept now, for a caller that
+// works on them outside backupMu.
+func (m *Manager) backupKeys() []backupKey {
 	m.backupMu.Lock()
+	defer m.backupMu.Unlock()
 	keys := make([]backupKey, 0, len(m.backups))
 	for k := range m.backups {
 		keys = append(keys, k)
 	}
-	m.backupMu.Unlock()
+	return keys
+}
+
+// reconcileBackups takes over the queues of dispatchers that are gone and
+// drops copies nobody needs.
+func (m *Manager) reconcileBackups() {
+	keys := m.backupKeys()
 	sort.Slice(keys, func(i, j int) bool { return keys[i].queue < keys[j].queue })
 	for _, k := range keys {
 		boot := m.peerBoot(k.dispatcher)

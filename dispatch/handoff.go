@@ -48,13 +48,7 @@ func (m *Manager) Handoff(ctx context.Context) error {
 // back at this member's next start as copies of messages acknowledged
 // long before. Copies of a dispatcher that is gone stay.
 func (m *Manager) dropBackups() {
-	m.backupMu.Lock()
-	keys := make([]backupKey, 0, len(m.backups))
-	for k := range m.backups {
-		keys = append(keys, k)
-	}
-	m.backupMu.Unlock()
-	for _, k := range keys {
+	for _, k := range m.backupKeys() {
 		if !m.alive(k.dispatcher) { // asked outside backupMu, which is taken alone
 			continue
 		}
