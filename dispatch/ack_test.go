@@ -350,11 +350,7 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 // the backup would keep it for good and queue it again when the
 // dispatcher fails.
 func TestAck_replicateSkipsMessagesGone(t *testing.T) {
-	cl := newCluster(t)
-	a, b := cl.start("a", nil), cl.start("b", nil)
-	connect(a, b)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b)
+	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
 	backupRows := func() int { return backupRowsOf(b, "jobs") }
 	if got := backupRows(); got != 1 {
@@ -384,11 +380,7 @@ func TestAck_replicateSkipsMessagesGone(t *testing.T) {
 // alone: a put must fail rather than be acknowledged with no copy
 // anywhere but the dispatcher's disk.
 func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
-	cl := newCluster(t)
-	a, b := cl.start("a", nil), cl.start("b", nil)
-	connect(a, b)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b)
+	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
 	a.mgr.mu.Lock()
 	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
@@ -403,11 +395,7 @@ func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
 // client went away, or its deadline passed) while its copy is on the
 // way says nothing of the backup, which must stay the backup.
 func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
-	cl := newCluster(t)
-	a, b := cl.start("a", nil), cl.start("b", nil)
-	connect(a, b)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b)
+	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
 	q := a.mgr.queueFor("jobs")
 	if got := q.backupMember.Load(); got != b.id {
@@ -439,11 +427,7 @@ func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
 // steps are run one by one; TestAck_releaseDuringFullCopy holds the
 // copy on its way instead.
 func TestAck_releaseBetweenCopyAndBackup(t *testing.T) {
-	cl := newCluster(t)
-	a, b := cl.start("a", nil), cl.start("b", nil)
-	connect(a, b)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b)
+	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
 	backupRows := func() int { return backupRowsOf(b, "jobs") }
 
@@ -542,4 +526,16 @@ func backupRowsOf(n *member, queue string) int {
 		}
 	}
 	return 0
+}
+
+// replicatedPair starts members a and b, connected, with queue jobs set
+// to ack=replicated, and a context of 30 s for the test.
+func replicatedPair(t *testing.T) (a, b *member, ctx context.Context) {
+	t.Helper()
+	cl := newCluster(t)
+	a, b = cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx = testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	return a, b, ctx
 }
