@@ -13,18 +13,7 @@ func TestLog_Append_quota(t *testing.T) {
 	cfg, _ := testConfig(t)
 	cfg.QuotaBytes = 4 * cfg.SegmentBytes
 	l, _ := openLog(t, cfg, hooks{})
-	var seqs []uint64
-	var err error
-	for i := 0; i < 1000; i++ {
-		var seq uint64
-		if seq, err = l.Append(context.Background(), rec(i, 100)); err != nil {
-			break
-		}
-		seqs = append(seqs, seq)
-	}
-	if !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("appends past the quota: %v, want ErrNoSpace", err)
-	}
+	seqs := fillToQuota(t, l)
 	if s := l.Size(); s > cfg.QuotaBytes {
 		t.Errorf("size %d, above the quota %d", s, cfg.QuotaBytes)
 	}
@@ -82,18 +71,7 @@ func TestLog_Append_quotaBelowSegment(t *testing.T) {
 	cfg.SegmentBytes = 64 << 10
 	cfg.QuotaBytes = 16 << 10
 	l, _ := openLog(t, cfg, hooks{})
-	var seqs []uint64
-	var err error
-	for i := 0; i < 1000; i++ {
-		var seq uint64
-		if seq, err = l.Append(context.Background(), rec(i, 100)); err != nil {
-			break
-		}
-		seqs = append(seqs, seq)
-	}
-	if !errors.Is(err, ErrNoSpace) {
-		t.Fatalf("appends past the quota: %v, want ErrNoSpace", err)
-	}
+	seqs := fillToQuota(t, l)
 	if err := l.Release(seqs...); err != nil {
 		t.Fatal(err)
 	}
@@ -101,4 +79,23 @@ func TestLog_Append_quotaBelowSegment(t *testing.T) {
 		return l.Size() <= cfg.QuotaBytes/2
 	})
 	mustAppend(t, l, rec(5000, 100))
+}
+
+// fillToQuota appends records of 100 bytes until l refuses one, which
+// must be for the quota, and returns the numbers of those it took.
+func fillToQuota(t *testing.T, l *Log) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for i := 0; i < 1000; i++ {
+		seq, err := l.Append(context.Background(), rec(i, 100))
+		if err != nil {
+			if !errors.Is(err, ErrNoSpace) {
+				t.Fatalf("appends past the quota: %v, want ErrNoSpace", err)
+			}
+			return seqs
+		}
+		seqs = append(seqs, seq)
+	}
+	t.Fatal("appends past the quota: 1000 records taken, want ErrNoSpace")
+	return nil
 }
