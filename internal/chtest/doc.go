@@ -22,6 +22,20 @@
 // default user, which never has a password; Options.User adds a second
 // user with a password and, optionally, its own settings.
 //
+// # Another server
+//
+// With CHUTE_TEST_CLICKHOUSE_URL set (EnvURL: "http://[user:pass@]host:port"),
+// Start starts nothing and returns that server, so the same tests check
+// chute against a newer ClickHouse than the machine's (make
+// test-clickhouse-modern, with the server deploy/compose brings up).
+// Exec, Query and Count act as the URL's user; a CREATE TABLE or
+// CREATE DATABASE run through Exec drops a leftover of the same name
+// first and drops what it made when the test ends; Options.User is
+// created with CREATE USER, which needs access management. Tests that
+// stop, kill or restart the server, or need its https port, skip with a
+// message that says so: that server is not theirs to control. Version
+// and AtLeast let a test expect what each version answers.
+//
 // # What ClickHouse 18.16.1 answers over HTTP
 //
 // Observed here and pinned by this package's tests (responses_test.go,

@@ -17,6 +17,9 @@ const maxShownSQL = 200
 // 200. An INSERT may carry its rows after the statement, on the next line.
 func (s *Server) Exec(t testing.TB, sql string) {
 	t.Helper()
+	if s.ext != nil {
+		s.created(t, sql)
+	}
 	s.do(t, sql)
 }
 
@@ -43,7 +46,7 @@ func (s *Server) Count(t testing.TB, table string) int {
 // do posts sql and returns the body of a 200 answer.
 func (s *Server) do(t testing.TB, sql string) string {
 	t.Helper()
-	resp, err := s.client.Post(s.URL()+"/", "text/plain; charset=utf-8", strings.NewReader(sql))
+	resp, err := s.client.Do(s.request(sql))
 	if err != nil {
 		t.Fatalf("chtest: %s: %v", shorten(sql), err)
 	}
@@ -56,6 +59,17 @@ func (s *Server) do(t testing.TB, sql string) string {
 		t.Fatalf("chtest: %s: HTTP %d: %s", shorten(sql), resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return string(body)
+}
+
+// request is the POST that runs sql, as the default user or, on the
+// server EnvURL names, as the URL's user.
+func (s *Server) request(sql string) *http.Request {
+	req, _ := http.NewRequest(http.MethodPost, s.URL()+"/", strings.NewReader(sql)) // the URL is ours: no error
+	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
+	if s.ext != nil && s.ext.user != "" {
+		req.SetBasicAuth(s.ext.user, s.ext.password)
+	}
+	return req
 }
 
 func shorten(sql string) string {

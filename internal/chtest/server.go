@@ -44,6 +44,7 @@ var errPortInUse = errors.New("chtest: port already in use")
 // and loopback ports. Its methods may be called from several goroutines;
 // Stop, Kill and Restart are serialized.
 type Server struct {
+	ext    *external // the server EnvURL names; nil: a process of this package
 	bin    string
 	dir    string
 	ports  ports
@@ -96,20 +97,15 @@ func Start(t testing.TB, opts ...Options) *Server {
 	if err := o.validate(); err != nil {
 		t.Fatalf("chtest: %v", err)
 	}
+	if raw := os.Getenv(EnvURL); raw != "" {
+		return startExternal(t, raw, o)
+	}
 	bin, err := findBinary()
 	if err != nil {
 		t.Fatal(missingBinary)
 	}
-	s := &Server{
-		bin: bin,
-		dir: t.TempDir(),
-		// No keep-alive: a pooled connection to a killed server would fail
-		// the next request after Restart.
-		client: &http.Client{
-			Transport: &http.Transport{DisableKeepAlives: true},
-			Timeout:   time.Minute,
-		},
-	}
+	s := newServer(nil)
+	s.bin, s.dir = bin, t.TempDir()
 	// Registered after t.TempDir, so it runs before the directory goes.
 	t.Cleanup(func() { s.cleanup(t) })
 
@@ -129,6 +125,20 @@ func Start(t testing.TB, opts ...Options) *Server {
 		if !errors.Is(err, errPortInUse) || attempt == launchAttempts {
 			t.Fatalf("chtest: start clickhouse-server: %v\n%s", err, s.errLogTail())
 		}
+	}
+}
+
+// newServer returns a Server with its HTTP client, for ext or, with nil,
+// for a process to launch.
+func newServer(ext *external) *Server {
+	return &Server{
+		ext: ext,
+		// No keep-alive: a pooled connection to a killed server would fail
+		// the next request after Restart.
+		client: &http.Client{
+			Transport: &http.Transport{DisableKeepAlives: true},
+			Timeout:   time.Minute,
+		},
 	}
 }
 
@@ -310,6 +320,9 @@ func (s *Server) cleanup(t testing.TB) {
 
 // HTTPAddr is the server's HTTP address, "127.0.0.1:port".
 func (s *Server) HTTPAddr() string {
+	if s.ext != nil {
+		return s.ext.addr
+	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.HTTP))
 }
 
@@ -354,6 +367,7 @@ func (s *Server) Pid() int {
 // nothing.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
+	s.needsProcess(t, "Stop")
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	p := s.current()
@@ -370,6 +384,7 @@ func (s *Server) Stop(t testing.TB) {
 // data directory is kept for Restart. Killing a stopped server does nothing.
 func (s *Server) Kill(t testing.TB) {
 	t.Helper()
+	s.needsProcess(t, "Kill")
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	if _, err := s.stopProcess(s.current(), syscall.SIGKILL, killTimeout); err != nil {
@@ -382,6 +397,7 @@ func (s *Server) Kill(t testing.TB) {
 // as Stop does.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
+	s.needsProcess(t, "Restart")
 	s.lifecycle.Lock()
 	defer s.lifecycle.Unlock()
 	if graceful, err := s.stopProcess(s.current(), syscall.SIGTERM, stopTimeout); err != nil {
