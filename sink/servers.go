@@ -117,12 +117,18 @@ func (s *Servers) Set(eps []Endpoint) {
 // Pick returns the next server that is up, round-robin, skipping the
 // addresses in tried (those that already failed the batch at hand). When
 // none is up it returns the one whose down period ends first and how long
-// until then (0 when nothing was tried: the caller may wait and send the
-// batch there); ok is false only when there is no server left at all,
-// every one being in tried or none Set.
+// until then: the caller waits and sends the batch there. ok is false
+// when no server is left, every one being in tried or none Set.
+//
+// A list of one server is never passed over: there is no other to send
+// to, so Pick returns it with no wait, and the caller's own retry backoff
+// paces the batches (a queue's retry_min and retry_max).
 func (s *Servers) Pick(tried ...string) (ep Endpoint, wait time.Duration, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.list) == 1 && !slices.Contains(tried, s.list[0].ep.Addr) {
+		return s.list[0].ep, 0, true
+	}
 	now := s.now()
 	var soonest *server
 	for i := range s.list {
@@ -148,7 +154,9 @@ func (s *Servers) Pick(tried ...string) (ep Endpoint, wait time.Duration, ok boo
 // Record notes the answer res to a batch sent to the server at addr: a
 // transient failure marks it down for its next down period, which Record
 // returns; any answer of ClickHouse's (OK, data or config) marks it up
-// and returns 0. A server no longer Set is ignored.
+// and returns 0. A failure of a server already down (a batch sent before
+// another's failure marked it) counts once: it returns the rest of the
+// period and does not lengthen it. A server no longer Set is ignored.
 func (s *Servers) Record(addr string, res Result) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,13 +173,17 @@ func (s *Servers) Record(addr string, res Result) time.Duration {
 		sv.fails, sv.downUntil = 0, time.Time{}
 		return 0
 	}
+	now := s.now()
+	if sv.downUntil.After(now) {
+		return sv.downUntil.Sub(now)
+	}
 	sv.fails++
 	down := s.downMin
 	for i := 1; i < sv.fails && down < s.downMax; i++ {
 		down *= 2
 	}
 	down = min(down, s.downMax)
-	sv.downUntil = s.now().Add(down)
+	sv.downUntil = now.Add(down)
 	return down
 }
 

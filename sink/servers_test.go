@@ -87,6 +87,9 @@ func TestServers_Record_backoffDoublesToMaxAndResets(t *testing.T) {
 		if got := s.Record("a:1", transient); got != w*time.Second {
 			t.Fatalf("failure %d: got down %v, want %v", i+1, got, w*time.Second)
 		}
+		if again := s.Record("a:1", transient); again != w*time.Second {
+			t.Fatalf("failure %d again while down: got %v, want the same period, not a longer one", i+1, again)
+		}
 		clk.advance(w * time.Second)
 	}
 	s.Record("a:1", Result{Class: ClassOK, WireBytes: 10})
@@ -94,7 +97,7 @@ func TestServers_Record_backoffDoublesToMaxAndResets(t *testing.T) {
 		t.Fatalf("after a success: got down %v, want 1s again", got)
 	}
 	st := s.State()[0]
-	if st.Batches["ok"] != 1 || st.Batches["transient"] != 8 || st.WireBytes != 10 {
+	if st.Batches["ok"] != 1 || st.Batches["transient"] != 15 || st.WireBytes != 10 || st.Failures != 1 {
 		t.Fatalf("counts: got %+v", st)
 	}
 }
@@ -102,6 +105,7 @@ func TestServers_Record_backoffDoublesToMaxAndResets(t *testing.T) {
 func TestServers_Pick_allDownWaitsForSoonest(t *testing.T) {
 	s, clk := threeServers(t)
 	s.Record("a:1", transient)
+	clk.advance(time.Second)
 	s.Record("a:1", transient) // a: 2 s
 	s.Record("b:2", transient) // b: 1 s
 	clk.advance(100 * time.Millisecond)
@@ -137,5 +141,24 @@ func TestServers_Set_keepsHealthOfKnownServers(t *testing.T) {
 	}
 	if _, _, ok := NewServers(ServersConfig{}).Pick(); ok {
 		t.Fatal("no server Set: got ok, want none")
+	}
+}
+
+func TestServers_Pick_oneServerNeverPassedOver(t *testing.T) {
+	clk := &fakeNow{t: time.Unix(0, 0)}
+	s := NewServers(ServersConfig{Now: clk.now})
+	eps, _ := ParseURLs("http://a:1")
+	s.Set(eps)
+	if d := s.Record("a:1", transient); d != time.Second {
+		t.Fatalf("down: got %v, want 1s", d)
+	}
+	if got := pickAddr(t, s); got != "a:1" {
+		t.Fatalf("got %s, want a:1 at once: the caller's backoff paces it", got)
+	}
+	if _, _, ok := s.Pick("a:1"); ok {
+		t.Fatal("the one server tried: got ok, want none left")
+	}
+	if st := s.State()[0]; st.Up {
+		t.Fatalf("state: got up, want down until %v", clk.t.Add(time.Second))
 	}
 }

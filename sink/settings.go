@@ -111,9 +111,9 @@ func ParseSettings(m map[string]string) (Settings, error) {
 
 // ParseSettingsText reads settings written as flag text,
 // "name=value,name=value": blank text is none. A value may hold commas
-// where the text after one does not start with a name and '=':
-// "a=1,b=x,y" is a=1 and b="x,y". Spaces around names and values are
-// trimmed. A name given twice is an error.
+// where the text after one holds no '=': "a=1,b=x,y" is a=1 and b="x,y".
+// Spaces around names and values are trimmed. A name given twice is an
+// error.
 func ParseSettingsText(s string) (Settings, error) {
 	m := make(map[string]string)
 	var last string
@@ -122,12 +122,16 @@ func ParseSettingsText(s string) (Settings, error) {
 			continue
 		}
 		name, value, ok := strings.Cut(item, "=")
-		if name = strings.TrimSpace(name); !ok || !looksLikeName(name) {
+		if !ok {
 			if last == "" {
 				return Settings{}, fmt.Errorf("%w: %q: want name=value", ErrBadSetting, strings.TrimSpace(item))
 			}
 			m[last] += "," + item // a comma inside the last value
 			continue
+		}
+		name = strings.TrimSpace(name)
+		if err := checkSettingName(name); err != nil {
+			return Settings{}, err
 		}
 		if _, dup := m[name]; dup {
 			return Settings{}, fmt.Errorf("%w: %q given twice", ErrBadSetting, name)
@@ -138,23 +142,6 @@ func ParseSettingsText(s string) (Settings, error) {
 		m[name] = strings.TrimSpace(v)
 	}
 	return ParseSettings(m)
-}
-
-// looksLikeName reports whether s could be meant as a setting's name:
-// letters, digits and '_' only. A comma before such a name and '='
-// starts a new setting even when the name is refused, so that the error
-// names it.
-func looksLikeName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
-			return false
-		}
-	}
-	return true
 }
 
 // Len is how many settings s holds.

@@ -77,6 +77,8 @@ func TestParseSettingsText(t *testing.T) {
 		{"a=1", "a=1"},
 		{"b=2, a=1", "a=1,b=2"},
 		{"a=1,b=x,y", "a=1,b=x,y"},
+		{"a=x,y=z", "a=x,y=z"},
+		{"a=1,x&y=2", "error"},
 		{"a=1,", "a=1"},
 		{"a=", "a="},
 		{"a= x y ", "a=x y"},
