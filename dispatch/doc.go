@@ -5,7 +5,8 @@
 // (forward.go), holding copies while it is unreachable and handing
 // everything to a new one (reconcile.go), consumers local and remote
 // (consumers.go), the peer service those use (peer.go), ClickHouse
-// drainers (drain.go), settings and ack modes (settings.go, ack.go,
+// drainers (drain.go) and the servers they share (servers.go), settings
+// and ack modes (settings.go, ack.go,
 // backup.go), the hand-off at shutdown (handoff.go), metrics and spans
 // (metrics.go, tracing.go). kv calls it
 // through kv.Queues, so kv never imports dispatch.
@@ -71,7 +72,10 @@
 //
 // /config/queues/{name} holds a queue's settings as JSON (settings.go):
 // ack (queued, replicated, inserted), max_bytes, prefetch, visibility,
-// batch_rows, batch_bytes, batch_interval, retry_min, retry_max. A put of
+// batch_rows, batch_bytes, batch_interval, retry_min, retry_max, and
+// settings, the ClickHouse settings of the queue's inserts (numbers,
+// strings, booleans as 1 or 0), which override Config.ClickHouseOptions'
+// by name and are checked as sink.CheckSetting says. A put of
 // a value that does not parse is InvalidArgument (kv asks Check); a stored
 // change applies at the queue's next put or batch, or at the next
 // reconcile round (100ms) for what neither touches.
@@ -222,8 +226,9 @@
 //
 // Every timer of the package runs on Config.Clock: the visibility sweep,
 // the reconcile loop, batch intervals, retry pauses (internal/backoff
-// computes them), forward deadlines, the passing over of a silent backup,
-// and the timestamps they compare. Tests give a fake clock and advance
+// computes them), the down periods of ClickHouse servers (sink.Servers),
+// forward deadlines, the passing over of a silent backup, and the
+// timestamps they compare. Tests give a fake clock and advance
 // it; the ones that must take real time live in *_timing_test.go.
 // Deadlines of calls to other members and to ClickHouse are contexts,
 // which cross the network on the real clock.

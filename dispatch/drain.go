@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,8 +27,11 @@ import (
 // prefetch), it inserts one batch at a time (rows that arrive meanwhile form
 // the next batch: group commit), at most one insert per BatchInterval, and
 // acknowledges rows once ClickHouse holds them or once they are dead
-// letters. Failed batches are retried on a timer with capped exponential
-// backoff and jitter; no put is needed to wake it. Its rows never expire
+// letters. A batch a server fails with a transient error goes to the next
+// server of the list that is up at once (insertBatch); failed batches
+// are retried on a timer with capped exponential backoff and jitter, or,
+// when every server is down, when the first is up again; no put is
+// needed to wake it. Its rows never expire
 // back to the queue while it retries.
 //
 // The drainer keeps no list of its rows: they are the queue's messages in
@@ -171,14 +175,18 @@ func (d *drainer) run() {
 				}
 			}
 			d.lastInsert = d.m.clock.Now()
-			ok := d.insertBatch()
+			ok, wait := d.insertBatch()
 			if ok {
 				b.Reset()
 				continue
 			}
-			// Retried on a timer, without any put to wake it.
+			// Retried on a timer, without any put to wake it: when
+			// every server is down, once the first is up again.
 			b.Min, b.Max = set.RetryMin, set.RetryMax
-			if !d.sleep(b.Next(), nil) {
+			if wait <= 0 {
+				wait = b.Next()
+			}
+			if !d.sleep(wait, nil) {
 				return
 			}
 		}
@@ -290,69 +298,114 @@ func (d *drainer) drop(done []row) {
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
-// insertBatch sends one batch and settles its rows; it reports whether the
-// queue made progress (false: retry after a backoff).
-func (d *drainer) insertBatch() bool {
+// insertBatch sends one batch and settles its rows; it reports whether
+// the queue made progress (false: retry after a pause) and, when every
+// server is down, how long until the first is up again (0: the caller
+// pauses for its backoff).
+//
+// The batch goes to the next server that is up (m.servers). A transient
+// failure marks the server down and the same batch goes to the next one
+// at once, each server tried at most once per call; data and config
+// errors are the table's and go no further.
+func (d *drainer) insertBatch() (bool, time.Duration) {
 	m := d.m
 	raw, db := "", ""
 	if m.cfg.ClickHouse != nil {
 		raw, db = m.cfg.ClickHouse()
 	}
-	if raw == "" {
+	eps, err := sink.ParseURLs(raw)
+	if errors.Is(err, sink.ErrNoURL) {
 		d.warnState(sink.ClassConfig, "no clickhouse_url: rows of ClickHouse queues stay queued", "queue", d.q.name)
-		return false
+		return false, 0
 	}
-	ep, err := sink.ParseURL(raw)
 	if err != nil {
 		d.warnState(sink.ClassConfig, "clickhouse_url cannot be used; rows stay queued", "queue", d.q.name, "err", err.Error())
-		return false
+		return false, 0
 	}
+	m.servers.Set(eps)
+	set := m.settingsOf(d.q.name)
+	var cluster sink.Settings
+	compression := sink.CompressionNone
+	if m.cfg.ClickHouseOptions != nil {
+		cluster, compression = m.cfg.ClickHouseOptions()
+	}
+	var tlsCfg *tls.Config
 	if m.cfg.ClickHouseTLS != nil {
-		ep.TLSConfig = m.cfg.ClickHouseTLS()
+		tlsCfg = m.cfg.ClickHouseTLS()
 	}
+	attach := func(ep sink.Endpoint) sink.Endpoint {
+		ep.TLSConfig, ep.Settings, ep.Compression = tlsCfg, cluster.Override(set.Insert), compression
+		return ep
+	}
+	ep, wait, _ := m.servers.Pick()
+	if wait > 0 {
+		return false, wait
+	}
+	ep = attach(ep)
 	if d.cur == nil {
-		rows, bytes := d.q.drainBatch(d.c, m.settingsOf(d.q.name))
+		rows, bytes := d.q.drainBatch(d.c, set)
 		if len(rows) == 0 {
-			return true
+			return true, 0
 		}
 		rec, _ := m.record(d.q.name)
 		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	}
 	b := d.cur
-	b.attempts++
 	target := sink.Target(db, d.table)
 	values := make([][]byte, len(b.rows))
 	for i, r := range b.rows {
 		values[i] = r.m.value
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
-	defer cancel()
-	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
-	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
-	m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
-	if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
-		m.inserts.retries.Add(ctx, 1, attrs)
-	}
-	switch res.Class {
-	case sink.ClassOK:
-		d.drop(b.rows)
-		d.recovered(target)
-		m.metrics.rowsInserted.Add(uint64(len(b.rows)))
-		m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
-		endInsert(b.span, b.attempts, res, 0)
-		d.cur = nil
-		return true
-	case sink.ClassData:
-		insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
-		ok := d.bisect(ctx, ep, target, b)
-		d.cur = nil // what bisection left unsettled forms the next batch
-		return ok
-	default:
-		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
+	var tried []string
+	for {
+		b.attempts++
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
+		res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
+		down := m.servers.Record(ep.Addr, res)
+		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
+		m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
+		if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
+			m.inserts.retries.Add(ctx, 1, attrs)
+		}
+		switch res.Class {
+		case sink.ClassOK:
+			d.drop(b.rows)
+			d.recovered(target)
+			m.metrics.rowsInserted.Add(uint64(len(b.rows)))
+			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
+			endInsert(b.span, b.attempts, res, 0)
+			d.cur = nil
+			cancel()
+			return true, 0
+		case sink.ClassData:
+			insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
+			ok := d.bisect(ctx, ep, target, b)
+			d.cur = nil // what bisection left unsettled forms the next batch
+			cancel()
+			return ok, 0
+		}
+		cancel()
 		d.setLastError(target, res)
+		if res.Class == sink.ClassTransient && down > 0 {
+			tried = append(tried, ep.Addr)
+			next, wait, ok := m.servers.Pick(tried...)
+			if ok && wait == 0 {
+				insertAttempt(b.span, "clickhouse.failover", b.attempts, len(b.rows), res)
+				m.log.Warn("clickhouse server failed a batch; sending it to the next one", "queue", d.q.name, "table", target,
+					"endpoint", ep.String(), "down_for", down, "next", next.String(), "code", res.Code, "status", res.Status, "err", res.Message)
+				ep = attach(next)
+				continue
+			}
+			insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
+			_, wait, _ = m.servers.Pick()
+			d.warnState(res.Class, "insert failed and every clickhouse server is down; retrying", "queue", d.q.name, "table", target,
+				"endpoint", ep.String(), "retry_in", wait, "code", res.Code, "status", res.Status, "err", res.Message)
+			return false, wait
+		}
+		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
 		d.warnState(res.Class, "insert failed; retrying", "queue", d.q.name, "table", target,
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
-		return false
+		return false, 0
 	}
 }
 

@@ -79,6 +79,16 @@ type Config struct {
 	// the URL at every batch; the sink clones it and never changes it.
 	// Nil, or a nil result: the system's roots and no client certificate.
 	ClickHouseTLS func() *tls.Config
+	// ClickHouseOptions returns the cluster's insert settings, which a
+	// queue's own ("settings" in /config/queues/{name}) override by name,
+	// and the compression of insert bodies; read with the URL at every
+	// batch. Nil: no settings, no compression.
+	ClickHouseOptions func() (sink.Settings, sink.Compression)
+	// ServerDownMin and ServerDownMax bound how long a ClickHouse server
+	// of the URL list that failed a batch with a transient error is
+	// passed over: ServerDownMin, doubling with each failure in a row,
+	// up to ServerDownMax (sink.Servers). Zero or negative: 1s and 30s.
+	ServerDownMin, ServerDownMax time.Duration
 	// BatchRows and BatchBytes cap one insert. Zero: 100000 rows, 8 MiB
 	// (below ClickHouse's default block of 1048576 rows and its max insert
 	// block size).
@@ -213,6 +223,7 @@ type Manager struct {
 	dialOpts     []grpc.DialOption // for connections to other members: message buffers and codec
 	conns        *peer.Conns       // shared connections to other members' listeners, by address
 	sink         *sink.Client
+	servers      *sink.Servers        // health of the ClickHouse servers, shared by the drainers
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
 	warns        warnLimiter          // per-put warnings, once a second per queue
 	unreachable  map[uint64]time.Time // backups passed over, until then
@@ -274,6 +285,7 @@ func New(cfg Config) (*Manager, error) {
 		unreachable:  make(map[uint64]time.Time),
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
+		servers:      sink.NewServers(sink.ServersConfig{DownMin: cfg.ServerDownMin, DownMax: cfg.ServerDownMax, Now: cfg.Clock.Now}),
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
@@ -293,7 +305,11 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	if cfg.Meter != nil {
-		if err := m.registerMetrics(cfg.Meter); err != nil {
+		err := m.registerMetrics(cfg.Meter)
+		if err == nil {
+			err = m.registerServerMetrics(cfg.Meter)
+		}
+		if err != nil {
 			if m.qlog != nil {
 				_ = m.qlog.Close()
 				_ = m.qlogLock.Close()
@@ -777,6 +793,9 @@ type Status struct {
 	// Omitted counts the queues and backups a member's answer to
 	// PeerStatus left out, over its bounds; 0 for a local Status.
 	Omitted int `json:"omitted,omitempty"`
+	// ClickHouseServers are the servers of the clickhouse_url list as
+	// this member sees them; a PeerStatus answer does not carry them.
+	ClickHouseServers []sink.ServerState `json:"clickhouse_servers,omitempty"`
 }
 
 // Status returns the queues this member holds, by name.
@@ -794,6 +813,7 @@ func (m *Manager) Status() Status {
 		st.Queues = append(st.Queues, qs)
 	}
 	st.Backups = m.backupStatus()
+	st.ClickHouseServers = m.servers.State()
 	return st
 }
 

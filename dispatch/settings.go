@@ -52,6 +52,9 @@ type Settings struct {
 	BatchInterval time.Duration
 	RetryMin      time.Duration
 	RetryMax      time.Duration
+	// Insert are the ClickHouse settings of the queue's INSERTs; they
+	// override the cluster's (Config.ClickHouseOptions) by name.
+	Insert sink.Settings
 }
 
 // settingsJSON is the JSON of /config/queues/{name}; absent fields keep
@@ -66,6 +69,8 @@ type settingsJSON struct {
 	BatchInterval *string `json:"batch_interval"`
 	RetryMin      *string `json:"retry_min"`
 	RetryMax      *string `json:"retry_max"`
+	// Settings are ClickHouse settings: numbers, strings or booleans.
+	Settings map[string]json.RawMessage `json:"settings"`
 }
 
 // maxBatchBytes keeps a batch under what one insert request and the peer
@@ -153,7 +158,54 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 	if s.RetryMin > s.RetryMax {
 		return s, fmt.Errorf("settings: retry_min %v is above retry_max %v", s.RetryMin, s.RetryMax)
 	}
+	if j.Settings != nil {
+		ins, err := insertSettings(j.Settings)
+		if err != nil {
+			return s, err
+		}
+		s.Insert = ins
+	}
 	return s, nil
+}
+
+// insertSettings reads the "settings" object of a queue's settings: each
+// value a JSON number (sent as written), string or boolean (sent as 1 or
+// 0), each name and value as sink.CheckSetting allows.
+func insertSettings(raw map[string]json.RawMessage) (sink.Settings, error) {
+	m := make(map[string]string, len(raw))
+	for name, v := range raw {
+		if err := sink.CheckSetting(name, ""); err != nil {
+			return sink.Settings{}, settingsError(err)
+		}
+		var value string
+		switch v = bytes.TrimSpace(v); {
+		case len(v) == 0:
+		case v[0] == '"':
+			if err := json.Unmarshal(v, &value); err != nil {
+				return sink.Settings{}, fmt.Errorf("settings: settings: %q: %w", name, err)
+			}
+		case string(v) == "true":
+			value = "1"
+		case string(v) == "false":
+			value = "0"
+		case v[0] == '-' || '0' <= v[0] && v[0] <= '9':
+			value = string(v) // a JSON number, as written: no float64 round trip
+		default:
+			return sink.Settings{}, fmt.Errorf("settings: settings: %q: want a number, a string or a boolean, not %.32s", name, v)
+		}
+		m[name] = value
+	}
+	ins, err := sink.ParseSettings(m)
+	if err != nil {
+		return sink.Settings{}, settingsError(err)
+	}
+	return ins, nil
+}
+
+// settingsError is a refused ClickHouse setting in the words of a
+// settings key's error: settings: name "a&b": ....
+func settingsError(err error) error {
+	return fmt.Errorf("settings: %s", strings.TrimPrefix(err.Error(), sink.ErrBadSetting.Error()+": "))
 }
 
 // Check implements kv.Queues: a put to /config/queues/{name} must hold

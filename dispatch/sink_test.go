@@ -9,14 +9,24 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/sink"
 )
 
 // chURL lets a test change the ClickHouse settings a node reads at every
 // batch.
 type chURL struct {
-	mu      sync.Mutex
-	url, db string
-	tls     *tls.Config
+	mu          sync.Mutex
+	url, db     string
+	tls         *tls.Config
+	settings    sink.Settings
+	compression sink.Compression
+}
+
+func (c *chURL) options() (sink.Settings, sink.Compression) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings, c.compression
 }
 
 func (c *chURL) tlsConfig() *tls.Config {
@@ -37,6 +47,7 @@ func startSinkNode(t *testing.T, settings *chURL, mutate ...func(*Config)) *test
 	return startNode(t, func(c *Config) {
 		c.ClickHouse = settings.get
 		c.ClickHouseTLS = settings.tlsConfig
+		c.ClickHouseOptions = settings.options
 		c.RetryMin = 50 * time.Millisecond
 		c.RetryMax = 500 * time.Millisecond
 		c.InsertTimeout = 5 * time.Second

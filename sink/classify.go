@@ -90,7 +90,8 @@ var configCodes = map[int]bool{
 	73:  true, // UNKNOWN_FORMAT
 	81:  true, // UNKNOWN_DATABASE
 	85:  true, // FORMAT_IS_NOT_SUITABLE_FOR_INPUT
-	115: true, // UNKNOWN_SETTING (insert_deduplication_token on an old server)
+	89:  true, // UNKNOWN_COMPRESSION_METHOD (a Content-Encoding the server cannot decode)
+	115: true, // UNKNOWN_SETTING (insert_deduplication_token on an old server, a setting of --clickhouse-settings)
 	164: true, // READONLY
 	180: true, // THERE_IS_NO_PROFILE
 	192: true, // UNKNOWN_USER

@@ -70,12 +70,13 @@ type Client struct {
 	timeout time.Duration
 	log     *slog.Logger
 	tls     *tls.Config
+	enc     *compressors
 }
 
 // NewClient returns a Client. Zero or negative fields of cfg take their
 // defaults.
 func NewClient(cfg ClientConfig) *Client {
-	c := &Client{timeout: cfg.Timeout, log: cfg.Logger, tls: cfg.TLSConfig}
+	c := &Client{timeout: cfg.Timeout, log: cfg.Logger, tls: cfg.TLSConfig, enc: &compressors{}}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -102,6 +103,9 @@ type Result struct {
 	Err error
 	// Duration is the time from the start of the request to its end.
 	Duration time.Duration
+	// WireBytes is the size of the request body as sent, after
+	// compression; 0 when it could not be built.
+	WireBytes int
 }
 
 // OK reports whether ClickHouse took the request: a 2xx without an
@@ -129,11 +133,12 @@ func (e *ResultError) Unwrap() error { return e.Result.Err }
 
 // Insert sends rows to target (a quoted name from Target) as one INSERT ...
 // FORMAT JSONEachRow: rows joined by "\n" in the order given, byte for
-// byte. token, when not empty, is sent as insert_deduplication_token; send
-// one only to a server whose HasSetting(TokenSetting) is true. Insert
-// returns when ClickHouse answered, the timeout passed or ctx ended; it
-// never retries. The caller keeps ownership of rows; Insert does not keep
-// or change them.
+// byte, compressed with ep.Compression, with ep.Settings as URL
+// parameters. token, when not empty, is sent as
+// insert_deduplication_token; send one only to a server whose
+// HasSetting(TokenSetting) is true. Insert returns when ClickHouse
+// answered, the timeout passed or ctx ended; it never retries. The caller
+// keeps ownership of rows; Insert does not keep or change them.
 func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows [][]byte, token string) Result {
 	n := len(rows)
 	for _, r := range rows {
@@ -146,18 +151,32 @@ func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows []
 		}
 		body = append(body, r...)
 	}
-	res, _ := c.do(ctx, ep, InsertURI(target, token), body)
+	wire, err := c.enc.compress(ep.Compression, body)
+	if err != nil {
+		res := Result{Class: ClassConfig, Err: err, Message: err.Error()}
+		c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", ep.Compression.String(), "err", err)
+		return res
+	}
+	res, _ := c.do(ctx, ep, insertURI(target, token, ep.Settings), ep.Compression.contentEncoding(), wire)
+	res.WireBytes = len(wire)
+	if res.Code == codeUnknownCompression {
+		res.Message += " (check --clickhouse-compression: this server does not decode " + ep.Compression.String() + ")"
+	}
 	c.log.Debug("clickhouse insert",
-		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", len(body),
+		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", len(body), "wire_bytes", len(wire),
 		"status", res.Status, "code", res.Code, "class", res.Class.String(),
 		"duration", res.Duration, "message", res.Message)
 	return res
 }
 
+// codeUnknownCompression is ClickHouse's UNKNOWN_COMPRESSION_METHOD: a
+// Content-Encoding the server cannot decode (zstd on 18.16).
+const codeUnknownCompression = 89
+
 // HasSetting reports whether the server knows the setting called name, by
 // counting it in system.settings. An error is a *ResultError.
 func (c *Client) HasSetting(ctx context.Context, ep Endpoint, name string) (bool, error) {
-	res, answer := c.do(ctx, ep, "/", []byte(settingQuery(name)))
+	res, answer := c.do(ctx, ep, "/", "", []byte(settingQuery(name)))
 	c.log.Debug("clickhouse setting",
 		"endpoint", ep.String(), "setting", name, "status", res.Status, "code", res.Code,
 		"class", res.Class.String(), "duration", res.Duration, "message", res.Message)
@@ -173,15 +192,15 @@ func (c *Client) HasSetting(ctx context.Context, ep Endpoint, name string) (bool
 	return count > 0, nil
 }
 
-// do POSTs body to uri on a new connection and returns the classified
-// answer and its body.
-func (c *Client) do(ctx context.Context, ep Endpoint, uri string, body []byte) (Result, []byte) {
+// do POSTs body, of Content-Encoding encoding ("": none), to uri on a
+// new connection and returns the classified answer and its body.
+func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body []byte) (Result, []byte) {
 	start := time.Now()
 	deadline, ctxDeadline := start.Add(c.timeout), false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline, ctxDeadline = d, true
 	}
-	status, code, answer, err := c.roundTrip(ctx, ep, uri, body, deadline)
+	status, code, answer, err := c.roundTrip(ctx, ep, uri, encoding, body, deadline)
 	res := Result{Status: status, Duration: time.Since(start)}
 	if err != nil {
 		timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout)
@@ -219,7 +238,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri string, body []byte) (
 // roundTrip sends one request on a new connection and reads the answer.
 // The connection is closed when ctx ends, so a cancelled caller does not
 // wait for the deadline.
-func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []byte, deadline time.Time) (status int, code string, answer []byte, err error) {
+func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding string, body []byte, deadline time.Time) (status int, code string, answer []byte, err error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var d net.Dialer
@@ -263,6 +282,9 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri string, body []
 	req.SetConnectionClose()
 	if auth := ep.AuthHeader(); auth != "" {
 		req.Header.Set(fasthttp.HeaderAuthorization, auth)
+	}
+	if encoding != "" {
+		req.Header.Set(fasthttp.HeaderContentEncoding, encoding)
 	}
 	req.SetBodyRaw(body)
 

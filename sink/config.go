@@ -15,10 +15,21 @@ import (
 // it verifies that ClickHouse. Callers read it at every batch (see
 // ParseURL and TLSConfig); it reads no flags or environment.
 type Config struct {
-	// URL is ClickHouse's HTTP interface, as ParseURL reads it. It may
-	// hold a password: never log it whole. Empty: no ClickHouse, and
+	// URL is ClickHouse's HTTP interface, as ParseURL reads it, or a
+	// comma-separated list of such URLs, as ParseURLs reads it: batches
+	// go round-robin over the servers that are up (Servers). It may hold
+	// passwords: never log it whole. Empty: no ClickHouse, and
 	// ClickHouse queues keep their rows.
 	URL string
+
+	// Settings are ClickHouse settings sent with every INSERT, as
+	// ParseSettingsText reads them ("name=value,name=value"); a queue's
+	// own settings override them by name. Empty: none.
+	Settings string
+
+	// Compression compresses INSERT bodies, as ParseCompression reads it:
+	// none, gzip, deflate or zstd. Empty: none.
+	Compression string
 
 	// Database is the database of tables named without one. Default
 	// DefaultDatabase. Empty is invalid.
@@ -49,8 +60,9 @@ func (c Config) tlsSet() bool {
 }
 
 // Validate reports every setting that cannot work, each a *FieldError,
-// joined: the URL as ParseURL reads it (port 0 is refused: every batch
-// would fail), an empty Database, TLS settings without an https URL, and
+// joined: the URLs as ParseURLs reads them (port 0 is refused: every
+// batch would fail), settings and compression that do not parse, an
+// empty Database, TLS settings without an https URL in the list, and
 // TLS files that cannot be read, a certificate without its key included.
 // It reads the TLS files.
 func (c Config) Validate() error {
@@ -58,11 +70,19 @@ func (c Config) Validate() error {
 	bad := func(field string, err error) { errs = append(errs, &FieldError{Pkg: "sink", Field: field, Err: err}) }
 	https := false
 	if c.URL != "" {
-		ep, err := ParseURL(c.URL)
+		eps, err := ParseURLs(c.URL)
 		if err != nil {
 			bad("URL", err)
 		}
-		https = ep.TLS
+		for _, ep := range eps {
+			https = https || ep.TLS
+		}
+	}
+	if _, err := ParseSettingsText(c.Settings); err != nil {
+		bad("Settings", err)
+	}
+	if _, err := ParseCompression(c.Compression); err != nil {
+		bad("Compression", err)
 	}
 	if c.Database == "" {
 		bad("Database", errors.New("must not be empty"))

@@ -1,12 +1,15 @@
 // Package sink owns talking to ClickHouse over its HTTP interface: which
-// table a queue names (target.go), the clickhouse_url (url.go), the request
-// line of one batch (request.go), sending it with fasthttp (client.go),
-// sorting the answer or the failure to get one (classify.go), finding the
-// rows ClickHouse refuses in a batch (bisect.go), checking a value at put
-// time (validate.go) and keeping passwords out of everything it returns or
-// logs (redact.go). dispatch owns the queues, the batching, the retry
-// timers and the dead letters; it calls this package and nothing here
-// holds state between calls.
+// table a queue names (target.go), the clickhouse_url and its list of
+// servers (url.go), the health of those servers (servers.go), the request
+// line of one batch (request.go) with its insert settings (settings.go),
+// compressing its body (compress.go), sending it with fasthttp
+// (client.go), sorting the answer or the failure to get one
+// (classify.go), finding the rows ClickHouse refuses in a batch
+// (bisect.go), checking a value at put time (validate.go) and keeping
+// passwords out of everything it returns or logs (redact.go). dispatch
+// owns the queues, the batching, the retry timers and the dead letters;
+// it calls this package. The only state kept between calls is Servers
+// (each server's health and counts) and the Client's pooled compressors.
 //
 // # Targets
 //
@@ -21,12 +24,13 @@
 //
 // # One batch
 //
-//	POST /?query=INSERT%20INTO%20%60db%60.%60t%60%20FORMAT%20JSONEachRow[&insert_deduplication_token=T]
+//	POST /?query=INSERT%20INTO%20%60db%60.%60t%60%20FORMAT%20JSONEachRow[&name=value...][&insert_deduplication_token=T]
 //	Host: host:port
 //	Authorization: Basic base64(user:password)      only with user info
+//	Content-Encoding: gzip                          Endpoint.Compression, unless none
 //	Connection: close
 //
-//	row 1 \n row 2 \n ... row n                       oldest first, byte for byte
+//	row 1 \n row 2 \n ... row n                       oldest first, byte for byte, then compressed
 //
 // Each request opens its own connection (TLS for https://) and closes it;
 // the client's timeout (30 s by default) bounds it from connect to the last
@@ -40,6 +44,29 @@
 // is sent only when the caller asks, and it should ask only after
 // HasSetting(TokenSetting) said the server knows it: 18.16 does not and
 // refuses the request (code 115).
+//
+// # Servers, settings, compression
+//
+// ParseURLs reads a comma list of URLs; Servers spreads batches over
+// them round-robin. A transient failure (no answer, a timeout, an
+// overloaded server) marks a server down for DownMin, doubling with each
+// failure in a row up to DownMax, and the caller sends the batch to the
+// next server at once; any answer of ClickHouse's, OK, data or config,
+// marks it up (a data or config error is the table's, not the server's,
+// and is not failed over). With every server down, Pick names the one
+// whose period ends first and how long until then. Down periods run on
+// ServersConfig.Now, dispatch's injected clock.
+//
+// Endpoint.Settings are URL parameters of the INSERT, sorted by name and
+// percent-encoded. Names match ^[a-z_][a-z0-9_]*$ and are not ones that
+// change the request (query, database, user, password, query_id,
+// session_id, insert_deduplication_token, param_*, ...); values are at
+// most 1 KiB without control bytes. A setting the server does not know
+// is refused with code 115 (config). Endpoint.Compression compresses the
+// body with klauspost/compress and names it in Content-Encoding, which
+// ClickHouse decodes with no setting: 18.16 takes gzip and deflate
+// (zlib's format) and refuses zstd with code 89 (config; the message
+// names --clickhouse-compression). Result.WireBytes is the body as sent.
 //
 // # Answers
 //
@@ -97,11 +124,12 @@
 //
 // # Time
 //
-// The sink keeps no timers and takes no clock: the only time it measures
-// is one request's deadline, set on the connection, which the kernel
-// counts in real time. The retry timers that depend on its answers are
-// dispatch's, on dispatch's injected clock. The tests that measure the
-// deadline are in client_timing_test.go.
+// The sink keeps no timers: the time a Client measures is one request's
+// deadline, set on the connection, which the kernel counts in real time;
+// Servers reads the clock it is given to start and end down periods. The
+// retry timers that depend on both are dispatch's, on dispatch's injected
+// clock. The tests that measure the deadline are in
+// client_timing_test.go.
 //
 // # Decisions
 //
@@ -111,4 +139,19 @@
 //     escapes, and sent as written otherwise.
 //   - Bisection never resends the whole batch; a single row is sent once
 //     more on its own so its answer describes it.
+//   - Down periods double without jitter: they are one member's view of
+//     a server, nothing synchronises them across members, and exact
+//     periods make /status and the tests plain.
+//   - A list of one server is never passed over: there is nowhere else
+//     to send its batches, so the caller's retry backoff paces them.
+//   - A failure reported while a server is already down does not lengthen
+//     its period: concurrent batches of several queues count once.
+//   - Compression defaults to gzip at its fastest level: about a sixth of
+//     the bytes of plain JSON rows for half a microsecond per row, and
+//     every ClickHouse decodes it. The default level costs twice the CPU
+//     for a tenth fewer bytes; zstd saves a little more but old servers
+//     refuse it. BenchmarkCompress measures them; the numbers are in
+//     docs/clickhouse.md (Compression).
+//   - A value in --clickhouse-settings may hold a comma where the text
+//     after it holds no '=': "a=1,b=x,y" is b="x,y".
 package sink

@@ -17,9 +17,16 @@ const TokenSetting = "insert_deduplication_token"
 // Only A-Z a-z 0-9 - _ . ~ are kept; every other byte is %XX (upper-case
 // hex), spaces included.
 func InsertURI(target, dedupToken string) string {
+	return insertURI(target, dedupToken, Settings{})
+}
+
+// insertURI is InsertURI with settings after the query and before the
+// token: &name=value, by name.
+func insertURI(target, dedupToken string, settings Settings) string {
 	var b strings.Builder
 	b.WriteString("/?query=")
 	escapeQuery(&b, "INSERT INTO "+target+" FORMAT JSONEachRow")
+	b.WriteString(settings.query())
 	if dedupToken != "" {
 		b.WriteString("&" + TokenSetting + "=")
 		escapeQuery(&b, dedupToken)

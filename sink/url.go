@@ -42,6 +42,13 @@ type Endpoint struct {
 	// empty. The Client clones it and never changes it. ParseURL leaves
 	// it nil, which means the Client's ClientConfig.TLSConfig.
 	TLSConfig *tls.Config
+	// Settings are sent as URL parameters of every INSERT to this
+	// endpoint, and Compression compresses its bodies. The caller
+	// attaches both at every batch, as it does TLSConfig, so a queue's
+	// settings and a reloaded configuration apply from the next batch;
+	// ParseURL leaves them zero: none.
+	Settings    Settings
+	Compression Compression
 }
 
 // ParseURL reads a clickhouse_url:
@@ -93,6 +100,39 @@ func ParseURL(raw string) (Endpoint, error) {
 	}
 	ep.Addr = addr
 	return ep, nil
+}
+
+// ParseURLs reads a list of clickhouse_urls separated by commas, each as
+// ParseURL reads it (write a comma in a password as %2C). Blank elements
+// are skipped; a list with none is ErrNoURL. Two elements naming one
+// host:port are refused. Errors wrap ErrBadURL, say which element is at
+// fault (from 1) and never quote a password.
+func ParseURLs(raw string) ([]Endpoint, error) {
+	var eps []Endpoint
+	n := 0
+	for item := range strings.SplitSeq(raw, ",") {
+		n++
+		if strings.TrimSpace(item) == "" {
+			continue
+		}
+		ep, err := ParseURL(item)
+		if err != nil {
+			if strings.Contains(raw, ",") {
+				err = fmt.Errorf("%w (url %d of the list)", err, n)
+			}
+			return nil, err
+		}
+		for _, prev := range eps {
+			if prev.Addr == ep.Addr {
+				return nil, fmt.Errorf("%w: %s appears twice in the list", ErrBadURL, ep.Addr)
+			}
+		}
+		eps = append(eps, ep)
+	}
+	if len(eps) == 0 {
+		return nil, ErrNoURL
+	}
+	return eps, nil
 }
 
 // unescapeUserinfo percent-decodes s when it holds only valid escapes.

@@ -169,3 +169,52 @@ func FuzzParseURL(f *testing.F) {
 		}
 	})
 }
+
+func TestParseURLs(t *testing.T) {
+	tests := []struct {
+		raw   string
+		addrs []string
+		err   error
+		msg   string // in the error
+	}{
+		{raw: "http://a:1", addrs: []string{"a:1"}},
+		{raw: "http://a:1,https://b, c:3 ", addrs: []string{"a:1", "b:8443", "c:3"}},
+		{raw: "a:1,,b:2,", addrs: []string{"a:1", "b:2"}},
+		{raw: "", err: ErrNoURL},
+		{raw: " , ,", err: ErrNoURL},
+		{raw: "a:1,http://u:pw@a:1", err: ErrBadURL, msg: "a:1 appears twice"},
+		{raw: "a,http://a:8123", err: ErrBadURL, msg: "a:8123 appears twice"},
+		{raw: "a:1,tcp://u:secret@b", err: ErrBadURL, msg: "url 2 of the list"},
+		{raw: "a:1,http://u:secret@b:0", err: ErrBadURL, msg: "url 2 of the list"},
+	}
+	for _, tt := range tests {
+		eps, err := ParseURLs(tt.raw)
+		if tt.err != nil {
+			if !errors.Is(err, tt.err) || !strings.Contains(errString(err), tt.msg) {
+				t.Errorf("ParseURLs(%q): got %v, want %v containing %q", tt.raw, err, tt.err, tt.msg)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("ParseURLs(%q): error %q holds the password", tt.raw, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseURLs(%q): %v", tt.raw, err)
+			continue
+		}
+		var addrs []string
+		for _, ep := range eps {
+			addrs = append(addrs, ep.Addr)
+		}
+		if strings.Join(addrs, " ") != strings.Join(tt.addrs, " ") {
+			t.Errorf("ParseURLs(%q): got %v, want %v", tt.raw, addrs, tt.addrs)
+		}
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -10,6 +10,7 @@ import (
 	"chute/dispatch"
 	"chute/gossip"
 	"chute/internal/nodestatus"
+	"chute/sink"
 )
 
 // clusterStatusTimeout bounds the answer of each member to a cluster-wide
@@ -25,11 +26,13 @@ func (n *node) clusterStatus(ctx context.Context) nodestatus.Cluster {
 	errs := make([]error, len(members))
 	asked := make([]bool, len(members))
 	var wg sync.WaitGroup
+	var servers []sink.ServerState
 	for i, m := range members {
 		switch {
 		case m.ID == local.ID:
 			asked[i] = true
 			answers[i] = n.queues.Status()
+			servers = answers[i].ClickHouseServers
 		case m.Status == gossip.StatusAlive:
 			asked[i] = true
 			wg.Add(1)
@@ -43,6 +46,7 @@ func (n *node) clusterStatus(ctx context.Context) nodestatus.Cluster {
 	}
 	wg.Wait()
 	st := mergeStatus(local, members, asked, answers, errs)
+	st.ClickHouseServers = servers
 	addRecords(&st, n.queueRecords())
 	return st
 }

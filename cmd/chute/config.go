@@ -78,9 +78,23 @@ type Config struct {
 	GossipKey string
 
 	// ClickHouseURL is ClickHouse's HTTP interface,
-	// http[s]://[user:pass@]host[:port]. It may hold a password: never log
-	// it whole. Empty: ClickHouse queues keep their rows queued.
+	// http[s]://[user:pass@]host[:port], or a comma-separated list of
+	// such URLs (a YAML list in the file): batches go round-robin over
+	// the servers that are up (sink.ParseURLs, sink.Servers). It may hold
+	// passwords: never log it whole. Empty: ClickHouse queues keep their
+	// rows queued.
 	ClickHouseURL string
+
+	// ClickHouseSettings are ClickHouse settings sent with every INSERT,
+	// "name=value,name=value" (a YAML mapping in the file), as
+	// sink.ParseSettingsText reads them; a queue's "settings" override
+	// them by name. Empty: none.
+	ClickHouseSettings string
+
+	// ClickHouseCompression compresses INSERT bodies: none, gzip,
+	// deflate or zstd (sink.ParseCompression). Default gzip
+	// (sink.DefaultCompression). Empty is none.
+	ClickHouseCompression string
 
 	// ClickHouseDB is the database for ch: queue names without a "db." part.
 	// Default "default". Empty is invalid.
@@ -243,6 +257,7 @@ func DefaultConfig() Config {
 		DeadServerGrace:  time.Minute,
 
 		SelfSignedCertValidity: 1,
+		ClickHouseCompression:  sink.DefaultCompression.String(),
 	}
 }
 
@@ -381,7 +396,9 @@ func options(c *Config) []option {
 		{"gossip-advertise", "host:port", (*stringValue)(&c.GossipAdvertise), "gossip address other nodes use to reach this one", "the gossip listen address"},
 		{"join", "host:port,...", (*listValue)(&c.Join), "gossip seeds, comma list, DNS names allowed; retried until one answers", ""},
 		{"gossip-key", "base64", (*stringValue)(&c.GossipKey), "AES key of 16, 24 or 32 bytes that encrypts gossip", ""},
-		{"clickhouse-url", "url", (*stringValue)(&c.ClickHouseURL), "ClickHouse HTTP interface, http[s]://[user:pass@]host[:port]", ""},
+		{"clickhouse-url", "urls", (*stringValue)(&c.ClickHouseURL), "ClickHouse HTTP interfaces, http[s]://[user:pass@]host[:port], comma list: round-robin over the servers that are up, failover on transient errors; re-read on SIGHUP", ""},
+		{"clickhouse-settings", "k=v,...", (*stringValue)(&c.ClickHouseSettings), "ClickHouse settings sent with every INSERT (a mapping in the file); a queue's \"settings\" override them by name; re-read on SIGHUP", ""},
+		{"clickhouse-compression", "none|gzip|deflate|zstd", (*stringValue)(&c.ClickHouseCompression), "Content-Encoding of INSERT bodies; zstd needs a ClickHouse that decodes it (not 18.16); re-read on SIGHUP", ""},
 		{"clickhouse-db", "name", (*stringValue)(&c.ClickHouseDB), "database for ch: queue names without a db. part", ""},
 		{"clickhouse-ca-file", "path", (*stringValue)(&c.ClickHouseCAFile), "PEM CA bundle that verifies an https ClickHouse; re-read on SIGHUP", "the system's roots"},
 		{"clickhouse-cert-file", "path", (*stringValue)(&c.ClickHouseCertFile), "PEM client certificate for an https ClickHouse, with --clickhouse-key-file; re-read on SIGHUP", ""},
@@ -533,6 +550,9 @@ func applyFile(fs *flag.FlagSet, opts []option, path string, onCmdLine map[strin
 		if !ok || o.name == "config" {
 			return fmt.Errorf("config file %s: line %d: %s", path, e.line, unknownKey(e.key, byKey))
 		}
+		if e.mapping && o.name != "clickhouse-settings" {
+			return fmt.Errorf("config file %s: line %d: %s: want a scalar or a list", path, e.line, e.key)
+		}
 		if onCmdLine[o.name] || e.null {
 			continue
 		}
@@ -559,10 +579,11 @@ func unknownKey(key string, known map[string]option) string {
 // fileEntry is one top-level key of the config file, its value as flag
 // text (lists joined by commas) and its line.
 type fileEntry struct {
-	key   string
-	value string
-	null  bool // the value is YAML null: the key is treated as absent
-	line  int
+	key     string
+	value   string
+	null    bool // the value is YAML null: the key is treated as absent
+	mapping bool // the value was a mapping, written as "k=v,k=v"
+	line    int
 }
 
 // parseConfigFile reads a YAML mapping of keys to scalars or lists of
@@ -609,6 +630,23 @@ func parseConfigFile(data []byte) ([]fileEntry, error) {
 				items = append(items, it.Value)
 			}
 			e.value = strings.Join(items, ",")
+		case yaml.MappingNode:
+			items := make([]string, 0, len(v.Content)/2)
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				mk, mv := v.Content[j], v.Content[j+1]
+				if mv.Kind == yaml.AliasNode {
+					mv = mv.Alias
+				}
+				if mk.Kind != yaml.ScalarNode || mv.Kind != yaml.ScalarNode {
+					return nil, fmt.Errorf("line %d: %s: mapping keys and values must be scalars", mk.Line, k.Value)
+				}
+				value := mv.Value
+				if b, err := strconv.ParseBool(value); err == nil && mv.Tag == "!!bool" {
+					value = map[bool]string{true: "1", false: "0"}[b] // as a queue's JSON true and false
+				}
+				items = append(items, mk.Value+"="+value)
+			}
+			e.value, e.mapping = strings.Join(items, ","), true
 		default:
 			return nil, fmt.Errorf("line %d: %s: want a scalar or a list", v.Line, k.Value)
 		}
@@ -777,6 +815,7 @@ func dispatchFlags() map[string]flagOf {
 func sinkFlags() map[string]flagOf {
 	return map[string]flagOf{
 		"URL": {name: "clickhouse-url"}, "Database": {name: "clickhouse-db"},
+		"Settings": {name: "clickhouse-settings"}, "Compression": {name: "clickhouse-compression"},
 		"CAFile": {name: "clickhouse-ca-file"}, "CertFile": {name: "clickhouse-cert-file"},
 		"KeyFile": {name: "clickhouse-key-file"}, "ServerName": {name: "clickhouse-server-name"},
 	}
@@ -988,11 +1027,13 @@ func (c Config) dispatchConfig() dispatch.Config {
 // sinkConfig is c's ClickHouse configuration.
 func (c Config) sinkConfig() sink.Config {
 	return sink.Config{
-		URL:        c.ClickHouseURL,
-		Database:   c.ClickHouseDB,
-		CAFile:     c.ClickHouseCAFile,
-		CertFile:   c.ClickHouseCertFile,
-		KeyFile:    c.ClickHouseKeyFile,
-		ServerName: c.ClickHouseServerName,
+		URL:         c.ClickHouseURL,
+		Settings:    c.ClickHouseSettings,
+		Compression: c.ClickHouseCompression,
+		Database:    c.ClickHouseDB,
+		CAFile:      c.ClickHouseCAFile,
+		CertFile:    c.ClickHouseCertFile,
+		KeyFile:     c.ClickHouseKeyFile,
+		ServerName:  c.ClickHouseServerName,
 	}
 }

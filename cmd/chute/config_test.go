@@ -78,6 +78,7 @@ func TestDefaultConfig(t *testing.T) {
 		DeadServerGrace:  time.Minute,
 
 		SelfSignedCertValidity: 1,
+		ClickHouseCompression:  "gzip",
 	}
 	got := DefaultConfig()
 	if !reflect.DeepEqual(got, want) {
@@ -150,6 +151,10 @@ func everyOption(t *testing.T) []optionCase {
 		{"gossip-key", key(32), func(c *Config) { c.GossipKey = key(32) }, nil},
 		{"clickhouse-url", "http://u:p@ch:8123", func(c *Config) { c.ClickHouseURL = "http://u:p@ch:8123" }, nil},
 		{"clickhouse-db", "analytics", func(c *Config) { c.ClickHouseDB = "analytics" }, nil},
+		{"clickhouse-settings", "input_format_skip_unknown_fields=1,date_time_input_format=best_effort", func(c *Config) {
+			c.ClickHouseSettings = "input_format_skip_unknown_fields=1,date_time_input_format=best_effort"
+		}, nil},
+		{"clickhouse-compression", "zstd", func(c *Config) { c.ClickHouseCompression = "zstd" }, nil},
 		{"clickhouse-ca-file", caFile, withURL(func(c *Config) { c.ClickHouseCAFile = caFile }),
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
 		{"clickhouse-cert-file", certFile, withURL(func(c *Config) { c.ClickHouseCertFile, c.ClickHouseKeyFile = certFile, keyFile }),
@@ -345,6 +350,14 @@ func TestLoadConfig_fileValues(t *testing.T) {
 		{"several keys", "name: n1\ncluster: c1\nlog_level: error\n", func(c *Config) {
 			c.Name, c.Cluster, c.LogLevel = "n1", "c1", slog.LevelError
 		}},
+		{"clickhouse_url list", "clickhouse_url:\n  - http://a:1\n  - http://u:p@b:2\n", func(c *Config) { c.ClickHouseURL = "http://a:1,http://u:p@b:2" }},
+		{"clickhouse_url comma string", "clickhouse_url: http://a:1,http://b:2\n", func(c *Config) { c.ClickHouseURL = "http://a:1,http://b:2" }},
+		{"clickhouse_settings mapping", "clickhouse_settings:\n  input_format_skip_unknown_fields: true\n  max_insert_threads: 4\n  date_time_input_format: best_effort\n",
+			func(c *Config) {
+				c.ClickHouseSettings = "input_format_skip_unknown_fields=1,max_insert_threads=4,date_time_input_format=best_effort"
+			}},
+		{"clickhouse_settings string", "clickhouse_settings: a=1,b=2\n", func(c *Config) { c.ClickHouseSettings = "a=1,b=2" }},
+		{"clickhouse_compression", "clickhouse_compression: none\n", func(c *Config) { c.ClickHouseCompression = "none" }},
 		{"anchor and alias", "listen_client_urls: &u [http://x:1]\nadvertise_client_urls: *u\n", func(c *Config) {
 			c.ListenClientURLs = []string{"http://x:1"}
 			c.AdvertiseClientURLs = []string{"http://x:1"}
@@ -378,6 +391,8 @@ func TestLoadConfig_fileErrors(t *testing.T) {
 		{"version key", "version: true\n", []string{`unknown key "version"`}},
 		{"config key", "config: other.yaml\n", []string{`"config" is not allowed`}},
 		{"mapping value", "join:\n  a: 1\n", []string{"join", "want a scalar or a list"}},
+		{"nested settings", "clickhouse_settings:\n  a: [1]\n", []string{"clickhouse_settings", "must be scalars"}},
+		{"bad setting in the file", "clickhouse_settings:\n  user: admin\n", []string{"--clickhouse-settings", `"user"`}},
 		{"list of mappings", "join:\n  - a: 1\n", []string{"join", "list items must be scalars"}},
 		{"top-level list", "- a\n- b\n", []string{"want a mapping"}},
 		{"duplicate key", "name: a\nname: b\n", []string{`"name" appears twice`}},
@@ -523,6 +538,13 @@ func TestLoadConfig_invalid(t *testing.T) {
 		{"bad join", []string{"--join=a:1,b"}, nil, []string{"--join", `"b"`}},
 		{"bad metrics-listen", []string{"--metrics-listen=:x"}, nil, []string{"--metrics-listen"}},
 		{"clickhouse-url scheme", []string{"--clickhouse-url=tcp://h:9000"}, nil, []string{"--clickhouse-url", "scheme"}},
+		{"clickhouse-url list element", []string{"--clickhouse-url=http://a:1,tcp://u:s3cret@h:9000"}, nil, []string{"--clickhouse-url", "scheme", "url 2 of the list"}},
+		{"clickhouse-url duplicate", []string{"--clickhouse-url=http://a:1,a:1"}, nil, []string{"--clickhouse-url", "a:1 appears twice"}},
+		{"clickhouse-settings name", []string{"--clickhouse-settings=a=1,a&b=1"}, nil, []string{"--clickhouse-settings", `name "a&b"`}},
+		{"clickhouse-settings quote", []string{`--clickhouse-settings=a"b=1`}, nil, []string{"--clickhouse-settings", `name "a\"b"`}},
+		{"clickhouse-settings reserved", []string{"--clickhouse-settings=query=DROP"}, nil, []string{"--clickhouse-settings", `name "query"`}},
+		{"clickhouse-settings control byte", []string{"--clickhouse-settings=a=x\x01"}, nil, []string{"--clickhouse-settings", "control byte"}},
+		{"clickhouse-compression", []string{"--clickhouse-compression=brotli"}, nil, []string{"--clickhouse-compression", `"brotli"`, "none, gzip, deflate or zstd"}},
 		{"missing value", []string{"--name"}, nil, []string{"name"}},
 	}
 	for _, tc := range tests {

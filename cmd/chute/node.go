@@ -30,6 +30,7 @@ import (
 	"chute/kv"
 	"chute/kv/raftnode"
 	chuteotel "chute/otel"
+	"chute/sink"
 )
 
 // shutdownTimeout bounds the whole ordered shutdown.
@@ -57,13 +58,45 @@ type node struct {
 	ready      *readiness
 }
 
-// clickhouseSettings are the ClickHouse URL, database and TLS
-// configuration, read by the queues at every batch and changed by a
-// reload.
+// clickhouseSettings are the ClickHouse URLs, database, TLS
+// configuration, insert settings and compression, read by the queues at
+// every batch and changed by a reload.
 type clickhouseSettings struct {
-	mu      sync.Mutex // guards url, db and tls
-	url, db string
-	tls     *tls.Config // nil: the system's roots, no client certificate
+	mu          sync.Mutex // guards every field below
+	url, db     string
+	tls         *tls.Config // nil: the system's roots, no client certificate
+	settings    sink.Settings
+	compression sink.Compression
+}
+
+// newClickHouseSettings returns cfg's ClickHouse settings, with tlsCfg
+// read from its files. Its errors name the flag at fault.
+func newClickHouseSettings(cfg Config, tlsCfg *tls.Config) (*clickhouseSettings, error) {
+	set, comp, err := cfg.clickhouseOptions()
+	if err != nil {
+		return nil, err
+	}
+	return &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: tlsCfg, settings: set, compression: comp}, nil
+}
+
+// clickhouseOptions parses cfg's ClickHouse insert settings and
+// compression; its errors name the flag.
+func (c Config) clickhouseOptions() (sink.Settings, sink.Compression, error) {
+	set, err := sink.ParseSettingsText(c.ClickHouseSettings)
+	if err != nil {
+		return sink.Settings{}, 0, fmt.Errorf("--clickhouse-settings: %w", err)
+	}
+	comp, err := sink.ParseCompression(c.ClickHouseCompression)
+	if err != nil {
+		return sink.Settings{}, 0, fmt.Errorf("--clickhouse-compression: %w", err)
+	}
+	return set, comp, nil
+}
+
+func (c *clickhouseSettings) options() (sink.Settings, sink.Compression) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.settings, c.compression
 }
 
 func (c *clickhouseSettings) get() (string, string) {
@@ -83,6 +116,11 @@ func (c *clickhouseSettings) tlsConfig() *tls.Config {
 // a renewed CA or client certificate applies from the next batch. When
 // they cannot be read nothing changes.
 func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
+	set, comp, err := next.clickhouseOptions()
+	if err != nil {
+		logger.Error("configuration not reloaded: ClickHouse settings cannot be used", "err", err)
+		return
+	}
 	var tlsCfg *tls.Config
 	if next.ClickHouseURL != "" {
 		var err error
@@ -94,13 +132,15 @@ func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	url, db := next.ClickHouseURL, next.ClickHouseDB
-	changed := (url != "" && url != c.url) || db != c.db || tlsCfg != nil || (url != "" && c.tls != nil)
+	changed := (url != "" && url != c.url) || db != c.db || tlsCfg != nil || (url != "" && c.tls != nil) ||
+		set != c.settings || comp != c.compression
 	if url != "" {
 		c.url, c.tls = url, tlsCfg
 	}
-	c.db = db
+	c.db, c.settings, c.compression = db, set, comp
 	if changed {
-		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil)
+		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil,
+			"clickhouse_settings", set.String(), "clickhouse_compression", comp.String())
 	} else {
 		logger.Info("configuration reloaded: nothing that applies while running changed")
 	}
@@ -114,9 +154,9 @@ func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 // telemetry.
 //
 // Configurations arriving on reload (SIGHUP; nil: none) change the
-// ClickHouse URL, database and TLS files from the next batch on; an empty
-// URL in the new configuration keeps the old one. Other settings need a
-// restart.
+// ClickHouse URLs, database, TLS files, insert settings and compression
+// from the next batch on; an empty URL in the new configuration keeps the
+// old one. Other settings need a restart.
 func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan Config) error {
 	n, err := newNode(cfg, logger)
 	if err != nil {
@@ -218,12 +258,15 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 
-	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: chTLS}
+	if n.clickhouse, err = newClickHouseSettings(cfg, chTLS); err != nil {
+		return nil, configError{err}
+	}
 	dcfg := cfg.dispatchConfig()
 	dcfg.Boot = boot
 	dcfg.PeerCredentials = peerCreds
 	dcfg.ClickHouse = n.clickhouse.get
 	dcfg.ClickHouseTLS = n.clickhouse.tlsConfig
+	dcfg.ClickHouseOptions = n.clickhouse.options
 	dcfg.Meter = providers.MeterProvider()
 	dcfg.Tracer = providers.TracerProvider()
 	dcfg.Logger = logger.With("component", "dispatch")
@@ -470,7 +513,8 @@ func (n *node) opsHandler() http.Handler {
 func (n *node) status() nodestatus.Node {
 	local := n.members.Local()
 	qs := n.queues.Status()
-	st := nodestatus.Node{Name: local.Name, Member: gossip.ID(local.ID).String(), Version: version, Queues: qs.Queues, Backups: qs.Backups}
+	st := nodestatus.Node{Name: local.Name, Member: gossip.ID(local.ID).String(), Version: version, Queues: qs.Queues, Backups: qs.Backups,
+		ClickHouseServers: qs.ClickHouseServers}
 	for _, m := range n.members.Members() {
 		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
 	}

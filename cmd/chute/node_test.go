@@ -20,6 +20,7 @@ import (
 	"chute/internal/testcerts"
 
 	"chute/internal/testutil"
+	"chute/sink"
 )
 
 func httpGet(url string) (int, string, error) {
@@ -191,6 +192,32 @@ func TestClickhouseSettings_update(t *testing.T) {
 	c.update(Config{ClickHouseURL: "http://b:8123", ClickHouseDB: "analytics"}, slog.New(slog.DiscardHandler))
 	if u, _ := c.get(); u != "http://b:8123" {
 		t.Fatalf("new url: got %q", u)
+	}
+}
+
+// A reload replaces the URL list, the insert settings and the
+// compression the queues read at their next batch; settings that do not
+// parse leave everything as it was.
+func TestClickhouseSettings_update_listSettingsCompression(t *testing.T) {
+	c, err := newClickHouseSettings(Config{ClickHouseURL: "http://a:1", ClickHouseDB: "default", ClickHouseCompression: "gzip",
+		ClickHouseSettings: "max_threads=2"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.update(Config{ClickHouseURL: "http://a:1,http://b:2", ClickHouseDB: "default", ClickHouseCompression: "deflate",
+		ClickHouseSettings: "input_format_skip_unknown_fields=1"}, slog.New(slog.DiscardHandler))
+	set, comp := c.options()
+	if u, _ := c.get(); u != "http://a:1,http://b:2" || set.String() != "input_format_skip_unknown_fields=1" || comp != sink.CompressionDeflate {
+		t.Fatalf("after reload: got %q, %q, %v, want the list, the new settings and deflate", u, set.String(), comp)
+	}
+	var log testutil.Buffer
+	c.update(Config{ClickHouseURL: "http://c:3", ClickHouseDB: "default", ClickHouseSettings: "user=x"}, slog.New(slog.NewTextHandler(&log, nil)))
+	set, comp = c.options()
+	if u, _ := c.get(); u != "http://a:1,http://b:2" || set.String() != "input_format_skip_unknown_fields=1" || comp != sink.CompressionDeflate {
+		t.Fatalf("after a bad reload: got %q, %q, %v, want everything as it was", u, set.String(), comp)
+	}
+	if !strings.Contains(log.String(), "--clickhouse-settings") {
+		t.Errorf("log %q: want the refused flag named", log.String())
 	}
 }
 

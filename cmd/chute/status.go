@@ -219,6 +219,20 @@ func printClusterStatus(w io.Writer, endpoint string, st nodestatus.Cluster) {
 	if notes {
 		fmt.Fprintln(w)
 	}
+	if len(st.ClickHouseServers) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "CLICKHOUSE SERVER (seen by %s)\tSTATE\tDOWN UNTIL\tFAILURES\tOK\tTRANSIENT\tDATA\tCONFIG\tWIRE BYTES\n", st.Name)
+		for _, sv := range st.ClickHouseServers {
+			state, until := "up", "-"
+			if !sv.Up {
+				state, until = "down", sv.DownUntil.Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", sv.Server, state, until, sv.Failures,
+				sv.Batches["ok"], sv.Batches["transient"], sv.Batches["data"], sv.Batches["config"], sv.WireBytes)
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(w)
+	}
 	if len(st.Backups) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "COPIES OF QUEUE\tKEPT BY\tFOR DISPATCHER\tROWS\tBYTES")

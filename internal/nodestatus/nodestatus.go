@@ -5,7 +5,10 @@
 // dispatch package's own types.
 package nodestatus
 
-import "chute/dispatch"
+import (
+	"chute/dispatch"
+	"chute/sink"
+)
 
 // Node is GET /status of one node.
 type Node struct {
@@ -19,6 +22,10 @@ type Node struct {
 	// Backups are the copies this node keeps of queues other nodes
 	// dispatch with ack=replicated.
 	Backups []dispatch.BackupStatus `json:"backups"`
+	// ClickHouseServers are the servers of --clickhouse-url as this node
+	// sees them: up or down, batches and bytes sent. Each node keeps its
+	// own view.
+	ClickHouseServers []sink.ServerState `json:"clickhouse_servers,omitempty"`
 }
 
 // Member is a member of the cluster as the node sees it.
@@ -43,6 +50,10 @@ type Cluster struct {
 	Queues  []ClusterQueue  `json:"queues"`
 	// Backups are the copies members keep of queues others dispatch.
 	Backups []ClusterBackup `json:"backups"`
+	// ClickHouseServers are the servers of --clickhouse-url as the node
+	// that gathered the status sees them (Name); other nodes' views are
+	// in their own GET /status.
+	ClickHouseServers []sink.ServerState `json:"clickhouse_servers,omitempty"`
 }
 
 // ClusterMember is a member and how its answer went.
