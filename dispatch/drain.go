@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -344,7 +343,7 @@ func (d *drainer) insertBatch() bool {
 		return true
 	case sink.ClassData:
 		insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
-		ok := d.bisect(ctx, ep, target, b)
+		ok := d.bisect(ctx, ep, target, b, res)
 		d.cur = nil // what bisection left unsettled forms the next batch
 		return ok
 	default:
@@ -386,18 +385,19 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq)
 }
 
-// bisect finds the rows of batch b ClickHouse refuses, inserts the others,
-// turns the refused ones into dead letters, and ends the batch's span. A
-// refused row whose dead letter a NOSPACE alarm refuses stays queued, and
-// bisect reports no progress, so that it is tried again after a pause.
-func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight) bool {
+// bisect finds the rows of batch b ClickHouse refuses (refusal was its
+// answer to the whole batch), inserts the others, turns the refused ones
+// into dead letters, and ends the batch's span. A refused row whose dead
+// letter a NOSPACE alarm refuses stays queued, and bisect reports no
+// progress, so that it is tried again after a pause.
+func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight, refusal sink.Result) bool {
 	m := d.m
 	rows := b.rows
 	values := make([][]byte, len(rows))
 	for i, r := range rows {
 		values[i] = r.m.value
 	}
-	var last sink.Result
+	last := refusal
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
 		last = m.sink.Insert(ctx, ep, target, part, "")
@@ -407,11 +407,13 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		}
 		return last
 	}
-	refused, err := sink.Bisect(ctx, insert, values)
-	settled := len(rows)
+	refused, err := sink.Bisect(ctx, insert, values, refusal)
+	keep := make(map[int]bool) // rows neither inserted nor refused: they stay queued
 	var stopped *sink.BisectError
 	if errors.As(err, &stopped) {
-		settled = stopped.Settled
+		for _, i := range stopped.Unsettled {
+			keep[i] = true
+		}
 	}
 	var waiting map[uint64]bool // refused rows whose dead letter waits for space
 	for _, ref := range refused {
@@ -423,12 +425,14 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 			waiting[r.seq] = true
 		}
 	}
-	done := rows[:settled]
-	if len(waiting) > 0 {
-		done = slices.DeleteFunc(slices.Clone(done), func(r row) bool { return waiting[r.seq] })
+	done := make([]row, 0, len(rows))
+	for i, r := range rows {
+		if !keep[i] && !waiting[r.seq] {
+			done = append(done, r)
+		}
 	}
 	d.drop(done)
-	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
+	m.metrics.rowsInserted.Add(uint64(len(rows) - len(keep) - len(refused)))
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
