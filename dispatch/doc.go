@@ -72,7 +72,8 @@
 //
 // /config/queues/{name} holds a queue's settings as JSON (settings.go):
 // ack (queued, replicated, inserted), max_bytes, prefetch, visibility,
-// batch_rows, batch_bytes, batch_interval, retry_min, retry_max, and
+// batch_rows, batch_bytes, batch_interval, retry_min, retry_max,
+// dlq_max_rows, dlq_ttl, and
 // settings, the ClickHouse settings of the queue's inserts (numbers,
 // strings, booleans as 1 or 0), which override Config.ClickHouseOptions'
 // by name and are checked as sink.CheckSetting says. A put of
@@ -106,6 +107,39 @@
 // without waiting for its batch interval until the shutdown deadline, and
 // the rest stays in the queue log for the next start (Shutdown logs the
 // rows per queue).
+//
+// # Dead letters
+//
+// A row ClickHouse refuses (sink.Bisect finds it) becomes a dead letter,
+// /q/{name}/dlq/{seq}, JSON of the time, table, key, code, redacted
+// error and row (dlq.go). Letters are ordinary keys users read and
+// delete. Each queue keeps at most dlq_max_rows of them (default
+// Config.DeadLetterMaxRows, 10000), deleting the oldest by number (as
+// numbers: the keys sort as strings), and none older than dlq_ttl
+// (Config.DeadLetterTTL, 168h; "0s" in a queue's settings: forever).
+// Decisions:
+//
+//   - The letters of one bisected batch and the deletions they cause are
+//     one RecordStore.Apply (one raft entry), cut into writes of at most
+//     1 MiB or 10000 ops: a write is not held to a client's 128 ops per
+//     txn, and stays well under one raft command. A letter the write
+//     would delete is not written.
+//   - The drainer knows its queue's letter numbers, and reads them again
+//     from the key space (Prefix) before it deletes any, so a user's
+//     delete never makes it delete more than needed; nothing else is
+//     trusted across users' writes.
+//   - The sweep for dlq_ttl (and for a lowered dlq_max_rows) runs in the
+//     drainer's goroutine once a minute on the manager's clock, asked by
+//     the reconcile loop, and deletes at most 1000 letters of each kind a
+//     round; it reads the time first in each letter without decoding the
+//     row. A letter without a time (an older version's, a user's) never
+//     expires. It runs only while the member dispatches the queue.
+//   - Dropped letters count in chute.dead_letters.dropped {queue,reason}
+//     and are logged at WARN at most once a minute per queue.
+//   - A NOSPACE alarm refuses a write whole: its rows stay queued and are
+//     refused and stored again once it is disarmed. Any other failed
+//     write drops its rows, logged at ERROR (the process exits non-zero),
+//     as before: a letter that cannot be written may never be.
 //
 // # On disk
 //

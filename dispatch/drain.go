@@ -3,10 +3,8 @@ package dispatch
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 
 	"chute/gossip"
 	"chute/internal/backoff"
-	"chute/kv"
 	"chute/sink"
 )
 
@@ -45,6 +42,7 @@ type drainer struct {
 	c     *consumer
 
 	ready chan struct{} // capacity 1: rows arrived
+	sweep chan struct{} // capacity 1: time to look for dead letters to delete (dlq.go)
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -55,6 +53,7 @@ type drainer struct {
 	lastInsert time.Time  // start of the last insert
 	lastClass  sink.Class // of the last failed insert, to log state changes once
 	cur        *inflight  // the batch being inserted; nil between batches
+	letters    letterBook // the queue's dead letters
 }
 
 // inflight is the batch being inserted: fixed from its first attempt to
@@ -110,7 +109,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 		m.mu.Unlock()
 		return
 	}
-	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), sweep: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
@@ -156,6 +155,9 @@ func (d *drainer) run() {
 			return
 		case <-d.m.stop:
 			return
+		case <-d.sweep:
+			d.sweepLetters()
+			continue
 		case <-d.ready:
 		}
 		for d.pending() > 0 {
@@ -163,6 +165,11 @@ func (d *drainer) run() {
 			// whole interval): look for stop before each.
 			if d.stopped() {
 				return
+			}
+			select {
+			case <-d.sweep:
+				d.sweepLetters()
+			default:
 			}
 			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
 			// The interval runs from one insert's start to the next's: at
@@ -206,19 +213,24 @@ func (d *drainer) stopped() bool {
 }
 
 // sleep waits dur, or until cut is closed (nil: never), and reports
-// false when the drainer was told to stop meanwhile.
+// false when the drainer was told to stop meanwhile. It sweeps dead
+// letters when asked meanwhile.
 func (d *drainer) sleep(dur time.Duration, cut <-chan struct{}) bool {
 	t := d.m.clock.NewTimer(dur)
 	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return true
-	case <-cut:
-		return true
-	case <-d.stop:
-		return false
-	case <-d.m.stop:
-		return false
+	for {
+		select {
+		case <-t.Chan():
+			return true
+		case <-cut:
+			return true
+		case <-d.sweep:
+			d.sweepLetters()
+		case <-d.stop:
+			return false
+		case <-d.m.stop:
+			return false
+		}
 	}
 }
 
@@ -379,7 +391,7 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 			return true, 0
 		case sink.ClassData:
 			insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
-			ok := d.bisect(ctx, ep, target, b)
+			ok := d.bisect(ctx, ep, target, b, res)
 			d.cur = nil // what bisection left unsettled forms the next batch
 			cancel()
 			return ok, 0
@@ -439,18 +451,19 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq)
 }
 
-// bisect finds the rows of batch b ClickHouse refuses, inserts the others,
-// turns the refused ones into dead letters, and ends the batch's span. A
-// refused row whose dead letter a NOSPACE alarm refuses stays queued, and
-// bisect reports no progress, so that it is tried again after a pause.
-func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight) bool {
+// bisect finds the rows of batch b ClickHouse refuses (refusal was its
+// answer to the whole batch), inserts the others, turns the refused ones
+// into dead letters (dlq.go), and ends the batch's span. Rows whose dead
+// letter a NOSPACE alarm refuses stay queued, and bisect reports no
+// progress, so that they are tried again after a pause.
+func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight, refusal sink.Result) bool {
 	m := d.m
 	rows := b.rows
 	values := make([][]byte, len(rows))
 	for i, r := range rows {
 		values[i] = r.m.value
 	}
-	var last sink.Result
+	last := refusal
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
 		last = m.sink.Insert(ctx, ep, target, part, "")
@@ -460,28 +473,23 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		}
 		return last
 	}
-	refused, err := sink.Bisect(ctx, insert, values)
-	settled := len(rows)
+	refused, err := sink.Bisect(ctx, insert, values, refusal)
+	keep := make(map[int]bool) // rows neither inserted nor refused: they stay queued
 	var stopped *sink.BisectError
 	if errors.As(err, &stopped) {
-		settled = stopped.Settled
-	}
-	var waiting map[uint64]bool // refused rows whose dead letter waits for space
-	for _, ref := range refused {
-		r := rows[ref.Index]
-		if !d.deadLetter(ctx, r, target, ref.Result, ep) {
-			if waiting == nil {
-				waiting = make(map[uint64]bool)
-			}
-			waiting[r.seq] = true
+		for _, i := range stopped.Unsettled {
+			keep[i] = true
 		}
 	}
-	done := rows[:settled]
-	if len(waiting) > 0 {
-		done = slices.DeleteFunc(slices.Clone(done), func(r row) bool { return waiting[r.seq] })
+	waiting := d.storeLetters(ctx, rows, refused, target, ep)
+	done := make([]row, 0, len(rows))
+	for i, r := range rows {
+		if !keep[i] && !waiting[i] {
+			done = append(done, r)
+		}
 	}
 	d.drop(done)
-	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
+	m.metrics.rowsInserted.Add(uint64(len(rows) - len(keep) - len(refused)))
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
@@ -504,45 +512,6 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	}
 	endInsert(b.span, b.attempts, sink.Result{Class: sink.ClassOK, Status: last.Status}, len(refused))
 	return len(waiting) == 0 // rows waiting for space: tried again after a pause
-}
-
-// deadLetter stores a refused row under /q/{name}/dlq/{seq} with
-// ClickHouse's reason (redacted), and reports whether the row is
-// settled. It is not while a NOSPACE alarm refuses the write: the row
-// stays queued, to be refused and stored again once the alarm is
-// disarmed, as a put answered OK must not be lost for want of space.
-func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink.Result, ep sink.Endpoint) bool {
-	letter, _ := json.Marshal(struct {
-		Table string `json:"table"`
-		Key   string `json:"key"`
-		Code  int    `json:"code"`
-		Error string `json:"error"`
-		Row   string `json:"row"`
-	}{Table: target, Key: r.m.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.m.value)})
-	key := DeadLetterKey(d.q.name, r.seq)
-	// Its own bound: the bisection may have spent the insert's.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWriteTimeout)
-	defer cancel()
-	err := d.m.records.Put(ctx, key, letter)
-	if errors.Is(err, kv.ErrNoSpace) {
-		d.m.log.Log(ctx, d.m.warns.level("dead letter nospace "+d.q.name, d.m.clock.Now()),
-			"row refused by ClickHouse; dead letter waits for the NOSPACE alarm to be disarmed, the row stays queued",
-			"queue", d.q.name, "table", target, "seq", r.seq, "code", res.Code, "key", key)
-		return false
-	}
-	d.q.mu.Lock()
-	d.q.refusedLocked(r.seq, key)
-	d.q.mu.Unlock()
-	if err != nil {
-		d.m.log.Error("row refused by ClickHouse; dead letter not written, the row is dropped", "queue", d.q.name, "rows", 1, "table", target,
-			"seq", r.seq, "code", res.Code, "key", key, "bytes", len(letter), "err", err)
-		d.m.dropped.Add(1) // the process exits non-zero (Shutdown)
-		return true
-	}
-	d.m.metrics.deadLetters.Add(1)
-	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
-		"seq", r.seq, "code", res.Code, "key", key)
-	return true
 }
 
 // setLastError keeps a failed insert for /status.

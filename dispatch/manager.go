@@ -103,6 +103,14 @@ type Config struct {
 	// RetryMin and RetryMax bound the backoff between failed inserts.
 	// Zero: 100ms and 30s.
 	RetryMin, RetryMax time.Duration
+	// DeadLetterMaxRows and DeadLetterTTL bound each ClickHouse queue's
+	// dead letters unless its settings say otherwise (dlq_max_rows,
+	// dlq_ttl): past DeadLetterMaxRows the oldest are deleted, and
+	// letters older than DeadLetterTTL are deleted. Zero: 10000 rows and
+	// 168h (7 days); only a queue's settings can keep letters forever
+	// (dlq_ttl "0s").
+	DeadLetterMaxRows int
+	DeadLetterTTL     time.Duration
 	// Meter exports queue and ClickHouse metrics. Nil: none.
 	Meter metric.MeterProvider
 	// Tracer traces forwards to other members and every ClickHouse batch
@@ -171,6 +179,12 @@ func (c Config) withDefaults() Config {
 	if c.RetryMax == 0 {
 		c.RetryMax = 30 * time.Second
 	}
+	if c.DeadLetterMaxRows == 0 {
+		c.DeadLetterMaxRows = defaultDeadLetterMaxRows
+	}
+	if c.DeadLetterTTL == 0 {
+		c.DeadLetterTTL = defaultDeadLetterTTL
+	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 100 * time.Millisecond
 	}
@@ -197,6 +211,11 @@ type RecordStore interface {
 	CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error)
 	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
+	// Apply deletes deletes and puts puts as one write (one raft
+	// entry), all or nothing; a NOSPACE alarm refuses it whole when it
+	// puts anything (kv.ErrNoSpace). Callers keep a write well under the
+	// size of one raft command (dlq.go).
+	Apply(ctx context.Context, puts []kv.KeyValue, deletes []string) error
 	Prefix(prefix string) map[string][]byte
 	// Writable reports whether a write can commit now: a leader is
 	// known. Claims are not tried without one.
@@ -234,6 +253,7 @@ type Manager struct {
 
 	metrics counters
 	inserts insertMetrics
+	letters letterMetrics
 	tracer  trace.Tracer // nil when tracing is off
 
 	// counter numbers the messages this member accepts (MsgID.N). It
@@ -298,6 +318,9 @@ func New(cfg Config) (*Manager, error) {
 	m.counter.Store(uint64(time.Now().UnixNano())) // the wall clock, even under a fake one: see counter
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
+		return nil, fmt.Errorf("dispatch: metrics: %w", err)
+	}
+	if m.letters, err = newLetterMetrics(cfg.Meter); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	// Before the metrics, whose callback reads it: closed if they fail.

@@ -39,6 +39,7 @@ func (m *Manager) reconcile() {
 		m.reconcileQueue(q)
 	}
 	m.reconcileBackups()
+	m.sweepDeadLetters()
 	m.mu.Lock()
 	locals := make([]*localConsumer, 0, len(m.locals))
 	for lc := range m.locals {

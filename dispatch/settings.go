@@ -55,6 +55,11 @@ type Settings struct {
 	// Insert are the ClickHouse settings of the queue's INSERTs; they
 	// override the cluster's (Config.ClickHouseOptions) by name.
 	Insert sink.Settings
+	// DeadLetterMaxRows bounds the queue's dead letters: past it the
+	// oldest, by number, are deleted (dlq.go). 0 keeps none.
+	DeadLetterMaxRows int
+	// DeadLetterTTL is how long a dead letter is kept; 0 forever.
+	DeadLetterTTL time.Duration
 }
 
 // settingsJSON is the JSON of /config/queues/{name}; absent fields keep
@@ -70,7 +75,9 @@ type settingsJSON struct {
 	RetryMin      *string `json:"retry_min"`
 	RetryMax      *string `json:"retry_max"`
 	// Settings are ClickHouse settings: numbers, strings or booleans.
-	Settings map[string]json.RawMessage `json:"settings"`
+	Settings   map[string]json.RawMessage `json:"settings"`
+	DLQMaxRows *int                       `json:"dlq_max_rows"`
+	DLQTTL     *string                    `json:"dlq_ttl"`
 }
 
 // maxBatchBytes keeps a batch under what one insert request and the peer
@@ -115,6 +122,7 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 		{"prefetch", j.Prefetch, 1, 1 << 20, &s.Prefetch},
 		{"batch_rows", j.BatchRows, 1, 1_000_000, &s.BatchRows},
 		{"batch_bytes", j.BatchBytes, 1, maxBatchBytes, &s.BatchBytes},
+		{"dlq_max_rows", j.DLQMaxRows, 0, maxDeadLetterRows, &s.DeadLetterMaxRows},
 	}
 	for _, f := range ints {
 		if f.v == nil {
@@ -154,6 +162,13 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 			return s, fmt.Errorf("settings: %s %v: want %v to %v", f.name, d, f.min, f.max)
 		}
 		*f.dst = d
+	}
+	if j.DLQTTL != nil {
+		d, err := parseLetterTTL(*j.DLQTTL)
+		if err != nil {
+			return s, fmt.Errorf("settings: %w", err)
+		}
+		s.DeadLetterTTL = d
 	}
 	if s.RetryMin > s.RetryMax {
 		return s, fmt.Errorf("settings: retry_min %v is above retry_max %v", s.RetryMin, s.RetryMax)
@@ -255,6 +270,7 @@ func (c Config) defaults() Settings {
 		Ack: AckQueued, MaxBytes: c.MaxQueueBytes, Prefetch: c.Prefetch, Visibility: c.Visibility,
 		BatchRows: c.BatchRows, BatchBytes: c.BatchBytes, BatchInterval: c.BatchInterval,
 		RetryMin: c.RetryMin, RetryMax: c.RetryMax,
+		DeadLetterMaxRows: c.DeadLetterMaxRows, DeadLetterTTL: c.DeadLetterTTL,
 	}
 }
 

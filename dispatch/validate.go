@@ -30,6 +30,7 @@ func (c Config) Validate() error {
 		setting.Num("BatchRows", int64(c.BatchRows)),
 		setting.Num("BatchBytes", int64(c.BatchBytes)),
 		setting.Num("QuotaBytes", c.QuotaBytes),
+		setting.Num("DeadLetterMaxRows", int64(c.DeadLetterMaxRows)),
 	)...)
 	errs = append(errs, setting.Negative("dispatch",
 		setting.Num("ReconcileInterval", c.ReconcileInterval),
@@ -38,7 +39,11 @@ func (c Config) Validate() error {
 		setting.Num("InsertTimeout", c.InsertTimeout),
 		setting.Num("RetryMin", c.RetryMin),
 		setting.Num("RetryMax", c.RetryMax),
+		setting.Num("DeadLetterTTL", c.DeadLetterTTL),
 	)...)
+	if c.DeadLetterMaxRows > maxDeadLetterRows {
+		bad("DeadLetterMaxRows", fmt.Errorf("%d is above %d", c.DeadLetterMaxRows, maxDeadLetterRows))
+	}
 	if d := c.withDefaults(); c.RetryMin >= 0 && c.RetryMax >= 0 && d.RetryMin > d.RetryMax {
 		bad("RetryMin", fmt.Errorf("%v is above RetryMax %v", d.RetryMin, d.RetryMax))
 	}

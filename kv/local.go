@@ -46,6 +46,34 @@ func (s *Server) Delete(ctx context.Context, key string) error {
 	return s.writeOwn(ctx, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}).Err
 }
 
+// KeyValue is one put of Apply.
+type KeyValue struct {
+	Key   string
+	Value []byte
+}
+
+// Apply deletes the keys deletes and then puts puts, as one write of the
+// whole cluster: one txn, one command of the consensus (one raft entry)
+// and one revision, all or nothing. A key must not appear twice. It is
+// bounded by what one command may carry (raftkv's MaxCommandBytes), not
+// by the client limit of ops per txn (MaxTxnOps), which is for requests:
+// the caller keeps each call well under the command bound. A NOSPACE
+// alarm refuses the whole write when it puts anything (ErrNoSpace);
+// other errors are CompareAndPut's. Nothing to write returns nil at once.
+func (s *Server) Apply(ctx context.Context, puts []KeyValue, deletes []string) error {
+	if len(puts) == 0 && len(deletes) == 0 {
+		return nil
+	}
+	ops := make([]*pb.RequestOp, 0, len(deletes)+len(puts))
+	for _, k := range deletes {
+		ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(k)}}})
+	}
+	for _, p := range puts {
+		ops = append(ops, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(p.Key), Value: p.Value}}})
+	}
+	return s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{Success: ops}}).Err
+}
+
 // Writable reports whether a write can commit now: this member is alone,
 // or a leader is known.
 func (s *Server) Writable() bool {

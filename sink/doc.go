@@ -104,11 +104,19 @@
 //
 // # Bisection
 //
-// Bisect halves a refused batch until single rows are refused; the other
-// rows go in. Rows are settled left to right, so when a transient or config
-// error stops it, a prefix of the batch is settled (inserted or refused)
-// and the rest was not sent: the caller removes the prefix, dead-letters
-// the refused rows and keeps the rest. See BisectError.
+// Bisect finds the rows of a refused batch that ClickHouse refuses; the
+// other rows go in. Where an answer names the row it stopped at ("(at row
+// N)", which 18.16 adds to every row it cannot parse in JSONEachRow), the
+// rows before it parsed and are put aside, the named row is refused with
+// that answer, and the rows after it are sent next; the rows put aside go
+// in together at the end. A run of bad rows costs one request per row,
+// and a batch about two parts, instead of two requests per bad row and a
+// part per good stretch. Without a name (or in a request over MarkerTrustBytes, where newer
+// servers may count rows from a parallel-parsing chunk), it halves the
+// rows until single rows are refused. When a transient or config error
+// stops it, every row is inserted, refused or unsettled: the caller
+// removes the first two, dead-letters the refused rows and keeps the
+// unsettled ones. See BisectError.
 //
 // # Values
 //
@@ -137,8 +145,13 @@
 //     plain HTTP.
 //   - User and password in the URL are percent-decoded when they hold valid
 //     escapes, and sent as written otherwise.
-//   - Bisection never resends the whole batch; a single row is sent once
-//     more on its own so its answer describes it.
+//   - Bisection never resends the whole batch. A refused row's answer
+//     describes it: either ClickHouse named it, in a request small enough
+//     for the name to be exact, or it was sent on its own.
+//   - Rows that parsed before a named row are inserted after the rows
+//     behind it: a batch's rows reach ClickHouse in at most a few
+//     requests, each oldest first, and ClickHouse keeps no order between
+//     requests anyway.
 //   - Down periods double without jitter: they are one member's view of
 //     a server, nothing synchronises them across members, and exact
 //     periods make /status and the tests plain.

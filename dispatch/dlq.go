@@ -1,0 +1,458 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"chute/kv"
+	"chute/sink"
+)
+
+// Dead letters are ordinary keys, /q/{name}/dlq/{seq}, that users read and
+// delete with any etcd client; a queue's dispatcher writes them and keeps
+// them bounded. Its drainer writes the letters of one bisected batch, and
+// the deletions of the oldest letters they push past dlq_max_rows, in one
+// write (RecordStore.Apply: one raft entry), cut into several only past
+// letterWriteBytes or letterWriteOps; a letter that the same write would
+// delete is never written. Before it deletes anything it counts the
+// letters again from the key space, so letters a user deleted are not
+// counted against the bound. The drainer also sweeps, once per sweepEvery
+// on the manager's clock (asked by the reconcile loop), for letters past
+// dlq_ttl and over dlq_max_rows (after a lower max was set), deleting at
+// most sweepMax per round. Every letter deleted or never written counts
+// in chute.dead_letters.dropped (by queue and reason), and a WARN per
+// queue at most once per dropWarnEvery says how many went since the last.
+
+const (
+	// defaultDeadLetterMaxRows and defaultDeadLetterTTL are
+	// Config.DeadLetterMaxRows and DeadLetterTTL when zero.
+	defaultDeadLetterMaxRows = 10_000
+	defaultDeadLetterTTL     = 7 * 24 * time.Hour
+	// maxDeadLetterRows bounds dlq_max_rows: the drainer lists a
+	// queue's letters in memory when it trims them.
+	maxDeadLetterRows = 1_000_000
+	// minDeadLetterTTL and maxDeadLetterTTL bound a dlq_ttl other than
+	// 0: the sweep runs once a minute.
+	minDeadLetterTTL = time.Minute
+	maxDeadLetterTTL = 10 * 365 * 24 * time.Hour
+	// letterWriteBytes and letterWriteOps bound one write of letters:
+	// one raft entry, well under raftkv's DefaultMaxCommandBytes
+	// (2.25 MiB), so that a flood of bad rows makes few, modest entries.
+	// A write is not held to the client's 128 ops per txn, which bounds
+	// requests, not the member's own writes.
+	letterWriteBytes = 1 << 20
+	letterWriteOps   = 10_000
+	// sweepEvery is how often a drainer looks for letters to delete.
+	sweepEvery = time.Minute
+	// sweepMax bounds the letters one sweep reads the time of, and those
+	// it deletes.
+	sweepMax = 1000
+	// dropWarnEvery is how often dropped letters of one queue are
+	// logged at WARN.
+	dropWarnEvery = time.Minute
+)
+
+// Reasons a dead letter is dropped: the label of chute.dead_letters.dropped.
+const (
+	dropMaxRows = "max_rows"
+	dropTTL     = "ttl"
+)
+
+// parseLetterTTL parses a dlq_ttl: "0s" (or any zero duration) keeps
+// letters forever.
+func parseLetterTTL(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("dlq_ttl %q: want a duration such as \"168h\", or \"0s\" to keep dead letters forever", s)
+	}
+	if d != 0 && (d < minDeadLetterTTL || d > maxDeadLetterTTL) {
+		return 0, fmt.Errorf("dlq_ttl %v: want 0 (forever) or %v to %v", d, minDeadLetterTTL, maxDeadLetterTTL)
+	}
+	return d, nil
+}
+
+// letter is the JSON of a dead letter. Time comes first, so the sweep
+// reads it without decoding the row (letterTime).
+type letter struct {
+	Time  time.Time `json:"time"` // when it was written, UTC, on the dispatcher's clock
+	Table string    `json:"table"`
+	Key   string    `json:"key"`
+	Code  int       `json:"code"`
+	Error string    `json:"error"`
+	Row   string    `json:"row"`
+}
+
+// letterTime returns the time a stored letter was written; false when it
+// has none (a letter of an older version, or a user's): such a letter
+// never expires, and counts against dlq_max_rows.
+func letterTime(v []byte) (time.Time, bool) {
+	const head = `{"time":"`
+	if s, ok := bytes.CutPrefix(v, []byte(head)); ok {
+		if end := bytes.IndexByte(s, '"'); end > 0 {
+			if t, err := time.Parse(time.RFC3339Nano, string(s[:end])); err == nil {
+				return t, true
+			}
+		}
+	}
+	var l struct {
+		Time *time.Time `json:"time"`
+	}
+	if json.Unmarshal(v, &l) != nil || l.Time == nil {
+		return time.Time{}, false
+	}
+	return *l.Time, true
+}
+
+// letterPrefix is where a queue's dead letters are.
+func letterPrefix(queue string) string { return "/q/" + queue + "/dlq/" }
+
+// letterBook is what a drainer knows of its queue's dead letters, owned
+// by its loop.
+type letterBook struct {
+	loaded bool
+	// seqs are the numbers of the letters, ascending; it may still hold
+	// letters a user deleted since it was loaded.
+	seqs []uint64
+
+	dropped  map[string]int // letters dropped since the last WARN, by reason
+	lastWarn time.Time      // of dropped letters
+	next     time.Time      // of the next sweep
+}
+
+// loadLetters reads the queue's letters from the key space; it returns
+// their values, by number, which are the store's (never modified).
+func (d *drainer) loadLetters() map[uint64][]byte {
+	prefix := letterPrefix(d.q.name)
+	all := d.m.records.Prefix(prefix)
+	vals := make(map[uint64][]byte, len(all))
+	seqs := make([]uint64, 0, len(all))
+	for k, v := range all {
+		if seq, ok := parseSeq(k[len(prefix):]); ok {
+			seqs = append(seqs, seq)
+			vals[seq] = v
+		}
+	}
+	slices.Sort(seqs)
+	d.letters.seqs, d.letters.loaded = seqs, true
+	return vals
+}
+
+// trimLetters returns which letters to drop so that at most limit remain of
+// have (stored) and add (to be written), both ascending and disjoint: the
+// oldest by number, compared as numbers. del are stored letters to
+// delete, oldest first; skip[i] reports that add[i] is not to be written.
+func trimLetters(have, add []uint64, limit int) (del []uint64, skip []bool) {
+	skip = make([]bool, len(add))
+	over := len(have) + len(add) - limit
+	i, j := 0, 0
+	for ; over > 0; over-- {
+		if j == len(add) || (i < len(have) && have[i] < add[j]) {
+			del = append(del, have[i])
+			i++
+		} else {
+			skip[j] = true
+			j++
+		}
+	}
+	return del, skip
+}
+
+// deadLetter is a refused row about to be stored: rows[index] of the
+// batch.
+type deadLetter struct {
+	index int
+	seq   uint64
+	key   string
+	value []byte
+	skip  bool // not written: the oldest past dlq_max_rows
+}
+
+// storeLetters stores the rows ClickHouse refused in a batch as dead
+// letters, deleting the oldest letters past the queue's dlq_max_rows in
+// the same write, and reports the indexes (into rows) of the refused rows
+// that are not settled: those whose letter a NOSPACE alarm refused stay
+// queued, to be refused and stored again once the alarm is disarmed, as a
+// put answered OK must not be lost for want of space. A write that fails
+// otherwise drops its rows (logged at ERROR; the process then exits
+// non-zero), as a letter that cannot be written may never be.
+func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.Refused, target string, ep sink.Endpoint) (waiting map[int]bool) {
+	if len(refused) == 0 {
+		return nil
+	}
+	m := d.m
+	now := m.clock.Now().UTC()
+	limit := m.settingsOf(d.q.name).DeadLetterMaxRows
+	letters := make([]deadLetter, 0, len(refused))
+	for _, ref := range refused {
+		r := rows[ref.Index]
+		v, _ := json.Marshal(letter{Time: now, Table: target, Key: r.m.tail, Code: ref.Result.Code,
+			Error: sink.Redact(ref.Result.Message, ep), Row: string(r.m.value)})
+		letters = append(letters, deadLetter{index: ref.Index, seq: r.seq, key: DeadLetterKey(d.q.name, r.seq), value: v})
+	}
+	slices.SortFunc(letters, func(a, b deadLetter) int { return cmpSeq(a.seq, b.seq) })
+	add := make([]uint64, len(letters))
+	for i, l := range letters {
+		add[i] = l.seq
+	}
+	b := &d.letters
+	if !b.loaded || len(b.seqs)+len(add) > limit {
+		d.loadLetters() // a user may have deleted some: count them again before deleting any
+	}
+	// A letter written again (a batch refused again after a handover)
+	// replaces the stored one.
+	have := slices.DeleteFunc(slices.Clone(b.seqs), func(s uint64) bool { _, found := slices.BinarySearch(add, s); return found })
+	del, skip := trimLetters(have, add, limit)
+	var puts []kv.KeyValue
+	var put []deadLetter
+	skipped := 0
+	for i := range letters {
+		l := &letters[i]
+		if l.skip = skip[i]; l.skip {
+			skipped++
+			continue
+		}
+		puts = append(puts, kv.KeyValue{Key: l.key, Value: l.value})
+		put = append(put, *l)
+	}
+	deletes := make([]string, len(del))
+	for i, s := range del {
+		deletes[i] = DeadLetterKey(d.q.name, s)
+	}
+	// Its own bound: the bisection may have spent the insert's.
+	ctx = context.WithoutCancel(ctx)
+	off, stored, deleted, failed := 0, 0, 0, false
+	waiting = make(map[int]bool)
+	for i, w := range splitWrites(puts, deletes) {
+		wctx, cancel := context.WithTimeout(ctx, recordWriteTimeout)
+		err := m.records.Apply(wctx, w.puts, w.deletes)
+		cancel()
+		chunk := put[off : off+len(w.puts)]
+		switch {
+		case errors.Is(err, kv.ErrNoSpace):
+			// This write and the ones after it (also puts) wait; so do
+			// the letters not to be written at all, unless an earlier
+			// write went: the next try trims again.
+			for _, l := range put[off:] {
+				waiting[l.index] = true
+			}
+			if i == 0 {
+				for _, l := range letters {
+					if l.skip {
+						waiting[l.index] = true
+					}
+				}
+				skipped = 0
+			}
+			m.log.Log(ctx, m.warns.level("dead letter nospace "+d.q.name, m.clock.Now()),
+				"rows refused by ClickHouse; dead letters wait for the NOSPACE alarm to be disarmed, the rows stay queued",
+				"queue", d.q.name, "table", target, "rows", len(put)-off, "code", refused[0].Result.Code)
+			b.loaded = false
+			d.settleLetters(letters, waiting, stored, deleted, skipped)
+			return waiting
+		case err != nil:
+			m.log.Error("rows refused by ClickHouse; dead letters not written, the rows are dropped", "queue", d.q.name, "table", target,
+				"rows", len(chunk), "deletes", len(w.deletes), "err", err)
+			m.dropped.Add(uint64(len(chunk))) // the process exits non-zero (Shutdown)
+			failed = true
+		default:
+			stored += len(w.puts)
+			deleted += len(w.deletes)
+		}
+		off += len(w.puts)
+	}
+	if failed {
+		b.loaded = false
+	} else {
+		kept := slices.DeleteFunc(have, func(s uint64) bool { _, found := slices.BinarySearch(del, s); return found })
+		for _, l := range put {
+			kept = append(kept, l.seq)
+		}
+		slices.Sort(kept)
+		b.seqs = kept
+	}
+	d.settleLetters(letters, waiting, stored, deleted, skipped)
+	return waiting
+}
+
+// settleLetters notes the refused rows that are settled (for puts waiting
+// for ack=inserted) and counts and logs the letters written and dropped.
+func (d *drainer) settleLetters(letters []deadLetter, waiting map[int]bool, stored, deleted, skipped int) {
+	m := d.m
+	d.q.mu.Lock()
+	for _, l := range letters {
+		switch {
+		case waiting[l.index]:
+		case l.skip:
+			d.q.refusedLocked(l.seq, l.key+" (not kept: the queue keeps dlq_max_rows)")
+		default:
+			d.q.refusedLocked(l.seq, l.key)
+		}
+	}
+	d.q.mu.Unlock()
+	if stored > 0 {
+		m.metrics.deadLetters.Add(uint64(stored))
+		m.log.Log(context.Background(), m.warns.level("dead letters "+d.q.name, m.clock.Now()),
+			"rows refused by ClickHouse; stored as dead letters", "queue", d.q.name, "rows", stored,
+			"first_key", letters[0].key, "last_key", letters[len(letters)-1].key)
+	}
+	d.dropLetters(dropMaxRows, deleted+skipped)
+}
+
+// dropLetters counts n letters dropped for reason and logs them at WARN
+// at most once per dropWarnEvery, with the count since the last WARN.
+func (d *drainer) dropLetters(reason string, n int) {
+	if n > 0 {
+		d.m.letters.drop(d.q.name, reason, n)
+		if d.letters.dropped == nil {
+			d.letters.dropped = make(map[string]int)
+		}
+		d.letters.dropped[reason] += n
+	}
+	b := &d.letters
+	now := d.m.clock.Now()
+	if len(b.dropped) == 0 || (!b.lastWarn.IsZero() && now.Sub(b.lastWarn) < dropWarnEvery) {
+		return
+	}
+	d.m.log.Warn("dead letters dropped: a queue keeps at most dlq_max_rows of them, for at most dlq_ttl; counts since the last warning",
+		"queue", d.q.name, dropMaxRows, b.dropped[dropMaxRows], dropTTL, b.dropped[dropTTL])
+	b.lastWarn = now
+	clear(b.dropped)
+}
+
+// sweepLetters deletes, once per sweepEvery, the queue's letters past its
+// dlq_ttl and over its dlq_max_rows, at most sweepMax of each, oldest
+// first, in one write. A letter written out of order waits until those
+// before it are examined.
+func (d *drainer) sweepLetters() {
+	m := d.m
+	now := m.clock.Now()
+	b := &d.letters
+	d.dropLetters("", 0) // a WARN that waited for its minute
+	if now.Before(b.next) || !m.records.Writable() {
+		return
+	}
+	b.next = now.Add(sweepEvery)
+	set := m.settingsOf(d.q.name)
+	vals := d.loadLetters()
+	seqs := b.seqs
+	var del []uint64
+	over := min(max(len(seqs)-set.DeadLetterMaxRows, 0), sweepMax)
+	del = append(del, seqs[:over]...)
+	expired := 0
+	if set.DeadLetterTTL > 0 {
+		for _, s := range seqs[over:min(len(seqs), over+sweepMax)] {
+			if t, ok := letterTime(vals[s]); ok && now.Sub(t) >= set.DeadLetterTTL {
+				del = append(del, s)
+				expired++
+			}
+		}
+	}
+	if len(del) == 0 {
+		return
+	}
+	deletes := make([]string, len(del))
+	for i, s := range del {
+		deletes[i] = DeadLetterKey(d.q.name, s)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), recordWriteTimeout)
+	defer cancel()
+	if err := m.records.Apply(ctx, nil, deletes); err != nil {
+		b.loaded = false
+		m.log.Warn("dead letters not deleted; trying again at the next sweep", "queue", d.q.name, "letters", len(deletes), "err", err)
+		return
+	}
+	// del is ascending: the letters over the max, then expired ones
+	// after them.
+	b.seqs = slices.DeleteFunc(slices.Clone(seqs), func(s uint64) bool { _, found := slices.BinarySearch(del, s); return found })
+	d.dropLetters(dropMaxRows, over)
+	d.dropLetters(dropTTL, expired)
+}
+
+// letterWrite is one write of letters.
+type letterWrite struct {
+	puts    []kv.KeyValue
+	deletes []string
+}
+
+// splitWrites cuts deletes and puts into writes of at most
+// letterWriteBytes and letterWriteOps each, deletes first; a letter
+// larger than letterWriteBytes is a write of its own. Nothing gives no
+// write.
+func splitWrites(puts []kv.KeyValue, deletes []string) []letterWrite {
+	var out []letterWrite
+	var cur letterWrite
+	size, ops := 0, 0
+	flush := func() {
+		if ops > 0 {
+			out = append(out, cur)
+		}
+		cur, size, ops = letterWrite{}, 0, 0
+	}
+	add := func(n int) {
+		if ops > 0 && (size+n > letterWriteBytes || ops+1 > letterWriteOps) {
+			flush()
+		}
+		size += n
+		ops++
+	}
+	for _, k := range deletes {
+		add(len(k))
+		cur.deletes = append(cur.deletes, k)
+	}
+	for _, p := range puts {
+		add(len(p.Key) + len(p.Value))
+		cur.puts = append(cur.puts, p)
+	}
+	flush()
+	return out
+}
+
+func cmpSeq(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// letterMetrics counts dropped dead letters.
+type letterMetrics struct {
+	dropped metric.Int64Counter
+}
+
+func newLetterMetrics(mp metric.MeterProvider) (letterMetrics, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	c, err := mp.Meter("chute/dispatch").Int64Counter("chute.dead_letters.dropped", metric.WithDescription(
+		"Dead letters deleted or never written, by queue and reason: max_rows (past dlq_max_rows, oldest first), ttl (older than dlq_ttl)."))
+	return letterMetrics{dropped: c}, err
+}
+
+func (lm letterMetrics) drop(queue, reason string, n int) {
+	lm.dropped.Add(context.Background(), int64(n), metric.WithAttributes(attribute.String("queue", queue), attribute.String("reason", reason)))
+}
+
+// sweepDeadLetters asks every drainer to sweep its letters when due; a
+// drainer busy with an insert sweeps after it. It never blocks.
+func (m *Manager) sweepDeadLetters() {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for _, d := range m.drainers {
+		select {
+		case d.sweep <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,203 @@
+//go:build e2e
+
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/internal/chtest"
+	chuteotel "chute/otel"
+)
+
+// putRows puts rows to queue's producer keys in txns of 128 puts, key i
+// for row i.
+func putRows(t *testing.T, ctx context.Context, cli *clientv3.Client, queue string, rows []string) {
+	t.Helper()
+	ops := make([]clientv3.Op, 0, 128)
+	flush := func() {
+		if len(ops) == 0 {
+			return
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		ops = ops[:0]
+	}
+	for i, v := range rows {
+		ops = append(ops, clientv3.OpPut(fmt.Sprintf("/q/%s/p/%d", queue, i), v))
+		if len(ops) == cap(ops) {
+			flush()
+		}
+	}
+	flush()
+}
+
+// letterSeqs returns the numbers of queue's dead letters, ascending.
+func letterSeqs(t *testing.T, ctx context.Context, cli *clientv3.Client, queue string) []uint64 {
+	t.Helper()
+	resp, err := cli.Get(ctx, letterPrefix(queue), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, kv := range resp.Kvs {
+		seq, err := strconv.ParseUint(strings.TrimPrefix(string(kv.Key), letterPrefix(queue)), 10, 64)
+		if err != nil {
+			t.Fatalf("letter key %s: %v", kv.Key, err)
+		}
+		seqs = append(seqs, seq)
+	}
+	slices.Sort(seqs)
+	return seqs
+}
+
+// TestDeadLetters_floodKeepsNewest is the flood of bad rows: 20,000 rows
+// ClickHouse refuses, among 10,000 good ones, into a queue with
+// dlq_max_rows 1000. Exactly the newest 1000 letters remain, the other
+// 19,000 count as dropped, every good row lands once, and the letters
+// take a few writes (raft entries), not one per row.
+func TestDeadLetters_floodKeepsNewest(t *testing.T) {
+	const good, bad = 10_000, 20_000
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.flood (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
+	providers, err := chuteotel.New(chuteotel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.Meter = providers.MeterProvider() })
+	cli := n.client(t)
+	ctx := testCtx(t, 5*time.Minute)
+	if _, err := cli.Put(ctx, SettingsKey("ch:flood"), `{"dlq_max_rows":1000}`); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]string, 0, good+bad)
+	var badSeqs []uint64 // a single member numbers rows from 1 in put order
+	for i := range good + bad {
+		if i%3 == 0 {
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"n":%d}`, i, i))
+		} else {
+			rows = append(rows, fmt.Sprintf(`{"id":%d,"n":"poison %d"}`, i, i))
+			badSeqs = append(badSeqs, uint64(i+1))
+		}
+	}
+	applied := n.kv.StateMachine().Applied()
+	start := time.Now()
+	putRows(t, ctx, cli, "ch:flood", rows)
+	waitCount(t, ch, "default.flood", good, 4*time.Minute)
+	waitUntil(t, 30*time.Second, "the queue to empty", func() bool { return n.depth("ch:flood") == 0 })
+	elapsed := time.Since(start)
+	writes := n.kv.StateMachine().Applied() - applied
+	t.Logf("%d bad rows among %d: drained in %v, %d key-space writes", bad, good+bad, elapsed, writes)
+
+	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.flood"); got != fmt.Sprintf("%d\t%d", good, good) {
+		t.Fatalf("good rows: got %q (count, distinct ids), want %d of each", got, good)
+	}
+	got := letterSeqs(t, ctx, cli, "ch:flood")
+	if want := badSeqs[len(badSeqs)-1000:]; !slices.Equal(got, want) {
+		t.Fatalf("dead letters: got %d from %v to %v, want the newest 1000, %v to %v", len(got), got[:1], got[len(got)-1:], want[0], want[len(want)-1])
+	}
+	var l letter
+	if resp, err := cli.Get(ctx, DeadLetterKey("ch:flood", got[0])); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("letter %d: %v", got[0], err)
+	} else if err := json.Unmarshal(resp.Kvs[0].Value, &l); err != nil || l.Code != 27 || l.Time.IsZero() || !strings.HasPrefix(l.Row, `{"id":`) {
+		t.Fatalf("letter %d: got %+v, %v; want code 27, a time and the row", got[0], l, err)
+	}
+	body := metricsText(t, providers)
+	if want := `chute_dead_letters_dropped_total{queue="ch:flood",reason="max_rows"} 19000`; !strings.Contains(body, want) {
+		t.Errorf("/metrics lacks %s", want)
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "chute_dead_letters") {
+				t.Log(line)
+			}
+		}
+	}
+	if writes > 100 {
+		t.Errorf("%d key-space writes for %d bad rows: want a few per batch", writes, bad)
+	}
+}
+
+// TestDeadLetters_oneWritePerBatch checks that the dead letters of one
+// bisected batch are one write of the key space (one raft entry), not
+// one per row.
+func TestDeadLetters_oneWritePerBatch(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.batch (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, time.Minute)
+	putRows(t, ctx, cli, "ch:batch", []string{`{"id":1000,"n":1}`}) // claims the queue: a write of its own
+	waitCount(t, ch, "default.batch", 1, 10*time.Second)
+	applied := n.kv.StateMachine().Applied()
+	rows := make([]string, 100) // one txn: one batch
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"id":%d,"n":%d}`, i, i)
+		if i%5 == 2 {
+			rows[i] = fmt.Sprintf(`{"id":%d,"n":"bad"}`, i)
+		}
+	}
+	putRows(t, ctx, cli, "ch:batch", rows)
+	waitCount(t, ch, "default.batch", 81, 20*time.Second)
+	waitUntil(t, 10*time.Second, "the queue to empty", func() bool { return n.depth("ch:batch") == 0 })
+	if got := len(letterSeqs(t, ctx, cli, "ch:batch")); got != 20 {
+		t.Fatalf("dead letters: got %d, want 20", got)
+	}
+	if got := n.kv.StateMachine().Applied() - applied; got != 1 {
+		t.Fatalf("key-space writes for a batch with 20 refused rows: got %d, want 1", got)
+	}
+}
+
+// TestDeadLetters_userDeleteKeepsBound checks that letters a user deletes
+// (as etcdctl del would) are not counted against dlq_max_rows: later
+// letters do not push out the ones left while there is room, and past
+// the max the oldest by number go, "9" before "10".
+func TestDeadLetters_userDeleteKeepsBound(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.bound (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, time.Minute)
+	if _, err := cli.Put(ctx, SettingsKey("ch:bound"), `{"dlq_max_rows":10}`); err != nil {
+		t.Fatal(err)
+	}
+	next := 0
+	putBad := func(k int) {
+		t.Helper()
+		ops := make([]clientv3.Op, k)
+		for i := range ops {
+			ops[i] = clientv3.OpPut(fmt.Sprintf("/q/ch:bound/p/%d", next), fmt.Sprintf(`{"id":%d,"n":"bad"}`, next))
+			next++
+		}
+		if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 20*time.Second, "the queue to empty", func() bool { return n.depth("ch:bound") == 0 })
+	}
+	check := func(when string, want []uint64) {
+		t.Helper()
+		if got := letterSeqs(t, ctx, cli, "ch:bound"); !slices.Equal(got, want) {
+			t.Fatalf("%s: got letters %v, want %v", when, got, want)
+		}
+	}
+	putBad(10)
+	check("10 refused rows", seqRange(1, 10))
+	for _, s := range []uint64{3, 4, 5, 6, 7} {
+		if _, err := cli.Delete(ctx, DeadLetterKey("ch:bound", s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	putBad(3)
+	check("5 deleted by the user, then 3 more", []uint64{1, 2, 8, 9, 10, 11, 12, 13})
+	putBad(4)
+	check("4 more, past the max", []uint64{8, 9, 10, 11, 12, 13, 14, 15, 16, 17})
+	putBad(1)
+	check("1 more", append(seqRange(9, 17), 18))
+}
