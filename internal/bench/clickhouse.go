@@ -103,6 +103,21 @@ func chInsertEvents(ctx context.Context, url string) (insertEvents, error) {
 	return ev, nil
 }
 
+// chQueryCPU reads the CPU time ClickHouse's query threads have used
+// since it started: system.events UserTimeMicroseconds +
+// SystemTimeMicroseconds. An event not yet counted is zero.
+func chQueryCPU(ctx context.Context, url string) (time.Duration, error) {
+	out, err := chQuery(ctx, url, "SELECT sum(value) FROM system.events WHERE event IN ('UserTimeMicroseconds', 'SystemTimeMicroseconds') FORMAT TabSeparated")
+	if err != nil {
+		return 0, err
+	}
+	us, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil || us < 0 {
+		return 0, fmt.Errorf("bench: clickhouse: query cpu: unexpected answer %q", out)
+	}
+	return time.Duration(us) * time.Microsecond, nil
+}
+
 // chVersion returns the server's version().
 func chVersion(ctx context.Context, url string) (string, error) {
 	out, err := chQuery(ctx, url, "SELECT version()")

@@ -153,6 +153,37 @@ func testChCounts(t *testing.T, ch *chtest.Server) {
 	}
 }
 
+// checkWire checks the compression cells' wire counts: only they have
+// one; every row of the run went through the proxy, each uncompressed
+// row whole with its newline; gzip sent fewer bytes, and ClickHouse
+// counted its query threads' CPU.
+func checkWire(t *testing.T, mc matrixConfig, results []Result) {
+	t.Helper()
+	wires := map[string]*WireCount{}
+	for _, r := range results {
+		if r.Wire != nil {
+			wires[r.Server] = r.Wire
+		}
+	}
+	none, gzip := wires[compressionServer("none")], wires[compressionServer("gzip")]
+	if len(wires) != 2 || none == nil || gzip == nil {
+		t.Fatalf("wire counts: got %v, want those of the two compression cells", wires)
+	}
+	t.Logf("wire of the fake nodes: none %+v, gzip %+v", *none, *gzip)
+	rows := int64(mc.base.Puts + mc.base.Warmup)
+	for _, w := range []*WireCount{none, gzip} {
+		if w.Rows != rows || w.Conns < 1 || w.BytesReceived <= 0 || w.NodeMicrosPerRow <= 0 || w.ClickHouseMicrosPerRow <= 0 {
+			t.Errorf("%s: got %+v, want %d rows, connections, answers and CPU", w.Compression, *w, rows)
+		}
+	}
+	if body := rows * int64(mc.base.ValSize+1); none.BytesSent < body {
+		t.Errorf("none: got %d bytes sent, want at least the %d of the rows", none.BytesSent, body)
+	}
+	if gzip.BytesPerRow >= none.BytesPerRow/2 {
+		t.Errorf("gzip: got %.1f bytes per row, want under half of none's %.1f", gzip.BytesPerRow, none.BytesPerRow)
+	}
+}
+
 func equalInts(a, b []int64) bool {
 	if len(a) != len(b) {
 		return false
@@ -196,10 +227,11 @@ func testRunRawInsertCapped(t *testing.T, ch *chtest.Server) {
 }
 
 // testRunMatrixClickHouse runs the ClickHouse matrix with fake nodes that insert
-// into ch.
+// into ch, the compression cells' through the bench's wire proxies.
 func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	mc := testMatrix(t)
 	mc.clickhouseURL = ch.URL()
+	mc.compression = []string{"none", "gzip"}
 	mc.memRows = 20000
 	mc.base.Puts, mc.base.Warmup = 400, 20
 	mc.base.LandTimeout = 30 * time.Second
@@ -221,6 +253,8 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{ServerNoop, 128, false, false, 1, false},
 		{ServerChute, 128, false, true, 1, true},
 		{ServerChuteNoFsync, 128, false, true, 1, true},
+		{compressionServer("none"), 128, false, true, 1, false},
+		{compressionServer("gzip"), 128, false, true, 1, false},
 		{ServerChute3, 0, false, true, 3, false},
 		{ServerChute3, 128, false, true, 3, false},
 	}
@@ -253,6 +287,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 			}
 		}
 	}
+	checkWire(t, mc, out.results)
 	if h := out.results[3]; h.Rate != max(float64(int64(out.results[1].Rows.RowsPerSec/2+0.5)), 1) {
 		t.Errorf("paced run: got rate %v, want half of %v", h.Rate, out.results[1].Rows.RowsPerSec)
 	}

@@ -17,7 +17,11 @@
 // report. With --trace the matrix adds a chute node that samples every
 // call and exports its spans over OTLP/gRPC to a sink in the bench
 // process that counts and discards them, so one run measures what
-// tracing costs and shows that spans really flowed.
+// tracing costs and shows that spans really flowed. Its compression
+// cells run the one-node txn cell on nodes started with each
+// --clickhouse-compression value, each inserting through a TCP proxy in
+// the bench process that counts the bytes it forwards: bytes on the wire
+// to ClickHouse per row next to the CPU the node and ClickHouse spent.
 //
 // Files: config.go (Config), run.go (Run: dial, claim, probe, warmup,
 // measured phase), load.go (the putters), payload.go (keys and rows),
@@ -28,8 +32,9 @@
 // chute and to etcd 3.4, three members each), status.go (a node's
 // /status and /metrics), progress.go, matrix.go (the children and the
 // plans), cluster.go (data directories, a three-node group and its
-// readiness), targets.go, report.go and reportdoc.go, machine.go,
-// noop.go, otlpsink.go, flags.go and main.go.
+// readiness), compression.go (the compression group) and wireproxy.go
+// (its counting proxy), targets.go, report.go and reportdoc.go,
+// machine.go, noop.go, otlpsink.go, flags.go and main.go.
 //
 // Invariants:
 //   - Every run is bounded: by its put count, by Config.Duration when set, by
@@ -49,6 +54,11 @@
 //     signals, and each group's before the next group starts. It owns the
 //     span sink too, and stops it after the children, which flush their
 //     spans as they stop.
+//   - The compression group owns its wire proxies: they are stopped,
+//     and their connections closed and goroutines ended, on every
+//     return path, after the group's nodes, which may still be
+//     inserting through them. The bench's own ClickHouse queries never
+//     go through a proxy, so a proxy counts only what its node sent.
 //   - Every chute child keeps its raft log and snapshots in its own
 //     --data-dir, in a fresh directory per group under the matrix's
 //     temporary directory; a group's directory is removed once its

@@ -2,10 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"context"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -30,12 +33,15 @@ import (
 // node's does). A get of a dispatcher record /q/<name> answers
 // "fake;epoch=1" on every fake node, as if one member dispatched every
 // queue. Other keys are accepted and forgotten. Its queue log counters
-// count a record per row and, unless noFsync, an fsync per call.
+// count a record per row and, unless noFsync, an fsync per call. Its
+// inserts' bodies are compressed as compression says, with the
+// Content-Encoding ClickHouse reads.
 type fakeNode struct {
 	pb.UnimplementedKVServer
 	name, memberID string
 	clickhouse     string
-	noFsync        bool // set before it serves
+	noFsync        bool   // set before it serves
+	compression    string // none, gzip or deflate; set before it serves
 
 	mu      sync.Mutex        // guards pending, held, depth, order, records, fsyncs
 	pending map[string][]byte // table -> JSONEachRow not yet inserted
@@ -144,13 +150,45 @@ func (n *fakeNode) flushLoop(ctx context.Context) {
 		n.mu.Unlock()
 		for table, body := range batches {
 			u := n.clickhouse + "/?query=" + url.QueryEscape("INSERT INTO default."+table+" FORMAT JSONEachRow")
-			resp, err := http.Post(u, "text/plain", bytes.NewReader(body))
+			req, err := n.insertRequest(ctx, u, body)
+			if err != nil {
+				continue // ditto
+			}
+			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				continue // rows lost: the bench's wait for them fails
 			}
 			_ = resp.Body.Close()
 		}
 	}
+}
+
+// insertRequest is the POST of body to u, compressed as n.compression
+// says.
+func (n *fakeNode) insertRequest(ctx context.Context, u string, body []byte) (*http.Request, error) {
+	var enc bytes.Buffer
+	var w io.WriteCloser
+	switch n.compression {
+	case "gzip":
+		w = gzip.NewWriter(&enc)
+	case "deflate":
+		w = zlib.NewWriter(&enc)
+	default:
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+		return req, err
+	}
+	if _, err := w.Write(body); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, &enc)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Encoding", n.compression)
+	return req, nil
 }
 
 // serveMetrics serves /status (three members alive, the queues this node

@@ -30,6 +30,7 @@ type options struct {
 	chute         string
 	repeat        int
 	etcd          string
+	compression   []string
 }
 
 // parseFlags parses args (the words after chute-bench). It returns
@@ -49,6 +50,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		endpoints     string
 		matrixClients string
 		nodeArgs      string
+		compression   string
 	)
 	fs.StringVar(&endpoints, "endpoints", "", "comma-separated host:port or http://host:port of an etcd-API server (not with --matrix)")
 	fs.StringVar(&o.label, "label", "", "server name in the report (default: the endpoints)")
@@ -79,6 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "with --matrix --clickhouse-url: the etcd 3.4 binary (a path, or a name on PATH) whose three-member cluster the KV group measures next to three chute nodes; none skips the KV group")
 	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one node, with fsync and without, and of three nodes, their no-op floors and the KV runs; else every cell)")
+	fs.StringVar(&compression, "compression-cells", defaultCompressionCells, "with --matrix --clickhouse-url: comma-separated values of chute's --clickhouse-compression (none, gzip, deflate, zstd); the one-node txn run once on a node started with each, inserting through a proxy in this process that counts the bytes sent to ClickHouse; empty for none")
 	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -96,6 +99,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var err error
 	if o.matrixClients, err = parseCounts(matrixClients); err != nil {
 		return options{}, usageError(fs, fmt.Errorf("--matrix-clients: %w", err))
+	}
+	o.compression = splitList(compression)
+	if err := checkCompressionCells(o.compression); err != nil {
+		return options{}, usageError(fs, fmt.Errorf("--compression-cells: %w", err))
 	}
 	if err := o.validate(); err != nil {
 		return options{}, usageError(fs, err)

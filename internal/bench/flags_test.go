@@ -99,6 +99,8 @@ func TestParseFlags_errors(t *testing.T) {
 		{"zero repeats", []string{"--matrix", "--repeat", "0"}},
 		{"too many repeats", []string{"--matrix", "--repeat", "10"}},
 		{"repeat without matrix", []string{"--endpoints", "127.0.0.1:1", "--repeat", "3"}},
+		{"unknown compression", []string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", "none,brotli"}},
+		{"compression twice", []string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", "gzip,none,gzip"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,6 +132,28 @@ func TestParseFlags_queues(t *testing.T) {
 	}
 	if m.rawPosters != 4 || m.queues != 2 || m.clickhouseURL == "" {
 		t.Errorf("matrix options: got %+v", m)
+	}
+}
+
+func TestParseFlags_compressionCells(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--matrix", "--clickhouse-url", "http://ch"}, []string{"none", "gzip"}},
+		{[]string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", " gzip, deflate ,none"}, []string{"gzip", "deflate", "none"}},
+		{[]string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", ""}, nil},
+	} {
+		opts, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("parseFlags(%q): %v", tt.args, err)
+		}
+		if !reflect.DeepEqual(opts.compression, tt.want) {
+			t.Errorf("parseFlags(%q): got compression cells %q, want %q", tt.args, opts.compression, tt.want)
+		}
+		if got := docSettingsOf(opts).compression; !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("docSettingsOf(%q): got compression %q, want %q", tt.args, got, tt.want)
+		}
 	}
 }
 

@@ -24,7 +24,8 @@ import (
 // fakeChildEnv makes the test binary act as a matrix child: `noop-server
 // ...` runs Main as chute-bench would, anything else is a fake chute node (fakeNode) that serves the etcd
 // KV API on its --listen-client-urls and /status and /metrics on its
-// --metrics-listen, inserts its queues' rows into --clickhouse-url, and
+// --metrics-listen, inserts its queues' rows into --clickhouse-url
+// (compressed as --clickhouse-compression says: none, gzip or deflate), and
 // traces like chute: with OTEL_EXPORTER_OTLP_ENDPOINT set (and
 // OTEL_EXPORTER_OTLP_PROTOCOL=grpc, the only protocol it speaks), one
 // server span per call, exported within 50 ms. --join,
@@ -48,7 +49,7 @@ func fakeChild(args []string) int {
 		return fakeEtcd(args)
 	}
 	fs := flag.NewFlagSet("fake chute", flag.ContinueOnError)
-	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, dataDir, expect string
+	var name, client, peer, gossip, metrics, level, join, profile, clickhouse, compression, dataDir, expect string
 	fail := fs.Bool("fail", false, "exit 3 at once")
 	ignoreOTel := fs.Bool("ignore-otel", false, "never trace, whatever the environment says")
 	noFsync := fs.Bool("unsafe-no-fsync", false, "count no fsync")
@@ -61,6 +62,7 @@ func fakeChild(args []string) int {
 	fs.StringVar(&join, "join", "", "")
 	fs.StringVar(&profile, "gossip-profile", "", "")
 	fs.StringVar(&clickhouse, "clickhouse-url", "", "")
+	fs.StringVar(&compression, "clickhouse-compression", "none", "")
 	fs.StringVar(&dataDir, "data-dir", "", "")
 	fs.StringVar(&expect, "bootstrap-expect", "", "")
 	if err := fs.Parse(args); err != nil {
@@ -74,6 +76,11 @@ func fakeChild(args []string) int {
 	if *fail {
 		return 3
 	}
+	switch compression {
+	case "none", "gzip", "deflate":
+	default:
+		return 2
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return 1
 	}
@@ -85,6 +92,7 @@ func fakeChild(args []string) int {
 	}
 	node := newFakeNode(name, clickhouse)
 	node.noFsync = *noFsync
+	node.compression = compression
 	srv, shutdown, err := fakeChuteServer(ctx, getenv, node)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fake chute: %v\n", err)

@@ -114,6 +114,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			rawPosters:    opts.rawPosters,
 			repeat:        opts.repeat,
 			etcd:          etcd,
+			compression:   opts.compression,
 		}, logger)
 		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
 	}

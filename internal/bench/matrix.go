@@ -82,6 +82,10 @@ type matrixConfig struct {
 	// etcd, in the ClickHouse plan, is the etcd binary whose three-member
 	// cluster is the KV group's floor. Empty: no KV group.
 	etcd string
+	// compression are the --clickhouse-compression values of the
+	// compression cells of the ClickHouse plan, one cell each, in this
+	// order; empty: no compression cells.
+	compression []string
 	// repeat is how many times the compared cells run, each reported
 	// as the median of its runs: every cell of the plan without
 	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
@@ -194,14 +198,17 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //     nodes the largest. Chute runs wait for their rows; the unpaced
 //     untraced ones read the node's queue log counters around their
 //     measured phase.
-//  2. Three chute nodes joined by gossip: the first claims every queue,
+//  2. With mc.compression, the compression group (runCompressionGroup):
+//     the one-node txn run once on a node per --clickhouse-compression
+//     value, each node inserting through a proxy that counts the bytes.
+//  3. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
-//  3. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
+//  4. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
 //     nodes and to three etcd members, in alternate runs.
-//  4. The raw inserts: the same rows posted straight to ClickHouse in
+//  5. The raw inserts: the same rows posted straight to ClickHouse in
 //     batches the size of the one-node txn run's inserts.
-//  5. A chute node without ClickHouse queues rows; their cost in memory.
+//  6. A chute node without ClickHouse queues rows; their cost in memory.
 //
 // Each group's children are stopped before the next group starts.
 func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
@@ -310,7 +317,17 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 2. Three nodes.
+	// 2. Compression.
+	if len(mc.compression) > 0 {
+		mk := func(t *target) cell {
+			return queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, 0, true)
+		}
+		if err := runCompressionGroup(ctx, mc, dir, mk, once, logger); err != nil {
+			return out, err
+		}
+	}
+
+	// 3. Three nodes.
 	err = func() error {
 		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
 		defer stop()
@@ -331,7 +348,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 3. Plain keys, chute next to etcd.
+	// 4. Plain keys, chute next to etcd.
 	if mc.etcd != "" {
 		run := func(c cell) (Result, error) { return runCell(ctx, c, logger) }
 		add := func(r Result) { out.results = append(out.results, r) }
@@ -340,7 +357,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 	}
 
-	// 4. The sink's ceiling.
+	// 5. The sink's ceiling.
 	batch := rawDefaultBatchRows
 	if txnRowsPerInsert >= 1 {
 		batch = int(math.Round(txnRowsPerInsert))
@@ -360,7 +377,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	out.raw = &raw
 	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
 
-	// 5. Memory.
+	// 6. Memory.
 	err = func() error {
 		ports, err := freePorts(4)
 		if err != nil {
@@ -592,6 +609,11 @@ type cell struct {
 	// it was started with --unsafe-no-fsync, so it must not fsync.
 	queueLog *target
 	noFsync  bool
+	// wire is the proxy between the node and ClickHouse whose counts the
+	// run reads just before and just after it, and codec the node's
+	// --clickhouse-compression; nil: none.
+	wire  *wireProxy
+	codec string
 }
 
 // runCell checks that the cell's children are alive, runs it while
@@ -625,6 +647,10 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 			return err
 		}
 	}
+	var wire *wireMeter
+	if c.wire != nil {
+		wire = startWire(ctx, c.wire, c.codec, cfg.ClickHouseURL)
+	}
 	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
 		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
 	rss := sampleRSS(ps, rssPeriod)
@@ -636,6 +662,9 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	}
 	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
 	r.CPU = cpu.stop(r.Puts + int64(cfg.Warmup))
+	if wire != nil {
+		r.Wire = wire.stop(ctx, r, cfg.Warmup, logger)
+	}
 	if c.queueLog != nil {
 		if r.QueueLog, err = queueLogCount(logBefore, logAfter, r, c.noFsync); err != nil {
 			return Result{}, fmt.Errorf("bench: %s, %s: %w", c.server, callShape(r), err)
@@ -645,6 +674,9 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 		"puts_per_sec", int64(r.PutsPerSec), "p50", r.P50, "p99", r.P99, "p999", r.P999, "errors", r.Errors}
 	if r.Rows != nil {
 		attrs = append(attrs, "rows_per_sec", int64(r.Rows.RowsPerSec), "put_to_row_p99", r.Rows.P99, "rows_per_insert", int64(r.Rows.RowsPerInsert))
+	}
+	if w := r.Wire; w != nil {
+		attrs = append(attrs, "compression", w.Compression, "wire_bytes_per_row", w.BytesPerRow, "node_cpu_us_per_row", w.NodeMicrosPerRow)
 	}
 	if q := r.QueueLog; q != nil {
 		attrs = append(attrs, "fsyncs_per_sec", int64(q.FsyncsPerSec), "records_per_fsync", q.RecordsPerFsync)

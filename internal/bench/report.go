@@ -121,8 +121,8 @@ func find(results []Result, server string, clients, txn int) (Result, bool) {
 // WriteMarkdown writes a markdown table with one row per result, then the
 // ratio lines when there are ratios, the spans the traced runs sent, one
 // line per result that had errors, and the tables of rows, of the queue
-// log, of the sink's ceiling, of memory and of the targets when there
-// are any.
+// log, of compression, of the sink's ceiling, of memory and of the
+// targets when there are any.
 func (r Report) WriteMarkdown(w io.Writer) error {
 	var b bytes.Buffer
 	r.writePuts(&b)
@@ -139,6 +139,10 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if hasQueueLog(r.Results) {
 		b.WriteString("\nQueue log during the measured phase:\n\n")
 		r.writeQueueLog(&b)
+	}
+	if hasWire(r.Results) {
+		b.WriteString("\nCompression of the inserts, bytes counted on the wire to ClickHouse:\n\n")
+		r.writeCompression(&b)
 	}
 	if r.Raw != nil {
 		b.WriteString("\nRaw JSONEachRow inserts, the ceiling of the sink:\n\n")
@@ -280,6 +284,51 @@ func (r Report) writeQueueLog(b *bytes.Buffer) {
 func hasQueueLog(results []Result) bool {
 	for _, r := range results {
 		if r.QueueLog != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeCompression writes the table of the results whose bytes to
+// ClickHouse were counted: per row, the bytes sent and the CPU time of
+// the node and of ClickHouse's queries, and the bytes over those of the
+// run without compression when there is one.
+func (r Report) writeCompression(b *bytes.Buffer) {
+	var plain float64
+	for _, res := range r.Results {
+		if w := res.Wire; w != nil && w.Compression == "none" {
+			plain = w.BytesPerRow
+			break
+		}
+	}
+	b.WriteString("| --clickhouse-compression | calls | rows/s | chute CPU µs/row | ClickHouse query CPU µs/row | bytes sent/row | ÷ none | connections |\n")
+	b.WriteString("|--------------------------|-------|-------:|-----------------:|----------------------------:|---------------:|-------:|------------:|\n")
+	for _, res := range r.Results {
+		w := res.Wire
+		if w == nil {
+			continue
+		}
+		rowsPerSec := "-"
+		if res.Rows != nil {
+			rowsPerSec = fmt.Sprintf("%.0f", res.Rows.RowsPerSec)
+		}
+		chCPU, ratio := "-", "-"
+		if w.ClickHouseMicrosPerRow > 0 {
+			chCPU = fmt.Sprintf("%.2f", w.ClickHouseMicrosPerRow)
+		}
+		if plain > 0 {
+			ratio = fmt.Sprintf("%.3f", w.BytesPerRow/plain)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %.2f | %s | %.1f | %s | %d |\n",
+			w.Compression, callShape(res), rowsPerSec, w.NodeMicrosPerRow, chCPU, w.BytesPerRow, ratio, w.Conns)
+	}
+}
+
+// hasWire reports whether any result counted its bytes to ClickHouse.
+func hasWire(results []Result) bool {
+	for _, r := range results {
+		if r.Wire != nil {
 			return true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -434,5 +435,131 @@ func TestReport_WriteJSON_queueLog(t *testing.T) {
 		if !strings.Contains(b.String(), field) {
 			t.Errorf("JSON lacks %s", field)
 		}
+	}
+}
+
+// compressionMeasured is clickHouseMeasured with the compression cells
+// after the one-node group: none, then gzip.
+func compressionMeasured() Measured {
+	m := clickHouseMeasured()
+	cell := func(codec string, rowsPerSec, cpu float64, w WireCount) Result {
+		w.Compression = codec
+		return Result{Server: compressionServer(codec), Nodes: 1, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: rowsPerSec + 1000,
+			Rows: &RowsResult{Rows: 400000, Elapsed: 2 * time.Second, RowsPerSec: rowsPerSec}, CPU: []NodeCPU{{Node: compressionServer(codec), Seconds: cpu}},
+			Wire: &w}
+	}
+	none := cell("none", 200000, 2, WireCount{Rows: 401000, BytesSent: 110_000_000, BytesReceived: 90_000, Conns: 400,
+		BytesPerRow: 274.3, NodeMicrosPerRow: 4.99, ClickHouseMicrosPerRow: 3.5})
+	gzip := cell("gzip", 180000, 3, WireCount{Rows: 401000, BytesSent: 9_000_000, BytesReceived: 90_000, Conns: 400,
+		BytesPerRow: 22.44, NodeMicrosPerRow: 7.48})
+	rs := m.Results
+	m.Results = append(append(slices.Clone(rs[:4]), none, gzip), rs[4:]...)
+	return m
+}
+
+func TestReport_WriteMarkdown_compression(t *testing.T) {
+	rep := NewReport(compressionMeasured())
+	var b bytes.Buffer
+	if err := rep.WriteMarkdown(&b); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"| chute, --clickhouse-compression=gzip | txn 128 | 100 | 10 | 1 | 181000 |",
+		"| chute, --clickhouse-compression=none | txn 128 | 201000 | 400000 | 200000 |",
+		"\nCompression of the inserts, bytes counted on the wire to ClickHouse:\n\n" +
+			"| --clickhouse-compression | calls | rows/s | chute CPU µs/row | ClickHouse query CPU µs/row | bytes sent/row | ÷ none | connections |\n" +
+			"|--------------------------|-------|-------:|-----------------:|----------------------------:|---------------:|-------:|------------:|\n" +
+			"| none | txn 128 | 200000 | 4.99 | 3.50 | 274.3 | 1.000 | 400 |\n" +
+			"| gzip | txn 128 | 180000 | 7.48 | - | 22.4 | 0.082 | 400 |\n\n" +
+			"Raw JSONEachRow inserts",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, out)
+		}
+	}
+	// The compression cells are none of the cells the targets and the
+	// ratios compare.
+	plain := NewReport(clickHouseMeasured())
+	if !reflect.DeepEqual(rep.Targets, plain.Targets) || !reflect.DeepEqual(rep.Ratios, plain.Ratios) {
+		t.Errorf("targets and ratios: got %+v and %+v, want those without the compression cells", rep.Targets, rep.Ratios)
+	}
+	var without bytes.Buffer
+	if err := plain.WriteMarkdown(&without); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(without.String(), "Compression") {
+		t.Errorf("markdown without wire counts has a compression table:\n%s", without.String())
+	}
+}
+
+// TestReport_WriteMarkdown_compressionWithoutNone leaves the ratio out
+// when no cell ran without compression.
+func TestReport_WriteMarkdown_compressionWithoutNone(t *testing.T) {
+	m := compressionMeasured()
+	m.Results = slices.DeleteFunc(m.Results, func(r Result) bool { return r.Wire != nil && r.Wire.Compression == "none" })
+	var b bytes.Buffer
+	if err := NewReport(m).WriteMarkdown(&b); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if want := "| gzip | txn 128 | 180000 | 7.48 | - | 22.4 | - | 400 |\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("markdown lacks %q:\n%s", want, b.String())
+	}
+}
+
+func TestReport_WriteDoc_compression(t *testing.T) {
+	var b bytes.Buffer
+	s := docSettings{cfg: DefaultConfig(), matrix: true, clickhouse: true, rawPosters: 2, compression: []string{"none", "gzip"}}
+	if err := NewReport(compressionMeasured()).WriteDoc(&b, s); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"\n## Compression of the inserts\n\n",
+		"| none | txn 128 | 200000 | 4.99 | 3.50 | 274.3 | 1.000 | 400 |",
+		"Compression: one chute node per value of `--clickhouse-compression`\n(none, gzip)",
+		"as the one-node txn-128 cell",
+		"request lines, headers and bodies as sent",
+		"the bench does not sample the ClickHouse process itself",
+		"read the bytes saved as an\nupper bound",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("document lacks %q:\n%s", want, out)
+		}
+	}
+	if c, raw := strings.Index(out, "## Compression"), strings.Index(out, "## Ceiling of the sink"); c < 0 || c > raw {
+		t.Errorf("document: the compression table is not before the sink's ceiling")
+	}
+	var plain bytes.Buffer
+	s.compression = nil
+	if err := NewReport(clickHouseMeasured()).WriteDoc(&plain, s); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	if strings.Contains(plain.String(), "Compression") {
+		t.Errorf("document without compression cells explains them:\n%s", plain.String())
+	}
+}
+
+func TestReport_WriteJSON_compression(t *testing.T) {
+	want := NewReport(compressionMeasured())
+	var b bytes.Buffer
+	if err := want.WriteJSON(&b); err != nil {
+		t.Fatalf("WriteJSON: %v", err)
+	}
+	var got Report
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatalf("Unmarshal: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("round trip: got %+v, want %+v", got, want)
+	}
+	for _, field := range []string{`"wire": {`, `"compression": "gzip"`, `"bytes_sent": 110000000`, `"bytes_per_row": 22.44`,
+		`"node_cpu_us_per_row": 7.48`, `"clickhouse_cpu_us_per_row": 3.5`} {
+		if !strings.Contains(b.String(), field) {
+			t.Errorf("JSON lacks %s", field)
+		}
+	}
+	if n := strings.Count(b.String(), `"wire"`); n != 2 {
+		t.Errorf("JSON: got %d wire objects, want 2", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strings"
 )
 
 // docSettings are the settings of a bench that its report document
@@ -18,19 +19,22 @@ type docSettings struct {
 	rawPosters int
 	kv         bool
 	repeat     int
+	// compression are the values of the compression cells.
+	compression []string
 }
 
 func docSettingsOf(opts options) docSettings {
 	return docSettings{
-		cfg:        opts.cfg,
-		matrix:     opts.matrix,
-		clickhouse: opts.clickhouseURL != "",
-		trace:      opts.trace,
-		queues:     opts.queues,
-		txn:        opts.cfg.Txn,
-		rawPosters: opts.rawPosters,
-		kv:         opts.etcd != "none",
-		repeat:     opts.repeat,
+		cfg:         opts.cfg,
+		matrix:      opts.matrix,
+		clickhouse:  opts.clickhouseURL != "",
+		trace:       opts.trace,
+		queues:      opts.queues,
+		txn:         opts.cfg.Txn,
+		rawPosters:  opts.rawPosters,
+		kv:          opts.etcd != "none",
+		repeat:      opts.repeat,
+		compression: opts.compression,
 	}
 }
 
@@ -85,6 +89,11 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	if hasQueueLog(r.Results) {
 		b.WriteString("\n## Queue log\n\nWhat each node's queue log did during the measured phase.\n\n")
 		r.writeQueueLog(&b)
+	}
+	if hasWire(r.Results) {
+		b.WriteString("\n## Compression of the inserts\n\nThe one-node txn run on nodes started with each\n" +
+			"`--clickhouse-compression`, the bytes their requests carried to\nClickHouse counted on the wire.\n\n")
+		r.writeCompression(&b)
 	}
 	if r.Raw != nil {
 		b.WriteString("\n## Ceiling of the sink: raw JSONEachRow inserts\n\n")
@@ -174,6 +183,29 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
 			"records appended (one per put the node keeps) over the fsyncs.\n\n")
+		if len(s.compression) > 0 {
+			fmt.Fprintf(b, "Compression: one chute node per value of `--clickhouse-compression`\n"+
+				"(%s), all up for the group and started after the one-node group\n"+
+				"has stopped, each run once as the one-node txn-%d cell. Each node's\n"+
+				"`--clickhouse-url` names a TCP proxy of its own in the bench process,\n"+
+				"on loopback, which forwards to ClickHouse and counts the bytes it\n"+
+				"writes each way: bytes sent/row is what the node's connections\n"+
+				"carried to ClickHouse (request lines, headers and bodies as sent,\n"+
+				"compressed or not) from the run's first dial until every row was in,\n"+
+				"over the rows of the warmup and the measured phase; chute CPU µs/row\n"+
+				"is the node's CPU time over the same run and rows. ClickHouse query\n"+
+				"CPU µs/row is the growth of system.events UserTimeMicroseconds +\n"+
+				"SystemTimeMicroseconds over the run, over the same rows: the CPU of\n"+
+				"ClickHouse's query threads (decompressing and parsing the inserts,\n"+
+				"and the bench's own counts of the rows), not its background merges;\n"+
+				"the bench does not sample the ClickHouse process itself. The bench\n"+
+				"reads the rows straight from ClickHouse, not through the proxies.\n"+
+				"A row's padding is cut from one random buffer per putter, so it\n"+
+				"repeats much of the rows sent before it, and the codecs shrink it\n"+
+				"far more than they would most real rows: read the bytes saved as an\n"+
+				"upper bound, the CPU as what the saving costs.\n\n",
+				strings.Join(s.compression, ", "), txn)
+		}
 		if s.trace {
 			b.WriteString("With `--trace` a second chute node runs next to the first with\n" +
 				"`OTEL_TRACES_SAMPLER=always_on` and an `OTEL_EXPORTER_OTLP_ENDPOINT`\n" +

@@ -71,6 +71,11 @@ type Result struct {
 	// phase, on the one-node chute cells of the ClickHouse matrix. Nil:
 	// not read.
 	QueueLog *QueueLogCount `json:"queue_log,omitempty"`
+
+	// Wire is what the node sent ClickHouse during the run, counted by a
+	// proxy in the bench, on the compression cells of the ClickHouse
+	// matrix. Nil: not counted.
+	Wire *WireCount `json:"wire,omitempty"`
 }
 
 // RowsResult is what a run measured of its rows in ClickHouse.
@@ -125,6 +130,33 @@ type TraceCount struct {
 	// measured calls. At 100% sampling each has one server span, so Spans
 	// below Calls means the server's exporter dropped spans.
 	Calls int64 `json:"calls"`
+}
+
+// WireCount is what a chute node sent ClickHouse during a run, as a TCP
+// proxy in the bench between the two counted it, next to what the run
+// cost the node and ClickHouse, per row.
+type WireCount struct {
+	// Compression is the node's --clickhouse-compression.
+	Compression string `json:"compression"`
+	// Rows is the rows the node inserted during the run: the warmup's
+	// puts and the measured phase's rows counted in ClickHouse.
+	Rows int64 `json:"rows"`
+	// BytesSent is what the node's connections to ClickHouse carried to
+	// it (request lines, headers and bodies as sent), BytesReceived what
+	// they carried back, Conns their number.
+	BytesSent     int64 `json:"bytes_sent"`
+	BytesReceived int64 `json:"bytes_received"`
+	Conns         int64 `json:"conns"`
+	// BytesPerRow is BytesSent over Rows.
+	BytesPerRow float64 `json:"bytes_per_row"`
+	// NodeMicrosPerRow is the node's CPU time over the run (Result.CPU)
+	// over Rows.
+	NodeMicrosPerRow float64 `json:"node_cpu_us_per_row"`
+	// ClickHouseMicrosPerRow is the CPU time of ClickHouse's query
+	// threads over the run (system.events UserTimeMicroseconds +
+	// SystemTimeMicroseconds; the bench's own counts of the rows
+	// included, background merges not) over Rows. Zero: not known.
+	ClickHouseMicrosPerRow float64 `json:"clickhouse_cpu_us_per_row,omitempty"`
 }
 
 // percentiles sorts lat in place and returns its nearest-rank p50, p99 and
