@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -465,7 +466,7 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 		Code  int    `json:"code"`
 		Error string `json:"error"`
 		Row   string `json:"row"`
-	}{Table: target, Key: r.m.tail, Code: res.Code, Error: sink.Redact(res.Message, ep), Row: string(r.m.value)})
+	}{Table: target, Key: r.m.tail, Code: res.Code, Error: sink.Redact(cmp.Or(res.Detail, res.Message), ep), Row: string(r.m.value)})
 	key := DeadLetterKey(d.q.name, r.seq)
 	// Its own bound: the bisection may have spent the insert's.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordWriteTimeout)
