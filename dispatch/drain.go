@@ -52,6 +52,7 @@ type drainer struct {
 	lastInsert time.Time  // start of the last insert
 	lastClass  sink.Class // of the last failed insert, to log state changes once
 	cur        *inflight  // the batch being inserted; nil between batches
+	label      string     // the table label of the batch's metrics ("db.table" or "_other")
 }
 
 // inflight is the batch being inserted: fixed from its first attempt to
@@ -322,6 +323,7 @@ func (d *drainer) insertBatch() bool {
 	b := d.cur
 	b.attempts++
 	target := sink.Target(db, d.table)
+	d.label = m.inserts.tables.label(sink.SplitTable(db, d.table))
 	values := make([][]byte, len(b.rows))
 	for i, r := range b.rows {
 		values[i] = r.m.value
@@ -329,7 +331,7 @@ func (d *drainer) insertBatch() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 	defer cancel()
 	res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
-	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
+	attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", d.label), attribute.String("outcome", res.Class.String())))
 	m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 	if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
 		m.inserts.retries.Add(ctx, 1, attrs)
@@ -338,8 +340,8 @@ func (d *drainer) insertBatch() bool {
 	case sink.ClassOK:
 		d.drop(b.rows)
 		d.recovered(target)
-		m.metrics.rowsInserted.Add(uint64(len(b.rows)))
-		m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
+		m.inserts.inserted(ctx, d.label, len(b.rows), b.bytes)
+		m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", "ok")))
 		endInsert(b.span, b.attempts, res, 0)
 		d.cur = nil
 		return true
@@ -429,7 +431,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		done = slices.DeleteFunc(slices.Clone(done), func(r row) bool { return waiting[r.seq] })
 	}
 	d.drop(done)
-	m.metrics.rowsInserted.Add(uint64(settled - len(refused)))
+	m.inserts.inserted(ctx, d.label, settled-len(refused), insertedBytes(rows[:settled], refused))
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
@@ -440,7 +442,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	case len(refused) > 0:
 		outcome = "dead_letters"
 	}
-	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", outcome)))
+	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", outcome)))
 	if err != nil {
 		class := sink.ClassTransient
 		if stopped != nil {
@@ -452,6 +454,21 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	}
 	endInsert(b.span, b.attempts, sink.Result{Class: sink.ClassOK, Status: last.Status}, len(refused))
 	return len(waiting) == 0 // rows waiting for space: tried again after a pause
+}
+
+// insertedBytes is the bytes in the request (value and newline) of the
+// settled rows that were not refused.
+func insertedBytes(settled []row, refused []sink.Refused) int {
+	n := 0
+	for _, r := range settled {
+		n += len(r.m.value) + 1
+	}
+	for _, ref := range refused {
+		if ref.Index < len(settled) {
+			n -= len(settled[ref.Index].m.value) + 1
+		}
+	}
+	return n
 }
 
 // deadLetter stores a refused row under /q/{name}/dlq/{seq} with
@@ -487,7 +504,7 @@ func (d *drainer) deadLetter(ctx context.Context, r row, target string, res sink
 		d.m.dropped.Add(1) // the process exits non-zero (Shutdown)
 		return true
 	}
-	d.m.metrics.deadLetters.Add(1)
+	d.m.inserts.deadLettered(ctx, d.label)
 	d.m.log.Warn("row refused by ClickHouse; stored as a dead letter", "queue", d.q.name, "table", target,
 		"seq", r.seq, "code", res.Code, "key", key)
 	return true

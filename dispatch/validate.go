@@ -30,6 +30,7 @@ func (c Config) Validate() error {
 		setting.Num("BatchRows", int64(c.BatchRows)),
 		setting.Num("BatchBytes", int64(c.BatchBytes)),
 		setting.Num("QuotaBytes", c.QuotaBytes),
+		setting.Num("MetricsMaxTables", int64(c.MetricsMaxTables)),
 	)...)
 	errs = append(errs, setting.Negative("dispatch",
 		setting.Num("ReconcileInterval", c.ReconcileInterval),
