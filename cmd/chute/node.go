@@ -11,9 +11,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -30,6 +32,7 @@ import (
 	"chute/kv"
 	"chute/kv/raftnode"
 	chuteotel "chute/otel"
+	"chute/sink"
 )
 
 // shutdownTimeout bounds the whole ordered shutdown.
@@ -58,12 +61,46 @@ type node struct {
 }
 
 // clickhouseSettings are the ClickHouse URL, database and TLS
-// configuration, read by the queues at every batch and changed by a
-// reload.
+// configuration, read by the queues at every batch, and the tables puts
+// may reach, read at every put to a ClickHouse queue; a reload changes
+// them.
 type clickhouseSettings struct {
-	mu      sync.Mutex // guards url, db and tls
-	url, db string
-	tls     *tls.Config // nil: the system's roots, no client certificate
+	mu       sync.Mutex // guards url, db, tls and patterns, and the writes of allowed
+	url, db  string
+	tls      *tls.Config // nil: the system's roots, no client certificate
+	patterns []string    // of --clickhouse-allow-tables, as last applied
+	// allowed is the list and the database puts are checked against,
+	// read without the lock on every put; replaced only when one of them
+	// changed, as dispatch remembers its answers per list.
+	allowed atomic.Pointer[allowedTables]
+}
+
+// allowedTables is what dispatch.Config.ClickHouseTables returns.
+type allowedTables struct {
+	allow *sink.AllowList
+	db    string
+}
+
+// newClickhouseSettings returns the settings of cfg, whose allow list
+// Validate has checked.
+func newClickhouseSettings(cfg Config, tlsCfg *tls.Config) (*clickhouseSettings, error) {
+	allow, err := sink.NewAllowList(cfg.ClickHouseAllowTables)
+	if err != nil {
+		return nil, err
+	}
+	c := &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: tlsCfg, patterns: cfg.ClickHouseAllowTables}
+	c.allowed.Store(&allowedTables{allow: allow, db: cfg.ClickHouseDB})
+	return c, nil
+}
+
+// tables returns the tables puts may reach and the database of names
+// without one.
+func (c *clickhouseSettings) tables() (*sink.AllowList, string) {
+	t := c.allowed.Load()
+	if t == nil {
+		return nil, c.db
+	}
+	return t.allow, t.db
 }
 
 func (c *clickhouseSettings) get() (string, string) {
@@ -80,8 +117,9 @@ func (c *clickhouseSettings) tlsConfig() *tls.Config {
 
 // update applies a reloaded configuration: an empty URL keeps the old one
 // with its TLS configuration; otherwise the TLS files are read again, so
-// a renewed CA or client certificate applies from the next batch. When
-// they cannot be read nothing changes.
+// a renewed CA or client certificate applies from the next batch. The
+// allowed tables and the database apply from the next put. When the TLS
+// files cannot be read, or the allowed tables parsed, nothing changes.
 func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 	var tlsCfg *tls.Config
 	if next.ClickHouseURL != "" {
@@ -91,16 +129,27 @@ func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 			return
 		}
 	}
+	allow, err := sink.NewAllowList(next.ClickHouseAllowTables)
+	if err != nil {
+		logger.Error("configuration not reloaded: --clickhouse-allow-tables", "err", err)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	url, db := next.ClickHouseURL, next.ClickHouseDB
-	changed := (url != "" && url != c.url) || db != c.db || tlsCfg != nil || (url != "" && c.tls != nil)
+	tablesChanged := db != c.db || !slices.Equal(next.ClickHouseAllowTables, c.patterns)
+	changed := (url != "" && url != c.url) || tablesChanged || tlsCfg != nil || (url != "" && c.tls != nil)
 	if url != "" {
 		c.url, c.tls = url, tlsCfg
 	}
 	c.db = db
+	if tablesChanged {
+		c.patterns = next.ClickHouseAllowTables
+		c.allowed.Store(&allowedTables{allow: allow, db: db})
+	}
 	if changed {
-		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil)
+		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch, allowed tables from the next put",
+			"clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil, "clickhouse_allow_tables", allow.String())
 	} else {
 		logger.Info("configuration reloaded: nothing that applies while running changed")
 	}
@@ -175,6 +224,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, configError{err}
 	}
+	chSettings, err := newClickhouseSettings(cfg, chTLS)
+	if err != nil {
+		return nil, configError{err}
+	}
 	ocfg := cfg.Telemetry
 	ocfg.InstanceID, ocfg.Version = cfg.Name, version
 	if err := ocfg.Validate(); err != nil {
@@ -218,12 +271,13 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 
-	n.clickhouse = &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: chTLS}
+	n.clickhouse = chSettings
 	dcfg := cfg.dispatchConfig()
 	dcfg.Boot = boot
 	dcfg.PeerCredentials = peerCreds
 	dcfg.ClickHouse = n.clickhouse.get
 	dcfg.ClickHouseTLS = n.clickhouse.tlsConfig
+	dcfg.ClickHouseTables = n.clickhouse.tables
 	dcfg.Meter = providers.MeterProvider()
 	dcfg.Tracer = providers.TracerProvider()
 	dcfg.Logger = logger.With("component", "dispatch")
