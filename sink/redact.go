@@ -77,7 +77,8 @@ var contextToken = regexp.MustCompile(`\(while read(?:ing)? the value of key [^(
 // quotes, keeping what says what went wrong: the code, the exception and
 // its first words, the key and row being read ("(while read the value of
 // key id): (at row 2)"), column names and types, and the exception's
-// class. It replaces with "…" every single- or double-quoted span, and
+// class. It replaces with "…" every single- or double-quoted span (a
+// single quote after a letter or digit is an apostrophe), and
 // what follows the phrases after which ClickHouse copies input unquoted
 // (see echoes) up to the position markers it appends after the copy, or
 // to the end when there is none: an error it does not know loses more,
@@ -93,8 +94,13 @@ func RedactRows(s string) string {
 			i = echoEndAt(s, i+len(p), end)
 			continue
 		}
-		switch c := s[i]; c {
-		case '\'', '"':
+		switch c := s[i]; {
+		case c == '\'' && i > 0 && isWordByte(s[i-1]):
+			// An apostrophe ("doesn't"): ClickHouse puts a space or a
+			// bracket before a quote it opens.
+			b.WriteByte(c)
+			i++
+		case c == '\'' || c == '"':
 			j := closingQuote(s, i)
 			if j < 0 { // no end: cut to the next marker, as an echo
 				b.WriteByte(c)
@@ -112,6 +118,11 @@ func RedactRows(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// isWordByte reports whether c is an ASCII letter or digit.
+func isWordByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
 }
 
 // echoAt reports whether an echo starts at s[i]: "expected X before: "
