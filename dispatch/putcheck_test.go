@@ -219,3 +219,19 @@ func tableValues(t *testing.T, rm metricdata.ResourceMetrics, name string) (map[
 	}
 	return values, sum
 }
+
+// BenchmarkManager_checkQueueName measures the check of a ClickHouse
+// queue's name on every put, once the gate knows the name.
+func BenchmarkManager_checkQueueName(b *testing.B) {
+	m, err := New(Config{MemberID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = m.Shutdown(context.Background()) }()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.checkQueueName("ch:analytics.events"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
