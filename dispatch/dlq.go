@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,7 +196,7 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 	for _, ref := range refused {
 		r := rows[ref.Index]
 		v, _ := json.Marshal(letter{Time: now, Table: target, Key: r.m.tail, Code: ref.Result.Code,
-			Error: sink.Redact(ref.Result.Message, ep), Row: string(r.m.value)})
+			Error: sink.Redact(cmp.Or(ref.Result.Detail, ref.Result.Message), ep), Row: string(r.m.value)})
 		letters = append(letters, deadLetter{index: ref.Index, seq: r.seq, key: DeadLetterKey(d.q.name, r.seq), value: v})
 	}
 	slices.SortFunc(letters, func(a, b deadLetter) int { return cmpSeq(a.seq, b.seq) })
@@ -299,7 +300,7 @@ func (d *drainer) settleLetters(letters []deadLetter, waiting map[int]bool, stor
 	}
 	d.q.mu.Unlock()
 	if stored > 0 {
-		m.metrics.deadLetters.Add(uint64(stored))
+		m.inserts.deadLettered(context.Background(), d.label, stored)
 		m.log.Log(context.Background(), m.warns.level("dead letters "+d.q.name, m.clock.Now()),
 			"rows refused by ClickHouse; stored as dead letters", "queue", d.q.name, "rows", stored,
 			"first_key", letters[0].key, "last_key", letters[len(letters)-1].key)

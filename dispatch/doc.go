@@ -23,6 +23,28 @@
 // /queue/ is the same namespace; deliveries are spelled as the consumer
 // spelled its key. Any other key under /q/{name}/ is InvalidArgument.
 //
+// # What a put may name
+//
+// A put to /q//p/{key} (an empty name) is InvalidArgument. A put to a
+// ClickHouse queue is InvalidArgument unless its name is ch:{table} or
+// ch:{db}.{table} as sink.CheckQueue reads it, its table (the database
+// from Config.ClickHouseTables, else Config.ClickHouse, when the name
+// has none) is in Config.ClickHouseTables' list (sink.AllowList:
+// --clickhouse-allow-tables, never ClickHouse's system databases unless
+// named), and its value is one JSON object in UTF-8 (sink.ValidateRow).
+// The first two are judged once per queue name and remembered while the
+// list and the database stay the same (putcheck.go), so a reload
+// applies to the next put. Each member checks its clients' puts; what
+// members send each other is held to the key grammar and the values'
+// rules (see What other members may send), not to this member's list.
+//
+// # Metrics by table
+//
+// The ClickHouse metrics (rows and bytes inserted, batches, retries,
+// insert duration, dead letters) carry table="db.table", unquoted, for
+// the first Config.MetricsMaxTables tables a member inserts into, and
+// table="_other" for the rest, for the life of the process.
+//
 // # Dispatchers
 //
 // Every queue has one dispatcher, named by its record, which holds its

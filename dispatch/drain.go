@@ -54,6 +54,7 @@ type drainer struct {
 	lastClass  sink.Class // of the last failed insert, to log state changes once
 	cur        *inflight  // the batch being inserted; nil between batches
 	letters    letterBook // the queue's dead letters
+	label      string     // the table label of the batch's metrics ("db.table" or "_other")
 }
 
 // inflight is the batch being inserted: fixed from its first attempt to
@@ -364,6 +365,7 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 	}
 	b := d.cur
 	target := sink.Target(db, d.table)
+	d.label = m.inserts.tables.label(sink.SplitTable(db, d.table))
 	values := make([][]byte, len(b.rows))
 	for i, r := range b.rows {
 		values[i] = r.m.value
@@ -374,7 +376,7 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 		res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
-		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", target), attribute.String("outcome", res.Class.String())))
+		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", d.label), attribute.String("outcome", res.Class.String())))
 		m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 		if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
 			m.inserts.retries.Add(ctx, 1, attrs)
@@ -383,8 +385,8 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 		case sink.ClassOK:
 			d.drop(b.rows)
 			d.recovered(target)
-			m.metrics.rowsInserted.Add(uint64(len(b.rows)))
-			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", "ok")))
+			m.inserts.inserted(ctx, d.label, len(b.rows), b.bytes)
+			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", "ok")))
 			endInsert(b.span, b.attempts, res, 0)
 			d.cur = nil
 			cancel()
@@ -489,7 +491,8 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 		}
 	}
 	d.drop(done)
-	m.metrics.rowsInserted.Add(uint64(len(rows) - len(keep) - len(refused)))
+	n, nbytes := insertedRows(rows, keep, refused)
+	m.inserts.inserted(ctx, d.label, n, nbytes)
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
@@ -500,7 +503,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	case len(refused) > 0:
 		outcome = "dead_letters"
 	}
-	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", target), attribute.String("outcome", outcome)))
+	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", outcome)))
 	if err != nil {
 		class := sink.ClassTransient
 		if stopped != nil {
@@ -512,6 +515,22 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	}
 	endInsert(b.span, b.attempts, sink.Result{Class: sink.ClassOK, Status: last.Status}, len(refused))
 	return len(waiting) == 0 // rows waiting for space: tried again after a pause
+}
+
+// insertedRows is the number and the request bytes (value and newline)
+// of the rows a bisection put in: neither kept queued nor refused.
+func insertedRows(rows []row, keep map[int]bool, refused []sink.Refused) (n, bytes int) {
+	ref := make(map[int]bool, len(refused))
+	for _, r := range refused {
+		ref[r.Index] = true
+	}
+	for i, r := range rows {
+		if !keep[i] && !ref[i] {
+			n++
+			bytes += len(r.m.value) + 1
+		}
+	}
+	return n, bytes
 }
 
 // setLastError keeps a failed insert for /status.

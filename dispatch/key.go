@@ -40,7 +40,9 @@ type Key struct {
 
 // ParseKey parses a key. Keys outside /q/ and /queue/, and /q/ itself,
 // are KindNone; {name}, {key} and {id} are each exactly one non-empty
-// segment.
+// segment. A key with an empty {name} (/q//...) is KindInvalid, except
+// /q//p/{key}, which is KindProduce with an empty Queue, so that a put
+// to it is refused saying the name is empty (checkQueueName).
 func ParseKey(key string) Key {
 	// Most keys are plain KV: tell them apart without allocating, as kv
 	// asks for every key of every request.
@@ -62,8 +64,19 @@ func ParseKey(key string) Key {
 		more = more[i+1:]
 	}
 	tooMany := len(segs) == maxSegments
-	if len(segs) < 3 || segs[0] != "" || (segs[1] != "q" && segs[1] != "queue") || segs[2] == "" {
+	if len(segs) < 3 || segs[0] != "" || (segs[1] != "q" && segs[1] != "queue") {
 		return Key{Kind: KindNone}
+	}
+	if segs[2] == "" {
+		// /q/ itself is a plain key. Under it, an empty queue name is
+		// refused: as a producer key, so that the put says why.
+		switch {
+		case len(segs) == 3:
+			return Key{Kind: KindNone}
+		case len(segs) == 5 && isProducer(segs[3]) && segs[4] != "":
+			return Key{Kind: KindProduce, Prefix: segs[1], Tail: segs[4]}
+		}
+		return Key{Kind: KindInvalid, Prefix: segs[1]}
 	}
 	k := Key{Kind: KindInvalid, Prefix: segs[1], Queue: segs[2]}
 	if tooMany {

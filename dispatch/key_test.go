@@ -33,6 +33,14 @@ func TestParseKey(t *testing.T) {
 		{"/q/jobs/dlq/x", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
 		{"/q/jobs/c/u1/x/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
 		{"/q/jobs/c//7/m1", Key{Kind: KindInvalid, Prefix: "q", Queue: "jobs"}},
+		// An empty queue name: a put to its producer key is refused by name.
+		{"/q//p/x", Key{Kind: KindProduce, Prefix: "q", Tail: "x"}},
+		{"/queue//input/x", Key{Kind: KindProduce, Prefix: "queue", Tail: "x"}},
+		{"/q//", Key{Kind: KindInvalid, Prefix: "q"}},
+		{"/q//p", Key{Kind: KindInvalid, Prefix: "q"}},
+		{"/q//p/", Key{Kind: KindInvalid, Prefix: "q"}},
+		{"/q//c/u1", Key{Kind: KindInvalid, Prefix: "q"}},
+		{"/q//7/m1", Key{Kind: KindInvalid, Prefix: "q"}},
 		// Outside the namespace.
 		{"/q", Key{Kind: KindNone}},
 		{"/q/", Key{Kind: KindNone}},

@@ -74,6 +74,15 @@ type Config struct {
 	// every batch so that a reloaded configuration takes effect at the next
 	// one. Nil or an empty URL: rows of ClickHouse queues stay queued.
 	ClickHouse func() (url, db string)
+	// ClickHouseTables returns the tables puts to ClickHouse queues may
+	// reach (--clickhouse-allow-tables) and the database of names
+	// without one, read at every such put so that a reload applies to the
+	// next one; a put to another table is InvalidArgument. The answer is
+	// remembered per queue name while both results stay the same (the
+	// same *sink.AllowList): return a new list only when it changed. Nil:
+	// the default list (every table outside ClickHouse's system
+	// databases) and ClickHouse's database; a nil list is the default.
+	ClickHouseTables func() (allow *sink.AllowList, db string)
 	// ClickHouseTLS returns the TLS configuration for an https
 	// clickhouse_url (CA, client certificate, server name), read with
 	// the URL at every batch; the sink clones it and never changes it.
@@ -111,6 +120,11 @@ type Config struct {
 	// (dlq_ttl "0s").
 	DeadLetterMaxRows int
 	DeadLetterTTL     time.Duration
+	// MetricsMaxTables bounds the table label values of the ClickHouse
+	// metrics (rows, bytes, batches, dead letters, insert duration,
+	// retries): the first tables inserted into get their own, later
+	// ones share "_other". Zero: 1000.
+	MetricsMaxTables int
 	// Meter exports queue and ClickHouse metrics. Nil: none.
 	Meter metric.MeterProvider
 	// Tracer traces forwards to other members and every ClickHouse batch
@@ -188,6 +202,9 @@ func (c Config) withDefaults() Config {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 100 * time.Millisecond
 	}
+	if c.MetricsMaxTables == 0 {
+		c.MetricsMaxTables = 1000
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -247,6 +264,7 @@ type Manager struct {
 	warns        warnLimiter          // per-put warnings, once a second per queue
 	unreachable  map[uint64]time.Time // backups passed over, until then
 	settings     settingsCache
+	tables       tableGate // which ClickHouse queue names puts may use
 
 	backupMu sync.Mutex // guards backups; never held with m.mu or a queue's mu
 	backups  map[backupKey]*backupSet
@@ -317,7 +335,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	m.counter.Store(uint64(time.Now().UnixNano())) // the wall clock, even under a fake one: see counter
 	var err error
-	if m.inserts, err = newInsertMetrics(cfg.Meter); err != nil {
+	if m.inserts, err = newInsertMetrics(cfg.Meter, cfg.MetricsMaxTables); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
 	}
 	if m.letters, err = newLetterMetrics(cfg.Meter); err != nil {
@@ -498,7 +516,7 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	for i, p := range puts {
 		keys[i] = ParseKey(string(p.Key))
 		if bad == nil {
-			bad = checkProduce(p, keys[i])
+			bad = m.checkProduce(p, keys[i])
 		}
 	}
 	byQueue := make(map[string][]incoming)
@@ -532,7 +550,7 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 // and sorting that group a txn's puts by queue.
 func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 	k := ParseKey(string(p.Key))
-	err := checkProduce(p, k)
+	err := m.checkProduce(p, k)
 	var in incoming
 	if err == nil {
 		in, err = m.newMessage(k, p, m.putTrace(ctx))
@@ -542,20 +560,6 @@ func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 	}
 	m.inserts.countPuts(ctx, k.Queue, err, 1)
 	return err
-}
-
-// checkProduce refuses a put that is not to a producer key, or whose value
-// is not a row of its ClickHouse queue.
-func checkProduce(p *pb.PutRequest, k Key) error {
-	if k.Kind != KindProduce {
-		return status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
-	}
-	if _, ch := sink.TableOf(k.Queue); ch {
-		if err := sink.ValidateRow(p.Value); err != nil {
-			return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
-		}
-	}
-	return nil
 }
 
 // newMessage is the message of a checked put, with the next id of this

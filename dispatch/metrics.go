@@ -12,13 +12,64 @@ import (
 )
 
 // insertMetrics are recorded by the drainers at every insert, and by
-// Produce at every put.
+// Produce at every put. Their table label is bounded (tableLabels).
 type insertMetrics struct {
 	duration metric.Float64Histogram // by table and outcome class
 	retries  metric.Int64Counter     // failed inserts that will be retried, by table and class
 	batches  metric.Int64Counter     // batches settled, by table and outcome
+	rows     metric.Int64Counter     // rows inserted, by table
+	bytes    metric.Int64Counter     // bytes of the rows inserted, by table
+	dead     metric.Int64Counter     // rows stored as dead letters, by table
 	puts     metric.Int64Counter     // messages put, by queue and result
 	putAttrs *putAttrs
+	tables   *tableLabels
+}
+
+// otherTables is the table label of the tables past the bound.
+const otherTables = "_other"
+
+// tableLabels gives the tables this member inserts into the values of
+// the table label: "db.table", unquoted, for the first max tables, then
+// otherTables for all the others, so that a member inserting into
+// thousands of tables exports a bounded number of series. A table keeps
+// its label for the life of the process.
+type tableLabels struct {
+	max  int
+	mu   sync.Mutex // guards seen
+	seen map[string]bool
+}
+
+// label returns the table label of table in database db (unquoted, as
+// sink.SplitTable gives them).
+func (l *tableLabels) label(db, table string) string {
+	name := db + "." + table
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[name] {
+		return name
+	}
+	if len(l.seen) >= l.max {
+		return otherTables
+	}
+	l.seen[name] = true
+	return name
+}
+
+// inserted counts rows (and their bytes in the request) ClickHouse took
+// into the table labelled table.
+func (im insertMetrics) inserted(ctx context.Context, table string, rows, bytes int) {
+	if rows == 0 {
+		return
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", table)))
+	im.rows.Add(ctx, int64(rows), opt)
+	im.bytes.Add(ctx, int64(bytes), opt)
+}
+
+// deadLettered counts n rows of the table labelled table stored as
+// dead letters.
+func (im insertMetrics) deadLettered(ctx context.Context, table string, n int) {
+	im.dead.Add(ctx, int64(n), metric.WithAttributeSet(attribute.NewSet(attribute.String("table", table))))
 }
 
 // putAttrs caches the attributes of the puts counter by queue and result.
@@ -51,7 +102,7 @@ func (im insertMetrics) countPuts(ctx context.Context, queue string, err error, 
 	im.puts.Add(ctx, int64(n), opt)
 }
 
-func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
+func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, error) {
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
@@ -71,12 +122,26 @@ func newInsertMetrics(mp metric.MeterProvider) (insertMetrics, error) {
 	if err != nil {
 		return insertMetrics{}, err
 	}
+	rows, err := meter.Int64Counter("chute.clickhouse.rows.inserted", metric.WithDescription("Rows ClickHouse holds, inserted by this member, by table."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	bytes, err := meter.Int64Counter("chute.clickhouse.inserted.bytes", metric.WithUnit("By"), metric.WithDescription("Bytes of the rows ClickHouse holds (as sent, a newline each), inserted by this member, by table."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	dead, err := meter.Int64Counter("chute.clickhouse.dead_letters", metric.WithDescription("Rows ClickHouse refused, stored as dead letters, by table."))
+	if err != nil {
+		return insertMetrics{}, err
+	}
 	p, err := meter.Int64Counter("chute.queue.puts", metric.WithDescription(
 		"Messages put on this member, by queue and result (the gRPC code the producer got: OK, InvalidArgument, ResourceExhausted, ...)."))
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	return insertMetrics{duration: d, retries: r, batches: b, puts: p, putAttrs: &putAttrs{m: make(map[putResult]metric.MeasurementOption)}}, nil
+	return insertMetrics{duration: d, retries: r, batches: b, rows: rows, bytes: bytes, dead: dead, puts: p,
+		putAttrs: &putAttrs{m: make(map[putResult]metric.MeasurementOption)},
+		tables:   &tableLabels{max: maxTables, seen: make(map[string]bool)}}, nil
 }
 
 // registerMetrics exports the manager's counters and each queue's state
@@ -107,8 +172,6 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
-	inserted := must(counter("chute.clickhouse.rows.inserted", "Rows ClickHouse holds, inserted by this member."))
-	dead := must(counter("chute.clickhouse.dead_letters", "Rows ClickHouse refused, stored as dead letters."))
 	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's segment files under the data dir."))
 	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
 	logAppended := must(counter("chute.queue_log.appended", "Records appended to the queue log."))
@@ -135,8 +198,6 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		o.ObserveInt64(broadcasts, int64(m.metrics.broadcasts.Load()))
 		o.ObserveInt64(elections, int64(m.metrics.elections.Load()))
 		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
-		o.ObserveInt64(inserted, int64(m.metrics.rowsInserted.Load()))
-		o.ObserveInt64(dead, int64(m.metrics.deadLetters.Load()))
 		if m.qlog != nil {
 			ls := m.qlog.Stats()
 			o.ObserveInt64(logBytes, ls.Size)
@@ -146,6 +207,6 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		}
 		return nil
 	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused,
-		forwards, broadcasts, elections, handovers, inserted, dead, logBytes, logRecords, logAppended, logFsyncs)
+		forwards, broadcasts, elections, handovers, logBytes, logRecords, logAppended, logFsyncs)
 	return err
 }

@@ -24,9 +24,6 @@ type counters struct {
 	broadcasts atomic.Uint64 // messages held by every member instead
 	elections  atomic.Uint64 // dispatcher claims this member won locally
 	handovers  atomic.Uint64 // messages handed to a new dispatcher
-
-	rowsInserted atomic.Uint64 // rows ClickHouse holds
-	deadLetters  atomic.Uint64 // rows ClickHouse refused, stored as dead letters
 }
 
 // PeerService returns the Queues service other members call; register it

@@ -201,9 +201,9 @@ func TestSink_clickhouseDownThenBack(t *testing.T) {
 	providers.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	for _, want := range []string{
-		`chute_clickhouse_retries_total{outcome="transient",table="` + "`default`.`outage`" + `"}`,
-		`chute_clickhouse_insert_duration_seconds_count{outcome="ok",table="` + "`default`.`outage`" + `"}`,
-		`chute_clickhouse_rows_inserted_total 50`,
+		`chute_clickhouse_retries_total{outcome="transient",table="default.outage"}`,
+		`chute_clickhouse_insert_duration_seconds_count{outcome="ok",table="default.outage"}`,
+		`chute_clickhouse_rows_inserted_total{table="default.outage"} 50`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)

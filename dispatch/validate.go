@@ -31,6 +31,7 @@ func (c Config) Validate() error {
 		setting.Num("BatchBytes", int64(c.BatchBytes)),
 		setting.Num("QuotaBytes", c.QuotaBytes),
 		setting.Num("DeadLetterMaxRows", int64(c.DeadLetterMaxRows)),
+		setting.Num("MetricsMaxTables", int64(c.MetricsMaxTables)),
 	)...)
 	errs = append(errs, setting.Negative("dispatch",
 		setting.Num("ReconcileInterval", c.ReconcileInterval),

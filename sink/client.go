@@ -95,8 +95,15 @@ type Result struct {
 	// Class says what to do with the rows: see Class.
 	Class Class
 	// Message is ClickHouse's error text (or the transport error's),
-	// trimmed, cut to about 512 bytes and redacted; "" when OK.
+	// without the row data ClickHouse quotes in it (RedactRows) or the
+	// password (Redact), trimmed and cut to about 512 bytes; "" when OK.
+	// It is what logs, /status and spans show.
 	Message string
+	// Detail is ClickHouse's error text with the row data it quotes,
+	// the password still redacted, trimmed and cut to about 512 bytes:
+	// for the dead letter of a refused row, which holds the row anyway.
+	// It equals Message for a transport error; "" when OK.
+	Detail string
 	// Err is the transport error (connect, TLS, send, read, timeout,
 	// cancellation); nil when an answer came. It wraps ErrTimeout on a
 	// timeout and the context's error when ctx ended the request.
@@ -223,13 +230,17 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 		res.Status = 0
 		res.Err = err
 		res.Message = truncate([]byte(Redact(err.Error(), ep)))
+		res.Detail = res.Message
 		return res, nil
 	}
 	res.Class, res.Code = Classify(status, code, answer)
 	if res.Class != ClassOK {
-		res.Message = truncate([]byte(Redact(string(answer), ep)))
+		full := Redact(string(answer), ep)
+		res.Detail = truncate([]byte(full))
+		res.Message = truncate([]byte(RedactRows(full))) // before the cut, which may split a quote
 		if res.Message == "" {
 			res.Message = fmt.Sprintf("HTTP %d with no body", status)
+			res.Detail = res.Message
 		}
 	}
 	return res, answer

@@ -18,6 +18,15 @@
 //	ch:analytics.events    `analytics`.`events`, whatever clickhouse_db says
 //	ch:                    an ordinary queue
 //
+// CheckQueue says which names a put may use: after the prefix, table or
+// db.table, each part non-empty, UTF-8 without spaces or control
+// characters, one dot at most (ch:a.b.c, ch:.events and ch:default. are
+// refused; ClickHouse would read a.b.c as three parts). An AllowList
+// (--clickhouse-allow-tables) says which tables: globs over db.table,
+// *.* by default, never ClickHouse's system databases (system,
+// INFORMATION_SCHEMA, information_schema) unless a pattern spells the
+// database out. Both are checked at put time, by dispatch.
+//
 // Identifiers are backquoted with backquotes and backslashes doubled: a
 // backslash starts an escape inside ClickHouse's backquotes (checked on
 // 18.16), so the name reaches the server as written.
@@ -121,14 +130,23 @@
 // # Values
 //
 // ValidateRow accepts exactly one JSON object with optional white space
-// around it and never re-encodes it: the bytes put are the bytes sent.
+// around it, in UTF-8 (a byte that is not is refused with its offset),
+// and never re-encodes it: the bytes put are the bytes sent.
 //
 // # Secrets
 //
-// Endpoint.String shows no password, and Result.Message, ResultError and
-// the client's log lines go through Redact, which removes the password and
-// the Authorization value. ClickHouse quotes rows in its errors, so
-// Result.Message is also cut to about 512 bytes.
+// Endpoint.String shows no password, and Result.Message, Result.Detail,
+// ResultError and the client's log lines go through Redact, which
+// removes the password and the Authorization value. ClickHouse quotes
+// rows in its errors ("expected , before: <the rest of the row>", "Cannot
+// parse string '<value>' as UInt64", an unknown field's name), and
+// Result.Message feeds logs, /status and spans: RedactRows cuts every
+// quoted span and every copy of the input out of it, keeping the code,
+// the exception's words, the key and row being read and the class, and
+// it is cut to about 512 bytes after that. What RedactRows does not
+// recognise loses the rest of the text, never keeps data. Result.Detail
+// keeps ClickHouse's text with the data (password redacted, cut to 512
+// bytes) for the one place that holds the row anyway: its dead letter.
 //
 // # Time
 //

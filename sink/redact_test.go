@@ -25,3 +25,99 @@ func TestRedact(t *testing.T) {
 		t.Errorf("Redact without credentials: got %q", got)
 	}
 }
+
+// marker stands for row data in the tests of RedactRows: it must never
+// survive.
+const marker = "MARKER_5f3a"
+
+// TestRedactRows_clickhouse1816 runs RedactRows over error texts that
+// ClickHouse 18.16 answered to rows holding marker (collected with
+// chtest; TestClickHouse_redactRows in clickhouse_test.go gets them
+// live), and over the shape of a newer server's: marker goes, the code,
+// the exception's words, the key, the row and the class stay.
+func TestRedactRows_clickhouse1816(t *testing.T) {
+	tests := []struct {
+		name, in string
+		keep     []string
+	}{
+		{"27 string into UInt64",
+			"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \" before: MARKER_5f3a\",\"s\":\"MARKER_5f3a\"}: (while read the value of key id): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Code: 27", "Cannot parse input: expected \" before: …", "(while read the value of key id)", "(at row 2)", "e.what() = DB::Exception"}},
+		{"27 1.5 into UInt64, no key",
+			"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: .5,\"s\":\"MARKER_5f3a\"}: (at row 2)\n, e.what() = DB::Exception",
+			[]string{"expected , before: …: (at row 2)"}},
+		{"27 marker text inside the copy",
+			"Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: x: (at row 9) MARKER_5f3a\"}: (at row 2)\n, e.what() = DB::Exception",
+			[]string{"(at row 2)"}},
+		{"26 number into String",
+			"Code: 26, e.displayText() = DB::Exception: Cannot parse JSON string: expected opening quote: (while read the value of key s): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Code: 26, e.displayText() = DB::Exception: Cannot parse JSON string: expected opening quote: (while read the value of key s): (at row 2)\n, e.what() = DB::Exception"}},
+		{"117 unknown field",
+			"Code: 117, e.displayText() = DB::Exception: Unknown field found while parsing JSONEachRow format: MARKER_5f3a: (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Unknown field found while parsing JSONEachRow format: …: (at row 2)"}},
+		{"6 toUInt64 of a string",
+			"Code: 6, e.displayText() = DB::Exception: Cannot parse string 'MARKER_5f3a' as UInt64: syntax error at begin of string. Note: there are toUInt64OrZero and toUInt64OrNull functions, which returns zero/NULL instead of throwing exception., e.what() = DB::Exception",
+			[]string{"Cannot parse string '…' as UInt64: syntax error at begin of string"}},
+		{"6 parsed just",
+			"Code: 6, e.displayText() = DB::Exception: Cannot parse string '123MARKER_5f3a' as Float64: syntax error at position 3 (parsed just '123'). Note: there are toFloat64OrZero and toFloat64OrNull functions, which returns zero/NULL instead of throwing exception., e.what() = DB::Exception",
+			[]string{"(parsed just '…')"}},
+		{"38 toDate", "Code: 38, e.displayText() = DB::Exception: Cannot parse date: value is too short: Cannot parse Date from String, e.what() = DB::Exception",
+			[]string{"Code: 38, e.displayText() = DB::Exception: Cannot parse date: value is too short: Cannot parse Date from String, e.what() = DB::Exception"}},
+		{"41 DateTime", "Code: 41, e.displayText() = DB::Exception: Cannot parse datetime: (while read the value of key dt): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Cannot parse datetime: (while read the value of key dt): (at row 2)"}},
+		{"49 Enum", "Code: 49, e.displayText() = DB::Exception: Unknown element 'MARKER_5f3a' for type Enum8('a' = 1): (while read the value of key e), e.what() = DB::Exception",
+			[]string{"Unknown element '…' for type Enum8", "(while read the value of key e)"}},
+		{"69 Decimal", "Code: 69, e.displayText() = DB::Exception: Too many digits in decimal value: (while read the value of key dec), e.what() = DB::Exception",
+			[]string{"Too many digits in decimal value: (while read the value of key dec)"}},
+		{"72 minus into UInt64", "Code: 72, e.displayText() = DB::Exception: Unsigned type must not contain '-' symbol: (while read the value of key id): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Unsigned type must not contain '…' symbol: (while read the value of key id): (at row 2)"}},
+		{"131 FixedString", "Code: 131, e.displayText() = DB::Exception: Too large value for FixedString(2): (while read the value of key fs): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Too large value for FixedString(2): (while read the value of key fs): (at row 2)"}},
+		{"376 UUID, unquoted copy", "Code: 376, e.displayText() = DB::Exception: Cannot parse uuid MARKER_5f3a\"}: (while read the value of key uu): (at row 2)\n, e.what() = DB::Exception",
+			[]string{"Cannot parse uuid …: (while read the value of key uu): (at row 2)"}},
+		{"newer server", "Code: 27. DB::Exception: Cannot parse input: expected '\"' before: 'MARKER_5f3a\"}': (while reading the value of key id): (at row 1)\n: While executing ParallelParsingBlockInputFormat. (CANNOT_PARSE_INPUT_ASSERTION_FAILED) (version 23.8.1.1 (official build))",
+			[]string{"expected '\"' before: …: (while reading the value of key id): (at row 1)", "(CANNOT_PARSE_INPUT_ASSERTION_FAILED)"}},
+		{"newer server diagnostics", "Code: 27. DB::Exception: Cannot parse input: expected ',' before: 'x': \nRow 1:\nColumn 0,   name: id, type: UInt64, parsed text: \"MARKER_5f3a\"ERROR\n: (at row 1)\n. (CANNOT_PARSE_INPUT_ASSERTION_FAILED)",
+			[]string{"expected ',' before: …", "(at row 1)"}},
+		{"newer server diagnostics alone", "Code: 27. DB::Exception: Cannot parse input:\nRow 1:\nColumn 0,   name: id,   type: UInt64, parsed text: \"MARKER_5f3a\"ERROR\nERROR: garbage after UInt64: \"MARKER_5f3a\"\n: (at row 1)\n. (CANNOT_PARSE_INPUT_ASSERTION_FAILED)",
+			[]string{"Column 0,   name: id,   type: UInt64, parsed text: …\n", "ERROR: garbage after UInt64: \"…\"", "(at row 1)"}},
+		{"60 unknown table, an apostrophe", "Code: 60, e.displayText() = DB::Exception: Table default.later doesn't exist., e.what() = DB::Exception",
+			[]string{"Code: 60, e.displayText() = DB::Exception: Table default.later doesn't exist., e.what() = DB::Exception"}},
+		{"unknown shape with a lone quote", "Code: 999, e.displayText() = DB::Exception: something odd \"MARKER_5f3a: nothing after",
+			[]string{"something odd \"…"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := RedactRows(tt.in)
+			if strings.Contains(got, marker) || strings.Contains(got, "MARKER") {
+				t.Errorf("got %q, want no %s", got, marker)
+			}
+			for _, k := range tt.keep {
+				if !strings.Contains(got, k) {
+					t.Errorf("got %q, want it to keep %q", got, k)
+				}
+			}
+		})
+	}
+}
+
+// FuzzRedactRows checks that a value quoted in an error text, or copied
+// after "before: ", never survives RedactRows, whatever text without
+// quotes surrounds it.
+func FuzzRedactRows(f *testing.F) {
+	f.Add("Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , ", "}: (at row 2)\n, e.what() = DB::Exception")
+	f.Add("Cannot parse string ", " as UInt64: (at row 1)")
+	f.Add("x format: ", ": (while read the value of key a): (at row 1)")
+	f.Fuzz(func(t *testing.T, before, after string) {
+		if strings.ContainsAny(before+after, `'"`) || strings.Contains(before+after, "MARK") {
+			return
+		}
+		// ClickHouse opens a quote after a space or a bracket; after a
+		// letter, a single quote is an apostrophe.
+		for _, in := range []string{before + " before: " + marker + after, before + " '" + marker + "'" + after, before + `"` + marker + `"` + after} {
+			if got := RedactRows(in); strings.Contains(got, marker) {
+				t.Fatalf("RedactRows(%q) = %q: the row data survived", in, got)
+			}
+		}
+	})
+}

@@ -1,9 +1,12 @@
 package sink
 
+import "unicode/utf8"
+
 // validObject reports whether v is one JSON object with nothing but white
-// space around it, as encoding/json.Valid would judge the same bytes (it
-// accepts any byte from 0x20 up inside strings, like encoding/json, and
-// nests at most maxDepth deep). It reads v once and allocates nothing for
+// space around it, as encoding/json.Valid would judge the same bytes, and
+// valid UTF-8 (encoding/json accepts any byte from 0x20 up inside strings;
+// this scanner refuses what is not UTF-8 there). It nests at most maxDepth
+// deep. It reads v once and allocates nothing for
 // rows nested up to 32 deep: every put to a ClickHouse queue is checked, and
 // encoding/json's scanner stood out in profiles of batch produce
 // (docs/benchmarks.md).
@@ -117,14 +120,24 @@ func skipSpace(v []byte, i int) int {
 }
 
 // stringEnd returns the index after the string starting at v[i] == '"',
-// -1 when it is malformed.
+// -1 when it is malformed or not UTF-8.
 func stringEnd(v []byte, i int) int {
 	for i++; i < len(v); i++ {
-		switch c := v[i]; {
+		c := v[i]
+		if 0x20 <= c && c < utf8.RuneSelf && c != '"' && c != '\\' {
+			continue // most bytes of most rows
+		}
+		switch {
 		case c == '"':
 			return i + 1
 		case c < 0x20:
 			return -1
+		case c >= utf8.RuneSelf:
+			r, size := utf8.DecodeRune(v[i:])
+			if r == utf8.RuneError && size == 1 {
+				return -1
+			}
+			i += size - 1
 		case c == '\\':
 			i++
 			if i >= len(v) {
@@ -197,4 +210,21 @@ func literalEnd(v []byte, i int, lit string) int {
 		return -1
 	}
 	return i + len(lit)
+}
+
+// invalidUTF8 returns the offset of the first byte of v that does not
+// start a valid UTF-8 sequence, -1 when v is all UTF-8.
+func invalidUTF8(v []byte) int {
+	for i := 0; i < len(v); {
+		if v[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(v[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }

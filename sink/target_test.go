@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -108,6 +109,71 @@ func FuzzQuoteIdent(f *testing.F) {
 		got, ok := unquoteIdent(q)
 		if !ok || got != s {
 			t.Fatalf("QuoteIdent(%q) = %q, which reads back as (%q, %v)", s, q, got, ok)
+		}
+	})
+}
+
+func TestCheckQueue_cases(t *testing.T) {
+	tests := []struct {
+		queue string
+		want  string // "" for nil; else part of the message
+	}{
+		{"ch:events", ""},
+		{"clickhouse:events", ""},
+		{"ch:analytics.events", ""},
+		{"ch:my-table_2", ""},
+		{"ch:日本.表", ""},
+		{"ch:a`b", ""},
+		{"ch:", ""},   // an ordinary queue
+		{"ch:  ", ""}, // likewise
+		{"jobs", ""},
+		{"", ""},
+		{"ch:default.", "empty table after the dot"},
+		{"ch:.events", "empty database before the dot"},
+		{"ch:.", "empty database"},
+		{"ch:a.b.c", "more than one dot"},
+		{"ch:a..b", "more than one dot"},
+		{"ch: events", "space or control character at byte 0"},
+		{"ch:ev ents", "space or control character at byte 2"},
+		{"ch:events\t", "space or control character"},
+		{"ch:ev\x00ents", "space or control character"},
+		{"ch:ev\u00a0ents", "space or control character"},
+		{"ch:ev\x7fents", "space or control character"},
+		{"ch:ev\xffents", "not valid UTF-8"},
+		{"clickhouse:.events", "empty database"},
+	}
+	for _, tt := range tests {
+		err := CheckQueue(tt.queue)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("CheckQueue(%q): got %v, want nil", tt.queue, err)
+		case tt.want != "" && (!errors.Is(err, ErrTableName) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("CheckQueue(%q): got %v, want ErrTableName saying %q", tt.queue, err, tt.want)
+		}
+	}
+}
+
+// FuzzCheckQueue checks that a name CheckQueue takes is an ordinary
+// queue or names one database and one table, both non-empty and without
+// a dot, that SplitTable and Target agree on.
+func FuzzCheckQueue(f *testing.F) {
+	for _, s := range []string{"ch:events", "ch:a.b", "ch:a.b.c", "ch:.e", "ch:d.", "clickhouse:x", "ch: ", "ch:a\x00", "ch:`.`"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, queue string) {
+		if CheckQueue(queue) != nil {
+			return
+		}
+		table, ok := TableOf(queue)
+		if !ok {
+			return
+		}
+		db, tbl := SplitTable("default", table)
+		if db == "" || tbl == "" || strings.Contains(db, ".") || strings.Contains(tbl, ".") {
+			t.Fatalf("CheckQueue(%q) passed; SplitTable gives %q, %q", queue, db, tbl)
+		}
+		if got, want := Target("default", table), QuoteIdent(db)+"."+QuoteIdent(tbl); got != want {
+			t.Fatalf("Target of %q: got %s, want %s", queue, got, want)
 		}
 	})
 }

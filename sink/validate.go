@@ -13,13 +13,19 @@ var (
 	// ErrNotObject is wrapped, with the reason, by ValidateRow for a value
 	// that is not exactly one JSON object.
 	ErrNotObject = errors.New("sink: a clickhouse queue takes one JSON object per message")
+	// ErrInvalidUTF8 is wrapped, with the offset of the first bad byte,
+	// by ValidateRow for a value that is not UTF-8 (JSON text is).
+	ErrInvalidUTF8 = errors.New("sink: invalid UTF-8")
 )
 
 // ValidateRow checks that v is exactly one JSON object, with nothing but
 // white space around it: one JSONEachRow row. It only reads v: rows reach
 // ClickHouse byte for byte, so numbers past 2^53 keep every digit and
-// string escapes stay as written. The error wraps ErrEmptyRow or
-// ErrNotObject and says what is wrong, with a byte offset where that helps.
+// string escapes stay as written. The value must be UTF-8 throughout, as
+// JSON text is: ClickHouse would store other bytes as they are, and every
+// reader of the table would get them. The error wraps ErrEmptyRow,
+// ErrInvalidUTF8 or ErrNotObject and says what is wrong, with a byte
+// offset where that helps.
 func ValidateRow(v []byte) error {
 	if validObject(v) {
 		return nil
@@ -27,6 +33,9 @@ func ValidateRow(v []byte) error {
 	trimmed := bytes.TrimLeft(v, " \t\r\n")
 	if len(trimmed) == 0 {
 		return ErrEmptyRow
+	}
+	if off := invalidUTF8(v); off >= 0 {
+		return fmt.Errorf("%w at byte %d: JSON text is UTF-8", ErrInvalidUTF8, off)
 	}
 	if trimmed[0] != '{' {
 		if !json.Valid(v) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestValidateRow(t *testing.T) {
@@ -42,6 +43,15 @@ func TestValidateRow(t *testing.T) {
 		{v: `{a:1}`, err: ErrNotObject, want: "invalid JSON at byte"},
 		{v: `{"a":01}`, err: ErrNotObject, want: "invalid JSON"},
 		{v: `{"a":NaN}`, err: ErrNotObject, want: "invalid JSON"},
+		{v: "{\"s\":\"caf\xe9\"}", err: ErrInvalidUTF8, want: "invalid UTF-8 at byte 9"},
+		{v: "{\"s\":\"\xff\"}", err: ErrInvalidUTF8, want: "at byte 6"},
+		{v: "{\"s\":\"\xed\xa0\x80\"}", err: ErrInvalidUTF8, want: "at byte 6"}, // a surrogate's encoding
+		{v: "{\"s\":\"\xc0\xaf\"}", err: ErrInvalidUTF8, want: "at byte 6"},     // overlong '/'
+		{v: "{\"s\":\"\xe6\x97\"}", err: ErrInvalidUTF8, want: "at byte 6"},     // cut short
+		{v: "{\"k\xfe\":1}", err: ErrInvalidUTF8, want: "at byte 3"},            // in a key
+		{v: "{\"a\":1}\xff", err: ErrInvalidUTF8, want: "at byte 7"},            // after the object
+		{v: "\xef\xbb\xbf{\"a\":1}", err: ErrNotObject, want: "not JSON"},       // a BOM is UTF-8, not JSON
+		{v: "{\"s\":\"\u65e5\xe6\x97\xa5\"}"},
 	}
 	for _, tt := range tests {
 		orig := []byte(tt.v)
@@ -72,18 +82,19 @@ func FuzzValidateRow(f *testing.F) {
 			t.Fatalf("ValidateRow changed %q to %q", orig, v)
 		}
 		trimmed := bytes.TrimLeft(v, " \t\r\n")
-		want := json.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
+		want := json.Valid(v) && utf8.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
 		if (err == nil) != want {
 			t.Fatalf("ValidateRow(%q): got %v, want valid=%v", v, err, want)
 		}
-		if err != nil && !errors.Is(err, ErrEmptyRow) && !errors.Is(err, ErrNotObject) {
+		if err != nil && !errors.Is(err, ErrEmptyRow) && !errors.Is(err, ErrNotObject) && !errors.Is(err, ErrInvalidUTF8) {
 			t.Fatalf("ValidateRow(%q): %v wraps neither sentinel", v, err)
 		}
 	})
 }
 
 // FuzzValidObject checks the fast scanner against encoding/json: it must
-// accept exactly the single JSON objects json.Valid accepts.
+// accept exactly the single JSON objects json.Valid accepts that are
+// UTF-8.
 func FuzzValidObject(f *testing.F) {
 	for _, s := range []string{
 		`{}`, ` { } `, `{"a":1}`, `{"a":[1,2,{"b":null}],"c":"x\u00e9\n"}`, `{"n":-0.5e+10}`, `{"a":01}`,
@@ -94,7 +105,7 @@ func FuzzValidObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
 		trimmed := bytes.TrimLeft(v, " \t\r\n")
-		want := json.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
+		want := json.Valid(v) && utf8.Valid(v) && len(trimmed) > 0 && trimmed[0] == '{'
 		if got := validObject(v); got != want {
 			t.Fatalf("validObject(%q) = %v, encoding/json says %v", v, got, want)
 		}

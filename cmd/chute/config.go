@@ -115,6 +115,17 @@ type Config struct {
 	// instead of ClickHouseURL's host. Empty: the URL's host.
 	ClickHouseServerName string
 
+	// ClickHouseAllowTables are the tables puts to ClickHouse queues may
+	// reach: db.table globs (see sink.AllowList), ClickHouse's system
+	// databases only when a pattern names them outright; re-read at
+	// every reload. Empty: every table outside the system databases.
+	ClickHouseAllowTables []string
+
+	// MetricsMaxTables bounds the table label values of the ClickHouse
+	// metrics; tables past it share table="_other". Default 1000. Zero
+	// is invalid.
+	MetricsMaxTables int
+
 	// MetricsListen is the host:port of the HTTP server for /metrics,
 	// /healthz, /readyz and /status. Default 127.0.0.1:9379. Empty: no such
 	// server.
@@ -246,6 +257,7 @@ func DefaultConfig() Config {
 		GossipListen:     "127.0.0.1:7946",
 		ClickHouseDB:     "default",
 		MetricsListen:    "127.0.0.1:9379",
+		MetricsMaxTables: 1000,
 		LogLevel:         slog.LevelInfo,
 		MaxRequestBytes:  1572864,
 		MaxTxnOps:        128,
@@ -326,13 +338,16 @@ func (c Config) Validate() error {
 		flag string
 		v    int
 	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes},
-		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}} {
+		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}, {"metrics-max-tables", c.MetricsMaxTables}} {
 		if n.v == 0 {
 			bad(n.flag, "0 is not positive")
 		}
 	}
 	if c.DeadServerGrace == 0 {
 		bad("raft-dead-server-grace", "0 is not positive")
+	}
+	if _, err := sink.NewAllowList(c.ClickHouseAllowTables); err != nil {
+		bad("clickhouse-allow-tables", "%v", err)
 	}
 	if c.GossipProfile != "lan" && c.GossipProfile != "fast" {
 		bad("gossip-profile", "%q is not lan or fast", c.GossipProfile)
@@ -404,7 +419,9 @@ func options(c *Config) []option {
 		{"clickhouse-cert-file", "path", (*stringValue)(&c.ClickHouseCertFile), "PEM client certificate for an https ClickHouse, with --clickhouse-key-file; re-read on SIGHUP", ""},
 		{"clickhouse-key-file", "path", (*stringValue)(&c.ClickHouseKeyFile), "PEM key of --clickhouse-cert-file; re-read on SIGHUP", ""},
 		{"clickhouse-server-name", "name", (*stringValue)(&c.ClickHouseServerName), "name ClickHouse's certificate must hold", "the URL's host"},
+		{"clickhouse-allow-tables", "patterns", (*listValue)(&c.ClickHouseAllowTables), "tables puts to ClickHouse queues may reach, comma list of db.table globs; system databases only when named; re-read on SIGHUP", "*.* except system databases"},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
+		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},
 		{"max-request-bytes", "n", (*intValue)(&c.MaxRequestBytes), "largest client request accepted, in bytes", ""},
@@ -805,10 +822,11 @@ func kvFlags() map[string]flagOf {
 
 func dispatchFlags() map[string]flagOf {
 	return map[string]flagOf{
-		"MemberID":        {name: "name"},
-		"MaxKeyBytes":     {name: "max-key-bytes"},
-		"MaxRequestBytes": {name: "max-request-bytes"},
-		"QuotaBytes":      {name: "quota-backend-bytes"},
+		"MemberID":         {name: "name"},
+		"MaxKeyBytes":      {name: "max-key-bytes"},
+		"MaxRequestBytes":  {name: "max-request-bytes"},
+		"QuotaBytes":       {name: "quota-backend-bytes"},
+		"MetricsMaxTables": {name: "metrics-max-tables"},
 	}
 }
 
@@ -1014,13 +1032,14 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 // run time. Messages from other members are held to the client limits.
 func (c Config) dispatchConfig() dispatch.Config {
 	return dispatch.Config{
-		MemberID:        gossip.MemberID(c.Name),
-		ClusterID:       gossip.ClusterID(c.Cluster),
-		MaxKeyBytes:     c.MaxKeyBytes,
-		MaxRequestBytes: c.MaxRequestBytes,
-		DataDir:         c.dataDir(),
-		NoSync:          c.UnsafeNoFsync,
-		QuotaBytes:      c.QuotaBackendBytes,
+		MemberID:         gossip.MemberID(c.Name),
+		ClusterID:        gossip.ClusterID(c.Cluster),
+		MaxKeyBytes:      c.MaxKeyBytes,
+		MaxRequestBytes:  c.MaxRequestBytes,
+		DataDir:          c.dataDir(),
+		NoSync:           c.UnsafeNoFsync,
+		QuotaBytes:       c.QuotaBackendBytes,
+		MetricsMaxTables: c.MetricsMaxTables,
 	}
 }
 

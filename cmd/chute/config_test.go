@@ -67,6 +67,7 @@ func TestDefaultConfig(t *testing.T) {
 		GossipListen:     "127.0.0.1:7946",
 		ClickHouseDB:     "default",
 		MetricsListen:    "127.0.0.1:9379",
+		MetricsMaxTables: 1000,
 		LogLevel:         slog.LevelInfo,
 		MaxRequestBytes:  1572864,
 		MaxTxnOps:        128,
@@ -164,6 +165,10 @@ func everyOption(t *testing.T) []optionCase {
 		{"clickhouse-server-name", "ch.internal", withURL(func(c *Config) { c.ClickHouseServerName = "ch.internal" }),
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
 		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
+		{"metrics-max-tables", "20", func(c *Config) { c.MetricsMaxTables = 20 }, nil},
+		{"clickhouse-allow-tables", "default.*, system.query_log", func(c *Config) {
+			c.ClickHouseAllowTables = []string{"default.*", "system.query_log"}
+		}, nil},
 		{"log-level", "debug", func(c *Config) { c.LogLevel = slog.LevelDebug }, nil},
 		{"max-request-bytes", "2097152", func(c *Config) { c.MaxRequestBytes = 2097152 }, nil},
 		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }, nil},
@@ -545,6 +550,10 @@ func TestLoadConfig_invalid(t *testing.T) {
 		{"clickhouse-settings reserved", []string{"--clickhouse-settings=query=DROP"}, nil, []string{"--clickhouse-settings", `name "query"`}},
 		{"clickhouse-settings control byte", []string{"--clickhouse-settings=a=x\x01"}, nil, []string{"--clickhouse-settings", "control byte"}},
 		{"clickhouse-compression", []string{"--clickhouse-compression=brotli"}, nil, []string{"--clickhouse-compression", `"brotli"`, "none, gzip, deflate or zstd"}},
+		{"allow-tables without a dot", []string{"--clickhouse-allow-tables=default.*,events"}, nil, []string{"--clickhouse-allow-tables", `"events"`, "want db.table"}},
+		{"allow-tables bad glob", nil, map[string]string{"CHUTE_CLICKHOUSE_ALLOW_TABLES": "default.[a-"}, []string{"--clickhouse-allow-tables", "syntax error in pattern"}},
+		{"zero metrics-max-tables", []string{"--metrics-max-tables=0"}, nil, []string{"--metrics-max-tables", "not positive"}},
+		{"negative metrics-max-tables", []string{"--metrics-max-tables=-1"}, nil, []string{"--metrics-max-tables"}},
 		{"missing value", []string{"--name"}, nil, []string{"name"}},
 	}
 	for _, tc := range tests {

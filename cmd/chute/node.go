@@ -11,9 +11,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -60,13 +62,25 @@ type node struct {
 
 // clickhouseSettings are the ClickHouse URLs, database, TLS
 // configuration, insert settings and compression, read by the queues at
-// every batch and changed by a reload.
+// every batch, and the tables puts may reach, read at every put to a
+// ClickHouse queue; a reload changes them.
 type clickhouseSettings struct {
-	mu          sync.Mutex // guards every field below
+	mu          sync.Mutex // guards url, db, tls, settings, compression and patterns, and the writes of allowed
 	url, db     string
 	tls         *tls.Config // nil: the system's roots, no client certificate
 	settings    sink.Settings
 	compression sink.Compression
+	patterns    []string // of --clickhouse-allow-tables, as last applied
+	// allowed is the list and the database puts are checked against,
+	// read without the lock on every put; replaced only when one of them
+	// changed, as dispatch remembers its answers per list.
+	allowed atomic.Pointer[allowedTables]
+}
+
+// allowedTables is what dispatch.Config.ClickHouseTables returns.
+type allowedTables struct {
+	allow *sink.AllowList
+	db    string
 }
 
 // newClickHouseSettings returns cfg's ClickHouse settings, with tlsCfg
@@ -76,7 +90,14 @@ func newClickHouseSettings(cfg Config, tlsCfg *tls.Config) (*clickhouseSettings,
 	if err != nil {
 		return nil, err
 	}
-	return &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: tlsCfg, settings: set, compression: comp}, nil
+	allow, err := sink.NewAllowList(cfg.ClickHouseAllowTables)
+	if err != nil {
+		return nil, fmt.Errorf("--clickhouse-allow-tables: %w", err)
+	}
+	c := &clickhouseSettings{url: cfg.ClickHouseURL, db: cfg.ClickHouseDB, tls: tlsCfg, settings: set, compression: comp,
+		patterns: cfg.ClickHouseAllowTables}
+	c.allowed.Store(&allowedTables{allow: allow, db: cfg.ClickHouseDB})
+	return c, nil
 }
 
 // clickhouseOptions parses cfg's ClickHouse insert settings and
@@ -99,6 +120,16 @@ func (c *clickhouseSettings) options() (sink.Settings, sink.Compression) {
 	return c.settings, c.compression
 }
 
+// tables returns the tables puts may reach and the database of names
+// without one.
+func (c *clickhouseSettings) tables() (*sink.AllowList, string) {
+	t := c.allowed.Load()
+	if t == nil {
+		return nil, c.db
+	}
+	return t.allow, t.db
+}
+
 func (c *clickhouseSettings) get() (string, string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -113,8 +144,11 @@ func (c *clickhouseSettings) tlsConfig() *tls.Config {
 
 // update applies a reloaded configuration: an empty URL keeps the old one
 // with its TLS configuration; otherwise the TLS files are read again, so
-// a renewed CA or client certificate applies from the next batch. When
-// they cannot be read nothing changes.
+// a renewed CA or client certificate applies from the next batch, with
+// the insert settings and the compression. The allowed tables and the
+// database apply from the next put. When the TLS files cannot be read,
+// or the settings, compression or allowed tables parsed, nothing
+// changes.
 func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 	set, comp, err := next.clickhouseOptions()
 	if err != nil {
@@ -129,18 +163,29 @@ func (c *clickhouseSettings) update(next Config, logger *slog.Logger) {
 			return
 		}
 	}
+	allow, err := sink.NewAllowList(next.ClickHouseAllowTables)
+	if err != nil {
+		logger.Error("configuration not reloaded: --clickhouse-allow-tables", "err", err)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	url, db := next.ClickHouseURL, next.ClickHouseDB
-	changed := (url != "" && url != c.url) || db != c.db || tlsCfg != nil || (url != "" && c.tls != nil) ||
+	tablesChanged := db != c.db || !slices.Equal(next.ClickHouseAllowTables, c.patterns)
+	changed := (url != "" && url != c.url) || tablesChanged || tlsCfg != nil || (url != "" && c.tls != nil) ||
 		set != c.settings || comp != c.compression
 	if url != "" {
 		c.url, c.tls = url, tlsCfg
 	}
 	c.db, c.settings, c.compression = db, set, comp
+	if tablesChanged {
+		c.patterns = next.ClickHouseAllowTables
+		c.allowed.Store(&allowedTables{allow: allow, db: db})
+	}
 	if changed {
-		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch", "clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil,
-			"clickhouse_settings", set.String(), "clickhouse_compression", comp.String())
+		logger.Info("configuration reloaded: ClickHouse settings apply from the next batch, allowed tables from the next put",
+			"clickhouse_db", db, "clickhouse_tls_files", tlsCfg != nil, "clickhouse_settings", set.String(),
+			"clickhouse_compression", comp.String(), "clickhouse_allow_tables", allow.String())
 	} else {
 		logger.Info("configuration reloaded: nothing that applies while running changed")
 	}
@@ -215,6 +260,10 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, configError{err}
 	}
+	chSettings, err := newClickHouseSettings(cfg, chTLS)
+	if err != nil {
+		return nil, configError{err}
+	}
 	ocfg := cfg.Telemetry
 	ocfg.InstanceID, ocfg.Version = cfg.Name, version
 	if err := ocfg.Validate(); err != nil {
@@ -258,15 +307,14 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		return nil, err
 	}
 
-	if n.clickhouse, err = newClickHouseSettings(cfg, chTLS); err != nil {
-		return nil, configError{err}
-	}
+	n.clickhouse = chSettings
 	dcfg := cfg.dispatchConfig()
 	dcfg.Boot = boot
 	dcfg.PeerCredentials = peerCreds
 	dcfg.ClickHouse = n.clickhouse.get
 	dcfg.ClickHouseTLS = n.clickhouse.tlsConfig
 	dcfg.ClickHouseOptions = n.clickhouse.options
+	dcfg.ClickHouseTables = n.clickhouse.tables
 	dcfg.Meter = providers.MeterProvider()
 	dcfg.Tracer = providers.TracerProvider()
 	dcfg.Logger = logger.With("component", "dispatch")

@@ -221,6 +221,39 @@ func TestClickhouseSettings_update_listSettingsCompression(t *testing.T) {
 	}
 }
 
+// A reload replaces the allowed tables and the database puts are checked
+// against, from the next put, and keeps the same list (which dispatch
+// remembers its answers by) when neither changed.
+func TestClickhouseSettings_update_allowTables(t *testing.T) {
+	cfg := Config{ClickHouseURL: "http://ch:8123", ClickHouseDB: "default"}
+	c, err := newClickHouseSettings(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow, db := c.tables()
+	if db != "default" || !allow.Allows("default", "events") || allow.Allows("system", "query_log") {
+		t.Fatalf("defaults: got %q, %s; want default, *.* without system", db, allow)
+	}
+	c.update(cfg, slog.New(slog.DiscardHandler))
+	if again, _ := c.tables(); again != allow {
+		t.Error("a reload that changed nothing replaced the list")
+	}
+	cfg.ClickHouseAllowTables = []string{"*.*", "system.query_log"}
+	cfg.ClickHouseDB = "analytics"
+	c.update(cfg, slog.New(slog.DiscardHandler))
+	allow, db = c.tables()
+	if db != "analytics" || !allow.Allows("system", "query_log") || allow.Allows("system", "tables") {
+		t.Fatalf("after the reload: got %q, %s; want analytics, system.query_log allowed", db, allow)
+	}
+	var log testutil.Buffer
+	bad := cfg
+	bad.ClickHouseAllowTables = []string{"events"}
+	c.update(bad, slog.New(slog.NewTextHandler(&log, nil)))
+	if got, _ := c.tables(); got != allow || !strings.Contains(log.String(), "configuration not reloaded") {
+		t.Errorf("bad pattern: got list %s, log %q; want the old list, the reload refused", got, log.String())
+	}
+}
+
 // A reload reads the TLS files again, so a renewed CA applies from the
 // next batch; files that cannot be used leave every setting as it was.
 func TestClickhouseSettings_update_tlsFiles(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/internal/chtest"
 	"chute/internal/testutil"
@@ -100,9 +101,9 @@ func TestClickHouse_otherDatabase(t *testing.T) {
 		"CREATE TABLE default.events (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
 		"CREATE TABLE default.`we``ird` (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
 		`CREATE TABLE default.` + "`back\\\\slash`" + ` (id UInt64, s String) ENGINE = MergeTree ORDER BY id`,
-		"CREATE DATABASE `x``; DROP TABLE default`",
-		"CREATE TABLE `x``; DROP TABLE default`.`events; --` (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
-		"CREATE TABLE default.`x``; DROP TABLE events; --` (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
+		"CREATE DATABASE `x``;DROP(TABLE)default`",
+		"CREATE TABLE `x``;DROP(TABLE)default`.`events;--` (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
+		"CREATE TABLE default.`x``;DROP(TABLE)events;--` (id UInt64, s String) ENGINE = MergeTree ORDER BY id",
 	} {
 		ch.Exec(t, sql)
 	}
@@ -129,22 +130,29 @@ func TestClickHouse_otherDatabase(t *testing.T) {
 	put("/q/clickhouse:analytics.events/p/2", `{"id":2,"s":"analytics"}`)
 	ctlOK(t, p, "", "put", "/q/ch:we`ird/p/1", `{"id":1,"s":"weird"}`)
 	ctlOK(t, p, "", "put", `/q/ch:back\slash/p/1`, `{"id":1,"s":"backslash"}`)
-	ctlOK(t, p, "", "put", "/q/ch:x`; DROP TABLE default.events; --/p/1", `{"id":1,"s":"dotted"}`)
-	put("/q/ch:x`; DROP TABLE events; --/p/1", `{"id":1,"s":"plain"}`)
+	// Names with spaces are refused at put (sink.CheckQueue); without,
+	// quotes and semicolons reach ClickHouse inside the identifier.
+	ctlOK(t, p, "", "put", "/q/ch:x`;DROP(TABLE)default.events;--/p/1", `{"id":1,"s":"dotted"}`)
+	put("/q/ch:x`;DROP(TABLE)events;--/p/1", `{"id":1,"s":"plain"}`)
+	ctx, cancel := rpcCtx()
+	defer cancel()
+	if _, err := cli.Put(ctx, "/q/ch:x`; DROP TABLE events; --/p/1", `{"id":1}`); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a name with spaces: got %v, want InvalidArgument", err)
+	}
 	put("/q/ch:/p/1", "not a row: ch: alone is an ordinary queue")
 
 	for table, want := range map[string]string{
-		"analytics.events":                       "2\tanalytics",
-		"default.`we``ird`":                      "1\tweird",
-		"default.`back\\\\slash`":                "1\tbackslash",
-		"`x``; DROP TABLE default`.`events; --`": "1\tdotted",
-		"default.`x``; DROP TABLE events; --`":   "1\tplain",
-		"default.events":                         "1\tdefault",
+		"analytics.events":                     "2\tanalytics",
+		"default.`we``ird`":                    "1\tweird",
+		"default.`back\\\\slash`":              "1\tbackslash",
+		"`x``;DROP(TABLE)default`.`events;--`": "1\tdotted",
+		"default.`x``;DROP(TABLE)events;--`":   "1\tplain",
+		"default.events":                       "1\tdefault",
 	} {
 		waitQuery(t, ch, rowsTimeout, "SELECT count(), any(s) FROM "+table, want)
 	}
 	for _, q := range []string{"ch:analytics.events", "clickhouse:analytics.events", "ch:we`ird", `ch:back\slash`,
-		"ch:x`; DROP TABLE default.events; --", "ch:x`; DROP TABLE events; --"} {
+		"ch:x`;DROP(TABLE)default.events;--", "ch:x`;DROP(TABLE)events;--"} {
 		waitDrained(t, q, p)
 	}
 	if after := ch.Query(t, tables); after != before {
