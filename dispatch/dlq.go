@@ -257,7 +257,7 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 				"rows refused by ClickHouse; dead letters wait for the NOSPACE alarm to be disarmed, the rows stay queued",
 				"queue", d.q.name, "table", target, "rows", len(put)-off, "code", refused[0].Result.Code)
 			b.loaded = false
-			d.settleLetters(letters, waiting, stored, deleted, skipped)
+			d.settleLetters(letters, waiting, stored, deleted, skipped, target, refused[0].Result.Code)
 			return waiting
 		case err != nil:
 			m.log.Error("rows refused by ClickHouse; dead letters not written, the rows are dropped", "queue", d.q.name, "table", target,
@@ -280,13 +280,14 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 		slices.Sort(kept)
 		b.seqs = kept
 	}
-	d.settleLetters(letters, waiting, stored, deleted, skipped)
+	d.settleLetters(letters, waiting, stored, deleted, skipped, target, refused[0].Result.Code)
 	return waiting
 }
 
 // settleLetters notes the refused rows that are settled (for puts waiting
-// for ack=inserted) and counts and logs the letters written and dropped.
-func (d *drainer) settleLetters(letters []deadLetter, waiting map[int]bool, stored, deleted, skipped int) {
+// for ack=inserted) and counts and logs the letters written and dropped;
+// the log names the table and the first refused row's code.
+func (d *drainer) settleLetters(letters []deadLetter, waiting map[int]bool, stored, deleted, skipped int, target string, code int) {
 	m := d.m
 	d.q.mu.Lock()
 	for _, l := range letters {
@@ -302,8 +303,8 @@ func (d *drainer) settleLetters(letters []deadLetter, waiting map[int]bool, stor
 	if stored > 0 {
 		m.inserts.deadLettered(context.Background(), d.label, stored)
 		m.log.Log(context.Background(), m.warns.level("dead letters "+d.q.name, m.clock.Now()),
-			"rows refused by ClickHouse; stored as dead letters", "queue", d.q.name, "rows", stored,
-			"first_key", letters[0].key, "last_key", letters[len(letters)-1].key)
+			"rows refused by ClickHouse; stored as dead letters", "queue", d.q.name, "table", target, "rows", stored,
+			"code", code, "first_key", letters[0].key, "last_key", letters[len(letters)-1].key)
 	}
 	d.dropLetters(dropMaxRows, deleted+skipped)
 }

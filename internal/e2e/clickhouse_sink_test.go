@@ -74,7 +74,7 @@ func TestClickHouse_badRowDeadLetter(t *testing.T) {
 			t.Errorf("dead letter %s: got %+v; want table `default`.`x`, key 500, row %s, code 27 and ClickHouse's message", key, l, badRow)
 		}
 	}
-	waitLogLine(t, p, "row refused by ClickHouse", "queue=ch:x", "code=27")
+	waitLogLine(t, p, "rows refused by ClickHouse", "queue=ch:x", "code=27")
 
 	ctlPutLoops(t, p, "ch:x", `{"id":%d,"n":%d}`, 1000, 1010, 2)
 	waitQuery(t, ch, rowsTimeout, "SELECT count(), uniqExact(id), countIf(id = 500) FROM default.x", "1009\t1009\t0")
