@@ -199,7 +199,7 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 			Error: sink.Redact(cmp.Or(ref.Result.Detail, ref.Result.Message), ep), Row: string(r.m.value)})
 		letters = append(letters, deadLetter{index: ref.Index, seq: r.seq, key: DeadLetterKey(d.q.name, r.seq), value: v})
 	}
-	slices.SortFunc(letters, func(a, b deadLetter) int { return cmpSeq(a.seq, b.seq) })
+	slices.SortFunc(letters, func(a, b deadLetter) int { return cmp.Compare(a.seq, b.seq) })
 	add := make([]uint64, len(letters))
 	for i, l := range letters {
 		add[i] = l.seq
@@ -416,16 +416,6 @@ func splitWrites(puts []kv.KeyValue, deletes []string) []letterWrite {
 	}
 	flush()
 	return out
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // letterMetrics counts dropped dead letters.
