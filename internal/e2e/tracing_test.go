@@ -147,7 +147,7 @@ func TestTracing_retriesOverHTTP(t *testing.T) {
 	ctlOK(t, p, "", "put", "/q/ch:later/p/1", `{"id":1}`)
 	waitLogLine(t, p, "insert failed", "queue=ch:later", "code=60")
 	testutil.Eventually(t, chLogTimeout, "a second failed attempt", func() error {
-		if n := metricSum(t, p, "chute_clickhouse_retries_total", `table="`+"`default`.`later`"+`"`); n < 2 {
+		if n := metricSum(t, p, "chute_clickhouse_retries_total", `table="default.later"`); n < 2 {
 			return fmt.Errorf("%v retries", n)
 		}
 		return nil

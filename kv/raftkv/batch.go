@@ -2,10 +2,13 @@ package raftkv
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/raft"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -124,13 +127,19 @@ func (q *proposeQueue) send(batch []*proposal) {
 	defer cancel()
 	c.forwards.Add(1)
 	var out *peerpb.ProposeResponse
-	err := c.forward(ctx, q.addr, func(ctx context.Context, leader peerpb.KVClient) (err error) {
-		out, err = leader.Propose(ctx, &peerpb.ProposeRequest{Commands: cmds})
-		return err
+	var sent error // the call's own error, before fromStatus
+	err := c.forward(ctx, q.addr, func(ctx context.Context, leader peerpb.KVClient) error {
+		out, sent = leader.Propose(ctx, &peerpb.ProposeRequest{Commands: cmds})
+		return sent
 	})
 	switch {
 	case err != nil && ctx.Err() != nil && endedByContext(err):
 		err = context.Cause(ctx)
+	case sent != nil && errors.Is(err, errLeaderGone) && !refusedUnsent(sent):
+		// The leader may have applied the commands before the call
+		// broke: another try could apply them twice, so the caller
+		// learns that the outcome is unknown, as etcd's clients do.
+		err = fmt.Errorf("%w: the call to the leader broke: %w", kv.ErrLeaderChanged, sent)
 	case err == nil && len(out.Results) != len(batch):
 		// A peer is trusted to be a member, not to be correct; whether
 		// the commands were applied is unknown, so none is tried again.
@@ -143,6 +152,24 @@ func (q *proposeQueue) send(batch []*proposal) {
 		}
 		p.done <- resultError(out.Results[i])
 	}
+}
+
+// refusedUnsent reports whether a forwarded call's error proves that its
+// commands were not applied: the leader refused them (not leader, before
+// raft took them) or the connection to it was never made. A call that
+// broke on the way (a reset, a closing transport, a leader that stopped
+// with commands in flight) may have been applied.
+func refusedUnsent(err error) bool {
+	if errors.Is(err, rpctypes.ErrGRPCNotLeader) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	msg := st.Message()
+	return strings.Contains(msg, "Error while dialing") || strings.Contains(msg, "connect: connection refused") ||
+		strings.Contains(msg, "there is no address available")
 }
 
 // resultError is the error of one command's result, mapped back as a
