@@ -23,9 +23,8 @@ func TestMembership_SetTags(t *testing.T) {
 		m, ok := b.Member(a.Local().ID)
 		return ok && m.Tags["raft"] == "1" && m.Tags["expect"] == "3" && len(m.Tags) == 2
 	})
-	if !tape.has(EventUpdate, "a") {
-		t.Fatal("b saw no update event for a")
-	}
+	// The event reaches subscribers after serf updated the member.
+	testutil.EventuallyTrue(t, settle, "b to get an update event for a", func() bool { return tape.has(EventUpdate, "a") })
 	if err := a.SetTags(map[string]string{"raft": "0"}); err != nil {
 		t.Fatal(err)
 	}
