@@ -81,11 +81,17 @@ func (s *Store) Encode() []byte {
 	return b
 }
 
-// Restore replaces the state with one Encode wrote; on error the state
-// is unchanged.
+// Restore replaces the state with one Encode wrote, or with the initial
+// state when b is empty; on error the state is unchanged.
 func (s *Store) Restore(b []byte) error {
 	d := decoder{b: b}
 	n := NewStore()
+	if len(b) == 0 {
+		s.mu.Lock()
+		s.enabled, s.rev, s.tokenKey, s.users, s.roles = n.enabled, n.rev, n.tokenKey, n.users, n.roles
+		s.mu.Unlock()
+		return nil
+	}
 	n.enabled = d.uint() == 1
 	n.rev = d.uint()
 	n.tokenKey = d.bytes()
