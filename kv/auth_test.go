@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"golang.org/x/crypto/bcrypt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -138,7 +140,12 @@ func TestAuthorizer_tokens(t *testing.T) {
 	if _, err := cli.AuthStatus(ctx); err != nil {
 		t.Fatalf("auth status without a token: got %v, want nil", err)
 	}
-	kvc := pb.NewKVClient(cli.ActiveConnection())
+	conn, err := grpc.NewClient(srv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	kvc := pb.NewKVClient(conn) // not clientv3's: it would log in again and retry
 	forged := metadataCtx(ctx, "token", "cm9vdA.1.99999999999999.AAAA")
 	_, err = kvc.Range(forged, &pb.RangeRequest{Key: []byte("a")})
 	wantErr(t, "get with a forged token", rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)

@@ -51,7 +51,7 @@ func (a *authService) read(ctx context.Context) (*pb.ResponseHeader, error) {
 func (a *authService) AuthEnable(ctx context.Context, _ *pb.AuthEnableRequest) (*pb.AuthEnableResponse, error) {
 	resp, h, err := a.apply(ctx, &pb.InternalRaftRequest{
 		AuthEnable:   &pb.AuthEnableRequest{},
-		Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: string(auth.NewTokenKey())},
+		Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: auth.NewTokenKey()},
 	})
 	if err != nil {
 		return nil, err

@@ -134,7 +134,7 @@ func (s *Store) enable(key []byte) error {
 	if !slices.Contains(u.roles, RootRole) {
 		return ErrRootRoleNotExist
 	}
-	if len(key) != TokenKeyBytes {
+	if len(key) < TokenKeyBytes {
 		return ErrCorrupt
 	}
 	s.enabled = true

@@ -29,7 +29,7 @@ func addUser(t *testing.T, s *Store, name, password string) {
 
 func enable(t *testing.T, s *Store, want error) {
 	t.Helper()
-	apply(t, s, &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}, Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: string(NewTokenKey())}}, want)
+	apply(t, s, &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}, Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: NewTokenKey()}}, want)
 }
 
 func TestStore_Apply_enableNeedsRootWithRootRole(t *testing.T) {

@@ -12,11 +12,13 @@ import (
 	"golang.org/x/crypto/bcrypt"
 )
 
-// NewTokenKey draws a key for an AuthEnable command.
-func NewTokenKey() []byte {
+// NewTokenKey draws a key for an AuthEnable command: TokenKeyBytes
+// random bytes in base64url, as the command's field is a string, which
+// protobuf wants in UTF-8.
+func NewTokenKey() string {
 	k := make([]byte, TokenKeyBytes)
 	_, _ = rand.Read(k) // never fails (crypto/rand panics rather)
-	return k
+	return base64.RawURLEncoding.EncodeToString(k)
 }
 
 // HashPassword returns the bcrypt hash of password at cost, for the

@@ -22,7 +22,7 @@ func TestStateMachine_Restore_keepsAuth(t *testing.T) {
 	}
 	apply(t, a, &pb.InternalRaftRequest{AuthUserAdd: &pb.AuthUserAddRequest{Name: "root", HashedPassword: h}})
 	apply(t, a, &pb.InternalRaftRequest{AuthUserGrantRole: &pb.AuthUserGrantRoleRequest{User: "root", Role: "root"}})
-	apply(t, a, &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}, Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: string(auth.NewTokenKey())}})
+	apply(t, a, &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}, Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: auth.NewTokenKey()}})
 	put(t, a, "/a", "1")
 	if resp, _, err := sa.Range(&pb.RangeRequest{Key: []byte{0}, RangeEnd: []byte{0}}); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("keys after auth commands: got %v %v, want only /a", resp, err)
