@@ -76,6 +76,10 @@ func TestAuthService_users_etcdErrors(t *testing.T) {
 	wantErr(t, "adding root again", err, rpctypes.ErrUserAlreadyExist)
 	_, err = cli.UserAdd(ctx, "", "x")
 	wantErr(t, "adding a user without name", err, rpctypes.ErrUserEmpty)
+	long := strings.Repeat("secret", 13) // 78 bytes: more than bcrypt takes
+	if _, err = cli.UserAdd(ctx, "long", long); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("adding a user with a 78-byte password: got %v, want an error that does not quote it", err)
+	}
 	_, err = cli.UserGet(ctx, "nobody")
 	wantErr(t, "getting a missing user", err, rpctypes.ErrUserNotFound)
 	_, err = cli.UserGrantRole(ctx, "root", "nope")

@@ -49,16 +49,6 @@ type authorizer struct {
 	now    func() time.Time
 }
 
-// userKey carries the caller's user name in a call's context.
-type userKey struct{}
-
-// userOf returns the user of a call the authorizer let through, "" when
-// auth was disabled.
-func userOf(ctx context.Context) string {
-	u, _ := ctx.Value(userKey{}).(string)
-	return u
-}
-
 // user returns the caller of ctx and whether auth is enabled: with auth
 // enabled, ErrUserEmpty without a token and ErrInvalidToken with a bad
 // one.
@@ -78,22 +68,21 @@ func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 	return u, true, nil
 }
 
-// authenticate resolves the caller of a call that is not open and puts
-// it in the context and on the call's span.
-func (z *authorizer) authenticate(ctx context.Context) (context.Context, string, bool, error) {
+// authenticate resolves the caller of a call that is not open and
+// names it on the call's span.
+func (z *authorizer) authenticate(ctx context.Context) (string, bool, error) {
 	u, on, err := z.user(ctx)
-	if err != nil || !on {
-		return ctx, u, on, err
+	if err == nil && on {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("etcd.user", u))
 	}
-	trace.SpanFromContext(ctx).SetAttributes(attribute.String("etcd.user", u))
-	return context.WithValue(ctx, userKey{}, u), u, true, nil
+	return u, on, err
 }
 
 func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if openMethods[info.FullMethod] {
 		return handler(ctx, req)
 	}
-	ctx, u, on, err := z.authenticate(ctx)
+	u, on, err := z.authenticate(ctx)
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -106,7 +95,7 @@ func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, u, on, err := z.authenticate(ss.Context())
+	u, on, err := z.authenticate(ss.Context())
 	if err != nil {
 		return toGRPC(err)
 	}
@@ -122,19 +111,15 @@ func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 			return toGRPC(auth.ErrPermissionDenied)
 		}
 	}
-	return handler(srv, &authStream{ServerStream: ss, ctx: ctx, z: z, user: u})
+	return handler(srv, &authStream{ServerStream: ss, z: z, user: u})
 }
 
-// authStream carries the caller in its context and checks the range
-// requests it receives.
+// authStream checks the range requests a stream receives (RangeStream's).
 type authStream struct {
 	grpc.ServerStream
-	ctx  context.Context
 	z    *authorizer
 	user string
 }
-
-func (s *authStream) Context() context.Context { return s.ctx }
 
 func (s *authStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {

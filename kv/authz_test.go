@@ -67,7 +67,7 @@ func (q *namedQueues) seen() []string {
 
 // grantUser adds user with password pw and a role of its own holding
 // the permissions, as root.
-func grantUser(t *testing.T, root *clientv3.Client, user, pw string, perms ...clientv3.Permission) {
+func grantUser(t *testing.T, root *clientv3.Client, user, pw string, perms ...*clientv3.Permission) {
 	t.Helper()
 	ctx := testCtx(t, 10*time.Second)
 	if _, err := root.UserAdd(ctx, user, pw); err != nil {
@@ -86,8 +86,8 @@ func grantUser(t *testing.T, root *clientv3.Client, user, pw string, perms ...cl
 	}
 }
 
-func prefixPerm(t authpb.Permission_Type, prefix string) clientv3.Permission {
-	return clientv3.Permission{PermType: t, Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix))}
+func prefixPerm(t authpb.Permission_Type, prefix string) *clientv3.Permission {
+	return &clientv3.Permission{PermType: t, Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix))}
 }
 
 // TestAuthorizer_producerLeastPrivilege checks a producer with write on
@@ -185,8 +185,8 @@ func TestAuthorizer_readers(t *testing.T) {
 	}
 	grantUser(t, root, "reader", "pw",
 		prefixPerm(clientv3.PermRead, "/a/"),
-		clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/1"), RangeEnd: []byte("/b/5")},
-		clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/5"), RangeEnd: []byte("/b/9")})
+		&clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/1"), RangeEnd: []byte("/b/5")},
+		&clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/5"), RangeEnd: []byte("/b/9")})
 	if _, err := root.Put(ctx, "/a/x", "1"); err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +254,11 @@ func TestAuthorizer_spanUser(t *testing.T) {
 	for _, s := range rec.Ended() {
 		for _, a := range s.Attributes() {
 			// A token starts with the user's name in base64url: "cm9vdA".
-			if v := a.Value.Emit(); strings.Contains(v, "rootpw") || strings.Contains(v, "cm9vdA.") {
-				t.Errorf("span %s attribute %s carries a secret: %q", s.Name(), a.Key, a.Value.Emit())
+			if v := a.Value.String(); strings.Contains(v, "rootpw") || strings.Contains(v, "cm9vdA.") {
+				t.Errorf("span %s attribute %s carries a secret: %q", s.Name(), a.Key, a.Value.String())
 			}
 			if a.Key == "etcd.user" {
-				users = append(users, s.Name()+"="+a.Value.Emit())
+				users = append(users, s.Name()+"="+a.Value.String())
 			}
 		}
 	}
