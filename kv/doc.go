@@ -88,7 +88,8 @@
 // which etcd clients also answer by logging in again).
 //
 // With auth enabled, an interceptor (authorizer) checks every call
-// before any handler, so a refused call reaches neither the store nor
+// before any handler, against this member's applied auth state (as etcd
+// checks against its own), so a refused call reaches neither the store nor
 // Queues: "user name is empty" without a token; KV calls need read or
 // write on their keys (a txn: read on its compares' keys and what each
 // op of both branches needs); LeaseRevoke write on the lease's keys;
