@@ -173,8 +173,11 @@ func (z *authorizer) allowPut(u string, key []byte) error {
 		return nil
 	}
 	rec, ok := qr.RecordKey(key)
-	if !ok || z.store.Value(string(rec)) != nil {
+	if !ok {
 		return nil
+	}
+	if resp, _, err := z.store.Range(&pb.RangeRequest{Key: rec, CountOnly: true}); err == nil && resp.Count > 0 {
+		return nil // the queue exists
 	}
 	return z.auth.Check(u, rec, nil, auth.Write)
 }

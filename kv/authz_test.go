@@ -266,3 +266,38 @@ func TestAuthorizer_spanUser(t *testing.T) {
 		t.Fatalf("spans with etcd.user: got %v, want etcdserverpb.KV/Put=root", users)
 	}
 }
+
+// TestAuthorizer_leaseRevoke checks that revoking a lease needs write on
+// every key attached to it, and granting one only a user.
+func TestAuthorizer_leaseRevoke(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantUser(t, root, "writer", "pw", prefixPerm(clientv3.PermWrite, "/a/"))
+	w, err := userClient(t, srv, "writer", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := w.Grant(ctx, 60)
+	if err != nil {
+		t.Fatalf("lease grant as a user: got %v, want nil", err)
+	}
+	if _, err := w.Put(ctx, "/a/1", "v", clientv3.WithLease(mine.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, "/b/1", "v", clientv3.WithLease(mine.ID)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Revoke(ctx, mine.ID)
+	wantErr(t, "revoking a lease with a key outside the grant", err, rpctypes.ErrPermissionDenied)
+	if _, err := root.Delete(ctx, "/b/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Revoke(ctx, mine.ID); err != nil {
+		t.Fatalf("revoking a lease with keys inside the grant: got %v, want nil", err)
+	}
+}
