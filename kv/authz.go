@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -155,6 +156,14 @@ func (z *authorizer) allow(u string, req any) error {
 		return nil
 	case *pb.LeaseGrantRequest, *pb.LeaseTimeToLiveRequest, *pb.LeaseLeasesRequest:
 		return nil
+	case *pb.AuthUserGetRequest:
+		if r.Name == u {
+			return nil // a user may read itself, as in etcd 3.5
+		}
+	case *pb.AuthRoleGetRequest:
+		if roles, err := z.auth.User(u); err == nil && slices.Contains(roles, r.Role) {
+			return nil // and the roles it holds
+		}
 	}
 	if !z.auth.IsRoot(u) {
 		return auth.ErrPermissionDenied

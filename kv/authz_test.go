@@ -131,6 +131,16 @@ func TestAuthorizer_producerLeastPrivilege(t *testing.T) {
 	wantErr(t, "put to the queue's settings", err, rpctypes.ErrPermissionDenied)
 	_, err = prod.UserList(ctx)
 	wantErr(t, "user list", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.UserGet(ctx, "root")
+	wantErr(t, "user get of another user", err, rpctypes.ErrPermissionDenied)
+	if _, err := prod.UserGet(ctx, "producer"); err != nil {
+		t.Fatalf("user get of itself: got %v, want nil", err)
+	}
+	if _, err := prod.RoleGet(ctx, "producer"); err != nil {
+		t.Fatalf("role get of its role: got %v, want nil", err)
+	}
+	_, err = prod.RoleGet(ctx, "root")
+	wantErr(t, "role get of a role it does not hold", err, rpctypes.ErrPermissionDenied)
 	_, err = prod.Compact(ctx, 1)
 	wantErr(t, "compact", err, rpctypes.ErrPermissionDenied)
 

@@ -89,22 +89,23 @@
 //
 // With auth enabled, an interceptor (authorizer) checks every call
 // before any handler, against this member's applied auth state (as etcd
-// checks against its own), so a refused call reaches neither the store nor
-// Queues: "user name is empty" without a token; KV calls need read or
-// write on their keys (a txn: read on its compares' keys and what each
-// op of both branches needs); LeaseRevoke write on the lease's keys;
-// other lease calls and watches a user, and each watch read on its
-// range as it is created (refused as etcd does, created and canceled
-// with "permission denied"); everything else (Compact, Maintenance but
-// Status, auth and membership changes) the root role. Authenticate,
-// AuthStatus, Status and MemberList are open. Queue keys are keys: a
-// producer needs write on its producer key, a consumer read on its
-// consumer key and write on the delivery keys it acknowledges, a change
-// of settings write on /config/queues/{name}. Creating a queue by a put
-// (its record /q/{name} does not exist yet) also needs write on the
-// record, through QueueRecords, which the Queues implements, since kv
-// does not parse queue keys. The span of a traced call carries the
-// user's name as etcd.user; passwords and tokens are never logged,
+// checks against its own), so a refused call reaches neither the store
+// nor Queues: "user name is empty" without a token; KV calls need read
+// or write on their keys (a txn: read on its compares' keys and what
+// each op of both branches needs); LeaseRevoke write on the lease's
+// keys; other lease calls and watches a user, and each watch read on
+// its range as it is created (refused as etcd does, created and
+// canceled with "permission denied"); UserGet of oneself and RoleGet of
+// a role one holds a user, as in etcd 3.5; everything else (Compact,
+// Maintenance but Status, auth and membership changes) the root role.
+// Authenticate, AuthStatus, Status and MemberList are open. Queue keys
+// are keys: a producer needs write on its producer key, a consumer read
+// on its consumer key and write on the delivery keys it acknowledges, a
+// change of settings write on /config/queues/{name}. Creating a queue
+// by a put (its record /q/{name} does not exist yet) also needs write
+// on the record, through QueueRecords, which the Queues implements,
+// since kv does not parse queue keys. The span of a traced call carries
+// the user's name as etcd.user; passwords and tokens are never logged,
 // traced or quoted in errors.
 //
 // # Availability
@@ -138,5 +139,5 @@
 //     concurrency recipes (Mutex, Election) work on KV, Lease and Watch.
 //   - Auth tokens are chute's signed simple tokens (see Auth above);
 //     JWT tokens and a client certificate's CommonName as the user are
-//     not served yet. UserGet and RoleGet need root, as in etcd 3.4.
+//     not served yet.
 package kv
