@@ -147,7 +147,7 @@ func chuteFlags(t testing.TB) flagSets {
 			list[strings.TrimPrefix(f, "--")] = true
 		}
 	}
-	if !fs.own["name"] || !fs.own["join"] || !fs.own["config"] || !fs.own["cert-file"] || !fs.etcd["wal-dir"] || !fs.refused["auth-token"] {
+	if !fs.own["name"] || !fs.own["join"] || !fs.own["config"] || !fs.own["cert-file"] || !fs.etcd["wal-dir"] || !fs.refused["cors"] {
 		t.Fatalf("chute --help did not parse: own %v, etcd %v, refused %v\n%s", fs.own, fs.etcd, fs.refused, help)
 	}
 	return fs

@@ -304,7 +304,10 @@ type Manager struct {
 	flushOnce sync.Once
 }
 
-var _ kv.Queues = (*Manager)(nil)
+var (
+	_ kv.Queues       = (*Manager)(nil)
+	_ kv.QueueRecords = (*Manager)(nil)
+)
 
 // New builds a manager; Start gives it the KV and starts its timers.
 func New(cfg Config) (*Manager, error) {
@@ -472,6 +475,17 @@ func (m *Manager) Route(key []byte) kv.Route {
 		return kv.RouteInvalid
 	}
 	return kv.RouteKV
+}
+
+// RecordKey implements kv.QueueRecords: the record /q/{name} of the
+// queue a producer key puts to, so that with auth enabled creating a
+// queue needs write on its record.
+func (m *Manager) RecordKey(key []byte) ([]byte, bool) {
+	k := ParseKey(string(key))
+	if k.Kind != KindProduce || k.Queue == "" {
+		return nil, false
+	}
+	return []byte(RecordKey(k.Queue)), true
 }
 
 // queueFor returns this member's state of the queue called name,

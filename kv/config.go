@@ -23,7 +23,9 @@ const (
 	DefaultMaxTxnOps        = 128         // etcd's --max-txn-ops
 	DefaultMaxKeyBytes      = 1024
 	DefaultHistoryRevisions = 100_000
-	DefaultMinLeaseTTL      = 2 // seconds; etcd's minimum with its default timings
+	DefaultMinLeaseTTL      = 2                 // seconds; etcd's minimum with its default timings
+	DefaultBcryptCost       = 10                // etcd's --bcrypt-cost
+	DefaultAuthTokenTTL     = 300 * time.Second // etcd's --auth-token-ttl
 )
 
 // grpcOverheadBytes is what etcd allows on top of MaxRequestBytes for gRPC
@@ -78,6 +80,13 @@ type Config struct {
 	// LeaseCheckInterval is how often expired leases are revoked. Zero: 100ms.
 	LeaseCheckInterval time.Duration
 
+	// BcryptCost is the cost of the bcrypt hashes of passwords (etcd's
+	// --bcrypt-cost, 4 to 31). Zero: DefaultBcryptCost.
+	BcryptCost int
+	// AuthTokenTTL is how long a token from Authenticate is valid on
+	// every member (etcd's --auth-token-ttl). Zero: DefaultAuthTokenTTL.
+	AuthTokenTTL time.Duration
+
 	// Queues serves the queue namespace (/q/, /queue/). Nil: every key is
 	// plain KV.
 	Queues Queues
@@ -118,6 +127,8 @@ func DefaultConfig() Config {
 		WatchSyncInterval:     50 * time.Millisecond,
 		WatchProgressInterval: 10 * time.Minute,
 		LeaseCheckInterval:    100 * time.Millisecond,
+		BcryptCost:            DefaultBcryptCost,
+		AuthTokenTTL:          DefaultAuthTokenTTL,
 	}
 }
 
@@ -146,6 +157,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseCheckInterval == 0 {
 		c.LeaseCheckInterval = 100 * time.Millisecond
+	}
+	if c.BcryptCost == 0 {
+		c.BcryptCost = DefaultBcryptCost
+	}
+	if c.AuthTokenTTL == 0 {
+		c.AuthTokenTTL = DefaultAuthTokenTTL
 	}
 	if c.Version == "" {
 		c.Version = "unknown"

@@ -1,6 +1,7 @@
 // Package kv is chute's etcd: an MVCC key space, kept in memory and
 // applied from a raft log kept on disk, and the etcd v3 gRPC services over
-// it (KV, Watch, Lease, Maintenance, Cluster), served on every client URL.
+// it (KV, Watch, Lease, Maintenance, Cluster, Auth), served on every
+// client URL.
 //
 // http:// and https:// client URLs share one gRPC server, as in etcd: the
 // listeners of https:// URLs mark their connections, and the server's
@@ -67,6 +68,46 @@
 // member's applied state holds a NOSPACE alarm, so for them the alarm
 // starts and ends as this member applies it, without waiting for raft.
 //
+// # Auth
+//
+// etcd's v3 auth (svc_auth.go, authz.go; the rules are kv/auth's):
+// users, roles and the enabled flag are cluster state, changed by
+// commands of the log and kept in snapshots; passwords are hashed with
+// bcrypt (Config.BcryptCost) by the member that takes the request, so
+// the log and snapshots hold hashes only. Authenticate checks the
+// password on this member's state after a linearizable read index,
+// rather than as a log entry as etcd does: the read index orders it
+// after every change acknowledged before it. Its token is chute's
+// simple token, an HMAC signed with a key that AuthEnable carries to
+// every member, so a token from one member is valid on all of them
+// until Config.AuthTokenTTL passes; deleting the user or changing its
+// password ends it, and so does disabling auth (enabling draws a new
+// key); grants and revokes take effect on the next call without ending
+// tokens (etcd ends every token at any auth change and clients log in
+// again; chute answers "invalid auth token" in the cases it ends one,
+// which etcd clients also answer by logging in again).
+//
+// With auth enabled, an interceptor (authorizer) checks every call
+// before any handler, against this member's applied auth state (as etcd
+// checks against its own), so a refused call reaches neither the store
+// nor Queues: "user name is empty" without a token; KV calls need read
+// or write on their keys (a txn: read on its compares' keys and what
+// each op of both branches needs); LeaseRevoke write on the lease's
+// keys; other lease calls and watches a user, and each watch read on
+// its range as it is created (refused as etcd does, created and
+// canceled with "permission denied"); UserGet of oneself and RoleGet of
+// a role one holds a user, as in etcd 3.5; everything else (Compact,
+// Maintenance but Status, auth and membership changes) the root role.
+// Authenticate, AuthStatus, Status and MemberList are open. Queue keys
+// are keys: a producer needs write on its producer key, a consumer read
+// on its consumer key and write on the delivery keys it acknowledges, a
+// change of settings write on /config/queues/{name}. Creating a queue
+// by a put (its record /q/{name} does not exist yet) also needs write
+// on the record, through QueueRecords, which the Queues implements,
+// since kv does not parse queue keys. The span of a traced call carries
+// the user's name as etcd.user; passwords and tokens are never logged,
+// traced or quoted in errors.
+//
 // # Availability
 //
 // The key space is consistent first (CP): without a leader (a member cut
@@ -94,6 +135,9 @@
 //     too; etcd counts the puts of the outer txn's branches only.
 //   - Membership comes from gossip: MemberAdd, MemberUpdate and
 //     MemberPromote are refused with a message explaining --join.
-//   - Auth, Lock and Election services are not served; the clientv3
+//   - Lock and Election services are not served; the clientv3
 //     concurrency recipes (Mutex, Election) work on KV, Lease and Watch.
+//   - Auth tokens are chute's signed simple tokens (see Auth above);
+//     JWT tokens and a client certificate's CommonName as the user are
+//     not served yet.
 package kv

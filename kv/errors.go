@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/kv/auth"
 	"chute/kv/mvcc"
 )
 
@@ -42,6 +43,35 @@ var ErrAlarmUnsupported = errors.New("kv: alarm not supported")
 // errGRPCAlarmUnsupported has no etcd equivalent: etcd takes every alarm
 // type it knows.
 var errGRPCAlarmUnsupported = status.Error(codes.InvalidArgument, "etcdserver: alarm not supported: chute raises and disarms only NOSPACE")
+
+// ErrHashPassword refuses a password bcrypt cannot hash (longer than
+// 72 bytes). The error never quotes the password.
+var ErrHashPassword = errors.New("kv: password cannot be hashed")
+
+// errGRPCHashPassword has no etcd equivalent: etcd's bcrypt took longer
+// passwords and ignored the bytes after the 72nd.
+var errGRPCHashPassword = status.Error(codes.InvalidArgument, "etcdserver: password cannot be hashed: bcrypt takes at most 72 bytes")
+
+// authErrors maps kv/auth's errors to etcd's.
+var authErrors = []struct{ err, grpc error }{
+	{auth.ErrRootUserNotExist, rpctypes.ErrGRPCRootUserNotExist},
+	{auth.ErrRootRoleNotExist, rpctypes.ErrGRPCRootRoleNotExist},
+	{auth.ErrUserAlreadyExist, rpctypes.ErrGRPCUserAlreadyExist},
+	{auth.ErrUserEmpty, rpctypes.ErrGRPCUserEmpty},
+	{auth.ErrUserNotFound, rpctypes.ErrGRPCUserNotFound},
+	{auth.ErrRoleAlreadyExist, rpctypes.ErrGRPCRoleAlreadyExist},
+	{auth.ErrRoleNotFound, rpctypes.ErrGRPCRoleNotFound},
+	{auth.ErrRoleEmpty, rpctypes.ErrGRPCRoleEmpty},
+	{auth.ErrPermissionNotGiven, rpctypes.ErrGRPCPermissionNotGiven},
+	{auth.ErrRoleNotGranted, rpctypes.ErrGRPCRoleNotGranted},
+	{auth.ErrPermissionNotGranted, rpctypes.ErrGRPCPermissionNotGranted},
+	{auth.ErrInvalidAuthMgmt, rpctypes.ErrGRPCInvalidAuthMgmt},
+	{auth.ErrAuthFailed, rpctypes.ErrGRPCAuthFailed},
+	{auth.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled},
+	{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},
+	{auth.ErrInvalidToken, rpctypes.ErrGRPCInvalidAuthToken},
+	{ErrHashPassword, errGRPCHashPassword},
+}
 
 // errGRPCKeyTooLarge has no etcd equivalent (etcd limits only the request
 // size); it uses etcd's wording and InvalidArgument like the other key errors.
@@ -102,6 +132,11 @@ func toGRPC(err error) error {
 		return rpctypes.ErrGRPCCanceled
 	case errors.Is(err, context.DeadlineExceeded):
 		return rpctypes.ErrGRPCDeadlineExceeded
+	}
+	for _, m := range authErrors {
+		if errors.Is(err, m.err) {
+			return m.grpc
+		}
 	}
 	if _, ok := status.FromError(err); ok {
 		return err

@@ -29,7 +29,7 @@ const initialRaftTerm = 1
 const streamWorkers = 256
 
 // Server serves the etcd v3 API over one store: KV, Watch, Lease,
-// Maintenance and Cluster, on every client URL.
+// Maintenance, Cluster and Auth, on every client URL.
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
@@ -81,6 +81,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	z := &authorizer{auth: s.sm.Auth(), store: st, queues: cfg.Queues, now: now}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
@@ -90,8 +91,8 @@ func New(cfg Config) (*Server, error) {
 			MinTime:             time.Second,
 			PermitWithoutStream: true,
 		}),
-		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes)),
-		grpc.ChainStreamInterceptor(m.stream),
+		grpc.ChainUnaryInterceptor(m.unary, requestSizeLimit(cfg.MaxRequestBytes), z.unary),
+		grpc.ChainStreamInterceptor(m.stream, z.stream),
 		// Calls run on a pool of long-lived workers: a goroutine per call
 		// grows its stack from scratch every time (runtime.copystack stood
 		// out in profiles with 100 clients). Calls beyond the
@@ -107,9 +108,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.grpc = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.grpc, &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
-	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, wg: &s.wg, stop: s.stop})
+	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
+	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, now: now})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
 	return s, nil
 }

@@ -21,6 +21,7 @@ type watchService struct {
 	pb.UnimplementedWatchServer
 	store  *mvcc.Store
 	queues Queues          // nil: no queue namespace
+	authz  *authorizer     // checks each watch's keys as it is created
 	wg     *sync.WaitGroup // the server's: receive loops are waited for at shutdown
 	stop   <-chan struct{}
 }
@@ -38,6 +39,7 @@ type watchStream struct {
 	store  *mvcc.Store
 	queues Queues
 	queue  *sendQueue
+	allow  func(*pb.WatchCreateRequest) (reason string, ok bool) // nil: every watch
 
 	// mu guards watchers (nil once the stream closed) and nextID. Lock
 	// order: mu before the store's lock.
@@ -66,6 +68,10 @@ func (sw streamWatch) stop(s *mvcc.Store) {
 func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, pb.WatchResponse]) error {
 	st := &watchStream{store: ws.store, queues: ws.queues, queue: newSendQueue(), watchers: make(map[int64]streamWatch)}
 	defer st.close()
+	if ws.authz != nil {
+		ctx := stream.Context()
+		st.allow = func(cr *pb.WatchCreateRequest) (string, bool) { return ws.authz.allowWatch(ctx, cr) }
+	}
 
 	recvErr := make(chan error, 1)
 	ws.wg.Add(1)
@@ -123,6 +129,12 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	if !r.Single() && !r.FromKey() && bytes.Compare(r.End, r.Key) <= 0 {
 		st.refuse(cr.WatchId, reasonEmptyRange)
 		return
+	}
+	if st.allow != nil {
+		if reason, ok := st.allow(cr); !ok {
+			st.refuse(cr.WatchId, reason)
+			return
+		}
 	}
 
 	st.mu.Lock()

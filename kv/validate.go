@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"chute/internal/setting"
 )
 
@@ -49,5 +51,9 @@ func (c Config) Validate() error {
 		setting.Num("WatchProgressInterval", c.WatchProgressInterval),
 		setting.Num("LeaseCheckInterval", c.LeaseCheckInterval),
 	)...)
+	errs = append(errs, setting.Negative("kv", setting.Num("AuthTokenTTL", c.AuthTokenTTL))...)
+	if c.BcryptCost != 0 && (c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost) {
+		bad("BcryptCost", fmt.Errorf("%d is outside %d..%d", c.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost))
+	}
 	return errors.Join(errs...)
 }

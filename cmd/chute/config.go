@@ -156,6 +156,19 @@ type Config struct {
 	// Zero: never compact automatically.
 	HistoryRevisions int64
 
+	// AuthToken is etcd's --auth-token: "simple" (chute's signed tokens,
+	// valid on every member; kv/doc.go). Default "simple". JWT ("jwt,...")
+	// is refused: not supported yet.
+	AuthToken string
+
+	// BcryptCost is the cost of password hashes (etcd's --bcrypt-cost,
+	// 4 to 31). Default 10. Zero is invalid.
+	BcryptCost int
+
+	// AuthTokenTTL is how many seconds a token is valid (etcd's
+	// --auth-token-ttl). Default 300. Zero is invalid.
+	AuthTokenTTL int
+
 	// GossipProfile picks serf's timings: "lan" (memberlist's LAN defaults:
 	// a failed node is detected in a few seconds) or "fast" (for tests on
 	// one machine: about a second). Default "lan". Empty is invalid.
@@ -263,6 +276,9 @@ func DefaultConfig() Config {
 		MaxTxnOps:        128,
 		MaxKeyBytes:      1024,
 		HistoryRevisions: 100000,
+		AuthToken:        "simple",
+		BcryptCost:       kv.DefaultBcryptCost,
+		AuthTokenTTL:     int(kv.DefaultAuthTokenTTL / time.Second),
 		GossipProfile:    "lan",
 		BootstrapExpect:  1,
 		RaftVoters:       3,
@@ -338,7 +354,8 @@ func (c Config) Validate() error {
 		flag string
 		v    int
 	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes},
-		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}, {"metrics-max-tables", c.MetricsMaxTables}} {
+		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}, {"metrics-max-tables", c.MetricsMaxTables},
+		{"bcrypt-cost", c.BcryptCost}, {"auth-token-ttl", c.AuthTokenTTL}} {
 		if n.v == 0 {
 			bad(n.flag, "0 is not positive")
 		}
@@ -348,6 +365,13 @@ func (c Config) Validate() error {
 	}
 	if _, err := sink.NewAllowList(c.ClickHouseAllowTables); err != nil {
 		bad("clickhouse-allow-tables", "%v", err)
+	}
+	switch {
+	case c.AuthToken == "simple":
+	case c.AuthToken == "jwt" || strings.HasPrefix(c.AuthToken, "jwt,"):
+		bad("auth-token", "jwt tokens are not supported yet; use simple")
+	default:
+		bad("auth-token", "%q is not simple or jwt,...", c.AuthToken)
 	}
 	if c.GossipProfile != "lan" && c.GossipProfile != "fast" {
 		bad("gossip-profile", "%q is not lan or fast", c.GossipProfile)
@@ -428,6 +452,9 @@ func options(c *Config) []option {
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
+		{"auth-token", "simple", (*stringValue)(&c.AuthToken), "token type: simple (signed tokens every member accepts); jwt is not supported yet", ""},
+		{"bcrypt-cost", "n", (*intValue)(&c.BcryptCost), "bcrypt cost of password hashes, 4 to 31", ""},
+		{"auth-token-ttl", "seconds", (*intValue)(&c.AuthTokenTTL), "how long a token from Authenticate is valid, in seconds", ""},
 		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf and raft timings: lan, or fast for tests on one machine", ""},
 		{"data-dir", "path", (*stringValue)(&c.DataDir), "directory of everything the node stores: the key space's raft log and snapshots", "<name>.chute"},
 		{"bootstrap-expect", "n", (*intValue)(&c.BootstrapExpect), "members without raft state that bootstrap a new cluster together", ""},
@@ -817,6 +844,8 @@ func kvFlags() map[string]flagOf {
 		"MaxTxnOps":           {name: "max-txn-ops"},
 		"MaxKeyBytes":         {name: "max-key-bytes"},
 		"HistoryRevisions":    {name: "history-revisions"},
+		"BcryptCost":          {name: "bcrypt-cost"},
+		"AuthTokenTTL":        {name: "auth-token-ttl"},
 	}
 }
 
@@ -1023,6 +1052,8 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.MaxTxnOps = c.MaxTxnOps
 	k.MaxKeyBytes = c.MaxKeyBytes
 	k.HistoryRevisions = c.HistoryRevisions
+	k.BcryptCost = c.BcryptCost
+	k.AuthTokenTTL = time.Duration(c.AuthTokenTTL) * time.Second
 	k.Version = version
 	k.TLS = creds
 	return k

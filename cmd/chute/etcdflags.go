@@ -95,15 +95,11 @@ type refusedFlag struct {
 func refusedEtcdFlags() []refusedFlag {
 	const noSelfClient = "chute makes no client connections to its own etcd API (no gRPC gateway or proxy)"
 	const noGateway = "chute serves no HTTP gateway, only gRPC"
-	const noAuth = "etcd authentication is not supported yet"
 	return []refusedFlag{
 		{etcdFlag{"client-cert-file", false}, noSelfClient},
 		{etcdFlag{"client-key-file", false}, noSelfClient},
 		{etcdFlag{"cors", false}, noGateway},
 		{etcdFlag{"host-whitelist", false}, noGateway},
-		{etcdFlag{"auth-token", false}, noAuth},
-		{etcdFlag{"bcrypt-cost", false}, noAuth},
-		{etcdFlag{"auth-token-ttl", false}, noAuth},
 	}
 }
 

@@ -182,9 +182,11 @@ func TestRun_securityFlagsFailClosed(t *testing.T) {
 		{"host-whitelist", []string{"--host-whitelist", "*"}},
 		{"client-cert-file", []string{"--client-cert-file", f.cert}},
 		{"client-key-file", []string{"--client-key-file", f.key}},
-		{"auth-token", []string{"--auth-token", "simple"}},
-		{"bcrypt-cost", []string{"--bcrypt-cost", "10"}},
-		{"auth-token-ttl", []string{"--auth-token-ttl", "300"}},
+		{"auth-token", []string{"--auth-token", "jwt,pub-key=a.pem,priv-key=a.key,sign-method=RS256"}},
+		{"auth-token", []string{"--auth-token", "plain"}},
+		{"bcrypt-cost", []string{"--bcrypt-cost", "3"}},
+		{"bcrypt-cost", []string{"--bcrypt-cost", "0"}},
+		{"auth-token-ttl", []string{"--auth-token-ttl", "0"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.flag, func(t *testing.T) {

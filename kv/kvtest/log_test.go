@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/crypto/bcrypt"
 
 	"chute/kv"
 )
@@ -45,6 +46,7 @@ func startLogMember(t *testing.T, log *Log, id uint64) (*kv.Server, *clientv3.Cl
 	cfg.MemberID = id
 	cfg.ListenClientURLs = []string{"http://127.0.0.1:0"}
 	cfg.MinLeaseTTL = 1
+	cfg.BcryptCost = bcrypt.MinCost // tests log in often; cost 10 takes seconds under -race
 	srv, err := kv.New(cfg)
 	if err != nil {
 		t.Fatal(err)

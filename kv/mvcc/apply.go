@@ -11,12 +11,14 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
+
+	"chute/kv/auth"
 )
 
 // Every write to the key space is a command: an etcd InternalRaftRequest
 // (the type etcd puts in its own raft log) carrying one of Put,
 // DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke,
-// LeaseCheckpoint or Alarm, and ID, the proposing member's request id. With a
+// LeaseCheckpoint, Alarm or one of etcd's auth commands, and ID, the proposing member's request id. With a
 // consensus (kv.Consensus), every member applies every command in log
 // order (StateMachine.Apply) and the proposing member hands the result to
 // the waiting request by ID (Register); alone, a member applies its
@@ -33,7 +35,7 @@ type Result struct {
 	// Resp is the response without its header: a *pb.PutResponse,
 	// *pb.DeleteRangeResponse, *pb.TxnResponse, *pb.CompactionResponse,
 	// *pb.LeaseGrantResponse, *pb.LeaseRevokeResponse or
-	// *pb.AlarmResponse, as the command asked; nil with Err, and for a
+	// *pb.AlarmResponse or the auth command's response, as the command asked; nil with Err, and for a
 	// checkpoint.
 	Resp any
 	// Rev is the store revision the response header carries.
@@ -49,7 +51,8 @@ type Result struct {
 // result to the request of this member that waits for it (Register), and
 // wakes the reads waiting for an index to be applied (WaitApplied).
 type StateMachine struct {
-	s *Store
+	s    *Store
+	auth *auth.Store // users, roles, permissions: changed by auth commands only
 
 	applied atomic.Uint64 // index of the last command applied, or of the restored snapshot
 
@@ -74,7 +77,7 @@ type indexWait struct {
 // NewStateMachine returns the state machine that applies commands to s.
 // Writes to s must come only through it.
 func NewStateMachine(s *Store) *StateMachine {
-	m := &StateMachine{s: s, waits: make(map[uint64]chan Result)}
+	m := &StateMachine{s: s, auth: auth.NewStore(), waits: make(map[uint64]chan Result)}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand panics rather)
 	// A random start: ids of different members (and runs) do not meet in
@@ -82,6 +85,10 @@ func NewStateMachine(s *Store) *StateMachine {
 	m.nextID.Store(binary.LittleEndian.Uint64(b[:]) >> 1)
 	return m
 }
+
+// Auth returns the auth state the log's auth commands change. Callers
+// only read it; writes come through Apply.
+func (m *StateMachine) Auth() *auth.Store { return m.auth }
 
 // Applied returns the index of the last command applied, or of the last
 // snapshot restored.
@@ -163,6 +170,9 @@ func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) Result {
 		return Result{Rev: s.Rev()}
 	case req.Alarm != nil:
 		return Result{Resp: s.applyAlarm(req.Alarm), Rev: s.Rev()}
+	case auth.IsCommand(req):
+		resp, err := m.auth.Apply(req)
+		return Result{Resp: resp, Rev: s.Rev(), Err: err}
 	}
 	return Result{Err: fmt.Errorf("mvcc: command %d carries no operation chute applies", req.ID), Rev: s.Rev()}
 }

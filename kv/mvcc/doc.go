@@ -51,6 +51,13 @@
 // a txn with a put, a lease grant) and applies the rest, so that space
 // can be freed and the alarm disarmed (alarm.go).
 //
+// # Auth
+//
+// etcd's users, roles and permissions are replicated state as well: the
+// auth commands of the log (AuthEnable, UserAdd, RoleGrantPermission, ...)
+// change the StateMachine's auth.Store (kv/auth) in order on every
+// member, and snapshots carry it. It is never visible as keys.
+//
 // # Locks
 //
 // One RWMutex, Store.mu, guards the whole store: keys, revisions, change
@@ -61,6 +68,7 @@
 // the store; a caller that holds a lock of its own while it registers or
 // removes watchers (kv's watch stream) takes it before Store.mu. The
 // order is: the caller's lock, Store.mu, the sink's lock.
+// The auth store has its own lock, never held together with Store.mu.
 // StateMachine.mu guards the requests waiting for their command and the
 // reads waiting for an index; it is never held together with Store.mu.
 package mvcc

@@ -17,21 +17,25 @@ import (
 
 // A state machine snapshot (what raft keeps and sends to a member that
 // fell behind) is every key with its revisions since the last compaction,
-// every lease with its remaining TTL, and every raised alarm, in this
-// layout, all integers varints, all byte strings length-prefixed:
+// every lease with its remaining TTL, every raised alarm and the auth
+// state, in this layout, all integers varints, all byte strings
+// length-prefixed:
 //
-//	magic "chutekv2" ("chutekv1": no alarm section)
+//	magic "chutekv3" ("chutekv2": no auth section; "chutekv1": no alarm
+//	    section either)
 //	applied index, term, revision, compaction revision
 //	key count, then per key: key, revision count, then per revision:
 //	    main, sub, 0 (tombstone) or 1 and value, create revision,
 //	    version, lease
 //	lease count, then per lease: id, TTL (s), remaining (ms)
-//	v2 only: alarm count, then per alarm: member id, alarm type
+//	v2 and v3: alarm count, then per alarm: member id, alarm type
+//	v3 only: the auth state (kv/auth's encoding) as one byte string
 //	CRC-32C of all the above, 4 bytes little-endian
 //
-// A snapshot without alarms is written as version 1, byte for byte what
-// members without alarms wrote, so that such a member still restores it
-// while a cluster is upgraded; Restore reads both versions.
+// A snapshot is written in the oldest version that holds it (without auth
+// state as version 2, without alarms either as version 1), byte for byte
+// what older members wrote, so that such a member still restores it
+// while a cluster is upgraded; Restore reads every version.
 //
 // The change log that feeds watches is not written: Restore rebuilds it
 // from the revisions, which hold every change since the compaction.
@@ -39,6 +43,7 @@ import (
 const (
 	snapshotMagicV1 = "chutekv1"
 	snapshotMagicV2 = "chutekv2"
+	snapshotMagicV3 = "chutekv3"
 )
 
 // Snapshot captures the state machine now and returns the function that
@@ -49,11 +54,18 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	var buf bytes.Buffer
 	e := snapEncoder{w: &buf}
 	now := s.cfg.Now()
+	var authState []byte
+	if !m.auth.Empty() {
+		authState = m.auth.Encode()
+	}
 	s.mu.RLock()
-	if len(s.alarms) == 0 {
-		e.raw([]byte(snapshotMagicV1))
-	} else {
+	switch {
+	case authState != nil:
+		e.raw([]byte(snapshotMagicV3))
+	case len(s.alarms) > 0:
 		e.raw([]byte(snapshotMagicV2))
+	default:
+		e.raw([]byte(snapshotMagicV1))
 	}
 	e.uint(m.applied.Load())
 	e.uint(s.term.Load())
@@ -90,7 +102,7 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 		e.int(l.ttl)
 		e.int(max(l.expires.Sub(now), 0).Milliseconds())
 	}
-	if len(s.alarms) > 0 {
+	if len(s.alarms) > 0 || authState != nil {
 		as := make([]*pb.AlarmMember, 0, len(s.alarms))
 		for k := range s.alarms {
 			as = append(as, &pb.AlarmMember{MemberID: k.member, Alarm: k.alarm})
@@ -101,6 +113,9 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 			e.uint(a.MemberID)
 			e.uint(uint64(a.Alarm))
 		}
+	}
+	if authState != nil {
+		e.bytes(authState)
 	}
 	s.mu.RUnlock()
 	var sum [4]byte
@@ -128,6 +143,9 @@ func (m *StateMachine) Restore(r io.Reader) error {
 	st, err := decodeSnapshot(raw)
 	if err != nil {
 		return err
+	}
+	if err := m.auth.Restore(st.auth); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshotCorrupt, err)
 	}
 	s := m.s
 	now := s.cfg.Now()
@@ -172,6 +190,7 @@ type snapshotState struct {
 	bytes           int64
 	leases          []snapshotLease
 	alarms          []alarmKey
+	auth            []byte // kv/auth's encoding; empty: the initial state
 }
 
 type snapshotLease struct {
@@ -182,11 +201,13 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	if len(raw) < len(snapshotMagicV1)+4 {
 		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
-	var withAlarms bool
+	var withAlarms, withAuth bool
 	switch string(raw[:len(snapshotMagicV1)]) {
 	case snapshotMagicV1:
 	case snapshotMagicV2:
 		withAlarms = true
+	case snapshotMagicV3:
+		withAlarms, withAuth = true, true
 	default:
 		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
@@ -243,6 +264,9 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 		for range nalarms {
 			st.alarms = append(st.alarms, alarmKey{member: d.uint(), alarm: pb.AlarmType(d.uint())})
 		}
+	}
+	if withAuth {
+		st.auth = d.bytes()
 	}
 	if d.err != nil {
 		return nil, d.err

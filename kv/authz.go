@@ -1,0 +1,235 @@
+package kv
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"chute/kv/auth"
+	"chute/kv/mvcc"
+)
+
+// QueueRecords is what a Queues implements so that, with auth enabled,
+// creating a queue by putting to it needs write on the queue's record:
+// kv does not parse queue keys.
+type QueueRecords interface {
+	// RecordKey returns the record key of the queue a producer key puts
+	// to, and false for any other key. It is pure and cheap.
+	RecordKey(producerKey []byte) (record []byte, ok bool)
+}
+
+// openMethods need no user even with auth enabled, as in etcd: logging
+// in, asking whether auth is on, and the calls clients make to find
+// their endpoints.
+var openMethods = map[string]bool{
+	"/etcdserverpb.Auth/Authenticate":  true,
+	"/etcdserverpb.Auth/AuthStatus":    true,
+	"/etcdserverpb.Maintenance/Status": true,
+	"/etcdserverpb.Cluster/MemberList": true,
+}
+
+// authorizer checks every call against the auth state, as etcd does,
+// while auth is enabled: the user comes from the call's "token"
+// metadata; KV calls need read or write on their keys, lease revokes
+// write on the lease's keys, other lease calls and watches a user (a
+// watch's keys are checked as it is created), and everything else
+// (maintenance, compaction, auth and membership changes) the root role.
+// It is the outermost check of every service, so a refused call reaches
+// neither the store nor Queues.
+type authorizer struct {
+	auth   *auth.Store
+	store  *mvcc.Store
+	queues Queues // nil: no queue namespace
+	now    func() time.Time
+}
+
+// user returns the caller of ctx and whether auth is enabled: with auth
+// enabled, ErrUserEmpty without a token and ErrInvalidToken with a bad
+// one.
+func (z *authorizer) user(ctx context.Context) (string, bool, error) {
+	if !z.auth.Enabled() {
+		return "", false, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	toks := md.Get(rpctypes.TokenFieldNameGRPC)
+	if len(toks) == 0 || toks[0] == "" {
+		return "", true, auth.ErrUserEmpty
+	}
+	u, err := z.auth.Verify(toks[0], z.now())
+	if err != nil {
+		return "", true, err
+	}
+	return u, true, nil
+}
+
+// authenticate resolves the caller of a call that is not open and
+// names it on the call's span.
+func (z *authorizer) authenticate(ctx context.Context) (string, bool, error) {
+	u, on, err := z.user(ctx)
+	if err == nil && on {
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("etcd.user", u))
+	}
+	return u, on, err
+}
+
+func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if openMethods[info.FullMethod] {
+		return handler(ctx, req)
+	}
+	u, on, err := z.authenticate(ctx)
+	if err != nil {
+		return nil, toGRPC(err)
+	}
+	if on {
+		if err := z.allow(u, req); err != nil {
+			return nil, toGRPC(err)
+		}
+	}
+	return handler(ctx, req)
+}
+
+func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	u, on, err := z.authenticate(ss.Context())
+	if err != nil {
+		return toGRPC(err)
+	}
+	if !on {
+		return handler(srv, ss)
+	}
+	switch info.FullMethod {
+	case "/etcdserverpb.Watch/Watch", "/etcdserverpb.Lease/LeaseKeepAlive":
+		// Any user; a watch's keys are checked as it is created.
+	case "/etcdserverpb.KV/RangeStream":
+	default:
+		if !z.auth.IsRoot(u) {
+			return toGRPC(auth.ErrPermissionDenied)
+		}
+	}
+	return handler(srv, &authStream{ServerStream: ss, z: z, user: u})
+}
+
+// authStream checks the range requests a stream receives (RangeStream's).
+type authStream struct {
+	grpc.ServerStream
+	z    *authorizer
+	user string
+}
+
+func (s *authStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if r, ok := m.(*pb.RangeRequest); ok {
+		return toGRPC(s.z.auth.Check(s.user, r.Key, r.RangeEnd, auth.Read))
+	}
+	return nil
+}
+
+// allow checks a unary request of user.
+func (z *authorizer) allow(u string, req any) error {
+	switch r := req.(type) {
+	case *pb.RangeRequest:
+		return z.auth.Check(u, r.Key, r.RangeEnd, auth.Read)
+	case *pb.PutRequest:
+		return z.allowPut(u, r.Key)
+	case *pb.DeleteRangeRequest:
+		return z.auth.Check(u, r.Key, r.RangeEnd, auth.Write)
+	case *pb.TxnRequest:
+		return z.allowTxn(u, r)
+	case *pb.LeaseRevokeRequest:
+		info, err := z.store.TimeToLive(r.ID, true)
+		if err != nil {
+			return nil // no such lease: the handler answers
+		}
+		for _, k := range info.Keys {
+			if err := z.auth.Check(u, k, nil, auth.Write); err != nil {
+				return err
+			}
+		}
+		return nil
+	case *pb.LeaseGrantRequest, *pb.LeaseTimeToLiveRequest, *pb.LeaseLeasesRequest:
+		return nil
+	case *pb.AuthUserGetRequest:
+		if r.Name == u {
+			return nil // a user may read itself, as in etcd 3.5
+		}
+	case *pb.AuthRoleGetRequest:
+		if roles, err := z.auth.User(u); err == nil && slices.Contains(roles, r.Role) {
+			return nil // and the roles it holds
+		}
+	}
+	if !z.auth.IsRoot(u) {
+		return auth.ErrPermissionDenied
+	}
+	return nil
+}
+
+// allowPut checks a put's key, and, for a put that would create a queue,
+// the queue's record.
+func (z *authorizer) allowPut(u string, key []byte) error {
+	if err := z.auth.Check(u, key, nil, auth.Write); err != nil {
+		return err
+	}
+	qr, ok := z.queues.(QueueRecords)
+	if !ok {
+		return nil
+	}
+	rec, ok := qr.RecordKey(key)
+	if !ok {
+		return nil
+	}
+	if resp, _, err := z.store.Range(&pb.RangeRequest{Key: rec, CountOnly: true}); err == nil && resp.Count > 0 {
+		return nil // the queue exists
+	}
+	return z.auth.Check(u, rec, nil, auth.Write)
+}
+
+// allowTxn checks a txn as etcd does: read on every compare's keys, and
+// what each op of both branches needs, nested txns included.
+func (z *authorizer) allowTxn(u string, r *pb.TxnRequest) error {
+	for _, c := range r.Compare {
+		if err := z.auth.Check(u, c.Key, c.RangeEnd, auth.Read); err != nil {
+			return err
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			var err error
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestRange:
+				err = z.auth.Check(u, o.RequestRange.Key, o.RequestRange.RangeEnd, auth.Read)
+			case *pb.RequestOp_RequestPut:
+				err = z.allowPut(u, o.RequestPut.Key)
+			case *pb.RequestOp_RequestDeleteRange:
+				err = z.auth.Check(u, o.RequestDeleteRange.Key, o.RequestDeleteRange.RangeEnd, auth.Write)
+			case *pb.RequestOp_RequestTxn:
+				err = z.allowTxn(u, o.RequestTxn)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// allowWatch checks a watch's creation on a stream the authorizer let
+// through: read on its keys. The reason is etcd's for a refused watch:
+// the gRPC error's whole text.
+func (z *authorizer) allowWatch(ctx context.Context, cr *pb.WatchCreateRequest) (reason string, ok bool) {
+	u, on, err := z.user(ctx)
+	if err == nil && on {
+		err = z.auth.Check(u, cr.Key, cr.RangeEnd, auth.Read)
+	}
+	if err != nil {
+		return toGRPC(err).Error(), false
+	}
+	return "", true
+}

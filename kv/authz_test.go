@@ -1,0 +1,313 @@
+package kv
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/authpb"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// namedQueues is a Queues whose every /q/{name}/p/{key} is a producer
+// key, with the record /q/{name}, and which records what reaches it.
+type namedQueues struct {
+	mu       sync.Mutex // guards produced
+	produced []string
+}
+
+var (
+	_ Queues       = (*namedQueues)(nil)
+	_ QueueRecords = (*namedQueues)(nil)
+)
+
+func (q *namedQueues) Route(key []byte) Route {
+	if _, ok := q.RecordKey(key); ok {
+		return RouteProduce
+	}
+	return RouteKV
+}
+
+func (q *namedQueues) RecordKey(key []byte) ([]byte, bool) {
+	parts := strings.SplitN(string(key), "/", 5) // "", q, name, p, key
+	if len(parts) != 5 || parts[0] != "" || parts[1] != "q" || parts[3] != "p" {
+		return nil, false
+	}
+	return []byte("/q/" + parts[2]), true
+}
+
+func (q *namedQueues) Produce(_ context.Context, puts []*pb.PutRequest) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, p := range puts {
+		q.produced = append(q.produced, string(p.Key))
+	}
+	return nil
+}
+
+func (q *namedQueues) Check(_, _ []byte) error { return nil }
+
+func (q *namedQueues) Ack(context.Context, []byte) (bool, error) { return false, nil }
+
+func (q *namedQueues) Consume([]byte, Deliveries) (func(), error) { return func() {}, nil }
+
+func (q *namedQueues) seen() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.produced)
+}
+
+// grantUser adds user with password pw and a role of its own holding
+// the permissions, as root.
+func grantUser(t *testing.T, root *clientv3.Client, user, pw string, perms ...*clientv3.Permission) {
+	t.Helper()
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := root.UserAdd(ctx, user, pw); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.RoleAdd(ctx, user); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range perms {
+		if _, err := root.RoleGrantPermission(ctx, user, string(p.Key), string(p.RangeEnd), clientv3.PermissionType(p.PermType)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := root.UserGrantRole(ctx, user, user); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func prefixPerm(t authpb.Permission_Type, prefix string) *clientv3.Permission {
+	return &clientv3.Permission{PermType: t, Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix))}
+}
+
+// TestAuthorizer_producerLeastPrivilege checks a producer with write on
+// /q/ch:events/p/ only: its puts reach the queue; its put to another
+// queue, its reads of /config/, its delete of the queue's record, a txn
+// comparing /config/ and admin calls are denied, and nothing of them
+// reaches the queues or the key space.
+func TestAuthorizer_producerLeastPrivilege(t *testing.T) {
+	q := &namedQueues{}
+	srv, cli := startServer(t, func(c *Config) { authConfig(c); c.Queues = q })
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"/q/ch:events", "/q/ch:other", "/config/queues/ch:events"} {
+		if _, err := root.Put(ctx, k, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantUser(t, root, "producer", "pw", prefixPerm(clientv3.PermWrite, "/q/ch:events/p/"))
+	prod, err := userClient(t, srv, "producer", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Put(ctx, "/q/ch:events/p/1", "row"); err != nil {
+		t.Fatalf("put to its queue: got %v, want nil", err)
+	}
+	_, err = prod.Put(ctx, "/q/ch:other/p/1", "row")
+	wantErr(t, "put to another queue", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Get(ctx, "/config/", clientv3.WithPrefix())
+	wantErr(t, "get /config/", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Get(ctx, "/q/ch:events/p/1")
+	wantErr(t, "get of its own producer key (write only)", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Delete(ctx, "/q/ch:events")
+	wantErr(t, "delete of its queue's record", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Txn(ctx).If(clientv3.Compare(clientv3.Version("/config/queues/ch:events"), ">", 0)).Then(clientv3.OpPut("/q/ch:events/p/2", "row")).Commit()
+	wantErr(t, "txn comparing /config/", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Put(ctx, "/config/queues/ch:events", "{}")
+	wantErr(t, "put to the queue's settings", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.UserList(ctx)
+	wantErr(t, "user list", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.UserGet(ctx, "root")
+	wantErr(t, "user get of another user", err, rpctypes.ErrPermissionDenied)
+	if _, err := prod.UserGet(ctx, "producer"); err != nil {
+		t.Fatalf("user get of itself: got %v, want nil", err)
+	}
+	if _, err := prod.RoleGet(ctx, "producer"); err != nil {
+		t.Fatalf("role get of its role: got %v, want nil", err)
+	}
+	_, err = prod.RoleGet(ctx, "root")
+	wantErr(t, "role get of a role it does not hold", err, rpctypes.ErrPermissionDenied)
+	_, err = prod.Compact(ctx, 1)
+	wantErr(t, "compact", err, rpctypes.ErrPermissionDenied)
+
+	if got := q.seen(); !slices.Equal(got, []string{"/q/ch:events/p/1"}) {
+		t.Errorf("queues got %v, want only /q/ch:events/p/1", got)
+	}
+	for _, k := range []string{"/q/ch:events", "/config/queues/ch:events"} {
+		if resp, err := root.Get(ctx, k); err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "x" {
+			t.Errorf("%s after the denied calls: got %v %v, want x", k, resp, err)
+		}
+	}
+}
+
+// TestAuthorizer_queueCreation checks that with auth on, putting to a
+// queue whose record does not exist needs write on the record too.
+func TestAuthorizer_queueCreation(t *testing.T) {
+	q := &namedQueues{}
+	srv, cli := startServer(t, func(c *Config) { authConfig(c); c.Queues = q })
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantUser(t, root, "producer", "pw", prefixPerm(clientv3.PermWrite, "/q/ch:new/p/"))
+	prod, err := userClient(t, srv, "producer", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = prod.Put(ctx, "/q/ch:new/p/1", "row")
+	wantErr(t, "put creating a queue without write on its record", err, rpctypes.ErrPermissionDenied)
+	if _, err := root.RoleGrantPermission(ctx, "producer", "/q/ch:new", "", clientv3.PermissionType(clientv3.PermWrite)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prod.Put(ctx, "/q/ch:new/p/1", "row"); err != nil {
+		t.Fatalf("put creating a queue with write on its record: got %v, want nil", err)
+	}
+	if got := q.seen(); !slices.Equal(got, []string{"/q/ch:new/p/1"}) {
+		t.Errorf("queues got %v, want only /q/ch:new/p/1", got)
+	}
+}
+
+// TestAuthorizer_readers checks read grants on ranges and prefixes, for
+// gets, txns and watches.
+func TestAuthorizer_readers(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantUser(t, root, "reader", "pw",
+		prefixPerm(clientv3.PermRead, "/a/"),
+		&clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/1"), RangeEnd: []byte("/b/5")},
+		&clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/5"), RangeEnd: []byte("/b/9")})
+	if _, err := root.Put(ctx, "/a/x", "1"); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := userClient(t, srv, "reader", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := rd.Get(ctx, "/a/", clientv3.WithPrefix()); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("get of its prefix: got %v %v, want /a/x", resp, err)
+	}
+	if _, err := rd.Get(ctx, "/b/2", clientv3.WithRange("/b/7")); err != nil {
+		t.Fatalf("get of a range across two grants: got %v, want nil", err)
+	}
+	_, err = rd.Get(ctx, "/", clientv3.WithPrefix())
+	wantErr(t, "get of a wider prefix", err, rpctypes.ErrPermissionDenied)
+	_, err = rd.Put(ctx, "/a/x", "2")
+	wantErr(t, "put with a read grant", err, rpctypes.ErrPermissionDenied)
+
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	denied := rd.Watch(wctx, "/c/", clientv3.WithPrefix())
+	select {
+	case resp, ok := <-denied:
+		if !ok || !resp.Canceled || resp.Err() == nil || resp.Err().Error() != rpctypes.ErrGRPCPermissionDenied.Error() {
+			t.Fatalf("watch outside the grant: got %+v (err %v), want canceled with %v", resp, resp.Err(), rpctypes.ErrPermissionDenied)
+		}
+	case <-wctx.Done():
+		t.Fatal("watch outside the grant: no answer")
+	}
+	allowed := rd.Watch(wctx, "/a/", clientv3.WithPrefix())
+	if _, err := root.Put(ctx, "/a/y", "1"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-allowed:
+		if resp.Err() != nil || len(resp.Events) != 1 || string(resp.Events[0].Kv.Key) != "/a/y" {
+			t.Fatalf("watch inside the grant: got %+v (err %v), want the put of /a/y", resp, resp.Err())
+		}
+	case <-wctx.Done():
+		t.Fatal("watch inside the grant: no event")
+	}
+}
+
+// TestAuthorizer_spanUser checks that a KV call's span names its user,
+// and carries neither the password nor the token.
+func TestAuthorizer_spanUser(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	srv, cli := startServer(t, func(c *Config) {
+		authConfig(c)
+		c.Tracer = tp
+		c.Propagator = propagation.TraceContext{}
+	})
+	enableAuth(t, cli)
+	ctx := testCtx(t, 10*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, s := range rec.Ended() {
+		for _, a := range s.Attributes() {
+			// A token starts with the user's name in base64url: "cm9vdA".
+			if v := a.Value.String(); strings.Contains(v, "rootpw") || strings.Contains(v, "cm9vdA.") {
+				t.Errorf("span %s attribute %s carries a secret: %q", s.Name(), a.Key, a.Value.String())
+			}
+			if a.Key == "etcd.user" {
+				users = append(users, s.Name()+"="+a.Value.String())
+			}
+		}
+	}
+	if !slices.Contains(users, "etcdserverpb.KV/Put=root") {
+		t.Fatalf("spans with etcd.user: got %v, want etcdserverpb.KV/Put=root", users)
+	}
+}
+
+// TestAuthorizer_leaseRevoke checks that revoking a lease needs write on
+// every key attached to it, and granting one only a user.
+func TestAuthorizer_leaseRevoke(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantUser(t, root, "writer", "pw", prefixPerm(clientv3.PermWrite, "/a/"))
+	w, err := userClient(t, srv, "writer", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, err := w.Grant(ctx, 60)
+	if err != nil {
+		t.Fatalf("lease grant as a user: got %v, want nil", err)
+	}
+	if _, err := w.Put(ctx, "/a/1", "v", clientv3.WithLease(mine.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, "/b/1", "v", clientv3.WithLease(mine.ID)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Revoke(ctx, mine.ID)
+	wantErr(t, "revoking a lease with a key outside the grant", err, rpctypes.ErrPermissionDenied)
+	if _, err := root.Delete(ctx, "/b/1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Revoke(ctx, mine.ID); err != nil {
+		t.Fatalf("revoking a lease with keys inside the grant: got %v, want nil", err)
+	}
+}
