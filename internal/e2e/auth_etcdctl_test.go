@@ -49,7 +49,7 @@ func authSetup(s *session) {
 // take effect at once.
 func TestAuth_etcdctl_rootAndProducer(t *testing.T) {
 	t.Parallel()
-	compareWithEtcd(t, authRootAndProducer)
+	startOpenPair(t).run(t, authRootAndProducer)
 }
 
 // authRootAndProducer is the script of TestAuth_etcdctl_rootAndProducer.
