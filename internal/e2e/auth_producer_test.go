@@ -92,7 +92,6 @@ func prodDenied() []deniedOp {
 	return []deniedOp{
 		{"put /q/ch:other/p/1", clientv3.OpPut("/q/ch:other/p/1", `{"id":1,"s":"denied"}`)},
 		{"put /q/ch:new/p/1", clientv3.OpPut("/q/ch:new/p/1", `{"id":1,"s":"denied"}`)},
-		{"put /q/ch:events", clientv3.OpPut("/q/ch:events", "1;epoch=9")},
 		{"put /config/queues/ch:events", clientv3.OpPut("/config/queues/ch:events", `{"max_bytes":10}`)},
 		{"put /config/queues/ch:other", clientv3.OpPut("/config/queues/ch:other", `{"max_bytes":10}`)},
 		{"get /config/ --prefix", clientv3.OpGet("/config/", clientv3.WithPrefix())},
