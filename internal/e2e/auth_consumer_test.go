@@ -40,12 +40,12 @@ func requireWatchDenied(t testing.TB, cli *clientv3.Client, key string) {
 // authDelivery is a delivery of the jobs queue as its watch shows it.
 var authDelivery = regexp.MustCompile(`^/q/jobs/([1-9][0-9]*)/(m[0-9]+)$`)
 
-// nextDelivery returns the seq and key of the next delivery on wch.
-func nextDelivery(t testing.TB, wch clientv3.WatchChan) (seq, key string) {
+// nextDeliveries returns the seq and key of the next n deliveries on wch.
+func nextDeliveries(t testing.TB, wch clientv3.WatchChan, n int) (seqs, keys []string) {
 	t.Helper()
 	timer := time.NewTimer(deliverTimeout)
 	defer timer.Stop()
-	for {
+	for len(keys) < n {
 		select {
 		case resp, ok := <-wch:
 			if !ok || resp.Err() != nil {
@@ -56,12 +56,13 @@ func nextDelivery(t testing.TB, wch clientv3.WatchChan) (seq, key string) {
 				if ev.Type != mvccpb.PUT || m == nil {
 					t.Fatalf("consumer watch: got %v %q, want a delivery /q/jobs/{seq}/{key}", ev.Type, ev.Kv.Key)
 				}
-				return m[1], m[2]
+				seqs, keys = append(seqs, m[1]), append(keys, m[2])
 			}
 		case <-timer.C:
-			t.Fatalf("no delivery within %v", deliverTimeout)
+			t.Fatalf("%d deliveries within %v, want %d", len(keys), deliverTimeout, n)
 		}
 	}
+	return seqs, keys
 }
 
 // TestAuth_consumer_ownKeysOnly runs the consumer role of operations.md:
@@ -116,14 +117,13 @@ func TestAuth_consumer_ownKeysOnly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wch := w1.Watch(ctx, "/q/jobs/c/worker-1")
-	acked := map[string]bool{}
-	for range 2 {
-		seq, key := nextDelivery(t, wch)
-		if acked[key] {
-			t.Fatalf("delivery %s/%s: %s was acknowledged already", seq, key, key)
-		}
-		short := fmt.Sprintf("/q/jobs/%s/%s", seq, key)
-		own := fmt.Sprintf("/q/jobs/c/worker-1/%s/%s", seq, key)
+	seqs, keys := nextDeliveries(t, wch, 2)
+	if len(keys) != 2 || keys[0] == keys[1] {
+		t.Fatalf("deliveries: got %v, want m1 and m2 once each", keys)
+	}
+	for i, key := range keys {
+		short := fmt.Sprintf("/q/jobs/%s/%s", seqs[i], key)
+		own := fmt.Sprintf("/q/jobs/c/worker-1/%s/%s", seqs[i], key)
 		rctx, rcancel := rpcCtx()
 		_, err := w1.Delete(rctx, short)
 		requireDenied(t, "w1: del "+short, err)
@@ -132,7 +132,6 @@ func TestAuth_consumer_ownKeysOnly(t *testing.T) {
 		if err != nil || resp.Deleted != 1 {
 			t.Fatalf("w1: del %s: got %v, %v; want 1 deleted", own, resp, err)
 		}
-		acked[key] = true
 	}
 	waitDrained(t, "jobs", p)
 	if q := mustQueueOn(t, p, "jobs"); q.Stats.Enqueued != 2 || q.Stats.Acked != 2 {
