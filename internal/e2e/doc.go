@@ -52,10 +52,18 @@
 //     one deleted), SIGSTOP, ClickHouse down, graceful restarts;
 //     short here, full with CHUTE_FAULTS=full (make test-faults), which
 //     writes docs/reliability.md.
+//   - auth_*_test.go: etcd auth: an etcdctl session of users, roles and
+//     denials compared with etcd, a producer whose denied calls reach
+//     neither ClickHouse nor the key space, a consumer limited to its own
+//     keys, tokens valid on every node of a cluster, JWT tokens from key
+//     files, certificate CNs as users, and no password or token in logs,
+//     /status, /metrics or spans.
 //   - docs_test.go: the etcdctl and SQL blocks of the README and docs run
 //     against a node and a ClickHouse; every exported metric is documented.
 //
 // E2E_TRANSCRIPTS=1 logs etcd's transcript of every differential test.
+// E2E_ETCDCTL_AUTH=1 runs every differential test with auth enabled on
+// both servers and etcdctl logged in as root.
 //
 // A missing etcd, etcdctl or clickhouse-server fails the tests; it never
 // skips them: install them with make deps (apt-get install etcd-client

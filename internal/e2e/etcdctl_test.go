@@ -339,9 +339,13 @@ type pair struct {
 	want, got   *session // against etcd, against chute
 }
 
-// startPair starts etcd and chute for the test.
+// startPair starts etcd and chute for the test; with E2E_ETCDCTL_AUTH
+// set, with auth enabled (startAuthPair).
 func startPair(t *testing.T) *pair {
 	t.Helper()
+	if os.Getenv(authParityEnv) != "" {
+		return startAuthPair(t)
+	}
 	etcd := StartEtcd(t) // first: a missing etcd fails before chute starts
 	chute := StartChute(t, "--name", "default")
 	return &pair{etcd: etcd, chute: chute, want: newSession(t, etcd), got: newSession(t, chute)}
