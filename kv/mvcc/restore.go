@@ -3,6 +3,7 @@ package mvcc
 import (
 	"bufio"
 	"bytes"
+	"chute/kv/internal/snapcodec"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -52,7 +53,7 @@ const (
 func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	s := m.s
 	var buf bytes.Buffer
-	e := snapEncoder{w: &buf}
+	e := snapcodec.NewEncoder(&buf)
 	now := s.cfg.Now()
 	var authState []byte
 	if !m.auth.Empty() {
@@ -61,32 +62,32 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	s.mu.RLock()
 	switch {
 	case authState != nil:
-		e.raw([]byte(snapshotMagicV3))
+		e.Raw([]byte(snapshotMagicV3))
 	case len(s.alarms) > 0:
-		e.raw([]byte(snapshotMagicV2))
+		e.Raw([]byte(snapshotMagicV2))
 	default:
-		e.raw([]byte(snapshotMagicV1))
+		e.Raw([]byte(snapshotMagicV1))
 	}
-	e.uint(m.applied.Load())
-	e.uint(s.term.Load())
-	e.int(s.rev)
-	e.int(s.compactRev)
-	e.uint(uint64(s.tree.Len()))
+	e.Uint(m.applied.Load())
+	e.Uint(s.term.Load())
+	e.Int(s.rev)
+	e.Int(s.compactRev)
+	e.Uint(uint64(s.tree.Len()))
 	s.tree.Ascend(func(ki *keyIndex) bool {
-		e.bytes([]byte(ki.key))
-		e.uint(uint64(len(ki.revisions)))
+		e.Bytes([]byte(ki.key))
+		e.Uint(uint64(len(ki.revisions)))
 		for _, r := range ki.revisions {
-			e.int(r.rev.main)
-			e.int(r.rev.sub)
+			e.Int(r.rev.main)
+			e.Int(r.rev.sub)
 			if r.kv == nil {
-				e.uint(0)
+				e.Uint(0)
 				continue
 			}
-			e.uint(1)
-			e.bytes(r.kv.Value)
-			e.int(r.kv.CreateRevision)
-			e.int(r.kv.Version)
-			e.int(r.kv.Lease)
+			e.Uint(1)
+			e.Bytes(r.kv.Value)
+			e.Int(r.kv.CreateRevision)
+			e.Int(r.kv.Version)
+			e.Int(r.kv.Lease)
 		}
 		return true
 	})
@@ -95,12 +96,12 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	e.uint(uint64(len(ids)))
+	e.Uint(uint64(len(ids)))
 	for _, id := range ids {
 		l := s.leases[id]
-		e.int(id)
-		e.int(l.ttl)
-		e.int(max(l.expires.Sub(now), 0).Milliseconds())
+		e.Int(id)
+		e.Int(l.ttl)
+		e.Int(max(l.expires.Sub(now), 0).Milliseconds())
 	}
 	if len(s.alarms) > 0 || authState != nil {
 		as := make([]*pb.AlarmMember, 0, len(s.alarms))
@@ -108,14 +109,14 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 			as = append(as, &pb.AlarmMember{MemberID: k.member, Alarm: k.alarm})
 		}
 		sortAlarms(as)
-		e.uint(uint64(len(as)))
+		e.Uint(uint64(len(as)))
 		for _, a := range as {
-			e.uint(a.MemberID)
-			e.uint(uint64(a.Alarm))
+			e.Uint(a.MemberID)
+			e.Uint(uint64(a.Alarm))
 		}
 	}
 	if authState != nil {
-		e.bytes(authState)
+		e.Bytes(authState)
 	}
 	s.mu.RUnlock()
 	var sum [4]byte
@@ -215,36 +216,36 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
 	}
-	d := snapDecoder{b: body[len(snapshotMagicV1):]}
+	d := snapcodec.NewDecoder(body[len(snapshotMagicV1):], ErrSnapshotCorrupt)
 	st := &snapshotState{
 		tree: btree.NewG(32, func(a, b *keyIndex) bool { return a.key < b.key }),
 	}
-	st.applied, st.term = d.uint(), d.uint()
-	st.rev, st.compactRev = d.int(), d.int()
-	nkeys := d.count()
+	st.applied, st.term = d.Uint(), d.Uint()
+	st.rev, st.compactRev = d.Int(), d.Int()
+	nkeys := d.Count()
 	var recs []changeRecord
 	var subs []int64
 	for range nkeys {
-		key := d.bytes()
+		key := d.Bytes()
 		ki := &keyIndex{key: string(key)}
-		nrevs := d.count()
+		nrevs := d.Count()
 		ki.revisions = make([]keyRevision, 0, nrevs)
 		var prev *mvccpb.KeyValue
 		for range nrevs {
-			rv := revision{main: d.int(), sub: d.int()}
+			rv := revision{main: d.Int(), sub: d.Int()}
 			var kv *mvccpb.KeyValue
 			var ev *mvccpb.Event
-			if d.uint() == 1 {
-				kv = &mvccpb.KeyValue{Key: key, Value: d.bytes(), ModRevision: rv.main}
-				kv.CreateRevision, kv.Version, kv.Lease = d.int(), d.int(), d.int()
+			if d.Uint() == 1 {
+				kv = &mvccpb.KeyValue{Key: key, Value: d.Bytes(), ModRevision: rv.main}
+				kv.CreateRevision, kv.Version, kv.Lease = d.Int(), d.Int(), d.Int()
 				st.bytes += int64(len(key) + len(kv.Value) + revisionOverhead)
 				ev = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev}
 			} else {
 				st.bytes += int64(len(key) + revisionOverhead)
 				ev = &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: key, ModRevision: rv.main}, PrevKv: prev}
 			}
-			if d.err != nil {
-				return nil, d.err
+			if d.Err() != nil {
+				return nil, d.Err()
 			}
 			if rv.main >= st.compactRev {
 				recs = append(recs, changeRecord{rev: rv.main, event: ev})
@@ -255,24 +256,24 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 		}
 		st.tree.ReplaceOrInsert(ki)
 	}
-	nleases := d.count()
+	nleases := d.Count()
 	for range nleases {
-		st.leases = append(st.leases, snapshotLease{id: d.int(), ttl: d.int(), remainingMs: d.int()})
+		st.leases = append(st.leases, snapshotLease{id: d.Int(), ttl: d.Int(), remainingMs: d.Int()})
 	}
 	if withAlarms {
-		nalarms := d.count()
+		nalarms := d.Count()
 		for range nalarms {
-			st.alarms = append(st.alarms, alarmKey{member: d.uint(), alarm: pb.AlarmType(d.uint())})
+			st.alarms = append(st.alarms, alarmKey{member: d.Uint(), alarm: pb.AlarmType(d.Uint())})
 		}
 	}
 	if withAuth {
-		st.auth = d.bytes()
+		st.auth = d.Bytes()
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err() != nil {
+		return nil, d.Err()
 	}
-	if len(d.b) != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the end", ErrSnapshotCorrupt, len(d.b))
+	if d.Len() != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the end", ErrSnapshotCorrupt, d.Len())
 	}
 	idx := make([]int, len(recs))
 	for i := range idx {
@@ -290,78 +291,4 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 		st.log[i] = recs[j]
 	}
 	return st, nil
-}
-
-// snapEncoder writes a snapshot's varints and byte strings.
-type snapEncoder struct {
-	w   *bytes.Buffer
-	tmp [binary.MaxVarintLen64]byte
-}
-
-func (e *snapEncoder) raw(b []byte) { e.w.Write(b) }
-
-func (e *snapEncoder) uint(v uint64) { e.w.Write(e.tmp[:binary.PutUvarint(e.tmp[:], v)]) }
-
-func (e *snapEncoder) int(v int64) { e.w.Write(e.tmp[:binary.PutVarint(e.tmp[:], v)]) }
-
-func (e *snapEncoder) bytes(b []byte) {
-	e.uint(uint64(len(b)))
-	e.w.Write(b)
-}
-
-// snapDecoder reads what snapEncoder wrote; the first error sticks and
-// later reads return zero values.
-type snapDecoder struct {
-	b   []byte
-	err error
-}
-
-func (d *snapDecoder) fail() {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: truncated", ErrSnapshotCorrupt)
-	}
-	d.b = nil
-}
-
-func (d *snapDecoder) uint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *snapDecoder) int() int64 {
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail()
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// count reads a count, bounded by the bytes left (every item takes at
-// least one), so a corrupt count cannot make the decoder allocate more
-// than the snapshot's size.
-func (d *snapDecoder) count() int {
-	v := d.uint()
-	if v > uint64(len(d.b)) {
-		d.fail()
-		return 0
-	}
-	return int(v)
-}
-
-func (d *snapDecoder) bytes() []byte {
-	n := d.uint()
-	if n > uint64(len(d.b)) {
-		d.fail()
-		return nil
-	}
-	b := append([]byte(nil), d.b[:n]...)
-	d.b = d.b[n:]
-	return b
 }
