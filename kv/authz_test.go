@@ -241,7 +241,8 @@ func TestAuthorizer_readers(t *testing.T) {
 }
 
 // TestAuthorizer_spanUser checks that a KV call's span names its user,
-// and carries neither the password nor the token.
+// that Authenticate is traced, and that no span carries the password or
+// the token.
 func TestAuthorizer_spanUser(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -261,7 +262,9 @@ func TestAuthorizer_spanUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	var users []string
+	authenticated := false
 	for _, s := range rec.Ended() {
+		authenticated = authenticated || s.Name() == "etcdserverpb.Auth/Authenticate"
 		for _, a := range s.Attributes() {
 			// A token starts with the user's name in base64url: "cm9vdA".
 			if v := a.Value.String(); strings.Contains(v, "rootpw") || strings.Contains(v, "cm9vdA.") {
@@ -274,6 +277,9 @@ func TestAuthorizer_spanUser(t *testing.T) {
 	}
 	if !slices.Contains(users, "etcdserverpb.KV/Put=root") {
 		t.Fatalf("spans with etcd.user: got %v, want etcdserverpb.KV/Put=root", users)
+	}
+	if !authenticated {
+		t.Errorf("span etcdserverpb.Auth/Authenticate: got none, want one")
 	}
 }
 
