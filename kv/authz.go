@@ -45,6 +45,7 @@ var openMethods = map[string]bool{
 // neither the store nor Queues.
 type authorizer struct {
 	auth   *auth.Store
+	jwt    *auth.JWT // nil: simple tokens
 	store  *mvcc.Store
 	queues Queues // nil: no queue namespace
 	now    func() time.Time
@@ -62,7 +63,11 @@ func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 	if len(toks) == 0 || toks[0] == "" {
 		return "", true, auth.ErrUserEmpty
 	}
-	u, err := z.auth.Verify(toks[0], z.now())
+	verify := z.auth.Verify
+	if z.jwt != nil {
+		verify = func(tok string, now time.Time) (string, error) { return z.auth.VerifyJWT(z.jwt, tok, now) }
+	}
+	u, err := verify(toks[0], z.now())
 	if err != nil {
 		return "", true, err
 	}
