@@ -41,7 +41,7 @@ type JWTOptions struct {
 func ParseJWTOptions(s string) (JWTOptions, error) {
 	fields := strings.Split(s, ",")
 	if fields[0] != "jwt" {
-		return JWTOptions{}, fmt.Errorf("%q is not jwt,...", s)
+		return JWTOptions{}, fmt.Errorf("%q does not start with jwt", s)
 	}
 	var o JWTOptions
 	seen := map[string]bool{}
