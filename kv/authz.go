@@ -10,7 +10,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"chute/kv/auth"
 	"chute/kv/mvcc"
@@ -45,14 +47,18 @@ var openMethods = map[string]bool{
 // neither the store nor Queues.
 type authorizer struct {
 	auth   *auth.Store
+	jwt    *auth.JWT // nil: simple tokens
 	store  *mvcc.Store
 	queues Queues // nil: no queue namespace
 	now    func() time.Time
 }
 
 // user returns the caller of ctx and whether auth is enabled: with auth
-// enabled, ErrUserEmpty without a token and ErrInvalidToken with a bad
-// one.
+// enabled, the user of the call's token, else the CommonName of its
+// verified client certificate (tlsUser), else ErrUserEmpty; and
+// ErrInvalidToken with a bad token. A certificate's CN that names no
+// user is returned as is: every check refuses it (permission denied),
+// as etcd does.
 func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 	if !z.auth.Enabled() {
 		return "", false, nil
@@ -60,13 +66,41 @@ func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	toks := md.Get(rpctypes.TokenFieldNameGRPC)
 	if len(toks) == 0 || toks[0] == "" {
+		if cn := tlsUser(ctx); cn != "" {
+			return cn, true, nil
+		}
 		return "", true, auth.ErrUserEmpty
 	}
-	u, err := z.auth.Verify(toks[0], z.now())
+	verify := z.auth.Verify
+	if z.jwt != nil {
+		verify = func(tok string, now time.Time) (string, error) { return z.auth.VerifyJWT(z.jwt, tok, now) }
+	}
+	u, err := verify(toks[0], z.now())
 	if err != nil {
 		return "", true, err
 	}
 	return u, true, nil
+}
+
+// tlsUser returns the CommonName of the client certificate of ctx's
+// connection, as etcd's AuthInfoFromTLS does: only a certificate that
+// the server verified against its trusted CA (--client-cert-auth) counts;
+// "" for none.
+func tlsUser(ctx context.Context) string {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return ""
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return ""
+	}
+	for _, chain := range ti.State.VerifiedChains {
+		if len(chain) > 0 && chain[0].Subject.CommonName != "" {
+			return chain[0].Subject.CommonName
+		}
+	}
+	return ""
 }
 
 // authenticate resolves the caller of a call that is not open and

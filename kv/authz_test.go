@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"chute/internal/testutil"
 )
 
 // namedQueues is a Queues whose every /q/{name}/p/{key} is a producer
@@ -241,7 +243,8 @@ func TestAuthorizer_readers(t *testing.T) {
 }
 
 // TestAuthorizer_spanUser checks that a KV call's span names its user,
-// and carries neither the password nor the token.
+// that Authenticate is traced, and that no span carries the password or
+// the token.
 func TestAuthorizer_spanUser(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
@@ -260,6 +263,13 @@ func TestAuthorizer_spanUser(t *testing.T) {
 	if _, err := root.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
+	// A server span ends after its answer is sent: wait for both.
+	ended := func(name string) bool {
+		return slices.ContainsFunc(rec.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == name })
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "the spans of Authenticate and Put", func() bool {
+		return ended("etcdserverpb.Auth/Authenticate") && ended("etcdserverpb.KV/Put")
+	})
 	var users []string
 	for _, s := range rec.Ended() {
 		for _, a := range s.Attributes() {

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/credentials"
+
+	"chute/kv/auth"
 )
 
 // APIVersion is the etcd version chute reports in Status: the etcd API level
@@ -86,6 +88,11 @@ type Config struct {
 	// AuthTokenTTL is how long a token from Authenticate is valid on
 	// every member (etcd's --auth-token-ttl). Zero: DefaultAuthTokenTTL.
 	AuthTokenTTL time.Duration
+	// JWT, when set, makes Authenticate issue etcd's JWTs signed by its
+	// key, and calls be checked against it, instead of simple tokens
+	// (etcd's --auth-token jwt,...; its ttl replaces AuthTokenTTL). Nil:
+	// simple tokens.
+	JWT *auth.JWT
 
 	// Queues serves the queue namespace (/q/, /queue/). Nil: every key is
 	// plain KV.

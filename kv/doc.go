@@ -87,10 +87,24 @@
 // again; chute answers "invalid auth token" in the cases it ends one,
 // which etcd clients also answer by logging in again).
 //
+// With Config.JWT (etcd's --auth-token jwt,...), Authenticate issues
+// etcd's JWTs instead: claims username, revision (the auth revision) and
+// exp, signed with the private key of the options' files; every member
+// given the same key files verifies the tokens of every other, with no
+// key in the log. A JWT ends at its exp (Config.JWT's ttl, not
+// AuthTokenTTL) and, as a simple token, when its user is deleted or
+// changes its password after its revision; since the keys do not change
+// when auth is disabled and enabled again, an unexpired JWT outlives
+// that.
+//
+// The caller of a call is the user of its token; a call without a token
+// over a TLS connection whose client certificate the server verified
+// (--client-cert-auth) runs as the certificate's CommonName, as etcd's
+// AuthInfoFromTLS does (a CN that is no user is denied every check).
 // With auth enabled, an interceptor (authorizer) checks every call
 // before any handler, against this member's applied auth state (as etcd
 // checks against its own), so a refused call reaches neither the store
-// nor Queues: "user name is empty" without a token; KV calls need read
+// nor Queues: "user name is empty" without a token or certificate; KV calls need read
 // or write on their keys (a txn: read on its compares' keys and what
 // each op of both branches needs); LeaseRevoke write on the lease's
 // keys; other lease calls and watches a user, and each watch read on

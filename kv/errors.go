@@ -70,8 +70,13 @@ var authErrors = []struct{ err, grpc error }{
 	{auth.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled},
 	{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},
 	{auth.ErrInvalidToken, rpctypes.ErrGRPCInvalidAuthToken},
+	{auth.ErrVerifyOnly, errGRPCVerifyOnly},
 	{ErrHashPassword, errGRPCHashPassword},
 }
+
+// errGRPCVerifyOnly answers Authenticate on a member whose JWT options
+// name no private key; etcd returns its bare error, with no gRPC code.
+var errGRPCVerifyOnly = status.Error(codes.FailedPrecondition, "etcdserver: jwt: token signing attempted with verify-only key")
 
 // errGRPCKeyTooLarge has no etcd equivalent (etcd limits only the request
 // size); it uses etcd's wording and InvalidArgument like the other key errors.

@@ -81,7 +81,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	z := &authorizer{auth: s.sm.Auth(), store: st, queues: cfg.Queues, now: now}
+	z := &authorizer{auth: s.sm.Auth(), jwt: cfg.JWT, store: st, queues: cfg.Queues, now: now}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
@@ -111,7 +111,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
-	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, now: now})
+	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, jwt: cfg.JWT, now: now})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
 	return s, nil
 }

@@ -23,6 +23,7 @@ type authService struct {
 	auth  *auth.Store
 	cost  int           // bcrypt cost
 	ttl   time.Duration // token lifetime
+	jwt   *auth.JWT     // nil: simple tokens
 	now   func() time.Time
 }
 
@@ -92,7 +93,12 @@ func (a *authService) Authenticate(ctx context.Context, r *pb.AuthenticateReques
 	if err := a.auth.Authenticate(r.Name, r.Password); err != nil {
 		return nil, toGRPC(err)
 	}
-	tok, err := a.auth.Token(r.Name, a.now(), a.ttl)
+	var tok string
+	if a.jwt != nil {
+		tok, err = a.auth.TokenJWT(a.jwt, r.Name, a.now())
+	} else {
+		tok, err = a.auth.Token(r.Name, a.now(), a.ttl)
+	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}

@@ -10,9 +10,10 @@ import (
 	"google.golang.org/grpc/stats"
 )
 
-// tracingHandler starts a server span for every KV call, the child of the
-// trace context the client sent. Watch and lease keep-alive streams live
-// for hours and are not traced; otelgrpc's own metrics are off (kv records
+// tracingHandler starts a server span for every KV and Auth call, the
+// child of the trace context the client sent; Auth's spans name the call,
+// never its passwords (otelgrpc records message sizes, not contents).
+// Watch and lease keep-alive streams live for hours and are not traced; otelgrpc's own metrics are off (kv records
 // rpc.server.call.duration itself).
 func tracingHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator) stats.Handler {
 	if prop == nil {
@@ -24,7 +25,8 @@ func tracingHandler(tp trace.TracerProvider, prop propagation.TextMapPropagator)
 		otelgrpc.WithMeterProvider(noop.NewMeterProvider()),
 		otelgrpc.WithMessageEvents(),
 		otelgrpc.WithFilter(func(info *stats.RPCTagInfo) bool {
-			return strings.HasPrefix(info.FullMethodName, "/etcdserverpb.KV/")
+			return strings.HasPrefix(info.FullMethodName, "/etcdserverpb.KV/") ||
+				strings.HasPrefix(info.FullMethodName, "/etcdserverpb.Auth/")
 		}),
 	)
 }

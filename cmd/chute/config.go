@@ -157,8 +157,9 @@ type Config struct {
 	HistoryRevisions int64
 
 	// AuthToken is etcd's --auth-token: "simple" (chute's signed tokens,
-	// valid on every member; kv/doc.go). Default "simple". JWT ("jwt,...")
-	// is refused: not supported yet.
+	// valid on every member; kv/doc.go) or etcd's "jwt,pub-key=<file>,
+	// priv-key=<file>,sign-method=<alg>[,ttl=<duration>]" (the same key
+	// files on every member). Default "simple".
 	AuthToken string
 
 	// BcryptCost is the cost of password hashes (etcd's --bcrypt-cost,
@@ -369,7 +370,9 @@ func (c Config) Validate() error {
 	switch {
 	case c.AuthToken == "simple":
 	case c.AuthToken == "jwt" || strings.HasPrefix(c.AuthToken, "jwt,"):
-		bad("auth-token", "jwt tokens are not supported yet; use simple")
+		if _, err := c.jwtTokens(); err != nil {
+			bad("auth-token", "%v", err)
+		}
 	default:
 		bad("auth-token", "%q is not simple or jwt,...", c.AuthToken)
 	}
@@ -452,7 +455,7 @@ func options(c *Config) []option {
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
-		{"auth-token", "simple", (*stringValue)(&c.AuthToken), "token type: simple (signed tokens every member accepts); jwt is not supported yet", ""},
+		{"auth-token", "simple", (*stringValue)(&c.AuthToken), "token type: simple (signed tokens every member accepts) or jwt,pub-key=<file>,priv-key=<file>,sign-method=<alg>[,ttl=<duration>]", ""},
 		{"bcrypt-cost", "n", (*intValue)(&c.BcryptCost), "bcrypt cost of password hashes, 4 to 31", ""},
 		{"auth-token-ttl", "seconds", (*intValue)(&c.AuthTokenTTL), "how long a token from Authenticate is valid, in seconds", ""},
 		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf and raft timings: lan, or fast for tests on one machine", ""},

@@ -324,6 +324,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	}
 
 	kcfg := cfg.kvConfig(clientCreds)
+	if kcfg.JWT, err = cfg.jwtTokens(); err != nil {
+		return nil, fmt.Errorf("--auth-token: %w", err)
+	}
 	kcfg.Logger = logger.With("component", "kv")
 	kcfg.Meter = providers.MeterProvider()
 	if tp := providers.TracerProvider(); tp != nil {

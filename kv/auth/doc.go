@@ -40,6 +40,12 @@
 // token is ErrInvalidToken, which etcd clients answer by authenticating
 // again.
 //
+// JWT (jwt.go) is etcd's other token: claims username, revision and exp,
+// signed and verified with keys the operator gives every member
+// (ParseJWTOptions reads etcd's --auth-token options; the caller reads
+// the files). TokenJWT and VerifyJWT apply the same user and password
+// rules as Token and Verify.
+//
 // # Locks
 //
 // Store.mu guards all of the Store's fields. Password hashes are compared
