@@ -49,10 +49,19 @@ deps:
 
 # test runs every test with the race detector, after the lint checks:
 # first the unit tests alone (test-unit), then everything, the
-# process-level tests of the e2e build tag included, then deploy/tests.
+# process-level tests of the e2e build tag included, then the etcdctl
+# parity tests with auth enabled, then deploy/tests.
 test: deps lint test-unit
 	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	$(MAKE) --no-print-directory test-auth-parity
 	$(MAKE) --no-print-directory test-deploy
+
+# test-auth-parity runs the etcdctl parity tests again with auth enabled on
+# etcd and chute and etcdctl logged in as root: the transcripts must be
+# the same as without auth (internal/e2e, E2E_ETCDCTL_AUTH).
+.PHONY: test-auth-parity
+test-auth-parity: deps
+	E2E_ETCDCTL_AUTH=1 $(GO) test -tags e2e -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEtcdctl_|TestChute_)' ./internal/e2e/
 
 # test-unit runs go test ./... (no e2e tag) with nothing on PATH but go and
 # the C compiler the race detector needs: the unit tests must pass on a

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -17,9 +18,14 @@ import (
 // activateNoSpace raises NOSPACE for the member at endpoint, through the
 // Maintenance API (etcdctl cannot raise an alarm), and returns its member
 // id. It reports errors rather than failing the test, so that a session's
-// goroutine may call it.
+// goroutine may call it. With E2E_ETCDCTL_AUTH set it logs in as root,
+// as the pair's etcdctl does.
 func activateNoSpace(endpoint string) (uint64, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: rpcTimeout, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: rpcTimeout, Logger: zap.NewNop()}
+	if os.Getenv(authParityEnv) != "" {
+		cfg.Username, cfg.Password = "root", authRootPass
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return 0, fmt.Errorf("client of %s: %w", endpoint, err)
 	}
