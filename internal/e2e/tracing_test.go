@@ -47,8 +47,7 @@ func spanNamed(spans []otlptest.Span, name string) (otlptest.Span, bool) {
 	return otlptest.Span{}, false
 }
 
-// TestTracing_putForwardInsertOneTrace is acceptance 1 of the OTel issue:
-// a clientv3 producer instrumented with otelgrpc puts on node a while the
+// TestTracing_putForwardInsertOneTrace: a clientv3 producer instrumented with otelgrpc puts on node a while the
 // dispatcher of the queue is node c. The OTLP receiver gets one trace
 // holding the producer's call, the put on a, the forward on a and on c,
 // and c's clickhouse.insert span with the table, row count and status,
@@ -135,8 +134,7 @@ func TestTracing_putForwardInsertOneTrace(t *testing.T) {
 	}
 }
 
-// TestTracing_retriesOverHTTP is acceptance 2 of the OTel issue, exported
-// over OTLP/HTTP: a batch whose table is missing fails, is retried, and
+// TestTracing_retriesOverHTTP, exported over OTLP/HTTP: a batch whose table is missing fails, is retried, and
 // lands once the table exists; its one INSERT span holds an event per
 // failed attempt and ends ok with the attempt count.
 func TestTracing_retriesOverHTTP(t *testing.T) {
