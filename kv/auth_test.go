@@ -36,6 +36,17 @@ func enableAuth(t *testing.T, cli *clientv3.Client) {
 	}
 }
 
+// rootClient returns a client of srv logged in as root, whose password
+// enableAuth set.
+func rootClient(t *testing.T, srv *Server) *clientv3.Client {
+	t.Helper()
+	root, err := userClient(t, srv, "root", "rootpw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
 // userClient returns a client of srv that logs in as user.
 func userClient(t *testing.T, srv *Server, user, password string) (*clientv3.Client, error) {
 	t.Helper()
@@ -102,10 +113,7 @@ func TestAuthService_users_etcdErrors(t *testing.T) {
 	if _, err := cli.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	_, err = root.UserDelete(ctx, "root")
 	wantErr(t, "deleting root while enabled", err, rpctypes.ErrInvalidAuthMgmt)
 	_, err = root.UserRevokeRole(ctx, "root", "root")
@@ -154,10 +162,7 @@ func TestAuthorizer_tokens(t *testing.T) {
 	_, err = kvc.Range(forged, &pb.RangeRequest{Key: []byte("a")})
 	wantErr(t, "get with a forged token", rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)
 
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	if _, err := root.Put(ctx, "a", "1"); err != nil {
 		t.Fatalf("put as root: %v", err)
 	}

@@ -102,10 +102,7 @@ func TestAuthorizer_producerLeastPrivilege(t *testing.T) {
 	srv, cli := startServer(t, func(c *Config) { authConfig(c); c.Queues = q })
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	for _, k := range []string{"/q/ch:events", "/q/ch:other", "/config/queues/ch:events"} {
 		if _, err := root.Put(ctx, k, "x"); err != nil {
 			t.Fatal(err)
@@ -163,10 +160,7 @@ func TestAuthorizer_queueCreation(t *testing.T) {
 	srv, cli := startServer(t, func(c *Config) { authConfig(c); c.Queues = q })
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	grantUser(t, root, "producer", "pw", prefixPerm(clientv3.PermWrite, "/q/ch:new/p/"))
 	prod, err := userClient(t, srv, "producer", "pw")
 	if err != nil {
@@ -191,10 +185,7 @@ func TestAuthorizer_readers(t *testing.T) {
 	srv, cli := startServer(t, authConfig)
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	grantUser(t, root, "reader", "pw",
 		prefixPerm(clientv3.PermRead, "/a/"),
 		&clientv3.Permission{PermType: clientv3.PermRead, Key: []byte("/b/1"), RangeEnd: []byte("/b/5")},
@@ -256,10 +247,7 @@ func TestAuthorizer_spanUser(t *testing.T) {
 	})
 	enableAuth(t, cli)
 	ctx := testCtx(t, 10*time.Second)
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	if _, err := root.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
@@ -293,10 +281,7 @@ func TestAuthorizer_leaseRevoke(t *testing.T) {
 	srv, cli := startServer(t, authConfig)
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	grantUser(t, root, "writer", "pw", prefixPerm(clientv3.PermWrite, "/a/"))
 	w, err := userClient(t, srv, "writer", "pw")
 	if err != nil {

@@ -56,10 +56,7 @@ func TestAuthService_Authenticate_jwt(t *testing.T) {
 	_, err = kvc.Range(metadataCtx(ctx, "token", tok), &pb.RangeRequest{Key: []byte("a")})
 	wantErr(t, "get with a JWT of another secret", rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)
 
-	root, err := userClient(t, srv, "root", "rootpw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := rootClient(t, srv)
 	if _, err := root.UserChangePassword(ctx, "root", "newpw"); err != nil {
 		t.Fatal(err)
 	}

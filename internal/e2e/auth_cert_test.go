@@ -16,14 +16,7 @@ import (
 func certUserCheck(t *testing.T, srv certSet, plain, secure string) {
 	t.Helper()
 	etcdctl := lookTool(t, "etcdctl")
-	for _, args := range [][]string{
-		{"user", "add", "root", "--new-user-password=" + authRootPass},
-		{"user", "add", "app", "--new-user-password=" + authProdPass},
-		{"role", "add", "app"},
-		{"role", "grant-permission", "app", "readwrite", "app/", "--prefix"},
-		{"user", "grant-role", "app", "app"},
-		{"auth", "enable"},
-	} {
+	for _, args := range appAuthSetup() {
 		if res, err := runEtcdctl(etcdctl, plain, "", args...); err != nil || res.Code != 0 {
 			t.Fatalf("etcdctl %q on %s: %v, %+v", args, plain, err, res)
 		}

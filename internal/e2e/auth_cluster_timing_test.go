@@ -92,14 +92,7 @@ func authTokenEverywhere(t *testing.T, nodes []*Proc) {
 	for _, p := range nodes {
 		kvs[p] = kvClient(t, p)
 	}
-	for _, args := range [][]string{
-		{"user", "add", "root", "--new-user-password=" + authRootPass},
-		{"user", "add", "app", "--new-user-password=" + authProdPass},
-		{"role", "add", "app"},
-		{"role", "grant-permission", "app", "readwrite", "app/", "--prefix"},
-		{"user", "grant-role", "app", "app"},
-		{"auth", "enable"},
-	} {
+	for _, args := range appAuthSetup() {
 		ctlOK(t, a, "", args...)
 	}
 

@@ -120,3 +120,16 @@ func authRootAndProducer(s *session) {
 	s.ctl("get", "a")
 	s.ctl("--user", authRoot, "get", "a")
 }
+
+// appAuthSetup is the etcdctl calls that add root and a user app with
+// readwrite on app/, then enable auth.
+func appAuthSetup() [][]string {
+	return [][]string{
+		{"user", "add", "root", "--new-user-password=" + authRootPass},
+		{"user", "add", "app", "--new-user-password=" + authProdPass},
+		{"role", "add", "app"},
+		{"role", "grant-permission", "app", "readwrite", "app/", "--prefix"},
+		{"user", "grant-role", "app", "app"},
+		{"auth", "enable"},
+	}
+}

@@ -112,15 +112,7 @@ func TestAuth_jwt_rs256KeysFromFiles(t *testing.T) {
 		func() *Proc { return StartChute(t, "--auth-token", flag) },
 	} {
 		p := start()
-		for _, args := range [][]string{
-			{"user", "add", "root", "--new-user-password=" + authRootPass},
-			{"user", "add", "app", "--new-user-password=" + authProdPass},
-			{"role", "add", "app"},
-			{"role", "grant-permission", "app", "readwrite", "app/", "--prefix"},
-			{"user", "grant-role", "app", "app"},
-			{"auth", "enable"},
-			{"--user", authRoot, "put", "app/a", "1"},
-		} {
+		for _, args := range append(appAuthSetup(), []string{"--user", authRoot, "put", "app/a", "1"}) {
 			ctlOK(t, p, "", args...)
 		}
 		ctx, cancel := rpcCtx()
