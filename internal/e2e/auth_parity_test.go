@@ -39,7 +39,12 @@ func startOpenPair(t *testing.T) *pair {
 // script runs and unrecorded, and sessions whose etcdctl logs in as root.
 func startAuthPair(t *testing.T) *pair {
 	t.Helper()
-	pr := startOpenPair(t)
+	// The lowest bcrypt cost on both: etcdctl logs in at every command,
+	// and at the default cost a login takes a noticeable part of a
+	// second on a busy machine, which the lease scripts' remaining TTLs
+	// would show.
+	pr := &pair{etcd: StartEtcd(t, "--bcrypt-cost", "4"), chute: StartChute(t, "--name", "default", "--bcrypt-cost", "4")}
+	pr.want, pr.got = newSession(t, pr.etcd), newSession(t, pr.chute)
 	root := rootEtcdctl(t)
 	for _, s := range []*session{pr.want, pr.got} {
 		ctlOK(t, s.p, "", "user", "add", "root", "--new-user-password="+authRootPass)
