@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"chute/internal/setting"
 )
@@ -13,6 +16,7 @@ const (
 	DefaultSegmentBytes   = 64 << 20
 	DefaultMaxRecordBytes = 4 << 20
 	DefaultCompactRatio   = 2.0
+	DefaultSyncInterval   = 2 * time.Millisecond
 
 	// minSegmentBytes keeps a segment larger than its header and a few
 	// records; tests use segments this small to exercise rolling.
@@ -54,6 +58,19 @@ type Config struct {
 	// machine may not. False: every append is fsynced before it returns.
 	NoSync bool
 
+	// SyncInterval is the least time from the start of one fsync to the
+	// start of the next while appends come from several callers at once:
+	// the writer waits out the rest of it before the next fsync, and the
+	// appends that come meanwhile share that fsync. An fsync costs the
+	// process CPU of its own (docs/benchmarks.md), so under load fewer,
+	// larger fsyncs cost less per record; an append after a batch of one
+	// (a lone caller, or the first after a quiet spell) never waits.
+	// Zero: DefaultSyncInterval; negative: no wait. Unused with NoSync.
+	SyncInterval time.Duration
+
+	// Clock times SyncInterval. Nil: the real clock.
+	Clock clockwork.Clock
+
 	// CompactRatio bounds the disk used against the live records: once
 	// Size passes CompactRatio times the live records' bytes plus a
 	// segment, the oldest segment's live records are rewritten at the
@@ -72,6 +89,7 @@ func DefaultConfig() Config {
 		SegmentBytes:   DefaultSegmentBytes,
 		MaxRecordBytes: DefaultMaxRecordBytes,
 		CompactRatio:   DefaultCompactRatio,
+		SyncInterval:   DefaultSyncInterval,
 	}
 }
 
@@ -116,6 +134,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactRatio == 0 {
 		c.CompactRatio = DefaultCompactRatio
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // maxGather bounds the appends one batch takes.
@@ -25,6 +26,12 @@ type writer struct {
 	paused bool
 
 	closeErr error
+
+	// lastSync is when the last fsync of appends started, and lastTaken
+	// how many appends it covered: pace waits out SyncInterval after
+	// one that covered several.
+	lastSync  time.Time
+	lastTaken int
 }
 
 // run is the writer goroutine. Each round takes the appends waiting
@@ -52,6 +59,7 @@ func (l *Log) run() {
 				return
 			case r := <-l.appendc:
 				reqs = append(reqs, r)
+				l.pace()
 			case <-l.kick:
 			}
 			l.w.paused = false
@@ -64,6 +72,28 @@ func (l *Log) run() {
 		}
 		l.commit(l.gather(reqs))
 		l.maintain()
+	}
+}
+
+// pace waits, before the fsync of appends that came from several callers
+// at once, until SyncInterval has passed since the last one started (or
+// the log closes), so that the appends that come meanwhile share it. The
+// first append of a round is taken already: it waits too, as the others
+// would have waited for a running fsync.
+func (l *Log) pace() {
+	w := &l.w
+	if l.cfg.NoSync || l.cfg.SyncInterval <= 0 || w.lastTaken < 2 {
+		return
+	}
+	wait := l.cfg.SyncInterval - l.cfg.Clock.Since(w.lastSync)
+	if wait <= 0 {
+		return
+	}
+	t := l.cfg.Clock.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+	case <-l.stop:
 	}
 }
 
@@ -160,6 +190,9 @@ func (l *Log) commit(reqs []*appendReq) {
 	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
 	_, err := w.f.WriteAt(buf, start)
 	if err == nil && sync {
+		if len(taken) > 0 {
+			w.lastSync, w.lastTaken = l.cfg.Clock.Now(), len(taken)
+		}
 		err = w.f.Sync()
 	}
 	if err != nil {

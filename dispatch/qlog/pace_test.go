@@ -1,0 +1,96 @@
+package qlog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"chute/internal/testutil"
+)
+
+// After an fsync that covered appends of several callers, the next one
+// waits for SyncInterval from its start, and what comes meanwhile shares
+// it; once the interval has passed, an append goes at once.
+func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	clk := clockwork.NewFakeClock()
+	cfg.Clock, cfg.SyncInterval = clk, 10*time.Millisecond
+	fl := &faults{syncing: make(chan struct{}, 1)}
+	l, _ := openLog(t, cfg, fl.hooks())
+	<-fl.syncing // the new segment's header
+
+	appendAsync := func(i int) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Append(context.Background(), rec(i, 100))
+			done <- err
+		}()
+		return done
+	}
+	wait := func(name string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("append %s: %v", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("append %s not answered within 5s", name)
+		}
+	}
+
+	// a alone, its fsync held while b and c come: they share the next.
+	hold := make(chan struct{})
+	fl.hold.Store(&hold)
+	a := appendAsync(0)
+	<-fl.syncing
+	b, c := appendAsync(1), appendAsync(2)
+	testutil.EventuallyTrue(t, 5*time.Second, "b and c waiting", func() bool { return l.Stats().Waiting == 2 })
+	fl.hold.Store(nil)
+	close(hold)
+	wait("a", a)
+	wait("b", b)
+	wait("c", c)
+	before := l.Stats().Fsyncs
+
+	// d comes right after the shared fsync: it waits for the interval.
+	d := appendAsync(3)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the writer never waited on the clock: %v", err)
+	}
+	e := appendAsync(4)
+	testutil.EventuallyTrue(t, 5*time.Second, "e waiting", func() bool { return l.Stats().Waiting == 1 })
+	if got := l.Stats().Fsyncs; got != before {
+		t.Fatalf("fsyncs went from %d to %d before the interval passed, want none", before, got)
+	}
+	clk.Advance(10 * time.Millisecond)
+	wait("d", d)
+	wait("e", e)
+	if got := l.Stats().Fsyncs - before; got != 1 {
+		t.Errorf("d and e took %d fsyncs, want 1", got)
+	}
+
+	// Once the interval has passed, an append waits for nothing.
+	clk.Advance(10 * time.Millisecond)
+	f := appendAsync(5)
+	wait("f", f)
+}
+
+// A caller appending alone is never paced: each of its appends is a batch
+// of one.
+func TestLog_Append_loneCallerNotPaced(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.Clock, cfg.SyncInterval = clockwork.NewFakeClock(), time.Hour
+	l, _ := openLog(t, cfg, hooks{})
+	for i := range 20 {
+		mustAppend(t, l, rec(i, 100))
+	}
+	if got := l.Stats().Fsyncs; got < 20 {
+		t.Errorf("%d fsyncs for 20 appends in turn, want one each", got)
+	}
+}
