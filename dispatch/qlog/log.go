@@ -114,6 +114,11 @@ func (l *Log) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
 		}
 		bytes += dataFrameSize(len(r))
 	}
+	if err := ctx.Err(); err != nil {
+		// Ended already: not handed to the writer, whose receive would
+		// otherwise race the Done case below.
+		return 0, err
+	}
 	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{})}
 	l.waiting.Add(1)
 	select {
