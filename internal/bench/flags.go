@@ -21,6 +21,7 @@ type options struct {
 	readyTimeout  time.Duration
 	trace         bool
 	clickhouseURL string
+	clickhousePID int
 	queues        int
 	claim         string
 	progress      bool
@@ -73,6 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
 	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
 	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is: 1 and 3 nodes, unary and txn, 1 node with --unsafe-no-fsync, no-op ceilings, raw inserts, memory")
+	fs.IntVar(&o.clickhousePID, "clickhouse-pid", 0, "with --matrix --clickhouse-url: the ClickHouse server's process, whose CPU time the matrix meters per row (default: the process listening on the URL's port, found through /proc)")
 	fs.IntVar(&o.queues, "queues", 0, "put rows to this many ch: queues, tables bench_<run>_0..Q-1 created for each run (needs --clickhouse-url; the matrix's default is 1), 0 for plain keys")
 	fs.StringVar(&o.claim, "claim", "", "with --endpoints and --queues: an endpoint that gets the first put of every queue, so its node dispatches them, while the puts go to --endpoints")
 	fs.DurationVar(&o.cfg.LandTimeout, "land-timeout", def.LandTimeout, "with --queues: how long the rows may take to land once the puts have ended")
@@ -138,6 +140,10 @@ func (o options) validate() error {
 		return fmt.Errorf("--repeat %d, want 1..%d", o.repeat, maxRepeat)
 	case o.repeat > 1 && !o.matrix:
 		return errors.New("--repeat needs --matrix")
+	case o.clickhousePID < 0:
+		return fmt.Errorf("--clickhouse-pid %d, want a process id", o.clickhousePID)
+	case o.clickhousePID > 0 && (!o.matrix || o.clickhouseURL == ""):
+		return errors.New("--clickhouse-pid needs --matrix --clickhouse-url")
 	case o.rawPosters < 1:
 		return fmt.Errorf("--raw-posters %d, want at least 1", o.rawPosters)
 	case o.matrix:

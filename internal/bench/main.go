@@ -109,6 +109,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			childOutput:   stderr,
 			trace:         opts.trace,
 			clickhouseURL: opts.clickhouseURL,
+			clickhousePID: opts.clickhousePID,
 			queues:        opts.queues,
 			txn:           opts.cfg.Txn,
 			rawPosters:    opts.rawPosters,
@@ -116,7 +117,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			etcd:          etcd,
 			compression:   opts.compression,
 		}, logger)
-		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
+		return Measured{Results: out.results, Raw: out.raw, Floors: out.floors, Memory: out.memory}, err
 	}
 	cfg := opts.cfg
 	id := newRunID()

@@ -82,9 +82,29 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		b.WriteString("\n## Repeated runs\n\nThe rows above that fold several runs show their medians; here are\nthe extremes.\n\n")
 		r.writeSpread(&b)
 	}
+	if r.hasPerRow() {
+		b.WriteString("\n## CPU per row against the floors\n\n" +
+			"Each process's CPU time over a run, warmup and the wait for its rows\n" +
+			"included, over the rows it landed; three nodes are summed. The floors\n" +
+			"are measured in the same run (see How it was measured).\n\n")
+		r.writePerRow(&b)
+	}
+	if hasRowCPU(r.Results) {
+		b.WriteString("\n## CPU per row of each process\n\n" +
+			"Per row landed, warmup included; per put where the run watched no\n" +
+			"rows (the no-op server's). Several nodes: each, then their sum.\n\n")
+		r.writeRowCPU(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\n## Rows into ClickHouse\n\n")
 		r.writeRows(&b)
+	}
+	if len(r.Floors) > 0 {
+		b.WriteString("\n## ClickHouse floors\n\n" +
+			"The rows of the median one-node chute run of each call shape,\n" +
+			"inserted straight into ClickHouse in large batches at that run's\n" +
+			"rows/s: what those rows cost ClickHouse at the least.\n\n")
+		r.writeFloors(&b)
 	}
 	if hasQueueLog(r.Results) {
 		b.WriteString("\n## Queue log\n\nWhat each node's queue log did during the measured phase.\n\n")
