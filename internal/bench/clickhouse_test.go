@@ -5,6 +5,7 @@ package bench
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func TestWithClickHouse(t *testing.T) {
 	t.Run("chCounts", func(t *testing.T) { testChCounts(t, ch) })
 	t.Run("runRawInsert", func(t *testing.T) { testRunRawInsert(t, ch) })
 	t.Run("runRawInsert_capped", func(t *testing.T) { testRunRawInsertCapped(t, ch) })
+	t.Run("runRawInsert_paced", func(t *testing.T) { testRunRawInsertPaced(t, ch) })
 	t.Run("runMatrix", func(t *testing.T) { testRunMatrixClickHouse(t, ch) })
 }
 
@@ -223,6 +225,43 @@ func testRunRawInsertCapped(t *testing.T, ch *chtest.Server) {
 	}
 	if r.BatchBytes > rawMaxBatchBytes {
 		t.Errorf("batch bytes: got %d, want at most %d", r.BatchBytes, rawMaxBatchBytes)
+	}
+}
+
+// testRunRawInsertPaced paces three inserts 100 ms apart and counts the
+// rows every 10 ms meanwhile, metering ClickHouse found by its port.
+func testRunRawInsertPaced(t *testing.T, ch *chtest.Server) {
+	ctx := testContext(t)
+	selects := func() int64 {
+		out, err := chQuery(ctx, ch.URL(), "SELECT value FROM system.events WHERE event = 'SelectQuery'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+		return n
+	}
+	pid, err := clickHousePID(0, ch.URL())
+	if err != nil {
+		t.Fatalf("clickHousePID: %v", err)
+	}
+	before := selects()
+	r, err := meterRaw(ctx, rawInsert{url: ch.URL(), rows: 3000, posters: 2, batchRows: 1000, valSize: 256, rate: 10000, poll: 10 * time.Millisecond}, pid)
+	if err != nil {
+		t.Fatalf("meterRaw: %v", err)
+	}
+	if r.Rows != 3000 || r.Inserts != 3 || r.Rate != 10000 {
+		t.Errorf("result: got %d rows in %d inserts at %v rows/s, want 3000 in 3 at 10000", r.Rows, r.Inserts, r.Rate)
+	}
+	if r.Elapsed < 200*time.Millisecond {
+		t.Errorf("elapsed: got %v, want at least 200 ms: the third insert starts 200 ms after the first", r.Elapsed)
+	}
+	// At least one count per 10 ms of the 200, give or take a loaded
+	// machine's ticks; the final count of the table is one more.
+	if n := selects() - before; n < 10 {
+		t.Errorf("counts while posting: got %d SELECTs, want at least 10", n)
+	}
+	if r.ClickHouseCPU == nil || r.ClientCPU == nil || r.ClickHouseCPU.MicrosPerRow != r.ClickHouseCPU.Seconds*1e6/3000 {
+		t.Errorf("cpu: got ClickHouse %+v, client %+v; want both, per row of 3000", r.ClickHouseCPU, r.ClientCPU)
 	}
 }
 
