@@ -293,6 +293,12 @@ func TestReport_WriteDoc(t *testing.T) {
 		"every 50ms (every 10ms in a run paced for its latency) from the start",
 		"no-op txn-128, chute txn-128",
 		"by 2 concurrent posters",
+		"Targets 1 to 3 read the node that fsyncs",
+		"`--clickhouse-pid` names",
+		"in batches of 30000\nrows by 2 posters, paced at that run's rows/s",
+		"table's rows every 50ms while it posts",
+		"plus 64 bytes; the key is the message key, the 16 bytes after",
+		"a loopback port\nnothing listens on",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("document lacks %q:\n%s", want, out)
@@ -471,7 +477,7 @@ func TestReport_WriteDoc_queueLog(t *testing.T) {
 		"| 5a | fsync on, unary, one node: chute µs/row ≤ 1.1× --unsafe-no-fsync's |",
 		"a second one started with `--unsafe-no-fsync`",
 		"`chute_queue_log_fsyncs_total` and\n`chute_queue_log_appended_total`",
-		"the unary and txn cells of one node (with fsync\nand without) and of three nodes",
+		"the unary and txn cells of one node (with fsync\nand without) and of three nodes, their no-op floors, the ClickHouse\nfloors",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("document lacks %q:\n%s", want, out)
@@ -584,7 +590,7 @@ func TestReport_WriteDoc_compression(t *testing.T) {
 		"Compression: one chute node per value of `--clickhouse-compression`\n(none, gzip)",
 		"as the one-node txn-128 cell",
 		"request lines, headers and bodies as sent",
-		"the bench does not sample the ClickHouse process itself",
+		"which the process's CPU in the tables of CPU per row holds",
 		"read the bytes saved as an\nupper bound",
 	} {
 		if !strings.Contains(out, want) {

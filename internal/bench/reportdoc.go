@@ -178,9 +178,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"binary, on loopback, with the client, the servers and ClickHouse\n"+
 			"sharing the machine. One node: the no-op server, a chute node and\n"+
 			"a second one started with `--unsafe-no-fsync`; no-op unary, chute\n"+
-			"unary, the same without fsync, chute unary paced at half the rows/s\n"+
-			"of its unpaced run (target 4), no-op txn-%d, chute txn-%d, the same\n"+
-			"without fsync. Three nodes: chute processes joined by gossip\n"+
+			"unary, the same without fsync, no-op txn-%d, chute txn-%d, the same\n"+
+			"without fsync. Targets 1 to 3 read the node that fsyncs, the default\n"+
+			"users run. Three nodes: chute processes joined by gossip\n"+
 			"(`--gossip-profile fast`); the first gets the first put of every\n"+
 			"queue, so it claims and\n"+
 			"dispatches them all, and every other put goes to the second and\n"+
@@ -188,17 +188,43 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node. CPU µs/put is each node's user and system\n"+
-			"time (utime + stime of /proc/<pid>/stat) from the run's first dial\n"+
-			"to its end, warmup and the wait for rows included, over the run's\n"+
-			"puts, warmup included: the servers' cost of a put, measured in the\n"+
-			"same run as their rates.\n\n", txn, txn, rssPeriod)
+			"during the run, per node.\n\n", txn, txn, rssPeriod)
+		b.WriteString("CPU: the user and system time (utime + stime of /proc/<pid>/stat)\n" +
+			"of each node, of the ClickHouse process and of the bench's own process\n" +
+			"from just before a run creates its tables to just after it dropped\n" +
+			"them, warmup and the wait for the rows included. µs/put divides it by\n" +
+			"the run's puts, µs/row by the rows it landed (the warmup's and the\n" +
+			"measured rows counted in ClickHouse; the puts where the run watches\n" +
+			"no rows, as against the no-op server, where a put is a row); three\n" +
+			"nodes are also summed. The ClickHouse process is the one\n" +
+			"`--clickhouse-pid` names (`make bench` passes the server it started),\n" +
+			"else the one listening on the URL's port, found through\n" +
+			"/proc/net/tcp{,6} and /proc/<pid>/fd: all its threads, so the\n" +
+			"parsing of the inserts, the merges (some of a cell's may run into the\n" +
+			"next) and the bench's own counts of the rows. The client is the\n" +
+			"bench's process: the putters and their clientv3 connections, the row\n" +
+			"counts, the memory and CPU sampling and whatever else it serves\n" +
+			"meanwhile: the wire proxies of the compression cells, the span sink\n" +
+			"of the traced one (idle otherwise). Goroutines are not bound to\n" +
+			"threads, so these cannot be told apart.\n\n")
+		fmt.Fprintf(b, "Floors, measured in the same bench: the no-op server's µs/put (unary\n"+
+			"and txn-%d, a put being a row) and the ClickHouse floors. A ClickHouse\n"+
+			"floor takes the median one-node chute run of a call shape (fsync on)\n"+
+			"and posts as many rows as it landed, the same JSON into a table of the\n"+
+			"same schema, as JSONEachRow straight to ClickHouse in batches of %d\n"+
+			"rows by %d posters, paced at that run's rows/s, once the one-node\n"+
+			"group's processes have stopped; like the chute cells it counts the\n"+
+			"table's rows every %v while it posts. ClickHouse µs/row is the\n"+
+			"ClickHouse process's CPU over the floor, table creation to drop, over\n"+
+			"the rows inserted. Each floor runs as often as the cells it is the\n"+
+			"floor of and shows the run of the median ClickHouse µs/row.\n\n",
+			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
 			"fsync would cost nothing), and fsyncs it before it answers a put,\n" +
 			"many puts to one fsync; the node started with `--unsafe-no-fsync`\n" +
-			"writes it without fsync, the ceiling targets 7a and 7b compare\n" +
-			"puts/s with. Just before and just after the measured phase of\n" +
+			"writes it without fsync, the floor targets 5a and 5b compare\n" +
+			"CPU per row with. Just before and just after the measured phase of\n" +
 			"these four runs the bench reads `chute_queue_log_fsyncs_total` and\n" +
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
@@ -217,8 +243,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"CPU µs/row is the growth of system.events UserTimeMicroseconds +\n"+
 				"SystemTimeMicroseconds over the run, over the same rows: the CPU of\n"+
 				"ClickHouse's query threads (decompressing and parsing the inserts,\n"+
-				"and the bench's own counts of the rows), not its background merges;\n"+
-				"the bench does not sample the ClickHouse process itself. The bench\n"+
+				"and the bench's own counts of the rows), not its background merges,\n"+
+				"which the process's CPU in the tables of CPU per row holds. The bench\n"+
 				"reads the rows straight from ClickHouse, not through the proxies.\n"+
 				"A row's padding is cut from one random buffer per putter, so it\n"+
 				"repeats much of the rows sent before it, and the codecs shrink it\n"+
@@ -249,12 +275,14 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		if s.repeat > 1 {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
-				"and without) and of three nodes, their no-op floors and the KV cells\n"+
-				"run %d times each, back to back (the KV cells in alternation)\n"+
-				"on the same processes with fresh tables and keys; the tables show\n"+
-				"the median of every figure over the runs, each on its own (the\n"+
-				"counts are the median run's), and the repeated runs table their\n"+
-				"extremes. The paced, traced, raw and memory cells run once.\n\n",
+				"and without) and of three nodes, their no-op floors, the ClickHouse\n"+
+				"floors and the KV cells run %d times each, back to back (the KV\n"+
+				"cells in alternation) on the same processes with fresh tables and\n"+
+				"keys; the tables show the median of every figure over the runs,\n"+
+				"each on its own (the counts are the median run's), and the repeated\n"+
+				"runs table their extremes and the failed puts of all the runs, which\n"+
+				"target 2a counts. The traced, compression, raw and memory cells run\n"+
+				"once.\n\n",
 				s.repeat, s.repeat)
 		}
 		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
@@ -262,18 +290,23 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"flight, in batches of the size ClickHouse saw from chute in the\n"+
 			"one-node txn run (at most 100000 rows and 8 MiB, chute's caps); rows/s\n"+
 			"counts the rows the table holds after the last answer.\n\n", s.rawPosters)
-		fmt.Fprintf(b, "Memory: a chute node without ClickHouse keeps every row of a `ch:`\n"+
-			"queue. The bench reads the node's `/metrics` until two garbage\n"+
+		fmt.Fprintf(b, "Memory: a chute node whose `--clickhouse-url` is a loopback port\n"+
+			"nothing listens on keeps every row of a `ch:` queue while its inserts\n"+
+			"are refused. The bench reads its resident memory (VmRSS) and its\n"+
+			"`/metrics` until two garbage\n"+
 			"collections have ended (each read allocates, which brings them\n"+
 			"about) and takes the heap goal the last one set, then queues the\n"+
 			"rows (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
-			"the goal again. The goal is the live heap × (1 + GOGC/100) plus a\n"+
+			"both again. Target 4 holds the RSS growth per row, the heap's\n"+
+			"headroom (GOGC) and garbage included, to the row's value and key\n"+
+			"plus %d bytes; the key is the message key, the %d bytes after\n"+
+			"`/q/ch:<table>/p/`, which chute keeps with the value. The live heap\n"+
+			"is shown too: the heap goal is the live heap × (1 + GOGC/100) plus a\n"+
 			"term for stacks and globals that barely moves, so the difference of\n"+
 			"the goals divided by 1 + GOGC/100 is the growth of the live heap;\n"+
 			"less the value, per row, it is what the queue spends on a row (key\n"+
-			"included). RSS growth per row is shown too: it holds the heap's\n"+
-			"headroom (GOGC) and garbage, which a row does not cost for good.\n",
-			maxTxn)
+			"included).\n",
+			maxTxn, targetRowRSSOverhead, c.KeySize)
 	}
 }
 
