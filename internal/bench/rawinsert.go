@@ -39,8 +39,10 @@ type rawInsert struct {
 	batchRows int // rows per insert, lowered to fit the caps
 	valSize   int // bytes per row, as Config.ValSize
 	// rate paces the inserts at this many rows per second in all: insert
-	// i starts no earlier than i batches' worth of rows after the first.
-	// Zero: every poster posts as fast as its last insert returns.
+	// i starts no earlier than i batches' worth of rows after the first,
+	// and the run lasts at least rows/rate, as the run it stands for
+	// did, counting the rows (poll) until then. Zero: every poster posts
+	// as fast as its last insert returns.
 	rate float64
 	// poll, when set, counts the table's rows this often while the
 	// inserts go on, as a watched run counts its rows. Zero: no counts.
@@ -165,6 +167,9 @@ func runRawInsert(ctx context.Context, ri rawInsert) (RawResult, error) {
 		})
 	}
 	wg.Wait()
+	if ri.rate > 0 {
+		sleepUntil(pctx, start.Add(time.Duration(float64(time.Second)*float64(ri.rows)/ri.rate)))
+	}
 	elapsed := time.Since(start)
 	close(pollStop)
 	polls.Wait()

@@ -92,8 +92,12 @@ func evaluateTargets(results []Result, floors []RawResult, mem *MemoryResult) []
 	}
 	if okT1 {
 		refused := refusedPuts(t1)
+		measured := "failed puts over " + runsOf(t1)
+		if t1.FirstError != "" {
+			measured += fmt.Sprintf(", e.g. %q", t1.FirstError)
+		}
 		out = append(out, Target{ID: "2a", Goal: fmt.Sprintf("txn-%d, one node: no put refused", t1.Txn),
-			Measured: fmt.Sprintf("failed puts over %s, e.g. %q", runsOf(t1), t1.FirstError),
+			Measured: measured,
 			Value:    float64(refused), Got: fmt.Sprint(refused), Want: "0", Pass: refused == 0})
 		if n, ok := findCell(results, ServerNoop, t1.Txn, false); ok && len(t1.CPU) > 0 && len(n.CPU) > 0 {
 			ratio("2b", fmt.Sprintf("and chute µs/row ≤ %.1f× the no-op server's", targetTxnPerNoop),
