@@ -273,6 +273,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	mc.clickhouseURL = ch.URL()
 	mc.compression = []string{"none", "gzip"}
 	mc.memRows = 20000
+	mc.countSpan = 2 * time.Second // some 40 counts: several ticks of ClickHouse CPU
 	mc.base.Puts, mc.base.Warmup = 400, 20
 	mc.base.LandTimeout = 30 * time.Second
 	out, err := runMatrix(testContext(t), mc, slog.New(slog.DiscardHandler))
@@ -336,6 +337,9 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		}
 	}
 	checkWire(t, mc, out.results)
+	if c := out.count; c == nil || c.Counts < 1 || c.MillisPerSec <= 0 || c.Period != throughputPollInterval {
+		t.Errorf("count cost: got %+v, want counts every %v and ClickHouse's CPU", c, throughputPollInterval)
+	}
 	if len(out.floors) != 2 {
 		t.Fatalf("floors: got %+v, want unary and txn", out.floors)
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // runFloor is the ClickHouse floor of the chute cell whose median run is
@@ -56,4 +59,60 @@ func meterRaw(ctx context.Context, ri rawInsert, chPID int) (RawResult, error) {
 	res.ClickHouseCPU = takeCPU(&used, procClickHouse)
 	res.ClientCPU = takeCPU(&used, procClient)
 	return res, nil
+}
+
+// countCostSpan is how long the matrix counts an empty table's rows to
+// see what counting costs ClickHouse.
+const countCostSpan = 5 * time.Second
+
+// CountCost is what counting a table's rows every Period costs
+// ClickHouse, as the watched runs and the floors do: the CPU of the
+// ClickHouse process over a span of counts of an empty table and
+// nothing else, per second. Its idle work (system logs, merges of
+// other tables) is in it too.
+type CountCost struct {
+	Period time.Duration `json:"period_ns"`
+	Counts int64         `json:"counts"`
+	// MillisPerSec is the ClickHouse process's CPU milliseconds per
+	// second of the span.
+	MillisPerSec float64 `json:"cpu_ms_per_sec"`
+}
+
+// perRowAt is the share of a run's ClickHouse µs/row that counting
+// explains when the run's rows arrive at rowsPerSec.
+func (c CountCost) perRowAt(rowsPerSec float64) float64 {
+	if rowsPerSec <= 0 {
+		return 0
+	}
+	return c.MillisPerSec * 1000 / rowsPerSec
+}
+
+// measureCountCost counts the rows of an empty table every
+// throughputPollInterval for span, with the CPU of ClickHouse (chPID)
+// metered.
+func measureCountCost(ctx context.Context, url string, chPID int, span time.Duration) (CountCost, error) {
+	table := "bench_" + newRunID() + "_count"
+	if err := createTable(ctx, url, table); err != nil {
+		return CountCost{}, err
+	}
+	defer func() { _ = dropTable(context.WithoutCancel(ctx), url, table) }() // best effort
+	cpu := startCPU([]proc{{name: procClickHouse, pid: chPID}})
+	start := time.Now()
+	stop := make(chan struct{})
+	var counts atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() { pollCounts(ctx, url, table, throughputPollInterval, stop, &counts) })
+	sleepUntil(ctx, start.Add(span))
+	close(stop)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := ctx.Err(); err != nil {
+		return CountCost{}, fmt.Errorf("bench: count cost: interrupted: %w", err)
+	}
+	used := cpu.stop(1, 1)
+	if len(used) == 0 {
+		return CountCost{}, fmt.Errorf("bench: count cost: cannot read the cpu of ClickHouse (pid %d)", chPID)
+	}
+	return CountCost{Period: throughputPollInterval, Counts: counts.Load(),
+		MillisPerSec: used[0].Seconds * 1000 / elapsed.Seconds()}, nil
 }

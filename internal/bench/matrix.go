@@ -84,6 +84,9 @@ type matrixConfig struct {
 	rawPosters int
 	// memRows caps the rows the memory cell queues; zero means 100000.
 	memRows int
+	// countSpan is how long the ClickHouse plan counts an empty table to
+	// see what the counts cost ClickHouse; zero means countCostSpan.
+	countSpan time.Duration
 	// etcd, in the ClickHouse plan, is the etcd binary whose three-member
 	// cluster is the KV group's floor. Empty: no KV group.
 	etcd string
@@ -104,6 +107,7 @@ type matrixOutcome struct {
 	results []Result
 	raw     *RawResult
 	floors  []RawResult
+	count   *CountCost
 	memory  *MemoryResult
 }
 
@@ -208,7 +212,8 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //  2. The ClickHouse floors (runFloor), with no chute node up: the rows
 //     of the median chute unary run, then of the median txn run, posted
 //     straight to ClickHouse in batches of floorBatchRows at that run's
-//     rows/s, counted as a watched run counts them.
+//     rows/s, counted as a watched run counts them; before them, what
+//     the counts alone cost ClickHouse (measureCountCost).
 //  3. With mc.compression, the compression group (runCompressionGroup):
 //     the one-node txn run once on a node per --clickhouse-compression
 //     value, each node inserting through a proxy that counts the bytes.
@@ -330,7 +335,19 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 2. The ClickHouse floors.
+	// 2. The ClickHouse floors, and what their counts cost.
+	if chPID > 0 {
+		span := mc.countSpan
+		if span <= 0 {
+			span = countCostSpan
+		}
+		cc, err := measureCountCost(ctx, mc.clickhouseURL, chPID, span)
+		if err != nil {
+			return out, err
+		}
+		out.count = &cc
+		logger.Info("count cost measured", "counts", cc.Counts, "clickhouse_cpu_ms_per_sec", cc.MillisPerSec)
+	}
 	for _, r := range []Result{unary, batched} {
 		f, err := runFloor(ctx, mc, r, rep, chPID, logger)
 		if err != nil {

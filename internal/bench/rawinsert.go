@@ -146,7 +146,7 @@ func runRawInsert(ctx context.Context, ri rawInsert) (RawResult, error) {
 	var polls sync.WaitGroup
 	pollStop := make(chan struct{})
 	if ri.poll > 0 {
-		polls.Go(func() { pollCounts(pctx, ri.url, table, ri.poll, pollStop) })
+		polls.Go(func() { pollCounts(pctx, ri.url, table, ri.poll, pollStop, nil) })
 	}
 	var wg sync.WaitGroup
 	for _, p := range posters {
@@ -220,9 +220,9 @@ func postBatch(ctx context.Context, client *http.Client, insertURL string, body 
 }
 
 // pollCounts counts table's rows every period until stop is closed or
-// ctx ends. A count that fails is not retried: the counts only load
-// ClickHouse as a watched run's do.
-func pollCounts(ctx context.Context, url, table string, period time.Duration, stop <-chan struct{}) {
+// ctx ends, adding each count made to n unless nil. A count that fails
+// is not retried: the counts only load ClickHouse as a watched run's do.
+func pollCounts(ctx context.Context, url, table string, period time.Duration, stop <-chan struct{}, n *atomic.Int64) {
 	tick := time.NewTicker(period)
 	defer tick.Stop()
 	for {
@@ -233,7 +233,9 @@ func pollCounts(ctx context.Context, url, table string, period time.Duration, st
 			return
 		case <-tick.C:
 		}
-		_, _ = chCounts(ctx, url, []string{table})
+		if _, err := chCounts(ctx, url, []string{table}); err == nil && n != nil {
+			n.Add(1)
+		}
 	}
 }
 

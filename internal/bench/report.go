@@ -31,24 +31,29 @@ const (
 // node's; with the matrix against ClickHouse, the sink's ceiling, the
 // memory of a queued row and the benchmark's targets.
 type Report struct {
-	Machine *Machine      `json:"machine,omitempty"`
-	Command string        `json:"command,omitempty"`
-	Results []Result      `json:"results"`
-	Ratios  []Ratio       `json:"ratios,omitempty"`
-	Tracing []TraceRatio  `json:"tracing,omitempty"`
-	Raw     *RawResult    `json:"raw_insert,omitempty"`
-	Floors  []RawResult   `json:"clickhouse_floors,omitempty"`
-	Memory  *MemoryResult `json:"memory,omitempty"`
-	Targets []Target      `json:"targets,omitempty"`
+	Machine *Machine     `json:"machine,omitempty"`
+	Command string       `json:"command,omitempty"`
+	Results []Result     `json:"results"`
+	Ratios  []Ratio      `json:"ratios,omitempty"`
+	Tracing []TraceRatio `json:"tracing,omitempty"`
+	Raw     *RawResult   `json:"raw_insert,omitempty"`
+	Floors  []RawResult  `json:"clickhouse_floors,omitempty"`
+	// CountCost is what counting rows costs ClickHouse; nil: not
+	// measured.
+	CountCost *CountCost    `json:"count_cost,omitempty"`
+	Memory    *MemoryResult `json:"memory,omitempty"`
+	Targets   []Target      `json:"targets,omitempty"`
 }
 
 // Measured is what a bench measured, for NewReport.
 type Measured struct {
 	Results []Result
 	Raw     *RawResult
-	// Floors are the ClickHouse floors, one per call shape.
-	Floors []RawResult
-	Memory *MemoryResult
+	// Floors are the ClickHouse floors, one per call shape, and
+	// CountCost what their counts and the watched runs' cost ClickHouse.
+	Floors    []RawResult
+	CountCost *CountCost
+	Memory    *MemoryResult
 }
 
 // Ratio is chute's puts/s divided by the no-op server's at one client
@@ -71,7 +76,7 @@ type TraceRatio struct {
 // NewReport returns the report of m, computing the ratios and checking the
 // targets.
 func NewReport(m Measured) Report {
-	r := Report{Results: m.Results, Raw: m.Raw, Floors: m.Floors, Memory: m.Memory}
+	r := Report{Results: m.Results, Raw: m.Raw, Floors: m.Floors, CountCost: m.CountCost, Memory: m.Memory}
 	for _, p := range ratios(m.Results, ServerChute, ServerNoop) {
 		r.Ratios = append(r.Ratios, Ratio{Clients: p.clients, Txn: p.txn, ChutePerNoop: p.value})
 	}
@@ -560,15 +565,28 @@ func (r Report) writeRowCPU(b *bytes.Buffer) {
 	}
 }
 
-// writeFloors writes the table of the ClickHouse floors.
+// writeFloors writes the table of the ClickHouse floors and, when
+// measured, what the counts cost ClickHouse, per row at each floor's
+// rate: the share of the floor, and of its chute runs, that counting
+// explains.
 func (r Report) writeFloors(b *bytes.Buffer) {
-	b.WriteString("| floor of | runs | rows per insert | inserts | rows | paced rows/s | rows/s | insert p50 ms | p99 ms | ClickHouse µs/row | min–max | client µs/row |\n")
-	b.WriteString("|----------|-----:|----------------:|--------:|-----:|-------------:|-------:|--------------:|-------:|------------------:|--------:|--------------:|\n")
+	b.WriteString("| floor of | runs | rows per insert | inserts | rows | paced rows/s | rows/s | insert p50 ms | p99 ms | ClickHouse µs/row | min–max | counting µs/row | client µs/row |\n")
+	b.WriteString("|----------|-----:|----------------:|--------:|-----:|-------------:|-------:|--------------:|-------:|------------------:|--------:|----------------:|--------------:|\n")
 	for _, f := range r.Floors {
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.0f | %.0f | %s | %s | %s | %s | %s |\n",
+		counting := "-"
+		if c := r.CountCost; c != nil {
+			counting = fmt.Sprintf("%.2f", c.perRowAt(f.Rate))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.0f | %.0f | %s | %s | %s | %s | %s | %s |\n",
 			callShape(Result{Txn: f.Txn}), max(f.Runs, 1), f.BatchRows, f.Inserts, f.Rows, f.Rate, f.RowsPerSec,
 			millis1(f.P50), millis1(f.P99), perRow(f.ClickHouseCPU),
-			span(f.MinClickHouseMicrosPerRow, f.MaxClickHouseMicrosPerRow), perRow(f.ClientCPU))
+			span(f.MinClickHouseMicrosPerRow, f.MaxClickHouseMicrosPerRow), counting, perRow(f.ClientCPU))
+	}
+	if c := r.CountCost; c != nil {
+		fmt.Fprintf(b, "\nCounting an empty table's rows every %v (%d counts) and nothing else cost\n"+
+			"ClickHouse %.1f ms of CPU per second: counting µs/row is that over the\n"+
+			"floor's rate, the share of the floor (and about of its chute runs) the\n"+
+			"counts explain.\n", c.Period, c.Counts, c.MillisPerSec)
 	}
 }
 

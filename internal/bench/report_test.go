@@ -148,7 +148,8 @@ func clickHouseMeasured() Measured {
 			{Rows: 5400000, Inserts: 180, BatchRows: 30000, BatchBytes: 7710000, Posters: 2, ValSize: 256, Elapsed: 20 * time.Second, RowsPerSec: 270000, Rate: 270000,
 				Txn: 128, P50: 30 * time.Millisecond, P99: 50 * time.Millisecond, ClickHouseCPU: proc(procClickHouse, 1.6)},
 		},
-		Memory: &MemoryResult{Rows: 100000, ValSize: 256, KeySize: 16, HeapBytes: 44200000, HeapPerRow: 442, OverheadPerRow: 186, RSSBytes: 33600000, RSSPerRow: 336, GOGC: 100},
+		CountCost: &CountCost{Period: 50 * time.Millisecond, Counts: 100, MillisPerSec: 30},
+		Memory:    &MemoryResult{Rows: 100000, ValSize: 256, KeySize: 16, HeapBytes: 44200000, HeapPerRow: 442, OverheadPerRow: 186, RSSBytes: 33600000, RSSPerRow: 336, GOGC: 100},
 	}
 }
 
@@ -245,8 +246,9 @@ func TestReport_WriteMarkdown_clickHouse(t *testing.T) {
 		"\nRows into ClickHouse:\n\n| server | calls | puts/s | rows | rows/s | rows per insert | put-to-row p50 ms | p99 ms | p99.9 ms |",
 		"| chute | txn 128 | 280000 | 100000 | 270000 | 5000 | 100.0 | 200.0 | 201.0 |",
 		"\nClickHouse floors, the same rows inserted straight:\n\n",
-		"| put | 3 | 30000 | 13 | 390000 | 18900 | 19500 | 30.0 | 40.0 | 2.00 | 1.90–2.20 | 0.30 |\n",
-		"| txn 128 | 1 | 30000 | 180 | 5400000 | 270000 | 270000 | 30.0 | 50.0 | 1.60 | - | - |\n",
+		"| put | 3 | 30000 | 13 | 390000 | 18900 | 19500 | 30.0 | 40.0 | 2.00 | 1.90–2.20 | 1.59 | 0.30 |\n",
+		"| txn 128 | 1 | 30000 | 180 | 5400000 | 270000 | 270000 | 30.0 | 50.0 | 1.60 | - | 0.11 | - |\n",
+		"\nCounting an empty table's rows every 50ms (100 counts) and nothing else cost\nClickHouse 30.0 ms of CPU per second:",
 		"\nRaw JSONEachRow inserts, the ceiling of the sink:\n\n",
 		"| 2 | 5000 | 1285000 | 200 | 1000000 | 500000 | 8.0 | 20.0 |",
 		"| 100000 | 256 | 16 | 336 B | 64 B | 442 B | 186 B | 100 |",
@@ -631,5 +633,15 @@ func TestReport_WriteJSON_compression(t *testing.T) {
 	}
 	if n := strings.Count(b.String(), `"wire"`); n != 2 {
 		t.Errorf("JSON: got %d wire objects, want 2", n)
+	}
+}
+
+func TestCountCost_perRowAt(t *testing.T) {
+	c := CountCost{MillisPerSec: 30}
+	if got := c.perRowAt(15000); got != 2 {
+		t.Errorf("perRowAt(15000): got %v, want 2 µs/row", got)
+	}
+	if got := c.perRowAt(0); got != 0 {
+		t.Errorf("perRowAt(0): got %v, want 0", got)
 	}
 }

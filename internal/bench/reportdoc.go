@@ -217,7 +217,11 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"table's rows every %v while it posts. ClickHouse µs/row is the\n"+
 			"ClickHouse process's CPU over the floor, table creation to drop, over\n"+
 			"the rows inserted. Each floor runs as often as the cells it is the\n"+
-			"floor of and shows the run of the median ClickHouse µs/row.\n\n",
+			"floor of and shows the run of the median ClickHouse µs/row. The\n"+
+			"counts are in both sides of the ratio, as they cost ClickHouse the\n"+
+			"same per second; before the floors the bench counts an empty table\n"+
+			"for a few seconds alone, and the floors table shows the share of\n"+
+			"each floor that counting explains.\n\n",
 			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
