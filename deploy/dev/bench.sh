@@ -16,9 +16,9 @@
 # on a node whose ClickHouse is unreachable; a node tracing every call;
 # plain key puts to three chute nodes next to three etcd members (etcd on
 # PATH, Debian's 3.4). The unary and txn cells (with fsync and without),
-# their no-op and ClickHouse floors and the KV cells run three times each
-# and show their medians; the traced, compression, raw and memory cells
-# run once. Each run lasts 20 s; the whole takes about seventeen minutes
+# their no-op and ClickHouse floors, the KV cells and the memory cell run
+# three times each and show their medians; the traced, compression and
+# raw cells run once. Each run lasts 20 s; the whole takes about seventeen minutes
 # on 2 cores. The tables, the targets with pass/fail, the machine and the
 # method go to REPORT (default docs/benchmarks.md) and, without the
 # machine, to stdout.

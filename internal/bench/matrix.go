@@ -96,9 +96,10 @@ type matrixConfig struct {
 	compression []string
 	// repeat is how many times the compared cells run, each reported
 	// as the median of its runs: every cell of the plan without
-	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
-	// txn cells of one node (with fsync and without) and of three nodes,
-	// their no-op floors and the KV cells. Zero or one: once.
+	// ClickHouse; in the ClickHouse plan the untraced unary and txn cells
+	// of one node (with fsync and without) and of three nodes, their
+	// no-op and ClickHouse floors, the KV cells and the memory cell.
+	// Zero or one: once.
 	repeat int
 }
 
@@ -416,39 +417,51 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	out.raw = &raw
 	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
 
-	// 7. Memory.
-	err = func() error {
-		ports, err := freePorts(5)
+	// 7. Memory, a fresh node each run.
+	runs := make([]MemoryResult, 0, rep)
+	for range rep {
+		m, err := runMemoryCell(ctx, mc, dir, logger)
 		if err != nil {
-			return err
+			return out, err
 		}
-		data, err := groupDir(dir, "memory", logger)
-		if err != nil {
-			return err
-		}
-		defer data.remove()
-		// Nothing listens on the fifth port: every insert is refused.
-		t := memoryTarget(mc, ports[:4], data.path, os.Environ(), "http://"+loopback(ports[4]))
-		started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
-		defer stopTargets(started, logger)
-		if err != nil {
-			return err
-		}
-		limit := mc.memRows
-		if limit == 0 {
-			limit = memoryRows
-		}
-		rows := memoryRowsFor(mc.base.ValSize, mc.base.KeySize, limit)
-		logger.Info("memory cell starting", "server", t.name, "rows", rows)
-		m, err := measureRowMemory(ctx, t, mc.base, rows)
-		if err != nil {
-			return err
-		}
-		out.memory = &m
-		logger.Info("memory cell finished", "heap_per_row", int64(m.HeapPerRow), "overhead_per_row", int64(m.OverheadPerRow))
-		return nil
-	}()
-	return out, err
+		runs = append(runs, m)
+	}
+	m := medianMemory(runs)
+	out.memory = &m
+	return out, nil
+}
+
+// runMemoryCell starts a chute node whose ClickHouse is a closed port,
+// queues rows on it (measureRowMemory) and stops it.
+func runMemoryCell(ctx context.Context, mc matrixConfig, dir string, logger *slog.Logger) (MemoryResult, error) {
+	ports, err := freePorts(5)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	data, err := groupDir(dir, "memory", logger)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	defer data.remove()
+	// Nothing listens on the fifth port: every insert is refused.
+	t := memoryTarget(mc, ports[:4], data.path, os.Environ(), "http://"+loopback(ports[4]))
+	started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
+	defer stopTargets(started, logger)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	limit := mc.memRows
+	if limit == 0 {
+		limit = memoryRows
+	}
+	rows := memoryRowsFor(mc.base.ValSize, mc.base.KeySize, limit)
+	logger.Info("memory cell starting", "server", t.name, "rows", rows)
+	m, err := measureRowMemory(ctx, t, mc.base, rows)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	logger.Info("memory cell finished", "rss_per_row", int64(m.RSSPerRow), "heap_per_row", int64(m.HeapPerRow))
+	return m, nil
 }
 
 // matrixTargets are the servers of the one-node group: the no-op server

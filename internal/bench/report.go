@@ -377,10 +377,14 @@ func (r Report) writeRaw(b *bytes.Buffer) {
 // writeMemory writes the table of the memory of a queued row.
 func (r Report) writeMemory(b *bytes.Buffer) {
 	m := r.Memory
-	b.WriteString("| rows queued | value bytes | key bytes | RSS growth per row | beyond value and key | live heap per row | beyond the value | GOGC |\n")
-	b.WriteString("|------------:|------------:|----------:|-------------------:|---------------------:|------------------:|-----------------:|-----:|\n")
-	fmt.Fprintf(b, "| %d | %d | %d | %.0f B | %.0f B | %.0f B | %.0f B | %d |\n",
-		m.Rows, m.ValSize, m.KeySize, m.RSSPerRow, m.RSSPerRow-float64(m.ValSize+m.KeySize), m.HeapPerRow, m.OverheadPerRow, m.GOGC)
+	spread := "-"
+	if m.Runs > 1 {
+		spread = fmt.Sprintf("%.0f–%.0f B", m.MinRSSPerRow, m.MaxRSSPerRow)
+	}
+	b.WriteString("| runs | rows queued | value bytes | key bytes | RSS growth per row | min–max | beyond value and key | live heap per row | beyond the value | GOGC |\n")
+	b.WriteString("|-----:|------------:|------------:|----------:|-------------------:|--------:|---------------------:|------------------:|-----------------:|-----:|\n")
+	fmt.Fprintf(b, "| %d | %d | %d | %d | %.0f B | %s | %.0f B | %.0f B | %.0f B | %d |\n",
+		max(m.Runs, 1), m.Rows, m.ValSize, m.KeySize, m.RSSPerRow, spread, m.RSSPerRow-float64(m.ValSize+m.KeySize), m.HeapPerRow, m.OverheadPerRow, m.GOGC)
 }
 
 // writeTargets writes the table of the targets.

@@ -285,9 +285,10 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"keys; the tables show the median of every figure over the runs,\n"+
 				"each on its own (the counts are the median run's), and the repeated\n"+
 				"runs table their extremes and the failed puts of all the runs, which\n"+
-				"target 2a counts. The traced, compression, raw and memory cells run\n"+
-				"once.\n\n",
-				s.repeat, s.repeat)
+				"target 2a counts. The memory cell runs %d times too, each on a fresh\n"+
+				"node, and shows the run of the median RSS growth per row. The\n"+
+				"traced, compression and raw cells run once.\n\n",
+				s.repeat, s.repeat, s.repeat)
 		}
 		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
 			"ClickHouse over HTTP by %d concurrent posters, each with one insert in\n"+
