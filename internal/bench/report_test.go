@@ -280,7 +280,7 @@ func TestReport_WriteDoc(t *testing.T) {
 		"| CPUs | 2 × AMD EPYC |\n| memory | 24.0 GiB |\n| OS | linux/amd64, kernel 6.1 |\n| Go | go1.26.8 |\n| ClickHouse | 18.16.1 |\n" +
 			"| chute built from | abc123 with local changes |\n| started | 2026-11-30 09:45 UTC |\n| load average at start | 0.5 0.4 0.3 |\n| load average at the end | 2.5 1.4 0.9 |\n",
 		"## Command\n\n```\nchute-bench --matrix --clickhouse-url http://127.0.0.1:18124\n```\n",
-		"## Targets\n\n| # | target |",
+		"## Targets\n\nCPU per row of each process, each a ratio to a floor measured in the\nsame bench, and the latency, refusals and memory of a queued row.\n\n| # | target |",
 		"## Puts\n\n| server |",
 		"## Rows into ClickHouse\n\n",
 		"## CPU per row against the floors\n\n",

@@ -45,7 +45,7 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `chute-bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
 		"rerun it rather than editing this file. Ratios come from the figures of the\n" +
-		"Puts table: one run each, or the median of a cell's runs where it was\n" +
+		"tables below: one run each, or the median of a cell's runs where it was\n" +
 		"repeated; on a shared 2-core machine they move by several percent\n" +
 		"from run to run.\n")
 	if m := r.Machine; m != nil {
@@ -71,7 +71,9 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		fmt.Fprintf(&b, "\n## Command\n\n```\n%s\n```\n", r.Command)
 	}
 	if len(r.Targets) > 0 {
-		b.WriteString("\n## Targets\n\n")
+		b.WriteString("\n## Targets\n\n" +
+			"CPU per row of each process, each a ratio to a floor measured in the\n" +
+			"same bench, and the latency, refusals and memory of a queued row.\n\n")
 		r.writeTargets(&b)
 	}
 	b.WriteString("\n## Puts\n\n")
@@ -141,8 +143,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		"a time (a unary put, or a txn whose Then branch holds the puts); a run is\n"+
 		"%d unmeasured warmup puts, then\n%s. Put latencies are per call,\n"+
 		"nearest rank. The no-op server answers Put and Txn without doing\n"+
-		"anything, through the same gRPC stack: the ceiling of the API path on\n"+
-		"this machine.",
+		"anything, through the same gRPC stack: the ceiling of the API path's\n"+
+		"rate and the floor of its CPU on this machine.",
 		c.Clients, min(c.Conns, c.Clients), c.Warmup, bound)
 	if !s.clickhouse {
 		fmt.Fprintf(b, " Keys are %d bytes, values %d random printable bytes.\n", c.KeySize, c.ValSize)
@@ -227,8 +229,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
 			"fsync would cost nothing), and fsyncs it before it answers a put,\n" +
 			"many puts to one fsync; the node started with `--unsafe-no-fsync`\n" +
-			"writes it without fsync, the floor targets 5a and 5b compare\n" +
-			"CPU per row with. Just before and just after the measured phase of\n" +
+			"writes it without fsync: targets 5a and 5b compare the two nodes'\n" +
+			"CPU per row. Just before and just after the measured phase of\n" +
 			"these four runs the bench reads `chute_queue_log_fsyncs_total` and\n" +
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
