@@ -28,9 +28,10 @@ const (
 	floorBatchRows = 30_000
 )
 
-// rawInsert is the ceiling of the sink: the rows chute would insert,
-// posted as JSONEachRow straight to ClickHouse by concurrent posters, each
-// with one insert in flight.
+// rawInsert is the rows chute would insert, posted as JSONEachRow
+// straight to ClickHouse by concurrent posters, each with one insert in
+// flight: unpaced, the ceiling of the sink; paced in large batches, a
+// ClickHouse floor (floor.go).
 type rawInsert struct {
 	url       string        // ClickHouse, default user
 	rows      int64         // rows in all, at most
