@@ -235,9 +235,9 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		txn = defaultMatrixTxn
 	}
 	queues := max(mc.queues, 1)
-	chPID, err := clickHousePID(mc.clickhousePID, mc.clickhouseURL)
-	if err != nil {
-		logger.Warn("clickhouse cpu not metered", "err", err)
+	chPID, pidErr := clickHousePID(mc.clickhousePID, mc.clickhouseURL)
+	if pidErr != nil {
+		logger.Warn("clickhouse cpu not metered", "err", pidErr)
 	} else {
 		logger.Info("clickhouse cpu metered", "pid", chPID)
 	}

@@ -368,10 +368,11 @@ func hasWire(results []Result) bool {
 // writeRaw writes the table of the raw inserts.
 func (r Report) writeRaw(b *bytes.Buffer) {
 	x := r.Raw
-	b.WriteString("| posters | rows per insert | bytes per insert | inserts | rows | rows/s | insert p50 ms | p99 ms |\n")
-	b.WriteString("|--------:|----------------:|-----------------:|--------:|-----:|-------:|--------------:|-------:|\n")
-	fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %.0f | %s | %s |\n",
-		x.Posters, x.BatchRows, x.BatchBytes, x.Inserts, x.Rows, x.RowsPerSec, millis1(x.P50), millis1(x.P99))
+	b.WriteString("| posters | rows per insert | bytes per insert | inserts | rows | rows/s | insert p50 ms | p99 ms | ClickHouse µs/row | client µs/row |\n")
+	b.WriteString("|--------:|----------------:|-----------------:|--------:|-----:|-------:|--------------:|-------:|------------------:|--------------:|\n")
+	fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %.0f | %s | %s | %s | %s |\n",
+		x.Posters, x.BatchRows, x.BatchBytes, x.Inserts, x.Rows, x.RowsPerSec, millis1(x.P50), millis1(x.P99),
+		perRow(x.ClickHouseCPU), perRow(x.ClientCPU))
 }
 
 // writeMemory writes the table of the memory of a queued row.
