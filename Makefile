@@ -114,11 +114,12 @@ test-faults: deps build
 
 # bench runs the benchmark, chute-bench, against a private ClickHouse
 # (deploy/dev/bench.sh): one node and three, unary puts and txns of 128 from
-# 100 clients until every row is in ClickHouse, next to the no-op server and
-# raw inserts of the same rows; put-to-row latency at half rate; the memory
-# of a queued row; a node tracing every call. About four minutes on 2 cores;
-# it prints the tables and writes them, the targets, the machine and the
-# method to BENCH_REPORT.
+# 100 clients until every row is in ClickHouse; the CPU per row of every
+# node, of ClickHouse and of the client, against floors of the same run (the
+# no-op server, the same rows inserted straight at the same rate); the
+# memory of a queued row; a node tracing every call. About seventeen minutes
+# on 2 cores; it prints the tables and writes them, the targets, the machine
+# and the method to BENCH_REPORT.
 BENCH_REPORT ?= docs/benchmarks.md
 bench: deps build
 	deploy/dev/bench.sh $(BIN) $(BENCH_REPORT) $(BENCH_BIN)

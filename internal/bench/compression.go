@@ -177,17 +177,7 @@ func (m *wireMeter) stop(ctx context.Context, r Result, warmup int, logger *slog
 	if err != nil {
 		logger.Warn("clickhouse cpu not read", "compression", m.codec, "err", err)
 	}
-	return newWireCount(m.codec, sent, wireRows(r, warmup), r.CPU, chUsed)
-}
-
-// wireRows is the rows a compression cell's node inserted during run r:
-// its warmup puts and the measured rows counted in ClickHouse (the
-// measured puts when it did not count them).
-func wireRows(r Result, warmup int) int64 {
-	if r.Rows != nil {
-		return int64(warmup) + r.Rows.Rows
-	}
-	return int64(warmup) + r.Puts
+	return newWireCount(m.codec, sent, landedRows(r, warmup), r.CPU, chUsed)
 }
 
 // newWireCount is the WireCount of a run of rows that the proxy counted

@@ -86,14 +86,3 @@ func TestNewWireCount(t *testing.T) {
 		t.Errorf("newWireCount without rows: got %+v, want the counts and no per-row figures", *none)
 	}
 }
-
-func TestWireRows(t *testing.T) {
-	r := Result{Puts: 900, Rows: &RowsResult{Rows: 950}}
-	if got := wireRows(r, 100); got != 1050 {
-		t.Errorf("wireRows with rows counted: got %d, want 1050", got)
-	}
-	r.Rows = nil
-	if got := wireRows(r, 100); got != 1000 {
-		t.Errorf("wireRows without: got %d, want 1000", got)
-	}
-}

@@ -72,9 +72,9 @@ func startCPU(procs []proc) *cpuMeter {
 }
 
 // stop reads the CPU time of the processes again and returns what each
-// used since start, per put of puts; a process either read did not
-// answer for (gone, or not on Linux) is left out.
-func (m *cpuMeter) stop(puts int64) []NodeCPU {
+// used since start, per put of puts and per row of rows; a process
+// either read did not answer for (gone, or not on Linux) is left out.
+func (m *cpuMeter) stop(puts, rows int64) []NodeCPU {
 	var out []NodeCPU
 	for i, p := range m.procs {
 		if !m.ok[i] {
@@ -84,16 +84,51 @@ func (m *cpuMeter) stop(puts int64) []NodeCPU {
 		if err != nil {
 			continue
 		}
-		out = append(out, nodeCPU(p.name, t-m.start[i], puts))
+		out = append(out, nodeCPU(p.name, t-m.start[i], puts, rows))
 	}
 	return out
 }
 
-// nodeCPU is used CPU time of node spread over puts.
-func nodeCPU(node string, used time.Duration, puts int64) NodeCPU {
+// nodeCPU is used CPU time of node spread over puts, and over rows.
+func nodeCPU(node string, used time.Duration, puts, rows int64) NodeCPU {
 	c := NodeCPU{Node: node, Seconds: used.Seconds()}
 	if puts > 0 {
 		c.MicrosPerPut = float64(used.Microseconds()) / float64(puts)
 	}
+	if rows > 0 {
+		c.MicrosPerRow = float64(used.Microseconds()) / float64(rows)
+	}
 	return c
+}
+
+// takeCPU removes the figures of the process called name from cpu and
+// returns them; nil when cpu has none.
+func takeCPU(cpu *[]NodeCPU, name string) *NodeCPU {
+	for i, c := range *cpu {
+		if c.Node == name {
+			*cpu = append((*cpu)[:i:i], (*cpu)[i+1:]...)
+			return &c
+		}
+	}
+	return nil
+}
+
+// sumPerRow is the sum of the nodes' CPU µs per row: what a row cost a
+// cluster, all its nodes together.
+func sumPerRow(nodes []NodeCPU) float64 {
+	var s float64
+	for _, n := range nodes {
+		s += n.MicrosPerRow
+	}
+	return s
+}
+
+// landedRows is the rows run r, whose warmup made warmup puts, put
+// into ClickHouse: the warmup's and the measured rows counted there
+// (the measured puts when it did not count them).
+func landedRows(r Result, warmup int) int64 {
+	if r.Rows != nil {
+		return int64(warmup) + r.Rows.Rows
+	}
+	return int64(warmup) + r.Puts
 }

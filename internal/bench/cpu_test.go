@@ -35,12 +35,12 @@ func TestParseStatCPU(t *testing.T) {
 }
 
 func TestNodeCPU(t *testing.T) {
-	got := nodeCPU("a", 2*time.Second, 40000)
-	if got.Node != "a" || got.Seconds != 2 || got.MicrosPerPut != 50 {
-		t.Errorf("nodeCPU: got %+v, want a, 2 s, 50 µs a put", got)
+	got := nodeCPU("a", 2*time.Second, 40000, 50000)
+	if got.Node != "a" || got.Seconds != 2 || got.MicrosPerPut != 50 || got.MicrosPerRow != 40 {
+		t.Errorf("nodeCPU: got %+v, want a, 2 s, 50 µs a put, 40 µs a row", got)
 	}
-	if none := nodeCPU("a", time.Second, 0); none.MicrosPerPut != 0 {
-		t.Errorf("nodeCPU of no puts: got %+v, want 0 µs a put", none)
+	if none := nodeCPU("a", time.Second, 0, 0); none.MicrosPerPut != 0 || none.MicrosPerRow != 0 {
+		t.Errorf("nodeCPU of no puts: got %+v, want 0 µs a put and a row", none)
 	}
 }
 
@@ -55,8 +55,39 @@ func TestCPUMeter_self(t *testing.T) {
 			break
 		}
 	}
-	got := m.stop(1000)
-	if len(got) != 1 || got[0].Node != "self" || got[0].Seconds < 0.05 || got[0].MicrosPerPut < 50 {
+	got := m.stop(1000, 1000)
+	if len(got) != 1 || got[0].Node != "self" || got[0].Seconds < 0.05 || got[0].MicrosPerPut < 50 || got[0].MicrosPerRow != got[0].MicrosPerPut {
 		t.Errorf("cpu: got %+v, want self with 50 ms or more and nothing of the gone process", got)
+	}
+}
+
+func TestLandedRows(t *testing.T) {
+	r := Result{Puts: 900, Rows: &RowsResult{Rows: 950}}
+	if got := landedRows(r, 100); got != 1050 {
+		t.Errorf("landedRows with rows counted: got %d, want 1050", got)
+	}
+	r.Rows = nil
+	if got := landedRows(r, 100); got != 1000 {
+		t.Errorf("landedRows without: got %d, want 1000", got)
+	}
+}
+
+func TestTakeCPU(t *testing.T) {
+	cpu := []NodeCPU{{Node: "bench"}, {Node: procClickHouse, MicrosPerRow: 3}, {Node: procClient, MicrosPerRow: 2}}
+	ch := takeCPU(&cpu, procClickHouse)
+	if ch == nil || ch.MicrosPerRow != 3 {
+		t.Errorf("takeCPU(clickhouse): got %+v, want its figures", ch)
+	}
+	if len(cpu) != 2 || cpu[0].Node != "bench" || cpu[1].Node != procClient {
+		t.Errorf("after takeCPU: got %+v, want bench and the client", cpu)
+	}
+	if got := takeCPU(&cpu, procClickHouse); got != nil {
+		t.Errorf("takeCPU of a process taken: got %+v, want nil", got)
+	}
+}
+
+func TestSumPerRow(t *testing.T) {
+	if got := sumPerRow([]NodeCPU{{MicrosPerRow: 1.5}, {MicrosPerRow: 2}, {MicrosPerRow: 0.5}}); got != 4 {
+		t.Errorf("sumPerRow: got %v, want 4", got)
 	}
 }

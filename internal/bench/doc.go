@@ -5,16 +5,29 @@
 // latency; with ClickHouse tables, puts become rows of ch: queues and the
 // run waits until every row is counted in ClickHouse, reporting rows/s and
 // put-to-row latency; a no-op etcd KV gRPC server that answers Put and Txn
-// without doing anything (the ceiling of the API path); raw JSONEachRow
-// inserts of the same rows straight to ClickHouse (the ceiling of the
-// sink); the memory a queued row costs a node; the fsyncs of a node's
-// queue log and the puts each covered, read from its /metrics around the
-// measured phase, next to a node started with --unsafe-no-fsync; and the
-// matrix mode behind `make bench`, which starts chute nodes (the chute
-// binary) and the no-op server (chute-bench itself, so chute does not
-// link the benchmark) as child processes, samples their resident memory
-// and CPU time, checks the targets (targets.go) and writes a markdown
-// report. With --trace the matrix adds a chute node that samples every
+// without doing anything (the floor of the API path); raw JSONEachRow
+// inserts of the same rows straight to ClickHouse, unpaced (the ceiling of
+// the sink) and paced at a chute run's rate in large batches (the
+// ClickHouse floor of that run); the memory a queued row costs a node
+// that cannot reach ClickHouse; the fsyncs of a node's queue log and the
+// puts each covered, read from its /metrics around the measured phase,
+// next to a node started with --unsafe-no-fsync; and the matrix mode
+// behind `make bench`, which starts chute nodes (the chute binary) and
+// the no-op server (chute-bench itself, so chute does not link the
+// benchmark) as child processes, samples their resident memory and the
+// CPU time of every process a run involves (each node, the ClickHouse
+// server, the bench itself), checks the targets (targets.go) and writes a
+// markdown report.
+//
+// The targets are CPU per row of each process as ratios to floors
+// measured in the same bench, so that what the shared machine does
+// meanwhile weighs on both sides. Targets 1 to 3 read the default node,
+// which fsyncs its queue log, as users run it; the --unsafe-no-fsync
+// node is only the other side of target 5. The ClickHouse process is
+// the one --clickhouse-pid names, else the one that listens on the
+// URL's port (chproc.go); the client's CPU is the whole bench process,
+// as goroutines are not bound to threads: what else it serves during a
+// run (row counts, proxies, the span sink) is in it. With --trace the matrix adds a chute node that samples every
 // call and exports its spans over OTLP/gRPC to a sink in the bench
 // process that counts and discards them, so one run measures what
 // tracing costs and shows that spans really flowed. Its compression
@@ -26,8 +39,9 @@
 // Files: config.go (Config), run.go (Run: dial, claim, probe, warmup,
 // measured phase), load.go (the putters), payload.go (keys and rows),
 // landing.go (counting rows in ClickHouse, put-to-row latency),
-// clickhouse.go (its HTTP interface), rawinsert.go, memory.go, rss.go,
-// cpu.go, repeat.go (the median of a cell's runs), queuelog.go (a
+// clickhouse.go (its HTTP interface), rawinsert.go, floor.go (the
+// ClickHouse floors), memory.go, rss.go, cpu.go, chproc.go (the
+// processes metered besides the nodes), repeat.go (the median of a cell's runs), queuelog.go (a
 // node's queue log counters), etcd.go and kvgroup.go (plain keys to
 // chute and to etcd 3.4, three members each), status.go (a node's
 // /status and /metrics), progress.go, matrix.go (the children and the
@@ -39,7 +53,11 @@
 // Invariants:
 //   - Every run is bounded: by its put count, by Config.Duration when set, by
 //     a hard cap of MaxRunDuration, every single call by Config.PutTimeout,
-//     and the wait for its rows by Config.LandTimeout.
+//     and the wait for its rows by Config.LandTimeout. A floor is bounded
+//     by its row count and MaxRunDuration.
+//   - A floor posts as many rows as its chute run landed, at that run's
+//     rows/s, with the same schema and values, its rows counted as a watched
+//     run, so that the two differ in how the rows reach ClickHouse alone.
 //   - Run owns its goroutines (one per putter, the row watch, the progress
 //     line) and its clientv3 clients; all have ended and been closed when
 //     Run returns, and the tables it created have been dropped.

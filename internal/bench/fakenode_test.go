@@ -28,9 +28,9 @@ import (
 
 // fakeNode is the KV of a fake chute node: puts to /q/ch:<table>/p/<key>
 // are rows of table's queue, which the node dispatches from its first put
-// on; with a ClickHouse URL a flusher inserts them every 10 ms, without
-// one the node keeps a copy of every value (so its heap grows as a real
-// node's does). A get of a dispatcher record /q/<name> answers
+// on; with a ClickHouse URL a flusher inserts them every 10 ms, keeping
+// those it cannot send, without one the node keeps a copy of every value
+// (so its heap grows as a real node's does). A get of a dispatcher record /q/<name> answers
 // "fake;epoch=1" on every fake node, as if one member dispatched every
 // queue. Other keys are accepted and forgotten. Its queue log counters
 // count a record per row and, unless noFsync, an fsync per call. Its
@@ -45,7 +45,7 @@ type fakeNode struct {
 
 	mu      sync.Mutex        // guards pending, held, depth, order, records, fsyncs
 	pending map[string][]byte // table -> JSONEachRow not yet inserted
-	held    [][]byte          // values kept without ClickHouse
+	held    [][]byte          // rows kept without a ClickHouse to take them
 	depth   map[string]int64  // queue -> rows taken
 	order   []string          // queues in the order of their first put
 	records int64             // rows taken
@@ -156,7 +156,12 @@ func (n *fakeNode) flushLoop(ctx context.Context) {
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				continue // rows lost: the bench's wait for them fails
+				// Unreachable: the node keeps the rows, as a real one
+				// does while it retries.
+				n.mu.Lock()
+				n.held = append(n.held, body)
+				n.mu.Unlock()
+				continue
 			}
 			_ = resp.Body.Close()
 		}

@@ -21,6 +21,7 @@ type options struct {
 	readyTimeout  time.Duration
 	trace         bool
 	clickhouseURL string
+	clickhousePID int
 	queues        int
 	claim         string
 	progress      bool
@@ -72,7 +73,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&nodeArgs, "node-args", "", "with --matrix: extra space-separated arguments for the chute nodes")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 15*time.Second, "with --matrix: how long each child has to answer a put")
 	fs.BoolVar(&o.trace, "trace", false, "with --matrix: also measure a second chute node that traces every call (100% sampling) to an OTLP/gRPC sink in this process, and report the spans the sink received")
-	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is: 1 and 3 nodes, unary and txn, 1 node with --unsafe-no-fsync, no-op ceilings, raw inserts, memory")
+	fs.StringVar(&o.clickhouseURL, "clickhouse-url", "", "the ClickHouse (default user, no password) the server inserts into: with --queues, each run creates its tables there and waits until every row is in (rows/s, put-to-row latency); with --matrix, the chute nodes insert into it and the matrix is: 1 and 3 nodes, unary and txn, 1 node with --unsafe-no-fsync, the no-op and ClickHouse floors, raw inserts, memory, and the CPU per row of every process")
+	fs.IntVar(&o.clickhousePID, "clickhouse-pid", 0, "with --matrix --clickhouse-url: the ClickHouse server's process, whose CPU time the matrix meters per row (default: the process listening on the URL's port, found through /proc)")
 	fs.IntVar(&o.queues, "queues", 0, "put rows to this many ch: queues, tables bench_<run>_0..Q-1 created for each run (needs --clickhouse-url; the matrix's default is 1), 0 for plain keys")
 	fs.StringVar(&o.claim, "claim", "", "with --endpoints and --queues: an endpoint that gets the first put of every queue, so its node dispatches them, while the puts go to --endpoints")
 	fs.DurationVar(&o.cfg.LandTimeout, "land-timeout", def.LandTimeout, "with --queues: how long the rows may take to land once the puts have ended")
@@ -80,7 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.report, "report", "", "also write the results, the machine, the command and how they were measured as a markdown document to this file (make bench: docs/benchmarks.md)")
 	fs.StringVar(&o.commit, "commit", "", "what chute was built from, for the report (default: the binary's VCS stamp, which -buildvcs=false leaves out)")
 	fs.StringVar(&o.etcd, "etcd", "etcd", "with --matrix --clickhouse-url: the etcd 3.4 binary (a path, or a name on PATH) whose three-member cluster the KV group measures next to three chute nodes; none skips the KV group")
-	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one node, with fsync and without, and of three nodes, their no-op floors and the KV runs; else every cell)")
+	fs.IntVar(&o.repeat, "repeat", 1, "with --matrix: run the compared cells this many times, 1.."+fmt.Sprint(maxRepeat)+", and report each as the median of its runs with their min and max (--clickhouse-url: the unary and txn runs of one node, with fsync and without, and of three nodes, their no-op and ClickHouse floors, the KV runs and the memory cell; else every cell)")
 	fs.StringVar(&compression, "compression-cells", defaultCompressionCells, "with --matrix --clickhouse-url: comma-separated values of chute's --clickhouse-compression (none, gzip, deflate, zstd); the one-node txn run once on a node started with each, inserting through a proxy in this process that counts the bytes sent to ClickHouse; empty for none")
 	fs.IntVar(&o.rawPosters, "raw-posters", 2, "with --matrix --clickhouse-url: concurrent posters of the raw JSONEachRow inserts")
 	if err := fs.Parse(args); err != nil {
@@ -138,6 +140,10 @@ func (o options) validate() error {
 		return fmt.Errorf("--repeat %d, want 1..%d", o.repeat, maxRepeat)
 	case o.repeat > 1 && !o.matrix:
 		return errors.New("--repeat needs --matrix")
+	case o.clickhousePID < 0:
+		return fmt.Errorf("--clickhouse-pid %d, want a process id", o.clickhousePID)
+	case o.clickhousePID > 0 && (!o.matrix || o.clickhouseURL == ""):
+		return errors.New("--clickhouse-pid needs --matrix --clickhouse-url")
 	case o.rawPosters < 1:
 		return fmt.Errorf("--raw-posters %d, want at least 1", o.rawPosters)
 	case o.matrix:

@@ -101,6 +101,9 @@ func TestParseFlags_errors(t *testing.T) {
 		{"repeat without matrix", []string{"--endpoints", "127.0.0.1:1", "--repeat", "3"}},
 		{"unknown compression", []string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", "none,brotli"}},
 		{"compression twice", []string{"--matrix", "--clickhouse-url", "http://ch", "--compression-cells", "gzip,none,gzip"}},
+		{"negative clickhouse pid", []string{"--matrix", "--clickhouse-url", "http://ch", "--clickhouse-pid", "-1"}},
+		{"clickhouse pid without clickhouse", []string{"--matrix", "--clickhouse-pid", "7"}},
+		{"clickhouse pid without matrix", []string{"--endpoints", "127.0.0.1:1", "--queues", "1", "--clickhouse-url", "http://ch", "--clickhouse-pid", "7"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,5 +163,15 @@ func TestParseFlags_compressionCells(t *testing.T) {
 func TestParseFlags_help(t *testing.T) {
 	if _, err := parseFlags([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("parseFlags(-h): got %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestParseFlags_clickhousePID(t *testing.T) {
+	opts, err := parseFlags([]string{"--matrix", "--clickhouse-url", "http://ch", "--clickhouse-pid", "4242"}, io.Discard)
+	if err != nil || opts.clickhousePID != 4242 {
+		t.Errorf("parseFlags: got pid %d, %v; want 4242", opts.clickhousePID, err)
+	}
+	if opts, err := parseFlags([]string{"--matrix", "--clickhouse-url", "http://ch"}, io.Discard); err != nil || opts.clickhousePID != 0 {
+		t.Errorf("parseFlags without it: got pid %d, %v; want 0, found by port", opts.clickhousePID, err)
 	}
 }

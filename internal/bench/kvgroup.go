@@ -67,5 +67,5 @@ func kvCell(base Config, server string, nodes int, members []*target) cell {
 	cfg.Txn, cfg.Rate = 0, 0
 	cfg.KeyPrefix = "/bench/kv/" + newRunID() + "/"
 	cfg.Label = server
-	return cell{server: server, nodes: nodes, cfg: cfg, procs: members}
+	return cell{server: server, nodes: nodes, cfg: cfg, procs: members, side: sideProcs(0)}
 }

@@ -59,7 +59,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	rep := NewReport(m)
 	rep.Machine = &machine
 	rep.Command = commandLine(args)
-	if len(m.Results) > 0 || m.Raw != nil || m.Memory != nil {
+	if len(m.Results) > 0 || m.Raw != nil || len(m.Floors) > 0 || m.Memory != nil {
 		if err := writeReport(stdout, rep, opts.json); err != nil {
 			logger.Error("cannot write report", "err", err)
 			return 1
@@ -109,6 +109,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			childOutput:   stderr,
 			trace:         opts.trace,
 			clickhouseURL: opts.clickhouseURL,
+			clickhousePID: opts.clickhousePID,
 			queues:        opts.queues,
 			txn:           opts.cfg.Txn,
 			rawPosters:    opts.rawPosters,
@@ -116,7 +117,7 @@ func run(ctx context.Context, opts options, stderr io.Writer, logger *slog.Logge
 			etcd:          etcd,
 			compression:   opts.compression,
 		}, logger)
-		return Measured{Results: out.results, Raw: out.raw, Memory: out.memory}, err
+		return Measured{Results: out.results, Raw: out.raw, Floors: out.floors, CountCost: out.count, Memory: out.memory}, err
 	}
 	cfg := opts.cfg
 	id := newRunID()

@@ -68,6 +68,11 @@ type matrixConfig struct {
 	// clickhouseURL, when set, selects the ClickHouse plan (see
 	// runClickHouseMatrix) and is given to the chute nodes that insert.
 	clickhouseURL string
+	// clickhousePID is the process of the ClickHouse at clickhouseURL,
+	// whose CPU the ClickHouse plan meters; zero: the process listening
+	// on the URL's port, found through /proc (clickHousePID), and none
+	// when that fails.
+	clickhousePID int
 	// queues is the number of queues (tables) of each run of the
 	// ClickHouse plan; zero means one.
 	queues int
@@ -79,6 +84,9 @@ type matrixConfig struct {
 	rawPosters int
 	// memRows caps the rows the memory cell queues; zero means 100000.
 	memRows int
+	// countSpan is how long the ClickHouse plan counts an empty table to
+	// see what the counts cost ClickHouse; zero means countCostSpan.
+	countSpan time.Duration
 	// etcd, in the ClickHouse plan, is the etcd binary whose three-member
 	// cluster is the KV group's floor. Empty: no KV group.
 	etcd string
@@ -88,9 +96,10 @@ type matrixConfig struct {
 	compression []string
 	// repeat is how many times the compared cells run, each reported
 	// as the median of its runs: every cell of the plan without
-	// ClickHouse; in the ClickHouse plan the unpaced untraced unary and
-	// txn cells of one node (with fsync and without) and of three nodes,
-	// their no-op floors and the KV cells. Zero or one: once.
+	// ClickHouse; in the ClickHouse plan the untraced unary and txn cells
+	// of one node (with fsync and without) and of three nodes, their
+	// no-op and ClickHouse floors, the KV cells and the memory cell.
+	// Zero or one: once.
 	repeat int
 }
 
@@ -98,6 +107,8 @@ type matrixConfig struct {
 type matrixOutcome struct {
 	results []Result
 	raw     *RawResult
+	floors  []RawResult
+	count   *CountCost
 	memory  *MemoryResult
 }
 
@@ -175,7 +186,7 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 				cfg.Clients = n
 				cfg.KeyPrefix = "bench/" + newRunID() + "/"
 				cfg.Label = t.name
-				return cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink}
+				return cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink, side: sideProcs(0)}
 			}
 			r, err := runRepeated(ctx, mc.repeat, mk, nil, logger)
 			if err != nil {
@@ -188,27 +199,34 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 }
 
 // runClickHouseMatrix is the ClickHouse plan, each run at mc.base.Clients
-// putting rows to mc.queues ch: queues, bounded by mc.base.Duration:
+// putting rows to mc.queues ch: queues, bounded by mc.base.Duration, the
+// CPU of the nodes, of the ClickHouse process and of this process metered
+// over every run:
 //
 //  1. The no-op server, a chute node inserting into mc.clickhouseURL, the
 //     same started with --unsafe-no-fsync (and the traced node): no-op
-//     unary, chute unary, no-fsync unary, chute unary paced at half the
-//     rows/s of its unpaced run, no-op txn, chute txn, no-fsync txn (and
-//     the traced node unary); the txn runs come last as they leave the
-//     nodes the largest. Chute runs wait for their rows; the unpaced
+//     unary, chute unary, no-fsync unary, no-op txn, chute txn, no-fsync
+//     txn (and the traced node unary); the txn runs come last as they
+//     leave the nodes the largest. Chute runs wait for their rows; the
 //     untraced ones read the node's queue log counters around their
 //     measured phase.
-//  2. With mc.compression, the compression group (runCompressionGroup):
+//  2. The ClickHouse floors (runFloor), with no chute node up: the rows
+//     of the median chute unary run, then of the median txn run, posted
+//     straight to ClickHouse in batches of floorBatchRows at that run's
+//     rows/s, counted as a watched run counts them; before them, what
+//     the counts alone cost ClickHouse (measureCountCost).
+//  3. With mc.compression, the compression group (runCompressionGroup):
 //     the one-node txn run once on a node per --clickhouse-compression
 //     value, each node inserting through a proxy that counts the bytes.
-//  3. Three chute nodes joined by gossip: the first claims every queue,
+//  4. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
 //     first node must still dispatch every queue after each run.
-//  4. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
+//  5. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
 //     nodes and to three etcd members, in alternate runs.
-//  5. The raw inserts: the same rows posted straight to ClickHouse in
-//     batches the size of the one-node txn run's inserts.
-//  6. A chute node without ClickHouse queues rows; their cost in memory.
+//  6. The raw inserts: the same rows posted straight to ClickHouse in
+//     batches the size of the one-node txn run's inserts, unpaced.
+//  7. A chute node whose ClickHouse is a closed port queues rows; their
+//     cost in memory.
 //
 // Each group's children are stopped before the next group starts.
 func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlpSink, logger *slog.Logger) (out matrixOutcome, err error) {
@@ -217,20 +235,29 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		txn = defaultMatrixTxn
 	}
 	queues := max(mc.queues, 1)
+	chPID, pidErr := clickHousePID(mc.clickhousePID, mc.clickhouseURL)
+	if pidErr != nil {
+		logger.Warn("clickhouse cpu not metered", "err", pidErr)
+	} else {
+		logger.Info("clickhouse cpu metered", "pid", chPID)
+	}
 	// queueCell is a run of the plan against t's endpoints.
-	queueCell := func(server string, nodes int, procs []*target, endpoints []string, claim string, txn int, rate float64, watch bool) cell {
+	queueCell := func(server string, nodes int, procs []*target, endpoints []string, claim string, txn int, watch bool) cell {
 		cfg := mc.base
 		cfg.Endpoints = endpoints
 		cfg.Txn = txn
-		cfg.Rate = rate
 		cfg.Tables = runTables(newRunID(), queues)
 		cfg.KeyPrefix = "bench/" + newRunID() + "/"
 		cfg.Claim = claim
 		if watch {
 			cfg.ClickHouseURL = mc.clickhouseURL
 		}
-		cfg.Label = server + " " + callShape(Result{Txn: cfg.Txn, Rate: rate})
-		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink}
+		cfg.Label = server + " " + callShape(Result{Txn: cfg.Txn})
+		side := sideProcs(0)
+		if watch {
+			side = sideProcs(chPID)
+		}
+		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink, side: side}
 	}
 	// measure runs the cell mk makes n times, each with fresh tables,
 	// checking each with check when set, and keeps their median.
@@ -247,7 +274,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	rep := max(mc.repeat, 1)
 
 	// 1. One node.
-	var txnRowsPerInsert float64
+	var unary, batched Result
 	err = func() error {
 		ports, err := freePorts(13)
 		if err != nil {
@@ -266,16 +293,15 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 			return err
 		}
 		noop, node := targets[0], targets[1]
-		one := []string{node.endpoint}
 		noopCell := func(txn int) func() cell {
 			return func() cell {
-				return queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, 0, false)
+				return queueCell(ServerNoop, 0, []*target{noop}, []string{noop.endpoint}, "", txn, false)
 			}
 		}
 		// logCell is an unpaced run of t that reads its queue log.
 		logCell := func(t *target, txn int) func() cell {
 			return func() cell {
-				c := queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, 0, true)
+				c := queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, true)
 				c.queueLog, c.noFsync = t, t == noFsync
 				return c
 			}
@@ -283,31 +309,24 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if _, err := measure(rep, noopCell(0), nil); err != nil {
 			return err
 		}
-		unary, err := measure(rep, logCell(node, 0), nil)
-		if err != nil {
+		if unary, err = measure(rep, logCell(node, 0), nil); err != nil {
 			return err
 		}
 		if _, err := measure(rep, logCell(noFsync, 0), nil); err != nil {
 			return err
 		}
-		half := math.Round(unary.Rows.RowsPerSec / 2)
-		if _, err := once(queueCell(ServerChute, 1, []*target{node}, one, "", 0, max(half, 1), true)); err != nil {
-			return err
-		}
 		if _, err := measure(rep, noopCell(txn), nil); err != nil {
 			return err
 		}
-		batched, err := measure(rep, logCell(node, txn), nil)
-		if err != nil {
+		if batched, err = measure(rep, logCell(node, txn), nil); err != nil {
 			return err
 		}
-		txnRowsPerInsert = batched.Rows.RowsPerInsert
 		if _, err := measure(rep, logCell(noFsync, txn), nil); err != nil {
 			return err
 		}
 		if len(targets) > 2 {
 			traced := targets[2]
-			if _, err := once(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, 0, true)); err != nil {
+			if _, err := once(queueCell(ServerChuteTraced, 1, []*target{traced}, []string{traced.endpoint}, "", 0, true)); err != nil {
 				return err
 			}
 		}
@@ -317,17 +336,38 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 2. Compression.
+	// 2. The ClickHouse floors, and what their counts cost.
+	if chPID > 0 {
+		span := mc.countSpan
+		if span <= 0 {
+			span = countCostSpan
+		}
+		cc, err := measureCountCost(ctx, mc.clickhouseURL, chPID, span)
+		if err != nil {
+			return out, err
+		}
+		out.count = &cc
+		logger.Info("count cost measured", "counts", cc.Counts, "clickhouse_cpu_ms_per_sec", cc.MillisPerSec)
+	}
+	for _, r := range []Result{unary, batched} {
+		f, err := runFloor(ctx, mc, r, rep, chPID, logger)
+		if err != nil {
+			return out, err
+		}
+		out.floors = append(out.floors, f)
+	}
+
+	// 3. Compression.
 	if len(mc.compression) > 0 {
 		mk := func(t *target) cell {
-			return queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, 0, true)
+			return queueCell(t.name, 1, []*target{t}, []string{t.endpoint}, "", txn, true)
 		}
 		if err := runCompressionGroup(ctx, mc, dir, mk, once, logger); err != nil {
 			return out, err
 		}
 	}
 
-	// 3. Three nodes.
+	// 4. Three nodes.
 	err = func() error {
 		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
 		defer stop()
@@ -336,7 +376,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
 		for _, k := range []int{0, txn} {
-			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, 0, true) }
+			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, true) }
 			check := func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) }
 			if _, err := measure(rep, mk, check); err != nil {
 				return err
@@ -348,7 +388,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return out, err
 	}
 
-	// 4. Plain keys, chute next to etcd.
+	// 5. Plain keys, chute next to etcd.
 	if mc.etcd != "" {
 		run := func(c cell) (Result, error) { return runCell(ctx, c, logger) }
 		add := func(r Result) { out.results = append(out.results, r) }
@@ -357,58 +397,71 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 	}
 
-	// 5. The sink's ceiling.
+	// 6. The sink's ceiling.
 	batch := rawDefaultBatchRows
-	if txnRowsPerInsert >= 1 {
-		batch = int(math.Round(txnRowsPerInsert))
+	if batched.Rows != nil && batched.Rows.RowsPerInsert >= 1 {
+		batch = int(math.Round(batched.Rows.RowsPerInsert))
 	}
 	posters := mc.rawPosters
 	if posters == 0 {
 		posters = 2
 	}
 	logger.Info("raw inserts starting", "posters", posters, "batch_rows", batch)
-	raw, err := runRawInsert(ctx, rawInsert{
+	raw, err := meterRaw(ctx, rawInsert{
 		url: mc.clickhouseURL, rows: int64(mc.base.Puts), duration: mc.base.Duration,
 		posters: posters, batchRows: batch, valSize: mc.base.ValSize, progress: mc.base.Progress,
-	})
+	}, chPID)
 	if err != nil {
 		return out, err
 	}
 	out.raw = &raw
 	logger.Info("raw inserts finished", "rows_per_sec", int64(raw.RowsPerSec), "inserts", raw.Inserts)
 
-	// 6. Memory.
-	err = func() error {
-		ports, err := freePorts(4)
+	// 7. Memory, a fresh node each run.
+	runs := make([]MemoryResult, 0, rep)
+	for range rep {
+		m, err := runMemoryCell(ctx, mc, dir, logger)
 		if err != nil {
-			return err
+			return out, err
 		}
-		data, err := groupDir(dir, "memory", logger)
-		if err != nil {
-			return err
-		}
-		defer data.remove()
-		t := memoryTarget(mc, ports, data.path, os.Environ())
-		started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
-		defer stopTargets(started, logger)
-		if err != nil {
-			return err
-		}
-		limit := mc.memRows
-		if limit == 0 {
-			limit = memoryRows
-		}
-		rows := memoryRowsFor(mc.base.ValSize, mc.base.KeySize, limit)
-		logger.Info("memory cell starting", "server", t.name, "rows", rows)
-		m, err := measureRowMemory(ctx, t, mc.base, rows)
-		if err != nil {
-			return err
-		}
-		out.memory = &m
-		logger.Info("memory cell finished", "heap_per_row", int64(m.HeapPerRow), "overhead_per_row", int64(m.OverheadPerRow))
-		return nil
-	}()
-	return out, err
+		runs = append(runs, m)
+	}
+	m := medianMemory(runs)
+	out.memory = &m
+	return out, nil
+}
+
+// runMemoryCell starts a chute node whose ClickHouse is a closed port,
+// queues rows on it (measureRowMemory) and stops it.
+func runMemoryCell(ctx context.Context, mc matrixConfig, dir string, logger *slog.Logger) (MemoryResult, error) {
+	ports, err := freePorts(5)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	data, err := groupDir(dir, "memory", logger)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	defer data.remove()
+	// Nothing listens on the fifth port: every insert is refused.
+	t := memoryTarget(mc, ports[:4], data.path, os.Environ(), "http://"+loopback(ports[4]))
+	started, err := startTargets(ctx, mc, dir, []*target{t}, logger)
+	defer stopTargets(started, logger)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	limit := mc.memRows
+	if limit == 0 {
+		limit = memoryRows
+	}
+	rows := memoryRowsFor(mc.base.ValSize, mc.base.KeySize, limit)
+	logger.Info("memory cell starting", "server", t.name, "rows", rows)
+	m, err := measureRowMemory(ctx, t, mc.base, rows)
+	if err != nil {
+		return MemoryResult{}, err
+	}
+	logger.Info("memory cell finished", "rss_per_row", int64(m.RSSPerRow), "heap_per_row", int64(m.HeapPerRow))
+	return m, nil
 }
 
 // matrixTargets are the servers of the one-node group: the no-op server
@@ -465,10 +518,11 @@ func clusterTargets(mc matrixConfig, ports []int, data string, environ []string)
 	return nodes
 }
 
-// memoryTarget is a chute node without ClickHouse, on four free ports,
-// keeping its data under data.
-func memoryTarget(mc matrixConfig, ports []int, data string, environ []string) *target {
-	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ), "")
+// memoryTarget is a chute node on four free ports, keeping its data
+// under data, whose ClickHouse is unreachable, a closed port at
+// clickhouseURL: its queues keep every row while it retries.
+func memoryTarget(mc matrixConfig, ports []int, data string, environ []string, clickhouseURL string) *target {
+	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ), clickhouseURL)
 }
 
 // chuteTarget is the chute node called name on four ports, its data in
@@ -609,6 +663,10 @@ type cell struct {
 	// it was started with --unsafe-no-fsync, so it must not fsync.
 	queueLog *target
 	noFsync  bool
+	// side are the processes whose CPU the run meters besides its
+	// nodes': the client, and ClickHouse when the run inserts rows
+	// (sideProcs).
+	side []proc
 	// wire is the proxy between the node and ClickHouse whose counts the
 	// run reads just before and just after it, and codec the node's
 	// --clickhouse-compression; nil: none.
@@ -654,14 +712,16 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 	logger.Info("run starting", "server", c.server, "calls", callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}),
 		"clients", cfg.Clients, "conns", cfg.conns(), "queues", len(cfg.Tables), "puts", cfg.Puts, "duration", cfg.Duration)
 	rss := sampleRSS(ps, rssPeriod)
-	cpu := startCPU(ps)
+	cpu := startCPU(append(slices.Clip(ps), c.side...))
 	r, err := Run(ctx, cfg)
 	peaks := rss.stop()
 	if err != nil {
 		return Result{}, fmt.Errorf("bench: %s, %s, %d clients: %w", c.server, callShape(Result{Txn: cfg.Txn, Rate: cfg.Rate}), cfg.Clients, err)
 	}
 	r.Server, r.Nodes, r.PeakRSS = c.server, c.nodes, peaks
-	r.CPU = cpu.stop(r.Puts + int64(cfg.Warmup))
+	r.CPU = cpu.stop(r.Puts+int64(cfg.Warmup), landedRows(r, cfg.Warmup))
+	r.ClickHouseCPU = takeCPU(&r.CPU, procClickHouse)
+	r.ClientCPU = takeCPU(&r.CPU, procClient)
 	if wire != nil {
 		r.Wire = wire.stop(ctx, r, cfg.Warmup, logger)
 	}

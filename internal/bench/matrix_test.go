@@ -255,11 +255,12 @@ func TestClusterTargets(t *testing.T) {
 	}
 }
 
-func TestMemoryTarget_noClickHouse(t *testing.T) {
+func TestMemoryTarget_unreachableClickHouse(t *testing.T) {
 	mc := matrixConfig{clickhouseURL: "http://ch:8123"}
-	got := strings.Join(memoryTarget(mc, []int{1, 2, 3, 4}, "/d", nil).argv, " ")
-	if strings.Contains(got, "clickhouse") || !strings.HasPrefix(got, "--name bench-mem ") || !strings.Contains(got, " --data-dir /d/bench-mem.chute") {
-		t.Errorf("memory node argv: got %q, want bench-mem without ClickHouse", got)
+	got := strings.Join(memoryTarget(mc, []int{1, 2, 3, 4}, "/d", nil, "http://127.0.0.1:5").argv, " ")
+	if strings.Contains(got, "ch:8123") || !strings.HasSuffix(got, " --clickhouse-url http://127.0.0.1:5") ||
+		!strings.HasPrefix(got, "--name bench-mem ") || !strings.Contains(got, " --data-dir /d/bench-mem.chute") {
+		t.Errorf("memory node argv: got %q, want bench-mem inserting into the closed port alone", got)
 	}
 }
 

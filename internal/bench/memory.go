@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"chute/internal/nodeprobe"
@@ -49,6 +51,30 @@ type MemoryResult struct {
 	RSSPerRow float64 `json:"rss_per_row"`
 	// GOGC is the node's go_gc_gogc_percent.
 	GOGC int `json:"gogc"`
+	// Runs is the number of runs, each on a fresh node, folded into this
+	// one: the run whose RSSPerRow is the median, the extremes in
+	// MinRSSPerRow and MaxRSSPerRow. Zero or one: a single run.
+	Runs         int     `json:"runs,omitempty"`
+	MinRSSPerRow float64 `json:"min_rss_per_row,omitempty"`
+	MaxRSSPerRow float64 `json:"max_rss_per_row,omitempty"`
+}
+
+// medianMemory folds the runs of the memory cell into the run whose RSS
+// growth per row is the median (the lower middle of an even count), with
+// the number of runs and the extremes of that figure. One run is
+// returned as it is.
+func medianMemory(runs []MemoryResult) MemoryResult {
+	if len(runs) <= 1 {
+		if len(runs) == 0 {
+			return MemoryResult{}
+		}
+		return runs[0]
+	}
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b MemoryResult) int { return cmp.Compare(a.RSSPerRow, b.RSSPerRow) })
+	out := sorted[(len(sorted)-1)/2]
+	out.Runs, out.MinRSSPerRow, out.MaxRSSPerRow = len(runs), sorted[0].RSSPerRow, sorted[len(sorted)-1].RSSPerRow
+	return out
 }
 
 // memoryRowsFor is how many rows of valSize and a message key of keySize

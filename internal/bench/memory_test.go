@@ -25,3 +25,17 @@ func TestMemoryRowsFor(t *testing.T) {
 		t.Errorf("limit 500: got %d", got)
 	}
 }
+
+func TestMedianMemory(t *testing.T) {
+	run := func(rss float64, rows int64) MemoryResult { return MemoryResult{Rows: rows, RSSPerRow: rss} }
+	got := medianMemory([]MemoryResult{run(700, 1), run(300, 2), run(500, 3)})
+	if got.Rows != 3 || got.Runs != 3 || got.MinRSSPerRow != 300 || got.MaxRSSPerRow != 700 {
+		t.Errorf("medianMemory: got %+v, want the run of 500 B, 3 runs, 300-700", got)
+	}
+	if got := medianMemory([]MemoryResult{run(700, 1)}); got.Runs != 0 || got.Rows != 1 {
+		t.Errorf("medianMemory of one: got %+v, want it as it is", got)
+	}
+	if got := medianMemory(nil); got.Rows != 0 {
+		t.Errorf("medianMemory of none: got %+v, want zero", got)
+	}
+}

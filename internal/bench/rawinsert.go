@@ -2,11 +2,13 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,11 +23,15 @@ const (
 	// rawDefaultBatchRows is the raw batch when no chute batch size is
 	// known.
 	rawDefaultBatchRows = 10_000
+	// floorBatchRows is the batch of the ClickHouse floors: large enough
+	// that ClickHouse's cost per insert hardly shows per row.
+	floorBatchRows = 30_000
 )
 
-// rawInsert is the ceiling of the sink: the rows chute would insert,
-// posted as JSONEachRow straight to ClickHouse by concurrent posters, each
-// with one insert in flight.
+// rawInsert is the rows chute would insert, posted as JSONEachRow
+// straight to ClickHouse by concurrent posters, each with one insert in
+// flight: unpaced, the ceiling of the sink; paced in large batches, a
+// ClickHouse floor (floor.go).
 type rawInsert struct {
 	url       string        // ClickHouse, default user
 	rows      int64         // rows in all, at most
@@ -33,7 +39,16 @@ type rawInsert struct {
 	posters   int
 	batchRows int // rows per insert, lowered to fit the caps
 	valSize   int // bytes per row, as Config.ValSize
-	progress  io.Writer
+	// rate paces the inserts at this many rows per second in all: insert
+	// i starts no earlier than i batches' worth of rows after the first,
+	// and the run lasts at least rows/rate, as the run it stands for
+	// did, counting the rows (poll) until then. Zero: every poster posts
+	// as fast as its last insert returns.
+	rate float64
+	// poll, when set, counts the table's rows this often while the
+	// inserts go on, as a watched run counts its rows. Zero: no counts.
+	poll     time.Duration
+	progress io.Writer
 }
 
 // RawResult is what the raw inserts measured.
@@ -51,6 +66,23 @@ type RawResult struct {
 	// P50 and P99 are nearest-rank percentiles of the inserts' latencies.
 	P50 time.Duration `json:"p50_ns"`
 	P99 time.Duration `json:"p99_ns"`
+	// Rate is the pace asked for in rows/s; zero: unpaced.
+	Rate float64 `json:"rate,omitempty"`
+	// Txn, on a floor, is the puts per call of the chute cells it is the
+	// floor of (zero: unary).
+	Txn int `json:"txn,omitempty"`
+	// ClickHouseCPU is the CPU time of the ClickHouse process from the
+	// table's creation to the count after the last insert, per row
+	// inserted, and ClientCPU the bench process's; nil: not measured.
+	ClickHouseCPU *NodeCPU `json:"clickhouse_cpu,omitempty"`
+	ClientCPU     *NodeCPU `json:"client_cpu,omitempty"`
+	// Runs is the number of runs folded into this one: the run whose
+	// ClickHouse µs/row is the median, its extremes in
+	// MinClickHouseMicrosPerRow and MaxClickHouseMicrosPerRow. Zero or
+	// one: a single run.
+	Runs                      int     `json:"runs,omitempty"`
+	MinClickHouseMicrosPerRow float64 `json:"min_clickhouse_cpu_us_per_row,omitempty"`
+	MaxClickHouseMicrosPerRow float64 `json:"max_clickhouse_cpu_us_per_row,omitempty"`
 }
 
 // poster is one raw-insert goroutine's state; only it writes it until
@@ -108,10 +140,23 @@ func runRawInsert(ctx context.Context, ri rawInsert) (RawResult, error) {
 		})
 		defer bar.end()
 	}
+	var interval time.Duration
+	if ri.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(batch) / ri.rate)
+	}
+	var polls sync.WaitGroup
+	pollStop := make(chan struct{})
+	if ri.poll > 0 {
+		polls.Go(func() { pollCounts(pctx, ri.url, table, ri.poll, pollStop, nil) })
+	}
 	var wg sync.WaitGroup
 	for _, p := range posters {
 		wg.Go(func() {
-			for pctx.Err() == nil && time.Now().Before(deadline) && next.Add(1) <= batches {
+			for pctx.Err() == nil && time.Now().Before(deadline) {
+				i := next.Add(1) - 1
+				if i >= batches || interval > 0 && !sleepUntil(pctx, start.Add(time.Duration(i)*interval)) {
+					return
+				}
 				t0 := time.Now()
 				if err := postBatch(pctx, client, insertURL, p.body); err != nil {
 					p.err = err
@@ -123,9 +168,14 @@ func runRawInsert(ctx context.Context, ri rawInsert) (RawResult, error) {
 		})
 	}
 	wg.Wait()
+	if ri.rate > 0 {
+		sleepUntil(pctx, start.Add(time.Duration(float64(time.Second)*float64(ri.rows)/ri.rate)))
+	}
 	elapsed := time.Since(start)
+	close(pollStop)
+	polls.Wait()
 
-	res := RawResult{BatchRows: batch, BatchBytes: len(posters[0].body), Posters: ri.posters, ValSize: ri.valSize, Elapsed: elapsed}
+	res := RawResult{BatchRows: batch, BatchBytes: len(posters[0].body), Posters: ri.posters, ValSize: ri.valSize, Elapsed: elapsed, Rate: ri.rate}
 	var lat []time.Duration
 	for _, p := range posters {
 		if p.err != nil {
@@ -168,4 +218,49 @@ func postBatch(ctx context.Context, client *http.Client, insertURL string, body 
 		return fmt.Errorf("insert: %s: %s", resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
+}
+
+// pollCounts counts table's rows every period until stop is closed or
+// ctx ends, adding each count made to n unless nil. A count that fails
+// is not retried: the counts only load ClickHouse as a watched run's do.
+func pollCounts(ctx context.Context, url, table string, period time.Duration, stop <-chan struct{}, n *atomic.Int64) {
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := chCounts(ctx, url, []string{table}); err == nil && n != nil {
+			n.Add(1)
+		}
+	}
+}
+
+// medianRaw folds the runs of one floor into the run whose ClickHouse
+// µs/row is the median (the lower middle of an even count), with the
+// number of runs and the extremes of that figure. One run is returned as
+// it is; runs without the ClickHouse figure count as zero.
+func medianRaw(runs []RawResult) RawResult {
+	if len(runs) <= 1 {
+		if len(runs) == 0 {
+			return RawResult{}
+		}
+		return runs[0]
+	}
+	ch := func(r RawResult) float64 {
+		if r.ClickHouseCPU == nil {
+			return 0
+		}
+		return r.ClickHouseCPU.MicrosPerRow
+	}
+	sorted := slices.Clone(runs)
+	slices.SortStableFunc(sorted, func(a, b RawResult) int { return cmp.Compare(ch(a), ch(b)) })
+	out := sorted[(len(sorted)-1)/2]
+	out.Runs = len(runs)
+	out.MinClickHouseMicrosPerRow, out.MaxClickHouseMicrosPerRow = ch(sorted[0]), ch(sorted[len(sorted)-1])
+	return out
 }

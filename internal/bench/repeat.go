@@ -23,6 +23,17 @@ type Spread struct {
 	// the runs did not watch their rows.
 	MinRowsPerSec float64 `json:"min_rows_per_sec,omitempty"`
 	MaxRowsPerSec float64 `json:"max_rows_per_sec,omitempty"`
+	// Errors is the failed puts of all the runs together: a refusal in
+	// any run counts, not only in the median one.
+	Errors int64 `json:"errors"`
+	// MinMicrosPerRow and MaxMicrosPerRow bound the runs' CPU µs per
+	// row of the server, its nodes summed; MinClickHouseMicrosPerRow
+	// and MaxClickHouseMicrosPerRow the ClickHouse process's. Zero: not
+	// measured.
+	MinMicrosPerRow           float64 `json:"min_cpu_us_per_row,omitempty"`
+	MaxMicrosPerRow           float64 `json:"max_cpu_us_per_row,omitempty"`
+	MinClickHouseMicrosPerRow float64 `json:"min_clickhouse_cpu_us_per_row,omitempty"`
+	MaxClickHouseMicrosPerRow float64 `json:"max_clickhouse_cpu_us_per_row,omitempty"`
 }
 
 // medianResult folds the runs of one cell, in run order, into one Result:
@@ -30,8 +41,9 @@ type Spread struct {
 // rows, else puts/s; the lower middle of an even count) gives the counts
 // and the memory, and every rate, latency percentile and CPU figure is
 // the median of that figure over the runs, each on its own (the queue
-// log's fsyncs/s and records per fsync too). With more
-// than one run, Spread holds the count and the extremes of the rates. One
+// log's fsyncs/s and records per fsync too). With more than one run,
+// Spread holds the count, the extremes of the rates and of the CPU per
+// row, and the failed puts of all the runs. One
 // run is returned as it is; none gives a zero Result.
 func medianResult(runs []Result) Result {
 	if len(runs) <= 1 {
@@ -84,7 +96,23 @@ func medianResult(runs []Result) Result {
 		out.Rows = &rw
 		sp.MinRowsPerSec, sp.MaxRowsPerSec = slices.Min(perSec), slices.Max(perSec)
 	}
+	for _, r := range runs {
+		sp.Errors += r.Errors
+	}
+	perRow := pick(func(r Result) float64 { return sumPerRow(r.CPU) })
+	sp.MinMicrosPerRow, sp.MaxMicrosPerRow = slices.Min(perRow), slices.Max(perRow)
+	if out.ClickHouseCPU != nil {
+		ch := pick(func(r Result) float64 {
+			if r.ClickHouseCPU == nil {
+				return 0
+			}
+			return r.ClickHouseCPU.MicrosPerRow
+		})
+		sp.MinClickHouseMicrosPerRow, sp.MaxClickHouseMicrosPerRow = slices.Min(ch), slices.Max(ch)
+	}
 	out.CPU = medianCPU(runs, out.CPU)
+	out.ClickHouseCPU = medianProc(runs, out.ClickHouseCPU, func(r Result) *NodeCPU { return r.ClickHouseCPU })
+	out.ClientCPU = medianProc(runs, out.ClientCPU, func(r Result) *NodeCPU { return r.ClientCPU })
 	out.QueueLog = medianQueueLog(runs, out.QueueLog)
 	out.Spread = sp
 	return out
@@ -106,14 +134,49 @@ func medianCPU(runs []Result, base []NodeCPU) []NodeCPU {
 	}
 	out := slices.Clone(base)
 	for i := range out {
-		secs := make([]float64, len(runs))
-		per := make([]float64, len(runs))
+		c := make([]NodeCPU, len(runs))
 		for j, r := range runs {
-			secs[j], per[j] = r.CPU[i].Seconds, r.CPU[i].MicrosPerPut
+			c[j] = r.CPU[i]
 		}
-		out[i].Seconds, out[i].MicrosPerPut = median(secs), median(per)
+		out[i] = medianNodeCPU(out[i].Node, c)
 	}
 	return out
+}
+
+// medianProc is base (one run's figures of a process) with each figure
+// the median over the runs, which get picks the process's figures of;
+// base as it is when any run has none.
+func medianProc(runs []Result, base *NodeCPU, get func(Result) *NodeCPU) *NodeCPU {
+	if base == nil {
+		return nil
+	}
+	c := make([]NodeCPU, len(runs))
+	for i, r := range runs {
+		p := get(r)
+		if p == nil {
+			return base
+		}
+		c[i] = *p
+	}
+	m := medianNodeCPU(base.Node, c)
+	return &m
+}
+
+// medianNodeCPU is the figures of node, each the median of c's.
+func medianNodeCPU(node string, c []NodeCPU) NodeCPU {
+	of := func(f func(NodeCPU) float64) float64 {
+		v := make([]float64, len(c))
+		for i, x := range c {
+			v[i] = f(x)
+		}
+		return median(v)
+	}
+	return NodeCPU{
+		Node:         node,
+		Seconds:      of(func(x NodeCPU) float64 { return x.Seconds }),
+		MicrosPerPut: of(func(x NodeCPU) float64 { return x.MicrosPerPut }),
+		MicrosPerRow: of(func(x NodeCPU) float64 { return x.MicrosPerRow }),
+	}
 }
 
 // medianQueueLog is base (one run's queue log figures) with fsyncs/s and

@@ -135,3 +135,51 @@ func TestMedianResult_queueLog(t *testing.T) {
 		t.Errorf("a run without the log: got %+v, want the median run's as it is", got)
 	}
 }
+
+func TestMedianResult_cpuPerRow(t *testing.T) {
+	run := func(rowsPerSec, node, ch, client float64, errs int64) Result {
+		r := runOf(rowsPerSec, time.Millisecond, rowsPerSec, node)
+		r.CPU[0].MicrosPerRow = node
+		r.ClickHouseCPU = &NodeCPU{Node: procClickHouse, Seconds: ch, MicrosPerRow: ch}
+		r.ClientCPU = &NodeCPU{Node: procClient, Seconds: client, MicrosPerRow: client}
+		r.Errors = errs
+		return r
+	}
+	got := medianResult([]Result{run(1000, 5, 3, 9, 0), run(3000, 4, 1, 7, 128), run(2000, 6, 2, 8, 256)})
+	if got.CPU[0].MicrosPerRow != 5 || got.ClickHouseCPU.MicrosPerRow != 2 || got.ClientCPU.MicrosPerRow != 8 {
+		t.Errorf("medians: got node %v, ClickHouse %v, client %v µs/row; want 5, 2, 8",
+			got.CPU[0].MicrosPerRow, got.ClickHouseCPU.MicrosPerRow, got.ClientCPU.MicrosPerRow)
+	}
+	sp := got.Spread
+	if sp.Errors != 384 || sp.MinMicrosPerRow != 4 || sp.MaxMicrosPerRow != 6 || sp.MinClickHouseMicrosPerRow != 1 || sp.MaxClickHouseMicrosPerRow != 3 {
+		t.Errorf("spread: got %+v, want 384 failed puts, node 4-6, ClickHouse 1-3 µs/row", *sp)
+	}
+	if got.Errors != 256 {
+		t.Errorf("errors: got %d, want the median run's 256", got.Errors)
+	}
+	// A run without ClickHouse's figures leaves the median run's.
+	runs := []Result{run(1000, 5, 3, 9, 0), run(2000, 6, 2, 8, 0), run(3000, 4, 1, 7, 0)}
+	runs[0].ClickHouseCPU = nil
+	if got := medianResult(runs); got.ClickHouseCPU == nil || got.ClickHouseCPU.MicrosPerRow != 2 {
+		t.Errorf("ClickHouse with a run missing: got %+v, want the median run's 2", got.ClickHouseCPU)
+	}
+}
+
+func TestMedianRaw(t *testing.T) {
+	run := func(ch float64, rows int64) RawResult {
+		return RawResult{Rows: rows, ClickHouseCPU: &NodeCPU{Node: procClickHouse, MicrosPerRow: ch}}
+	}
+	got := medianRaw([]RawResult{run(3, 1), run(1, 2), run(2, 3)})
+	if got.Rows != 3 || got.Runs != 3 || got.MinClickHouseMicrosPerRow != 1 || got.MaxClickHouseMicrosPerRow != 3 {
+		t.Errorf("medianRaw: got %+v, want the run of 2 µs/row, 3 runs, 1-3", got)
+	}
+	if got := medianRaw([]RawResult{run(3, 1), run(1, 2)}); got.Rows != 2 {
+		t.Errorf("medianRaw of two: got %+v, want the lower middle", got)
+	}
+	if got := medianRaw([]RawResult{run(3, 1)}); got.Runs != 0 || got.Rows != 1 {
+		t.Errorf("medianRaw of one: got %+v, want it as it is", got)
+	}
+	if got := medianRaw(nil); got.Rows != 0 {
+		t.Errorf("medianRaw of none: got %+v, want zero", got)
+	}
+}

@@ -31,21 +31,29 @@ const (
 // node's; with the matrix against ClickHouse, the sink's ceiling, the
 // memory of a queued row and the benchmark's targets.
 type Report struct {
-	Machine *Machine      `json:"machine,omitempty"`
-	Command string        `json:"command,omitempty"`
-	Results []Result      `json:"results"`
-	Ratios  []Ratio       `json:"ratios,omitempty"`
-	Tracing []TraceRatio  `json:"tracing,omitempty"`
-	Raw     *RawResult    `json:"raw_insert,omitempty"`
-	Memory  *MemoryResult `json:"memory,omitempty"`
-	Targets []Target      `json:"targets,omitempty"`
+	Machine *Machine     `json:"machine,omitempty"`
+	Command string       `json:"command,omitempty"`
+	Results []Result     `json:"results"`
+	Ratios  []Ratio      `json:"ratios,omitempty"`
+	Tracing []TraceRatio `json:"tracing,omitempty"`
+	Raw     *RawResult   `json:"raw_insert,omitempty"`
+	Floors  []RawResult  `json:"clickhouse_floors,omitempty"`
+	// CountCost is what counting rows costs ClickHouse; nil: not
+	// measured.
+	CountCost *CountCost    `json:"count_cost,omitempty"`
+	Memory    *MemoryResult `json:"memory,omitempty"`
+	Targets   []Target      `json:"targets,omitempty"`
 }
 
 // Measured is what a bench measured, for NewReport.
 type Measured struct {
 	Results []Result
 	Raw     *RawResult
-	Memory  *MemoryResult
+	// Floors are the ClickHouse floors, one per call shape, and
+	// CountCost what their counts and the watched runs' cost ClickHouse.
+	Floors    []RawResult
+	CountCost *CountCost
+	Memory    *MemoryResult
 }
 
 // Ratio is chute's puts/s divided by the no-op server's at one client
@@ -68,14 +76,14 @@ type TraceRatio struct {
 // NewReport returns the report of m, computing the ratios and checking the
 // targets.
 func NewReport(m Measured) Report {
-	r := Report{Results: m.Results, Raw: m.Raw, Memory: m.Memory}
+	r := Report{Results: m.Results, Raw: m.Raw, Floors: m.Floors, CountCost: m.CountCost, Memory: m.Memory}
 	for _, p := range ratios(m.Results, ServerChute, ServerNoop) {
 		r.Ratios = append(r.Ratios, Ratio{Clients: p.clients, Txn: p.txn, ChutePerNoop: p.value})
 	}
 	for _, p := range ratios(m.Results, ServerChuteTraced, ServerChute) {
 		r.Tracing = append(r.Tracing, TraceRatio{Clients: p.clients, Txn: p.txn, TracedPerUntraced: p.value})
 	}
-	r.Targets = evaluateTargets(m.Results, m.Memory)
+	r.Targets = evaluateTargets(m.Results, m.Floors, m.Memory)
 	return r
 }
 
@@ -132,9 +140,21 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\nRepeated runs, medians above:\n\n")
 		r.writeSpread(&b)
 	}
+	if r.hasPerRow() {
+		b.WriteString("\nCPU per row against the floors:\n\n")
+		r.writePerRow(&b)
+	}
+	if hasRowCPU(r.Results) {
+		b.WriteString("\nCPU per row of each process:\n\n")
+		r.writeRowCPU(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\nRows into ClickHouse:\n\n")
 		r.writeRows(&b)
+	}
+	if len(r.Floors) > 0 {
+		b.WriteString("\nClickHouse floors, the same rows inserted straight:\n\n")
+		r.writeFloors(&b)
 	}
 	if hasQueueLog(r.Results) {
 		b.WriteString("\nQueue log during the measured phase:\n\n")
@@ -173,13 +193,20 @@ func (r Report) writePuts(b *bytes.Buffer) {
 
 // writeRatios writes the ratio lines and the spans of the traced runs.
 func (r Report) writeRatios(b *bytes.Buffer) {
-	if len(r.Ratios) > 0 || len(r.Tracing) > 0 {
+	if len(r.Ratios) > 0 || len(r.Tracing) > 0 || len(ratios(r.Results, ServerChuteKV3, ServerEtcd3)) > 0 {
 		b.WriteString("\n")
 	}
 	if len(r.Ratios) > 0 {
 		b.WriteString("chute/no-op puts/s:")
 		for i, ra := range r.Ratios {
 			writeRatio(b, i, ra.Clients, ra.Txn, ra.ChutePerNoop)
+		}
+		b.WriteString("\n")
+	}
+	if kv := ratios(r.Results, ServerChuteKV3, ServerEtcd3); len(kv) > 0 {
+		b.WriteString("chute KV/etcd puts/s, 3 nodes each:")
+		for i, ra := range kv {
+			writeRatio(b, i, ra.clients, ra.txn, ra.value)
 		}
 		b.WriteString("\n")
 	}
@@ -218,10 +245,12 @@ func (r Report) writeErrors(b *bytes.Buffer) {
 	}
 }
 
-// writeSpread writes the table of the results that fold several runs.
+// writeSpread writes the table of the results that fold several runs:
+// the extremes of their rates and of their CPU per row, and the failed
+// puts of all their runs.
 func (r Report) writeSpread(b *bytes.Buffer) {
-	b.WriteString("| server | calls | runs | puts/s median | min | max | rows/s median | min | max |\n")
-	b.WriteString("|--------|-------|-----:|--------------:|----:|----:|--------------:|----:|----:|\n")
+	b.WriteString("| server | calls | runs | puts/s median | min | max | rows/s median | min | max | chute µs/row min–max | ClickHouse µs/row min–max | failed puts, all runs |\n")
+	b.WriteString("|--------|-------|-----:|--------------:|----:|----:|--------------:|----:|----:|---------------------:|--------------------------:|----------------------:|\n")
 	for _, res := range r.Results {
 		sp := res.Spread
 		if sp == nil {
@@ -231,8 +260,9 @@ func (r Report) writeSpread(b *bytes.Buffer) {
 		if res.Rows != nil {
 			rows = fmt.Sprintf("| %.0f | %.0f | %.0f |", res.Rows.RowsPerSec, sp.MinRowsPerSec, sp.MaxRowsPerSec)
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f %s\n",
-			res.Server, callShape(res), sp.Runs, res.PutsPerSec, sp.MinPutsPerSec, sp.MaxPutsPerSec, rows)
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | %.0f | %.0f %s %s | %s | %d |\n",
+			res.Server, callShape(res), sp.Runs, res.PutsPerSec, sp.MinPutsPerSec, sp.MaxPutsPerSec, rows,
+			span(sp.MinMicrosPerRow, sp.MaxMicrosPerRow), span(sp.MinClickHouseMicrosPerRow, sp.MaxClickHouseMicrosPerRow), sp.Errors)
 	}
 }
 
@@ -338,19 +368,24 @@ func hasWire(results []Result) bool {
 // writeRaw writes the table of the raw inserts.
 func (r Report) writeRaw(b *bytes.Buffer) {
 	x := r.Raw
-	b.WriteString("| posters | rows per insert | bytes per insert | inserts | rows | rows/s | insert p50 ms | p99 ms |\n")
-	b.WriteString("|--------:|----------------:|-----------------:|--------:|-----:|-------:|--------------:|-------:|\n")
-	fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %.0f | %s | %s |\n",
-		x.Posters, x.BatchRows, x.BatchBytes, x.Inserts, x.Rows, x.RowsPerSec, millis1(x.P50), millis1(x.P99))
+	b.WriteString("| posters | rows per insert | bytes per insert | inserts | rows | rows/s | insert p50 ms | p99 ms | ClickHouse µs/row | client µs/row |\n")
+	b.WriteString("|--------:|----------------:|-----------------:|--------:|-----:|-------:|--------------:|-------:|------------------:|--------------:|\n")
+	fmt.Fprintf(b, "| %d | %d | %d | %d | %d | %.0f | %s | %s | %s | %s |\n",
+		x.Posters, x.BatchRows, x.BatchBytes, x.Inserts, x.Rows, x.RowsPerSec, millis1(x.P50), millis1(x.P99),
+		perRow(x.ClickHouseCPU), perRow(x.ClientCPU))
 }
 
 // writeMemory writes the table of the memory of a queued row.
 func (r Report) writeMemory(b *bytes.Buffer) {
 	m := r.Memory
-	b.WriteString("| rows queued | value bytes | live heap per row | beyond the value | RSS growth per row | GOGC |\n")
-	b.WriteString("|------------:|------------:|------------------:|-----------------:|-------------------:|-----:|\n")
-	fmt.Fprintf(b, "| %d | %d | %.0f B | %.0f B | %.0f B | %d |\n",
-		m.Rows, m.ValSize, m.HeapPerRow, m.OverheadPerRow, m.RSSPerRow, m.GOGC)
+	spread := "-"
+	if m.Runs > 1 {
+		spread = fmt.Sprintf("%.0f–%.0f B", m.MinRSSPerRow, m.MaxRSSPerRow)
+	}
+	b.WriteString("| runs | rows queued | value bytes | key bytes | RSS growth per row | min–max | beyond value and key | live heap per row | beyond the value | GOGC |\n")
+	b.WriteString("|-----:|------------:|------------:|----------:|-------------------:|--------:|---------------------:|------------------:|-----------------:|-----:|\n")
+	fmt.Fprintf(b, "| %d | %d | %d | %d | %.0f B | %s | %.0f B | %.0f B | %.0f B | %d |\n",
+		max(m.Runs, 1), m.Rows, m.ValSize, m.KeySize, m.RSSPerRow, spread, m.RSSPerRow-float64(m.ValSize+m.KeySize), m.HeapPerRow, m.OverheadPerRow, m.GOGC)
 }
 
 // writeTargets writes the table of the targets.
@@ -448,4 +483,146 @@ func millis(d time.Duration) string {
 // millis1 formats d in milliseconds with one decimal.
 func millis1(d time.Duration) string {
 	return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond))
+}
+
+// perRowPath is one line of the table of CPU per row against the floors.
+type perRowPath struct {
+	name   string
+	server string
+	txn    int
+}
+
+// perRowPaths are the lines of that table, in its order; the txn lines
+// take the txn size of the one-node txn cell.
+func (r Report) perRowPaths() []perRowPath {
+	txn := defaultMatrixTxn
+	if t, ok := findTxnCell(r.Results, ServerChute); ok {
+		txn = t.Txn
+	}
+	return []perRowPath{
+		{"unary, 1 node", ServerChute, 0},
+		{fmt.Sprintf("txn-%d, 1 node", txn), ServerChute, txn},
+		{fmt.Sprintf("txn-%d, 3 nodes", txn), ServerChute3, txn},
+		{"unary, 3 nodes", ServerChute3, 0},
+	}
+}
+
+// hasPerRow reports whether any line of the table of CPU per row
+// against the floors was measured.
+func (r Report) hasPerRow() bool {
+	for _, p := range r.perRowPaths() {
+		if res, ok := findCell(r.Results, p.server, p.txn, true); ok && len(res.CPU) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writePerRow writes the table of CPU per row against the floors: for
+// each path, the nodes' µs/row (summed over three nodes), ClickHouse's
+// and the client's, next to the no-op server's µs/put and the
+// ClickHouse floor's µs/row of the same call shape.
+func (r Report) writePerRow(b *bytes.Buffer) {
+	b.WriteString("| path | chute µs/row | ClickHouse µs/row | client µs/row | rows per insert | no-op µs/put | ClickHouse floor µs/row | floor rows per insert |\n")
+	b.WriteString("|------|-------------:|------------------:|--------------:|----------------:|-------------:|------------------------:|----------------------:|\n")
+	for _, p := range r.perRowPaths() {
+		res, ok := findCell(r.Results, p.server, p.txn, true)
+		if !ok || len(res.CPU) == 0 {
+			continue
+		}
+		noop, floorCPU, floorBatch := "-", "-", "-"
+		if n, ok := findCell(r.Results, ServerNoop, p.txn, false); ok && len(n.CPU) > 0 {
+			noop = fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
+		}
+		if f, ok := findFloor(r.Floors, p.txn); ok {
+			floorCPU, floorBatch = perRow(f.ClickHouseCPU), fmt.Sprint(f.BatchRows)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %s | %s | %s |\n",
+			p.name, perRowSum(res.CPU), perRow(res.ClickHouseCPU), perRow(res.ClientCPU), rowsPerInsert(res), noop, floorCPU, floorBatch)
+	}
+}
+
+// hasRowCPU reports whether any result metered CPU per row.
+func hasRowCPU(results []Result) bool {
+	for _, r := range results {
+		if r.ClickHouseCPU != nil || r.ClientCPU != nil || sumPerRow(r.CPU) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// writeRowCPU writes the table of every result's CPU per row (per put
+// where it watched no rows), of each node, ClickHouse and the client.
+func (r Report) writeRowCPU(b *bytes.Buffer) {
+	b.WriteString("| server | calls | rows | rows per insert | chute µs/row | ClickHouse µs/row | client µs/row |\n")
+	b.WriteString("|--------|-------|-----:|----------------:|-------------:|------------------:|--------------:|\n")
+	for _, res := range r.Results {
+		if res.ClickHouseCPU == nil && res.ClientCPU == nil && sumPerRow(res.CPU) == 0 {
+			continue
+		}
+		rows, perInsert := "-", "-"
+		if res.Rows != nil {
+			rows, perInsert = fmt.Sprint(res.Rows.Rows), fmt.Sprintf("%.0f", res.Rows.RowsPerInsert)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n",
+			res.Server, callShape(res), rows, perInsert, perRowSum(res.CPU), perRow(res.ClickHouseCPU), perRow(res.ClientCPU))
+	}
+}
+
+// writeFloors writes the table of the ClickHouse floors and, when
+// measured, what the counts cost ClickHouse, per row at each floor's
+// rate: the share of the floor, and of its chute runs, that counting
+// explains.
+func (r Report) writeFloors(b *bytes.Buffer) {
+	b.WriteString("| floor of | runs | rows per insert | inserts | rows | paced rows/s | rows/s | insert p50 ms | p99 ms | ClickHouse µs/row | min–max | counting µs/row | client µs/row |\n")
+	b.WriteString("|----------|-----:|----------------:|--------:|-----:|-------------:|-------:|--------------:|-------:|------------------:|--------:|----------------:|--------------:|\n")
+	for _, f := range r.Floors {
+		counting := "-"
+		if c := r.CountCost; c != nil {
+			counting = fmt.Sprintf("%.2f", c.perRowAt(f.Rate))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.0f | %.0f | %s | %s | %s | %s | %s | %s |\n",
+			callShape(Result{Txn: f.Txn}), max(f.Runs, 1), f.BatchRows, f.Inserts, f.Rows, f.Rate, f.RowsPerSec,
+			millis1(f.P50), millis1(f.P99), perRow(f.ClickHouseCPU),
+			span(f.MinClickHouseMicrosPerRow, f.MaxClickHouseMicrosPerRow), counting, perRow(f.ClientCPU))
+	}
+	if c := r.CountCost; c != nil {
+		fmt.Fprintf(b, "\nCounting an empty table's rows every %v (%d counts) and nothing else cost\n"+
+			"ClickHouse %.1f ms of CPU per second: counting µs/row is that over the\n"+
+			"floor's rate, the share of the floor (and about of its chute runs) the\n"+
+			"counts explain.\n", c.Period, c.Counts, c.MillisPerSec)
+	}
+}
+
+// perRow is a process's µs per row, "-" when not metered.
+func perRow(c *NodeCPU) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", c.MicrosPerRow)
+}
+
+// perRowSum is the nodes' µs per row: one node's alone, several as
+// "a + b + c = sum"; "-" for none.
+func perRowSum(nodes []NodeCPU) string {
+	switch len(nodes) {
+	case 0:
+		return "-"
+	case 1:
+		return fmt.Sprintf("%.2f", nodes[0].MicrosPerRow)
+	}
+	parts := make([]string, len(nodes))
+	for i, n := range nodes {
+		parts[i] = fmt.Sprintf("%.2f", n.MicrosPerRow)
+	}
+	return fmt.Sprintf("%s = %.2f", strings.Join(parts, " + "), sumPerRow(nodes))
+}
+
+// span is "min–max" with two decimals, "-" when neither was measured.
+func span(lo, hi float64) string {
+	if lo == 0 && hi == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f–%.2f", lo, hi)
 }

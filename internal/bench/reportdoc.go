@@ -45,7 +45,7 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	b.WriteString("# Benchmarks\n\n")
 	b.WriteString("Written by `chute-bench --report` (`make bench` runs `deploy/dev/bench.sh`);\n" +
 		"rerun it rather than editing this file. Ratios come from the figures of the\n" +
-		"Puts table: one run each, or the median of a cell's runs where it was\n" +
+		"tables below: one run each, or the median of a cell's runs where it was\n" +
 		"repeated; on a shared 2-core machine they move by several percent\n" +
 		"from run to run.\n")
 	if m := r.Machine; m != nil {
@@ -71,7 +71,9 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		fmt.Fprintf(&b, "\n## Command\n\n```\n%s\n```\n", r.Command)
 	}
 	if len(r.Targets) > 0 {
-		b.WriteString("\n## Targets\n\n")
+		b.WriteString("\n## Targets\n\n" +
+			"CPU per row of each process, each a ratio to a floor measured in the\n" +
+			"same bench, and the latency, refusals and memory of a queued row.\n\n")
 		r.writeTargets(&b)
 	}
 	b.WriteString("\n## Puts\n\n")
@@ -82,9 +84,29 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 		b.WriteString("\n## Repeated runs\n\nThe rows above that fold several runs show their medians; here are\nthe extremes.\n\n")
 		r.writeSpread(&b)
 	}
+	if r.hasPerRow() {
+		b.WriteString("\n## CPU per row against the floors\n\n" +
+			"Each process's CPU time over a run, warmup and the wait for its rows\n" +
+			"included, over the rows it landed; three nodes are summed. The floors\n" +
+			"are measured in the same run (see How it was measured).\n\n")
+		r.writePerRow(&b)
+	}
+	if hasRowCPU(r.Results) {
+		b.WriteString("\n## CPU per row of each process\n\n" +
+			"Per row landed, warmup included; per put where the run watched no\n" +
+			"rows (the no-op server's). Several nodes: each, then their sum.\n\n")
+		r.writeRowCPU(&b)
+	}
 	if hasRows(r.Results) {
 		b.WriteString("\n## Rows into ClickHouse\n\n")
 		r.writeRows(&b)
+	}
+	if len(r.Floors) > 0 {
+		b.WriteString("\n## ClickHouse floors\n\n" +
+			"The rows of the median one-node chute run of each call shape,\n" +
+			"inserted straight into ClickHouse in large batches at that run's\n" +
+			"rows/s: what those rows cost ClickHouse at the least.\n\n")
+		r.writeFloors(&b)
 	}
 	if hasQueueLog(r.Results) {
 		b.WriteString("\n## Queue log\n\nWhat each node's queue log did during the measured phase.\n\n")
@@ -121,8 +143,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		"a time (a unary put, or a txn whose Then branch holds the puts); a run is\n"+
 		"%d unmeasured warmup puts, then\n%s. Put latencies are per call,\n"+
 		"nearest rank. The no-op server answers Put and Txn without doing\n"+
-		"anything, through the same gRPC stack: the ceiling of the API path on\n"+
-		"this machine.",
+		"anything, through the same gRPC stack: the ceiling of the API path's\n"+
+		"rate and the floor of its CPU on this machine.",
 		c.Clients, min(c.Conns, c.Clients), c.Warmup, bound)
 	if !s.clickhouse {
 		fmt.Fprintf(b, " Keys are %d bytes, values %d random printable bytes.\n", c.KeySize, c.ValSize)
@@ -158,9 +180,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"binary, on loopback, with the client, the servers and ClickHouse\n"+
 			"sharing the machine. One node: the no-op server, a chute node and\n"+
 			"a second one started with `--unsafe-no-fsync`; no-op unary, chute\n"+
-			"unary, the same without fsync, chute unary paced at half the rows/s\n"+
-			"of its unpaced run (target 4), no-op txn-%d, chute txn-%d, the same\n"+
-			"without fsync. Three nodes: chute processes joined by gossip\n"+
+			"unary, the same without fsync, no-op txn-%d, chute txn-%d, the same\n"+
+			"without fsync. Targets 1 to 3 read the node that fsyncs, the default\n"+
+			"users run. Three nodes: chute processes joined by gossip\n"+
 			"(`--gossip-profile fast`); the first gets the first put of every\n"+
 			"queue, so it claims and\n"+
 			"dispatches them all, and every other put goes to the second and\n"+
@@ -168,17 +190,47 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node. CPU µs/put is each node's user and system\n"+
-			"time (utime + stime of /proc/<pid>/stat) from the run's first dial\n"+
-			"to its end, warmup and the wait for rows included, over the run's\n"+
-			"puts, warmup included: the servers' cost of a put, measured in the\n"+
-			"same run as their rates.\n\n", txn, txn, rssPeriod)
+			"during the run, per node.\n\n", txn, txn, rssPeriod)
+		b.WriteString("CPU: the user and system time (utime + stime of /proc/<pid>/stat)\n" +
+			"of each node, of the ClickHouse process and of the bench's own process\n" +
+			"from just before a run creates its tables to just after it dropped\n" +
+			"them, warmup and the wait for the rows included. µs/put divides it by\n" +
+			"the run's puts, µs/row by the rows it landed (the warmup's and the\n" +
+			"measured rows counted in ClickHouse; the puts where the run watches\n" +
+			"no rows, as against the no-op server, where a put is a row); three\n" +
+			"nodes are also summed. The ClickHouse process is the one\n" +
+			"`--clickhouse-pid` names (`make bench` passes the server it started),\n" +
+			"else the one listening on the URL's port, found through\n" +
+			"/proc/net/tcp{,6} and /proc/<pid>/fd: all its threads, so the\n" +
+			"parsing of the inserts, the merges (some of a cell's may run into the\n" +
+			"next) and the bench's own counts of the rows. The client is the\n" +
+			"bench's process: the putters and their clientv3 connections, the row\n" +
+			"counts, the memory and CPU sampling and whatever else it serves\n" +
+			"meanwhile: the wire proxies of the compression cells, the span sink\n" +
+			"of the traced one (idle otherwise). Goroutines are not bound to\n" +
+			"threads, so these cannot be told apart.\n\n")
+		fmt.Fprintf(b, "Floors, measured in the same bench: the no-op server's µs/put (unary\n"+
+			"and txn-%d, a put being a row) and the ClickHouse floors. A ClickHouse\n"+
+			"floor takes the median one-node chute run of a call shape (fsync on)\n"+
+			"and posts as many rows as it landed, the same JSON into a table of the\n"+
+			"same schema, as JSONEachRow straight to ClickHouse in batches of %d\n"+
+			"rows by %d posters, paced at that run's rows/s, once the one-node\n"+
+			"group's processes have stopped; like the chute cells it counts the\n"+
+			"table's rows every %v while it posts. ClickHouse µs/row is the\n"+
+			"ClickHouse process's CPU over the floor, table creation to drop, over\n"+
+			"the rows inserted. Each floor runs as often as the cells it is the\n"+
+			"floor of and shows the run of the median ClickHouse µs/row. The\n"+
+			"counts are in both sides of the ratio, as they cost ClickHouse the\n"+
+			"same per second; before the floors the bench counts an empty table\n"+
+			"for a few seconds alone, and the floors table shows the share of\n"+
+			"each floor that counting explains.\n\n",
+			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
 			"fsync would cost nothing), and fsyncs it before it answers a put,\n" +
 			"many puts to one fsync; the node started with `--unsafe-no-fsync`\n" +
-			"writes it without fsync, the ceiling targets 7a and 7b compare\n" +
-			"puts/s with. Just before and just after the measured phase of\n" +
+			"writes it without fsync: targets 5a and 5b compare the two nodes'\n" +
+			"CPU per row. Just before and just after the measured phase of\n" +
 			"these four runs the bench reads `chute_queue_log_fsyncs_total` and\n" +
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
@@ -197,8 +249,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 				"CPU µs/row is the growth of system.events UserTimeMicroseconds +\n"+
 				"SystemTimeMicroseconds over the run, over the same rows: the CPU of\n"+
 				"ClickHouse's query threads (decompressing and parsing the inserts,\n"+
-				"and the bench's own counts of the rows), not its background merges;\n"+
-				"the bench does not sample the ClickHouse process itself. The bench\n"+
+				"and the bench's own counts of the rows), not its background merges,\n"+
+				"which the process's CPU in the tables of CPU per row holds. The bench\n"+
 				"reads the rows straight from ClickHouse, not through the proxies.\n"+
 				"A row's padding is cut from one random buffer per putter, so it\n"+
 				"repeats much of the rows sent before it, and the codecs shrink it\n"+
@@ -229,31 +281,39 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		if s.repeat > 1 {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
-				"and without) and of three nodes, their no-op floors and the KV cells\n"+
-				"run %d times each, back to back (the KV cells in alternation)\n"+
-				"on the same processes with fresh tables and keys; the tables show\n"+
-				"the median of every figure over the runs, each on its own (the\n"+
-				"counts are the median run's), and the repeated runs table their\n"+
-				"extremes. The paced, traced, raw and memory cells run once.\n\n",
-				s.repeat, s.repeat)
+				"and without) and of three nodes, their no-op floors, the ClickHouse\n"+
+				"floors and the KV cells run %d times each, back to back (the KV\n"+
+				"cells in alternation) on the same processes with fresh tables and\n"+
+				"keys; the tables show the median of every figure over the runs,\n"+
+				"each on its own (the counts are the median run's), and the repeated\n"+
+				"runs table their extremes and the failed puts of all the runs, which\n"+
+				"target 2a counts. The memory cell runs %d times too, each on a fresh\n"+
+				"node, and shows the run of the median RSS growth per row. The\n"+
+				"traced, compression and raw cells run once.\n\n",
+				s.repeat, s.repeat, s.repeat)
 		}
 		fmt.Fprintf(b, "Ceiling of the sink: the same rows posted as JSONEachRow straight to\n"+
 			"ClickHouse over HTTP by %d concurrent posters, each with one insert in\n"+
 			"flight, in batches of the size ClickHouse saw from chute in the\n"+
 			"one-node txn run (at most 100000 rows and 8 MiB, chute's caps); rows/s\n"+
 			"counts the rows the table holds after the last answer.\n\n", s.rawPosters)
-		fmt.Fprintf(b, "Memory: a chute node without ClickHouse keeps every row of a `ch:`\n"+
-			"queue. The bench reads the node's `/metrics` until two garbage\n"+
+		fmt.Fprintf(b, "Memory: a chute node whose `--clickhouse-url` is a loopback port\n"+
+			"nothing listens on keeps every row of a `ch:` queue while its inserts\n"+
+			"are refused. The bench reads its resident memory (VmRSS) and its\n"+
+			"`/metrics` until two garbage\n"+
 			"collections have ended (each read allocates, which brings them\n"+
 			"about) and takes the heap goal the last one set, then queues the\n"+
 			"rows (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
-			"the goal again. The goal is the live heap × (1 + GOGC/100) plus a\n"+
+			"both again. Target 4 holds the RSS growth per row, the heap's\n"+
+			"headroom (GOGC) and garbage included, to the row's value and key\n"+
+			"plus %d bytes; the key is the message key, the %d bytes after\n"+
+			"`/q/ch:<table>/p/`, which chute keeps with the value. The live heap\n"+
+			"is shown too: the heap goal is the live heap × (1 + GOGC/100) plus a\n"+
 			"term for stacks and globals that barely moves, so the difference of\n"+
 			"the goals divided by 1 + GOGC/100 is the growth of the live heap;\n"+
 			"less the value, per row, it is what the queue spends on a row (key\n"+
-			"included). RSS growth per row is shown too: it holds the heap's\n"+
-			"headroom (GOGC) and garbage, which a row does not cost for good.\n",
-			maxTxn)
+			"included).\n",
+			maxTxn, targetRowRSSOverhead, c.KeySize)
 	}
 }
 

@@ -56,8 +56,19 @@ type Result struct {
 	// seen during the run; empty when the bench did not start the server.
 	PeakRSS []NodeRSS `json:"peak_rss,omitempty"`
 	// CPU is the CPU time each node of the server used during the run,
-	// per put; empty when the bench did not start the server.
+	// per put and per row; empty when the bench did not start the server.
 	CPU []NodeCPU `json:"cpu,omitempty"`
+	// ClickHouseCPU is the CPU time of the ClickHouse process over the
+	// run, all its threads (inserts, merges, the bench's own counts), per
+	// put and per row; nil when the run inserted no rows or the bench
+	// does not know the process.
+	ClickHouseCPU *NodeCPU `json:"clickhouse_cpu,omitempty"`
+	// ClientCPU is the CPU time of the bench's own process over the run:
+	// the putters and their clientv3 connections, the row counts, the
+	// memory and CPU sampling, and whatever else the process serves
+	// meanwhile (the wire proxies of a compression run, the span sink
+	// of a traced one). Nil when it could not be read.
+	ClientCPU *NodeCPU `json:"client_cpu,omitempty"`
 
 	// Spread is set when the Result folds several runs of one cell: its
 	// rates, percentiles and CPU figures are then their medians. Nil: one
@@ -109,15 +120,19 @@ type NodeRSS struct {
 	Bytes int64 `json:"bytes"`
 }
 
-// NodeCPU is the CPU time one node used during a run: user and system
-// time of /proc/<pid>/stat from the run's first dial to its end, which
-// holds the warmup and, for rows, the wait until they are all in.
+// NodeCPU is the CPU time one process used during a run: user and
+// system time of /proc/<pid>/stat from the run's first dial to its end,
+// which holds the warmup and, for rows, the wait until they are all in.
 type NodeCPU struct {
 	Node    string  `json:"node"`
 	Seconds float64 `json:"cpu_seconds"`
 	// MicrosPerPut is Seconds in microseconds over the run's puts, warmup
 	// and measured.
 	MicrosPerPut float64 `json:"cpu_us_per_put"`
+	// MicrosPerRow is Seconds in microseconds over the rows the run
+	// landed, the warmup's included (landedRows); over its puts when it
+	// did not watch rows, as for the no-op server, where a put is a row.
+	MicrosPerRow float64 `json:"cpu_us_per_row,omitempty"`
 }
 
 // TraceCount shows that a traced run was traced: the spans the bench's OTLP
