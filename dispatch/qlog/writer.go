@@ -125,6 +125,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	room := l.cfg.SegmentBytes - start
 	buf := w.buf[:0]
 	var taken []*appendReq
+	var offs []int64 // of the records of the mapped appends taken, in order
 	nrec := 0
 	for i, r := range reqs {
 		if len(taken) > 0 && int64(len(buf)+r.bytes) > room {
@@ -136,6 +137,9 @@ func (l *Log) commit(reqs []*appendReq) {
 			continue
 		}
 		for _, rec := range r.recs {
+			if r.mapped {
+				offs = append(offs, start+int64(len(buf))+frameSize+1)
+			}
 			buf = appendFrame(buf, typeData, nil, rec)
 		}
 		taken = append(taken, r)
@@ -194,6 +198,16 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 	l.mu.Unlock()
 	for _, r := range taken {
+		if r.mapped && h.region != nil {
+			r.region = h.region
+			r.views = make([][]byte, len(r.recs))
+			for i, rec := range r.recs {
+				r.views[i] = h.region.view(offs[0], len(rec))
+				offs = offs[1:]
+			}
+		} else if r.mapped {
+			offs = offs[len(r.recs):]
+		}
 		l.answer(r, seq, nil)
 		seq += uint64(len(r.recs))
 	}
@@ -259,6 +273,11 @@ func (l *Log) roll() error {
 	if err := w.f.Close(); err != nil {
 		l.log.Warn("qlog: cannot close a sealed segment", "file", old.path, "err", err)
 	}
+	// The sealed segment's pages leave the process's resident memory
+	// (the page cache keeps them); a mapped record read again maps its
+	// page again.
+	old.region.dropPages()
+	l.mapHead(seg)
 	w.head, w.f, w.synced = seg, f, seg.size
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)

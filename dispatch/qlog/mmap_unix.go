@@ -1,0 +1,31 @@
+//go:build unix
+
+package qlog
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapFile maps size bytes of the file at path, read-only and shared with
+// the page cache; size may pass the file's end, which the file grows into.
+func mapFile(path string, size int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // the mapping outlives the descriptor
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	return mem, nil
+}
+
+// unmapFile ends a mapping mapFile made.
+func unmapFile(mem []byte) error { return unix.Munmap(mem) }
+
+// dropPages takes mem's pages out of the process's page tables, not out
+// of the page cache: a later read maps them again.
+func dropPages(mem []byte) { _ = unix.Madvise(mem, unix.MADV_DONTNEED) }
