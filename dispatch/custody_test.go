@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"chute/dispatch/qlog"
 	"chute/gossip/peer/peerpb"
 )
 
@@ -157,13 +158,19 @@ func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
 func TestRecord_roundTrip(t *testing.T) {
 	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
 	rec := encodeRecord(nil, recBackup, "ch:events", in)
-	name, out, err := decodeRecord(rec)
-	if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
-		t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
-	}
-	for i := range len(rec) - 1 {
-		if _, _, err := decodeRecord(rec[:i]); err == nil {
-			t.Fatalf("a record cut to %d bytes decoded", i)
+	for _, r := range []*qlog.Region{nil, {}} {
+		name, out, err := decodeRecord(rec, r)
+		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+			t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
+		}
+		// Mapped, the value is the record's bytes; else a copy.
+		if aliases := &out.value[0] == &rec[len(rec)-len(in.value)]; aliases != (r != nil) || out.region != r {
+			t.Errorf("region %v: value aliases the record: got %v, want %v; region %v", r, aliases, r != nil, out.region)
+		}
+		for i := range len(rec) - 1 {
+			if _, _, err := decodeRecord(rec[:i], r); err == nil {
+				t.Fatalf("a record cut to %d bytes decoded", i)
+			}
 		}
 	}
 }
