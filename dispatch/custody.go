@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -135,6 +136,7 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	lcfg.Dir = filepath.Join(cfg.DataDir, queueLogDir)
 	lcfg.NoSync = cfg.NoSync
 	lcfg.QuotaBytes = cfg.QuotaBytes
+	lcfg.SegmentBytes = cfg.QueueLogSegmentBytes
 	lcfg.Logger = cfg.Logger.With("log", lcfg.Dir)
 	// A record holds a value and its key: leave room for both.
 	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
@@ -252,6 +254,54 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 // recordSize is the bytes of in's record of queue name, at most.
 func recordSize(name string, in incoming) int {
 	return 1 + 6*binary.MaxVarintLen64 + len(name) + len(in.tail) + len(in.value)
+}
+
+// rehomeValues copies to the heap the values still in the mappings of
+// segments the queue log deleted: such a mapping keeps the deleted
+// file's disk space until nothing references it, and a message can stay
+// queued long after its record was moved by compaction. It runs in the
+// reconcile loop, and walks the queues only when a segment was deleted
+// since its last run. The drainer's messages (msgDrained) are skipped:
+// it reads their values without the queue's lock, and they leave with
+// its batch.
+func (m *Manager) rehomeValues() {
+	if m.qlog == nil {
+		return
+	}
+	deleted := m.qlog.Stats().Deleted
+	if deleted == m.rehomed {
+		return
+	}
+	m.rehomed = deleted
+	for _, q := range m.snapshot() {
+		q.mu.Lock()
+		for _, msg := range q.msgs.all() {
+			if msg.state != msgDrained && msg.region.Deleted() {
+				msg.value, msg.region = slices.Clone(msg.value), nil
+			}
+		}
+		rehomeIncoming(q.held)
+		q.mu.Unlock()
+	}
+	m.backupMu.Lock()
+	for _, set := range m.backups {
+		for seq, in := range set.msgs {
+			if in.region.Deleted() {
+				in.value, in.region = slices.Clone(in.value), nil
+				set.msgs[seq] = in
+			}
+		}
+	}
+	m.backupMu.Unlock()
+}
+
+// rehomeIncoming is rehomeValues for copies held.
+func rehomeIncoming(msgs []incoming) {
+	for i := range msgs {
+		if msgs[i].region.Deleted() {
+			msgs[i].value, msgs[i].region = slices.Clone(msgs[i].value), nil
+		}
+	}
 }
 
 // unpersist releases the records persist wrote for msgs that were not

@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -355,5 +357,63 @@ func TestManager_Shutdown_droppedWhileRunning(t *testing.T) {
 	_ = n.kv.Shutdown(ctx)
 	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
 		t.Fatalf("Shutdown after a drop: got %v, want errRowsLost", err)
+	}
+}
+
+// TestManager_DataDir_valuesOutliveCompaction: a queued message's value
+// lives in the queue log's mapping; when compaction moves its record and
+// deletes its segment, the value still reads, the reconcile loop copies
+// it to the heap (so the deleted file's space can go), and it is
+// delivered intact.
+func TestManager_DataDir_valuesOutliveCompaction(t *testing.T) {
+	n := startNode(t, func(c *Config) {
+		c.DataDir, c.NoSync, c.QueueLogSegmentBytes = t.TempDir(), true, 4<<10
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	keep := `{"kept":"` + strings.Repeat("k", 200) + `"}`
+	if _, err := cli.Put(ctx, "/q/keep/p/a", keep); err != nil {
+		t.Fatal(err)
+	}
+	kept := func() (value string, mapped bool) {
+		q := n.mgr.lookup("keep")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, m := range q.msgs.all() {
+			return string(m.value), m.region != nil
+		}
+		return "", false
+	}
+	if v, mapped := kept(); v != keep || !mapped {
+		t.Fatalf("queued value %q, mapped %v; want %q, mapped", v, mapped, keep)
+	}
+
+	// Churn: messages put and acknowledged until the log deletes the
+	// segment the kept one was written to.
+	wc := cli.Watch(ctx, "/q/churn/c/w1")
+	for i := 0; n.mgr.qlog.Stats().Deleted == 0; i++ {
+		if i == 2000 {
+			t.Fatalf("no segment deleted after %d messages: %+v", i, n.mgr.qlog.Stats())
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 100)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range next(t, wc, 10*time.Second) {
+			if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := n.mgr.qlog.Stats(); st.Moved == 0 {
+		t.Fatalf("stats %+v: want the kept record moved", st)
+	}
+	runtime.GC()
+	waitFor(t, "the kept value copied to the heap", func() bool {
+		v, mapped := kept()
+		return v == keep && !mapped
+	})
+	evs := collectN(t, cli.Watch(ctx, "/q/keep/c/w1"), 1, 10*time.Second)
+	if got := string(evs[0].Kv.Value); got != keep {
+		t.Fatalf("delivered %q, want %q", got, keep)
 	}
 }

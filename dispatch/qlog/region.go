@@ -1,6 +1,9 @@
 package qlog
 
-import "runtime"
+import (
+	"runtime"
+	"sync/atomic"
+)
 
 // A Region is the read-only mapping of one segment file. The records
 // AppendMapped and OpenMapped hand out mapped are slices of it, which stay
@@ -11,8 +14,15 @@ import "runtime"
 // after the log released, moved or deleted it, for as long as its holder
 // keeps the Region. doc.go ("Mapped records") has the design.
 type Region struct {
-	mem []byte
+	mem     []byte
+	deleted atomic.Bool // the log deleted the file
 }
+
+// Deleted reports whether the log deleted the segment file: its views
+// still read, but hold the file's disk space until the Region is
+// unreachable, so a holder that keeps them long should copy them. False
+// for a nil Region.
+func (r *Region) Deleted() bool { return r != nil && r.deleted.Load() }
 
 // mapRegion maps size bytes of the segment file at path, or returns nil
 // and the error when it cannot (the log then hands out no mapped

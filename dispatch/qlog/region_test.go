@@ -108,6 +108,14 @@ func TestLog_AppendMapped_outlivesSegment(t *testing.T) {
 	runtime.GC() // mappings held only by the views must survive it
 	runtime.GC()
 	checkMapped(t, kept)
+	if !kept[0].r.Deleted() {
+		t.Errorf("the region of deleted %s: Deleted() false, want true", first)
+	}
+	last := mustAppendMapped(t, l, rec(1, 50))[0]
+	if last.r.Deleted() {
+		t.Errorf("the head's region: Deleted() true, want false")
+	}
+	want[last.seq] = last.want
 
 	_, got := reopen(t, l, cfg, false)
 	checkReplay(t, got, want)
