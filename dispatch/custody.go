@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,10 +252,15 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	return nil
 }
 
-// recordSize is the bytes of in's record of queue name, at most.
+// recordSize is the bytes of in's record of queue name, as encodeRecord
+// makes it.
 func recordSize(name string, in incoming) int {
-	return 1 + 6*binary.MaxVarintLen64 + len(name) + len(in.tail) + len(in.value)
+	return 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N) + uvarintLen(in.seq) +
+		uvarintLen(uint64(len(in.tail))) + len(in.tail) + uvarintLen(uint64(len(in.value))) + len(in.value)
 }
+
+// uvarintLen is the bytes of x as a uvarint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 
 // rehomeValues copies to the heap the values still in the mappings of
 // segments the queue log deleted: such a mapping keeps the deleted

@@ -160,6 +160,9 @@ func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
 func TestRecord_roundTrip(t *testing.T) {
 	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
 	rec := encodeRecord(nil, recBackup, "ch:events", in)
+	if got := recordSize("ch:events", in); got != len(rec) {
+		t.Errorf("recordSize: got %d, want %d", got, len(rec))
+	}
 	for _, r := range []*qlog.Region{nil, {}} {
 		name, out, err := decodeRecord(rec, r)
 		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {

@@ -4,13 +4,19 @@ package qlog
 
 import (
 	"os"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
 
 // mapFile maps size bytes of the file at path, read-only and shared with
 // the page cache; size may pass the file's end, which the file grows into.
+// On 32-bit systems it maps nothing (nil): segments mapped with room to
+// grow would use up the address space.
 func mapFile(path string, size int64) ([]byte, error) {
+	if strconv.IntSize < 64 {
+		return nil, nil
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
