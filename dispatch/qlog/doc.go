@@ -122,9 +122,13 @@
 //     disk space stays taken until then (Size no longer counts it);
 //     Region.Deleted tells a holder that keeps views long to copy them
 //     (dispatch does, in its reconcile loop).
-//   - At roll, the sealed segment's pages leave the process's page
-//     tables (MADV_DONTNEED): the page cache keeps them, and they count
-//     in the process's resident memory again only once read.
+//   - A view read maps its page into the process's resident memory,
+//     where it would stay until the mapping ends (a drainer reads every
+//     value it inserts). So every 8 MiB written, and at each roll for
+//     the sealed segment, the pages of the mappings leave the process's
+//     page tables (MADV_DONTNEED): the page cache keeps them, a later
+//     read costs a minor fault, and the resident pages are bounded by
+//     about what is read between two drops.
 //   - A view of a page the kernel cannot read back (a failing disk)
 //     kills the process with SIGBUS where a read would have returned
 //     EIO; bbolt, which maps its file too, makes the same trade.

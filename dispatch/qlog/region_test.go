@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,61 @@ func readMaps(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestLog_AppendMapped_residentBounded reads every record's view right
+// after its append, as a drainer reads the values it inserts: the pages
+// it maps must leave the process's resident memory as the log goes on,
+// not stay until their segment's mapping ends.
+func TestLog_AppendMapped_residentBounded(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc/self/status")
+	}
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes, cfg.NoSync = DefaultSegmentBytes, true
+	l, _ := openLog(t, cfg, hooks{})
+	const total = 4 * dropEvery
+	before := rssFile(t)
+	batch := make([][]byte, 64)
+	for written := 0; written < total; {
+		for i := range batch {
+			batch[i] = rec(i, 4000)
+			written += len(batch[i])
+		}
+		_, views, _, err := l.AppendMapped(context.Background(), batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, v := range views {
+			if v[len(v)-1] != batch[i][len(v)-1] { // the read maps the page
+				t.Fatalf("view %d reads %q, want %q", i, v[len(v)-1], batch[i][len(v)-1])
+			}
+		}
+	}
+	if n := len(segFiles(t, cfg.Dir)); n != 1 {
+		t.Fatalf("%d segments, want the head alone (nothing dropped at a roll)", n)
+	}
+	if got := rssFile(t) - before; got > 2*dropEvery {
+		t.Errorf("file-backed resident memory grew by %d bytes over %d written and read, want at most %d", got, total, 2*dropEvery)
+	}
+}
+
+// rssFile returns RssFile of this process, in bytes.
+func rssFile(t *testing.T) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Skip("no RssFile in /proc/self/status")
+	return 0
 }

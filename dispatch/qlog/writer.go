@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 )
 
 // maxGather bounds the appends one batch takes.
@@ -23,6 +24,9 @@ type writer struct {
 	// append or a release wakes the writer: on a full disk it would
 	// otherwise retry in a loop.
 	paused bool
+	// written counts the bytes written since the mapped segments' pages
+	// were last dropped (dropMappedPages).
+	written int64
 
 	closeErr error
 }
@@ -64,6 +68,32 @@ func (l *Log) run() {
 		}
 		l.commit(l.gather(reqs))
 		l.maintain()
+		l.dropMappedPages()
+	}
+}
+
+// dropEvery is how many bytes the writer writes between two drops of the
+// mapped segments' pages.
+const dropEvery = 8 << 20
+
+// dropMappedPages takes the pages of every segment's mapping out of the
+// process's page tables once dropEvery bytes were written since the
+// last time. A caller reading its views (a drainer reading the values it
+// inserts) maps their pages again, into its resident memory, where they
+// would otherwise stay until the segment's mapping ends: this bounds
+// them to about what is read between two drops. The page cache keeps
+// the pages, so a read after a drop costs a minor fault.
+func (l *Log) dropMappedPages() {
+	w := &l.w
+	if w.written < dropEvery {
+		return
+	}
+	w.written = 0
+	l.mu.Lock()
+	segs := slices.Clone(l.segs)
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.region.dropPages()
 	}
 }
 
@@ -188,6 +218,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 	h.size += int64(len(buf))
 	l.size += int64(len(buf))
+	w.written += int64(len(buf))
 	l.next = h.base + h.n
 	l.stats.Appended += uint64(nrec)
 	l.stats.Moved += uint64(len(moves))
