@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/dispatch/qlog"
+	"chute/sink"
 )
 
 // A member keeps every message in its custody in the queue log
@@ -267,9 +268,10 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 // file's disk space until nothing references it, and a message can stay
 // queued long after its record was moved by compaction. It runs in the
 // reconcile loop, and walks the queues only when a segment was deleted
-// since its last run. The drainer's messages (msgDrained) are skipped:
-// it reads their values without the queue's lock, and they leave with
-// its batch.
+// since its last run. The messages of ClickHouse queues are left alone:
+// a drainer reads its rows' values without the queue's lock, and may
+// still be inserting rows that its removal made ready again, so a value
+// swapped under it could lose its mapping while in use.
 func (m *Manager) rehomeValues() {
 	if m.qlog == nil {
 		return
@@ -280,9 +282,10 @@ func (m *Manager) rehomeValues() {
 	}
 	m.rehomed = deleted
 	for _, q := range m.snapshot() {
+		_, drained := sink.TableOf(q.name)
 		q.mu.Lock()
 		for _, msg := range q.msgs.all() {
-			if msg.state != msgDrained && msg.region.Deleted() {
+			if !drained && msg.region.Deleted() {
 				msg.value, msg.region = slices.Clone(msg.value), nil
 			}
 		}

@@ -292,8 +292,10 @@
 // letter. When compaction moves a long-queued message's record and the
 // log deletes the segment, the mapping would keep the deleted file's
 // disk space; the reconcile loop copies such values to the heap
-// (rehomeValues, custody.go), except the drainer's batch, which reads
-// them without the queue's lock. The store (store.go) keeps messages by number in one run
+// (rehomeValues, custody.go), except in ClickHouse queues, whose drainer
+// reads its rows' values without the queue's lock: there a row kept
+// long while later ones are inserted (one refused under a NOSPACE alarm)
+// keeps its deleted segment's space until it leaves. The store (store.go) keeps messages by number in one run
 // of slots, numbers being given in arrival order, and the few that do not
 // fit in a map (numbers of another epoch; a message left at the front
 // long after the ones behind it were acknowledged): the run never has

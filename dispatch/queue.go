@@ -27,7 +27,9 @@ type MsgID struct {
 // consumer is in the queue's out and parked maps, and its trace, when the
 // put was traced, in the queue's traces: those concern few messages at a
 // time. id, tail and value never change once it is queued, so the drainer
-// reads them without the queue's lock.
+// reads them without the queue's lock; only a message of a queue without
+// a drainer may have value and region copied to the heap, under the
+// queue's lock (rehomeValues).
 //
 // With a queue log, value is its record's bytes in the log's mapping
 // (custody.go), off the Go heap, and region keeps that mapping: value is
