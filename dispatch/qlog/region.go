@@ -33,7 +33,9 @@ func mapRegion(path string, size int64) (*Region, error) {
 		return nil, err
 	}
 	r := &Region{mem: mem}
-	runtime.AddCleanup(r, func(mem []byte) { _ = unmapFile(mem) }, mem)
+	if mem != nil { // nil: nothing mapped here (mapFile)
+		runtime.AddCleanup(r, func(mem []byte) { _ = unmapFile(mem) }, mem)
+	}
 	return r, nil
 }
 
