@@ -288,7 +288,7 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	q.mu.Lock()
 	all := make([]incoming, 0, q.msgs.len())
 	for seq, msg := range q.msgs.all() { // in number order
-		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, seq: seq})
+		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, region: msg.region, seq: seq})
 	}
 	q.released = nil
 	q.mu.Unlock()

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/dispatch/qlog"
+	"chute/sink"
 )
 
 // A member keeps every message in its custody in the queue log
@@ -64,9 +67,10 @@ func encodeRecord(b []byte, kind byte, name string, in incoming) []byte {
 // checksums every record, so this is a record of another version.
 var errBadRecord = errors.New("dispatch: queue log record does not decode")
 
-// decodeRecord decodes a record encodeRecord made. The tail and value
-// are copies: rec belongs to the log.
-func decodeRecord(rec []byte) (name string, in incoming, err error) {
+// decodeRecord decodes a record encodeRecord made. The tail is a copy;
+// the value is a copy too unless r, the log's mapping of rec, is given:
+// it is then rec's bytes, kept by in.region.
+func decodeRecord(rec []byte, r *qlog.Region) (name string, in incoming, err error) {
 	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
 		return "", incoming{}, errBadRecord
 	}
@@ -96,7 +100,13 @@ func decodeRecord(rec []byte) (name string, in incoming, err error) {
 	in.id.N = uv()
 	in.seq = uv()
 	in.tail = string(bytes())
-	in.value = bytes()
+	if n := uv(); err == nil && n == uint64(len(p)) && r != nil {
+		in.value, in.region, p = p, r, nil
+	} else if err == nil && n <= uint64(len(p)) {
+		in.value, p = append([]byte(nil), p[:n]...), p[n:]
+	} else {
+		err = errBadRecord
+	}
 	if err == nil && len(p) != 0 {
 		err = errBadRecord
 	}
@@ -128,13 +138,14 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	lcfg.Dir = filepath.Join(cfg.DataDir, queueLogDir)
 	lcfg.NoSync = cfg.NoSync
 	lcfg.QuotaBytes = cfg.QuotaBytes
+	lcfg.SegmentBytes = cfg.QueueLogSegmentBytes
 	lcfg.Logger = cfg.Logger.With("log", lcfg.Dir)
 	// A record holds a value and its key: leave room for both.
 	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
 	recovered := make(map[string][]incoming)
 	bad := 0
-	l, err = qlog.Open(lcfg, func(seq uint64, rec []byte) error {
-		name, in, err := decodeRecord(rec)
+	l, err = qlog.OpenMapped(lcfg, func(seq uint64, rec []byte, r *qlog.Region) error {
+		name, in, err := decodeRecord(rec, r)
 		if err != nil {
 			bad++
 			return nil // kept in the log, unreleased, for a version that reads it
@@ -202,25 +213,104 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	}
 	var recs [][]byte
 	var at []*incoming
+	size := 0
 	for _, g := range groups {
 		for i := range g.msgs {
 			if g.msgs[i].lseq == 0 {
-				recs = append(recs, encodeRecord(nil, kind, g.name, g.msgs[i]))
+				size += recordSize(g.name, g.msgs[i])
 				at = append(at, &g.msgs[i])
 			}
 		}
 	}
-	if len(recs) == 0 {
+	if len(at) == 0 {
 		return nil
 	}
-	first, err := m.qlog.Append(ctx, recs...)
+	// One buffer for the batch's records: the log copies them.
+	buf := make([]byte, 0, size)
+	recs = make([][]byte, 0, len(at))
+	for _, g := range groups {
+		for i := range g.msgs {
+			if g.msgs[i].lseq == 0 {
+				start := len(buf)
+				buf = encodeRecord(buf, kind, g.name, g.msgs[i])
+				recs = append(recs, buf[start:])
+			}
+		}
+	}
+	first, views, region, err := m.qlog.AppendMapped(ctx, recs)
 	if err != nil {
 		return m.logError(groups[0].name, err)
 	}
 	for j, in := range at {
 		in.lseq = first + uint64(j)
+		// The value now lives in the log's mapping, which the message
+		// keeps (region); the put's copy becomes garbage.
+		if region != nil && views[j] != nil {
+			v := views[j]
+			in.value, in.region = v[len(v)-len(in.value):], region
+		}
 	}
 	return nil
+}
+
+// recordSize is the bytes of in's record of queue name, as encodeRecord
+// makes it.
+func recordSize(name string, in incoming) int {
+	return 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N) + uvarintLen(in.seq) +
+		uvarintLen(uint64(len(in.tail))) + len(in.tail) + uvarintLen(uint64(len(in.value))) + len(in.value)
+}
+
+// uvarintLen is the bytes of x as a uvarint.
+func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
+
+// rehomeValues copies to the heap the values still in the mappings of
+// segments the queue log deleted: such a mapping keeps the deleted
+// file's disk space until nothing references it, and a message can stay
+// queued long after its record was moved by compaction. It runs in the
+// reconcile loop, and walks the queues only when a segment was deleted
+// since its last run. The messages of ClickHouse queues are left alone:
+// a drainer reads its rows' values without the queue's lock, and may
+// still be inserting rows that its removal made ready again, so a value
+// swapped under it could lose its mapping while in use.
+func (m *Manager) rehomeValues() {
+	if m.qlog == nil {
+		return
+	}
+	deleted := m.qlog.Stats().Deleted
+	if deleted == m.rehomed {
+		return
+	}
+	m.rehomed = deleted
+	for _, q := range m.snapshot() {
+		_, drained := sink.TableOf(q.name)
+		q.mu.Lock()
+		for _, msg := range q.msgs.all() {
+			if !drained && msg.region.Deleted() {
+				msg.value, msg.region = slices.Clone(msg.value), nil
+			}
+		}
+		rehomeIncoming(q.held)
+		q.mu.Unlock()
+	}
+	m.backupMu.Lock()
+	for _, set := range m.backups {
+		for seq, in := range set.msgs {
+			if in.region.Deleted() {
+				in.value, in.region = slices.Clone(in.value), nil
+				set.msgs[seq] = in
+			}
+		}
+	}
+	m.backupMu.Unlock()
+}
+
+// rehomeIncoming is rehomeValues for copies held.
+func rehomeIncoming(msgs []incoming) {
+	for i := range msgs {
+		if msgs[i].region.Deleted() {
+			msgs[i].value, msgs[i].region = slices.Clone(msgs[i].value), nil
+		}
+	}
 }
 
 // unpersist releases the records persist wrote for msgs that were not

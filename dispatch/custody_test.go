@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -11,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"chute/dispatch/qlog"
 	"chute/gossip/peer/peerpb"
 )
 
@@ -157,13 +160,22 @@ func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
 func TestRecord_roundTrip(t *testing.T) {
 	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
 	rec := encodeRecord(nil, recBackup, "ch:events", in)
-	name, out, err := decodeRecord(rec)
-	if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
-		t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
+	if got := recordSize("ch:events", in); got != len(rec) {
+		t.Errorf("recordSize: got %d, want %d", got, len(rec))
 	}
-	for i := range len(rec) - 1 {
-		if _, _, err := decodeRecord(rec[:i]); err == nil {
-			t.Fatalf("a record cut to %d bytes decoded", i)
+	for _, r := range []*qlog.Region{nil, {}} {
+		name, out, err := decodeRecord(rec, r)
+		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+			t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
+		}
+		// Mapped, the value is the record's bytes; else a copy.
+		if aliases := &out.value[0] == &rec[len(rec)-len(in.value)]; aliases != (r != nil) || out.region != r {
+			t.Errorf("region %v: value aliases the record: got %v, want %v; region %v", r, aliases, r != nil, out.region)
+		}
+		for i := range len(rec) - 1 {
+			if _, _, err := decodeRecord(rec[:i], r); err == nil {
+				t.Fatalf("a record cut to %d bytes decoded", i)
+			}
 		}
 	}
 }
@@ -348,5 +360,71 @@ func TestManager_Shutdown_droppedWhileRunning(t *testing.T) {
 	_ = n.kv.Shutdown(ctx)
 	if err := n.mgr.Shutdown(ctx); !errors.Is(err, errRowsLost) {
 		t.Fatalf("Shutdown after a drop: got %v, want errRowsLost", err)
+	}
+}
+
+// TestManager_DataDir_valuesOutliveCompaction: a queued message's value
+// lives in the queue log's mapping; when compaction moves its record and
+// deletes its segment, the value still reads, the reconcile loop copies
+// it to the heap (so the deleted file's space can go), and it is
+// delivered intact. A ClickHouse queue's row keeps its mapping: its
+// drainer reads it without the queue's lock.
+func TestManager_DataDir_valuesOutliveCompaction(t *testing.T) {
+	n := startSinkNode(t, &chURL{}, func(c *Config) { // no ClickHouse: rows stay queued
+		c.DataDir, c.NoSync, c.QueueLogSegmentBytes = t.TempDir(), true, 4<<10
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	keep := `{"kept":"` + strings.Repeat("k", 200) + `"}`
+	for _, k := range []string{"/q/keep/p/a", "/q/ch:events/p/a"} {
+		if _, err := cli.Put(ctx, k, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := func(name string) (value string, mapped bool) {
+		q := n.mgr.lookup(name)
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, m := range q.msgs.all() {
+			return string(m.value), m.region != nil
+		}
+		return "", false
+	}
+	for _, name := range []string{"keep", "ch:events"} {
+		if v, mapped := kept(name); v != keep || !mapped {
+			t.Fatalf("%s: queued value %q, mapped %v; want %q, mapped", name, v, mapped, keep)
+		}
+	}
+
+	// Churn: messages put and acknowledged until the log deletes the
+	// segment the kept one was written to.
+	wc := cli.Watch(ctx, "/q/churn/c/w1")
+	for i := 0; n.mgr.qlog.Stats().Deleted == 0; i++ {
+		if i == 2000 {
+			t.Fatalf("no segment deleted after %d messages: %+v", i, n.mgr.qlog.Stats())
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 100)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range next(t, wc, 10*time.Second) {
+			if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if st := n.mgr.qlog.Stats(); st.Moved == 0 {
+		t.Fatalf("stats %+v: want the kept record moved", st)
+	}
+	runtime.GC()
+	waitFor(t, "the kept value copied to the heap", func() bool {
+		v, mapped := kept("keep")
+		return v == keep && !mapped
+	})
+	if v, mapped := kept("ch:events"); v != keep || !mapped {
+		t.Errorf("ch:events after its segment went: value %q, mapped %v; want %q, still mapped", v, mapped, keep)
+	}
+	evs := collectN(t, cli.Watch(ctx, "/q/keep/c/w1"), 1, 10*time.Second)
+	if got := string(evs[0].Kv.Value); got != keep {
+		t.Fatalf("delivered %q, want %q", got, keep)
 	}
 }

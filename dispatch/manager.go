@@ -150,6 +150,9 @@ type Config struct {
 	// OnNoSpace is called when a put fails for lack of space in the
 	// queue log (QuotaBytes or a full file system). Nil: nothing.
 	OnNoSpace func()
+	// QueueLogSegmentBytes is the size of the queue log's segment files
+	// (qlog.Config.SegmentBytes; at least 1 KiB). Zero: 64 MiB.
+	QueueLogSegmentBytes int64
 	// Clock drives every timer of the manager: visibility timeouts,
 	// batch intervals, retry backoff, the reconcile loop, forward
 	// deadlines, passing over a silent backup. Deadlines of calls that
@@ -290,6 +293,9 @@ type Manager struct {
 	qlog      *qlog.Log
 	qlogLock  *os.File // held while qlog is open
 	recovered map[string][]incoming
+	// rehomed is the queue log's deleted segments at the last
+	// rehomeValues; the reconcile loop's alone.
+	rehomed uint64
 
 	stop     chan struct{}
 	stopOnce sync.Once

@@ -45,10 +45,26 @@ func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
 	return out
 }
 
+// toMessages makes the frame's messages of msgs. Values that are views of
+// the queue log are copied, into one buffer: the frame may be sent after
+// msgs are gone, and their mapping with them.
 func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
+	n := 0
+	for _, in := range msgs {
+		if in.region != nil {
+			n += len(in.value)
+		}
+	}
+	buf := make([]byte, 0, n)
 	out := make([]*peerpb.QueueMessage, len(msgs))
 	for i, in := range msgs {
-		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: in.value, Origin: in.id.Origin, N: in.id.N, Seq: in.seq,
+		v := in.value
+		if in.region != nil {
+			start := len(buf)
+			buf = append(buf, v...)
+			v = buf[start:len(buf):len(buf)]
+		}
+		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: v, Origin: in.id.Origin, N: in.id.N, Seq: in.seq,
 			Consumer: in.consumer, Attempts: int64(in.attempts)}
 	}
 	return out

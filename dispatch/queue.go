@@ -27,17 +27,35 @@ type MsgID struct {
 // consumer is in the queue's out and parked maps, and its trace, when the
 // put was traced, in the queue's traces: those concern few messages at a
 // time. id, tail and value never change once it is queued, so the drainer
-// reads them without the queue's lock.
+// reads them without the queue's lock; only a message of a queue without
+// a drainer may have value and region copied to the heap, under the
+// queue's lock (rehomeValues).
+//
+// With a queue log, value is its record's bytes in the log's mapping
+// (custody.go), off the Go heap, and region keeps that mapping: value is
+// valid while the message is reachable. What hands value to something
+// that may outlive the message (a watch event, a frame to another
+// member) copies it, or carries region along (incoming.region).
 type message struct {
 	id       MsgID
 	tail     string
 	value    []byte
-	lseq     uint64   // its record in the queue log; 0 for none (memory only)
-	attempts int32    // deliveries so far
-	state    msgState // guarded by the queue's mu
+	region   *qlog.Region // maps value; nil when value is on the heap
+	lseq     uint64       // its record in the queue log; 0 for none (memory only)
+	attempts int32        // deliveries so far
+	state    msgState     // guarded by the queue's mu
 }
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
+
+// heapValue returns the value on the Go heap: a copy when it is a view of
+// the queue log, which is valid only while the message is reachable.
+func (m *message) heapValue() []byte {
+	if m.region == nil {
+		return m.value
+	}
+	return slices.Clone(m.value)
+}
 
 // msgState says where a queued message is.
 type msgState uint8
@@ -199,6 +217,8 @@ type incoming struct {
 	attempts int    // deliveries so far, for a handed-over message
 	trace    *msgTrace
 	lseq     uint64 // its record in this member's queue log; 0 for none yet
+	// region maps value when value is a view of the queue log (message.region).
+	region *qlog.Region
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
@@ -276,7 +296,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{id: in.id, tail: in.tail, value: in.value, lseq: in.lseq, attempts: int32(in.attempts)}
+		m := &message{id: in.id, tail: in.tail, value: in.value, region: in.region, lseq: in.lseq, attempts: int32(in.attempts)}
 		q.msgs.put(seq, m)
 		q.ids.add(m)
 		if in.trace != nil {
@@ -288,7 +308,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		q.bytes += m.size()
 		q.stats.Enqueued++
 		if collect {
-			added = append(added, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
+			added = append(added, incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq})
 		}
 		if in.consumer != "" {
 			sentAt := q.handoverSentAt(now).UnixNano()
@@ -366,7 +386,7 @@ func (q *queue) deliverLocked(now time.Time) {
 		c.unacked[seq] = m
 		batches[c] = append(batches[c], &mvccpb.KeyValue{
 			Key:     []byte(DeliveryKey(c.prefix, q.name, seq, m.tail)),
-			Value:   m.value,
+			Value:   m.heapValue(), // the watch may send it after the message left
 			Version: int64(m.attempts),
 		})
 	}
@@ -556,7 +576,7 @@ func (q *queue) takeAll() []incoming {
 	q.failWaitersLocked(errMovedOn)
 	out := make([]incoming, 0, q.msgs.len()+len(q.held))
 	for seq, m := range q.msgs.all() {
-		in := incoming{id: m.id, tail: m.tail, value: m.value, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq}
+		in := incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq}
 		switch m.state {
 		case msgOut:
 			in.consumer = q.out[seq].c.id

@@ -40,6 +40,7 @@ func (m *Manager) reconcile() {
 	}
 	m.reconcileBackups()
 	m.sweepDeadLetters()
+	m.rehomeValues()
 	m.mu.Lock()
 	locals := make([]*localConsumer, 0, len(m.locals))
 	for lc := range m.locals {

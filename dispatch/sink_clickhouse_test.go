@@ -217,3 +217,74 @@ func TestSink_clickhouseDownThenBack(t *testing.T) {
 		}
 	}
 }
+
+// TestSink_dataDirRowsFromMappedLog checks that rows queued with a data
+// dir, whose values are views of the queue log's mapping, reach
+// ClickHouse byte for byte, and a refused one its dead letter, while the
+// log rolls, compacts and deletes the segments under them (4 KiB
+// segments).
+func TestSink_dataDirRowsFromMappedLog(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.mapped (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
+	url := &chURL{} // no ClickHouse yet: the rows stay queued
+	n := startSinkNode(t, url, func(c *Config) {
+		c.DataDir, c.NoSync, c.QueueLogSegmentBytes = t.TempDir(), true, 4<<10
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	const rows = 300
+	var want []string // the table's rows, tab-separated
+	for i := range rows {
+		s := strings.Repeat(string(rune('a'+i%26)), i%50)
+		v := fmt.Sprintf(`{"id":%d,"s":"%s"}`, i, s)
+		if i == 150 {
+			v = `{"id":"not a number","s":""}`
+		} else {
+			want = append(want, fmt.Sprintf("%d\t%s", i, s))
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:mapped/p/%d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q := n.mgr.lookup("ch:mapped")
+	q.mu.Lock()
+	mapped := 0
+	for _, m := range q.msgs.all() {
+		if m.region != nil {
+			mapped++
+		}
+	}
+	q.mu.Unlock()
+	if mapped != rows {
+		t.Fatalf("%d of %d queued values in the log's mapping, want all", mapped, rows)
+	}
+
+	url.set(ch.URL(), "default")
+	waitCount(t, ch, "default.mapped", rows-1, 20*time.Second)
+	if got := ch.Query(t, "SELECT id, s FROM default.mapped ORDER BY id"); got != strings.Join(want, "\n") {
+		t.Fatalf("rows: got %q, want %q", got, strings.Join(want, "\n"))
+	}
+	var letters *clientv3.GetResponse
+	waitUntil(t, 10*time.Second, "one dead letter", func() bool {
+		var err error
+		letters, err = cli.Get(ctx, "/q/ch:mapped/dlq/", clientv3.WithPrefix())
+		return err == nil && len(letters.Kvs) == 1
+	})
+	var letter struct{ Key, Row string }
+	if err := json.Unmarshal(letters.Kvs[0].Value, &letter); err != nil {
+		t.Fatal(err)
+	}
+	if letter.Key != "150" || letter.Row != `{"id":"not a number","s":""}` {
+		t.Fatalf("dead letter: got %+v, want key 150 and its row", letter)
+	}
+	// Churn until the log deletes segments the rows were in.
+	for i := rows; n.mgr.qlog.Stats().Deleted == 0; i++ {
+		if i == rows+3000 {
+			t.Fatalf("no segment deleted: %+v", n.mgr.qlog.Stats())
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:mapped/p/%d", i), fmt.Sprintf(`{"id":%d,"s":"x"}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 10*time.Second, "the queue to empty", func() bool { return n.depth("ch:mapped") == 0 })
+}

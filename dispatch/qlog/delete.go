@@ -38,6 +38,9 @@ func (l *Log) maintain() {
 				l.log.Warn("qlog: cannot fsync the log's directory", "dir", l.cfg.Dir, "err", err)
 			}
 		}
+		if s.region != nil {
+			s.region.deleted.Store(true)
+		}
 		l.mu.Lock()
 		l.segs = l.segs[1:]
 		l.size -= s.size

@@ -9,7 +9,9 @@
 //
 // Open recovers the log and replays its live records; Append writes
 // records and returns once they are fsynced; Release marks records no
-// longer needed (acknowledged, inserted); Close ends it. Stats has the
+// longer needed (acknowledged, inserted); Close ends it. OpenMapped and
+// AppendMapped do the same and hand the records out as views of the
+// segment files' mappings (see Mapped records). Stats has the
 // counters for metrics: fsyncs, records per fsync, moves, deletions.
 //
 // # Format
@@ -105,6 +107,41 @@
 // byte released, and the log holds about CompactRatio times its live
 // bytes plus a segment or two (one being written, one being compacted).
 // The live bytes are estimated from each segment's mean record size.
+//
+// # Mapped records
+//
+// AppendMapped and OpenMapped hand out each record as a read-only view of
+// its segment file's mapping (mmap, shared, read-only), a Region, so that
+// a caller that keeps its records in memory (dispatch keeps every queued
+// message's value) keeps them in the page cache, which the kernel writes
+// back and can drop, rather than on its heap or in its anonymous memory.
+// Decisions:
+//
+//   - The head is mapped with room to grow by twice Config.SegmentBytes:
+//     the file grows under the mapping, and a view covers only bytes
+//     written, which never shrink afterwards (a failed write is cut
+//     before its records are handed out; Open cuts damage before it
+//     maps). A record past the mapping (an append larger than the room)
+//     gets no view, and its caller keeps its own copy; so does a caller
+//     on a system without mmap.
+//   - A view stays valid while its Region is reachable: the mapping ends
+//     in a runtime cleanup once the garbage collector finds the Region
+//     unreachable, never when the log releases, moves or deletes the
+//     record. So a record a caller still holds reads after its
+//     compaction and its file's deletion. The price: a deleted file's
+//     disk space stays taken until then (Size no longer counts it);
+//     Region.Deleted tells a holder that keeps views long to copy them
+//     (dispatch does, in its reconcile loop).
+//   - A view read maps its page into the process's resident memory,
+//     where it would stay until the mapping ends (a drainer reads every
+//     value it inserts). So every 8 MiB written, and at each roll for
+//     the sealed segment, the pages of the mappings leave the process's
+//     page tables (MADV_DONTNEED): the page cache keeps them, a later
+//     read costs a minor fault, and the resident pages are bounded by
+//     about what is read between two drops.
+//   - A view of a page the kernel cannot read back (a failing disk)
+//     kills the process with SIGBUS where a read would have returned
+//     EIO; bbolt, which maps its file too, makes the same trade.
 //
 // # Recovery
 //

@@ -32,14 +32,15 @@ type replayed struct {
 }
 
 // openLog opens cfg's log with h and returns what it replayed; the log is
-// closed at the end of the test.
+// closed at the end of the test. It replays as OpenMapped does, so the
+// tests of recovery read the records through the segments' mappings.
 func openLog(t *testing.T, cfg Config, h hooks) (*Log, []replayed) {
 	t.Helper()
 	var got []replayed
-	l, err := open(cfg, func(seq uint64, rec []byte) error {
+	l, err := open(cfg, func(seq uint64, rec []byte, _ *Region) error {
 		got = append(got, replayed{seq, string(rec)})
 		return nil
-	}, h)
+	}, true, h)
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

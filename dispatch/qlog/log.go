@@ -84,6 +84,12 @@ type appendReq struct {
 	state atomic.Int32 // reqWaiting, then reqDone (writer) or reqAbandoned (Append)
 	first uint64       // set by the writer before reqDone
 	err   error        // set by the writer before reqDone
+
+	// mapped asks for the records' views in the head's region, which the
+	// writer sets with first.
+	mapped bool
+	views  [][]byte
+	region *Region
 }
 
 const (
@@ -104,42 +110,70 @@ const (
 // Errors: ErrTooLarge, ErrNoSpace, ErrClosed, ErrFailed or an I/O error,
 // ctx.Err().
 func (l *Log) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
+	r, err := l.append(ctx, recs, false)
+	if err != nil || r == nil {
+		return 0, err
+	}
+	return r.first, nil
+}
+
+// AppendMapped is Append that also returns the records as they lie in
+// the log: views[i] is recs[i] in the mapping r of the segment file they
+// were written to, and stays valid (read-only) while r is reachable, even
+// after the records are released and their segment deleted. Whoever
+// keeps a view keeps r with it. A view is nil where the record lies past
+// the mapping (one append larger than the segment size), and r is nil
+// when the segment could not be mapped; the caller then keeps recs.
+func (l *Log) AppendMapped(ctx context.Context, recs [][]byte) (first uint64, views [][]byte, r *Region, err error) {
+	req, err := l.append(ctx, recs, true)
+	if err != nil || req == nil {
+		return 0, nil, nil, err
+	}
+	return req.first, req.views, req.region, nil
+}
+
+// append is Append, with the records' views when mapped. It returns nil
+// for no records.
+func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendReq, error) {
 	if len(recs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	bytes := 0
 	for _, r := range recs {
 		if len(r) > l.cfg.MaxRecordBytes {
-			return 0, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(r), l.cfg.MaxRecordBytes)
+			return nil, fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(r), l.cfg.MaxRecordBytes)
 		}
 		bytes += dataFrameSize(len(r))
 	}
 	if err := ctx.Err(); err != nil {
 		// Ended already: not handed to the writer, whose receive would
 		// otherwise race the Done case below.
-		return 0, err
+		return nil, err
 	}
-	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{})}
+	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{}), mapped: mapped}
 	l.waiting.Add(1)
 	select {
 	case l.appendc <- req:
 		l.waiting.Add(-1)
 	case <-l.stop:
 		l.waiting.Add(-1)
-		return 0, ErrClosed
+		return nil, ErrClosed
 	case <-ctx.Done():
 		l.waiting.Add(-1)
-		return 0, ctx.Err()
+		return nil, ctx.Err()
 	}
 	select {
 	case <-req.done:
 	case <-ctx.Done():
 		if req.state.CompareAndSwap(reqWaiting, reqAbandoned) {
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 		<-req.done
 	}
-	return req.first, req.err
+	if req.err != nil {
+		return nil, req.err
+	}
+	return req, nil
 }
 
 // finish hands the writer's result to the Append waiting for it, and

@@ -18,10 +18,23 @@ import (
 // it and the bytes dropped, and nothing after the damage in that file is
 // read. A segment whose header is damaged is deleted whole.
 func Open(cfg Config, replay func(seq uint64, rec []byte) error) (*Log, error) {
-	return open(cfg, replay, hooks{})
+	var fn func(uint64, []byte, *Region) error
+	if replay != nil {
+		fn = func(seq uint64, rec []byte, _ *Region) error { return replay(seq, rec) }
+	}
+	return open(cfg, fn, false, hooks{})
 }
 
-func open(cfg Config, replay func(seq uint64, rec []byte) error, h hooks) (*Log, error) {
+// OpenMapped is Open that replays the records as they lie in the log, as
+// AppendMapped returns them: rec is a view into r, the mapping of its
+// segment file, valid while r is reachable. Where r is nil (the segment
+// could not be mapped, or the record lies past the mapping), rec is
+// valid only during the call, as with Open.
+func OpenMapped(cfg Config, replay func(seq uint64, rec []byte, r *Region) error) (*Log, error) {
+	return open(cfg, replay, true, hooks{})
+}
+
+func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapped bool, h hooks) (*Log, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -69,7 +82,7 @@ func open(cfg Config, replay func(seq uint64, rec []byte) error, h hooks) (*Log,
 		}
 	}
 	if replay != nil {
-		if err := l.replay(movedAt, replay); err != nil {
+		if err := l.replay(movedAt, mapped, replay); err != nil {
 			return nil, err
 		}
 	}
@@ -179,8 +192,9 @@ func (l *Log) apply(seg *segment, fr frame, off int64, movedAt map[uint64]int64)
 
 // replay calls fn with every live record in seq order: the data records
 // of each segment in order, and the moved ones (older than the segment
-// holding them) merged in by seq.
-func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) error) error {
+// holding them) merged in by seq. When mapped, it maps the segments it
+// reads and hands out views of them, as OpenMapped says.
+func (l *Log) replay(movedAt map[uint64]int64, mapped bool, fn func(seq uint64, rec []byte, r *Region) error) error {
 	type at struct {
 		seq uint64
 		seg *segment
@@ -214,7 +228,24 @@ func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) e
 			return nil, fmt.Errorf("qlog: replay: %w", err)
 		}
 		files[s] = f
+		if mapped && s.region == nil {
+			if s == l.segs[len(l.segs)-1] {
+				l.mapHead(s) // it becomes the head
+			} else {
+				l.mapSegment(s, s.size)
+			}
+		}
 		return f, nil
+	}
+	// emit calls fn with the record whose body fr has, read at offset
+	// body of s: a view when mapped.
+	emit := func(seq uint64, s *segment, fr frame, body int64) error {
+		if mapped {
+			if v := s.region.view(body, len(fr.body)); v != nil {
+				return fn(seq, v, s.region)
+			}
+		}
+		return fn(seq, fr.body, nil)
 	}
 	var scratch []byte
 	// emitMoved replays the moved records below seq.
@@ -231,8 +262,14 @@ func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) e
 			if err != nil || fr.typ != typeMoved || fr.seq != m.seq {
 				return fmt.Errorf("qlog: replay: %s changed since it was read at offset %d", m.seg.path, m.off)
 			}
+			if v := m.seg.region.view(m.off+frameSize+1+8, len(fr.body)); mapped && v != nil {
+				if err := fn(m.seq, v, m.seg.region); err != nil {
+					return err
+				}
+				continue
+			}
 			scratch = append(scratch[:0], fr.body...)
-			if err := fn(m.seq, scratch); err != nil {
+			if err := fn(m.seq, scratch, nil); err != nil {
 				return err
 			}
 		}
@@ -249,6 +286,7 @@ func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) e
 		sc := newScanner(f, headerSize, seg.size)
 		seq := seg.base
 		for seq < seg.base+seg.n {
+			off := sc.off
 			fr, err := sc.next()
 			if err != nil {
 				return fmt.Errorf("qlog: replay: %s changed since it was read: %w", seg.path, err)
@@ -260,7 +298,7 @@ func (l *Log) replay(movedAt map[uint64]int64, fn func(seq uint64, rec []byte) e
 				if err := emitMoved(seq); err != nil {
 					return err
 				}
-				if err := fn(seq, fr.body); err != nil {
+				if err := emit(seq, seg, fr, off+frameSize+1); err != nil {
 					return err
 				}
 			}
@@ -279,6 +317,7 @@ func (l *Log) openHead(ids []uint64) error {
 		if err != nil {
 			return fmt.Errorf("qlog: %w", err)
 		}
+		l.mapHead(seg)
 		w.head, w.f, w.synced = seg, f, seg.size
 		return nil
 	}
@@ -291,8 +330,28 @@ func (l *Log) openHead(ids []uint64) error {
 	if err != nil {
 		return err
 	}
+	l.mapHead(seg)
 	w.head, w.f, w.synced = seg, f, seg.size
 	l.segs = append(l.segs, seg)
 	l.size += seg.size
 	return nil
+}
+
+// mapHead maps the head segment seg, with room for it to grow by twice
+// the segment size, unless replay mapped it already. A segment that
+// cannot be mapped hands out no mapped records, with one warning.
+func (l *Log) mapHead(seg *segment) {
+	if seg.region != nil && int64(len(seg.region.mem)) > seg.size {
+		return
+	}
+	l.mapSegment(seg, seg.size+2*l.cfg.SegmentBytes)
+}
+
+// mapSegment maps size bytes of seg's file.
+func (l *Log) mapSegment(seg *segment, size int64) {
+	r, err := mapRegion(seg.path, size)
+	if err != nil {
+		l.log.Warn("qlog: cannot map a segment; its records are copied instead", "file", seg.path, "err", err)
+	}
+	seg.region = r
 }

@@ -31,6 +31,10 @@ type segment struct {
 	size     int64 // bytes in the file
 
 	stuck bool // compaction found it damaged or cannot open it: the writer's alone
+
+	// region maps the file, nil when it could not be mapped; set before
+	// the segment's records are handed out, then never changed.
+	region *Region
 }
 
 func segName(id uint64) string { return fmt.Sprintf("%016x%s", id, segExt) }

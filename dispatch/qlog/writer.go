@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 )
 
@@ -24,6 +25,9 @@ type writer struct {
 	// append or a release wakes the writer: on a full disk it would
 	// otherwise retry in a loop.
 	paused bool
+	// written counts the bytes written since the mapped segments' pages
+	// were last dropped (dropMappedPages).
+	written int64
 
 	closeErr error
 
@@ -72,6 +76,32 @@ func (l *Log) run() {
 		}
 		l.commit(l.gather(reqs))
 		l.maintain()
+		l.dropMappedPages()
+	}
+}
+
+// dropEvery is how many bytes the writer writes between two drops of the
+// mapped segments' pages.
+const dropEvery = 8 << 20
+
+// dropMappedPages takes the pages of every segment's mapping out of the
+// process's page tables once dropEvery bytes were written since the
+// last time. A caller reading its views (a drainer reading the values it
+// inserts) maps their pages again, into its resident memory, where they
+// would otherwise stay until the segment's mapping ends: this bounds
+// them to about what is read between two drops. The page cache keeps
+// the pages, so a read after a drop costs a minor fault.
+func (l *Log) dropMappedPages() {
+	w := &l.w
+	if w.written < dropEvery {
+		return
+	}
+	w.written = 0
+	l.mu.Lock()
+	segs := slices.Clone(l.segs)
+	l.mu.Unlock()
+	for _, s := range segs {
+		s.region.dropPages()
 	}
 }
 
@@ -155,6 +185,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	room := l.cfg.SegmentBytes - start
 	buf := w.buf[:0]
 	var taken []*appendReq
+	var offs []int64 // of the records of the mapped appends taken, in order
 	nrec := 0
 	for i, r := range reqs {
 		if len(taken) > 0 && int64(len(buf)+r.bytes) > room {
@@ -166,6 +197,9 @@ func (l *Log) commit(reqs []*appendReq) {
 			continue
 		}
 		for _, rec := range r.recs {
+			if r.mapped {
+				offs = append(offs, start+int64(len(buf))+frameSize+1)
+			}
 			buf = appendFrame(buf, typeData, nil, rec)
 		}
 		taken = append(taken, r)
@@ -217,6 +251,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 	h.size += int64(len(buf))
 	l.size += int64(len(buf))
+	w.written += int64(len(buf))
 	l.next = h.base + h.n
 	l.stats.Appended += uint64(nrec)
 	l.stats.Moved += uint64(len(moves))
@@ -227,6 +262,16 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 	l.mu.Unlock()
 	for _, r := range taken {
+		if r.mapped && h.region != nil {
+			r.region = h.region
+			r.views = make([][]byte, len(r.recs))
+			for i, rec := range r.recs {
+				r.views[i] = h.region.view(offs[0], len(rec))
+				offs = offs[1:]
+			}
+		} else if r.mapped {
+			offs = offs[len(r.recs):]
+		}
 		l.answer(r, seq, nil)
 		seq += uint64(len(r.recs))
 	}
@@ -292,6 +337,11 @@ func (l *Log) roll() error {
 	if err := w.f.Close(); err != nil {
 		l.log.Warn("qlog: cannot close a sealed segment", "file", old.path, "err", err)
 	}
+	// The sealed segment's pages leave the process's resident memory
+	// (the page cache keeps them); a mapped record read again maps its
+	// page again.
+	old.region.dropPages()
+	l.mapHead(seg)
 	w.head, w.f, w.synced = seg, f, seg.size
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)
