@@ -70,6 +70,7 @@ type drainer struct {
 	flightN   int             // their rows
 	held      heldBatch       // the batch the insert rate holds back
 	pause     backoff.Backoff // while no batch can start: no URL, a URL that cannot be used
+	paused    time.Time       // no batch starts before it: no server to send one to
 
 	// lettersMu guards letters and label: the loop sweeps the letters,
 	// the batches' goroutines store them.
@@ -264,6 +265,9 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 			return 0
 		}
 		now := d.m.clock.Now()
+		if now.Before(d.paused) {
+			return d.paused.Sub(now)
+		}
 		leaving := d.m.leaving()
 		if wait := set.BatchInterval - now.Sub(d.lastStart); wait > 0 && !leaving {
 			return wait
@@ -289,6 +293,7 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 			if wait <= 0 {
 				wait = d.pause.Next()
 			}
+			d.paused = now.Add(wait) // rows that come meanwhile do not ask again
 			return wait
 		}
 		d.pause.Reset()
