@@ -117,3 +117,34 @@ func TestDrainer_parallel_stopWaitsForBoth(t *testing.T) {
 		t.Errorf("got %d rows queued after stopDrainer, want 0: both batches settled", d)
 	}
 }
+
+// TestDrainer_parallel_stopDuringRetry: a batch waiting to be retried
+// does not hold stopDrainer up: its rows stay queued, unsent, for the
+// next drainer, which inserts them once.
+func TestDrainer_parallel_stopDuringRetry(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	fake := &batchClickHouse{clk: clk, delay: time.Second, fail: map[string]int{`{"id":5}`: 1}}
+	n := startTwoInFlight(t, fake, clk)
+	clk.Advance(time.Second) // both answered: one ok, one 503
+	waitFor(t, "the failed batch to wait for its backoff", func() bool {
+		return n.depth("ch:events") == 5 && blocked(clk, managerTickers+1)
+	})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n.mgr.stopDrainer("ch:events")
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopDrainer waited for a batch's backoff")
+	}
+	if d := n.depth("ch:events"); d != 5 {
+		t.Fatalf("got %d rows queued after stopDrainer, want the failed batch's 5", d)
+	}
+	n.mgr.ensureDrainer(n.mgr.lookup("ch:events")) // as the next put or reconcile round would
+	waitFor(t, "the rows to go in a new batch", func() bool { return blocked(clk, managerTickers+1) })
+	clk.Advance(time.Second)
+	waitFor(t, "every row to land", func() bool { return n.depth("ch:events") == 0 })
+	wantLandedOnce(t, fake, 10)
+}
