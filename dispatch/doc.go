@@ -94,8 +94,8 @@
 //
 // /config/queues/{name} holds a queue's settings as JSON (settings.go):
 // ack (queued, replicated, inserted), max_bytes, prefetch, visibility,
-// batch_rows, batch_bytes, batch_interval, retry_min, retry_max,
-// dlq_max_rows, dlq_ttl, and
+// batch_rows, batch_bytes, batch_interval, max_inserts_per_second,
+// max_inflight_inserts, retry_min, retry_max, dlq_max_rows, dlq_ttl, and
 // settings, the ClickHouse settings of the queue's inserts (numbers,
 // strings, booleans as 1 or 0), which override Config.ClickHouseOptions'
 // by name and are checked as sink.CheckSetting says. A put of
@@ -124,11 +124,49 @@
 //
 // On SIGTERM (handoff.go) every queue this member dispatches is handed to
 // its backup, or the next alive member, before serf Leave: the record moves
-// first, the drainer finishes its insert in flight, then the messages
+// first, the drainer finishes its inserts in flight, then the messages
 // follow in order. A queue nobody can take stays: its drainer inserts
-// without waiting for its batch interval until the shutdown deadline, and
+// without waiting for its batch interval or insert rate until the shutdown deadline, and
 // the rest stays in the queue log for the next start (Shutdown logs the
 // rows per queue).
+//
+// # Batching
+//
+// A ClickHouse queue's drainer (drain.go) inserts its rows in batches of
+// at most batch_rows and batch_bytes, oldest first. Every insert makes a
+// ClickHouse part, so it paces a queue's insert starts:
+//
+//   - A batch starts at least batch_interval after the queue's previous
+//     start.
+//   - A batch that is not full also waits until 1/max_inserts_per_second
+//     has passed since the previous start: a token bucket that holds one
+//     token, back that long after each start, on Config.Clock. Rows that
+//     come meanwhile join the batch, so load grows batches, not inserts:
+//     over T seconds a queue that fills no batch starts at most
+//     rate*T+1 inserts. The first row after a quiet spell finds the
+//     token and goes at once: an idle queue's latency is one insert, a
+//     busy one's at most the gap plus one insert. One token, not a deeper
+//     bucket or a sliding window: either would let a burst of small
+//     inserts through after every quiet spell.
+//   - A full batch takes no token: it is as large as an insert should
+//     be, and holding it back would make a queue that receives more than
+//     caps*rate rows a second fall behind until max_bytes refuses puts.
+//     Its start counts, so the batch after it waits the gap. The loop
+//     reads the queue again for a held batch only when it may have
+//     become full (by rows, by bytes at its rows' mean size, or doubled),
+//     so waiting costs no scan per put.
+//   - Up to max_inflight_inserts batches are in ClickHouse at once, each
+//     on a goroutine the drainer's loop starts and waits for (stopDrainer
+//     returns after all settled). Batches never share a row: a new batch
+//     skips the numbers from the first to the last of every batch in
+//     flight. Each keeps its rows, deduplication token, span, attempts,
+//     backoff and failover; a retry is not a start. The drainer's
+//     prefetch leaves room for every batch in flight and the next.
+//   - Order: the rows of one insert are in number (put) order; two
+//     inserts in flight may land in either order, and a retried batch
+//     lands after batches formed after it.
+//   - When the member leaves (Handoff), neither the interval nor the rate
+//     holds a batch back.
 //
 // # Dead letters
 //

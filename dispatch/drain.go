@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"go.opentelemetry.io/otel/attribute"
 	otelcodes "go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -21,20 +22,29 @@ import (
 // A drainer empties one ClickHouse queue (ch:{table}, clickhouse:{table})
 // into its table on the queue's dispatcher. It is the queue's only
 // consumer: the queue delivers to it like to any consumer (bounded by its
-// prefetch), it inserts one batch at a time (rows that arrive meanwhile form
-// the next batch: group commit), at most one insert per BatchInterval, and
+// prefetch, room for every batch in flight and the next one), and it
 // acknowledges rows once ClickHouse holds them or once they are dead
-// letters. A batch a server fails with a transient error goes to the next
-// server of the list that is up at once (insertBatch); failed batches
-// are retried on a timer with capped exponential backoff and jitter, or,
-// when every server is down, when the first is up again; no put is
-// needed to wake it. Its rows never expire
-// back to the queue while it retries.
+// letters.
+//
+// One loop (run) owns the drainer's schedule: it forms batches and
+// starts each on a goroutine of its own, at most max_inflight_inserts at
+// once, and learns from the settled channel when one is done. Rows that
+// arrive while batches are in flight form the next batch (group commit).
+// A batch starts at least batch_interval after the previous start; one
+// that is not full (below batch_rows and batch_bytes) also waits until
+// 1/max_inserts_per_second has passed since the previous start (see
+// doc.go, Batching). A batch's goroutine owns it from its first attempt
+// to its last: a server failing it with a transient error passes it to
+// the next server that is up at once (send); a failed batch is retried on
+// a timer with capped exponential backoff and jitter, or, when every
+// server is down, when the first is up again; no put is needed to wake
+// it. Its rows never expire back to the queue while it retries.
 //
 // The drainer keeps no list of its rows: they are the queue's messages in
-// state msgDrained, and a batch is the oldest of them by number, read
-// under the queue's lock (queue.drainBatch). A row's tail and value never
-// change once queued, so the drainer reads them without the lock.
+// state msgDrained, and a batch is the oldest of them by number that no
+// batch in flight holds, read under the queue's lock (queue.drainBatch).
+// A row's tail and value never change once queued, so the drainer reads
+// them without the lock.
 type drainer struct {
 	m     *Manager
 	q     *queue
@@ -43,29 +53,67 @@ type drainer struct {
 
 	ready chan struct{} // capacity 1: rows arrived
 	sweep chan struct{} // capacity 1: time to look for dead letters to delete (dlq.go)
+	// settled carries each batch back from its goroutine, once; its
+	// capacity is the most batches ever in flight, so a send never
+	// blocks.
+	settled chan *inflight
 
 	stop     chan struct{}
 	stopOnce sync.Once
 	done     chan struct{}
 	detach   sync.Once
+	batches  sync.WaitGroup // the goroutines of the batches in flight
 
 	// Owned by the loop.
-	lastInsert time.Time  // start of the last insert
-	lastClass  sink.Class // of the last failed insert, to log state changes once
-	cur        *inflight  // the batch being inserted; nil between batches
-	letters    letterBook // the queue's dead letters
-	label      string     // the table label of the batch's metrics ("db.table" or "_other")
+	lastStart time.Time       // start of the last batch
+	flight    []*inflight     // batches in flight, in the order they started
+	flightN   int             // their rows
+	held      heldBatch       // the batch the insert rate holds back
+	pause     backoff.Backoff // while no batch can start: no URL, a URL that cannot be used
+	paused    time.Time       // no batch starts before it: no server to send one to
+
+	// lettersMu guards letters and label: the loop sweeps the letters,
+	// the batches' goroutines store them.
+	lettersMu sync.Mutex
+	letters   letterBook // the queue's dead letters
+	label     string     // the table label of the letters' metrics ("db.table" or "_other")
+
+	classMu   sync.Mutex // guards lastClass
+	lastClass sink.Class // of the last failed insert, to log state changes once
 }
 
-// inflight is the batch being inserted: fixed from its first attempt to
-// its last, so a retry sends the same rows in the same order (and the same
-// deduplication token), and one span covers every attempt.
+// inflight is a batch: fixed from its first attempt to its last, so a
+// retry sends the same rows in the same order (and the same
+// deduplication token), and one span covers every attempt. Its goroutine
+// owns it until it sends it on settled.
 type inflight struct {
 	rows     []row
 	bytes    int
 	epoch    uint64 // of the queue's record when the batch was formed, for its token
+	label    string // the table label of its metrics ("db.table" or "_other")
 	attempts int
-	span     trace.Span // nil when tracing is off
+	span     trace.Span // nil when tracing is off, or once ended
+}
+
+// heldBatch is what the loop knows of a batch that is not full while the
+// insert rate holds it back: when that began, and the rows and bytes it
+// had at the last look, so that it reads the queue again only when the
+// batch may have become full.
+type heldBatch struct {
+	since time.Time // zero: no batch is held
+	rows  int
+	bytes int
+}
+
+// mayBeFull reports whether a held batch may have reached a cap now that
+// free rows are free: by rows, by bytes at the held rows' mean size, or
+// because it doubled since the last look (rows larger than the held ones
+// would fool the mean).
+func (h heldBatch) mayBeFull(free int, set Settings) bool {
+	if free >= set.BatchRows || free >= 2*h.rows {
+		return true
+	}
+	return h.rows > 0 && int64(free)*int64(h.bytes)/int64(h.rows) >= int64(set.BatchBytes)
 }
 
 // row is a message delivered to the drainer, with its number.
@@ -110,7 +158,8 @@ func (m *Manager) ensureDrainer(q *queue) {
 		m.mu.Unlock()
 		return
 	}
-	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), sweep: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), sweep: make(chan struct{}, 1),
+		settled: make(chan *inflight, maxInflightInserts), stop: make(chan struct{}), done: make(chan struct{})}
 	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
 	m.mu.Unlock()
@@ -124,10 +173,10 @@ func (m *Manager) ensureDrainer(q *queue) {
 }
 
 // stopDrainer stops a queue's drainer (this member no longer dispatches
-// it) and returns once it has: an insert in flight is finished and settled
-// first, so its rows are never handed over while ClickHouse takes them.
-// Concurrent callers all wait. The rows it held go back to the queue, which
-// hands them over.
+// it) and returns once it has: every insert in flight is finished and
+// settled first, so its rows are never handed over while ClickHouse takes
+// them. Concurrent callers all wait. The rows it held go back to the
+// queue, which hands them over.
 func (m *Manager) stopDrainer(name string) {
 	m.mu.Lock()
 	d, ok := m.drainers[name]
@@ -145,60 +194,148 @@ func (m *Manager) stopDrainer(name string) {
 	m.mu.Unlock()
 }
 
-// run inserts batches until stopped.
+// run starts batches until stopped, then waits for those in flight.
 func (d *drainer) run() {
-	defer d.abandon()
-	set := d.m.settingsOf(d.q.name)
-	b := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
+	defer d.batches.Wait() // each settles, or ends its span when stopped while it waits to retry
 	for {
+		set := d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
+		d.pause.Min, d.pause.Max = set.RetryMin, set.RetryMax
+		wait := d.startBatches(set)
+		var timer clockwork.Timer
+		var tick <-chan time.Time
+		if wait > 0 {
+			timer = d.m.clock.NewTimer(wait)
+			tick = timer.Chan()
+		}
+		var cut <-chan struct{}
+		if !d.m.leaving() {
+			cut = d.m.flushing // the member leaves: no more waiting for the interval
+		}
 		select {
 		case <-d.stop:
-			return
 		case <-d.m.stop:
-			return
 		case <-d.sweep:
+			d.lettersMu.Lock()
 			d.sweepLetters()
-			continue
+			d.lettersMu.Unlock()
 		case <-d.ready:
+		case b := <-d.settled:
+			d.land(b)
+		case <-tick:
+		case <-cut:
 		}
-		for d.pending() > 0 {
-			// Inserts may follow each other without a sleep (one took the
-			// whole interval): look for stop before each.
-			if d.stopped() {
-				return
-			}
-			select {
-			case <-d.sweep:
-				d.sweepLetters()
-			default:
-			}
-			set = d.m.settingsOf(d.q.name) // a changed settings key applies at the next batch
-			// The interval runs from one insert's start to the next's: at
-			// most one insert per interval, and a row that comes while an
-			// insert is in flight waits for the interval's rest, not for a
-			// whole interval after that insert.
-			if wait := set.BatchInterval - d.m.clock.Since(d.lastInsert); wait > 0 && !d.m.leaving() {
-				if !d.sleep(wait, d.m.flushing) { // cut short when the member leaves
-					return
-				}
-			}
-			d.lastInsert = d.m.clock.Now()
-			ok, wait := d.insertBatch()
-			if ok {
-				b.Reset()
-				continue
-			}
-			// Retried on a timer, without any put to wake it: when
-			// every server is down, once the first is up again.
-			b.Min, b.Max = set.RetryMin, set.RetryMax
-			if wait <= 0 {
-				wait = b.Next()
-			}
-			if !d.sleep(wait, nil) {
-				return
-			}
+		if timer != nil {
+			timer.Stop()
+		}
+		if d.stopped() {
+			return
 		}
 	}
+}
+
+// land forgets a batch its goroutine settled: its rows are gone, or, the
+// ones it could not settle, free for the next batch.
+func (d *drainer) land(b *inflight) {
+	for i, f := range d.flight {
+		if f == b {
+			d.flight = append(d.flight[:i], d.flight[i+1:]...)
+			d.flightN -= len(b.rows)
+			return
+		}
+	}
+}
+
+// startBatches starts the batches that may start now and returns how
+// long until the next one may (0: none waits for the clock, only for
+// rows or for a batch to settle).
+func (d *drainer) startBatches(set Settings) time.Duration {
+	for {
+		select {
+		case b := <-d.settled: // its slot and its rows are free
+			d.land(b)
+			continue
+		default:
+		}
+		if len(d.flight) >= max(set.MaxInflightInserts, 1) {
+			return 0
+		}
+		free := d.freeRows()
+		if free == 0 {
+			d.held = heldBatch{}
+			return 0
+		}
+		now := d.m.clock.Now()
+		if now.Before(d.paused) {
+			return d.paused.Sub(now)
+		}
+		leaving := d.m.leaving()
+		if wait := set.BatchInterval - now.Sub(d.lastStart); wait > 0 && !leaving {
+			return wait
+		}
+		rateAt := d.lastStart.Add(set.insertGap())
+		limited := !leaving && now.Before(rateAt)
+		if limited && !d.held.since.IsZero() && !d.held.mayBeFull(free, set) {
+			return rateAt.Sub(now)
+		}
+		rows, bytes, full := d.q.drainBatch(d.c, set, d.flight)
+		if len(rows) == 0 {
+			return 0 // what is free lies among the numbers of a batch in flight: it goes after that one
+		}
+		if limited && !full {
+			if d.held.since.IsZero() {
+				d.held.since = now
+			}
+			d.held.rows, d.held.bytes = len(rows), bytes
+			return rateAt.Sub(now)
+		}
+		ep, db, wait, ok := d.endpoint(set)
+		if !ok {
+			if wait <= 0 {
+				wait = d.pause.Next()
+			}
+			d.paused = now.Add(wait) // rows that come meanwhile do not ask again
+			return wait
+		}
+		d.pause.Reset()
+		var held time.Duration
+		if !d.held.since.IsZero() {
+			held = now.Sub(d.held.since)
+		}
+		d.held = heldBatch{}
+		d.lastStart = now
+		d.start(rows, bytes, db, ep, held)
+	}
+}
+
+// freeRows is how many rows were delivered to the drainer and are in no
+// batch in flight (a batch's rows it settled meanwhile aside).
+func (d *drainer) freeRows() int {
+	d.q.mu.Lock()
+	defer d.q.mu.Unlock()
+	return max(d.c.drained-d.flightN, 0)
+}
+
+// start sends a new batch on a goroutine of its own; held is how long the
+// insert rate held it back.
+func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held time.Duration) {
+	m := d.m
+	rec, _ := m.record(d.q.name)
+	b := &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
+		span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
+	if b.span != nil {
+		b.span.SetAttributes(attribute.Float64("chute.batch.wait", held.Seconds()))
+	}
+	ctx, table := context.Background(), metric.WithAttributeSet(attribute.NewSet(attribute.String("table", b.label)))
+	m.inserts.batchRows.Record(ctx, int64(len(rows)), table)
+	m.inserts.batchWait.Record(ctx, held.Seconds(), table)
+	d.flight = append(d.flight, b)
+	d.flightN += len(rows)
+	d.batches.Add(1)
+	go func() {
+		defer d.batches.Done()
+		d.insert(b, ep)
+		d.settled <- b
+	}()
 }
 
 // stopped reports whether the drainer or its manager was told to stop.
@@ -213,30 +350,23 @@ func (d *drainer) stopped() bool {
 	}
 }
 
-// sleep waits dur, or until cut is closed (nil: never), and reports
-// false when the drainer was told to stop meanwhile. It sweeps dead
-// letters when asked meanwhile.
-func (d *drainer) sleep(dur time.Duration, cut <-chan struct{}) bool {
+// sleep waits dur and reports false when the drainer was told to stop
+// meanwhile.
+func (d *drainer) sleep(dur time.Duration) bool {
 	t := d.m.clock.NewTimer(dur)
 	defer t.Stop()
-	for {
-		select {
-		case <-t.Chan():
-			return true
-		case <-cut:
-			return true
-		case <-d.sweep:
-			d.sweepLetters()
-		case <-d.stop:
-			return false
-		case <-d.m.stop:
-			return false
-		}
+	select {
+	case <-t.Chan():
+		return true
+	case <-d.stop:
+		return false
+	case <-d.m.stop:
+		return false
 	}
 }
 
 // leaving reports whether the member is leaving (Handoff ran): drainers
-// insert without waiting for their batch interval.
+// insert without waiting for their batch interval or insert rate.
 func (m *Manager) leaving() bool {
 	select {
 	case <-m.flushing:
@@ -246,38 +376,48 @@ func (m *Manager) leaving() bool {
 	}
 }
 
-// pending is how many rows were delivered to the drainer and are not
-// settled yet, the batch in flight included.
-func (d *drainer) pending() int {
-	d.q.mu.Lock()
-	defer d.q.mu.Unlock()
-	return d.c.drained
-}
-
 // drainBatch returns the oldest rows delivered to the drainer c, by
-// number, within the caps, without removing them, and their bytes in the
-// request.
-func (q *queue) drainBatch(c *consumer, set Settings) ([]row, int) {
+// number, that lie outside the numbers of the batches in flight, within
+// the caps, without removing them; their bytes in the request; and
+// whether a cap cut the batch (it is full).
+func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight) (rows []row, bytes int, full bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if c.drained == 0 {
-		return nil, 0
+		return nil, 0, false
 	}
-	rows, bytes := make([]row, 0, min(c.drained, set.BatchRows)), 0
+	rows = make([]row, 0, min(c.drained, set.BatchRows))
+	skipped := 0 // drained rows in the span of a batch in flight
 	for seq, m := range q.msgs.all() {
-		if len(rows) == set.BatchRows || len(rows) == c.drained {
+		if len(rows)+skipped == c.drained {
 			break
 		}
 		if m.state != msgDrained {
 			continue // ready: beyond the drainer's prefetch
 		}
-		if len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
-			break
+		if inFlight(flight, seq) {
+			skipped++
+			continue
+		}
+		if len(rows) == set.BatchRows || len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
+			return rows, bytes, true
 		}
 		bytes += len(m.value) + 1
 		rows = append(rows, row{seq: seq, m: m})
 	}
-	return rows, bytes
+	return rows, bytes, len(rows) == set.BatchRows
+}
+
+// inFlight reports whether seq lies between the first and last numbers of
+// a batch in flight. A row there that the batch does not hold (delivered
+// after the batch formed) waits for it: batches never overlap.
+func inFlight(flight []*inflight, seq uint64) bool {
+	for _, b := range flight {
+		if seq >= b.rows[0].seq && seq <= b.rows[len(b.rows)-1].seq {
+			return true
+		}
+	}
+	return false
 }
 
 // ackRows removes the rows the drainer settled, unless something else
@@ -296,13 +436,13 @@ func (q *queue) ackRows(rows []row, now time.Time) {
 // abandon ends the span of a batch left unfinished when the drainer stops
 // (this member no longer dispatches the queue): its rows go back to the
 // queue and on to the next dispatcher, as a new batch.
-func (d *drainer) abandon() {
-	if d.cur != nil && d.cur.span != nil {
-		d.cur.span.SetAttributes(attribute.Int("chute.insert.attempts", d.cur.attempts))
-		d.cur.span.SetStatus(otelcodes.Error, "handed over to another dispatcher before it was inserted")
-		d.cur.span.End()
+func (b *inflight) abandon() {
+	if b.span != nil {
+		b.span.SetAttributes(attribute.Int("chute.insert.attempts", b.attempts))
+		b.span.SetStatus(otelcodes.Error, "handed over to another dispatcher before it was inserted")
+		b.span.End()
+		b.span = nil
 	}
-	d.cur = nil
 }
 
 // drop acknowledges rows handled by an insert.
@@ -311,32 +451,37 @@ func (d *drainer) drop(done []row) {
 	d.m.flushReleases(d.q) // the backup drops its copies now, not at the next round
 }
 
-// insertBatch sends one batch and settles its rows; it reports whether
-// the queue made progress (false: retry after a pause) and, when every
-// server is down, how long until the first is up again (0: the caller
-// pauses for its backoff).
-//
-// The batch goes to the next server that is up (m.servers). A transient
-// failure marks the server down and the same batch goes to the next one
-// at once, each server tried at most once per call; data and config
-// errors are the table's and go no further.
-func (d *drainer) insertBatch() (bool, time.Duration) {
+// endpoint returns the server the next insert goes to (m.servers), with
+// the cluster's settings and the queue's, and the database; false when
+// there is none: no usable URL (wait 0: pause for a backoff), or every
+// server down (wait: until the first is up again).
+func (d *drainer) endpoint(set Settings) (ep sink.Endpoint, db string, wait time.Duration, ok bool) {
 	m := d.m
-	raw, db := "", ""
+	raw := ""
 	if m.cfg.ClickHouse != nil {
 		raw, db = m.cfg.ClickHouse()
 	}
 	eps, err := sink.ParseURLs(raw)
 	if errors.Is(err, sink.ErrNoURL) {
 		d.warnState(sink.ClassConfig, "no clickhouse_url: rows of ClickHouse queues stay queued", "queue", d.q.name)
-		return false, 0
+		return sink.Endpoint{}, db, 0, false
 	}
 	if err != nil {
 		d.warnState(sink.ClassConfig, "clickhouse_url cannot be used; rows stay queued", "queue", d.q.name, "err", err.Error())
-		return false, 0
+		return sink.Endpoint{}, db, 0, false
 	}
 	m.servers.Set(eps)
-	set := m.settingsOf(d.q.name)
+	ep, wait, _ = m.servers.Pick()
+	if wait > 0 {
+		return sink.Endpoint{}, db, wait, false
+	}
+	return d.attach(ep, set), db, 0, true
+}
+
+// attach gives ep the TLS config, settings and compression of this
+// queue's inserts.
+func (d *drainer) attach(ep sink.Endpoint, set Settings) sink.Endpoint {
+	m := d.m
 	var cluster sink.Settings
 	compression := sink.CompressionNone
 	if m.cfg.ClickHouseOptions != nil {
@@ -346,26 +491,68 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 	if m.cfg.ClickHouseTLS != nil {
 		tlsCfg = m.cfg.ClickHouseTLS()
 	}
-	attach := func(ep sink.Endpoint) sink.Endpoint {
-		ep.TLSConfig, ep.Settings, ep.Compression = tlsCfg, cluster.Override(set.Insert), compression
-		return ep
-	}
-	ep, wait, _ := m.servers.Pick()
-	if wait > 0 {
-		return false, wait
-	}
-	ep = attach(ep)
-	if d.cur == nil {
-		rows, bytes := d.q.drainBatch(d.c, set)
-		if len(rows) == 0 {
-			return true, 0
+	ep.TLSConfig, ep.Settings, ep.Compression = tlsCfg, cluster.Override(set.Insert), compression
+	return ep
+}
+
+// insert sends batch b, first to ep, until it is settled (its rows
+// inserted, or dead letters) or the drainer stops, pausing between tries
+// with its own backoff. A bisection that leaves rows unsettled pauses
+// too before it returns, so those rows wait before they form a batch
+// again.
+func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
+	set := d.m.settingsOf(d.q.name)
+	bo := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
+	for {
+		settled, progress, wait := d.send(b, ep, set)
+		if settled && progress {
+			return
 		}
-		rec, _ := m.record(d.q.name)
-		d.cur = &inflight{rows: rows, bytes: bytes, epoch: rec.Epoch, span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
+		set = d.m.settingsOf(d.q.name)
+		bo.Min, bo.Max = set.RetryMin, set.RetryMax
+		if wait <= 0 {
+			wait = bo.Next()
+		}
+		if !d.sleep(wait) {
+			b.abandon()
+			return
+		}
+		if settled {
+			return
+		}
+		for {
+			var ok bool
+			if ep, _, wait, ok = d.endpoint(set); ok {
+				break
+			}
+			if wait <= 0 {
+				wait = bo.Next()
+			}
+			if !d.sleep(wait) {
+				b.abandon()
+				return
+			}
+		}
 	}
-	b := d.cur
+}
+
+// send tries batch b once on each server that is up, from ep on, and
+// settles its rows. It reports whether the batch is settled (inserted,
+// or bisected: what bisection left unsettled forms a later batch),
+// whether that made progress (false: pause before anything else), and,
+// when every server is down, how long until the first is up again (0:
+// pause for the backoff).
+//
+// A transient failure marks the server down and the same batch goes to
+// the next one at once, each server tried at most once per call; data
+// and config errors are the table's and go no further.
+func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, progress bool, wait time.Duration) {
+	m := d.m
+	db := ""
+	if m.cfg.ClickHouse != nil {
+		_, db = m.cfg.ClickHouse()
+	}
 	target := sink.Target(db, d.table)
-	d.label = m.inserts.tables.label(sink.SplitTable(db, d.table))
 	values := make([][]byte, len(b.rows))
 	for i, r := range b.rows {
 		values[i] = r.m.value
@@ -376,7 +563,7 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 		res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
-		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", d.label), attribute.String("outcome", res.Class.String())))
+		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", b.label), attribute.String("outcome", res.Class.String())))
 		m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 		if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
 			m.inserts.retries.Add(ctx, 1, attrs)
@@ -385,18 +572,18 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 		case sink.ClassOK:
 			d.drop(b.rows)
 			d.recovered(target)
-			m.inserts.inserted(ctx, d.label, len(b.rows), b.bytes)
-			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", "ok")))
+			m.inserts.inserted(ctx, b.label, len(b.rows), b.bytes)
+			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", b.label), attribute.String("outcome", "ok")))
 			endInsert(b.span, b.attempts, res, 0)
-			d.cur = nil
+			b.span = nil
 			cancel()
-			return true, 0
+			return true, true, 0
 		case sink.ClassData:
 			insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
 			ok := d.bisect(ctx, ep, target, b, res)
-			d.cur = nil // what bisection left unsettled forms the next batch
+			b.span = nil // bisect ended it
 			cancel()
-			return ok, 0
+			return true, ok, 0
 		}
 		cancel()
 		d.setLastError(target, res)
@@ -407,19 +594,19 @@ func (d *drainer) insertBatch() (bool, time.Duration) {
 				insertAttempt(b.span, "clickhouse.failover", b.attempts, len(b.rows), res)
 				m.log.Warn("clickhouse server failed a batch; sending it to the next one", "queue", d.q.name, "table", target,
 					"endpoint", ep.String(), "down_for", down, "next", next.String(), "code", res.Code, "status", res.Status, "err", res.Message)
-				ep = attach(next)
+				ep = d.attach(next, set)
 				continue
 			}
 			insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
 			_, wait, _ = m.servers.Pick()
 			d.warnState(res.Class, "insert failed and every clickhouse server is down; retrying", "queue", d.q.name, "table", target,
 				"endpoint", ep.String(), "retry_in", wait, "code", res.Code, "status", res.Status, "err", res.Message)
-			return false, wait
+			return false, false, wait
 		}
 		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
 		d.warnState(res.Class, "insert failed; retrying", "queue", d.q.name, "table", target,
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
-		return false, 0
+		return false, false, 0
 	}
 }
 
@@ -483,7 +670,10 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 			keep[i] = true
 		}
 	}
+	d.lettersMu.Lock()
+	d.label = b.label
 	waiting := d.storeLetters(ctx, rows, refused, target, ep)
+	d.lettersMu.Unlock()
 	done := make([]row, 0, len(rows))
 	for i, r := range rows {
 		if !keep[i] && !waiting[i] {
@@ -492,7 +682,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	}
 	d.drop(done)
 	n, nbytes := insertedRows(rows, keep, refused)
-	m.inserts.inserted(ctx, d.label, n, nbytes)
+	m.inserts.inserted(ctx, b.label, n, nbytes)
 	if len(refused) > 0 {
 		d.setLastError(target, refused[len(refused)-1].Result)
 	}
@@ -503,7 +693,7 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	case len(refused) > 0:
 		outcome = "dead_letters"
 	}
-	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", d.label), attribute.String("outcome", outcome)))
+	m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", b.label), attribute.String("outcome", outcome)))
 	if err != nil {
 		class := sink.ClassTransient
 		if stopped != nil {
@@ -543,6 +733,8 @@ func (d *drainer) setLastError(target string, res sink.Result) {
 
 // warnState logs a failure loudly once per change of state, then at debug.
 func (d *drainer) warnState(class sink.Class, msg string, args ...any) {
+	d.classMu.Lock()
+	defer d.classMu.Unlock()
 	if d.lastClass != class {
 		d.m.log.Warn(msg, args...)
 		d.lastClass = class
@@ -553,6 +745,8 @@ func (d *drainer) warnState(class sink.Class, msg string, args ...any) {
 
 // recovered logs the end of a failure state.
 func (d *drainer) recovered(target string) {
+	d.classMu.Lock()
+	defer d.classMu.Unlock()
 	if d.lastClass != sink.ClassOK {
 		d.m.log.Info("inserts into ClickHouse succeed again", "queue", d.q.name, "table", target)
 		d.lastClass = sink.ClassOK

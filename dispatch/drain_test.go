@@ -61,6 +61,7 @@ func (s *slowClickHouse) inserts() ([]time.Time, int) {
 // inserts of 150 ms and an interval of 200 ms, inserts start 200 ms apart,
 // not 350 (the interval after the end of the last insert) and not before;
 // an insert slower than the interval is followed at once. Every row lands.
+// One insert at a time, and an insert rate the interval is below.
 func TestDrainer_intervalFromStartToStart(t *testing.T) {
 	const ms = time.Millisecond
 	clk := clockwork.NewFakeClock()
@@ -70,7 +71,7 @@ func TestDrainer_intervalFromStartToStart(t *testing.T) {
 	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"}, func(c *Config) { c.Clock = clk })
 	cli := n.client(t)
 	ctx := testCtx(t, 30*time.Second)
-	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"200ms"}`); err != nil {
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"200ms","max_inserts_per_second":1000,"max_inflight_inserts":1}`); err != nil {
 		t.Fatal(err)
 	}
 	put := 0
@@ -174,6 +175,7 @@ func (f *failingClickHouse) failNext(n int) {
 // clock: a failed insert is retried without a put to wake it, after a
 // pause of [d/2, d] for steps d of 50, 100, 200 ms (RetryMin 50 ms),
 // never earlier; and a success starts the next failure from RetryMin.
+// The insert rate is high enough not to hold the second row back.
 func TestDrainer_retryBackoff(t *testing.T) {
 	const ms = time.Millisecond
 	clk := clockwork.NewFakeClock()
@@ -183,7 +185,7 @@ func TestDrainer_retryBackoff(t *testing.T) {
 	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"}, func(c *Config) { c.Clock = clk })
 	cli := n.client(t)
 	ctx := testCtx(t, 30*time.Second)
-	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"0s"}`); err != nil {
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"0s","max_inserts_per_second":1000}`); err != nil {
 		t.Fatal(err)
 	}
 	retrying := func(wantAttempts int) {

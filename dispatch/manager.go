@@ -107,6 +107,14 @@ type Config struct {
 	// every insert makes a part, and a trickle of one-row inserts would
 	// make too many. Zero: 50ms.
 	BatchInterval time.Duration
+	// MaxInsertsPerSecond bounds the insert starts of one busy queue, a
+	// queue's max_inserts_per_second unless its settings say otherwise
+	// (drain.go). Zero: 2.
+	MaxInsertsPerSecond float64
+	// MaxInflightInserts bounds the batches of one queue in ClickHouse at
+	// once, 1 to 16, a queue's max_inflight_inserts unless its settings
+	// say otherwise. Zero: 2.
+	MaxInflightInserts int
 	// InsertTimeout bounds one insert. Zero: 30s.
 	InsertTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed inserts.
@@ -186,6 +194,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.BatchInterval == 0 {
 		c.BatchInterval = 50 * time.Millisecond
+	}
+	if c.MaxInsertsPerSecond == 0 {
+		c.MaxInsertsPerSecond = 2
+	}
+	if c.MaxInflightInserts == 0 {
+		c.MaxInflightInserts = 2
 	}
 	if c.InsertTimeout == 0 {
 		c.InsertTimeout = 30 * time.Second

@@ -20,9 +20,13 @@ type insertMetrics struct {
 	rows     metric.Int64Counter     // rows inserted, by table
 	bytes    metric.Int64Counter     // bytes of the rows inserted, by table
 	dead     metric.Int64Counter     // rows stored as dead letters, by table
-	puts     metric.Int64Counter     // messages put, by queue and result
-	putAttrs *putAttrs
-	tables   *tableLabels
+	// batchRows and batchWait are recorded at each batch's start: its
+	// rows, and how long the queue's insert rate held it back.
+	batchRows metric.Int64Histogram
+	batchWait metric.Float64Histogram
+	puts      metric.Int64Counter // messages put, by queue and result
+	putAttrs  *putAttrs
+	tables    *tableLabels
 }
 
 // otherTables is the table label of the tables past the bound.
@@ -134,12 +138,25 @@ func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, er
 	if err != nil {
 		return insertMetrics{}, err
 	}
+	br, err := meter.Int64Histogram("chute.clickhouse.batch.rows", metric.WithUnit("{row}"),
+		metric.WithDescription("Rows of each batch inserted, by table, counted when it starts."),
+		metric.WithExplicitBucketBoundaries(1, 10, 100, 1000, 5000, 10000, 25000, 50000, 100000, 250000, 1000000))
+	if err != nil {
+		return insertMetrics{}, err
+	}
+	bw, err := meter.Float64Histogram("chute.clickhouse.batch.wait", metric.WithUnit("s"),
+		metric.WithDescription("How long the queue's max_inserts_per_second held each batch back after its batch_interval, by table (0: not at all)."),
+		metric.WithExplicitBucketBoundaries(0, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		return insertMetrics{}, err
+	}
 	p, err := meter.Int64Counter("chute.queue.puts", metric.WithDescription(
 		"Messages put on this member, by queue and result (the gRPC code the producer got: OK, InvalidArgument, ResourceExhausted, ...)."))
 	if err != nil {
 		return insertMetrics{}, err
 	}
 	return insertMetrics{duration: d, retries: r, batches: b, rows: rows, bytes: bytes, dead: dead, puts: p,
+		batchRows: br, batchWait: bw,
 		putAttrs: &putAttrs{m: make(map[putResult]metric.MeasurementOption)},
 		tables:   &tableLabels{max: maxTables, seen: make(map[string]bool)}}, nil
 }

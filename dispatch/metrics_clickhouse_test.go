@@ -81,7 +81,8 @@ func TestSink_metricsMaxTables(t *testing.T) {
 		return rows == 2*tables && dead == 1
 	})
 	for _, name := range []string{"chute_clickhouse_rows_inserted_total", "chute_clickhouse_inserted_bytes_total",
-		"chute_clickhouse_batches_total", "chute_clickhouse_insert_duration_seconds"} {
+		"chute_clickhouse_batches_total", "chute_clickhouse_insert_duration_seconds",
+		"chute_clickhouse_batch_rows", "chute_clickhouse_batch_wait_seconds"} {
 		got := values[name]
 		if len(got) != maxTables+1 || !got["_other"] {
 			t.Errorf("%s: got %d table values %v, want %d and _other", name, len(got), got, maxTables+1)

@@ -409,7 +409,7 @@ func (q *queue) nextConsumerLocked() *consumer {
 		limit := c.prefetch
 		switch {
 		case c.drain != nil:
-			limit = 2 * q.set.BatchRows // one batch in flight, the next one gathering
+			limit = (max(q.set.MaxInflightInserts, 1) + 1) * q.set.BatchRows // batches in flight, the next one gathering
 		case limit == 0:
 			limit = q.lim.prefetch
 		}

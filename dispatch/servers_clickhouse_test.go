@@ -94,6 +94,11 @@ func TestSink_threeServersFailover(t *testing.T) {
 	})
 	cli := n.client(t)
 	ctx := testCtx(t, 90*time.Second)
+	// A batch every interval, so that every server takes some soon: not
+	// held to the default 2 inserts a second.
+	if _, err := cli.Put(ctx, SettingsKey("ch:ev"), `{"max_inserts_per_second":1000}`); err != nil {
+		t.Fatal(err)
+	}
 	killed := chs[1].HTTPAddr()
 	serverState := func(addr string) sink.ServerState {
 		for _, st := range n.mgr.Status().ClickHouseServers {

@@ -50,8 +50,14 @@ type Settings struct {
 	BatchRows     int
 	BatchBytes    int
 	BatchInterval time.Duration
-	RetryMin      time.Duration
-	RetryMax      time.Duration
+	// MaxInsertsPerSecond bounds the insert starts of a busy queue: a
+	// batch that is not full starts at least 1/MaxInsertsPerSecond after
+	// the queue's previous start (drain.go).
+	MaxInsertsPerSecond float64
+	// MaxInflightInserts bounds the queue's batches in ClickHouse at once.
+	MaxInflightInserts int
+	RetryMin           time.Duration
+	RetryMax           time.Duration
 	// Insert are the ClickHouse settings of the queue's INSERTs; they
 	// override the cluster's (Config.ClickHouseOptions) by name.
 	Insert sink.Settings
@@ -72,13 +78,26 @@ type settingsJSON struct {
 	BatchRows     *int    `json:"batch_rows"`
 	BatchBytes    *int    `json:"batch_bytes"`
 	BatchInterval *string `json:"batch_interval"`
-	RetryMin      *string `json:"retry_min"`
-	RetryMax      *string `json:"retry_max"`
+	// MaxInsertsPerSecond is a JSON number, fractions allowed.
+	MaxInsertsPerSecond *float64 `json:"max_inserts_per_second"`
+	MaxInflightInserts  *int     `json:"max_inflight_inserts"`
+	RetryMin            *string  `json:"retry_min"`
+	RetryMax            *string  `json:"retry_max"`
 	// Settings are ClickHouse settings: numbers, strings or booleans.
 	Settings   map[string]json.RawMessage `json:"settings"`
 	DLQMaxRows *int                       `json:"dlq_max_rows"`
 	DLQTTL     *string                    `json:"dlq_ttl"`
 }
+
+// The bounds of max_inserts_per_second and max_inflight_inserts: one
+// insert start every 1000 s at the least, so the gap between starts is
+// a sane duration; at most 16 batches of a queue in ClickHouse at once,
+// each a part and a connection.
+const (
+	minInsertsPerSecond = 0.001
+	maxInsertsPerSecond = 10000
+	maxInflightInserts  = 16
+)
 
 // maxBatchBytes keeps a batch under what one insert request and the peer
 // frames carry comfortably.
@@ -123,6 +142,7 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 		{"batch_rows", j.BatchRows, 1, 1_000_000, &s.BatchRows},
 		{"batch_bytes", j.BatchBytes, 1, maxBatchBytes, &s.BatchBytes},
 		{"dlq_max_rows", j.DLQMaxRows, 0, maxDeadLetterRows, &s.DeadLetterMaxRows},
+		{"max_inflight_inserts", j.MaxInflightInserts, 1, maxInflightInserts, &s.MaxInflightInserts},
 	}
 	for _, f := range ints {
 		if f.v == nil {
@@ -132,6 +152,12 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 			return s, fmt.Errorf("settings: %s %d: want %d to %d", f.name, *f.v, f.min, f.max)
 		}
 		*f.dst = *f.v
+	}
+	if r := j.MaxInsertsPerSecond; r != nil {
+		if !(*r >= minInsertsPerSecond && *r <= maxInsertsPerSecond) {
+			return s, fmt.Errorf("settings: max_inserts_per_second %v: want %v to %v", *r, minInsertsPerSecond, maxInsertsPerSecond)
+		}
+		s.MaxInsertsPerSecond = *r
 	}
 	if j.MaxBytes != nil {
 		if *j.MaxBytes < 1 {
@@ -243,6 +269,15 @@ func (m *Manager) Check(key, value []byte) error {
 	return nil
 }
 
+// insertGap is the least time between the previous insert start of a
+// busy queue and the start of a batch that is not full.
+func (s Settings) insertGap() time.Duration {
+	if s.MaxInsertsPerSecond <= 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Second) / s.MaxInsertsPerSecond)
+}
+
 // limits are the settings a queue applies to its messages.
 func (s Settings) limits() limits {
 	return limits{maxBytes: s.MaxBytes, prefetch: s.Prefetch, visibility: s.Visibility}
@@ -269,6 +304,7 @@ func (c Config) defaults() Settings {
 	return Settings{
 		Ack: AckQueued, MaxBytes: c.MaxQueueBytes, Prefetch: c.Prefetch, Visibility: c.Visibility,
 		BatchRows: c.BatchRows, BatchBytes: c.BatchBytes, BatchInterval: c.BatchInterval,
+		MaxInsertsPerSecond: c.MaxInsertsPerSecond, MaxInflightInserts: c.MaxInflightInserts,
 		RetryMin: c.RetryMin, RetryMax: c.RetryMax,
 		DeadLetterMaxRows: c.DeadLetterMaxRows, DeadLetterTTL: c.DeadLetterTTL,
 	}

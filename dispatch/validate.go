@@ -42,6 +42,12 @@ func (c Config) Validate() error {
 		setting.Num("RetryMax", c.RetryMax),
 		setting.Num("DeadLetterTTL", c.DeadLetterTTL),
 	)...)
+	if r := c.MaxInsertsPerSecond; r != 0 && !(r >= minInsertsPerSecond && r <= maxInsertsPerSecond) {
+		bad("MaxInsertsPerSecond", fmt.Errorf("%v: want %v to %v", r, minInsertsPerSecond, maxInsertsPerSecond))
+	}
+	if n := c.MaxInflightInserts; n < 0 || n > maxInflightInserts {
+		bad("MaxInflightInserts", fmt.Errorf("%d: want 1 to %d", n, maxInflightInserts))
+	}
 	if c.DeadLetterMaxRows > maxDeadLetterRows {
 		bad("DeadLetterMaxRows", fmt.Errorf("%d is above %d", c.DeadLetterMaxRows, maxDeadLetterRows))
 	}

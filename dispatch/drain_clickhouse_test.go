@@ -1,0 +1,121 @@
+//go:build e2e
+
+package dispatch
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"chute/internal/chtest"
+)
+
+// holdingProxy passes requests to a real ClickHouse, holding every
+// INSERT until released, and counts the inserts in flight: the real
+// server answers too fast for two inserts of one queue to be seen
+// overlapping otherwise.
+type holdingProxy struct {
+	next    http.Handler
+	release chan struct{} // closed: inserts pass
+
+	mu       sync.Mutex
+	inFlight int
+	peak     int
+	held     int // inserts waiting for release
+}
+
+func (p *holdingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !strings.HasPrefix(r.URL.Query().Get("query"), "INSERT") {
+		p.next.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	p.inFlight++
+	p.held++
+	p.peak = max(p.peak, p.inFlight)
+	p.mu.Unlock()
+	select {
+	case <-p.release:
+	case <-r.Context().Done():
+	}
+	p.mu.Lock()
+	p.held--
+	p.mu.Unlock()
+	p.next.ServeHTTP(w, r)
+	p.mu.Lock()
+	p.inFlight--
+	p.mu.Unlock()
+}
+
+func (p *holdingProxy) counts() (held, peak int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held, p.peak
+}
+
+// TestDrainer_parallelInsertsIntoClickHouse: with max_inflight_inserts 2,
+// two batches of one queue are in a real ClickHouse at once and no
+// third starts; stopDrainer returns only once both are in the table; and
+// every row lands exactly once.
+func TestDrainer_parallelInsertsIntoClickHouse(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.events (id UInt64) ENGINE = MergeTree ORDER BY id")
+	target, err := url.Parse(ch.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := &holdingProxy{next: httputil.NewSingleHostReverseProxy(target), release: make(chan struct{})}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	released := sync.OnceFunc(func() { close(proxy.release) })
+	t.Cleanup(released)
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), parallelSettings); err != nil {
+		t.Fatal(err)
+	}
+	putIDs(t, ctx, cli, 0, 15) // three batches of 5
+	// Well within the insert timeout (5 s), after which a retry would
+	// be a second request of one batch.
+	waitUntil(t, 3*time.Second, "two inserts held at the proxy", func() bool {
+		held, _ := proxy.counts()
+		return held == 2
+	})
+	time.Sleep(200 * time.Millisecond) // a third would start now if it could
+	if held, peak := proxy.counts(); held != 2 || peak != 2 {
+		t.Fatalf("got %d inserts held, %d at once, want 2 and 2", held, peak)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		n.mgr.stopDrainer("ch:events")
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("stopDrainer returned with two inserts in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	released()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("stopDrainer did not return once both inserts were answered")
+	}
+	if got := ch.Count(t, "default.events"); got < 10 {
+		t.Fatalf("got %d rows when stopDrainer returned, want both batches (10) in", got)
+	}
+	n.mgr.ensureDrainer(n.mgr.lookup("ch:events")) // as the next put or reconcile round would
+	waitCount(t, ch, "default.events", 15, 10*time.Second)
+	if got := strings.TrimSpace(ch.Query(t, "SELECT uniqExact(id) FROM default.events")); got != "15" {
+		t.Errorf("got %s distinct ids, want 15", got)
+	}
+	if _, peak := proxy.counts(); peak != 2 {
+		t.Errorf("got %d inserts at once, want at most 2", peak)
+	}
+}
