@@ -138,6 +138,26 @@ func testChCounts(t *testing.T, ch *chtest.Server) {
 	if want := []int64{0, 0, 2}; !equalInts(got, want) {
 		t.Errorf("chCounts: got %v, want %v", got, want)
 	}
+	// Every table with parts, one with several and then merged: the
+	// counts stay exact, and no mark of the tables is read for them.
+	ch.Exec(t, "INSERT INTO default."+tables[1]+" VALUES (1, 'a')")
+	ch.Exec(t, "INSERT INTO default."+tables[2]+" VALUES (3, 'c')")
+	for _, optimize := range []bool{false, true} {
+		if optimize {
+			ch.Exec(t, "OPTIMIZE TABLE default."+tables[2]+" FINAL")
+		}
+		marks := chEvent(t, ch, "SelectedMarks")
+		got, err := chCounts(ctx, ch.URL(), tables)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int64{0, 1, 3}; !equalInts(got, want) {
+			t.Errorf("chCounts, merged %v: got %v, want %v", optimize, got, want)
+		}
+		if d := chEvent(t, ch, "SelectedMarks") - marks; d != 0 {
+			t.Errorf("chCounts, merged %v: read %d marks of the tables, want 0", optimize, d)
+		}
+	}
 	before, err := chInsertEvents(ctx, ch.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -153,6 +173,21 @@ func testChCounts(t *testing.T, ch *chtest.Server) {
 	if _, err := chCounts(ctx, ch.URL(), []string{"nope_" + newRunID()}); err == nil {
 		t.Errorf("chCounts of a missing table: got nil error")
 	}
+}
+
+// chEvent returns ClickHouse's system.events count of event, zero when
+// not yet counted.
+func chEvent(t *testing.T, ch *chtest.Server, event string) int64 {
+	t.Helper()
+	out, err := chQuery(testContext(t), ch.URL(), "SELECT sum(value) FROM system.events WHERE event = '"+event+"'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if err != nil {
+		t.Fatalf("system.events %s: got %q, want a number", event, out)
+	}
+	return n
 }
 
 // checkWire checks the compression cells' wire counts: only they have
