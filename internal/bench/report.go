@@ -490,6 +490,10 @@ type perRowPath struct {
 	name   string
 	server string
 	txn    int
+	// before is chute's and ClickHouse's µs/row on this path before
+	// adaptive batching, parallel inserts and the cuts per row, for
+	// the comparison the table shows (see writePerRow).
+	before [2]float64
 }
 
 // perRowPaths are the lines of that table, in its order; the txn lines
@@ -500,10 +504,10 @@ func (r Report) perRowPaths() []perRowPath {
 		txn = t.Txn
 	}
 	return []perRowPath{
-		{"unary, 1 node", ServerChute, 0},
-		{fmt.Sprintf("txn-%d, 1 node", txn), ServerChute, txn},
-		{fmt.Sprintf("txn-%d, 3 nodes", txn), ServerChute3, txn},
-		{"unary, 3 nodes", ServerChute3, 0},
+		{"unary, 1 node", ServerChute, 0, [2]float64{39, 14}},
+		{fmt.Sprintf("txn-%d, 1 node", txn), ServerChute, txn, [2]float64{4.9, 3.4}},
+		{fmt.Sprintf("txn-%d, 3 nodes", txn), ServerChute3, txn, [2]float64{8.5, 3.7}},
+		{"unary, 3 nodes", ServerChute3, 0, [2]float64{99, 23}},
 	}
 }
 
@@ -521,10 +525,14 @@ func (r Report) hasPerRow() bool {
 // writePerRow writes the table of CPU per row against the floors: for
 // each path, the nodes' µs/row (summed over three nodes), ClickHouse's
 // and the client's, next to the no-op server's µs/put and the
-// ClickHouse floor's µs/row of the same call shape.
+// ClickHouse floor's µs/row of the same call shape, and the figures of
+// the same path before adaptive batching, parallel inserts and the cuts
+// per row (the "before" columns: utime+stime over rows landed, three
+// runs of 100 clients on the 2-core development machine, when ClickHouse
+// was still polled with count(), which cost it up to 1 µs/row).
 func (r Report) writePerRow(b *bytes.Buffer) {
-	b.WriteString("| path | chute µs/row | ClickHouse µs/row | client µs/row | rows per insert | no-op µs/put | ClickHouse floor µs/row | floor rows per insert |\n")
-	b.WriteString("|------|-------------:|------------------:|--------------:|----------------:|-------------:|------------------------:|----------------------:|\n")
+	b.WriteString("| path | chute µs/row | before | ClickHouse µs/row | before | client µs/row | rows per insert | no-op µs/put | ClickHouse floor µs/row | floor rows per insert |\n")
+	b.WriteString("|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|------------------------:|----------------------:|\n")
 	for _, p := range r.perRowPaths() {
 		res, ok := findCell(r.Results, p.server, p.txn, true)
 		if !ok || len(res.CPU) == 0 {
@@ -537,8 +545,8 @@ func (r Report) writePerRow(b *bytes.Buffer) {
 		if f, ok := findFloor(r.Floors, p.txn); ok {
 			floorCPU, floorBatch = perRow(f.ClickHouseCPU), fmt.Sprint(f.BatchRows)
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %.0f | %s | %s | %s |\n",
-			p.name, perRowSum(res.CPU), perRow(res.ClickHouseCPU), perRow(res.ClientCPU), rowsPerInsert(res), noop, floorCPU, floorBatch)
+		fmt.Fprintf(b, "| %s | %s | %g | %s | %g | %s | %.0f | %s | %s | %s |\n",
+			p.name, perRowSum(res.CPU), p.before[0], perRow(res.ClickHouseCPU), p.before[1], perRow(res.ClientCPU), rowsPerInsert(res), noop, floorCPU, floorBatch)
 	}
 }
 
