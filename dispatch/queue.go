@@ -142,7 +142,7 @@ type queue struct {
 	heldIDs map[MsgID]bool
 	// done remembers recently acknowledged ids, so that a late copy of an
 	// acknowledged message is not queued again.
-	done *recent[MsgID, struct{}]
+	done *doneSet
 	// copiesFrom are the origins of the copies this queue ever took
 	// (arrivedCopy); nil until the first. A put forwarded by its origin can
 	// meet an earlier copy of itself only if its origin is here.
@@ -184,7 +184,7 @@ func newQueue(name string, set Settings) *queue {
 		out: make(map[uint64]delivery), parked: make(map[uint64]parking),
 		heldIDs: make(map[MsgID]bool),
 		waiters: make(map[uint64]*putWaiter),
-		done:    newRecent[MsgID, struct{}](doneIDs),
+		done:    newDoneSet(doneIDs),
 		early:   newRecent[uint64, string](doneIDs),
 	}
 }
@@ -253,7 +253,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			// Not numbered by an earlier dispatcher: no early ack.
 		} else if tail, ok := q.early.get(in.seq); ok && tail == in.tail {
 			q.early.forget(in.seq) // acknowledged before it arrived
-			q.done.add(in.id, struct{}{})
+			q.done.add(in.id)
 			releaseLog(q.log, in.lseq)
 			continue
 		}
@@ -448,7 +448,7 @@ func (q *queue) removeLocked(seq uint64, m *message) {
 			q.traces = nil // a map never shrinks: drop it once the traced puts are gone
 		}
 	}
-	q.done.add(m.id, struct{}{})
+	q.done.add(m.id)
 	releaseLog(q.log, m.lseq)
 	q.bytes -= m.size()
 	q.stats.Acked++
@@ -507,8 +507,7 @@ func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
 
 // isDone reports whether id was acknowledged recently. The caller holds mu.
 func (q *queue) isDone(id MsgID) bool {
-	_, ok := q.done.get(id)
-	return ok
+	return q.done.has(id)
 }
 
 // seenBeforeLocked reports whether a message with id, arrived as how, is
