@@ -108,7 +108,12 @@ type queue struct {
 	lim     limits     // of set
 	nextSeq uint64
 	msgs    msgStore // by seq
-	ids     idIndex  // the ids of msgs
+	// ids are the ids of msgs while indexed, for the lookups of
+	// seenBeforeLocked. Until a lookup needs it the index stays empty:
+	// a queue of puts made here or forwarded by their origin (arrival)
+	// never looks an id up, and adds and removes none.
+	ids     idIndex
+	indexed bool
 	ready   seqHeap  // seqs of messages to deliver; stale entries are skipped
 	// out are the messages delivered to ordinary consumers (msgOut), by
 	// seq: at most their prefetch each.
@@ -278,7 +283,9 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
 		m := &message{id: in.id, tail: in.tail, value: in.value, lseq: in.lseq, attempts: int32(in.attempts)}
 		q.msgs.put(seq, m)
-		q.ids.add(m)
+		if q.indexed {
+			q.ids.add(m)
+		}
 		if in.trace != nil {
 			if q.traces == nil {
 				q.traces = make(map[uint64]*msgTrace)
@@ -442,7 +449,11 @@ func (q *queue) removeLocked(seq uint64, m *message) {
 		delete(q.parked, seq)
 	}
 	q.msgs.remove(seq)
-	q.ids.remove(m)
+	if q.indexed {
+		if q.ids.remove(m); q.msgs.len() == 0 {
+			q.ids, q.indexed = idIndex{}, false // lookups index again, when any come
+		}
+	}
 	if q.traces != nil {
 		if delete(q.traces, seq); len(q.traces) == 0 {
 			q.traces = nil // a map never shrinks: drop it once the traced puts are gone
@@ -527,7 +538,21 @@ func (q *queue) seenBeforeLocked(id MsgID, how arrival) bool {
 		}
 		q.copiesFrom[id.Origin] = struct{}{}
 	}
+	q.indexLocked()
 	return q.ids.has(id) || q.isDone(id)
+}
+
+// indexLocked fills the id index with the queued messages, if it is not
+// filled already; from then on enqueueLocked and removeLocked keep it,
+// until the queue is empty again. The caller holds mu.
+func (q *queue) indexLocked() {
+	if q.indexed {
+		return
+	}
+	q.indexed = true
+	for _, m := range q.msgs.all() {
+		q.ids.add(m)
+	}
 }
 
 // holdLocked keeps copies for an unreachable dispatcher, once per id. The
@@ -566,7 +591,7 @@ func (q *queue) takeAll() []incoming {
 	}
 	out = append(out, q.held...)
 	q.msgs = msgStore{}
-	q.ids = idIndex{}
+	q.ids, q.indexed = idIndex{}, false
 	q.out = make(map[uint64]delivery)
 	q.parked = make(map[uint64]parking)
 	q.traces = nil
