@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -525,39 +526,99 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	if len(puts) == 1 {
 		return m.produceSingle(ctx, puts[0])
 	}
-	keys := make([]Key, len(puts))
+	b := newTxnBatch(puts)
 	var bad error
 	for i, p := range puts {
-		keys[i] = ParseKey(string(p.Key))
 		if bad == nil {
-			bad = m.checkProduce(p, keys[i])
+			bad = m.checkProduce(p, b.keys[i])
 		}
 	}
-	byQueue := make(map[string][]incoming)
-	var names []string
 	tr := m.putTrace(ctx)
 	for i, p := range puts { // ids after validation: a refused put uses none
-		k := keys[i]
-		if _, ok := byQueue[k.Queue]; !ok {
-			names = append(names, k.Queue)
-		}
 		var in incoming
 		if bad == nil {
-			in, bad = m.newMessage(k, p, tr)
+			in, bad = m.newTxnMessage(b.keys[i], p, tr)
 		}
-		byQueue[k.Queue] = append(byQueue[k.Queue], in)
+		b.msgs[i] = in
 	}
-	sort.Strings(names)
 	err := bad
-	for _, name := range names {
+	for _, g := range b.byQueue() {
 		if err == nil {
-			err = m.produceOne(ctx, name, byQueue[name])
+			err = m.produceOne(ctx, g.name, g.msgs)
 		}
 		// Queues before a failing one took their messages; it and the
 		// ones after did not.
-		m.inserts.countPuts(ctx, name, err, len(byQueue[name]))
+		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
 	return err
+}
+
+// txnBatch is a txn's puts parsed for Produce, in few allocations
+// however many puts it has: one string holds every key, which the
+// messages' tails are cut from (it lives until the last of them is
+// acknowledged: a txn's messages mostly leave together), and each queue
+// name is cloned from it once, because queues, caches and metrics keep
+// names.
+type txnBatch struct {
+	keys  []Key
+	msgs  []incoming // msgs[i] is the message of keys[i]
+	names []string   // the distinct queue names, as keys[i].Queue holds them
+}
+
+func newTxnBatch(puts []*pb.PutRequest) *txnBatch {
+	n := 0
+	for _, p := range puts {
+		n += len(p.Key)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, p := range puts {
+		all.Write(p.Key)
+	}
+	keys, off := all.String(), 0
+	b := &txnBatch{keys: make([]Key, len(puts)), msgs: make([]incoming, len(puts))}
+	for i, p := range puts {
+		k := ParseKey(keys[off : off+len(p.Key)])
+		off += len(p.Key)
+		k.Queue = b.name(k.Queue)
+		b.keys[i] = k
+	}
+	return b
+}
+
+// name returns the batch's copy of the queue name q, adding it.
+func (b *txnBatch) name(q string) string {
+	for _, n := range b.names {
+		if n == q {
+			return n
+		}
+	}
+	n := strings.Clone(q)
+	b.names = append(b.names, n)
+	return n
+}
+
+// queueMsgs are the messages of one queue of a txn, in put order.
+type queueMsgs struct {
+	name string
+	msgs []incoming
+}
+
+// byQueue returns the messages by queue, in name order.
+func (b *txnBatch) byQueue() []queueMsgs {
+	if len(b.names) == 1 {
+		return []queueMsgs{{b.names[0], b.msgs}}
+	}
+	gs := make([]queueMsgs, len(b.names))
+	for i, n := range b.names {
+		gs[i].name = n
+	}
+	slices.SortFunc(gs, func(x, y queueMsgs) int { return strings.Compare(x.name, y.name) })
+	for i, k := range b.keys {
+		j, _ := slices.BinarySearchFunc(gs, k.Queue, func(g queueMsgs, n string) int { return strings.Compare(g.name, n) })
+		gs[j].msgs = append(gs[j].msgs, b.msgs[i])
+	}
+	return gs
 }
 
 // produceSingle is Produce for one put (a unary Put), without the maps
@@ -580,11 +641,19 @@ func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 // member. The tail is copied: a substring would keep the whole key alive
 // as long as the message is queued.
 func (m *Manager) newMessage(k Key, p *pb.PutRequest, tr *msgTrace) (incoming, error) {
+	in, err := m.newTxnMessage(k, p, tr)
+	in.tail = strings.Clone(in.tail)
+	return in, err
+}
+
+// newTxnMessage is newMessage for a put of a txnBatch, whose tail is
+// cut from the batch's keys already.
+func (m *Manager) newTxnMessage(k Key, p *pb.PutRequest, tr *msgTrace) (incoming, error) {
 	n, err := m.nextN()
 	if err != nil {
 		return incoming{}, err
 	}
-	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: n}, tail: strings.Clone(k.Tail), value: p.Value, trace: tr}, nil
+	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: n}, tail: k.Tail, value: p.Value, trace: tr}, nil
 }
 
 // errIDsExhausted: this member's message counter is at its largest value.

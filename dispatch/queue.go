@@ -114,7 +114,7 @@ type queue struct {
 	// never looks an id up, and adds and removes none.
 	ids     idIndex
 	indexed bool
-	ready   seqHeap  // seqs of messages to deliver; stale entries are skipped
+	ready   seqHeap // seqs of messages to deliver; stale entries are skipped
 	// out are the messages delivered to ordinary consumers (msgOut), by
 	// seq: at most their prefetch each.
 	out map[uint64]delivery
@@ -249,7 +249,11 @@ const (
 // The caller holds mu and checked the room. With collect it returns the
 // messages it added, with their numbers.
 func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, collect bool) (added []incoming) {
-	for _, in := range msgs {
+	// The messages are allocated together, a txn's or a handover chunk's
+	// in one slice, which lives until the last of them leaves: they
+	// mostly leave together, in a batch or in order.
+	var slab []message
+	for i, in := range msgs {
 		if q.seenBeforeLocked(in.id, how) {
 			releaseLog(q.log, in.lseq) // a second copy: the first keeps its record
 			continue
@@ -281,7 +285,12 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{id: in.id, tail: in.tail, value: in.value, lseq: in.lseq, attempts: int32(in.attempts)}
+		if len(slab) == 0 {
+			slab = make([]message, len(msgs)-i)
+		}
+		m := &slab[0]
+		slab = slab[1:]
+		*m = message{id: in.id, tail: in.tail, value: in.value, lseq: in.lseq, attempts: int32(in.attempts)}
 		q.msgs.put(seq, m)
 		if q.indexed {
 			q.ids.add(m)
