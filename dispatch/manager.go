@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -463,7 +464,10 @@ func (m *Manager) Route(key []byte) kv.Route {
 	if len(key) >= len(SettingsPrefix) && string(key[:len(SettingsPrefix)]) == SettingsPrefix { // no allocation
 		return kv.RouteChecked
 	}
-	switch ParseKey(string(key)).Kind {
+	// ParseKey keeps nothing of the key and only the kind is returned,
+	// so it reads the request's bytes as they are: kv routes every key
+	// of every request, every put of a txn.
+	switch ParseKey(unsafe.String(unsafe.SliceData(key), len(key))).Kind {
 	case KindRecord:
 		return kv.RouteChecked
 	case KindProduce:
