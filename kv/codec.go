@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
@@ -62,6 +64,9 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
+	if r, ok := v.(*pb.TxnRequest); ok && decodePutTxn(buf.ReadOnlyData(), r) {
+		return nil // a batch produce, decoded in few allocations
+	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
 }
 

@@ -1,0 +1,116 @@
+package kv
+
+import (
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// decodePutTxn decodes b into r, as proto.Unmarshal would, when b is a
+// txn of puts only: no compare, no failure branch, success ops that are
+// each one put of at most a key and a value, and nothing else. It
+// reports false, leaving r as it was, for any other message, which
+// proto.Unmarshal decodes.
+//
+// A batch produce is such a txn, and proto.Unmarshal makes five
+// allocations per put (the op, its oneof wrapper, the put, its key and
+// value); this makes six per txn: the ops, wrappers and puts each in one
+// slice, the pointers to the ops, the keys' bytes and the values' bytes.
+// Keys and values are apart because a queued message keeps its value
+// (and so the values' buffer) but nothing of its key.
+func decodePutTxn(b []byte, r *pb.TxnRequest) bool {
+	n, keyBytes, valueBytes := 0, 0, 0
+	for rest := b; len(rest) > 0; n++ {
+		op, l := successOp(rest)
+		if l < 0 {
+			return false
+		}
+		key, value, ok := putOp(op)
+		if !ok {
+			return false
+		}
+		keyBytes += len(key)
+		valueBytes += len(value)
+		rest = rest[l:]
+	}
+	if n == 0 {
+		return false
+	}
+	r.Reset()
+	r.Success = make([]*pb.RequestOp, n)
+	ops := make([]pb.RequestOp, n)
+	wraps := make([]pb.RequestOp_RequestPut, n)
+	puts := make([]pb.PutRequest, n)
+	keys := make([]byte, 0, keyBytes)
+	values := make([]byte, 0, valueBytes)
+	for i, rest := 0, b; len(rest) > 0; i++ {
+		op, l := successOp(rest)
+		key, value, _ := putOp(op)
+		puts[i].Key, keys = cut(keys, key)
+		puts[i].Value, values = cut(values, value)
+		wraps[i].RequestPut = &puts[i]
+		ops[i].Request = &wraps[i]
+		r.Success[i] = &ops[i]
+		rest = rest[l:]
+	}
+	return true
+}
+
+// successOp reads one success op (field 2 of TxnRequest) from the start
+// of b: its bytes, and the length it took; -1 when b starts with
+// anything else.
+func successOp(b []byte) ([]byte, int) {
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 || num != 2 || typ != protowire.BytesType {
+		return nil, -1
+	}
+	op, m := protowire.ConsumeBytes(b[l:])
+	if m < 0 {
+		return nil, -1
+	}
+	return op, l + m
+}
+
+// putOp returns the key and value of a RequestOp that is one put
+// (field 2) whose only fields are a key (1) and a value (2), each at
+// most once.
+func putOp(op []byte) (key, value []byte, ok bool) {
+	num, typ, l := protowire.ConsumeTag(op)
+	if l < 0 || num != 2 || typ != protowire.BytesType {
+		return nil, nil, false
+	}
+	put, m := protowire.ConsumeBytes(op[l:])
+	if m < 0 || l+m != len(op) {
+		return nil, nil, false
+	}
+	var seen [3]bool
+	for len(put) > 0 {
+		num, typ, l := protowire.ConsumeTag(put)
+		if l < 0 || typ != protowire.BytesType || (num != 1 && num != 2) || seen[num] {
+			return nil, nil, false
+		}
+		seen[num] = true
+		v, m := protowire.ConsumeBytes(put[l:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if num == 1 {
+			key = v
+		} else {
+			value = v
+		}
+		put = put[l+m:]
+	}
+	return key, value, true
+}
+
+// cut appends v to buf, which has room for it, and returns the copy
+// (nil when v is empty, as proto.Unmarshal leaves an empty bytes field)
+// and buf.
+func cut(buf, v []byte) ([]byte, []byte) {
+	if len(v) == 0 {
+		return nil, buf
+	}
+	at := len(buf)
+	buf = append(buf, v...)
+	return buf[at:len(buf):len(buf)], buf
+}
