@@ -114,3 +114,108 @@ func cut(buf, v []byte) ([]byte, []byte) {
 	buf = append(buf, v...)
 	return buf[at:len(buf):len(buf)], buf
 }
+
+// putTxnResponseSize returns the encoded size of r when it answers a txn
+// of puts only, as produceTxn does: every response a put with no
+// previous key-value and at most a header, no unknown fields anywhere.
+// It reports false for any other response, which proto.Marshal encodes.
+//
+// proto.Size and proto.Marshal walk four messages per put of a batch
+// produce's answer; appendPutTxnResponse writes the same bytes directly.
+func putTxnResponseSize(r *pb.TxnResponse) (int, bool) {
+	if len(r.Responses) == 0 || len(r.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	n := 0
+	if r.Header != nil {
+		hs, ok := headerSize(r.Header)
+		if !ok {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(hs)
+	}
+	if r.Succeeded {
+		n += 2
+	}
+	for _, op := range r.Responses {
+		ps, ok := putResponseSize(op)
+		if !ok {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+	}
+	return n, true
+}
+
+// putResponseSize returns the size of the PutResponse op holds, when it
+// holds one with at most a header.
+func putResponseSize(op *pb.ResponseOp) (int, bool) {
+	w, ok := op.Response.(*pb.ResponseOp_ResponsePut)
+	if !ok || w.ResponsePut == nil || w.ResponsePut.PrevKv != nil ||
+		len(op.ProtoReflect().GetUnknown()) != 0 || len(w.ResponsePut.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	if h := w.ResponsePut.Header; h != nil {
+		hs, ok := headerSize(h)
+		return 1 + protowire.SizeBytes(hs), ok
+	}
+	return 0, true
+}
+
+// headerSize returns the size of h, when it has no unknown fields.
+func headerSize(h *pb.ResponseHeader) (int, bool) {
+	if len(h.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	return headerLen(h), true
+}
+
+// headerLen is the size of h without its unknown fields.
+func headerLen(h *pb.ResponseHeader) int {
+	n := 0
+	for _, v := range [...]uint64{h.ClusterId, h.MemberId, uint64(h.Revision), h.RaftTerm} {
+		if v != 0 {
+			n += 1 + protowire.SizeVarint(v)
+		}
+	}
+	return n
+}
+
+// appendPutTxnResponse appends r, for which putTxnResponseSize reported
+// true, to b, as proto.Marshal encodes it.
+func appendPutTxnResponse(b []byte, r *pb.TxnResponse) []byte {
+	if r.Header != nil {
+		b = appendHeader(b, 1, r.Header)
+	}
+	if r.Succeeded {
+		b = append(b, 2<<3|byte(protowire.VarintType), 1)
+	}
+	for _, op := range r.Responses {
+		put := op.Response.(*pb.ResponseOp_ResponsePut).ResponsePut
+		ps := 0
+		if put.Header != nil {
+			ps = 1 + protowire.SizeBytes(headerLen(put.Header))
+		}
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(ps)))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(ps))
+		if put.Header != nil {
+			b = appendHeader(b, 1, put.Header)
+		}
+	}
+	return b
+}
+
+// appendHeader appends h as field num.
+func appendHeader(b []byte, num protowire.Number, h *pb.ResponseHeader) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(headerLen(h)))
+	for i, v := range [...]uint64{h.ClusterId, h.MemberId, uint64(h.Revision), h.RaftTerm} {
+		if v != 0 {
+			b = protowire.AppendTag(b, protowire.Number(i+1), protowire.VarintType)
+			b = protowire.AppendVarint(b, v)
+		}
+	}
+	return b
+}
