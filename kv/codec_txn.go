@@ -219,3 +219,34 @@ func appendHeader(b []byte, num protowire.Number, h *pb.ResponseHeader) []byte {
 	}
 	return b
 }
+
+// putTxnRequestSize returns proto.Size(r) when r is a txn of puts only,
+// as decodePutTxn takes them: no compare, no failure branch, puts of at
+// most a key and a value, no unknown fields. It reports false for any
+// other txn. requestSizeLimit sizes every request, and proto.Size walks
+// three messages per put of a batch produce.
+func putTxnRequestSize(r *pb.TxnRequest) (int, bool) {
+	if len(r.Compare) != 0 || len(r.Failure) != 0 || len(r.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	n := 0
+	for _, op := range r.Success {
+		w, ok := op.Request.(*pb.RequestOp_RequestPut)
+		if !ok || w.RequestPut == nil || len(op.ProtoReflect().GetUnknown()) != 0 {
+			return 0, false
+		}
+		p := w.RequestPut
+		if p.Lease != 0 || p.PrevKv || p.IgnoreValue || p.IgnoreLease || len(p.ProtoReflect().GetUnknown()) != 0 {
+			return 0, false
+		}
+		ps := 0
+		if len(p.Key) > 0 {
+			ps += 1 + protowire.SizeBytes(len(p.Key))
+		}
+		if len(p.Value) > 0 {
+			ps += 1 + protowire.SizeBytes(len(p.Value))
+		}
+		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+	}
+	return n, true
+}

@@ -37,6 +37,9 @@ func sameAsProto(t *testing.T, b []byte) bool {
 	if !proto.Equal(&got, &want) {
 		t.Fatalf("decodePutTxn(%x): got %v, want %v", b, &got, &want)
 	}
+	if n, ok := putTxnRequestSize(&got); !ok || n != proto.Size(&want) {
+		t.Fatalf("putTxnRequestSize of decodePutTxn(%x): got %d, %v, want %d, true", b, n, ok, proto.Size(&want))
+	}
 	for i, op := range want.Success {
 		g, w := got.Success[i].GetRequestPut(), op.GetRequestPut()
 		if (g.Key == nil) != (w.Key == nil) || (g.Value == nil) != (w.Value == nil) {
@@ -80,6 +83,13 @@ func TestDecodePutTxn(t *testing.T) {
 		}
 		if got := sameAsProto(t, b); got != tt.want {
 			t.Errorf("%s: decodePutTxn took it: got %v, want %v", tt.name, got, tt.want)
+		}
+		// requestSizeLimit sizes the txn as proto.Size does.
+		if got, want := requestSize(tt.r), proto.Size(tt.r); got != want {
+			t.Errorf("%s: requestSize: got %d, want %d", tt.name, got, want)
+		}
+		if _, ok := putTxnRequestSize(tt.r); ok != tt.want && len(tt.r.Success) > 0 {
+			t.Errorf("%s: putTxnRequestSize took it: got %v, want %v", tt.name, ok, tt.want)
 		}
 	}
 	// A key sent twice (the last one counts) or an unknown field is left
@@ -275,6 +285,22 @@ func FuzzPutTxnResponse(f *testing.F) {
 		defer bs.Free()
 		if got := bs.Materialize(); !bytes.Equal(got, want) {
 			t.Fatalf("got %x, want %x", got, want)
+		}
+	})
+}
+
+// BenchmarkRequestSize sizes a txn of 128 puts as requestSizeLimit does
+// and with proto.Size.
+func BenchmarkRequestSize(b *testing.B) {
+	r := putTxn(128)
+	b.Run("requestSize", func(b *testing.B) {
+		for b.Loop() {
+			requestSize(r)
+		}
+	})
+	b.Run("proto.Size", func(b *testing.B) {
+		for b.Loop() {
+			proto.Size(r)
 		}
 	})
 }

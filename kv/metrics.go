@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
@@ -84,9 +85,23 @@ func (m *rpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // with etcd's "request is too large".
 func requestSizeLimit(max int) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if m, ok := req.(proto.Message); ok && proto.Size(m) > max {
+		if requestSize(req) > max {
 			return nil, toGRPC(ErrRequestTooLarge)
 		}
 		return handler(ctx, req)
 	}
+}
+
+// requestSize is the encoded size of req, 0 for what is not a proto
+// message; a batch produce's is summed without proto.Size.
+func requestSize(req any) int {
+	if r, ok := req.(*pb.TxnRequest); ok {
+		if n, ok := putTxnRequestSize(r); ok {
+			return n
+		}
+	}
+	if m, ok := req.(proto.Message); ok {
+		return proto.Size(m)
+	}
+	return 0
 }
