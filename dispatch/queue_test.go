@@ -220,6 +220,11 @@ func TestQueue_batchProduce(t *testing.T) {
 	if !r.Succeeded || len(r.Responses) != 128 {
 		t.Fatalf("txn: succeeded %v with %d responses", r.Succeeded, len(r.Responses))
 	}
+	for i, op := range r.Responses {
+		if p := op.GetResponsePut(); p == nil || p.Header.GetRevision() != r.Header.Revision {
+			t.Fatalf("txn response %d: got %v, want a put at revision %d", i, op, r.Header.Revision)
+		}
+	}
 	wc := cli.Watch(ctx, "/q/batch/c/x")
 	evs := collectN(t, wc, 128, 5*time.Second)
 	for i, ev := range evs {
