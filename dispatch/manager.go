@@ -530,20 +530,26 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	if len(puts) == 1 {
 		return m.produceSingle(ctx, puts[0])
 	}
-	b := newTxnBatch(puts)
+	b := &txnBatch{msgs: make([]incoming, len(puts)), queue: make([]int32, len(puts))}
+	keys, off := joinKeys(puts), 0
 	var bad error
 	for i, p := range puts {
+		k := ParseKey(keys[off : off+len(p.Key)])
+		off += len(p.Key)
+		k.Queue = b.name(i, k.Queue)
 		if bad == nil {
-			bad = m.checkProduce(p, b.keys[i])
+			bad = m.checkProduce(p, k)
 		}
+		b.msgs[i] = incoming{tail: k.Tail, value: p.Value}
 	}
 	tr := m.putTrace(ctx)
-	for i, p := range puts { // ids after validation: a refused put uses none
-		var in incoming
-		if bad == nil {
-			in, bad = m.newTxnMessage(b.keys[i], p, tr)
+	for i := range b.msgs { // ids after validation: a refused put uses none
+		if bad != nil {
+			break
 		}
-		b.msgs[i] = in
+		var n uint64
+		n, bad = m.nextN()
+		b.msgs[i].id, b.msgs[i].trace = MsgID{Origin: m.cfg.MemberID, N: n}, tr
 	}
 	err := bad
 	for _, g := range b.byQueue() {
@@ -557,19 +563,11 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	return err
 }
 
-// txnBatch is a txn's puts parsed for Produce, in few allocations
-// however many puts it has: one string holds every key, which the
-// messages' tails are cut from (it lives until the last of them is
-// acknowledged: a txn's messages mostly leave together), and each queue
-// name is cloned from it once, because queues, caches and metrics keep
-// names.
-type txnBatch struct {
-	keys  []Key
-	msgs  []incoming // msgs[i] is the message of keys[i]
-	names []string   // the distinct queue names, as keys[i].Queue holds them
-}
-
-func newTxnBatch(puts []*pb.PutRequest) *txnBatch {
+// joinKeys returns the keys of puts in one string. The tails of a txn's
+// messages are cut from it, so it lives until the last of them is
+// acknowledged (a txn's messages mostly leave together), for one
+// allocation rather than a key and a tail per put.
+func joinKeys(puts []*pb.PutRequest) string {
 	n := 0
 	for _, p := range puts {
 		n += len(p.Key)
@@ -579,25 +577,28 @@ func newTxnBatch(puts []*pb.PutRequest) *txnBatch {
 	for _, p := range puts {
 		all.Write(p.Key)
 	}
-	keys, off := all.String(), 0
-	b := &txnBatch{keys: make([]Key, len(puts)), msgs: make([]incoming, len(puts))}
-	for i, p := range puts {
-		k := ParseKey(keys[off : off+len(p.Key)])
-		off += len(p.Key)
-		k.Queue = b.name(k.Queue)
-		b.keys[i] = k
-	}
-	return b
+	return all.String()
 }
 
-// name returns the batch's copy of the queue name q, adding it.
-func (b *txnBatch) name(q string) string {
-	for _, n := range b.names {
+// txnBatch is a txn's messages by queue, for Produce. Queue names are
+// cloned once per txn from the joined keys (queues, caches and metrics
+// keep names), and grouped without a map.
+type txnBatch struct {
+	msgs  []incoming
+	queue []int32  // msgs[i] goes to names[queue[i]]
+	names []string // the distinct queue names
+}
+
+// name returns the batch's copy of q, the queue of message i.
+func (b *txnBatch) name(i int, q string) string {
+	for j, n := range b.names {
 		if n == q {
+			b.queue[i] = int32(j)
 			return n
 		}
 	}
 	n := strings.Clone(q)
+	b.queue[i] = int32(len(b.names))
 	b.names = append(b.names, n)
 	return n
 }
@@ -613,14 +614,20 @@ func (b *txnBatch) byQueue() []queueMsgs {
 	if len(b.names) == 1 {
 		return []queueMsgs{{b.names[0], b.msgs}}
 	}
-	gs := make([]queueMsgs, len(b.names))
-	for i, n := range b.names {
-		gs[i].name = n
+	order := make([]int, len(b.names)) // indexes of names, by name
+	for j := range order {
+		order[j] = j
 	}
-	slices.SortFunc(gs, func(x, y queueMsgs) int { return strings.Compare(x.name, y.name) })
-	for i, k := range b.keys {
-		j, _ := slices.BinarySearchFunc(gs, k.Queue, func(g queueMsgs, n string) int { return strings.Compare(g.name, n) })
-		gs[j].msgs = append(gs[j].msgs, b.msgs[i])
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(b.names[x], b.names[y]) })
+	at := make([]int, len(b.names)) // a name's place in order
+	gs := make([]queueMsgs, len(b.names))
+	for pos, j := range order {
+		at[j] = pos
+		gs[pos].name = b.names[j]
+	}
+	for i, j := range b.queue {
+		g := &gs[at[j]]
+		g.msgs = append(g.msgs, b.msgs[i])
 	}
 	return gs
 }
@@ -645,19 +652,11 @@ func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 // member. The tail is copied: a substring would keep the whole key alive
 // as long as the message is queued.
 func (m *Manager) newMessage(k Key, p *pb.PutRequest, tr *msgTrace) (incoming, error) {
-	in, err := m.newTxnMessage(k, p, tr)
-	in.tail = strings.Clone(in.tail)
-	return in, err
-}
-
-// newTxnMessage is newMessage for a put of a txnBatch, whose tail is
-// cut from the batch's keys already.
-func (m *Manager) newTxnMessage(k Key, p *pb.PutRequest, tr *msgTrace) (incoming, error) {
 	n, err := m.nextN()
 	if err != nil {
 		return incoming{}, err
 	}
-	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: n}, tail: k.Tail, value: p.Value, trace: tr}, nil
+	return incoming{id: MsgID{Origin: m.cfg.MemberID, N: n}, tail: strings.Clone(k.Tail), value: p.Value, trace: tr}, nil
 }
 
 // errIDsExhausted: this member's message counter is at its largest value.
