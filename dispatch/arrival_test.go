@@ -47,6 +47,20 @@ func TestQueue_enqueueLocked_arrivals(t *testing.T) {
 			{how: arrivedForwarded, id: MsgID{b, 1}, want: 2},
 			{how: arrivedForwarded, id: MsgID{b, 2}, want: 3},
 		}},
+		{"local put then its copy", []step{
+			{how: arrivedLocal, id: MsgID{a, 1}, want: 1},
+			{how: arrivedLocal, id: MsgID{a, 2}, want: 2},
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 2},
+			{how: arrivedLocal, id: MsgID{a, 3}, want: 3},
+			{how: arrivedCopy, id: MsgID{a, 3}, want: 3},
+		}},
+		{"the queue emptied, then a copy of what it holds again", []step{
+			{how: arrivedCopy, id: MsgID{b, 1}, want: 1},
+			{ack: true, id: MsgID{b, 1}, want: 0},
+			{how: arrivedLocal, id: MsgID{a, 1}, want: 1},
+			{how: arrivedCopy, id: MsgID{a, 1}, want: 1},
+			{how: arrivedCopy, id: MsgID{b, 1}, want: 1},
+		}},
 		{"copies are looked up among themselves", []step{
 			{how: arrivedCopy, id: MsgID{b, 7}, want: 1},
 			{how: arrivedCopy, id: MsgID{b, 7}, want: 1},

@@ -75,7 +75,11 @@
 // forwarded by the member that made it only when copies from that member
 // came before (its first copy can only be one it held after a forward of
 // it failed, and that arrives as a copy); a put made on the dispatcher
-// never. A forward waits at most five seconds for its answer; one sweep
+// never. So the id index is filled from the queue at the first lookup,
+// not at each put, and emptied with the queue (queue.indexLocked); the
+// acknowledged ids are bitmaps of consecutive numbers per origin
+// (doneSet), a member's counter giving a queue mostly runs of them.
+// A forward waits at most five seconds for its answer; one sweep
 // per stream every 100 ms ends the waits that passed it.
 //
 // Message numbers are per dispatcher epoch: epoch e numbers from

@@ -2,6 +2,8 @@ package dispatch
 
 import (
 	"testing"
+
+	"chute/kv"
 )
 
 func TestParseKey(t *testing.T) {
@@ -95,4 +97,35 @@ func FuzzParseKey(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestManager_Route routes each kind of key, without allocating: kv asks
+// for every key of every request.
+func TestManager_Route(t *testing.T) {
+	m, err := New(Config{MemberID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		key  string
+		want kv.Route
+	}{
+		{"/q/ch:events/p/k1", kv.RouteProduce},
+		{"/queue/jobs/producer/k1", kv.RouteProduce},
+		{"/q/jobs/c/c1", kv.RouteConsumer},
+		{"/q/jobs/c/c1/7/k1", kv.RouteDelivery},
+		{"/q/jobs", kv.RouteChecked},
+		{SettingsKey("jobs"), kv.RouteChecked},
+		{"/q/jobs/x/y/z", kv.RouteInvalid},
+		{"plain", kv.RouteKV},
+	}
+	for _, tt := range tests {
+		key := []byte(tt.key)
+		if got := m.Route(key); got != tt.want {
+			t.Errorf("Route(%q): got %v, want %v", tt.key, got, tt.want)
+		}
+		if n := testing.AllocsPerRun(100, func() { m.Route(key) }); n != 0 {
+			t.Errorf("Route(%q): got %v allocations, want 0", tt.key, n)
+		}
+	}
 }

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -482,7 +484,10 @@ func (m *Manager) Route(key []byte) kv.Route {
 	if len(key) >= len(SettingsPrefix) && string(key[:len(SettingsPrefix)]) == SettingsPrefix { // no allocation
 		return kv.RouteChecked
 	}
-	switch ParseKey(string(key)).Kind {
+	// ParseKey keeps nothing of the key and only the kind is returned,
+	// so it reads the request's bytes as they are: kv routes every key
+	// of every request, every put of a txn.
+	switch ParseKey(unsafe.String(unsafe.SliceData(key), len(key))).Kind {
 	case KindRecord:
 		return kv.RouteChecked
 	case KindProduce:
@@ -545,39 +550,106 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	if len(puts) == 1 {
 		return m.produceSingle(ctx, puts[0])
 	}
-	keys := make([]Key, len(puts))
+	b := &txnBatch{msgs: make([]incoming, len(puts)), queue: make([]int32, len(puts))}
+	keys, off := joinKeys(puts), 0
 	var bad error
 	for i, p := range puts {
-		keys[i] = ParseKey(string(p.Key))
+		k := ParseKey(keys[off : off+len(p.Key)])
+		off += len(p.Key)
+		k.Queue = b.name(i, k.Queue)
 		if bad == nil {
-			bad = m.checkProduce(p, keys[i])
+			bad = m.checkProduce(p, k)
 		}
+		b.msgs[i] = incoming{tail: k.Tail, value: p.Value}
 	}
-	byQueue := make(map[string][]incoming)
-	var names []string
 	tr := m.putTrace(ctx)
-	for i, p := range puts { // ids after validation: a refused put uses none
-		k := keys[i]
-		if _, ok := byQueue[k.Queue]; !ok {
-			names = append(names, k.Queue)
+	for i := range b.msgs { // ids after validation: a refused put uses none
+		if bad != nil {
+			break
 		}
-		var in incoming
-		if bad == nil {
-			in, bad = m.newMessage(k, p, tr)
-		}
-		byQueue[k.Queue] = append(byQueue[k.Queue], in)
+		var n uint64
+		n, bad = m.nextN()
+		b.msgs[i].id, b.msgs[i].trace = MsgID{Origin: m.cfg.MemberID, N: n}, tr
 	}
-	sort.Strings(names)
 	err := bad
-	for _, name := range names {
+	for _, g := range b.byQueue() {
 		if err == nil {
-			err = m.produceOne(ctx, name, byQueue[name])
+			err = m.produceOne(ctx, g.name, g.msgs)
 		}
 		// Queues before a failing one took their messages; it and the
 		// ones after did not.
-		m.inserts.countPuts(ctx, name, err, len(byQueue[name]))
+		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
 	return err
+}
+
+// joinKeys returns the keys of puts in one string. The tails of a txn's
+// messages are cut from it, so it lives until the last of them is
+// acknowledged (a txn's messages mostly leave together), for one
+// allocation rather than a key and a tail per put.
+func joinKeys(puts []*pb.PutRequest) string {
+	n := 0
+	for _, p := range puts {
+		n += len(p.Key)
+	}
+	var all strings.Builder
+	all.Grow(n)
+	for _, p := range puts {
+		all.Write(p.Key)
+	}
+	return all.String()
+}
+
+// txnBatch is a txn's messages by queue, for Produce. Queue names are
+// cloned once per txn from the joined keys (queues, caches and metrics
+// keep names), and grouped without a map.
+type txnBatch struct {
+	msgs  []incoming
+	queue []int32  // msgs[i] goes to names[queue[i]]
+	names []string // the distinct queue names
+}
+
+// name returns the batch's copy of q, the queue of message i.
+func (b *txnBatch) name(i int, q string) string {
+	for j, n := range b.names {
+		if n == q {
+			b.queue[i] = int32(j)
+			return n
+		}
+	}
+	n := strings.Clone(q)
+	b.queue[i] = int32(len(b.names))
+	b.names = append(b.names, n)
+	return n
+}
+
+// queueMsgs are the messages of one queue of a txn, in put order.
+type queueMsgs struct {
+	name string
+	msgs []incoming
+}
+
+// byQueue returns the messages by queue, in name order.
+func (b *txnBatch) byQueue() []queueMsgs {
+	if len(b.names) == 1 {
+		return []queueMsgs{{b.names[0], b.msgs}}
+	}
+	order := make([]int, len(b.names)) // indexes of names, by name
+	for j := range order {
+		order[j] = j
+	}
+	slices.SortFunc(order, func(x, y int) int { return strings.Compare(b.names[x], b.names[y]) })
+	at := make([]int, len(b.names)) // a name's place in order
+	gs := make([]queueMsgs, len(b.names))
+	for pos, j := range order {
+		at[j] = pos
+		gs[pos].name = b.names[j]
+	}
+	for i, j := range b.queue {
+		g := &gs[at[j]]
+		g.msgs = append(g.msgs, b.msgs[i])
+	}
+	return gs
 }
 
 // produceSingle is Produce for one put (a unary Put), without the maps

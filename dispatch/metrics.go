@@ -76,10 +76,11 @@ func (im insertMetrics) deadLettered(ctx context.Context, table string, n int) {
 	im.dead.Add(ctx, int64(n), metric.WithAttributeSet(attribute.NewSet(attribute.String("table", table))))
 }
 
-// putAttrs caches the attributes of the puts counter by queue and result.
+// putAttrs caches the attributes of the puts counter by queue and result,
+// as the options slice Add takes (a new one would escape at each put).
 type putAttrs struct {
 	mu sync.RWMutex // guards m
-	m  map[putResult]metric.MeasurementOption
+	m  map[putResult][]metric.AddOption
 }
 
 // putResult keys the attributes of the puts counter (no allocation to look
@@ -98,12 +99,12 @@ func (im insertMetrics) countPuts(ctx context.Context, queue string, err error, 
 	opt, ok := a.m[k]
 	a.mu.RUnlock()
 	if !ok {
-		opt = metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))
+		opt = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))}
 		a.mu.Lock()
 		a.m[k] = opt
 		a.mu.Unlock()
 	}
-	im.puts.Add(ctx, int64(n), opt)
+	im.puts.Add(ctx, int64(n), opt...)
 }
 
 func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, error) {
@@ -157,7 +158,7 @@ func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, er
 	}
 	return insertMetrics{duration: d, retries: r, batches: b, rows: rows, bytes: bytes, dead: dead, puts: p,
 		batchRows: br, batchWait: bw,
-		putAttrs: &putAttrs{m: make(map[putResult]metric.MeasurementOption)},
+		putAttrs: &putAttrs{m: make(map[putResult][]metric.AddOption)},
 		tables:   &tableLabels{max: maxTables, seen: make(map[string]bool)}}, nil
 }
 

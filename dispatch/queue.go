@@ -126,8 +126,13 @@ type queue struct {
 	lim     limits     // of set
 	nextSeq uint64
 	msgs    msgStore // by seq
-	ids     idIndex  // the ids of msgs
-	ready   seqHeap  // seqs of messages to deliver; stale entries are skipped
+	// ids are the ids of msgs while indexed, for the lookups of
+	// seenBeforeLocked. Until a lookup needs it the index stays empty:
+	// a queue of puts made here or forwarded by their origin (arrival)
+	// never looks an id up, and adds and removes none.
+	ids     idIndex
+	indexed bool
+	ready   seqHeap // seqs of messages to deliver; stale entries are skipped
 	// out are the messages delivered to ordinary consumers (msgOut), by
 	// seq: at most their prefetch each.
 	out map[uint64]delivery
@@ -160,7 +165,7 @@ type queue struct {
 	heldIDs map[MsgID]bool
 	// done remembers recently acknowledged ids, so that a late copy of an
 	// acknowledged message is not queued again.
-	done *recent[MsgID, struct{}]
+	done *doneSet
 	// copiesFrom are the origins of the copies this queue ever took
 	// (arrivedCopy); nil until the first. A put forwarded by its origin can
 	// meet an earlier copy of itself only if its origin is here.
@@ -202,7 +207,7 @@ func newQueue(name string, set Settings) *queue {
 		out: make(map[uint64]delivery), parked: make(map[uint64]parking),
 		heldIDs: make(map[MsgID]bool),
 		waiters: make(map[uint64]*putWaiter),
-		done:    newRecent[MsgID, struct{}](doneIDs),
+		done:    newDoneSet(doneIDs),
 		early:   newRecent[uint64, string](doneIDs),
 	}
 }
@@ -264,7 +269,11 @@ const (
 // The caller holds mu and checked the room. With collect it returns the
 // messages it added, with their numbers.
 func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, collect bool) (added []incoming) {
-	for _, in := range msgs {
+	// The messages are allocated together, a txn's or a handover chunk's
+	// in one slice, which lives until the last of them leaves: they
+	// mostly leave together, in a batch or in order.
+	var slab []message
+	for i, in := range msgs {
 		if q.seenBeforeLocked(in.id, how) {
 			releaseLog(q.log, in.lseq) // a second copy: the first keeps its record
 			continue
@@ -273,7 +282,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			// Not numbered by an earlier dispatcher: no early ack.
 		} else if tail, ok := q.early.get(in.seq); ok && tail == in.tail {
 			q.early.forget(in.seq) // acknowledged before it arrived
-			q.done.add(in.id, struct{}{})
+			q.done.add(in.id)
 			releaseLog(q.log, in.lseq)
 			continue
 		}
@@ -296,9 +305,16 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
-		m := &message{id: in.id, tail: in.tail, value: in.value, region: in.region, lseq: in.lseq, attempts: int32(in.attempts)}
+		if len(slab) == 0 {
+			slab = make([]message, len(msgs)-i)
+		}
+		m := &slab[0]
+		slab = slab[1:]
+		*m = message{id: in.id, tail: in.tail, value: in.value, region: in.region, lseq: in.lseq, attempts: int32(in.attempts)}
 		q.msgs.put(seq, m)
-		q.ids.add(m)
+		if q.indexed {
+			q.ids.add(m)
+		}
 		if in.trace != nil {
 			if q.traces == nil {
 				q.traces = make(map[uint64]*msgTrace)
@@ -462,13 +478,17 @@ func (q *queue) removeLocked(seq uint64, m *message) {
 		delete(q.parked, seq)
 	}
 	q.msgs.remove(seq)
-	q.ids.remove(m)
+	if q.indexed {
+		if q.ids.remove(m); q.msgs.len() == 0 {
+			q.ids, q.indexed = idIndex{}, false // lookups index again, when any come
+		}
+	}
 	if q.traces != nil {
 		if delete(q.traces, seq); len(q.traces) == 0 {
 			q.traces = nil // a map never shrinks: drop it once the traced puts are gone
 		}
 	}
-	q.done.add(m.id, struct{}{})
+	q.done.add(m.id)
 	releaseLog(q.log, m.lseq)
 	q.bytes -= m.size()
 	q.stats.Acked++
@@ -527,8 +547,7 @@ func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
 
 // isDone reports whether id was acknowledged recently. The caller holds mu.
 func (q *queue) isDone(id MsgID) bool {
-	_, ok := q.done.get(id)
-	return ok
+	return q.done.has(id)
 }
 
 // seenBeforeLocked reports whether a message with id, arrived as how, is
@@ -548,7 +567,21 @@ func (q *queue) seenBeforeLocked(id MsgID, how arrival) bool {
 		}
 		q.copiesFrom[id.Origin] = struct{}{}
 	}
+	q.indexLocked()
 	return q.ids.has(id) || q.isDone(id)
+}
+
+// indexLocked fills the id index with the queued messages, if it is not
+// filled already; from then on enqueueLocked and removeLocked keep it,
+// until the queue is empty again. The caller holds mu.
+func (q *queue) indexLocked() {
+	if q.indexed {
+		return
+	}
+	q.indexed = true
+	for _, m := range q.msgs.all() {
+		q.ids.add(m)
+	}
 }
 
 // holdLocked keeps copies for an unreachable dispatcher, once per id. The
@@ -587,7 +620,7 @@ func (q *queue) takeAll() []incoming {
 	}
 	out = append(out, q.held...)
 	q.msgs = msgStore{}
-	q.ids = idIndex{}
+	q.ids, q.indexed = idIndex{}, false
 	q.out = make(map[uint64]delivery)
 	q.parked = make(map[uint64]parking)
 	q.traces = nil

@@ -220,6 +220,11 @@ func TestQueue_batchProduce(t *testing.T) {
 	if !r.Succeeded || len(r.Responses) != 128 {
 		t.Fatalf("txn: succeeded %v with %d responses", r.Succeeded, len(r.Responses))
 	}
+	for i, op := range r.Responses {
+		if p := op.GetResponsePut(); p == nil || p.Header.GetRevision() != r.Header.Revision {
+			t.Fatalf("txn response %d: got %v, want a put at revision %d", i, op, r.Header.Revision)
+		}
+	}
 	wc := cli.Watch(ctx, "/q/batch/c/x")
 	evs := collectN(t, wc, 128, 5*time.Second)
 	for i, ev := range evs {
@@ -293,4 +298,32 @@ func TestQueue_manyProducersKeepTheirOrder(t *testing.T) {
 		}
 	}
 	waitUntil(t, 5*time.Second, "the queue to empty", func() bool { return n.depth("order") == 0 })
+}
+
+// TestQueue_batchProduceAcrossQueues checks that a txn of puts to three
+// queues, interleaved, queues each queue's puts in their order.
+func TestQueue_batchProduceAcrossQueues(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	var ops []clientv3.Op
+	for i, q := range []string{"b", "a", "b", "c", "a", "b"} {
+		ops = append(ops, clientv3.OpPut(fmt.Sprintf("/q/%s/p/m%d", q, i), fmt.Sprint(i)))
+	}
+	if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]string{"a": "m1 m4", "b": "m0 m2 m5", "c": "m3"} {
+		if d, w := n.depth(q), len(strings.Fields(want)); d != w {
+			t.Fatalf("queue %s: got depth %d, want %d", q, d, w)
+		}
+		wc := cli.Watch(ctx, "/q/"+q+"/c/x")
+		var got []string
+		for _, ev := range collectN(t, wc, len(strings.Fields(want)), 5*time.Second) {
+			got = append(got, ParseKey(string(ev.Kv.Key)).Tail)
+		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("queue %s: got %v, want %s", q, got, want)
+		}
+	}
 }

@@ -40,3 +40,70 @@ func (r *recent[K, V]) forget(k K) {
 	delete(r.cur, k)
 	delete(r.prev, k)
 }
+
+// doneSet is the set of the ids a queue acknowledged recently: the last
+// limit ids added, and at most twice as many, in generations as recent
+// keeps them. A member numbers its ids from one counter, so the ids a
+// queue acknowledges are mostly runs of consecutive numbers per origin:
+// a generation keeps them as bitmaps of 64 numbers, found by origin and
+// number/64, and the bitmap of the last add is found without a lookup.
+// A batch of consecutive ids then costs a map lookup per 64 of them; ids
+// spread out (many queues sharing a member's counter) cost one each, as
+// a map of ids would. Membership is exact: an id is in the set only if
+// it was added, and stays until its generation is dropped. Not safe for
+// concurrent use; the queue's mutex guards it.
+type doneSet struct {
+	limit     int
+	cur, prev doneGen
+}
+
+// doneGen is one generation of a doneSet.
+type doneGen struct {
+	at   map[doneBlock]int32 // index in bits
+	bits []uint64            // bit N%64 of bits[at[{origin, N/64}]]
+	n    int                 // ids in it
+	// last is the block of the last add, at bits[lastAt], when bits is
+	// not empty.
+	last   doneBlock
+	lastAt int32
+}
+
+// doneBlock names 64 consecutive ids of one origin.
+type doneBlock struct{ origin, hi uint64 }
+
+func newDoneSet(limit int) *doneSet { return &doneSet{limit: limit} }
+
+// add remembers id.
+func (s *doneSet) add(id MsgID) {
+	if s.cur.n >= s.limit {
+		s.prev, s.cur = s.cur, doneGen{}
+	}
+	g := &s.cur
+	b := doneBlock{id.Origin, id.N >> 6}
+	if len(g.bits) == 0 || g.last != b {
+		i, ok := g.at[b]
+		if !ok {
+			if g.at == nil {
+				g.at = make(map[doneBlock]int32)
+			}
+			i = int32(len(g.bits))
+			g.bits = append(g.bits, 0)
+			g.at[b] = i
+		}
+		g.last, g.lastAt = b, i
+	}
+	if w, bit := &g.bits[g.lastAt], uint64(1)<<(id.N&63); *w&bit == 0 {
+		*w |= bit
+		g.n++
+	}
+}
+
+// has reports whether id was added and its generation is kept.
+func (s *doneSet) has(id MsgID) bool {
+	return s.cur.has(id) || s.prev.has(id)
+}
+
+func (g *doneGen) has(id MsgID) bool {
+	i, ok := g.at[doneBlock{id.Origin, id.N >> 6}]
+	return ok && g.bits[i]&(1<<(id.N&63)) != 0
+}

@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"unsafe"
+
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"chute/kv/mvcc"
@@ -68,11 +70,44 @@ func (l limits) checkTxn(r *pb.TxnRequest) error {
 				return err
 			}
 		}
+		if putsOnly(ops) {
+			if distinctPuts(ops) {
+				continue
+			}
+			return ErrDuplicateKey
+		}
 		if _, _, err := writtenKeys(ops); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// putsOnly reports whether every op is a put, as in a batch produce.
+func putsOnly(ops []*pb.RequestOp) bool {
+	for _, op := range ops {
+		if _, ok := op.Request.(*pb.RequestOp_RequestPut); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// distinctPuts reports whether no two of ops, all puts, put the same
+// key: writtenKeys for puts alone, without copying every key to a
+// string. The set reads the requests' bytes in place and goes with
+// this call.
+func distinctPuts(ops []*pb.RequestOp) bool {
+	seen := make(map[string]struct{}, len(ops))
+	for _, op := range ops {
+		k := op.Request.(*pb.RequestOp_RequestPut).RequestPut.Key
+		ks := unsafe.String(unsafe.SliceData(k), len(k))
+		if _, dup := seen[ks]; dup {
+			return false
+		}
+		seen[ks] = struct{}{}
+	}
+	return true
 }
 
 func (l limits) checkOp(op *pb.RequestOp) error {

@@ -3,6 +3,8 @@ package kv
 import (
 	"fmt"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
@@ -24,6 +26,21 @@ var _ encoding.CodecV2 = protoCodec{}
 // Marshal encodes v as grpc's codec does, into a buffer of pool when it
 // is large enough to be worth pooling.
 func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*pb.TxnResponse); ok {
+		// A batch produce's answer. The sizes are checked, so that a
+		// mistake in them costs the fast path, never a bad message.
+		if size, ok := putTxnResponseSize(r); ok && mem.IsBelowBufferPoolingThreshold(size) {
+			if b := appendPutTxnResponse(make([]byte, 0, size), r); len(b) == size {
+				return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+			}
+		} else if ok {
+			buf := c.pool.Get(size)
+			if b := appendPutTxnResponse((*buf)[:0], r); len(b) == size && &b[0] == &(*buf)[0] { // written over the old bytes
+				return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
+			}
+			c.pool.Put(buf)
+		}
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return nil, err
@@ -62,6 +79,9 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
+	if r, ok := v.(*pb.TxnRequest); ok && decodePutTxn(buf.ReadOnlyData(), r) {
+		return nil // a batch produce, decoded in few allocations
+	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
 }
 

@@ -34,6 +34,11 @@ func TestKV_errorsAreEtcds(t *testing.T) {
 			_, err := cli.Put(ctx, "big", strings.Repeat("v", 1600*1024))
 			return err
 		}, rpctypes.ErrRequestTooLarge},
+		{"txn of puts of 1.6 MiB", func() error {
+			v := strings.Repeat("v", 800*1024)
+			_, err := cli.Txn(ctx).Then(clientv3.OpPut("big1", v), clientv3.OpPut("big2", v)).Commit()
+			return err
+		}, rpctypes.ErrRequestTooLarge},
 		{"129-op txn", func() error { _, err := cli.Txn(ctx).Then(tooManyOps...).Commit(); return err }, rpctypes.ErrTooManyOps},
 		{"unknown lease", func() error { _, err := cli.Put(ctx, "k", "v", clientv3.WithLease(0x7777)); return err }, rpctypes.ErrLeaseNotFound},
 		{"future revision", func() error { _, err := cli.Get(ctx, "k", clientv3.WithRev(100)); return err }, rpctypes.ErrFutureRev},

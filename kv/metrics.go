@@ -6,10 +6,12 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/metric/noop"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -18,7 +20,17 @@ import (
 // status code, as OTel's rpc.server.call.duration.
 type rpcMetrics struct {
 	duration metric.Float64Histogram
-	attrs    sync.Map // method + "\x00" + code -> metric.MeasurementOption
+	mu       sync.RWMutex // guards attrs
+	// attrs are the attributes of each method and code seen, made once,
+	// as the options Record takes: looking them up by a struct and
+	// passing them on allocate nothing, and every call does it.
+	attrs map[rpcResult][]metric.RecordOption
+}
+
+// rpcResult is how an RPC ended.
+type rpcResult struct {
+	method string
+	code   codes.Code
 }
 
 func newRPCMetrics(mp metric.MeterProvider) (*rpcMetrics, error) {
@@ -32,23 +44,27 @@ func newRPCMetrics(mp metric.MeterProvider) (*rpcMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &rpcMetrics{duration: h}, nil
+	return &rpcMetrics{duration: h, attrs: make(map[rpcResult][]metric.RecordOption)}, nil
 }
 
 func (m *rpcMetrics) record(ctx context.Context, fullMethod string, start time.Time, err error) {
-	code := status.Code(err).String()
-	k := fullMethod + "\x00" + code
-	opt, ok := m.attrs.Load(k)
+	k := rpcResult{method: fullMethod, code: status.Code(err)}
+	m.mu.RLock()
+	opt, ok := m.attrs[k]
+	m.mu.RUnlock()
 	if !ok {
 		service, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
-		opt, _ = m.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(
+		opt = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("rpc.system", "grpc"),
 			attribute.String("rpc.service", service),
 			attribute.String("rpc.method", method),
-			attribute.String("rpc.grpc.status_code", code),
-		)))
+			attribute.String("rpc.grpc.status_code", k.code.String()),
+		))}
+		m.mu.Lock()
+		m.attrs[k] = opt
+		m.mu.Unlock()
 	}
-	m.duration.Record(ctx, time.Since(start).Seconds(), opt.(metric.MeasurementOption))
+	m.duration.Record(ctx, time.Since(start).Seconds(), opt...)
 }
 
 func (m *rpcMetrics) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -69,9 +85,23 @@ func (m *rpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // with etcd's "request is too large".
 func requestSizeLimit(max int) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if m, ok := req.(proto.Message); ok && proto.Size(m) > max {
+		if requestSize(req) > max {
 			return nil, toGRPC(ErrRequestTooLarge)
 		}
 		return handler(ctx, req)
 	}
+}
+
+// requestSize is the encoded size of req, 0 for what is not a proto
+// message; a batch produce's is summed without proto.Size.
+func requestSize(req any) int {
+	if r, ok := req.(*pb.TxnRequest); ok {
+		if n, ok := putTxnRequestSize(r); ok {
+			return n
+		}
+	}
+	if m, ok := req.(proto.Message); ok {
+		return proto.Size(m)
+	}
+	return 0
 }

@@ -1,6 +1,10 @@
 package sink
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"math/bits"
+	"unicode/utf8"
+)
 
 // validObject reports whether v is one JSON object with nothing but white
 // space around it, as encoding/json.Valid would judge the same bytes, and
@@ -123,6 +127,18 @@ func skipSpace(v []byte, i int) int {
 // -1 when it is malformed or not UTF-8.
 func stringEnd(v []byte, i int) int {
 	for i++; i < len(v); i++ {
+		// Eight plain bytes at a time, then byte by byte from the first
+		// that may not be.
+		for i+8 <= len(v) {
+			if m := stringBytes(binary.LittleEndian.Uint64(v[i:])); m != 0 {
+				i += bits.TrailingZeros64(m) >> 3
+				break
+			}
+			i += 8
+		}
+		if i >= len(v) {
+			break
+		}
 		c := v[i]
 		if 0x20 <= c && c < utf8.RuneSelf && c != '"' && c != '\\' {
 			continue // most bytes of most rows
@@ -161,6 +177,18 @@ func stringEnd(v []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// stringBytes marks, with its top bit, each byte of w that stringEnd
+// must look at: '"', '\\', below 0x20, or not ASCII. Each test is the
+// "has a zero byte" trick, x-0x01… &^ x & 0x80…, which can mark a plain
+// byte only after one it rightly marked: the lowest mark (the first of
+// the eight bytes, little-endian) is always right, and 0 means none.
+func stringBytes(w uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, backslash := w^(ones*'"'), w^(ones*'\\')
+	control := (w - ones*0x20) &^ w
+	return (control | (quote-ones)&^quote | (backslash-ones)&^backslash | w) & highs
 }
 
 // numberEnd returns the index after the number starting at v[i], -1 when

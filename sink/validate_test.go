@@ -2,8 +2,11 @@ package sink
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/bits"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -118,6 +121,43 @@ func BenchmarkValidateRow(b *testing.B) {
 	for b.Loop() {
 		if err := ValidateRow(row); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestStringBytes checks the eight-byte test of stringEnd against the
+// byte-by-byte one: every byte value at every position among plain
+// bytes, and random words, whose first marked byte must be the first
+// that stringEnd looks at.
+func TestStringBytes(t *testing.T) {
+	special := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 || c >= utf8.RuneSelf }
+	first := func(w uint64) int { // the first special byte, 8 for none
+		for k := range 8 {
+			if special(byte(w >> (8 * k))) {
+				return k
+			}
+		}
+		return 8
+	}
+	marked := func(w uint64) int { return bits.TrailingZeros64(stringBytes(w)) >> 3 }
+	for pos := range 8 {
+		for c := range 256 {
+			b := []byte("abcdefgh")
+			b[pos] = byte(c)
+			w := binary.LittleEndian.Uint64(b)
+			if got, want := marked(w), first(w); got != want {
+				t.Fatalf("first byte stringBytes(%q) marks: got %d, want %d", b, got, want)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100_000 {
+		w := rng.Uint64()
+		if rng.IntN(2) == 0 {
+			w &= 0x7f7f7f7f7f7f7f7f // ASCII, so the other tests matter
+		}
+		if got, want := marked(w), first(w); got != want {
+			t.Fatalf("first byte stringBytes(%#x) marks: got %d, want %d", w, got, want)
 		}
 	}
 }

@@ -1,0 +1,49 @@
+package kv
+
+import (
+	"errors"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// TestLimits_checkTxn_duplicatePuts checks duplicate keys among the puts
+// of a txn of puts only (distinctPuts) and of one with other ops too
+// (writtenKeys), and that a txn of 128 distinct puts is checked in a
+// few allocations, not one per key.
+func TestLimits_checkTxn_duplicatePuts(t *testing.T) {
+	put := func(k string) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k)}}}
+	}
+	rng := &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("r")}}}
+	l := limits{maxTxnOps: 128, maxKeyBytes: 1024}
+	tests := []struct {
+		name string
+		ops  []*pb.RequestOp
+		want error
+	}{
+		{"puts, distinct", []*pb.RequestOp{put("a"), put("b"), put("ab")}, nil},
+		{"puts, one twice", []*pb.RequestOp{put("a"), put("b"), put("a")}, ErrDuplicateKey},
+		{"with a range, distinct", []*pb.RequestOp{put("a"), rng, put("b")}, nil},
+		{"with a range, one twice", []*pb.RequestOp{put("a"), rng, put("a")}, ErrDuplicateKey},
+	}
+	for _, tt := range tests {
+		for _, branch := range []string{"success", "failure"} {
+			r := &pb.TxnRequest{Success: tt.ops}
+			if branch == "failure" {
+				r = &pb.TxnRequest{Failure: tt.ops}
+			}
+			if err := l.checkTxn(r); !errors.Is(err, tt.want) {
+				t.Errorf("%s, in %s: got %v, want %v", tt.name, branch, err, tt.want)
+			}
+		}
+	}
+	r := putTxn(128)
+	if n := testing.AllocsPerRun(20, func() {
+		if err := l.checkTxn(r); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 4 {
+		t.Errorf("checking 128 puts: got %v allocations, want at most 4", n)
+	}
+}

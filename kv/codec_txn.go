@@ -1,0 +1,252 @@
+package kv
+
+import (
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// decodePutTxn decodes b into r, as proto.Unmarshal would, when b is a
+// txn of puts only: no compare, no failure branch, success ops that are
+// each one put of at most a key and a value, and nothing else. It
+// reports false, leaving r as it was, for any other message, which
+// proto.Unmarshal decodes.
+//
+// A batch produce is such a txn, and proto.Unmarshal makes five
+// allocations per put (the op, its oneof wrapper, the put, its key and
+// value); this makes six per txn: the ops, wrappers and puts each in one
+// slice, the pointers to the ops, the keys' bytes and the values' bytes.
+// Keys and values are apart because a queued message keeps its value
+// (and so the values' buffer) but nothing of its key.
+func decodePutTxn(b []byte, r *pb.TxnRequest) bool {
+	n, keyBytes, valueBytes := 0, 0, 0
+	for rest := b; len(rest) > 0; n++ {
+		op, l := successOp(rest)
+		if l < 0 {
+			return false
+		}
+		key, value, ok := putOp(op)
+		if !ok {
+			return false
+		}
+		keyBytes += len(key)
+		valueBytes += len(value)
+		rest = rest[l:]
+	}
+	if n == 0 {
+		return false
+	}
+	r.Reset()
+	r.Success = make([]*pb.RequestOp, n)
+	ops := make([]pb.RequestOp, n)
+	wraps := make([]pb.RequestOp_RequestPut, n)
+	puts := make([]pb.PutRequest, n)
+	keys := make([]byte, 0, keyBytes)
+	values := make([]byte, 0, valueBytes)
+	for i, rest := 0, b; len(rest) > 0; i++ {
+		op, l := successOp(rest)
+		key, value, _ := putOp(op)
+		puts[i].Key, keys = cut(keys, key)
+		puts[i].Value, values = cut(values, value)
+		wraps[i].RequestPut = &puts[i]
+		ops[i].Request = &wraps[i]
+		r.Success[i] = &ops[i]
+		rest = rest[l:]
+	}
+	return true
+}
+
+// successOp reads one success op (field 2 of TxnRequest) from the start
+// of b: its bytes, and the length it took; -1 when b starts with
+// anything else.
+func successOp(b []byte) ([]byte, int) {
+	num, typ, l := protowire.ConsumeTag(b)
+	if l < 0 || num != 2 || typ != protowire.BytesType {
+		return nil, -1
+	}
+	op, m := protowire.ConsumeBytes(b[l:])
+	if m < 0 {
+		return nil, -1
+	}
+	return op, l + m
+}
+
+// putOp returns the key and value of a RequestOp that is one put
+// (field 2) whose only fields are a key (1) and a value (2), each at
+// most once.
+func putOp(op []byte) (key, value []byte, ok bool) {
+	num, typ, l := protowire.ConsumeTag(op)
+	if l < 0 || num != 2 || typ != protowire.BytesType {
+		return nil, nil, false
+	}
+	put, m := protowire.ConsumeBytes(op[l:])
+	if m < 0 || l+m != len(op) {
+		return nil, nil, false
+	}
+	var seen [3]bool
+	for len(put) > 0 {
+		num, typ, l := protowire.ConsumeTag(put)
+		if l < 0 || typ != protowire.BytesType || (num != 1 && num != 2) || seen[num] {
+			return nil, nil, false
+		}
+		seen[num] = true
+		v, m := protowire.ConsumeBytes(put[l:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if num == 1 {
+			key = v
+		} else {
+			value = v
+		}
+		put = put[l+m:]
+	}
+	return key, value, true
+}
+
+// cut appends v to buf, which has room for it, and returns the copy
+// (nil when v is empty, as proto.Unmarshal leaves an empty bytes field)
+// and buf.
+func cut(buf, v []byte) ([]byte, []byte) {
+	if len(v) == 0 {
+		return nil, buf
+	}
+	at := len(buf)
+	buf = append(buf, v...)
+	return buf[at:len(buf):len(buf)], buf
+}
+
+// putTxnResponseSize returns the encoded size of r when it answers a txn
+// of puts only, as produceTxn does: every response a put with no
+// previous key-value and at most a header, no unknown fields anywhere.
+// It reports false for any other response, which proto.Marshal encodes.
+//
+// proto.Size and proto.Marshal walk four messages per put of a batch
+// produce's answer; appendPutTxnResponse writes the same bytes directly.
+func putTxnResponseSize(r *pb.TxnResponse) (int, bool) {
+	if len(r.Responses) == 0 || len(r.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	n := 0
+	if r.Header != nil {
+		hs, ok := headerSize(r.Header)
+		if !ok {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(hs)
+	}
+	if r.Succeeded {
+		n += 2
+	}
+	for _, op := range r.Responses {
+		ps, ok := putResponseSize(op)
+		if !ok {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+	}
+	return n, true
+}
+
+// putResponseSize returns the size of the PutResponse op holds, when it
+// holds one with at most a header.
+func putResponseSize(op *pb.ResponseOp) (int, bool) {
+	w, ok := op.Response.(*pb.ResponseOp_ResponsePut)
+	if !ok || w.ResponsePut == nil || w.ResponsePut.PrevKv != nil ||
+		len(op.ProtoReflect().GetUnknown()) != 0 || len(w.ResponsePut.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	if h := w.ResponsePut.Header; h != nil {
+		hs, ok := headerSize(h)
+		return 1 + protowire.SizeBytes(hs), ok
+	}
+	return 0, true
+}
+
+// headerSize returns the size of h, when it has no unknown fields.
+func headerSize(h *pb.ResponseHeader) (int, bool) {
+	if len(h.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	return headerLen(h), true
+}
+
+// headerLen is the size of h without its unknown fields.
+func headerLen(h *pb.ResponseHeader) int {
+	n := 0
+	for _, v := range [...]uint64{h.ClusterId, h.MemberId, uint64(h.Revision), h.RaftTerm} {
+		if v != 0 {
+			n += 1 + protowire.SizeVarint(v)
+		}
+	}
+	return n
+}
+
+// appendPutTxnResponse appends r, for which putTxnResponseSize reported
+// true, to b, as proto.Marshal encodes it.
+func appendPutTxnResponse(b []byte, r *pb.TxnResponse) []byte {
+	if r.Header != nil {
+		b = appendHeader(b, 1, r.Header)
+	}
+	if r.Succeeded {
+		b = append(b, 2<<3|byte(protowire.VarintType), 1)
+	}
+	for _, op := range r.Responses {
+		put := op.Response.(*pb.ResponseOp_ResponsePut).ResponsePut
+		ps := 0
+		if put.Header != nil {
+			ps = 1 + protowire.SizeBytes(headerLen(put.Header))
+		}
+		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(1+protowire.SizeBytes(ps)))
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(ps))
+		if put.Header != nil {
+			b = appendHeader(b, 1, put.Header)
+		}
+	}
+	return b
+}
+
+// appendHeader appends h as field num.
+func appendHeader(b []byte, num protowire.Number, h *pb.ResponseHeader) []byte {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(headerLen(h)))
+	for i, v := range [...]uint64{h.ClusterId, h.MemberId, uint64(h.Revision), h.RaftTerm} {
+		if v != 0 {
+			b = protowire.AppendTag(b, protowire.Number(i+1), protowire.VarintType)
+			b = protowire.AppendVarint(b, v)
+		}
+	}
+	return b
+}
+
+// putTxnRequestSize returns proto.Size(r) when r is a txn of puts only,
+// as decodePutTxn takes them: no compare, no failure branch, puts of at
+// most a key and a value, no unknown fields. It reports false for any
+// other txn. requestSizeLimit sizes every request, and proto.Size walks
+// three messages per put of a batch produce.
+func putTxnRequestSize(r *pb.TxnRequest) (int, bool) {
+	if len(r.Compare) != 0 || len(r.Failure) != 0 || len(r.ProtoReflect().GetUnknown()) != 0 {
+		return 0, false
+	}
+	n := 0
+	for _, op := range r.Success {
+		w, ok := op.Request.(*pb.RequestOp_RequestPut)
+		if !ok || w.RequestPut == nil || len(op.ProtoReflect().GetUnknown()) != 0 {
+			return 0, false
+		}
+		p := w.RequestPut
+		if p.Lease != 0 || p.PrevKv || p.IgnoreValue || p.IgnoreLease || len(p.ProtoReflect().GetUnknown()) != 0 {
+			return 0, false
+		}
+		ps := 0
+		if len(p.Key) > 0 {
+			ps += 1 + protowire.SizeBytes(len(p.Key))
+		}
+		if len(p.Value) > 0 {
+			ps += 1 + protowire.SizeBytes(len(p.Value))
+		}
+		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+	}
+	return n, true
+}

@@ -1,0 +1,306 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// putTxn is a txn of n puts, as a batch produce sends it.
+func putTxn(n int) *pb.TxnRequest {
+	r := &pb.TxnRequest{}
+	for i := range n {
+		r.Success = append(r.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{
+			Key: fmt.Appendf(nil, "/q/ch:events/p/%d", i), Value: fmt.Appendf(nil, `{"id":%d}`, i),
+		}}})
+	}
+	return r
+}
+
+// sameAsProto checks that decodePutTxn either refuses b or decodes it
+// as proto.Unmarshal does, nil and empty bytes alike, and reports
+// whether it took it.
+func sameAsProto(t *testing.T, b []byte) bool {
+	t.Helper()
+	var got pb.TxnRequest
+	if !decodePutTxn(b, &got) {
+		return false
+	}
+	var want pb.TxnRequest
+	if err := proto.Unmarshal(b, &want); err != nil {
+		t.Fatalf("decodePutTxn took %x, which proto.Unmarshal refuses: %v", b, err)
+	}
+	if !proto.Equal(&got, &want) {
+		t.Fatalf("decodePutTxn(%x): got %v, want %v", b, &got, &want)
+	}
+	if n, ok := putTxnRequestSize(&got); !ok || n != proto.Size(&want) {
+		t.Fatalf("putTxnRequestSize of decodePutTxn(%x): got %d, %v, want %d, true", b, n, ok, proto.Size(&want))
+	}
+	for i, op := range want.Success {
+		g, w := got.Success[i].GetRequestPut(), op.GetRequestPut()
+		if (g.Key == nil) != (w.Key == nil) || (g.Value == nil) != (w.Value == nil) {
+			t.Fatalf("decodePutTxn(%x): put %d: got key %#v value %#v, want key %#v value %#v", b, i, g.Key, g.Value, w.Key, w.Value)
+		}
+	}
+	return true
+}
+
+func TestDecodePutTxn(t *testing.T) {
+	put := func(p *pb.PutRequest) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: p}}
+	}
+	withCompare := putTxn(2)
+	withCompare.Compare = []*pb.Compare{{Key: []byte("k")}}
+	withFailure := putTxn(2)
+	withFailure.Failure = []*pb.RequestOp{put(&pb.PutRequest{Key: []byte("k")})}
+	withRange := putTxn(2)
+	withRange.Success = append(withRange.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("k")}}})
+	tests := []struct {
+		name string
+		r    *pb.TxnRequest
+		want bool // decoded by decodePutTxn, not left to proto.Unmarshal
+	}{
+		{"128 puts", putTxn(128), true},
+		{"one put", putTxn(1), true},
+		{"empty key and value", &pb.TxnRequest{Success: []*pb.RequestOp{put(&pb.PutRequest{}), put(&pb.PutRequest{Key: []byte("k")}), put(&pb.PutRequest{Value: []byte("v")})}}, true},
+		{"no ops", &pb.TxnRequest{}, false},
+		{"a compare", withCompare, false},
+		{"a failure branch", withFailure, false},
+		{"a range", withRange, false},
+		{"a lease", &pb.TxnRequest{Success: []*pb.RequestOp{put(&pb.PutRequest{Key: []byte("k"), Lease: 1})}}, false},
+		{"prev_kv", &pb.TxnRequest{Success: []*pb.RequestOp{put(&pb.PutRequest{Key: []byte("k"), PrevKv: true})}}, false},
+		{"ignore_value", &pb.TxnRequest{Success: []*pb.RequestOp{put(&pb.PutRequest{Key: []byte("k"), IgnoreValue: true})}}, false},
+		{"a nested txn", &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestTxn{RequestTxn: putTxn(1)}}}}, false},
+	}
+	for _, tt := range tests {
+		b, err := proto.Marshal(tt.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sameAsProto(t, b); got != tt.want {
+			t.Errorf("%s: decodePutTxn took it: got %v, want %v", tt.name, got, tt.want)
+		}
+		// requestSizeLimit sizes the txn as proto.Size does.
+		if got, want := requestSize(tt.r), proto.Size(tt.r); got != want {
+			t.Errorf("%s: requestSize: got %d, want %d", tt.name, got, want)
+		}
+		if _, ok := putTxnRequestSize(tt.r); ok != tt.want && len(tt.r.Success) > 0 {
+			t.Errorf("%s: putTxnRequestSize took it: got %v, want %v", tt.name, ok, tt.want)
+		}
+	}
+	// A key sent twice (the last one counts) or an unknown field is left
+	// to proto.Unmarshal.
+	for name, b := range map[string][]byte{
+		"key twice":     {0x12, 0x08, 0x12, 0x06, 0x0a, 0x01, 'a', 0x0a, 0x01, 'b'},
+		"unknown field": {0x12, 0x07, 0x12, 0x05, 0x0a, 0x01, 'a', 0x3a, 0x00},
+		"truncated":     {0x12, 0x07, 0x12, 0x05, 0x0a, 0x01},
+	} {
+		if sameAsProto(t, b) {
+			t.Errorf("%s: decodePutTxn took %x, want it left to proto.Unmarshal", name, b)
+		}
+	}
+}
+
+// TestDecodePutTxn_allocations checks that a txn of 128 puts costs six
+// allocations, not five per put.
+func TestDecodePutTxn_allocations(t *testing.T) {
+	b, err := proto.Marshal(putTxn(128))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() {
+		var r pb.TxnRequest
+		if !decodePutTxn(b, &r) {
+			t.Fatal("not decoded")
+		}
+	}); n > 7 {
+		t.Errorf("decoding 128 puts: got %v allocations, want at most 7", n)
+	}
+}
+
+func FuzzDecodePutTxn(f *testing.F) {
+	for _, n := range []int{1, 3} {
+		b, err := proto.Marshal(putTxn(n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte{0x12, 0x08, 0x12, 0x06, 0x0a, 0x01, 'a', 0x0a, 0x01, 'b'})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sameAsProto(t, b)
+		// The decoded bytes are copies: the input's buffer is reused.
+		in := bytes.Clone(b)
+		var r pb.TxnRequest
+		if !decodePutTxn(in, &r) {
+			return
+		}
+		before := fmt.Sprint(&r)
+		for i := range in {
+			in[i] = 0xff
+		}
+		if after := fmt.Sprint(&r); after != before {
+			t.Fatalf("decodePutTxn(%x): the message changed with its input: got %s, want %s", b, after, before)
+		}
+	})
+}
+
+// BenchmarkDecodePutTxn decodes a txn of 128 puts with decodePutTxn and
+// with proto.Unmarshal.
+func BenchmarkDecodePutTxn(b *testing.B) {
+	msg, err := proto.Marshal(putTxn(128))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decodePutTxn", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r pb.TxnRequest
+			if !decodePutTxn(msg, &r) {
+				b.Fatal("not decoded")
+			}
+		}
+	})
+	b.Run("proto.Unmarshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var r pb.TxnRequest
+			if err := proto.Unmarshal(msg, &r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// putTxnResponse is produceTxn's answer to n puts at revision rev.
+func putTxnResponse(n int, rev int64) *pb.TxnResponse {
+	r := &pb.TxnResponse{Header: &pb.ResponseHeader{ClusterId: 7, MemberId: 9, Revision: rev, RaftTerm: 3}, Succeeded: true}
+	for range n {
+		r.Responses = append(r.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: &pb.PutResponse{Header: &pb.ResponseHeader{Revision: rev}}}})
+	}
+	return r
+}
+
+// TestProtoCodec_Marshal_putTxnResponse checks that the codec encodes a
+// batch produce's answer, and the answers it leaves to proto.Marshal, as
+// proto.Marshal does, in pooled buffers and not.
+func TestProtoCodec_Marshal_putTxnResponse(t *testing.T) {
+	withPrev := putTxnResponse(2, 5)
+	withPrev.Responses[1].GetResponsePut().PrevKv = &mvccpb.KeyValue{Key: []byte("k")}
+	withRange := putTxnResponse(2, 5)
+	withRange.Responses[0] = &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: &pb.RangeResponse{Count: 1}}}
+	noHeaders := putTxnResponse(3, 0)
+	noHeaders.Header = nil
+	noHeaders.Responses[1].GetResponsePut().Header = nil
+	tests := []struct {
+		name string
+		r    *pb.TxnResponse
+		fast bool // putTxnResponseSize takes it
+	}{
+		{"128 puts", putTxnResponse(128, 1<<40), true},
+		{"one put", putTxnResponse(1, 1), true},
+		{"negative revision", putTxnResponse(2, -1), true},
+		{"headers missing or zero", noHeaders, true},
+		{"not succeeded", &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: 4}, Responses: putTxnResponse(1, 4).Responses}, true},
+		{"a previous key-value", withPrev, false},
+		{"a range", withRange, false},
+		{"no responses", &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: 4}}, false},
+		{"a nil put", &pb.TxnResponse{Responses: []*pb.ResponseOp{{Response: &pb.ResponseOp_ResponsePut{}}}}, false},
+	}
+	codec := protoCodec{&bufferPool{}}
+	for _, tt := range tests {
+		want, err := proto.Marshal(tt.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, fast := putTxnResponseSize(tt.r); fast != tt.fast {
+			t.Errorf("%s: putTxnResponseSize took it: got %v, want %v", tt.name, fast, tt.fast)
+		}
+		bs, err := codec.Marshal(tt.r)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got := bs.Materialize(); !bytes.Equal(got, want) {
+			t.Errorf("%s: got %x, want %x", tt.name, got, want)
+		}
+		bs.Free()
+	}
+}
+
+// BenchmarkProtoCodec_Marshal_putTxnResponse encodes the answer to 128
+// puts with the codec and with proto.Marshal.
+func BenchmarkProtoCodec_Marshal_putTxnResponse(b *testing.B) {
+	r := putTxnResponse(128, 1<<30)
+	codec := protoCodec{&bufferPool{}}
+	b.Run("codec", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			bs, err := codec.Marshal(r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bs.Free()
+		}
+	})
+	b.Run("proto.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := proto.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// FuzzPutTxnResponse compares the codec's encoding of answers to txns
+// of puts with proto.Marshal's, over sizes, header values and which
+// headers are missing.
+func FuzzPutTxnResponse(f *testing.F) {
+	f.Add(uint8(3), int64(5), uint64(7), uint64(0b010), true)
+	f.Add(uint8(200), int64(-1), uint64(1<<63), uint64(1<<64-1), false)
+	codec := protoCodec{&bufferPool{}}
+	f.Fuzz(func(t *testing.T, n uint8, rev int64, id uint64, missing uint64, succeeded bool) {
+		r := putTxnResponse(int(n)+1, rev)
+		r.Header.ClusterId, r.Header.MemberId, r.Succeeded = id, id>>7, succeeded
+		if missing&1 != 0 {
+			r.Header = nil
+		}
+		for i, op := range r.Responses {
+			if missing>>(i%63+1)&1 != 0 {
+				op.GetResponsePut().Header = nil
+			}
+		}
+		want, err := proto.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := codec.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bs.Free()
+		if got := bs.Materialize(); !bytes.Equal(got, want) {
+			t.Fatalf("got %x, want %x", got, want)
+		}
+	})
+}
+
+// BenchmarkRequestSize sizes a txn of 128 puts as requestSizeLimit does
+// and with proto.Size.
+func BenchmarkRequestSize(b *testing.B) {
+	r := putTxn(128)
+	b.Run("requestSize", func(b *testing.B) {
+		for b.Loop() {
+			requestSize(r)
+		}
+	})
+	b.Run("proto.Size", func(b *testing.B) {
+		for b.Loop() {
+			proto.Size(r)
+		}
+	})
+}
