@@ -60,6 +60,20 @@ func encodeRecord(b []byte, kind byte, name string, in incoming) []byte {
 	return append(b, in.value...)
 }
 
+// recordSize is the length of encodeRecord's record of in.
+func recordSize(name string, in incoming) int {
+	return 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N) + uvarintLen(in.seq) +
+		uvarintLen(uint64(len(in.tail))) + len(in.tail) + uvarintLen(uint64(len(in.value))) + len(in.value)
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
 // errBadRecord: a record of the queue log that does not decode. The log
 // checksums every record, so this is a record of another version.
 var errBadRecord = errors.New("dispatch: queue log record does not decode")
@@ -200,12 +214,26 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	if m.qlog == nil {
 		return nil
 	}
-	var recs [][]byte
-	var at []*incoming
+	// The records are cut from one buffer: Append keeps no reference to
+	// them, and a frame of txns has thousands.
+	n, size := 0, 0
 	for _, g := range groups {
 		for i := range g.msgs {
 			if g.msgs[i].lseq == 0 {
-				recs = append(recs, encodeRecord(nil, kind, g.name, g.msgs[i]))
+				n++
+				size += recordSize(g.name, g.msgs[i])
+			}
+		}
+	}
+	buf := make([]byte, 0, size)
+	recs := make([][]byte, 0, n)
+	at := make([]*incoming, 0, n)
+	for _, g := range groups {
+		for i := range g.msgs {
+			if g.msgs[i].lseq == 0 {
+				start := len(buf)
+				buf = encodeRecord(buf, kind, g.name, g.msgs[i])
+				recs = append(recs, buf[start:len(buf):len(buf)])
 				at = append(at, &g.msgs[i])
 			}
 		}
