@@ -255,8 +255,11 @@ func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) 
 // forwardWindow bounds the frames on a stream the dispatcher has not
 // applied yet. Batches that come while the window is full wait on sendC and
 // go in one frame when it opens: under load a frame carries many puts for
-// one write and one answer, while a lone put still goes at once.
-const forwardWindow = 2
+// one write, one queue log append and one answer, while a lone put still
+// goes at once. One frame, not two: with a second frame in flight, the
+// puts of a round trip went in two frames and two fsyncs (see
+// docs/benchmarks.md for what that costs the dispatcher).
+const forwardWindow = 1
 
 // pump writes frames and reads results until the stream fails.
 func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.ForwardBatch) error {
