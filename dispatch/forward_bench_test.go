@@ -73,7 +73,7 @@ func BenchmarkForward_receive(b *testing.B) {
 	n := uint64(0)
 	for b.Loop() {
 		var frame peerpb.ForwardFrame
-		if err := proto.Unmarshal(wire, &frame); err != nil {
+		if err := frame.UnmarshalCopy(wire); err != nil { // as the peer listener's codec does
 			b.Fatal(err)
 		}
 		for _, q := range frame.Batches[0].Messages {
