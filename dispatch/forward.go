@@ -264,8 +264,8 @@ func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) 
 // go in one frame when it opens: under load a frame carries many puts for
 // one write, one queue log append and one answer, while a lone put still
 // goes at once. One frame, not two: with a second frame in flight, the
-// puts of a round trip went in two frames and two fsyncs (see
-// docs/benchmarks.md for what that costs the dispatcher).
+// puts of a round trip went in two frames and two fsyncs (the
+// three-node rows of docs/benchmarks.md measure what each node spends).
 const forwardWindow = 1
 
 // pump writes frames and reads results until the stream fails.
