@@ -428,3 +428,17 @@ func TestManager_DataDir_valuesOutliveCompaction(t *testing.T) {
 		t.Fatalf("delivered %q, want %q", got, keep)
 	}
 }
+
+// TestCustody_recordSize: recordSize is the length of encodeRecord's
+// record, so persistGroups cuts every record of an append from one buffer.
+func TestCustody_recordSize(t *testing.T) {
+	for _, in := range []incoming{
+		{},
+		{id: MsgID{Origin: 1<<64 - 1, N: 1 << 63}, seq: 1 << 40, tail: "k", value: []byte(`{}`)},
+		{id: MsgID{Origin: 127, N: 128}, tail: string(make([]byte, 300)), value: make([]byte, 20000)},
+	} {
+		if got, want := recordSize("ch:events", in), len(encodeRecord(nil, recMessage, "ch:events", in)); got != want {
+			t.Errorf("recordSize of %d-byte value: got %d, want %d", len(in.value), got, want)
+		}
+	}
+}

@@ -59,12 +59,12 @@
 // for concurrent claims any deterministic winner converges, so the KV's
 // rule is used as it is.)
 //
-// A non-dispatcher forwards puts over one long-lived, pipelined stream per
+// A non-dispatcher forwards puts over one long-lived stream per
 // dispatcher and answers the producer once the dispatcher holds them. At
-// most two frames of a stream wait to be applied (the dispatcher counts
+// most one frame of a stream waits to be applied (the dispatcher counts
 // them in its answers); puts that come meanwhile go together in the next
 // frame, so a busy member makes few writes and the dispatcher few
-// answers, while a lone put still goes at once. When
+// answers and fsyncs, while a lone put still goes at once. When
 // the dispatcher cannot be reached, the put is held by every alive member
 // under its cluster-unique id; the reconcile loop hands held copies to the
 // dispatcher elected next, which keeps one per id.

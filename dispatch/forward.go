@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -81,8 +82,14 @@ type call struct {
 }
 
 // start queues b on the stream (giving it an id) and returns the call to
-// wait on. It waits at most forwardTimeout for room on the stream.
+// wait on. It waits at most forwardTimeout for room on the stream. A
+// batch the stream could not encode is refused here, alone
+// (checkEncodable), rather than breaking the stream for every batch
+// pending on it.
 func (f *forwarder) start(ctx context.Context, b *peerpb.ForwardBatch) (*call, error) {
+	if err := checkEncodable(b); err != nil {
+		return nil, err
+	}
 	c := &call{f: f, ch: make(chan *peerpb.ForwardResult, 1)}
 	f.mu.Lock()
 	f.next++
@@ -255,8 +262,11 @@ func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) 
 // forwardWindow bounds the frames on a stream the dispatcher has not
 // applied yet. Batches that come while the window is full wait on sendC and
 // go in one frame when it opens: under load a frame carries many puts for
-// one write and one answer, while a lone put still goes at once.
-const forwardWindow = 2
+// one write, one queue log append and one answer, while a lone put still
+// goes at once. One frame, not two: with a second frame in flight, the
+// puts of a round trip went in two frames and two fsyncs (the
+// three-node rows of docs/benchmarks.md measure what each node spends).
+const forwardWindow = 1
 
 // pump writes frames and reads results until the stream fails.
 func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.ForwardBatch) error {
@@ -330,6 +340,30 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			return f.ctx.Err()
 		}
 	}
+}
+
+// checkEncodable refuses a batch with a queue name, key or consumer id
+// that is not UTF-8: etcd keys are any bytes, but members pass them as
+// protobuf strings, which gRPC's codec refuses to encode, and a frame it
+// cannot encode ends the stream. The put fails InvalidArgument; a held
+// copy stays held.
+func checkEncodable(b *peerpb.ForwardBatch) error {
+	if !utf8.ValidString(b.Queue) {
+		return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", b.Queue)
+	}
+	queue := ""
+	for _, q := range b.Messages {
+		if q.Queue != queue { // a batch is of one queue: checked once
+			if !utf8.ValidString(q.Queue) {
+				return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", q.Queue)
+			}
+			queue = q.Queue
+		}
+		if !utf8.ValidString(q.Tail) || !utf8.ValidString(q.Consumer) {
+			return status.Errorf(codes.InvalidArgument, "etcdserver: queue %s: key %q is not UTF-8: it cannot be forwarded to the dispatcher", q.Queue, q.Tail)
+		}
+	}
+	return nil
 }
 
 // batchBytes is the message bytes of a forward batch.

@@ -36,16 +36,32 @@ type queueService struct {
 	m *Manager
 }
 
+// toIncoming returns msgs by queue. A member sends one queue per call
+// (checkPeerMessages holds it to that), so the messages of the first
+// queue go in one slice made once, not grown message by message.
 func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
-	out := make(map[string][]incoming)
-	for _, q := range msgs {
-		out[q.Queue] = append(out[q.Queue], incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
-			consumer: q.Consumer, attempts: int(q.Attempts)})
+	out := make(map[string][]incoming, 1)
+	if len(msgs) == 0 {
+		return out
 	}
+	first := msgs[0].Queue
+	same := make([]incoming, 0, len(msgs))
+	for _, q := range msgs {
+		in := incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
+			consumer: q.Consumer, attempts: int(q.Attempts)}
+		if q.Queue == first {
+			same = append(same, in)
+		} else {
+			out[q.Queue] = append(out[q.Queue], in)
+		}
+	}
+	out[first] = same
 	return out
 }
 
-// toMessages makes the frame's messages of msgs. Values that are views of
+// toMessages returns msgs as messages of queue name. Their structs are
+// made in one allocation: a batch is up to a txn of puts or a handover
+// chunk, and they live as long as the batch. Values that are views of
 // the queue log are copied, into one buffer: the frame may be sent after
 // msgs are gone, and their mapping with them.
 func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
@@ -57,6 +73,7 @@ func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 	}
 	buf := make([]byte, 0, n)
 	out := make([]*peerpb.QueueMessage, len(msgs))
+	structs := make([]peerpb.QueueMessage, len(msgs))
 	for i, in := range msgs {
 		v := in.value
 		if in.region != nil {
@@ -64,8 +81,10 @@ func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 			buf = append(buf, v...)
 			v = buf[start:len(buf):len(buf)]
 		}
-		out[i] = &peerpb.QueueMessage{Queue: name, Tail: in.tail, Value: v, Origin: in.id.Origin, N: in.id.N, Seq: in.seq,
-			Consumer: in.consumer, Attempts: int64(in.attempts)}
+		q := &structs[i]
+		q.Queue, q.Tail, q.Value, q.Origin, q.N, q.Seq = name, in.tail, v, in.id.Origin, in.id.N, in.seq
+		q.Consumer, q.Attempts = in.consumer, int64(in.attempts)
+		out[i] = q
 	}
 	return out
 }

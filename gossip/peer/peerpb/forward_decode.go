@@ -1,0 +1,224 @@
+package peerpb
+
+import (
+	"errors"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// errFrame is a ForwardFrame that does not decode.
+var errFrame = errors.New("peerpb: ForwardFrame does not decode")
+
+// UnmarshalCopy decodes b, a ForwardFrame's wire form, into x, copying
+// what it keeps: b may be reused once it returns. It decodes what
+// proto.Unmarshal decodes and refuses what it refuses (a string that is
+// not UTF-8 included), except that unknown fields are skipped rather
+// than kept. It is a frame's hot path on the receiving member: a batch's
+// messages are made in one allocation and a queue name repeated message
+// after message is kept once, where proto.Unmarshal allocates each.
+func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
+	x.Reset()
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return errFrame
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errFrame
+			}
+			batch := &ForwardBatch{}
+			if err := batch.unmarshalCopy(v); err != nil {
+				return err
+			}
+			x.Batches = append(x.Batches, batch)
+			b = b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return errFrame
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// unmarshalCopy decodes a ForwardBatch into x, which is new.
+func (x *ForwardBatch) unmarshalCopy(b []byte) error {
+	msgs, err := countMessages(b)
+	if err != nil {
+		return err
+	}
+	if msgs > 0 {
+		x.Messages = make([]*QueueMessage, 0, msgs)
+	}
+	slab := make([]QueueMessage, msgs)
+	var queue string // the last queue name decoded, kept for the next
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return errFrame
+		}
+		b = b[n:]
+		switch {
+		case num == 2 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errFrame
+			}
+			m := &slab[len(x.Messages)]
+			if err := m.unmarshalCopy(v, &queue); err != nil {
+				return err
+			}
+			x.Messages = append(x.Messages, m)
+			b = b[n:]
+		case num == 6 && typ == protowire.BytesType: // seqs, packed
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errFrame
+			}
+			for len(v) > 0 {
+				s, k := protowire.ConsumeVarint(v)
+				if k < 0 {
+					return errFrame
+				}
+				x.Seqs = append(x.Seqs, s)
+				v = v[k:]
+			}
+			b = b[n:]
+		case (num == 1 || num == 4 || num == 6 || num == 8) && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errFrame
+			}
+			switch num {
+			case 1:
+				x.Id = v
+			case 4:
+				x.Kind = ForwardKind(int32(v))
+			case 6:
+				x.Seqs = append(x.Seqs, v)
+			case 8:
+				x.Puts = v != 0
+			}
+			b = b[n:]
+		case (num == 3 || num == 5 || num == 7) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 || !utf8.Valid(v) {
+				return errFrame
+			}
+			switch num {
+			case 3:
+				x.Traceparent = string(v)
+			case 5:
+				x.Queue = string(v)
+			case 7:
+				x.Boot = string(v)
+			}
+			b = b[n:]
+		default:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return errFrame
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// countMessages returns how many messages a ForwardBatch's wire form
+// holds, so that they are made at once.
+func countMessages(b []byte) (int, error) {
+	count := 0
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return 0, errFrame
+		}
+		b = b[n:]
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, errFrame
+		}
+		b = b[n:]
+		if num == 2 && typ == protowire.BytesType {
+			count++
+		}
+	}
+	return count, nil
+}
+
+// unmarshalCopy decodes a QueueMessage into x, which is new. queue is
+// the last queue name decoded in the batch: a message of the same queue
+// shares its string, and one of another replaces it.
+func (x *QueueMessage) unmarshalCopy(b []byte, queue *string) error {
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return errFrame
+		}
+		b = b[n:]
+		switch {
+		case (num == 1 || num == 2 || num == 7) && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errFrame
+			}
+			switch {
+			case num == 1 && string(v) == *queue:
+				x.Queue = *queue
+			case !utf8.Valid(v):
+				return errFrame
+			case num == 1:
+				x.Queue = string(v)
+				*queue = x.Queue
+			case num == 2:
+				x.Tail = string(v)
+			default:
+				x.Consumer = string(v)
+			}
+			b = b[n:]
+		case num == 3 && typ == protowire.BytesType:
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errFrame
+			}
+			x.Value = append([]byte(nil), v...)
+			b = b[n:]
+		case num >= 4 && num <= 8 && num != 7 && typ == protowire.VarintType:
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return errFrame
+			}
+			switch num {
+			case 4:
+				x.Origin = v
+			case 5:
+				x.N = v
+			case 6:
+				x.Seq = v
+			case 8:
+				x.Attempts = int64(v)
+			}
+			b = b[n:]
+		default:
+			if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+				return errFrame
+			}
+			b = b[n:]
+		}
+	}
+	return nil
+}
+
+// consumeTag is protowire.ConsumeTag, refusing a field number that
+// proto.Unmarshal refuses too.
+func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 || !num.IsValid() {
+		return 0, 0, -1
+	}
+	return num, typ, n
+}
