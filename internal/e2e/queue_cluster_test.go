@@ -126,10 +126,10 @@ const (
 )
 
 func shareQueue(t *testing.T, name string, producer *Proc, on [2]*Proc, leaver int, all []*Proc) {
-	cs := []*queueConsumer{
-		startConsumer(t, on[0], "/q/"+name+"/c/"+newUUID(), 4),
-		startConsumer(t, on[1], "/queue/"+name+"/consumer/"+newUUID(), 4),
-	}
+	// The second consumer starts once the first one's node claimed the
+	// queue: its claim is made after the watch is created, and the second
+	// node would otherwise claim first as often as not on a busy machine.
+	cs := []*queueConsumer{startConsumer(t, on[0], "/q/"+name+"/c/"+newUUID(), 4)}
 	disp := on[0]
 	idDisp := memberID(t, disp)
 	waitSameRecord(t, name, all, func(r queueRecord) error {
@@ -138,6 +138,7 @@ func shareQueue(t *testing.T, name string, producer *Proc, on [2]*Proc, leaver i
 		}
 		return nil
 	})
+	cs = append(cs, startConsumer(t, on[1], "/queue/"+name+"/consumer/"+newUUID(), 4))
 	testutil.Eventually(t, watchTimeout, "both consumers on the dispatcher "+disp.Name, func() error {
 		q, _, err := queueOn(disp, name)
 		if err == nil && q.Consumers != 2 {
