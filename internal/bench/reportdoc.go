@@ -303,12 +303,15 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"counts the rows the table holds after the last answer.\n\n", s.rawPosters)
 		fmt.Fprintf(b, "Memory: a chute node whose `--clickhouse-url` is a loopback port\n"+
 			"nothing listens on keeps every row of a `ch:` queue while its inserts\n"+
-			"are refused. The bench reads its resident memory (VmRSS) and its\n"+
+			"are refused. The bench raises the queue's max_bytes, queues a first\n"+
+			"tranche of rows, not measured (the drainer's batches in flight and\n"+
+			"the requests it builds and retries are the same size whatever the\n"+
+			"queue holds), then reads its resident memory (VmRSS) and its\n"+
 			"`/metrics` until two garbage\n"+
 			"collections have ended (each read allocates, which brings them\n"+
-			"about) and takes the heap goal the last one set, then queues the\n"+
-			"rows (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
-			"both again. Target 4 holds the RSS growth per row, the heap's\n"+
+			"about) and takes the heap goal the last one set, then queues as many\n"+
+			"rows again (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
+			"both again: the growth is the second tranche's. Target 4 holds the RSS growth per row, the heap's\n"+
 			"headroom (GOGC) and garbage included, to the row's value and key\n"+
 			"plus %d bytes; the key is the message key, the %d bytes after\n"+
 			"`/q/ch:<table>/p/`, which chute keeps with the value. The live heap\n"+
