@@ -646,3 +646,11 @@ func TestCountCost_perRowAt(t *testing.T) {
 		t.Errorf("perRowAt(0): got %v, want 0", got)
 	}
 }
+
+func TestValueKeyPlus(t *testing.T) {
+	for over, want := range map[float64]string{64: "value + key + 64 B", -70: "value + key − 70 B", -0.2: "value + key + 0 B"} {
+		if got := valueKeyPlus(over); got != want {
+			t.Errorf("valueKeyPlus(%v): got %q, want %q", over, got, want)
+		}
+	}
+}
