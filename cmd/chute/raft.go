@@ -148,8 +148,8 @@ func (ks *keySpace) start() error { return ks.node.Start() }
 // the cluster does not wait for an election when it stops.
 func (ks *keySpace) handOver(ctx context.Context) {
 	r := ks.node.Raft()
-	if r.State() != raft.Leader {
-		return
+	if r.State() != raft.Leader || !hasOtherVoter(r) {
+		return // a lone voter has nobody to hand over to
 	}
 	done := make(chan error, 1)
 	go func() { done <- r.LeadershipTransfer().Error() }()
@@ -163,6 +163,21 @@ func (ks *keySpace) handOver(ctx context.Context) {
 	case <-ctx.Done():
 		ks.log.Warn("leadership not handed over in time")
 	}
+}
+
+// hasOtherVoter reports whether r's configuration has a voter besides r.
+func hasOtherVoter(r *raft.Raft) bool {
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return true // unknown: try, and let the transfer say
+	}
+	_, self := r.LeaderWithID()
+	for _, srv := range f.Configuration().Servers {
+		if srv.Suffrage == raft.Voter && srv.ID != self {
+			return true
+		}
+	}
+	return false
 }
 
 // shutdown stops the consensus, then raft (and its transport) and closes

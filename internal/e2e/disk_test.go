@@ -47,7 +47,7 @@ func putRows(t *testing.T, cli *clientv3.Client, queue string, n int) {
 
 // TestDisk_loneNodeSIGTERMFlushes: a lone node with rows waiting for a
 // one-minute batch interval inserts them when it gets SIGTERM, and exits
-// 0.
+// 0, without trying to hand its raft leadership to nobody.
 func TestDisk_loneNodeSIGTERMFlushes(t *testing.T) {
 	t.Parallel()
 	ch := chtest.Start(t)
@@ -64,6 +64,9 @@ func TestDisk_loneNodeSIGTERMFlushes(t *testing.T) {
 	}
 	if lines := logLines(t, p, "rows left on disk"); len(lines) != 0 {
 		t.Errorf("rows left on disk though ClickHouse was up: %q", lines)
+	}
+	if lines := logLines(t, p, "leadership not handed over"); len(lines) != 0 {
+		t.Errorf("a lone voter tried to hand its leadership over: %q", lines)
 	}
 }
 
