@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"chute/gossip/peer/peerpb"
-	"chute/kv"
 )
 
 // benchForwardRows are a txn's puts to a ClickHouse queue, as a
@@ -44,22 +43,8 @@ func BenchmarkForward_send(b *testing.B) {
 // appended to the queue log (without fsync, which is not per row) and
 // enqueued. A drainer with no ClickHouse URL takes the rows.
 func BenchmarkForward_receive(b *testing.B) {
-	m, err := New(Config{MemberID: 1, MaxQueueBytes: 1 << 40, DataDir: b.TempDir(), NoSync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	kcfg := kv.DefaultConfig()
-	kcfg.MemberID = 1
-	kcfg.Queues = m
-	srv, err := kv.New(kcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	m.Start(srv, nil)
-	b.Cleanup(func() {
-		_ = m.Shutdown(context.Background())
-		_ = srv.Shutdown(context.Background())
-	})
+	m := benchManagerWith(b, Config{MemberID: 1, MaxQueueBytes: 1 << 40, DataDir: b.TempDir(), NoSync: true})
+	b.Cleanup(func() { _ = m.Shutdown(context.Background()) })
 	ctx := context.Background()
 	if err := m.Produce(ctx, []*pb.PutRequest{{Key: []byte("/q/ch:events/p/first"), Value: []byte(`{"id":0}`)}}); err != nil {
 		b.Fatal(err)
