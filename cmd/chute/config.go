@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -120,6 +121,15 @@ type Config struct {
 	// databases only when a pattern names them outright; re-read at
 	// every reload. Empty: every table outside the system databases.
 	ClickHouseAllowTables []string
+
+	// ClickHouseBatchInterval, ClickHouseMaxInsertsPerSecond and
+	// ClickHouseMaxInflightInserts are the batch_interval,
+	// max_inserts_per_second and max_inflight_inserts of every ClickHouse
+	// queue whose settings do not name them (docs/clickhouse.md
+	// "Batching"). Defaults 50ms, 2 and 2; zero is invalid.
+	ClickHouseBatchInterval       time.Duration
+	ClickHouseMaxInsertsPerSecond float64
+	ClickHouseMaxInflightInserts  int
 
 	// MetricsMaxTables bounds the table label values of the ClickHouse
 	// metrics; tables past it share table="_other". Default 1000. Zero
@@ -287,6 +297,10 @@ func DefaultConfig() Config {
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  sink.DefaultCompression.String(),
+
+		ClickHouseBatchInterval:       50 * time.Millisecond,
+		ClickHouseMaxInsertsPerSecond: 2,
+		ClickHouseMaxInflightInserts:  2,
 	}
 }
 
@@ -356,13 +370,20 @@ func (c Config) Validate() error {
 		v    int
 	}{{"max-request-bytes", c.MaxRequestBytes}, {"max-txn-ops", c.MaxTxnOps}, {"max-key-bytes", c.MaxKeyBytes},
 		{"bootstrap-expect", c.BootstrapExpect}, {"raft-voters", c.RaftVoters}, {"metrics-max-tables", c.MetricsMaxTables},
-		{"bcrypt-cost", c.BcryptCost}, {"auth-token-ttl", c.AuthTokenTTL}} {
+		{"bcrypt-cost", c.BcryptCost}, {"auth-token-ttl", c.AuthTokenTTL},
+		{"clickhouse-max-inflight-inserts", c.ClickHouseMaxInflightInserts}} {
 		if n.v == 0 {
 			bad(n.flag, "0 is not positive")
 		}
 	}
 	if c.DeadServerGrace == 0 {
 		bad("raft-dead-server-grace", "0 is not positive")
+	}
+	if c.ClickHouseBatchInterval == 0 {
+		bad("clickhouse-batch-interval", "0 is not positive")
+	}
+	if c.ClickHouseMaxInsertsPerSecond == 0 {
+		bad("clickhouse-max-inserts-per-second", "0 is not positive")
 	}
 	if _, err := sink.NewAllowList(c.ClickHouseAllowTables); err != nil {
 		bad("clickhouse-allow-tables", "%v", err)
@@ -447,6 +468,9 @@ func options(c *Config) []option {
 		{"clickhouse-key-file", "path", (*stringValue)(&c.ClickHouseKeyFile), "PEM key of --clickhouse-cert-file; re-read on SIGHUP", ""},
 		{"clickhouse-server-name", "name", (*stringValue)(&c.ClickHouseServerName), "name ClickHouse's certificate must hold", "the URL's host"},
 		{"clickhouse-allow-tables", "patterns", (*listValue)(&c.ClickHouseAllowTables), "tables puts to ClickHouse queues may reach, comma list of db.table globs; system databases only when named; re-read on SIGHUP", "*.* except system databases"},
+		{"clickhouse-batch-interval", "duration", (*durationValue)(&c.ClickHouseBatchInterval), "least time between two inserts into one table, of queues whose settings do not say batch_interval", ""},
+		{"clickhouse-max-inserts-per-second", "rate", (*floatValue)(&c.ClickHouseMaxInsertsPerSecond), "most insert starts a second of one busy ClickHouse queue whose settings do not say max_inserts_per_second; fractions allowed", ""},
+		{"clickhouse-max-inflight-inserts", "n", (*intValue)(&c.ClickHouseMaxInflightInserts), "most batches of one ClickHouse queue in ClickHouse at once, 1 to 16, where its settings do not say max_inflight_inserts", ""},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
 		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
@@ -776,6 +800,20 @@ func (v *int64Value) Set(s string) error {
 	return nil
 }
 
+// floatValue is a flag.Value for a float64 field, a decimal number.
+type floatValue float64
+
+func (v *floatValue) String() string { return strconv.FormatFloat(float64(*v), 'g', -1, 64) }
+
+func (v *floatValue) Set(s string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return fmt.Errorf("%q is not a number", s)
+	}
+	*v = floatValue(f)
+	return nil
+}
+
 // durationValue is a flag.Value for a time.Duration field, as
 // time.ParseDuration reads it ("90s", "1m30s").
 type durationValue time.Duration
@@ -859,6 +897,10 @@ func dispatchFlags() map[string]flagOf {
 		"MaxRequestBytes":  {name: "max-request-bytes"},
 		"QuotaBytes":       {name: "quota-backend-bytes"},
 		"MetricsMaxTables": {name: "metrics-max-tables"},
+
+		"BatchInterval":       {name: "clickhouse-batch-interval"},
+		"MaxInsertsPerSecond": {name: "clickhouse-max-inserts-per-second"},
+		"MaxInflightInserts":  {name: "clickhouse-max-inflight-inserts"},
 	}
 }
 
@@ -1074,6 +1116,10 @@ func (c Config) dispatchConfig() dispatch.Config {
 		NoSync:           c.UnsafeNoFsync,
 		QuotaBytes:       c.QuotaBackendBytes,
 		MetricsMaxTables: c.MetricsMaxTables,
+
+		BatchInterval:       c.ClickHouseBatchInterval,
+		MaxInsertsPerSecond: c.ClickHouseMaxInsertsPerSecond,
+		MaxInflightInserts:  c.ClickHouseMaxInflightInserts,
 	}
 }
 

@@ -83,6 +83,10 @@ func TestDefaultConfig(t *testing.T) {
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  "gzip",
+
+		ClickHouseBatchInterval:       50 * time.Millisecond,
+		ClickHouseMaxInsertsPerSecond: 2,
+		ClickHouseMaxInflightInserts:  2,
 	}
 	got := DefaultConfig()
 	if !reflect.DeepEqual(got, want) {
@@ -167,6 +171,9 @@ func everyOption(t *testing.T) []optionCase {
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https, "CHUTE_CLICKHOUSE_CERT_FILE": certFile}},
 		{"clickhouse-server-name", "ch.internal", withURL(func(c *Config) { c.ClickHouseServerName = "ch.internal" }),
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
+		{"clickhouse-batch-interval", "200ms", func(c *Config) { c.ClickHouseBatchInterval = 200 * time.Millisecond }, nil},
+		{"clickhouse-max-inserts-per-second", "0.5", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0.5 }, nil},
+		{"clickhouse-max-inflight-inserts", "4", func(c *Config) { c.ClickHouseMaxInflightInserts = 4 }, nil},
 		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
 		{"metrics-max-tables", "20", func(c *Config) { c.MetricsMaxTables = 20 }, nil},
 		{"clickhouse-allow-tables", "default.*, system.query_log", func(c *Config) {
@@ -606,6 +613,12 @@ func TestConfig_Validate(t *testing.T) {
 		{"empty host", func(c *Config) { c.GossipAdvertise = ":7946" }, "--gossip-advertise: advertise address \":7946\": host is empty"},
 		{"empty clickhouse host", func(c *Config) { c.ClickHouseURL = "http://:8123" }, "--clickhouse-url: sink: bad clickhouse url: no host"},
 		{"max-txn-ops 0", func(c *Config) { c.MaxTxnOps = 0 }, "--max-txn-ops: 0 is not positive"},
+		{"batch interval 0", func(c *Config) { c.ClickHouseBatchInterval = 0 }, "--clickhouse-batch-interval: 0 is not positive"},
+		{"batch interval negative", func(c *Config) { c.ClickHouseBatchInterval = -time.Second }, "--clickhouse-batch-interval: "},
+		{"inserts per second 0", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0 }, "--clickhouse-max-inserts-per-second: 0 is not positive"},
+		{"inserts per second too high", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 1e6 }, "--clickhouse-max-inserts-per-second: "},
+		{"inflight inserts 0", func(c *Config) { c.ClickHouseMaxInflightInserts = 0 }, "--clickhouse-max-inflight-inserts: 0 is not positive"},
+		{"inflight inserts 17", func(c *Config) { c.ClickHouseMaxInflightInserts = 17 }, "--clickhouse-max-inflight-inserts: "},
 		{"advertise client port 0", func(c *Config) { c.AdvertiseClientURLs = []string{"http://10.0.0.1:0"} }, "--advertise-client-urls: \"http://10.0.0.1:0\": port 0"},
 		{"advertise peer port 0", func(c *Config) { c.AdvertisePeerURLs = []string{"http://10.0.0.1:0"} }, "--advertise-peer-urls: \"http://10.0.0.1:0\": port 0"},
 		{"listen port 0", func(c *Config) {
@@ -1092,5 +1105,17 @@ func TestConfig_clickhouseTLS(t *testing.T) {
 	c.ClickHouseCAFile = ""
 	if cfg, err := c.clickhouseTLS(); err != nil || cfg.RootCAs != nil {
 		t.Fatalf("no CA file: got RootCAs %v, %v; want nil (the system's roots)", cfg.RootCAs, err)
+	}
+}
+
+func TestConfig_dispatchConfig_pacing(t *testing.T) {
+	c := DefaultConfig()
+	c.ClickHouseBatchInterval = 200 * time.Millisecond
+	c.ClickHouseMaxInsertsPerSecond = 0.5
+	c.ClickHouseMaxInflightInserts = 4
+	d := c.dispatchConfig()
+	if d.BatchInterval != c.ClickHouseBatchInterval || d.MaxInsertsPerSecond != 0.5 || d.MaxInflightInserts != 4 {
+		t.Errorf("dispatch config: got batch interval %v, %v inserts a second, %d in flight; want 200ms, 0.5, 4",
+			d.BatchInterval, d.MaxInsertsPerSecond, d.MaxInflightInserts)
 	}
 }
