@@ -203,12 +203,18 @@ func TestWatch_progressAndCancel(t *testing.T) {
 }
 
 // TestWatch_ids checks that watches on one stream get distinct ids and each
-// sees only its own key.
+// sees only its own key. Both are created before the puts (the client
+// sends a watch's create request after Watch returns).
 func TestWatch_ids(t *testing.T) {
 	_, cli := startServer(t, nil)
 	ctx := testCtx(t, 10*time.Second)
-	a := cli.Watch(ctx, "a")
-	b := cli.Watch(ctx, "b")
+	a := cli.Watch(ctx, "a", clientv3.WithCreatedNotify())
+	b := cli.Watch(ctx, "b", clientv3.WithCreatedNotify())
+	for name, wc := range map[string]clientv3.WatchChan{"a": a, "b": b} {
+		if resp := <-wc; !resp.Created {
+			t.Fatalf("watch %s: first response %+v, want the created notification", name, resp)
+		}
+	}
 	if _, err := cli.Put(ctx, "b", "1"); err != nil {
 		t.Fatal(err)
 	}
