@@ -304,7 +304,8 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 		{Kind: peerpb.ForwardKind_RELEASE, Queue: "jobs", Seqs: []uint64{1}},
 	}
 	before := n.mgr.qlog.Stats()
-	produced, errs := n.mgr.persistFrame(testCtx(t, 10*time.Second), batches)
+	fw := n.mgr.persistFrame(testCtx(t, 10*time.Second), batches)
+	errs := fw.errs
 	after := n.mgr.qlog.Stats()
 	if got := after.Commits - before.Commits; got != 1 {
 		t.Errorf("the frame took %d writes, want 1", got)
@@ -315,12 +316,12 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil || errs[3] != nil || errs[1] == nil {
 		t.Fatalf("errors %v, want one for the second batch only", errs)
 	}
-	a, c := produced[0]["jobs"], produced[2]["other"]
+	a, c := fw.batch(0), fw.batch(2)
 	if len(a) != 1 || len(c) != 1 || a[0].lseq == 0 || c[0].lseq != a[0].lseq+1 {
 		t.Fatalf("records of the batches: %+v and %+v, want consecutive seqs", a, c)
 	}
-	if produced[1] != nil || produced[3] != nil {
-		t.Errorf("batches that failed or are not puts have messages: %v, %v", produced[1], produced[3])
+	if len(fw.batch(1)) != 0 || len(fw.batch(3)) != 0 {
+		t.Errorf("batches that failed or are not puts have messages: %v, %v", fw.batch(1), fw.batch(3))
 	}
 }
 

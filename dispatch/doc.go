@@ -64,7 +64,10 @@
 // most one frame of a stream waits to be applied (the dispatcher counts
 // them in its answers); puts that come meanwhile go together in the next
 // frame, so a busy member makes few writes and the dispatcher few
-// answers and fsyncs, while a lone put still goes at once. When
+// answers and fsyncs, while a lone put still goes at once. The
+// dispatcher enqueues the batches of a frame that follow each other on
+// one queue at once (one lock, one record lookup), and tries them one
+// by one only when together they pass the queue's byte cap. When
 // the dispatcher cannot be reached, the put is held by every alive member
 // under its cluster-unique id; the reconcile loop hands held copies to the
 // dispatcher elected next, which keeps one per id.

@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,16 +46,20 @@ func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
 	first := msgs[0].Queue
 	same := make([]incoming, 0, len(msgs))
 	for _, q := range msgs {
-		in := incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
-			consumer: q.Consumer, attempts: int(q.Attempts)}
 		if q.Queue == first {
-			same = append(same, in)
+			same = append(same, incomingOf(q))
 		} else {
-			out[q.Queue] = append(out[q.Queue], in)
+			out[q.Queue] = append(out[q.Queue], incomingOf(q))
 		}
 	}
 	out[first] = same
 	return out
+}
+
+// incomingOf returns q as a message arriving here.
+func incomingOf(q *peerpb.QueueMessage) incoming {
+	return incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
+		consumer: q.Consumer, attempts: int(q.Attempts)}
 }
 
 // toMessages returns msgs as messages of queue name. Their structs are
@@ -114,38 +117,61 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			return status.Errorf(codes.InvalidArgument, "dispatch: %d batches in one frame, at most %d", len(frame.Batches), forwardFrameBatches)
 		}
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
-		produced, errs := s.m.persistFrame(ctx, frame.Batches) // the frame's puts share one fsync
-		for i, b := range frame.Batches {
+		fw := s.m.persistFrame(ctx, frame.Batches) // the frame's puts share one fsync
+		for i := 0; i < len(frame.Batches); {
+			b := frame.Batches[i]
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
 				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(ctx, from, b)))
+				i++
 				continue
 			}
-			if errs[i] != nil {
-				res.Results = append(res.Results, forwardResult(b.Id, errs[i]))
+			if fw.errs[i] != nil || len(b.Messages) == 0 {
+				res.Results = append(res.Results, forwardResult(b.Id, fw.errs[i]))
+				i++
 				continue
 			}
+			name, how := b.Messages[0].Queue, arrivalOf(b, from)
 			var span trace.Span
 			var tr *msgTrace
-			if b.Traceparent != "" && len(b.Messages) > 0 {
-				span, tr = s.m.acceptSpan(b.Traceparent, b.Messages[0].Queue, len(b.Messages))
+			j := i + 1
+			if b.Traceparent != "" {
+				span, tr = s.m.acceptSpan(b.Traceparent, name, len(b.Messages))
+			} else {
+				for j < len(frame.Batches) && fw.joins(frame.Batches[j], j, name, how, from) {
+					j++
+				}
 			}
-			how := arrivedCopy
-			if b.Puts && madeBy(b.Messages, from) {
-				how = arrivedForwarded
+			wait, errs := s.m.acceptRun(fw, i, j, name, how, tr)
+			for k := i; k < j; k++ {
+				if errs != nil && errs[k-i] != nil || wait == nil {
+					var err error
+					if errs != nil {
+						err = errs[k-i]
+					}
+					endSpan(span, err)
+					res.Results = append(res.Results, forwardResult(frame.Batches[k].Id, err))
+				}
 			}
-			wait, err := s.m.acceptForwarded(ctx, produced[i], how, tr)
-			if err != nil || wait == nil {
-				endSpan(span, err)
-				res.Results = append(res.Results, forwardResult(b.Id, err))
-				continue
+			if wait != nil {
+				ids := make([]uint64, 0, j-i)
+				for k := i; k < j; k++ {
+					if errs == nil || errs[k-i] == nil {
+						ids = append(ids, frame.Batches[k].Id)
+					}
+				}
+				waits.Add(1)
+				go func() {
+					defer waits.Done()
+					err := wait(ctx)
+					endSpan(span, err)
+					out := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, len(ids))}
+					for k, id := range ids {
+						out.Results[k] = forwardResult(id, err)
+					}
+					_ = send(out)
+				}()
 			}
-			waits.Add(1)
-			go func(id uint64) {
-				defer waits.Done()
-				err := wait(ctx)
-				endSpan(span, err)
-				_ = send(&peerpb.ForwardResults{Results: []*peerpb.ForwardResult{forwardResult(id, err)}})
-			}(b.Id)
+			i = j
 		}
 		// Sent even with no result in it: the sender waits for applied.
 		if err := send(res); err != nil {
@@ -173,80 +199,156 @@ func madeBy(msgs []*peerpb.QueueMessage, member uint64) bool {
 	return member != 0
 }
 
-// persistFrame checks the produce batches of a forward frame and appends
-// their messages to the queue log in one append, so that a frame's
-// batches share one fsync. It returns each batch's messages by queue
-// (nil for batches of other kinds), with their records, and each
-// batch's error: the batch is answered with it.
-func (m *Manager) persistFrame(ctx context.Context, batches []*peerpb.ForwardBatch) ([]map[string][]incoming, []error) {
-	produced := make([]map[string][]incoming, len(batches))
-	errs := make([]error, len(batches))
-	var all []custodyGroup
-	for i, b := range batches {
-		if b.Kind != peerpb.ForwardKind_PRODUCE {
-			continue
-		}
-		if errs[i] = m.checkPeerMessages(b.Messages); errs[i] != nil {
-			continue
-		}
-		produced[i] = toIncoming(b.Messages)
-		for name, msgs := range produced[i] {
-			all = append(all, custodyGroup{name: name, msgs: msgs})
-		}
+// arrivalOf returns how the messages of b, a produce batch from member
+// from, arrive: as forwarded puts when it says they are new puts and
+// from made them all, as copies otherwise.
+func arrivalOf(b *peerpb.ForwardBatch, from uint64) arrival {
+	if b.Puts && madeBy(b.Messages, from) {
+		return arrivedForwarded
 	}
-	if err := m.persistGroups(ctx, recMessage, all); err != nil {
-		for i := range produced {
-			if produced[i] != nil {
-				produced[i], errs[i] = nil, err
-			}
-		}
-	}
-	return produced, errs
+	return arrivedCopy
 }
 
-// acceptForwarded enqueues a forwarded batch, by queue, arrived as how,
-// if this member dispatches its queues; FailedPrecondition tells the
-// sender to read the record again. It returns what the batch still waits
-// for (its queue's ack mode), nil for nothing. What it does not enqueue
-// is released from the queue log.
-func (m *Manager) acceptForwarded(ctx context.Context, byQueue map[string][]incoming, how arrival, tr *msgTrace) (func(context.Context) error, error) {
-	if tr != nil {
-		for _, ins := range byQueue {
-			for i := range ins {
-				ins[i].trace = tr
-			}
+// frameMsgs is the produce batches of a forward frame, checked and in
+// the queue log. The messages of the batches that passed are in one
+// slice, in frame order, so a run of batches of one queue is one
+// sub-slice of it, enqueued at once.
+type frameMsgs struct {
+	msgs []incoming
+	at   []int   // batch i's messages are msgs[at[i]:at[i+1]]
+	errs []error // each batch's error: the batch is answered with it
+}
+
+// batch returns batch i's messages: none for a batch of another kind or
+// one that failed.
+func (f *frameMsgs) batch(i int) []incoming { return f.run(i, i+1) }
+
+// run returns the messages of batches i to j-1.
+func (f *frameMsgs) run(i, j int) []incoming { return f.msgs[f.at[i]:f.at[j]:f.at[j]] }
+
+// joins reports whether batch b, the frame's batch j, goes in one
+// enqueue with the batches before it, of queue name and arrived as how:
+// an untraced produce batch that passed its checks, of the same queue,
+// arrived alike.
+func (f *frameMsgs) joins(b *peerpb.ForwardBatch, j int, name string, how arrival, from uint64) bool {
+	return b.Kind == peerpb.ForwardKind_PRODUCE && f.errs[j] == nil && b.Traceparent == "" &&
+		len(b.Messages) > 0 && b.Messages[0].Queue == name && arrivalOf(b, from) == how
+}
+
+// persistFrame checks the produce batches of a forward frame and appends
+// their messages to the queue log in one append, so that a frame's
+// batches share one fsync.
+func (m *Manager) persistFrame(ctx context.Context, batches []*peerpb.ForwardBatch) *frameMsgs {
+	f := &frameMsgs{at: make([]int, len(batches)+1), errs: make([]error, len(batches))}
+	n := 0
+	for _, b := range batches {
+		if b.Kind == peerpb.ForwardKind_PRODUCE {
+			n += len(b.Messages)
 		}
 	}
-	names := make([]string, 0, len(byQueue))
-	for name := range byQueue {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	var waits []func(context.Context) error
-	for i, name := range names {
-		var wait func(context.Context) error
-		var err error
-		if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
-			err = status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name)
+	f.msgs = make([]incoming, 0, n)
+	var groups []custodyGroup
+	lim := peerLimits{maxKeyBytes: m.cfg.MaxKeyBytes, maxRequestBytes: m.cfg.MaxRequestBytes}
+	var name string // of the last batch checked, whose epoch is epoch
+	var epoch uint64
+	for i, b := range batches {
+		f.at[i] = len(f.msgs)
+		if b.Kind != peerpb.ForwardKind_PRODUCE || len(b.Messages) == 0 {
+			continue
+		}
+		if q := b.Messages[0].Queue; q != name {
+			name, epoch = q, 0
+			if validQueueName(q) {
+				epoch = m.epochOf(q) // once per run of one queue, not per batch
+			}
+		}
+		if f.errs[i] = lim.checkPeerMessages(b.Messages, epoch); f.errs[i] != nil {
+			continue
+		}
+		start := len(f.msgs)
+		for _, q := range b.Messages {
+			f.msgs = append(f.msgs, incomingOf(q))
+		}
+		// The log's records are written per queue name: the batches of
+		// one queue that follow each other are one group.
+		if k := len(groups) - 1; k >= 0 && groups[k].name == name {
+			groups[k].msgs = groups[k].msgs[:len(groups[k].msgs)+len(b.Messages)]
 		} else {
-			wait, err = m.enqueueLocal(ctx, name, byQueue[name], how) // releases what it refuses
-			if err != nil {
-				i++
+			groups = append(groups, custodyGroup{name: name, msgs: f.msgs[start:]})
+		}
+	}
+	f.at[len(batches)] = len(f.msgs)
+	if err := m.persistGroups(ctx, recMessage, groups); err != nil {
+		for i, b := range batches {
+			if b.Kind == peerpb.ForwardKind_PRODUCE && f.errs[i] == nil {
+				f.errs[i] = err
 			}
 		}
+		f.msgs = f.msgs[:0]
+		clear(f.at)
+	}
+	return f
+}
+
+// acceptRun enqueues the messages of batches i to j-1 of f, a run of
+// produce batches of queue name arrived as how (tr traces them, nil for
+// none), if this member dispatches the queue; FailedPrecondition tells
+// the sender to read the record again. It returns what the run still
+// waits for (its queue's ack mode), nil for nothing, and each batch's
+// error, nil when none failed. The run is enqueued at once, one lock and
+// one record lookup for all its puts; when it does not fit under the
+// queue's byte cap its batches are tried one by one, as they would have
+// been alone. What it does not enqueue is released from the queue log.
+func (m *Manager) acceptRun(f *frameMsgs, i, j int, name string, how arrival, tr *msgTrace) (func(context.Context) error, []error) {
+	msgs := f.run(i, j)
+	if tr != nil {
+		for k := range msgs {
+			msgs[k].trace = tr
+		}
+	}
+	fail := func(err error) []error {
+		m.unpersist(msgs)
+		errs := make([]error, j-i)
+		for k := range errs {
+			errs[k] = err
+		}
+		return errs
+	}
+	if rec, ok := m.record(name); !ok || rec.Member != m.cfg.MemberID {
+		return nil, fail(status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+name))
+	}
+	q := m.queueFor(name)
+	wait, err := m.enqueuePersisted(q, name, msgs, how)
+	if err == nil {
+		m.ensureDrainer(q)
+		return wait, nil
+	}
+	if err != errOverCap || j-i == 1 {
+		return nil, fail(err)
+	}
+	q.mu.Lock()
+	q.stats.Refused-- // counted again below, per batch
+	q.mu.Unlock()
+	errs := make([]error, j-i)
+	var waits []func(context.Context) error
+	enqueued := false
+	for k := i; k < j; k++ {
+		w, err := m.enqueuePersisted(q, name, f.batch(k), how)
 		if err != nil {
-			for _, rest := range names[i:] { // not enqueued: released
-				m.unpersist(byQueue[rest])
-			}
-			return nil, err
+			m.unpersist(f.batch(k))
+			errs[k-i] = err
+			continue
 		}
-		m.ensureDrainer(m.queueFor(name))
-		if wait != nil {
-			waits = append(waits, wait)
+		enqueued = true
+		if w != nil {
+			waits = append(waits, w)
 		}
+	}
+	if enqueued {
+		m.ensureDrainer(q)
 	}
 	if len(waits) == 0 {
-		return nil, nil
+		return nil, errs
 	}
 	return func(ctx context.Context) error {
 		for _, w := range waits {
@@ -255,7 +357,7 @@ func (m *Manager) acceptForwarded(ctx context.Context, byQueue map[string][]inco
 			}
 		}
 		return nil
-	}, nil
+	}, errs
 }
 
 // Hold keeps copies for an unreachable dispatcher, under the queue's byte

@@ -14,11 +14,22 @@ var errFrame = errors.New("peerpb: ForwardFrame does not decode")
 // what it keeps: b may be reused once it returns. It decodes what
 // proto.Unmarshal decodes and refuses what it refuses (a string that is
 // not UTF-8 included), except that unknown fields are skipped rather
-// than kept. It is a frame's hot path on the receiving member: a batch's
-// messages are made in one allocation and a queue name repeated message
-// after message is kept once, where proto.Unmarshal allocates each.
+// than kept. It is a frame's hot path on the receiving member: a frame's
+// batches are made in one allocation and their messages in another (a
+// busy member sends many batches of one put), and a queue name repeated
+// message after message, batch after batch, is kept once, where
+// proto.Unmarshal allocates each.
 func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 	x.Reset()
+	nb, nm, err := countFrame(b)
+	if err != nil {
+		return err
+	}
+	if nb > 0 {
+		x.Batches = make([]*ForwardBatch, 0, nb)
+	}
+	batches := make([]ForwardBatch, nb)
+	d := &frameSlabs{msgs: make([]QueueMessage, nm), ptrs: make([]*QueueMessage, nm)}
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -30,8 +41,8 @@ func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 			if n < 0 {
 				return errFrame
 			}
-			batch := &ForwardBatch{}
-			if err := batch.unmarshalCopy(v); err != nil {
+			batch := &batches[len(x.Batches)]
+			if err := batch.unmarshalCopy(v, d); err != nil {
 				return err
 			}
 			x.Batches = append(x.Batches, batch)
@@ -46,17 +57,57 @@ func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 	return nil
 }
 
-// unmarshalCopy decodes a ForwardBatch into x, which is new.
-func (x *ForwardBatch) unmarshalCopy(b []byte) error {
+// frameSlabs are the messages of a frame's batches, made at once, and
+// the last queue name decoded, kept for the next message.
+type frameSlabs struct {
+	msgs  []QueueMessage
+	ptrs  []*QueueMessage // ptrs[i] is &msgs[i] once decoded
+	next  int             // the first not taken by a batch
+	queue string
+}
+
+// countFrame returns how many batches a ForwardFrame's wire form holds
+// and how many messages they hold, so that they are made at once.
+func countFrame(b []byte) (batches, msgs int, err error) {
+	for len(b) > 0 {
+		num, typ, n := consumeTag(b)
+		if n < 0 {
+			return 0, 0, errFrame
+		}
+		b = b[n:]
+		if num == 1 && typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return 0, 0, errFrame
+			}
+			m, err := countMessages(v)
+			if err != nil {
+				return 0, 0, err
+			}
+			batches, msgs = batches+1, msgs+m
+			b = b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return 0, 0, errFrame
+		}
+		b = b[n:]
+	}
+	return batches, msgs, nil
+}
+
+// unmarshalCopy decodes a ForwardBatch into x, which is new, its
+// messages into the next of d's.
+func (x *ForwardBatch) unmarshalCopy(b []byte, d *frameSlabs) error {
 	msgs, err := countMessages(b)
 	if err != nil {
 		return err
 	}
 	if msgs > 0 {
-		x.Messages = make([]*QueueMessage, 0, msgs)
+		x.Messages = d.ptrs[d.next : d.next : d.next+msgs]
 	}
-	slab := make([]QueueMessage, msgs)
-	var queue string // the last queue name decoded, kept for the next
+	slab := d.msgs[d.next : d.next+msgs]
+	d.next += msgs
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -70,7 +121,7 @@ func (x *ForwardBatch) unmarshalCopy(b []byte) error {
 				return errFrame
 			}
 			m := &slab[len(x.Messages)]
-			if err := m.unmarshalCopy(v, &queue); err != nil {
+			if err := m.unmarshalCopy(v, &d.queue); err != nil {
 				return err
 			}
 			x.Messages = append(x.Messages, m)

@@ -162,3 +162,32 @@ func BenchmarkForwardFrame_decode(b *testing.B) {
 		}
 	})
 }
+
+// TestForwardFrame_UnmarshalCopy_allocs: a frame of one-put batches, as
+// a busy member forwards unary puts, costs a few allocations for the
+// frame and two per put (its key and its value), the queue name being
+// kept once for the frame.
+func TestForwardFrame_UnmarshalCopy_allocs(t *testing.T) {
+	const puts = 32
+	frame := &ForwardFrame{}
+	for i := range puts {
+		frame.Batches = append(frame.Batches, &ForwardBatch{Id: uint64(i + 1), Puts: true, Messages: []*QueueMessage{
+			{Queue: "ch:db.events", Tail: fmt.Sprintf("k%d", i), Value: []byte(`{"id":1}`), Origin: 5, N: uint64(i + 1)}}})
+	}
+	wire, err := proto.Marshal(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got ForwardFrame
+	allocs := testing.AllocsPerRun(20, func() {
+		if err := got.UnmarshalCopy(wire); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if want := float64(4 + 1 + 2*puts); allocs > want {
+		t.Errorf("got %.0f allocations for a frame of %d one-put batches, want at most %.0f", allocs, puts, want)
+	}
+	if len(got.Batches) != puts || got.Batches[puts-1].Messages[0].Tail != fmt.Sprintf("k%d", puts-1) {
+		t.Errorf("got %d batches, want %d, the last with key k%d", len(got.Batches), puts, puts-1)
+	}
+}
