@@ -157,6 +157,7 @@ func BenchmarkCompress(b *testing.B) {
 		{"zstd-default", zstdAt(zstd.SpeedDefault)},
 		{"client-gzip", func(in []byte) []byte { out, _ := pooled.compress(CompressionGzip, in); return out }},
 		{"client-zstd", func(in []byte) []byte { out, _ := pooled.compress(CompressionZstd, in); return out }},
+		{"client-rows-gzip", func([]byte) []byte { out, _, _ := pooled.rows(CompressionGzip, rows); pooled.release(out); return out }},
 	}
 	for _, c := range codecs {
 		b.Run(c.name, func(b *testing.B) {
@@ -169,5 +170,43 @@ func BenchmarkCompress(b *testing.B) {
 			b.ReportMetric(float64(len(body))/float64(wire), "ratio")
 			b.ReportMetric(float64(wire)/float64(len(rows)), "wireB/row")
 		})
+	}
+}
+
+// TestCompressors_rows_bodyIsTheJoinedRows checks that each compression's
+// body decodes to the rows joined by newlines, byte for byte, for rows
+// that fill the staging buffer many times, rows larger than it, empty
+// rows, one row and none, with the buffers reused from one body to the
+// next.
+func TestCompressors_rows_bodyIsTheJoinedRows(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"pad":"x"}`), stageBytes/5) // over twice the staging buffer
+	exact := bytes.Repeat([]byte("y"), stageBytes)
+	cases := map[string][][]byte{
+		"many":      benchRows(2000),
+		"large":     {[]byte(`{"a":1}`), big, []byte(`{"b":2}`), big},
+		"exact":     {exact, exact, []byte(`{"c":3}`)},
+		"empty":     {{}, []byte(`{"d":4}`), {}, {}},
+		"one":       {[]byte(`{"e":5}`)},
+		"none":      nil,
+		"afterFull": append(benchRows(300), big),
+	}
+	p := &compressors{}
+	for name, rows := range cases {
+		for _, comp := range []Compression{CompressionNone, CompressionGzip, CompressionDeflate, CompressionZstd} {
+			for round := range 2 { // the second from pooled buffers
+				want := bytes.Join(rows, []byte("\n"))
+				wire, plain, err := p.rows(comp, rows)
+				if err != nil {
+					t.Fatalf("%s %v: %v", name, comp, err)
+				}
+				if plain != len(want) {
+					t.Errorf("%s %v round %d: got plain %d bytes, want %d", name, comp, round, plain, len(want))
+				}
+				if got := decompress(t, comp.contentEncoding(), wire); !bytes.Equal(got, want) {
+					t.Errorf("%s %v round %d: got a body of %d bytes, want the %d of the joined rows", name, comp, round, len(got), len(want))
+				}
+				p.release(wire)
+			}
+		}
 	}
 }
