@@ -307,7 +307,8 @@ type Manager struct {
 	// recovered are the messages it replayed, by queue, until Start
 	// hands them to their queues.
 	qlog      *qlog.Log
-	qlogLock  *os.File // held while qlog is open
+	appends   sync.Pool // *appendBufs: persistGroups' record buffers
+	qlogLock  *os.File  // held while qlog is open
 	recovered map[string][]incoming
 	// rehomed is the queue log's deleted segments at the last
 	// rehomeValues; the reconcile loop's alone.
