@@ -154,7 +154,11 @@ func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows []
 		return res
 	}
 	defer c.enc.release(wire) // do is done with it when it returns
-	res, _ := c.do(ctx, ep, insertURI(target, token, ep.Settings), ep.Compression.contentEncoding(), wire)
+	uri := insertURI(target, token, ep.Settings)
+	if ep.Compression == CompressionLZ4 {
+		uri += "&decompress=1" // the body is in ClickHouse's compressed blocks
+	}
+	res, _ := c.do(ctx, ep, uri, ep.Compression.contentEncoding(), wire)
 	res.WireBytes = len(wire)
 	if res.Code == codeUnknownCompression {
 		res.Message += " (check --clickhouse-compression: this server does not decode " + ep.Compression.String() + ")"

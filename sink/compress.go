@@ -2,14 +2,17 @@ package sink
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 
+	"github.com/go-faster/city"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // Compression is how the body of an INSERT is compressed on the wire,
@@ -31,6 +34,11 @@ const (
 	// CompressionZstd sends zstd at its fastest level; ClickHouse
 	// servers before 20.x refuse it.
 	CompressionZstd
+	// CompressionLZ4 sends ClickHouse's own compressed blocks (LZ4, each
+	// checksummed with CityHash128) with decompress=1 in the URL and no
+	// Content-Encoding: every ClickHouse decodes it, 18.16 included, at
+	// a fraction of the CPU of gzip on both sides, for a larger body.
+	CompressionLZ4
 )
 
 // DefaultCompression is what --clickhouse-compression is when not given:
@@ -58,19 +66,25 @@ func ParseCompression(s string) (Compression, error) {
 		return CompressionDeflate, nil
 	case "zstd":
 		return CompressionZstd, nil
+	case "lz4":
+		return CompressionLZ4, nil
 	}
-	return CompressionNone, fmt.Errorf("sink: compression %q: want none, gzip, deflate or zstd", s)
+	return CompressionNone, fmt.Errorf("sink: compression %q: want none, gzip, deflate, zstd or lz4", s)
 }
 
-// String returns none, gzip, deflate or zstd.
+// String returns none, gzip, deflate, zstd or lz4.
 func (c Compression) String() string {
-	if c == CompressionNone {
+	switch c {
+	case CompressionNone:
 		return "none"
+	case CompressionLZ4:
+		return "lz4"
 	}
 	return c.contentEncoding()
 }
 
-// contentEncoding is the Content-Encoding header of c; "" for none.
+// contentEncoding is the Content-Encoding header of c; "" for none and
+// lz4 (a URL parameter says that).
 func (c Compression) contentEncoding() string {
 	switch c {
 	case CompressionGzip:
@@ -92,6 +106,7 @@ func (c Compression) contentEncoding() string {
 // concurrent use.
 type compressors struct {
 	gzip, zlib sync.Pool
+	lz4        sync.Pool // *blockWriter
 	zstdOnce   sync.Once
 	zstd       *zstd.Encoder // EncodeAll is safe for concurrent use; nil if it could not be made
 	wire       sync.Pool     // *[]byte: bodies, plain or compressed, for release
@@ -124,6 +139,9 @@ func (p *compressors) rows(c Compression, rows [][]byte) ([]byte, int, error) {
 		return out, n, err
 	case CompressionDeflate:
 		out, err := p.streamRows(&p.zlib, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return zlib.NewWriterLevel(buf, zlibLevel) })
+		return out, n, err
+	case CompressionLZ4:
+		out, err := p.streamRows(&p.lz4, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return newBlockWriter(buf), nil })
 		return out, n, err
 	}
 	body := p.wireBuf(n)
@@ -265,4 +283,93 @@ func (p *compressors) stream(pool *sync.Pool, body []byte, mk func(*bytes.Buffer
 	}
 	pool.Put(w)
 	return buf.Bytes(), nil
+}
+
+// blockWriter writes ClickHouse's compressed format, which an INSERT
+// with decompress=1 reads (CompressedReadBuffer): blocks of at most
+// blockBytes of input, each
+//
+//	checksum   16 bytes  CityHash128 (ClickHouse's, v1.0.2) of the rest, low then high half, little-endian
+//	method      1 byte   0x82: LZ4
+//	size        4 bytes  of method, sizes and data, little-endian
+//	plain size  4 bytes  of the block's input, little-endian
+//	data                 one LZ4 block
+//
+// Each block is whole in itself (no dictionary from the one before).
+type blockWriter struct {
+	w     io.Writer
+	block []byte // input not yet written, up to blockBytes
+	frame []byte // one block's output
+	lz    lz4.Compressor
+	err   error
+}
+
+// blockBytes is ClickHouse's own max_compress_block_size default.
+const blockBytes = 1 << 20
+
+// blockHeader is the checksum, method and sizes before a block's data.
+const blockHeader = 16 + 1 + 4 + 4
+
+// methodLZ4 is ClickHouse's CompressionMethodByte for LZ4.
+const methodLZ4 = 0x82
+
+func newBlockWriter(w io.Writer) *blockWriter {
+	return &blockWriter{w: w, block: make([]byte, 0, blockBytes)}
+}
+
+// Reset starts a new body written to w.
+func (b *blockWriter) Reset(w io.Writer) {
+	b.w, b.block, b.err = w, b.block[:0], nil
+}
+
+// Write gathers p into blocks, writing each once full.
+func (b *blockWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && b.err == nil {
+		k := copy(b.block[len(b.block):cap(b.block)], p)
+		b.block, p = b.block[:len(b.block)+k], p[k:]
+		if len(b.block) == cap(b.block) {
+			b.flush()
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return n, nil
+}
+
+// Close writes the last block.
+func (b *blockWriter) Close() error {
+	if len(b.block) > 0 {
+		b.flush()
+	}
+	return b.err
+}
+
+// flush writes the gathered input as one block.
+func (b *blockWriter) flush() {
+	if b.err != nil {
+		return
+	}
+	// With room for the bound, LZ4 always encodes the block, as
+	// literals where it finds no match: ClickHouse needs no other method.
+	need := blockHeader + lz4.CompressBlockBound(len(b.block))
+	if cap(b.frame) < need {
+		b.frame = make([]byte, need)
+	}
+	f := b.frame[:need]
+	k, err := b.lz.CompressBlock(b.block, f[blockHeader:])
+	if err != nil || k == 0 {
+		b.err = fmt.Errorf("sink: lz4 block of %d bytes not compressed: %v", len(b.block), err)
+		return
+	}
+	f = f[:blockHeader+k]
+	f[16] = methodLZ4
+	binary.LittleEndian.PutUint32(f[17:], uint32(9+k))
+	binary.LittleEndian.PutUint32(f[21:], uint32(len(b.block)))
+	h := city.CH128(f[16:])
+	binary.LittleEndian.PutUint64(f[0:], h.Low)
+	binary.LittleEndian.PutUint64(f[8:], h.High)
+	_, b.err = b.w.Write(f)
+	b.block = b.block[:0]
 }
