@@ -211,36 +211,39 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	if m.qlog == nil {
 		return nil
 	}
-	var recs [][]byte
-	var at []*incoming
-	size := 0
+	size, n := 0, 0
 	for _, g := range groups {
 		for i := range g.msgs {
 			if g.msgs[i].lseq == 0 {
 				size += recordSize(g.name, g.msgs[i])
-				at = append(at, &g.msgs[i])
+				n++
 			}
 		}
 	}
-	if len(at) == 0 {
+	if n == 0 {
 		return nil
 	}
-	// One buffer for the batch's records: the log copies them.
-	buf := make([]byte, 0, size)
-	recs = make([][]byte, 0, len(at))
+	// One buffer for the batch's records, reused: the log copies them
+	// before AppendMapped returns, and a message's value is either its
+	// view in the log or stays the put's own bytes, never the buffer.
+	a := m.getAppendBufs(size, n)
+	buf, recs, at := a.buf, a.recs, a.at
 	for _, g := range groups {
 		for i := range g.msgs {
 			if g.msgs[i].lseq == 0 {
 				start := len(buf)
 				buf = encodeRecord(buf, kind, g.name, g.msgs[i])
 				recs = append(recs, buf[start:])
+				at = append(at, &g.msgs[i])
 			}
 		}
 	}
 	first, views, region, err := m.qlog.AppendMapped(ctx, recs)
 	if err != nil {
+		// Not reused: after ctx ended the writer may still be copying.
 		return m.logError(groups[0].name, err)
 	}
+	defer m.putAppendBufs(a, buf, recs, at)
 	for j, in := range at {
 		in.lseq = first + uint64(j)
 		// The value now lives in the log's mapping, which the message
@@ -251,6 +254,47 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 		}
 	}
 	return nil
+}
+
+// appendBufs are the buffers persistGroups encodes an append's records
+// in, kept in Manager.appends between appends.
+type appendBufs struct {
+	buf  []byte
+	recs [][]byte
+	at   []*incoming
+}
+
+// maxPooledAppend is the largest record buffer Manager.appends keeps: a txn's
+// records fit many times over; a handover chunk's may not, and is left
+// to the collector.
+const maxPooledAppend = 1 << 20
+
+// getAppendBufs returns empty buffers for n records of size bytes in all.
+func (m *Manager) getAppendBufs(size, n int) *appendBufs {
+	a, _ := m.appends.Get().(*appendBufs)
+	if a == nil {
+		a = &appendBufs{}
+	}
+	if cap(a.buf) < size {
+		a.buf = make([]byte, 0, size)
+	}
+	if cap(a.recs) < n {
+		a.recs, a.at = make([][]byte, 0, n), make([]*incoming, 0, n)
+	}
+	a.buf, a.recs, a.at = a.buf[:0], a.recs[:0], a.at[:0]
+	return a
+}
+
+// putAppendBufs hands back a's buffers, as last used, for the next
+// append: cleared of pointers, so they keep no message alive.
+func (m *Manager) putAppendBufs(a *appendBufs, buf []byte, recs [][]byte, at []*incoming) {
+	if cap(buf) > maxPooledAppend {
+		return
+	}
+	clear(recs)
+	clear(at)
+	a.buf, a.recs, a.at = buf[:0], recs[:0], at[:0]
+	m.appends.Put(a)
 }
 
 // recordSize is the bytes of in's record of queue name, as encodeRecord

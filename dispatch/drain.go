@@ -421,15 +421,24 @@ func inFlight(flight []*inflight, seq uint64) bool {
 }
 
 // ackRows removes the rows the drainer settled, unless something else
-// removed them meanwhile, and delivers once.
+// removed them meanwhile, and delivers once. Their records are released
+// from the queue log a few hundred at a time: one lock of the log each,
+// not one per row.
 func (q *queue) ackRows(rows []row, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	var buf [256]uint64
+	records := buf[:0]
 	for _, r := range rows {
-		if q.msgs.get(r.seq) == r.m {
-			q.removeLocked(r.seq, r.m)
+		if q.msgs.get(r.seq) != r.m {
+			continue
+		}
+		if records = append(records, q.removeKeepRecordLocked(r.seq, r.m)); len(records) == cap(records) {
+			releaseLog(q.log, records...)
+			records = records[:0]
 		}
 	}
+	releaseLog(q.log, records...)
 	q.deliverLocked(now)
 }
 

@@ -119,3 +119,28 @@ func TestDrainer_parallelInsertsIntoClickHouse(t *testing.T) {
 		t.Errorf("got %d inserts at once, want at most 2", peak)
 	}
 }
+
+// TestDrainer_insertedRowsLeaveTheQueueLog: with a data dir, the records
+// of rows a real ClickHouse took are released from the queue log, every
+// one of a batch larger than ackRows releases at a time (600 rows, in
+// txns of 120), and nothing is left live once they are in the table.
+func TestDrainer_insertedRowsLeaveTheQueueLog(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.events (id UInt64) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.DataDir = t.TempDir() })
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	// The first txn goes at once; the insert rate gathers the other
+	// four into one batch of 480 rows.
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"batch_interval":"1s","max_inserts_per_second":1}`); err != nil {
+		t.Fatal(err)
+	}
+	for from := 0; from < 600; from += 120 {
+		putIDs(t, ctx, cli, from, from+120)
+	}
+	waitCount(t, ch, "default.events", 600, 20*time.Second)
+	waitUntil(t, 10*time.Second, "no live record in the queue log", func() bool { return liveRecords(n.mgr) == 0 })
+	if got := strings.TrimSpace(ch.Query(t, "SELECT uniqExact(id) FROM default.events")); got != "600" {
+		t.Errorf("got %s distinct ids, want 600", got)
+	}
+}

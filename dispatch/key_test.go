@@ -129,3 +129,37 @@ func TestManager_Route(t *testing.T) {
 		}
 	}
 }
+
+// TestSameProducer_matchesParseKey checks Produce's shortcut for a put
+// to the queue of the put before: where sameProducer takes a key, ParseKey
+// parses it to the earlier key's Key with the new tail; where it does
+// not, ParseKey is left to say what the key is.
+func TestSameProducer_matchesParseKey(t *testing.T) {
+	firsts := []string{"/q/ch:events/p/1", "/queue/jobs/producer/abc", "/q//p/x", "/q/a/p/b"}
+	nexts := []string{"2", "abc", "", "a/b", "/", "x/", "ü", "1 2"}
+	for _, first := range firsts {
+		k := ParseKey(first)
+		if k.Kind != KindProduce {
+			t.Fatalf("ParseKey(%q): kind %v, want produce", first, k.Kind)
+		}
+		prefix := first[:len(first)-len(k.Tail)]
+		for _, tail := range nexts {
+			key := prefix + tail
+			got, ok := sameProducer(key, prefix)
+			want := ParseKey(key)
+			if !ok {
+				if want.Kind == KindProduce && want.Queue == k.Queue && want.Prefix == k.Prefix {
+					t.Errorf("sameProducer(%q, %q) refused a key ParseKey reads as the same queue's: %+v", key, prefix, want)
+				}
+				continue
+			}
+			k.Tail = got
+			if want != k {
+				t.Errorf("sameProducer(%q, %q): got %+v, want ParseKey's %+v", key, prefix, k, want)
+			}
+		}
+		if _, ok := sameProducer(first, ""); ok {
+			t.Errorf("sameProducer(%q, \"\"): got true, want false with no key before", first)
+		}
+	}
+}

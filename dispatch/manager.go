@@ -307,7 +307,8 @@ type Manager struct {
 	// recovered are the messages it replayed, by queue, until Start
 	// hands them to their queues.
 	qlog      *qlog.Log
-	qlogLock  *os.File // held while qlog is open
+	appends   sync.Pool // *appendBufs: persistGroups' record buffers
+	qlogLock  *os.File  // held while qlog is open
 	recovered map[string][]incoming
 	// rehomed is the queue log's deleted segments at the last
 	// rehomeValues; the reconcile loop's alone.
@@ -553,12 +554,31 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	b := &txnBatch{msgs: make([]incoming, len(puts)), queue: make([]int32, len(puts))}
 	keys, off := joinKeys(puts), 0
 	var bad error
+	var k Key
+	prefix, ch := "", false // the last parsed producer key less its tail; its queue's kind
 	for i, p := range puts {
-		k := ParseKey(keys[off : off+len(p.Key)])
+		key := keys[off : off+len(p.Key)]
 		off += len(p.Key)
-		k.Queue = b.name(i, k.Queue)
-		if bad == nil {
-			bad = m.checkProduce(p, k)
+		if tail, ok := sameProducer(key, prefix); ok {
+			// The queue of the put before, checked already: most txns
+			// name one queue 128 times.
+			k.Tail = tail
+			b.queue[i] = b.queue[i-1]
+			if bad == nil && ch {
+				bad = checkRow(p)
+			}
+		} else {
+			k = ParseKey(key)
+			k.Queue = b.name(i, k.Queue)
+			prefix = ""
+			if k.Kind == KindProduce {
+				prefix = key[:len(key)-len(k.Tail)]
+			}
+			if bad == nil {
+				if ch, bad = m.checkProducer(p, k); bad == nil && ch {
+					bad = checkRow(p)
+				}
+			}
 		}
 		b.msgs[i] = incoming{tail: k.Tail, value: p.Value}
 	}
@@ -581,6 +601,17 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
 	return err
+}
+
+// sameProducer reports whether key is prefix, a producer key less its
+// tail, followed by a tail: what ParseKey would make of key is then that
+// key's Key with this tail. It returns the tail.
+func sameProducer(key, prefix string) (string, bool) {
+	if prefix == "" || len(key) <= len(prefix) || key[:len(prefix)] != prefix {
+		return "", false
+	}
+	tail := key[len(prefix):]
+	return tail, strings.IndexByte(tail, '/') < 0
 }
 
 // joinKeys returns the keys of puts in one string. The tails of a txn's

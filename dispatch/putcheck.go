@@ -19,17 +19,29 @@ var errEmptyQueueName = status.Error(codes.InvalidArgument, "etcdserver: the que
 // may reach (checkQueueName), or whose value is not a row of its
 // ClickHouse queue (sink.ValidateRow). Every error is InvalidArgument.
 func (m *Manager) checkProduce(p *pb.PutRequest, k Key) error {
+	ch, err := m.checkProducer(p, k)
+	if err == nil && ch {
+		err = checkRow(p)
+	}
+	return err
+}
+
+// checkProducer is checkProduce without the value: it refuses a put that
+// is not to a producer key or to a queue checkQueueName refuses, and
+// reports whether the queue is a ClickHouse queue, whose values
+// checkRow checks.
+func (m *Manager) checkProducer(p *pb.PutRequest, k Key) (bool, error) {
 	if k.Kind != KindProduce {
-		return status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
+		return false, status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
 	}
-	ch, err := m.checkQueueName(k.Queue)
-	if err != nil {
-		return err
-	}
-	if ch {
-		if err := sink.ValidateRow(p.Value); err != nil {
-			return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
-		}
+	return m.checkQueueName(k.Queue)
+}
+
+// checkRow refuses a put to a ClickHouse queue whose value is not a row
+// (sink.ValidateRow).
+func checkRow(p *pb.PutRequest) error {
+	if err := sink.ValidateRow(p.Value); err != nil {
+		return status.Error(codes.InvalidArgument, "etcdserver: "+string(p.Key)+": "+err.Error())
 	}
 	return nil
 }

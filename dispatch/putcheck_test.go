@@ -69,6 +69,24 @@ func TestManager_Produce_refusedAtPut(t *testing.T) {
 	if d := n.depth("ch:events"); d > 0 {
 		t.Errorf("txn: depth of ch:events %d, want 0", d)
 	}
+	// Puts after the first to the same queue are checked as well: a bad
+	// row refuses the txn.
+	for _, bad := range []struct{ key, value, want string }{
+		{"/q/ch:events/p/3", `{"id":3`, "etcdserver: /q/ch:events/p/3: "},
+		{"/q/ch:events/p/3", "{\"s\":\"caf\xe9\"}", "etcdserver: /q/ch:events/p/3: sink: invalid UTF-8 at byte 9"},
+	} {
+		_, err := cli.Txn(ctx).Then(
+			clientv3.OpPut("/q/ch:events/p/1", `{"id":1}`),
+			clientv3.OpPut("/q/ch:events/p/2", `{"id":2}`),
+			clientv3.OpPut(bad.key, bad.value),
+		).Commit()
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("txn ending with %s %q: got %v, want InvalidArgument saying %q", bad.key, bad.value, err, bad.want)
+		}
+		if d := n.depth("ch:events"); d > 0 {
+			t.Errorf("txn ending with %s: depth of ch:events %d, want 0", bad.key, d)
+		}
+	}
 	// What passes: a named database, an ordinary queue named ch: alone.
 	for _, key := range []string{"/q/ch:analytics.events/p/1", "/q/ch:events/p/1", "/q/ch:/p/1"} {
 		if _, err := cli.Put(ctx, key, `{"id":1}`); err != nil {

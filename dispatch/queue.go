@@ -466,6 +466,13 @@ func (q *queue) ackLocked(seq uint64, tail string, now time.Time, early bool) bo
 // removeLocked drops an acknowledged message, number seq. The caller holds
 // mu and delivers afterwards.
 func (q *queue) removeLocked(seq uint64, m *message) {
+	releaseLog(q.log, q.removeKeepRecordLocked(seq, m))
+}
+
+// removeKeepRecordLocked is removeLocked except that it returns the
+// message's record in the queue log (0: none) for the caller to release,
+// as ackRows does for many at a time.
+func (q *queue) removeKeepRecordLocked(seq uint64, m *message) uint64 {
 	switch m.state {
 	case msgDrained:
 		if c := q.drainerLocked(); c != nil {
@@ -489,10 +496,10 @@ func (q *queue) removeLocked(seq uint64, m *message) {
 		}
 	}
 	q.done.add(m.id)
-	releaseLog(q.log, m.lseq)
 	q.bytes -= m.size()
 	q.stats.Acked++
 	q.settledLocked(seq)
+	return m.lseq
 }
 
 // drainerLocked returns the queue's drainer, nil when it has none. The

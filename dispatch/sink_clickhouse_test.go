@@ -197,9 +197,19 @@ func TestSink_clickhouseDownThenBack(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	ch.Restart(t)
 	waitCount(t, ch, "default.outage", 50, 20*time.Second)
-	rec := httptest.NewRecorder()
-	providers.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	body := rec.Body.String()
+	// The rows show in the table before chute has read ClickHouse's
+	// answer to their insert: the metrics follow a moment later.
+	var body string
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rec := httptest.NewRecorder()
+		providers.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body = rec.Body.String()
+		if strings.Contains(body, `chute_clickhouse_rows_inserted_total{table="default.outage"} 50`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, want := range []string{
 		`chute_clickhouse_retries_total{outcome="transient",table="default.outage"}`,
 		`chute_clickhouse_insert_duration_seconds_count{outcome="ok",table="default.outage"}`,

@@ -77,11 +77,17 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if err != nil {
 		return err
 	}
+	if r, ok := v.(*pb.TxnRequest); ok {
+		// A batch produce is decoded in few allocations, its keys and
+		// values views of this copy (decodePutTxn).
+		b := data.Materialize()
+		if decodePutTxn(b, r) {
+			return nil
+		}
+		return proto.Unmarshal(b, m)
+	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
-	if r, ok := v.(*pb.TxnRequest); ok && decodePutTxn(buf.ReadOnlyData(), r) {
-		return nil // a batch produce, decoded in few allocations
-	}
 	if u, ok := v.(copyUnmarshaler); ok {
 		return u.UnmarshalCopy(buf.ReadOnlyData())
 	}

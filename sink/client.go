@@ -147,30 +147,24 @@ func (e *ResultError) Unwrap() error { return e.Result.Err }
 // answered, the timeout passed or ctx ended; it never retries. The caller
 // keeps ownership of rows; Insert does not keep or change them.
 func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows [][]byte, token string) Result {
-	n := len(rows)
-	for _, r := range rows {
-		n += len(r)
-	}
-	body := make([]byte, 0, n)
-	for i, r := range rows {
-		if i > 0 {
-			body = append(body, '\n')
-		}
-		body = append(body, r...)
-	}
-	wire, err := c.enc.compress(ep.Compression, body)
+	wire, plain, err := c.enc.rows(ep.Compression, rows)
 	if err != nil {
 		res := Result{Class: ClassConfig, Err: err, Message: err.Error()}
 		c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", ep.Compression.String(), "err", err)
 		return res
 	}
-	res, _ := c.do(ctx, ep, insertURI(target, token, ep.Settings), ep.Compression.contentEncoding(), wire)
+	defer c.enc.release(wire) // do is done with it when it returns
+	uri := insertURI(target, token, ep.Settings)
+	if ep.Compression == CompressionLZ4 {
+		uri += "&decompress=1" // the body is in ClickHouse's compressed blocks
+	}
+	res, _ := c.do(ctx, ep, uri, ep.Compression.contentEncoding(), wire)
 	res.WireBytes = len(wire)
 	if res.Code == codeUnknownCompression {
 		res.Message += " (check --clickhouse-compression: this server does not decode " + ep.Compression.String() + ")"
 	}
 	c.log.Debug("clickhouse insert",
-		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", len(body), "wire_bytes", len(wire),
+		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", plain, "wire_bytes", len(wire),
 		"status", res.Status, "code", res.Code, "class", res.Class.String(),
 		"duration", res.Duration, "message", res.Message)
 	return res

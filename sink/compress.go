@@ -2,14 +2,17 @@ package sink
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"strings"
 	"sync"
 
+	"github.com/go-faster/city"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 // Compression is how the body of an INSERT is compressed on the wire,
@@ -31,6 +34,11 @@ const (
 	// CompressionZstd sends zstd at its fastest level; ClickHouse
 	// servers before 20.x refuse it.
 	CompressionZstd
+	// CompressionLZ4 sends ClickHouse's own compressed blocks (LZ4, each
+	// checksummed with CityHash128) with decompress=1 in the URL and no
+	// Content-Encoding: every ClickHouse decodes it, 18.16 included, with
+	// less CPU than gzip, for a larger body (docs/clickhouse.md).
+	CompressionLZ4
 )
 
 // DefaultCompression is what --clickhouse-compression is when not given:
@@ -58,19 +66,25 @@ func ParseCompression(s string) (Compression, error) {
 		return CompressionDeflate, nil
 	case "zstd":
 		return CompressionZstd, nil
+	case "lz4":
+		return CompressionLZ4, nil
 	}
-	return CompressionNone, fmt.Errorf("sink: compression %q: want none, gzip, deflate or zstd", s)
+	return CompressionNone, fmt.Errorf("sink: compression %q: want none, gzip, deflate, zstd or lz4", s)
 }
 
-// String returns none, gzip, deflate or zstd.
+// String returns none, gzip, deflate, zstd or lz4.
 func (c Compression) String() string {
-	if c == CompressionNone {
+	switch c {
+	case CompressionNone:
 		return "none"
+	case CompressionLZ4:
+		return "lz4"
 	}
 	return c.contentEncoding()
 }
 
-// contentEncoding is the Content-Encoding header of c; "" for none.
+// contentEncoding is the Content-Encoding header of c; "" for none and
+// lz4 (a URL parameter says that).
 func (c Compression) contentEncoding() string {
 	switch c {
 	case CompressionGzip:
@@ -84,12 +98,142 @@ func (c Compression) contentEncoding() string {
 }
 
 // compressors keeps the encoders a Client reuses: a gzip or zlib writer
-// holds a few hundred KiB of tables, too much to make per batch. Safe for
+// holds a few hundred KiB of tables, too much to make per batch. It also
+// keeps the buffers of bodies sent (wire, returned by release) and the
+// small staging buffers rows are gathered in on their way into a stream
+// encoder: a batch's plain body is never made whole for gzip or deflate,
+// and no body is allocated per batch once the pools are warm. Safe for
 // concurrent use.
 type compressors struct {
 	gzip, zlib sync.Pool
+	lz4        sync.Pool // *blockWriter
 	zstdOnce   sync.Once
 	zstd       *zstd.Encoder // EncodeAll is safe for concurrent use; nil if it could not be made
+	wire       sync.Pool     // *[]byte: bodies, plain or compressed, for release
+	stage      sync.Pool     // *[]byte of stageBytes: rows gathered for a stream encoder
+}
+
+// stageBytes is the size of the buffer rows are gathered in before a
+// stream encoder takes them: a few rows per Write rather than two Writes
+// per row, in a buffer that stays in the CPU's cache.
+const stageBytes = 64 << 10
+
+// maxPooledWire is the largest body buffer kept for reuse; a larger one
+// (a batch far over the usual batch_bytes) is left to the collector.
+const maxPooledWire = 32 << 20
+
+// rows returns the body of rows, one per line, compressed with c, in a
+// buffer to hand back with release once sent, and the plain body's
+// length.
+func (p *compressors) rows(c Compression, rows [][]byte) ([]byte, int, error) {
+	n := len(rows)
+	for _, r := range rows {
+		n += len(r)
+	}
+	if n > 0 {
+		n-- // newlines go between rows
+	}
+	switch c {
+	case CompressionGzip:
+		out, err := p.streamRows(&p.gzip, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return gzip.NewWriterLevel(buf, gzipLevel) })
+		return out, n, err
+	case CompressionDeflate:
+		out, err := p.streamRows(&p.zlib, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return zlib.NewWriterLevel(buf, zlibLevel) })
+		return out, n, err
+	case CompressionLZ4:
+		out, err := p.streamRows(&p.lz4, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return newBlockWriter(buf), nil })
+		return out, n, err
+	}
+	body := p.wireBuf(n)
+	for i, r := range rows {
+		if i > 0 {
+			body = append(body, '\n')
+		}
+		body = append(body, r...)
+	}
+	if c == CompressionNone {
+		return body, n, nil
+	}
+	out, err := p.compress(c, body)
+	p.release(body)
+	return out, n, err
+}
+
+// wireBuf returns an empty buffer of at least n bytes' capacity.
+func (p *compressors) wireBuf(n int) []byte {
+	if b, ok := p.wire.Get().(*[]byte); ok {
+		if cap(*b) >= n {
+			return (*b)[:0]
+		}
+		p.wire.Put(b)
+	}
+	return make([]byte, 0, n)
+}
+
+// release hands back a body rows returned, once nothing reads it.
+func (p *compressors) release(b []byte) {
+	if cap(b) == 0 || cap(b) > maxPooledWire {
+		return
+	}
+	b = b[:0]
+	p.wire.Put(&b)
+}
+
+// streamRows compresses rows, one per line, plain bytes in all, with a
+// pooled writer of pool (made by mk when the pool is empty), gathering
+// them in a staging buffer on the way.
+func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, plain int, mk func(*bytes.Buffer) (resetWriter, error)) ([]byte, error) {
+	buf := bytes.NewBuffer(p.wireBuf(plain/4 + 64))
+	w, _ := pool.Get().(resetWriter)
+	if w == nil {
+		var err error
+		if w, err = mk(buf); err != nil {
+			return nil, err
+		}
+	} else {
+		w.Reset(buf)
+	}
+	sp, _ := p.stage.Get().(*[]byte)
+	if sp == nil {
+		s := make([]byte, 0, stageBytes)
+		sp = &s
+	}
+	stage := (*sp)[:0]
+	var err error
+	flush := func() {
+		if err == nil && len(stage) > 0 {
+			_, err = w.Write(stage)
+		}
+		stage = stage[:0]
+	}
+	for i, r := range rows {
+		sep := min(i, 1) // the newline before every row but the first
+		if sep+len(r) > cap(stage)-len(stage) {
+			flush()
+		}
+		if sep == 1 {
+			stage = append(stage, '\n')
+		}
+		if len(r) > cap(stage)-len(stage) { // larger than the staging buffer: as it is
+			flush()
+			if err == nil {
+				_, err = w.Write(r)
+			}
+			continue
+		}
+		stage = append(stage, r...)
+	}
+	flush()
+	*sp = stage[:0]
+	p.stage.Put(sp)
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
+		return nil, err
+	}
+	pool.Put(w)
+	return buf.Bytes(), nil
 }
 
 // compress returns body compressed with c, in a new slice.
@@ -139,4 +283,93 @@ func (p *compressors) stream(pool *sync.Pool, body []byte, mk func(*bytes.Buffer
 	}
 	pool.Put(w)
 	return buf.Bytes(), nil
+}
+
+// blockWriter writes ClickHouse's compressed format, which an INSERT
+// with decompress=1 reads (CompressedReadBuffer): blocks of at most
+// blockBytes of input, each
+//
+//	checksum   16 bytes  CityHash128 (ClickHouse's, v1.0.2) of the rest, low then high half, little-endian
+//	method      1 byte   0x82: LZ4
+//	size        4 bytes  of method, sizes and data, little-endian
+//	plain size  4 bytes  of the block's input, little-endian
+//	data                 one LZ4 block
+//
+// Each block is whole in itself (no dictionary from the one before).
+type blockWriter struct {
+	w     io.Writer
+	block []byte // input not yet written, up to blockBytes
+	frame []byte // one block's output
+	lz    lz4.Compressor
+	err   error
+}
+
+// blockBytes is ClickHouse's own max_compress_block_size default.
+const blockBytes = 1 << 20
+
+// blockHeader is the checksum, method and sizes before a block's data.
+const blockHeader = 16 + 1 + 4 + 4
+
+// methodLZ4 is ClickHouse's CompressionMethodByte for LZ4.
+const methodLZ4 = 0x82
+
+func newBlockWriter(w io.Writer) *blockWriter {
+	return &blockWriter{w: w, block: make([]byte, 0, blockBytes)}
+}
+
+// Reset starts a new body written to w.
+func (b *blockWriter) Reset(w io.Writer) {
+	b.w, b.block, b.err = w, b.block[:0], nil
+}
+
+// Write gathers p into blocks, writing each once full.
+func (b *blockWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && b.err == nil {
+		k := copy(b.block[len(b.block):cap(b.block)], p)
+		b.block, p = b.block[:len(b.block)+k], p[k:]
+		if len(b.block) == cap(b.block) {
+			b.flush()
+		}
+	}
+	if b.err != nil {
+		return 0, b.err
+	}
+	return n, nil
+}
+
+// Close writes the last block.
+func (b *blockWriter) Close() error {
+	if len(b.block) > 0 {
+		b.flush()
+	}
+	return b.err
+}
+
+// flush writes the gathered input as one block.
+func (b *blockWriter) flush() {
+	if b.err != nil {
+		return
+	}
+	// With room for the bound, LZ4 always encodes the block, as
+	// literals where it finds no match: ClickHouse needs no other method.
+	need := blockHeader + lz4.CompressBlockBound(len(b.block))
+	if cap(b.frame) < need {
+		b.frame = make([]byte, need)
+	}
+	f := b.frame[:need]
+	k, err := b.lz.CompressBlock(b.block, f[blockHeader:])
+	if err != nil || k == 0 {
+		b.err = fmt.Errorf("sink: lz4 block of %d bytes not compressed: %v", len(b.block), err)
+		return
+	}
+	f = f[:blockHeader+k]
+	f[16] = methodLZ4
+	binary.LittleEndian.PutUint32(f[17:], uint32(9+k))
+	binary.LittleEndian.PutUint32(f[21:], uint32(len(b.block)))
+	h := city.CH128(f[16:])
+	binary.LittleEndian.PutUint64(f[0:], h.Low)
+	binary.LittleEndian.PutUint64(f[8:], h.High)
+	_, b.err = b.w.Write(f)
+	b.block = b.block[:0]
 }

@@ -3,6 +3,7 @@ package sink
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-faster/city"
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zlib"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 )
 
 func TestParseCompression(t *testing.T) {
@@ -23,7 +26,7 @@ func TestParseCompression(t *testing.T) {
 	}{
 		{"", CompressionNone, false}, {"none", CompressionNone, false}, {"gzip", CompressionGzip, false},
 		{" GZIP ", CompressionGzip, false}, {"deflate", CompressionDeflate, false}, {"zstd", CompressionZstd, false},
-		{"br", 0, true}, {"lz4", 0, true},
+		{"lz4", CompressionLZ4, false}, {" LZ4", CompressionLZ4, false}, {"br", 0, true}, {"lz4hc", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseCompression(tt.in)
@@ -50,6 +53,8 @@ func decompress(t testing.TB, enc string, b []byte) []byte {
 		r, err = gzip.NewReader(bytes.NewReader(b))
 	case "deflate":
 		r, err = zlib.NewReader(bytes.NewReader(b))
+	case "lz4":
+		return decodeBlocks(t, b)
 	case "zstd":
 		var d *zstd.Decoder
 		d, err = zstd.NewReader(bytes.NewReader(b))
@@ -157,6 +162,8 @@ func BenchmarkCompress(b *testing.B) {
 		{"zstd-default", zstdAt(zstd.SpeedDefault)},
 		{"client-gzip", func(in []byte) []byte { out, _ := pooled.compress(CompressionGzip, in); return out }},
 		{"client-zstd", func(in []byte) []byte { out, _ := pooled.compress(CompressionZstd, in); return out }},
+		{"client-rows-gzip", func([]byte) []byte { out, _, _ := pooled.rows(CompressionGzip, rows); pooled.release(out); return out }},
+		{"client-rows-lz4", func([]byte) []byte { out, _, _ := pooled.rows(CompressionLZ4, rows); pooled.release(out); return out }},
 	}
 	for _, c := range codecs {
 		b.Run(c.name, func(b *testing.B) {
@@ -170,4 +177,74 @@ func BenchmarkCompress(b *testing.B) {
 			b.ReportMetric(float64(wire)/float64(len(rows)), "wireB/row")
 		})
 	}
+}
+
+// TestCompressors_rows_bodyIsTheJoinedRows checks that each compression's
+// body decodes to the rows joined by newlines, byte for byte, for rows
+// that fill the staging buffer many times, rows larger than it, empty
+// rows, one row and none, with the buffers reused from one body to the
+// next.
+func TestCompressors_rows_bodyIsTheJoinedRows(t *testing.T) {
+	big := bytes.Repeat([]byte(`{"pad":"x"}`), stageBytes/5) // over twice the staging buffer
+	exact := bytes.Repeat([]byte("y"), stageBytes)
+	cases := map[string][][]byte{
+		"many":      benchRows(2000),
+		"large":     {[]byte(`{"a":1}`), big, []byte(`{"b":2}`), big},
+		"exact":     {exact, exact, []byte(`{"c":3}`)},
+		"empty":     {{}, []byte(`{"d":4}`), {}, {}},
+		"one":       {[]byte(`{"e":5}`)},
+		"none":      nil,
+		"afterFull": append(benchRows(300), big),
+	}
+	p := &compressors{}
+	for name, rows := range cases {
+		for _, comp := range []Compression{CompressionNone, CompressionGzip, CompressionDeflate, CompressionZstd, CompressionLZ4} {
+			for round := range 2 { // the second from pooled buffers
+				want := bytes.Join(rows, []byte("\n"))
+				wire, plain, err := p.rows(comp, rows)
+				if err != nil {
+					t.Fatalf("%s %v: %v", name, comp, err)
+				}
+				if plain != len(want) {
+					t.Errorf("%s %v round %d: got plain %d bytes, want %d", name, comp, round, plain, len(want))
+				}
+				enc := comp.contentEncoding()
+				if comp == CompressionLZ4 {
+					enc = "lz4"
+				}
+				if got := decompress(t, enc, wire); !bytes.Equal(got, want) {
+					t.Errorf("%s %v round %d: got a body of %d bytes, want the %d of the joined rows", name, comp, round, len(got), len(want))
+				}
+				p.release(wire)
+			}
+		}
+	}
+}
+
+// decodeBlocks decodes ClickHouse's compressed blocks (blockWriter),
+// checking each block's checksum and sizes.
+func decodeBlocks(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var out []byte
+	for len(b) > 0 {
+		if len(b) < blockHeader || b[16] != methodLZ4 {
+			t.Fatalf("block of %d bytes: no LZ4 header", len(b))
+		}
+		size, plain := int(binary.LittleEndian.Uint32(b[17:])), int(binary.LittleEndian.Uint32(b[21:]))
+		if size < 9 || 16+size > len(b) || plain > blockBytes {
+			t.Fatalf("block: size %d, plain %d, %d bytes left", size, plain, len(b))
+		}
+		h := city.CH128(b[16 : 16+size])
+		if binary.LittleEndian.Uint64(b) != h.Low || binary.LittleEndian.Uint64(b[8:]) != h.High {
+			t.Fatalf("block of %d bytes: checksum does not match", size)
+		}
+		dst := make([]byte, plain)
+		n, err := lz4.UncompressBlock(b[blockHeader:16+size], dst)
+		if err != nil || n != plain {
+			t.Fatalf("block: %d of %d bytes decoded: %v", n, plain, err)
+		}
+		out = append(out, dst...)
+		b = b[16+size:]
+	}
+	return out
 }
