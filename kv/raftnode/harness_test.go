@@ -312,13 +312,24 @@ func equalSuffrages(a, b map[raft.ServerID]raft.ServerSuffrage) bool {
 	return true
 }
 
-// applyOn applies n commands named prefix-i on leader.
-func applyOn(t *testing.T, leader *Node, prefix string, n int) []string {
+// applyOn applies n commands named prefix-i on the leader of w. A
+// command the leader refused because it no longer led (an election under
+// load) is applied again on the next leader, a bounded number of times;
+// one it took and then lost fails the test, as it may still commit.
+func applyOn(t *testing.T, w *world, prefix string, n int) []string {
 	t.Helper()
+	const tries = 10
 	var cmds []string
 	for i := range n {
 		cmd := fmt.Sprintf("%s-%d", prefix, i)
-		if err := leader.Raft().Apply([]byte(cmd), 10*time.Second).Error(); err != nil {
+		var err error
+		for range tries {
+			err = waitLeader(t, w).Raft().Apply([]byte(cmd), 10*time.Second).Error()
+			if !errors.Is(err, raft.ErrNotLeader) {
+				break
+			}
+		}
+		if err != nil {
 			t.Fatalf("apply %s: %v", cmd, err)
 		}
 		cmds = append(cmds, cmd)

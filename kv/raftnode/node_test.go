@@ -28,13 +28,13 @@ func TestNode_bootstrapExpect_anyOrder(t *testing.T) {
 					}
 				}
 			}
-			leader := waitLeader(t, w)
+			waitLeader(t, w)
 			want := map[raft.ServerID]raft.ServerSuffrage{}
 			for _, m := range ms {
 				want[m.node.ID()] = raft.Voter
 			}
 			waitConfiguration(t, w, want)
-			cmds := applyOn(t, leader, "x", 3)
+			cmds := applyOn(t, w, "x", 3)
 			for _, m := range ms {
 				waitApplied(t, m, cmds)
 				if got := strings.Count(m.log.String(), "bootstrapped raft cluster"); got > 1 {
@@ -58,7 +58,7 @@ func TestNode_restart(t *testing.T) {
 		want[m.node.ID()] = raft.Voter
 		waitConfiguration(t, w, want)
 	}
-	cmds := applyOn(t, waitLeader(t, w), "x", 5)
+	cmds := applyOn(t, w, "x", 5)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
 	}
@@ -101,7 +101,7 @@ func TestNode_restart(t *testing.T) {
 	delete(want, oldB)
 	want[b.node.ID()] = raft.Voter
 	waitConfiguration(t, w, want)
-	cmds = append(cmds, applyOn(t, waitLeader(t, w), "y", 2)...)
+	cmds = append(cmds, applyOn(t, w, "y", 2)...)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
 	}
