@@ -123,7 +123,7 @@ func TestCluster_wrongKeyOrClusterCannotJoin(t *testing.T) {
 			t.Errorf("etcdctl member list on %s: got %q, %v; want %q", p.Name, got, err, want)
 		}
 		// The window means something only if the intruder kept trying.
-		log := p.Log()
+		log := p.Output()
 		if n := strings.Count(log, "join failed"); n < 2 || strings.Contains(log, "joined cluster") {
 			t.Errorf("%s: log shows %d failed join attempts (want 2 or more) and joined=%v:\n%s",
 				p.Name, n, strings.Contains(log, "joined cluster"), log)

@@ -29,7 +29,7 @@ func TestCluster_duplicateNameNewerExits(t *testing.T) {
 	if code := b.WaitExit(t, duplicateExitTimeout); code != exitFatalCode {
 		t.Errorf("b: exit code %d, want %d", code, exitFatalCode)
 	}
-	log := b.Log()
+	log := b.Output()
 	for _, want := range []string{"level=ERROR", "another node uses this name", a.GossipAddr} {
 		if !strings.Contains(log, want) {
 			t.Errorf("b's log lacks %q", want)

@@ -194,17 +194,30 @@ func (p *Proc) wasSignaled() bool {
 	return p.signaled
 }
 
-// Log returns what the process has written so far, at most the last 64 KiB.
+// Output returns everything the process has written so far, for tests
+// that search it; Log is for showing it.
+func (p *Proc) Output() string {
+	b, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return fmt.Sprintf("<cannot read %s: %v>", p.LogPath, err)
+	}
+	return string(b)
+}
+
+// Log returns what the process has written so far: at most its first
+// 16 KiB and its last 48 KiB. The start says how the process joined (a
+// leader adding a member, the first election), the end how it failed
+// and stopped; a process that logs a lot in between loses the middle.
 func (p *Proc) Log() string {
 	b, err := os.ReadFile(p.LogPath)
 	if err != nil {
 		return fmt.Sprintf("<cannot read %s: %v>", p.LogPath, err)
 	}
-	const max = 64 << 10
-	if len(b) > max {
-		return fmt.Sprintf("<%d bytes cut>\n%s", len(b)-max, b[len(b)-max:])
+	const head, tail = 16 << 10, 48 << 10
+	if len(b) <= head+tail {
+		return string(b)
 	}
-	return string(b)
+	return fmt.Sprintf("%s\n<%d bytes cut>\n%s", b[:head], len(b)-head-tail, b[len(b)-tail:])
 }
 
 // errPortTaken reports that a process could not bind a port that was free
@@ -431,7 +444,7 @@ func (p *Proc) waitReady(timeout time.Duration) error {
 		case <-p.done:
 			p.markSignaled() // the start failed: the caller reports it
 			log := p.Log()
-			if strings.Contains(log, "address already in use") {
+			if strings.Contains(p.Output(), "address already in use") {
 				return fmt.Errorf("%s: %w:\n%s", p, errPortTaken, log)
 			}
 			return fmt.Errorf("%s exited before it was ready (%v):\n%s", p, p.err, log)

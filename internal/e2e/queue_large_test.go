@@ -209,7 +209,7 @@ func TestQueue_largeForwards(t *testing.T) {
 	// The dispatcher was alive throughout: b never fell back to holding
 	// copies, and no peer message was over the limit.
 	for _, p := range []*Proc{a, b} {
-		log := p.Log()
+		log := p.Output()
 		for _, bad := range []string{"larger than max", "holding copies on every member"} {
 			if i := strings.Index(log, bad); i >= 0 {
 				line := log[strings.LastIndex(log[:i], "\n")+1:]

@@ -20,7 +20,7 @@ import (
 // DeleteRange, Txn, Compaction, LeaseGrant, LeaseRevoke,
 // LeaseCheckpoint, Alarm or one of etcd's auth commands, and ID, the proposing member's request id. With a
 // consensus (kv.Consensus), every member applies every command in log
-// order (StateMachine.Apply) and the proposing member hands the result to
+// order (StateMachine.ApplyEntry) and the proposing member hands the result to
 // the waiting request by ID (Register); alone, a member applies its
 // commands directly (ApplyLocal).
 //
@@ -94,20 +94,37 @@ func (m *StateMachine) Auth() *auth.Store { return m.auth }
 // snapshot restored.
 func (m *StateMachine) Applied() uint64 { return m.applied.Load() }
 
-// Apply applies the command cmd committed at index in term. It never
-// fails: a command that cannot be decoded or applied becomes the error
-// result of its request, and every member reaches the same one.
+// Apply applies the command cmd committed at index in term, the only
+// command of its entry (ApplyEntry).
 func (m *StateMachine) Apply(index, term uint64, cmd []byte) {
-	var req pb.InternalRaftRequest
-	var res Result
-	if err := proto.Unmarshal(cmd, &req); err != nil {
-		res.Err = fmt.Errorf("mvcc: command at index %d cannot be decoded: %w", index, err)
-	} else {
-		res = m.applyRequest(&req)
+	m.ApplyEntry(index, term, [][]byte{cmd})
+}
+
+// ApplyEntry applies the commands of the entry committed at index in
+// term, in order, and only then records index as applied: a read
+// waiting for index (WaitApplied) must not run between two commands of
+// a packed entry. It never fails: a command that cannot be decoded or
+// applied becomes the error result of its request, and every member
+// reaches the same one.
+func (m *StateMachine) ApplyEntry(index, term uint64, cmds [][]byte) {
+	type delivery struct {
+		id  uint64
+		res Result
+	}
+	out := make([]delivery, len(cmds))
+	for i, cmd := range cmds {
+		var req pb.InternalRaftRequest
+		if err := proto.Unmarshal(cmd, &req); err != nil {
+			out[i].res.Err = fmt.Errorf("mvcc: command at index %d cannot be decoded: %w", index, err)
+			continue
+		}
+		out[i] = delivery{id: req.ID, res: m.applyRequest(&req)}
 	}
 	m.s.term.Store(term)
 	m.advance(index)
-	m.deliver(req.ID, res)
+	for _, d := range out {
+		m.deliver(d.id, d.res)
+	}
 }
 
 // Skip records an entry that carries no command (a configuration

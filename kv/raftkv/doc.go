@@ -34,7 +34,8 @@
 // forwarded ones, into shared log entries (pack.go): while
 // maxEntriesInFlight entries are on their way through raft, the
 // commands that arrive go together in the next one, which every member
-// applies command by command at the entry's index.
+// applies whole at the entry's index: StateMachine.Applied reaches the
+// index only after its last command, so a read never runs between two.
 // A try that finds the leader gone (raft's not-leader or transfer in
 // progress; a leader answering "not leader" or "stopped"; a connection
 // that fails with Unavailable) is tried again after a backoff, on
@@ -45,11 +46,11 @@
 // remove a put made between the two). Propose answers it
 // kv.ErrLeaderChanged, and kv waits for its own apply of the command
 // for a while. Reads and renewals, which may run twice, are tried again
-// in that case too. A connection that breaks after the leader took a
-// command is still tried again: the command may then apply twice,
-// before the call returns (a known gap: closing it needs the state
-// machine to drop a command id it applied already). While raft
-// knows no leader a try polls for one. Every call is bounded by its
+// in that case too. So is a forwarded call that broke after it was
+// sent (refusedUnsent): only a call the leader refused ("not leader")
+// or whose connection was never made is tried again, since the leader
+// may have applied the others. While raft knows no leader a try polls
+// for one. Every call is bounded by its
 // context and by Config.ApplyTimeout together: the time running out with
 // no leader to serve the call is kv.ErrNoLeader, and otherwise
 // kv.ErrTimeout; the caller's own context ending is its error.

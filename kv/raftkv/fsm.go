@@ -7,21 +7,24 @@ import (
 )
 
 // StateMachine is the key space as raft sees it: kv provides it, raft
-// drives it through NewFSM. Apply, Snapshot and Restore are called from
-// raft's one FSM goroutine, never concurrently with each other; Applied
+// drives it through NewFSM. ApplyEntry, Skip, Snapshot and Restore are
+// called from raft's one FSM goroutine, never concurrently with each other; Applied
 // and RenewLease may be called from any goroutine at any time.
 type StateMachine interface {
 	// Skip records an entry that carries no command (a configuration)
 	// as applied at its index and term, so that Applied reaches every
 	// index a read may wait for.
 	Skip(index, term uint64)
-	// Apply applies one committed command at its log index and term. It
+	// ApplyEntry applies the commands of one committed entry, in order,
+	// at the entry's log index and term, and only then makes Applied
+	// reach index: a read that waited for index sees every command of
+	// the entry, not the first ones of a packed entry (pack.go). It
 	// never fails: a command that cannot apply becomes an error result
 	// inside the state machine, for the proposer to find by the
-	// command's id. cmd belongs to raft; keep no reference to it.
-	Apply(index, term uint64, cmd []byte)
-	// Applied returns the index of the last command (or configuration)
-	// applied, or the one a Restore brought back (kept inside the
+	// command's id. cmds belong to raft; keep no reference to them.
+	ApplyEntry(index, term uint64, cmds [][]byte)
+	// Applied returns the index of the last entry (command or
+	// configuration) applied whole, or the one a Restore brought back (kept inside the
 	// snapshot: Restore learns no index from raft). It is always the
 	// index of an entry every member's StateMachine sees, or zero, so
 	// that every member's Applied reaches it: ReadIndex hands it to
@@ -45,22 +48,24 @@ func NewFSM(sm StateMachine) raft.FSM { return &fsm{sm: sm} }
 // fsm is NewFSM's raft.FSM.
 type fsm struct{ sm StateMachine }
 
-// Apply applies the commands of an entry, packed or not (pack.go), each
-// at the entry's index, and records a configuration as applied; raft
-// hands an FSM no other kind. The leader packs entries: one it damaged
-// applies the commands before the damage and then counts as applied,
-// the same on every member; the callers of the rest time out.
+// Apply applies the commands of an entry, packed or not (pack.go),
+// together at the entry's index, and records a configuration as
+// applied; raft hands an FSM no other kind. The leader packs entries:
+// one it damaged applies the commands before the damage and then counts
+// as applied, the same on every member; the callers of the rest time
+// out.
 func (f *fsm) Apply(l *raft.Log) any {
 	switch l.Type {
 	case raft.LogCommand:
-		applied := false
+		var cmds [][]byte
 		_ = eachCommand(l.Data, func(cmd []byte) { // the damage is seen as callers timing out
-			f.sm.Apply(l.Index, l.Term, cmd)
-			applied = true
+			cmds = append(cmds, cmd)
 		})
-		if !applied { // a damaged or empty packed entry
+		if len(cmds) == 0 { // a damaged or empty packed entry
 			f.sm.Skip(l.Index, l.Term)
+			return nil
 		}
+		f.sm.ApplyEntry(l.Index, l.Term, cmds)
 	case raft.LogConfiguration:
 		f.sm.Skip(l.Index, l.Term)
 	}

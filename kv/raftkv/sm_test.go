@@ -26,15 +26,15 @@ type testSM struct {
 	applied uint64
 	leases  map[int64]int64
 	renewed []int64
-	gate    chan struct{} // when set, Apply waits for it to close
-	held    int           // Applies that waited at a gate
+	gate    chan struct{} // when set, ApplyEntry waits for it to close
+	held    int           // entries that waited at a gate
 }
 
 var _ StateMachine = (*testSM)(nil)
 
 func newTestSM() *testSM { return &testSM{leases: make(map[int64]int64)} }
 
-func (s *testSM) Apply(index, term uint64, cmd []byte) {
+func (s *testSM) ApplyEntry(index, term uint64, cmds [][]byte) {
 	s.mu.Lock()
 	gate := s.gate
 	if gate != nil {
@@ -46,7 +46,9 @@ func (s *testSM) Apply(index, term uint64, cmd []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.entries = append(s.entries, entry{Index: index, Term: term, Cmd: string(cmd)})
+	for _, cmd := range cmds {
+		s.entries = append(s.entries, entry{Index: index, Term: term, Cmd: string(cmd)})
+	}
 	s.applied = index
 }
 
@@ -120,14 +122,14 @@ func (s *testSM) indexOf(cmd string) uint64 {
 	return 0
 }
 
-// heldApplies returns how many Applies waited at a gate.
+// heldApplies returns how many entries waited at a gate.
 func (s *testSM) heldApplies() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.held
 }
 
-// hold makes Apply wait until the returned function is called.
+// hold makes ApplyEntry wait until the returned function is called.
 func (s *testSM) hold() (release func()) {
 	gate := make(chan struct{})
 	s.mu.Lock()

@@ -15,7 +15,8 @@ import (
 // The candidates are the alive members with a server id and expect as
 // their bootstrap expect. None of the alive members may have raft state
 // (a cluster exists: its leader adds us), be still opening its raft
-// stores (PendingTags: it may have state) or have a different expect (an
+// stores or waiting for its seeds (PendingTags, Node.Tags: it may have
+// state, or its seeds may hold a cluster) or have a different expect (an
 // operator's mistake to fix). Once there are at least expect candidates,
 // the configuration is the expect lowest server ids, the first voters of
 // them voters and the rest non-voters, and only members in it bootstrap.
@@ -28,8 +29,8 @@ func bootstrapConfiguration(self raft.ServerID, expect, voters int, members []Me
 		if m.Status != StatusAlive {
 			continue
 		}
-		if m.pending() {
-			return raft.Configuration{}, fmt.Sprintf("member at %s has not opened its raft stores yet", m.Addr)
+		if m.pending() && id != self { // this node's own state is known
+			return raft.Configuration{}, fmt.Sprintf("member at %s has not told whether it has raft state", m.Addr)
 		}
 		if id == "" {
 			continue

@@ -39,7 +39,9 @@
 //
 // A member publishes, as serf tags, TagServerID (its server id),
 // TagState ("1" once it has raft state: from its data dir, a bootstrap or
-// a leader's entries) and TagExpect (its BootstrapExpect): Node.Tags, and
+// a leader's entries; "0" without, once its seeds answered and it sees
+// no member with raft state; "?" until then) and TagExpect (its
+// BootstrapExpect): Node.Tags, and
 // Config.TagsChanged when they change. Members without TagServerID take
 // no part in raft.
 //
@@ -48,10 +50,14 @@
 // A node without raft state bootstraps when all of these hold: its seeds
 // have answered (MemberSource.Joined: a node with seeds never bootstraps
 // alone); no alive member has raft state (otherwise a cluster exists and
-// its leader adds this node) or is still opening its raft stores
+// its leader adds this node) or says "?": still opening its raft stores
 // (PendingTags, which a member publishes from its first gossip until its
 // Node's tags replace them: it may have state, and a member whose data
-// dir is gone, started with the others, must not bootstrap alone); every alive member with a server id has
+// dir is gone, started with the others, must not bootstrap alone), or
+// still waiting for its own seeds (which may hold a cluster: a node
+// that joined such a member sees it alone and would otherwise bootstrap
+// a second cluster, whose log shares indexes and terms with the first's
+// and hides its first entries); every alive member with a server id has
 // the same expect; and there are at least BootstrapExpect of them. The
 // configuration is the BootstrapExpect lowest server ids (the first
 // Voters voters, the rest non-voters), and only a node in it bootstraps:

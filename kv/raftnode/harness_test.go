@@ -312,18 +312,60 @@ func equalSuffrages(a, b map[raft.ServerID]raft.ServerSuffrage) bool {
 	return true
 }
 
-// applyOn applies n commands named prefix-i on leader.
-func applyOn(t *testing.T, leader *Node, prefix string, n int) []string {
+// applyOn applies n commands named prefix-i on the leader of w. A
+// command the leader refused because it no longer led (an election under
+// load) is applied again on the next leader; one it took and then lost
+// is applied again only if the next leader's barrier shows it did not
+// commit. The tries are bounded.
+func applyOn(t *testing.T, w *world, prefix string, n int) []string {
 	t.Helper()
+	const tries = 10
 	var cmds []string
 	for i := range n {
 		cmd := fmt.Sprintf("%s-%d", prefix, i)
-		if err := leader.Raft().Apply([]byte(cmd), 10*time.Second).Error(); err != nil {
+		var err error
+		lost := false // taken, then lost: whether it commits is not known
+		for range tries {
+			if lost {
+				var done bool
+				if done, err = committed(t, w, cmd); err != nil {
+					continue // not settled: never apply it twice
+				}
+				if lost = false; done {
+					break
+				}
+			}
+			err = waitLeader(t, w).Raft().Apply([]byte(cmd), 10*time.Second).Error()
+			lost = errors.Is(err, raft.ErrLeadershipLost)
+			if !lost && !errors.Is(err, raft.ErrNotLeader) {
+				break
+			}
+		}
+		if err != nil {
 			t.Fatalf("apply %s: %v", cmd, err)
 		}
 		cmds = append(cmds, cmd)
 	}
 	return cmds
+}
+
+// committed reports whether cmd, taken by a leader that then lost its
+// leadership, committed after all: once the next leader's barrier
+// commits, every entry of earlier terms is either applied on it or gone.
+func committed(t *testing.T, w *world, cmd string) (bool, error) {
+	t.Helper()
+	leader := waitLeader(t, w)
+	if err := leader.Raft().Barrier(10 * time.Second).Error(); err != nil {
+		return false, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, m := range w.members {
+		if m.node == leader {
+			return slices.Contains(m.fsm.state(), cmd), nil
+		}
+	}
+	return false, errors.New("the leader is no member")
 }
 
 // waitApplied waits until m applied want.

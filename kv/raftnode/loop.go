@@ -41,6 +41,27 @@ func (n *Node) run() {
 	}
 }
 
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// anyHasState reports whether an alive member other than self says it
+// has raft state.
+func anyHasState(self raft.ServerID, members []Member) bool {
+	for _, m := range members {
+		if m.Status == StatusAlive && m.hasState() && m.ServerID() != self {
+			return true
+		}
+	}
+	return false
+}
+
 func closedChan() <-chan struct{} {
 	c := make(chan struct{})
 	close(c)
@@ -53,7 +74,12 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 		n.hasState.Store(true)
 	}
 	if !n.hasState.Load() {
-		n.maybeBootstrap(joined)
+		members := n.cfg.Members.Members()
+		answered := joined == nil || isClosed(joined)
+		n.candidate.Store(answered && !anyHasState(n.stores.id, members))
+		if answered {
+			n.maybeBootstrap(members)
+		}
 		return
 	}
 	f := n.raft.GetConfiguration()
@@ -75,17 +101,9 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 }
 
 // maybeBootstrap bootstraps the cluster when this node, with no raft
-// state, has joined and sees the members to bootstrap with. joined is
-// nil once it was seen closed.
-func (n *Node) maybeBootstrap(joined <-chan struct{}) {
-	if joined != nil {
-		select {
-		case <-joined:
-		default:
-			return // seeds have not answered: never bootstrap alone
-		}
-	}
-	cfg, why := bootstrapConfiguration(n.stores.id, n.cfg.BootstrapExpect, n.cfg.Voters, n.cfg.Members.Members())
+// state and its seeds answered, sees the members to bootstrap with.
+func (n *Node) maybeBootstrap(members []Member) {
+	cfg, why := bootstrapConfiguration(n.stores.id, n.cfg.BootstrapExpect, n.cfg.Voters, members)
 	if why != "" {
 		n.log.Debug("not bootstrapping", "reason", why)
 		return

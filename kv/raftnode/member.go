@@ -25,14 +25,17 @@ const (
 	TagServerID = "raft-id"
 	// TagState is "1" once the member has raft state: a log, a snapshot
 	// or a term, from its data dir, a bootstrap or a leader. Otherwise
-	// "0".
+	// "0" once it may bootstrap (its seeds answered and no member it sees
+	// has raft state; see Node.Tags), and "?" until then.
 	TagState = "raft"
 	// TagExpect is the member's --bootstrap-expect, in decimal.
 	TagExpect = "expect"
 )
 
 // statePending is TagState while the member's raft stores are not open
-// yet (PendingTags): whether it has raft state is not known.
+// yet (PendingTags), or while it has none and waits for its seeds or a
+// leader (Node.Tags): whether it has, or is about to get, raft state is
+// not known.
 const statePending = "?"
 
 // PendingTags are the tags a member publishes from its first gossip until
@@ -93,7 +96,7 @@ type MemberSource interface {
 
 // Tags returns the serf tags a member with server id id, bootstrap
 // expect and (or not) raft state publishes. Node.Tags is this for the
-// node.
+// node, with TagState "?" while it may not bootstrap yet.
 func Tags(id raft.ServerID, expect int, hasState bool) map[string]string {
 	state := "0"
 	if hasState {

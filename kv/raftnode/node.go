@@ -26,6 +26,10 @@ type Node struct {
 	// hasState is sticky: the stores had raft state, or raft got some
 	// since (a bootstrap or a leader's entries).
 	hasState atomic.Bool
+	// candidate: without raft state, this node's seeds answered and no
+	// alive member had raft state at the loop's last round. Until then
+	// Tags says its state is not known (see Node.Tags).
+	candidate atomic.Bool
 
 	stop     chan struct{} // closed by Shutdown
 	wg       sync.WaitGroup
@@ -106,9 +110,18 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 func (n *Node) HasState() bool { return n.hasState.Load() }
 
 // Tags returns the serf tags the member publishes for raft (see Tags);
-// the map is the caller's.
+// the map is the caller's. A node without raft state says its state is
+// not known yet (TagState as in PendingTags) until it is a bootstrap
+// candidate: its seeds answered and it sees no member with raft state.
+// A member that joined a node still waiting for its own seeds thus does
+// not bootstrap with it, though the cluster those seeds hold exists.
 func (n *Node) Tags() map[string]string {
-	return Tags(n.stores.id, n.cfg.BootstrapExpect, n.hasState.Load())
+	has := n.hasState.Load()
+	tags := Tags(n.stores.id, n.cfg.BootstrapExpect, has)
+	if !has && !n.candidate.Load() {
+		tags[TagState] = statePending
+	}
+	return tags
 }
 
 // Configuration returns raft's latest configuration.

@@ -28,13 +28,13 @@ func TestNode_bootstrapExpect_anyOrder(t *testing.T) {
 					}
 				}
 			}
-			leader := waitLeader(t, w)
+			waitLeader(t, w)
 			want := map[raft.ServerID]raft.ServerSuffrage{}
 			for _, m := range ms {
 				want[m.node.ID()] = raft.Voter
 			}
 			waitConfiguration(t, w, want)
-			cmds := applyOn(t, leader, "x", 3)
+			cmds := applyOn(t, w, "x", 3)
 			for _, m := range ms {
 				waitApplied(t, m, cmds)
 				if got := strings.Count(m.log.String(), "bootstrapped raft cluster"); got > 1 {
@@ -58,7 +58,7 @@ func TestNode_restart(t *testing.T) {
 		want[m.node.ID()] = raft.Voter
 		waitConfiguration(t, w, want)
 	}
-	cmds := applyOn(t, waitLeader(t, w), "x", 5)
+	cmds := applyOn(t, w, "x", 5)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
 	}
@@ -101,8 +101,46 @@ func TestNode_restart(t *testing.T) {
 	delete(want, oldB)
 	want[b.node.ID()] = raft.Voter
 	waitConfiguration(t, w, want)
-	cmds = append(cmds, applyOn(t, waitLeader(t, w), "y", 2)...)
+	cmds = append(cmds, applyOn(t, w, "y", 2)...)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
+	}
+}
+
+// TestNode_Tags_unjoinedSeedBlocksBootstrap is a node x with the default
+// expect of 1 that joined its seed while the seed itself had not yet
+// joined its own seeds, the member that holds the cluster: x sees one
+// other member, without raft state, and must not bootstrap a cluster of
+// its own (its log would then share indexes and terms with the real
+// cluster's and hide its first entries). The seed tells it is not known
+// yet whether it has raft state until its seeds answer.
+func TestNode_Tags_unjoinedSeedBlocksBootstrap(t *testing.T) {
+	w := &world{}
+	// Server ids start with the member id: x's sorts first, so x is the
+	// one that would bootstrap.
+	x, seed := newMember(t, w, "x"), newMember(t, w, "seed")
+	seedSrc := seed.start(t, w, false, nil)
+	x.start(t, w, true, nil)
+
+	// A bounded number of x's reconcile rounds (100 ms apart).
+	const rounds = 10
+	for range rounds {
+		time.Sleep(100 * time.Millisecond)
+		if got := seed.node.Tags()[TagState]; got != statePending {
+			t.Fatalf("seed whose seeds have not answered: got TagState %q, want %q", got, statePending)
+		}
+		if x.node.HasState() || seed.node.HasState() {
+			t.Fatalf("x bootstrapped while its seed had not joined its own seeds:\n%s", x.log.String())
+		}
+	}
+
+	// The seed's seeds answer and there is no cluster after all: the two
+	// bootstrap one together, x first.
+	seedSrc.answer()
+	waitLeader(t, w)
+	want := map[raft.ServerID]raft.ServerSuffrage{x.node.ID(): raft.Voter, seed.node.ID(): raft.Voter}
+	waitConfiguration(t, w, want)
+	if got := strings.Count(seed.log.String(), "bootstrapped raft cluster"); got != 0 {
+		t.Errorf("seed bootstrapped %d times; want it added by x", got)
 	}
 }

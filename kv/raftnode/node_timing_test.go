@@ -33,7 +33,7 @@ func TestNode_growAndReplace(t *testing.T) {
 	want[ms[3].node.ID()] = raft.Nonvoter
 	waitConfiguration(t, w, want)
 	leader := waitLeader(t, w)
-	cmds := applyOn(t, leader, "x", 5)
+	cmds := applyOn(t, w, "x", 5)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
 		if m != ms[0] && strings.Contains(m.log.String(), "bootstrapped raft cluster") {
@@ -64,7 +64,7 @@ func TestNode_growAndReplace(t *testing.T) {
 	if took := time.Since(killed); took < grace {
 		t.Fatalf("replaced after %v, want after the grace period %v", took, grace)
 	}
-	cmds = append(cmds, applyOn(t, waitLeader(t, w), "y", 3)...)
+	cmds = append(cmds, applyOn(t, w, "y", 3)...)
 	for _, m := range ms {
 		if m != victim {
 			waitApplied(t, m, cmds)
