@@ -56,7 +56,7 @@
 // log that fsyncs as often as the disk allows spends a large share of
 // its CPU there. After an fsync that covered the appends of several
 // callers, the writer starts the next one no sooner than
-// Config.SyncInterval (2ms) after it: the appends that come meanwhile
+// Config.SyncInterval (3ms) after it: the appends that come meanwhile
 // share it. The wait is only for a log that has company: after a batch
 // of one (a lone caller, a quiet spell) nothing waits, and an interval
 // that has already passed costs nothing.
