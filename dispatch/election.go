@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"chute/gossip"
@@ -70,6 +71,54 @@ func (m *Manager) recordAt(key string) (Record, bool) {
 	return ParseRecord(string(m.records.Get(key)))
 }
 
+// keysView is what a put reads of a queue's keys: its dispatcher record
+// and its settings, as the KV held them when RecordStore.Changes was
+// changes. A view is never modified; a newer one replaces it.
+type keysView struct {
+	changes uint64
+	raw     []byte // the record's value, the KV's (never modified); nil: none
+	rec     Record
+	ok      bool // the record exists and parses
+	set     Settings
+}
+
+// viewCache keeps the last keysView of each queue a put read, so that a
+// put reads its queue's record and settings with an atomic load and a
+// map lookup while the key space does not change, rather than looking
+// both up (and allocating) several times.
+type viewCache struct {
+	mu     sync.RWMutex // guards byName; every put reads it
+	byName map[string]*keysView
+}
+
+// view returns the queue's record and settings as the KV holds them now.
+func (m *Manager) view(name string) *keysView {
+	if m.records == nil {
+		return &keysView{rec: Record{Member: m.cfg.MemberID}, ok: true, set: m.cfg.defaults()}
+	}
+	n := m.records.Changes()
+	c := &m.views
+	c.mu.RLock()
+	v := c.byName[name]
+	c.mu.RUnlock()
+	if v != nil && v.changes == n {
+		return v
+	}
+	// Read after n: at least as new as n, so kept under n.
+	raw := m.records.Get(RecordKey(name))
+	rec, ok := ParseRecord(string(raw))
+	v = &keysView{changes: n, raw: raw, rec: rec, ok: ok, set: m.settingsOf(name)}
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName = make(map[string]*keysView)
+	}
+	if old := c.byName[name]; old == nil || old.changes <= n {
+		c.byName[name] = v
+	}
+	c.mu.Unlock()
+	return v
+}
+
 // pingTimeout bounds the question to a dispatcher gossip calls gone
 // before a claim: longer than a loaded member takes to answer, short
 // enough for a put to wait.
@@ -114,8 +163,8 @@ const recordWriteTimeout = 2 * time.Second
 // messages claims again later.
 func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason) Record {
 	for range 3 {
-		raw := m.records.Get(RecordKey(name))
-		rec, ok := ParseRecord(string(raw))
+		v := m.view(name)
+		raw, rec, ok := v.raw, v.rec, v.ok
 		if ok && rec.Member == m.cfg.MemberID {
 			return rec
 		}
@@ -141,8 +190,7 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			return next
 		}
 	}
-	rec, _ := ParseRecord(string(m.records.Get(RecordKey(name))))
-	return rec
+	return m.view(name).rec
 }
 
 // claimFrom claims a queue whose record names member, alive or not (it

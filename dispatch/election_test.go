@@ -48,3 +48,43 @@ func TestManager_dispatcherOf_claimNotWritten(t *testing.T) {
 	tails := consumeAll(t, ctx, b.cli.Watch(ctx, "/q/jobs/c/x"), b.cli, 15, 10*time.Second)
 	checkProducerOrder(t, prefixed(tails), 1, 15)
 }
+
+// TestManager_view_followsTheKeySpace checks that a put's view of its
+// queue's record and settings is reused while the key space does not
+// change, and read again after any change: a settings put, a write of
+// an unrelated key, a claim.
+func TestManager_view_followsTheKeySpace(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.ReconcileInterval = time.Hour })
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "/q/jobs/p/a", "v"); err != nil {
+		t.Fatal(err)
+	}
+	v1 := n.mgr.view("jobs")
+	if !v1.ok || v1.rec.Member != 7 {
+		t.Fatalf("view after the first put: got record %+v (ok %v), want member 7", v1.rec, v1.ok)
+	}
+	if v2 := n.mgr.view("jobs"); v2 != v1 {
+		t.Errorf("view with no change: got a new one %+v, want the one kept", v2)
+	}
+	if _, err := cli.Put(ctx, SettingsKey("jobs"), `{"max_bytes":12}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.mgr.view("jobs").set.MaxBytes; got != 12 {
+		t.Errorf("max_bytes after the settings put: got %d, want 12", got)
+	}
+	v3 := n.mgr.view("jobs")
+	if _, err := cli.Put(ctx, "/other", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if v4 := n.mgr.view("jobs"); v4 == v3 || v4.changes <= v3.changes || v4.set.MaxBytes != 12 {
+		t.Errorf("view after an unrelated write: got changes %d (was %d), max_bytes %d; want a newer view, max_bytes 12", v4.changes, v3.changes, v4.set.MaxBytes)
+	}
+	next := Record{Member: 9, Epoch: v1.rec.Epoch + 1}
+	if _, err := cli.Put(ctx, RecordKey("jobs"), next.String()); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.mgr.view("jobs").rec; got != next {
+		t.Errorf("record after a claim by another member: got %+v, want %+v", got, next)
+	}
+}

@@ -242,6 +242,10 @@ func (c Config) withDefaults() Config {
 // are safe for concurrent use.
 type RecordStore interface {
 	Get(key string) []byte
+	// Changes returns a count that grows with every change of the key
+	// space: what Get returned after it returned n is still current
+	// while it returns n. It never blocks.
+	Changes() uint64
 	// CompareAndPut sets key to value when its value is old (nil: the
 	// key does not exist), and reports whether it did.
 	CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error)
@@ -283,6 +287,7 @@ type Manager struct {
 	warns        warnLimiter          // per-put warnings, once a second per queue
 	unreachable  map[uint64]time.Time // backups passed over, until then
 	settings     settingsCache
+	views        viewCache // what puts read of each queue's keys
 	tables       tableGate // which ClickHouse queue names puts may use
 
 	backupMu sync.Mutex // guards backups; never held with m.mu or a queue's mu
@@ -779,12 +784,14 @@ func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming
 
 // enqueuePersisted is enqueueLocal once msgs are in the queue log.
 func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
-	set := m.settingsAt(name, q.settingsKey) // a changed settings key applies to this put
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.applySettingsLocked(set, m.clock.Now())
-	rec, ok := m.recordAt(q.recordKey)
-	if ok && rec.Member != m.cfg.MemberID {
+	// Read under the lock a handover takes; a changed settings key
+	// applies to this put.
+	v := m.view(name)
+	q.applySettingsLocked(v.set, m.clock.Now())
+	rec := v.rec
+	if v.ok && rec.Member != m.cfg.MemberID {
 		return nil, errMoved
 	}
 	if !q.numbersLeftLocked(len(msgs)) {
@@ -810,7 +817,7 @@ func (m *Manager) epochOf(name string) uint64 {
 // dispatcher cannot be reached, every alive member keeps a copy until a
 // dispatcher is elected, so the put still succeeds and nothing is lost.
 func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) error {
-	ack := m.settingsOf(name).Ack
+	ack := m.view(name).set.Ack
 	timeout := forwardTimeout
 	if ack == AckInserted {
 		timeout = ackWaitTimeout // the dispatcher answers once the rows are in ClickHouse

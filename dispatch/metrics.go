@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -24,8 +25,7 @@ type insertMetrics struct {
 	// rows, and how long the queue's insert rate held it back.
 	batchRows metric.Int64Histogram
 	batchWait metric.Float64Histogram
-	puts      metric.Int64Counter // messages put, by queue and result
-	putAttrs  *putAttrs
+	puts      *putCounts // messages put, by queue and result
 	tables    *tableLabels
 }
 
@@ -76,15 +76,22 @@ func (im insertMetrics) deadLettered(ctx context.Context, table string, n int) {
 	im.dead.Add(ctx, int64(n), metric.WithAttributeSet(attribute.NewSet(attribute.String("table", table))))
 }
 
-// putAttrs caches the attributes of the puts counter by queue and result,
-// as the options slice Add takes (a new one would escape at each put).
-type putAttrs struct {
+// putCounts counts the messages put by queue and result, exported as
+// the observable counter chute.queue.puts: a put adds to an atomic
+// rather than recording through the SDK, which every put would pay.
+type putCounts struct {
 	mu sync.RWMutex // guards m
-	m  map[putResult][]metric.AddOption
+	m  map[putResult]*putCount
 }
 
-// putResult keys the attributes of the puts counter (no allocation to look
-// them up).
+// putCount is one series of chute.queue.puts.
+type putCount struct {
+	n    atomic.Int64
+	attr metric.ObserveOption
+}
+
+// putResult keys the puts counter's series (no allocation to look them
+// up).
 type putResult struct {
 	queue string
 	code  codes.Code
@@ -92,19 +99,21 @@ type putResult struct {
 
 // countPuts adds n messages put to queue with the outcome err (a gRPC
 // status error, nil for OK).
-func (im insertMetrics) countPuts(ctx context.Context, queue string, err error, n int) {
+func (im insertMetrics) countPuts(_ context.Context, queue string, err error, n int) {
 	k := putResult{queue: queue, code: status.Code(err)}
-	a := im.putAttrs
-	a.mu.RLock()
-	opt, ok := a.m[k]
-	a.mu.RUnlock()
-	if !ok {
-		opt = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))}
-		a.mu.Lock()
-		a.m[k] = opt
-		a.mu.Unlock()
+	c := im.puts
+	c.mu.RLock()
+	pc := c.m[k]
+	c.mu.RUnlock()
+	if pc == nil {
+		c.mu.Lock()
+		if pc = c.m[k]; pc == nil {
+			pc = &putCount{attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))}
+			c.m[k] = pc
+		}
+		c.mu.Unlock()
 	}
-	im.puts.Add(ctx, int64(n), opt...)
+	pc.n.Add(int64(n))
 }
 
 func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, error) {
@@ -151,15 +160,25 @@ func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, er
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	p, err := meter.Int64Counter("chute.queue.puts", metric.WithDescription(
+	puts := &putCounts{m: make(map[putResult]*putCount)}
+	p, err := meter.Int64ObservableCounter("chute.queue.puts", metric.WithDescription(
 		"Messages put on this member, by queue and result (the gRPC code the producer got: OK, InvalidArgument, ResourceExhausted, ...)."))
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	return insertMetrics{duration: d, retries: r, batches: b, rows: rows, bytes: bytes, dead: dead, puts: p,
+	if _, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		puts.mu.RLock()
+		defer puts.mu.RUnlock()
+		for _, pc := range puts.m {
+			o.ObserveInt64(p, pc.n.Load(), pc.attr)
+		}
+		return nil
+	}, p); err != nil {
+		return insertMetrics{}, err
+	}
+	return insertMetrics{duration: d, retries: r, batches: b, rows: rows, bytes: bytes, dead: dead, puts: puts,
 		batchRows: br, batchWait: bw,
-		putAttrs: &putAttrs{m: make(map[putResult][]metric.AddOption)},
-		tables:   &tableLabels{max: maxTables, seen: make(map[string]bool)}}, nil
+		tables: &tableLabels{max: maxTables, seen: make(map[string]bool)}}, nil
 }
 
 // registerMetrics exports the manager's counters and each queue's state

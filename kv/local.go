@@ -13,6 +13,11 @@ import (
 // queue settings).
 func (s *Server) Get(key string) []byte { return s.store.Value(key) }
 
+// Changes returns a count that grows with every change of the key space
+// (mvcc.Store.Changes): what Get returned after it returned n is still
+// current while it returns n.
+func (s *Server) Changes() uint64 { return s.store.Changes() }
+
 // CompareAndPut sets key to value when its current value equals old
 // (nil: the key does not exist), as a write of the whole cluster. It
 // reports whether it wrote; an error (ErrNoLeader, ErrTimeout, ctx's

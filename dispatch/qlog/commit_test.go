@@ -185,3 +185,106 @@ func TestLog_Close(t *testing.T) {
 		t.Errorf("release after close: %v, want ErrClosed", err)
 	}
 }
+
+// An Append whose context ends while it waits to be taken (an fsync of
+// others runs) returns at once, and its record is never written: the
+// writer drops it when it takes the queue.
+func TestLog_Append_contextEndsWhileQueued(t *testing.T) {
+	cfg, _ := testConfig(t)
+	fl := &faults{syncing: make(chan struct{}, 1)}
+	l, _ := openLog(t, cfg, fl.hooks())
+	<-fl.syncing // the new segment's header
+
+	before := l.Stats().Appended
+	hold := make(chan struct{})
+	fl.hold.Store(&hold)
+	first := make(chan error, 1)
+	go func() {
+		_, err := l.Append(context.Background(), rec(0, 10))
+		first <- err
+	}()
+	<-fl.syncing // the first append's fsync runs, held
+	ctx, cancel := context.WithCancel(context.Background())
+	queued := make(chan error, 1)
+	go func() {
+		_, err := l.Append(ctx, rec(1, 10))
+		queued <- err
+	}()
+	testutil.EventuallyTrue(t, 5*time.Second, "the second append queued", func() bool { return l.Stats().Waiting == 1 })
+	cancel()
+	if err := <-queued; !errors.Is(err, context.Canceled) {
+		t.Errorf("append cancelled while queued: got %v, want context.Canceled", err)
+	}
+	fl.hold.Store(nil)
+	close(hold)
+	if err := <-first; err != nil {
+		t.Fatalf("first append: %v", err)
+	}
+	r := rec(2, 10)
+	seq := mustAppend(t, l, r)
+	if got := l.Stats().Appended - before; got != 2 {
+		t.Errorf("records appended: got %d, want 2 (the cancelled one dropped)", got)
+	}
+	if got := l.Stats().Waiting; got != 0 {
+		t.Errorf("appends waiting: got %d, want 0", got)
+	}
+	_, got := reopen(t, l, cfg, false)
+	checkReplay(t, got, map[uint64]string{seq - 1: string(rec(0, 10)), seq: string(r)})
+}
+
+// Appends queued when the log closes fail with ErrClosed, and none
+// waits past Close.
+func TestLog_Close_failsQueuedAppends(t *testing.T) {
+	cfg, _ := testConfig(t)
+	fl := &faults{syncing: make(chan struct{}, 1)}
+	l, _ := openLog(t, cfg, fl.hooks())
+	<-fl.syncing
+
+	hold := make(chan struct{})
+	fl.hold.Store(&hold)
+	const n = 5
+	errs := make(chan error, n)
+	go func() {
+		_, err := l.Append(context.Background(), rec(0, 10))
+		errs <- err
+	}()
+	<-fl.syncing // the first append's fsync runs, held
+	for i := 1; i < n; i++ {
+		go func() {
+			_, err := l.Append(context.Background(), rec(i, 10))
+			errs <- err
+		}()
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "appends queued", func() bool { return l.Stats().Waiting == n-1 })
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	fl.hold.Store(nil)
+	close(hold)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("close did not return within 5s")
+	}
+	ok, refused := 0, 0
+	for range n {
+		select {
+		case err := <-errs:
+			switch {
+			case err == nil:
+				ok++
+			case errors.Is(err, ErrClosed):
+				refused++
+			default:
+				t.Errorf("append: got %v, want nil or ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("an append still waits 5s after Close")
+		}
+	}
+	if ok < 1 || ok+refused != n {
+		t.Errorf("appends: got %d written and %d refused, want the first written and the rest answered", ok, refused)
+	}
+}

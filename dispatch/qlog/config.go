@@ -16,7 +16,7 @@ const (
 	DefaultSegmentBytes   = 64 << 20
 	DefaultMaxRecordBytes = 4 << 20
 	DefaultCompactRatio   = 2.0
-	DefaultSyncInterval   = 2 * time.Millisecond
+	DefaultSyncInterval   = 3 * time.Millisecond
 
 	// minSegmentBytes keeps a segment larger than its header and a few
 	// records; tests use segments this small to exercise rolling.

@@ -41,14 +41,14 @@
 //
 // # Group commit
 //
-// One goroutine, the writer, owns the files. Append hands its records to
-// it over an unbuffered channel and waits. The writer takes every append
-// waiting, writes them in one write (with the pending release records
+// One goroutine, the writer, owns the files. Append queues its records
+// for it, wakes it and waits for its answer. The writer takes every append
+// queued, writes them in one write (with the pending release records
 // and a chunk of compaction), calls fdatasync once, and answers them all.
 // Appends that come while it writes or fsyncs wait in their own
 // goroutines and make the next batch: the batch grows with the load, and
 // a lone append goes at once, with no timer to wait for company. Nothing
-// queues but the appenders themselves. With NoSync the writer never
+// queues but the appends waiting for their answer. With NoSync the writer never
 // fsyncs.
 //
 // An fdatasync costs the calling process CPU of its own, about 130 µs on
@@ -56,7 +56,7 @@
 // log that fsyncs as often as the disk allows spends a large share of
 // its CPU there. After an fsync that covered the appends of several
 // callers, the writer starts the next one no sooner than
-// Config.SyncInterval (2ms) after it: the appends that come meanwhile
+// Config.SyncInterval (3ms) after it: the appends that come meanwhile
 // share it. The wait is only for a log that has company: after a batch
 // of one (a lone caller, a quiet spell) nothing waits, and an interval
 // that has already passed costs nothing.

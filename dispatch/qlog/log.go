@@ -19,14 +19,21 @@ type Log struct {
 	log   *slog.Logger
 	hooks hooks
 
-	appendc chan *appendReq // unbuffered: waiting appenders are the queue
-	kick    chan struct{}   // cap 1: releases are pending
-	stop    chan struct{}   // closed by Close
-	done    chan struct{}   // closed when the writer has returned
+	wake chan struct{} // cap 1: appends are queued
+	kick chan struct{} // cap 1: releases are pending
+	stop chan struct{} // closed by Close
+	done chan struct{} // closed when the writer has returned
 
 	closeOnce sync.Once
 	closeErr  error
-	waiting   atomic.Int64 // Appends not yet taken by the writer
+
+	// qmu guards queued and refuse. An append queues itself and wakes
+	// the writer, which takes the queue whole: the appender parks once,
+	// for its answer, rather than also to be taken. qmu is never held
+	// with mu.
+	qmu    sync.Mutex
+	queued []*appendReq // appends not yet taken by the writer, in order
+	refuse bool         // the writer has stopped taking appends
 
 	// crashOnClose makes Close stop the writer as a crash of the process
 	// would: no release written, nothing fsynced. For tests.
@@ -151,20 +158,22 @@ func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendRe
 		return nil, err
 	}
 	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{}), mapped: mapped}
-	l.waiting.Add(1)
-	select {
-	case l.appendc <- req:
-		l.waiting.Add(-1)
-	case <-l.stop:
-		l.waiting.Add(-1)
+	l.qmu.Lock()
+	if l.refuse {
+		l.qmu.Unlock()
 		return nil, ErrClosed
-	case <-ctx.Done():
-		l.waiting.Add(-1)
-		return nil, ctx.Err()
+	}
+	l.queued = append(l.queued, req)
+	l.qmu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default: // a wake is pending already
 	}
 	select {
 	case <-req.done:
 	case <-ctx.Done():
+		// Not taken yet, the writer drops it; taken, its records are
+		// released once written.
 		if req.state.CompareAndSwap(reqWaiting, reqAbandoned) {
 			return nil, ctx.Err()
 		}
@@ -274,11 +283,18 @@ func (l *Log) Stats() Stats {
 	s := l.stats
 	s.Segments = len(l.segs)
 	s.Size = l.size
-	s.Waiting = int(l.waiting.Load())
+	s.Waiting = l.queueLen()
 	for _, seg := range l.segs {
 		s.Live += seg.live // moved records included
 	}
 	return s
+}
+
+// queueLen returns how many appends wait for the writer to take them.
+func (l *Log) queueLen() int {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return len(l.queued)
 }
 
 // Close stops the writer once the batch it writes is done, writes the

@@ -61,18 +61,16 @@ func (l *Log) run() {
 			case <-l.stop:
 				l.shutdown()
 				return
-			case r := <-l.appendc:
-				reqs = append(reqs, r)
-				l.pace()
+			case <-l.wake:
+				// The appends queued now are taken before the wait, as
+				// they would have been answered by a running fsync.
+				if reqs = l.gather(reqs); len(reqs) > 0 {
+					l.pace()
+				}
 			case <-l.kick:
 			}
 			l.w.paused = false
 		default: // compacting: do not wait
-			select {
-			case r := <-l.appendc:
-				reqs = append(reqs, r)
-			default:
-			}
 		}
 		l.commit(l.gather(reqs))
 		l.maintain()
@@ -127,22 +125,28 @@ func (l *Log) pace() {
 	}
 }
 
-// gather adds the appends waiting now to reqs, up to maxGather and about
-// a segment's bytes.
+// gather adds the appends queued now to reqs, oldest first, up to
+// maxGather and about a segment's bytes. Appends whose Append gave up
+// are dropped: nobody waits for them.
 func (l *Log) gather(reqs []*appendReq) []*appendReq {
 	bytes := 0
 	for _, r := range reqs {
 		bytes += r.bytes
 	}
-	for len(reqs) < maxGather && int64(bytes) < l.cfg.SegmentBytes {
-		select {
-		case r := <-l.appendc:
-			reqs = append(reqs, r)
-			bytes += r.bytes
-		default:
-			return reqs
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	i := 0
+	for ; i < len(l.queued) && len(reqs) < maxGather && int64(bytes) < l.cfg.SegmentBytes; i++ {
+		r := l.queued[i]
+		if r.state.Load() == reqAbandoned {
+			continue
 		}
+		reqs = append(reqs, r)
+		bytes += r.bytes
 	}
+	n := copy(l.queued, l.queued[i:])
+	clear(l.queued[n:])
+	l.queued = l.queued[:n]
 	return reqs
 }
 
@@ -396,7 +400,12 @@ func syncDir(dir string) error {
 // closed.
 func (l *Log) shutdown() {
 	w := &l.w
-	for _, r := range w.carry {
+	l.qmu.Lock()
+	l.refuse = true
+	queued := l.queued
+	l.queued = nil
+	l.qmu.Unlock()
+	for _, r := range append(w.carry, queued...) {
 		l.answer(r, 0, ErrClosed)
 	}
 	w.carry = nil

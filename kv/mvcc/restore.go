@@ -175,6 +175,7 @@ func (m *StateMachine) Restore(r io.Reader) error {
 	}
 	s.setNoSpaceLocked()
 	s.term.Store(st.term)
+	s.changes.Add(1)
 	s.kickSync()
 	s.mu.Unlock()
 	m.failWaiting(ErrResultUnknown)

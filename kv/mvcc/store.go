@@ -63,6 +63,12 @@ type Store struct {
 	// (DisableAutoCompaction): compaction only when the leader proposes it.
 	applyOnly bool
 	term      atomic.Uint64 // raft term of the last command applied; headers carry it
+
+	// changes counts the writes that changed something and the
+	// restores, each added with mu held once its change is made:
+	// values read after Changes returned n are at least that new, and
+	// stay current while it returns n.
+	changes atomic.Uint64
 }
 
 // changeRecord is one change in the log: the event with its previous value
@@ -215,6 +221,11 @@ func (s *Store) getString(key string) *mvccpb.KeyValue {
 	}
 	return ki.latest()
 }
+
+// Changes returns a count that grows with every write that changes a
+// key and every Restore: a reader may keep what it read after it
+// returned n while it still returns n. It takes no lock.
+func (s *Store) Changes() uint64 { return s.changes.Load() }
 
 // Value returns the current value of key, or nil when it does not exist.
 // The slice is the store's: never modify it.

@@ -104,6 +104,7 @@ func (w *writeTxn) commit() {
 	}
 	s := w.s
 	s.rev = w.rev
+	s.changes.Add(1)
 	for _, ev := range w.events {
 		s.log = append(s.log, changeRecord{rev: w.rev, event: ev})
 	}
