@@ -135,10 +135,10 @@ func (p *compressors) rows(c Compression, rows [][]byte) ([]byte, int, error) {
 	}
 	switch c {
 	case CompressionGzip:
-		out, err := p.streamRows(&p.gzip, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return gzip.NewWriterLevel(buf, gzipLevel) })
+		out, err := p.streamRows(&p.gzip, rows, n, newGzip)
 		return out, n, err
 	case CompressionDeflate:
-		out, err := p.streamRows(&p.zlib, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return zlib.NewWriterLevel(buf, zlibLevel) })
+		out, err := p.streamRows(&p.zlib, rows, n, newZlib)
 		return out, n, err
 	case CompressionLZ4:
 		out, err := p.streamRows(&p.lz4, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return newBlockWriter(buf), nil })
@@ -240,9 +240,9 @@ func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, plain int, mk f
 func (p *compressors) compress(c Compression, body []byte) ([]byte, error) {
 	switch c {
 	case CompressionGzip:
-		return p.stream(&p.gzip, body, func(buf *bytes.Buffer) (resetWriter, error) { return gzip.NewWriterLevel(buf, gzipLevel) })
+		return p.streamRows(&p.gzip, [][]byte{body}, len(body), newGzip)
 	case CompressionDeflate:
-		return p.stream(&p.zlib, body, func(buf *bytes.Buffer) (resetWriter, error) { return zlib.NewWriterLevel(buf, zlibLevel) })
+		return p.streamRows(&p.zlib, [][]byte{body}, len(body), newZlib)
 	case CompressionZstd:
 		p.zstdOnce.Do(func() {
 			p.zstd, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))
@@ -255,34 +255,15 @@ func (p *compressors) compress(c Compression, body []byte) ([]byte, error) {
 	return body, nil
 }
 
-// resetWriter is a gzip or zlib writer.
+// newGzip and newZlib make the writers of streamRows' pools.
+func newGzip(buf *bytes.Buffer) (resetWriter, error) { return gzip.NewWriterLevel(buf, gzipLevel) }
+func newZlib(buf *bytes.Buffer) (resetWriter, error) { return zlib.NewWriterLevel(buf, zlibLevel) }
+
+// resetWriter is a gzip, zlib or lz4 block writer.
 type resetWriter interface {
 	Write([]byte) (int, error)
 	Close() error
 	Reset(io.Writer)
-}
-
-// stream compresses body with a pooled writer of pool, made by mk when
-// the pool is empty.
-func (p *compressors) stream(pool *sync.Pool, body []byte, mk func(*bytes.Buffer) (resetWriter, error)) ([]byte, error) {
-	buf := bytes.NewBuffer(make([]byte, 0, len(body)/4+64))
-	w, _ := pool.Get().(resetWriter)
-	if w == nil {
-		var err error
-		if w, err = mk(buf); err != nil {
-			return nil, err
-		}
-	} else {
-		w.Reset(buf)
-	}
-	if _, err := w.Write(body); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	pool.Put(w)
-	return buf.Bytes(), nil
 }
 
 // blockWriter writes ClickHouse's compressed format, which an INSERT
