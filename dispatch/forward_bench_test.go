@@ -38,17 +38,25 @@ func BenchmarkForward_send(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }
 
+// benchForwardManager returns a manager with a queue log that does not
+// fsync, dispatching ch:events (one put claimed it), as a dispatcher
+// receiving frames is.
+func benchForwardManager(b *testing.B) *Manager {
+	m := benchManagerWith(b, Config{MemberID: 1, MaxQueueBytes: 1 << 40, DataDir: b.TempDir(), NoSync: true})
+	b.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	if err := m.Produce(context.Background(), []*pb.PutRequest{{Key: []byte("/q/ch:events/p/first"), Value: []byte(`{"id":0}`)}}); err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
 // BenchmarkForward_receive measures what the dispatcher spends on a frame
 // of one txn of 128 puts, from its bytes to the queue: decoded, checked,
 // appended to the queue log (without fsync, which is not per row) and
 // enqueued. A drainer with no ClickHouse URL takes the rows.
 func BenchmarkForward_receive(b *testing.B) {
-	m := benchManagerWith(b, Config{MemberID: 1, MaxQueueBytes: 1 << 40, DataDir: b.TempDir(), NoSync: true})
-	b.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := benchForwardManager(b)
 	ctx := context.Background()
-	if err := m.Produce(ctx, []*pb.PutRequest{{Key: []byte("/q/ch:events/p/first"), Value: []byte(`{"id":0}`)}}); err != nil {
-		b.Fatal(err)
-	}
 	rows := benchForwardRows()
 	wire, err := proto.Marshal(&peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Id: 1, Messages: toMessages("ch:events", rows), Puts: true}}})
 	if err != nil {
@@ -81,12 +89,8 @@ func BenchmarkForward_receive(b *testing.B) {
 // sends them: decoded, checked, appended to the queue log (without
 // fsync) and enqueued.
 func BenchmarkForward_receivePuts(b *testing.B) {
-	m := benchManagerWith(b, Config{MemberID: 1, MaxQueueBytes: 1 << 40, DataDir: b.TempDir(), NoSync: true})
-	b.Cleanup(func() { _ = m.Shutdown(context.Background()) })
+	m := benchForwardManager(b)
 	ctx := context.Background()
-	if err := m.Produce(ctx, []*pb.PutRequest{{Key: []byte("/q/ch:events/p/first"), Value: []byte(`{"id":0}`)}}); err != nil {
-		b.Fatal(err)
-	}
 	rows := benchForwardRows()[:32]
 	frame := &peerpb.ForwardFrame{}
 	for i := range rows {
