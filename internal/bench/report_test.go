@@ -654,3 +654,24 @@ func TestValueKeyPlus(t *testing.T) {
 		}
 	}
 }
+
+// TestEvaluateTargets_zeroCPUKeepsTheTarget checks that a floor whose CPU
+// time read zero (a run shorter than the clock's tick) leaves its target
+// in the report, unmeasured and not passed, rather than dropping it.
+func TestEvaluateTargets_zeroCPUKeepsTheTarget(t *testing.T) {
+	m := clickHouseMeasured()
+	m.Results[2].CPU[0].MicrosPerPut = 0 // the no-op server's txn run
+	var got *Target
+	ts := evaluateTargets(m.Results, m.Floors, m.Memory)
+	for i := range ts {
+		if ts[i].ID == "2b" {
+			got = &ts[i]
+		}
+	}
+	if got == nil {
+		t.Fatalf("targets %+v: no 2b, want it unmeasured", ts)
+	}
+	if got.Pass || got.Got != "-" || !strings.Contains(got.Measured, "CPU time of zero") {
+		t.Errorf("2b: got pass %v, got %q, measured %q; want not passed, \"-\", saying the CPU time was zero", got.Pass, got.Got, got.Measured)
+	}
+}

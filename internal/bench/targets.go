@@ -64,7 +64,14 @@ type Target struct {
 func evaluateTargets(results []Result, floors []RawResult, mem *MemoryResult) []Target {
 	var out []Target
 	ratio := func(id, goal, measured string, num, den, limit float64) {
-		if num <= 0 || den <= 0 {
+		if num < 0 || den < 0 {
+			return // a process not metered (chPerRow)
+		}
+		if num == 0 || den == 0 {
+			// A run too short for the CPU clock (10 ms ticks) reads zero:
+			// the target stays in the report, unmeasured and not passed.
+			out = append(out, Target{ID: id, Goal: goal, Measured: measured + " (a CPU time of zero: the run was too short to measure)",
+				Limit: limit, Got: "-", Want: fmt.Sprintf("≤ %.2f", limit)})
 			return
 		}
 		v := num / den
@@ -154,10 +161,10 @@ func runsOf(r Result) string {
 	return "1 run"
 }
 
-// chPerRow is the ClickHouse process's µs per row, zero when not metered.
+// chPerRow is the ClickHouse process's µs per row, -1 when not metered.
 func chPerRow(c *NodeCPU) float64 {
 	if c == nil {
-		return 0
+		return -1 // not metered: its targets are left out
 	}
 	return c.MicrosPerRow
 }
