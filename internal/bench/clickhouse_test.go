@@ -336,6 +336,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	if len(out.results) != len(want) {
 		t.Fatalf("results: got %d, want %d: %+v", len(out.results), len(want), out.results)
 	}
+	var chSeconds float64 // ClickHouse's CPU over the matrix's cells
 	for i, w := range want {
 		r := out.results[i]
 		if r.Server != w.server || r.Txn != w.txn || (r.Rate > 0) != w.paced || (r.Rows != nil) != w.rows || r.Queues != 1 {
@@ -354,8 +355,13 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 			t.Errorf("result %d (%s): got CPU %+v, ClickHouse %+v, client %+v; want %d nodes, ClickHouse metered: %v, the client",
 				i, r.Server, r.CPU, r.ClickHouseCPU, r.ClientCPU, w.nodes, w.rows)
 		}
-		if c := r.ClickHouseCPU; c != nil && (c.Seconds <= 0 || c.MicrosPerRow != c.Seconds*1e6/float64(landedRows(r, mc.base.Warmup))) {
-			t.Errorf("result %d (%s): got ClickHouse CPU %+v, want some, over the %d rows landed", i, r.Server, *c, landedRows(r, mc.base.Warmup))
+		// 400 rows may cost ClickHouse less than one tick of the CPU
+		// clock (10 ms): a cell may read zero, the matrix as a whole not.
+		if c := r.ClickHouseCPU; c != nil {
+			chSeconds += c.Seconds
+			if c.Seconds < 0 || c.MicrosPerRow != c.Seconds*1e6/float64(landedRows(r, mc.base.Warmup)) {
+				t.Errorf("result %d (%s): got ClickHouse CPU %+v, want its seconds over the %d rows landed", i, r.Server, *c, landedRows(r, mc.base.Warmup))
+			}
 		}
 		if (r.QueueLog != nil) != w.log {
 			t.Errorf("result %d (%s): got queue log %+v, want one: %v", i, r.Server, r.QueueLog, w.log)
@@ -371,6 +377,9 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 			}
 		}
 	}
+	if chSeconds <= 0 {
+		t.Errorf("ClickHouse's CPU over every cell: got %vs, want some", chSeconds)
+	}
 	checkWire(t, mc, out.results)
 	if c := out.count; c == nil || c.Counts < 1 || c.MillisPerSec <= 0 || c.Period != throughputPollInterval {
 		t.Errorf("count cost: got %+v, want counts every %v and ClickHouse's CPU", c, throughputPollInterval)
@@ -384,7 +393,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 			t.Errorf("floor %d: got txn %d, %d rows of %d at %v rows/s; want txn %d, %d rows in one batch at %v",
 				i, f.Txn, f.Rows, f.BatchRows, f.Rate, of.Txn, landedRows(of, mc.base.Warmup), of.Rows.RowsPerSec)
 		}
-		if f.ClickHouseCPU == nil || f.ClickHouseCPU.Seconds <= 0 || f.ClientCPU == nil {
+		if f.ClickHouseCPU == nil || f.ClickHouseCPU.Seconds < 0 || f.ClientCPU == nil { // zero: under a clock tick
 			t.Errorf("floor %d: got ClickHouse CPU %+v, client %+v; want both metered", i, f.ClickHouseCPU, f.ClientCPU)
 		}
 	}
