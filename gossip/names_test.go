@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 func TestNameGuard_yields(t *testing.T) {
@@ -43,19 +45,42 @@ func waitStopped(t *testing.T, m *testMember) error {
 func stillRunning(t *testing.T, m *testMember, view ...*testMember) {
 	t.Helper()
 	deadline := time.Now().Add(refusedFor)
+	notAlive := make(map[string]time.Time) // viewer -> since when it has not seen m alive
 	for time.Now().Before(deadline) {
 		if isClosed(m.Stopped()) {
 			t.Fatalf("%s at %s stopped: %v", m.cfg.Name, m.cfg.BindAddr, m.Err())
 		}
 		for _, v := range view {
 			i := slices.IndexFunc(v.Members(), func(mb Member) bool { return mb.Name == m.cfg.Name })
-			if i < 0 || v.Members()[i].Addr != m.cfg.BindAddr || v.Members()[i].Status != StatusAlive {
-				t.Fatalf("%s sees %v, want %s alive at %s", v.cfg.Name, v.Members(), m.cfg.Name, m.cfg.BindAddr)
+			if i < 0 || v.Members()[i].Addr != m.cfg.BindAddr {
+				t.Fatalf("%s sees %v, want %s at %s", v.cfg.Name, v.Members(), m.cfg.Name, m.cfg.BindAddr)
+			}
+			// A probe that timed out on a loaded machine may mark m failed
+			// for a moment until it refutes it; a conflict would not pass.
+			if v.Members()[i].Status == StatusAlive {
+				delete(notAlive, v.cfg.Name)
+			} else if since, ok := notAlive[v.cfg.Name]; !ok {
+				notAlive[v.cfg.Name] = time.Now()
+			} else if time.Since(since) > notAliveFor {
+				t.Fatalf("%s sees %v for %v, want %s alive at %s", v.cfg.Name, v.Members(), time.Since(since), m.cfg.Name, m.cfg.BindAddr)
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	testutil.EventuallyTrue(t, notAliveFor, m.cfg.Name+" alive in every view", func() bool {
+		for _, v := range view {
+			if !slices.Contains(aliveNames(v), m.cfg.Name) {
+				return false
+			}
+		}
+		return true
+	})
 }
+
+// notAliveFor bounds how long stillRunning lets a viewer see the member
+// not alive: the fast profile refutes a false suspicion within a few
+// probe rounds.
+const notAliveFor = 2 * time.Second
 
 func started(at time.Time) func(*Config) {
 	return func(c *Config) { c.Started = at }
