@@ -147,6 +147,12 @@ func (l *Log) gather(reqs []*appendReq) []*appendReq {
 	n := copy(l.queued, l.queued[i:])
 	clear(l.queued[n:])
 	l.queued = l.queued[:n]
+	if n > 0 { // left for the next round: it must not wait for a new append
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
 	return reqs
 }
 
