@@ -238,7 +238,7 @@ func TestClusterTargets(t *testing.T) {
 		base := 10 + 4*i
 		want := fmt.Sprintf("--name bench-%d --listen-client-urls http://127.0.0.1:%d --listen-peer-urls http://127.0.0.1:%d"+
 			" --gossip-listen 127.0.0.1:%d --metrics-listen 127.0.0.1:%d --log-level warn --data-dir /d/bench-%d.chute"+
-			" --x --clickhouse-url http://ch:8123 --gossip-profile fast --bootstrap-expect 3",
+			" --x --clickhouse-url http://ch:8123 --bootstrap-expect 3",
 			i+1, base, base+1, base+2, base+3, i+1)
 		if i > 0 {
 			want += " --join 127.0.0.1:12" // the first node's gossip

@@ -187,7 +187,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"unary, the same without fsync, no-op txn-%d, chute txn-%d, the same\n"+
 			"without fsync. Targets 1 to 3 read the node that fsyncs, the default\n"+
 			"users run. Three nodes: chute processes joined by gossip\n"+
-			"(`--gossip-profile fast`); the first gets the first put of every\n"+
+			"with the default gossip profile (`lan`, as users run them; `fast`,\n"+
+			"for tests, gossips every 20ms and costs an idle cluster about a\n"+
+			"quarter of a core); the first gets the first put of every\n"+
 			"queue, so it claims and\n"+
 			"dispatches them all, and every other put goes to the second and\n"+
 			"third nodes (both in each client's endpoint list), which forward it;\n"+
