@@ -117,7 +117,7 @@ test-faults: deps build
 # 100 clients until every row is in ClickHouse; the CPU per row of every
 # node, of ClickHouse and of the client, against floors of the same run (the
 # no-op server, the same rows inserted straight at the same rate); the
-# memory of a queued row; a node tracing every call. About seventeen minutes
+# memory of a queued row; a node tracing every call. About twenty minutes
 # on 2 cores; it prints the tables and writes them, the targets, the machine
 # and the method to BENCH_REPORT.
 BENCH_REPORT ?= docs/benchmarks.md

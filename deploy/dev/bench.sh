@@ -7,7 +7,8 @@
 # every row is in ClickHouse, each run metering the CPU per row of every
 # node, of this ClickHouse (its pid given with --clickhouse-pid) and of
 # the bench itself; next to the floors of the same bench: the no-op etcd
-# server's unary and txn CPU per put (the API path) and the rows of the
+# server's unary and txn CPU per put (the API path), the same server
+# holding each call for chute's extra latency, and the rows of the
 # median chute runs inserted straight into ClickHouse in 30000-row
 # batches at the same rates (ClickHouse's own cost); the one-node unary
 # and txn cells again on a node started with --unsafe-no-fsync, with each
@@ -18,7 +19,7 @@
 # PATH, Debian's 3.4). The unary and txn cells (with fsync and without),
 # their no-op and ClickHouse floors, the KV cells and the memory cell run
 # three times each and show their medians; the traced, compression and
-# raw cells run once. Each run lasts 20 s; the whole takes about seventeen minutes
+# raw cells run once. Each run lasts 20 s; the whole takes about twenty minutes
 # on 2 cores. The tables, the targets with pass/fail, the machine and the
 # method go to REPORT (default docs/benchmarks.md) and, without the
 # machine, to stdout.

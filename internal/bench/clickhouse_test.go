@@ -328,6 +328,8 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{ServerNoop, 128, false, false, 1, false},
 		{ServerChute, 128, false, true, 1, true},
 		{ServerChuteNoFsync, 128, false, true, 1, true},
+		{ServerNoopAtLatency, 0, false, false, 1, false},
+		{ServerNoopAtLatency, 128, false, false, 1, false},
 		{compressionServer("none"), 128, false, true, 1, false},
 		{compressionServer("gzip"), 128, false, true, 1, false},
 		{ServerChute3, 0, false, true, 3, false},

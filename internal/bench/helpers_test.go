@@ -186,11 +186,17 @@ func fakeChuteServer(ctx context.Context, getenv func(string) string, kv pb.KVSe
 // ends and returns its address.
 func startNoop(t *testing.T) string {
 	t.Helper()
+	return startDelayedNoop(t, NoopDelays{})
+}
+
+// startDelayedNoop is startNoop for a NoopServer that holds its answers.
+func startDelayedNoop(t *testing.T, d NoopDelays) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	srv := NewNoopServer()
+	srv := NewNoopServer(d)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	t.Cleanup(func() {

@@ -276,7 +276,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	// 1. One node.
 	var unary, batched Result
 	err = func() error {
-		ports, err := freePorts(13)
+		ports, err := freePorts(14)
 		if err != nil {
 			return err
 		}
@@ -306,7 +306,8 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				return c
 			}
 		}
-		if _, err := measure(rep, noopCell(0), nil); err != nil {
+		noopUnary, err := measure(rep, noopCell(0), nil)
+		if err != nil {
 			return err
 		}
 		if unary, err = measure(rep, logCell(node, 0), nil); err != nil {
@@ -315,7 +316,8 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if _, err := measure(rep, logCell(noFsync, 0), nil); err != nil {
 			return err
 		}
-		if _, err := measure(rep, noopCell(txn), nil); err != nil {
+		noopTxn, err := measure(rep, noopCell(txn), nil)
+		if err != nil {
 			return err
 		}
 		if batched, err = measure(rep, logCell(node, txn), nil); err != nil {
@@ -323,6 +325,25 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		if _, err := measure(rep, logCell(noFsync, txn), nil); err != nil {
 			return err
+		}
+		// The no-op again, holding each call for what chute's answers
+		// took longer than its own (medians): the gRPC floor of a server
+		// that answers when chute does.
+		late := latencyNoopTarget(mc, ports[13], NoopDelays{
+			Put: max(0, unary.P50-noopUnary.P50), Txn: max(0, batched.P50-noopTxn.P50),
+		}, os.Environ())
+		lateStarted, err := startTargets(ctx, mc, dir, []*target{late}, logger)
+		defer stopTargets(lateStarted, logger)
+		if err != nil {
+			return err
+		}
+		for _, k := range []int{0, txn} {
+			mk := func() cell {
+				return queueCell(ServerNoopAtLatency, 0, []*target{late}, []string{late.endpoint}, "", k, false)
+			}
+			if _, err := measure(rep, mk, nil); err != nil {
+				return err
+			}
 		}
 		if len(targets) > 2 {
 			traced := targets[2]
@@ -487,6 +508,14 @@ func matrixTargets(mc matrixConfig, ports []int, data string, environ []string, 
 	}
 	targets[1].name = ServerChute
 	return targets
+}
+
+// latencyNoopTarget is the no-op server on port, holding each put and txn
+// for d: ServerNoopAtLatency.
+func latencyNoopTarget(mc matrixConfig, port int, d NoopDelays, environ []string) *target {
+	addr := loopback(port)
+	argv := append(noopCommand(addr), "--put-delay", d.Put.String(), "--txn-delay", d.Txn.String())
+	return &target{name: ServerNoopAtLatency, endpoint: addr, exe: mc.self, argv: argv, env: childEnv(environ)}
 }
 
 // noFsyncTarget is the one-node group's chute node started with

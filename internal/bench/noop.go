@@ -19,14 +19,23 @@ const noopMaxRecvMsgSize = 2*1024*1024 + 512*1024
 // its rate is the ceiling a real server could reach on this machine through
 // the same client, gRPC stack and connections. Put, Range, Txn and
 // Maintenance.Status answer with a fixed header; the other methods answer
-// Unimplemented.
+// Unimplemented. Delays hold each put and txn before its answer, as a
+// server that waits for its disk would: with the bench's closed loop of
+// clients, a later answer means fewer calls per second, each costing the
+// gRPC stack more (fewer calls share a read or a write).
 type NoopServer struct {
 	srv *grpc.Server
 }
 
+// NoopDelays are how long a NoopServer holds a put and a txn before it
+// answers; zero for at once.
+type NoopDelays struct {
+	Put, Txn time.Duration
+}
+
 // NewNoopServer returns a NoopServer with the gRPC options a real server
 // uses. It serves nothing until Serve.
-func NewNoopServer() *NoopServer {
+func NewNoopServer(d NoopDelays) *NoopServer {
 	srv := grpc.NewServer(
 		grpc.MaxRecvMsgSize(noopMaxRecvMsgSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{
@@ -34,7 +43,7 @@ func NewNoopServer() *NoopServer {
 			PermitWithoutStream: true,
 		}),
 	)
-	pb.RegisterKVServer(srv, noopKV{})
+	pb.RegisterKVServer(srv, noopKV{delays: d})
 	pb.RegisterMaintenanceServer(srv, noopMaintenance{})
 	return &NoopServer{srv: srv}
 }
@@ -64,11 +73,26 @@ func noopHeader() *pb.ResponseHeader {
 // noopKV answers the KV service without storing or reading anything.
 type noopKV struct {
 	pb.UnimplementedKVServer
+	delays NoopDelays
+}
+
+// wait holds a call for d, or until ctx ends.
+func wait(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 var _ pb.KVServer = noopKV{}
 
-func (noopKV) Put(context.Context, *pb.PutRequest) (*pb.PutResponse, error) {
+func (k noopKV) Put(ctx context.Context, _ *pb.PutRequest) (*pb.PutResponse, error) {
+	wait(ctx, k.delays.Put)
 	return &pb.PutResponse{Header: noopHeader()}, nil
 }
 
@@ -76,7 +100,8 @@ func (noopKV) Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error
 	return &pb.RangeResponse{Header: noopHeader()}, nil
 }
 
-func (noopKV) Txn(context.Context, *pb.TxnRequest) (*pb.TxnResponse, error) {
+func (k noopKV) Txn(ctx context.Context, _ *pb.TxnRequest) (*pb.TxnResponse, error) {
+	wait(ctx, k.delays.Txn)
 	return &pb.TxnResponse{Header: noopHeader(), Succeeded: true}, nil
 }
 

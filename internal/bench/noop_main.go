@@ -12,12 +12,15 @@ import (
 	"syscall"
 )
 
-// noopMain is `chute-bench noop-server --listen host:port`: it serves a
-// NoopServer until SIGINT or SIGTERM.
+// noopMain is `chute-bench noop-server --listen host:port [--put-delay d]
+// [--txn-delay d]`: it serves a NoopServer until SIGINT or SIGTERM.
 func noopMain(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chute-bench noop-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "127.0.0.1:0", "address to serve the no-op etcd KV API on")
+	var d NoopDelays
+	fs.DurationVar(&d.Put, "put-delay", 0, "hold each put this long before answering, as a server waiting for its disk would")
+	fs.DurationVar(&d.Txn, "txn-delay", 0, "hold each txn this long before answering")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -38,7 +41,7 @@ func noopMain(args []string, stderr io.Writer) int {
 		logger.Error("cannot listen", "addr", *listen, "err", err)
 		return 1
 	}
-	srv := NewNoopServer()
+	srv := NewNoopServer(d)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
 	logger.Info("noop server serving", "addr", l.Addr().String())

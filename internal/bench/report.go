@@ -18,6 +18,10 @@ const (
 	// its queue log is written but never fsynced.
 	ServerChuteNoFsync = "chute, --unsafe-no-fsync"
 	ServerNoop         = "no-op"
+	// ServerNoopAtLatency is the no-op server holding each put and txn
+	// for what the one-node chute's answers took longer than the no-op's
+	// (medians): the gRPC floor at chute's latency.
+	ServerNoopAtLatency = "no-op, at chute's latency"
 	// ServerChuteKV3 and ServerEtcd3 are the KV group: plain keys to
 	// three chute nodes, and to three etcd members.
 	ServerChuteKV3 = "chute KV, 3 nodes"
@@ -531,22 +535,26 @@ func (r Report) hasPerRow() bool {
 // runs of 100 clients on the 2-core development machine, when ClickHouse
 // was still polled with count(), which cost it up to 1 µs/row).
 func (r Report) writePerRow(b *bytes.Buffer) {
-	b.WriteString("| path | chute µs/row | before | ClickHouse µs/row | before | client µs/row | rows per insert | no-op µs/put | ClickHouse floor µs/row | floor rows per insert |\n")
-	b.WriteString("|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|------------------------:|----------------------:|\n")
+	b.WriteString("| path | chute µs/row | before | ClickHouse µs/row | before | client µs/row | rows per insert | no-op µs/put | no-op at chute's latency µs/put | ClickHouse floor µs/row | floor rows per insert |\n")
+	b.WriteString("|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|--------------------------------:|------------------------:|----------------------:|\n")
 	for _, p := range r.perRowPaths() {
 		res, ok := findCell(r.Results, p.server, p.txn, true)
 		if !ok || len(res.CPU) == 0 {
 			continue
 		}
-		noop, floorCPU, floorBatch := "-", "-", "-"
+		noop, late, floorCPU, floorBatch := "-", "-", "-", "-"
 		if n, ok := findCell(r.Results, ServerNoop, p.txn, false); ok && len(n.CPU) > 0 {
 			noop = fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
+		}
+		// Matched to the one-node runs' latency only.
+		if n, ok := findCell(r.Results, ServerNoopAtLatency, p.txn, false); ok && len(n.CPU) > 0 && p.server == ServerChute {
+			late = fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
 		}
 		if f, ok := findFloor(r.Floors, p.txn); ok {
 			floorCPU, floorBatch = perRow(f.ClickHouseCPU), fmt.Sprint(f.BatchRows)
 		}
-		fmt.Fprintf(b, "| %s | %s | %g | %s | %g | %s | %.0f | %s | %s | %s |\n",
-			p.name, perRowSum(res.CPU), p.before[0], perRow(res.ClickHouseCPU), p.before[1], perRow(res.ClientCPU), rowsPerInsert(res), noop, floorCPU, floorBatch)
+		fmt.Fprintf(b, "| %s | %s | %g | %s | %g | %s | %.0f | %s | %s | %s | %s |\n",
+			p.name, perRowSum(res.CPU), p.before[0], perRow(res.ClickHouseCPU), p.before[1], perRow(res.ClientCPU), rowsPerInsert(res), noop, late, floorCPU, floorBatch)
 	}
 }
 

@@ -139,6 +139,7 @@ func clickHouseMeasured() Measured {
 				CPU:     cpu(40, 20, 20), ClickHouseCPU: proc(procClickHouse, 5)},
 			{Server: ServerChute3, Nodes: 3, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 150000, Rows: rows(140000, 300*time.Millisecond),
 				CPU: cpu(2, 1.5, 1.5)},
+			{Server: ServerNoopAtLatency, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 19000, CPU: cpu(45)},
 		},
 		Raw: &RawResult{Rows: 1000000, Inserts: 200, BatchRows: 5000, BatchBytes: 1285000, Posters: 2, ValSize: 256, Elapsed: 2 * time.Second, RowsPerSec: 500000, P50: 8 * time.Millisecond, P99: 20 * time.Millisecond},
 		Floors: []RawResult{
@@ -234,12 +235,12 @@ func TestReport_WriteMarkdown_clickHouse(t *testing.T) {
 		"| chute, 3 nodes | put | 100 | 10 | 1 | 14000 | 0.000 | 0.000 | 0.000 | 60 / 50 / 51 | 40.0 / 20.0 / 20.0 |",
 		"chute/no-op puts/s: 100 clients 0.95 (95%), 100 clients txn 128 0.93 (93%)",
 		"\nCPU per row against the floors:\n\n" +
-			"| path | chute µs/row | before | ClickHouse µs/row | before | client µs/row | rows per insert | no-op µs/put | ClickHouse floor µs/row | floor rows per insert |\n" +
-			"|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|------------------------:|----------------------:|\n" +
-			"| unary, 1 node | 42.00 | 39 | 4.00 | 14 | 30.00 | 5000 | 40.00 | 2.00 | 30000 |\n" +
-			"| txn-128, 1 node | 3.00 | 4.9 | 2.40 | 3.4 | 1.50 | 5000 | 2.00 | 1.60 | 30000 |\n" +
-			"| txn-128, 3 nodes | 2.00 + 1.50 + 1.50 = 5.00 | 8.5 | - | 3.7 | - | 5000 | 2.00 | 1.60 | 30000 |\n" +
-			"| unary, 3 nodes | 40.00 + 20.00 + 20.00 = 80.00 | 99 | 5.00 | 23 | - | 5000 | 40.00 | 2.00 | 30000 |\n",
+			"| path | chute µs/row | before | ClickHouse µs/row | before | client µs/row | rows per insert | no-op µs/put | no-op at chute's latency µs/put | ClickHouse floor µs/row | floor rows per insert |\n" +
+			"|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|--------------------------------:|------------------------:|----------------------:|\n" +
+			"| unary, 1 node | 42.00 | 39 | 4.00 | 14 | 30.00 | 5000 | 40.00 | 45.00 | 2.00 | 30000 |\n" +
+			"| txn-128, 1 node | 3.00 | 4.9 | 2.40 | 3.4 | 1.50 | 5000 | 2.00 | - | 1.60 | 30000 |\n" +
+			"| txn-128, 3 nodes | 2.00 + 1.50 + 1.50 = 5.00 | 8.5 | - | 3.7 | - | 5000 | 2.00 | - | 1.60 | 30000 |\n" +
+			"| unary, 3 nodes | 40.00 + 20.00 + 20.00 = 80.00 | 99 | 5.00 | 23 | - | 5000 | 40.00 | - | 2.00 | 30000 |\n",
 		"\nCPU per row of each process:\n\n| server | calls | rows | rows per insert | chute µs/row | ClickHouse µs/row | client µs/row |\n",
 		"| no-op | put | - | - | 40.00 | - | 35.00 |\n",
 		"| chute | txn 128 | 100000 | 5000 | 3.00 | 2.40 | 1.50 |\n",

@@ -185,7 +185,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"sharing the machine. One node: the no-op server, a chute node and\n"+
 			"a second one started with `--unsafe-no-fsync`; no-op unary, chute\n"+
 			"unary, the same without fsync, no-op txn-%d, chute txn-%d, the same\n"+
-			"without fsync. Targets 1 to 3 read the node that fsyncs, the default\n"+
+			"without fsync, then the no-op again at chute's latency, unary and\n"+
+			"txn-%d. Targets 1 to 3 read the node that fsyncs, the default\n"+
 			"users run. Three nodes: chute processes joined by gossip\n"+
 			"with the default gossip profile (`lan`, as users run them; `fast`,\n"+
 			"for tests, gossips every 20ms and costs an idle cluster about a\n"+
@@ -196,7 +197,7 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node.\n\n", txn, txn, rssPeriod)
+			"during the run, per node.\n\n", txn, txn, txn, rssPeriod)
 		b.WriteString("CPU: the user and system time (utime + stime of /proc/<pid>/stat)\n" +
 			"of each node, of the ClickHouse process and of the bench's own process\n" +
 			"from just before a run creates its tables to just after it dropped\n" +
@@ -229,7 +230,13 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"counts are in both sides of the ratio, as they cost ClickHouse the\n"+
 			"same per second; before the floors the bench counts an empty table\n"+
 			"for a few seconds alone, and the floors table shows the share of\n"+
-			"each floor that counting explains.\n\n",
+			"each floor that counting explains. The no-op at chute's latency holds\n"+
+			"each put (txn) for the median one-node chute run's p50 less the no-op's\n"+
+			"own: the clients keep the same number of calls in flight, so the\n"+
+			"server answers fewer calls per second, fewer share a read or a write,\n"+
+			"and each costs the gRPC stack more; it is the floor of a server that\n"+
+			"answers when chute does, shown beside the targets' no-op, which are\n"+
+			"not changed.\n\n",
 			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
