@@ -542,13 +542,15 @@ func (r Report) writePerRow(b *bytes.Buffer) {
 		if !ok || len(res.CPU) == 0 {
 			continue
 		}
-		noop, late, floorCPU, floorBatch := "-", "-", "-", "-"
-		if n, ok := findCell(r.Results, ServerNoop, p.txn, false); ok && len(n.CPU) > 0 {
-			noop = fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
+		perPut := func(server string) string {
+			if n, ok := findCell(r.Results, server, p.txn, false); ok && len(n.CPU) > 0 {
+				return fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
+			}
+			return "-"
 		}
-		// Matched to the one-node runs' latency only.
-		if n, ok := findCell(r.Results, ServerNoopAtLatency, p.txn, false); ok && len(n.CPU) > 0 && p.server == ServerChute {
-			late = fmt.Sprintf("%.2f", n.CPU[0].MicrosPerPut)
+		noop, late, floorCPU, floorBatch := perPut(ServerNoop), "-", "-", "-"
+		if p.server == ServerChute { // matched to the one-node runs' latency only
+			late = perPut(ServerNoopAtLatency)
 		}
 		if f, ok := findFloor(r.Floors, p.txn); ok {
 			floorCPU, floorBatch = perRow(f.ClickHouseCPU), fmt.Sprint(f.BatchRows)
