@@ -535,7 +535,7 @@ func noFsyncTarget(mc matrixConfig, ports []int, data string, environ []string) 
 // two before they bootstrap raft, so the cluster starts with three voters.
 // They run the default gossip profile, lan, as users do: the fast one,
 // for tests, gossips every 20ms and syncs raft every 20ms, about a quarter
-// of a core for an idle cluster here against 6% for lan, which the bench
+// of a core for an idle cluster here against 7% for lan, which the bench
 // would charge to the rows.
 func clusterTargets(mc matrixConfig, ports []int, data string, environ []string) []*target {
 	env := childEnv(environ)

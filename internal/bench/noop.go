@@ -76,8 +76,8 @@ type noopKV struct {
 	delays NoopDelays
 }
 
-// wait holds a call for d, or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
+// hold holds a call for d, or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -92,7 +92,7 @@ func wait(ctx context.Context, d time.Duration) {
 var _ pb.KVServer = noopKV{}
 
 func (k noopKV) Put(ctx context.Context, _ *pb.PutRequest) (*pb.PutResponse, error) {
-	wait(ctx, k.delays.Put)
+	hold(ctx, k.delays.Put)
 	return &pb.PutResponse{Header: noopHeader()}, nil
 }
 
@@ -101,7 +101,7 @@ func (noopKV) Range(context.Context, *pb.RangeRequest) (*pb.RangeResponse, error
 }
 
 func (k noopKV) Txn(ctx context.Context, _ *pb.TxnRequest) (*pb.TxnResponse, error) {
-	wait(ctx, k.delays.Txn)
+	hold(ctx, k.delays.Txn)
 	return &pb.TxnResponse{Header: noopHeader(), Succeeded: true}, nil
 }
 
