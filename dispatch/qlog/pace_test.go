@@ -42,7 +42,17 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 		}
 	}
 
-	// a alone, its fsync held while b and c come: they share the next.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	paced := func() {
+		t.Helper()
+		if err := clk.BlockUntilContext(ctx, 1); err != nil {
+			t.Fatalf("the writer never waited on the clock: %v", err)
+		}
+	}
+
+	// a alone, its fsync held while b and c come: they share the next,
+	// after the interval (they came while a's ran).
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
 	a := appendAsync(0)
@@ -52,17 +62,15 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	fl.hold.Store(nil)
 	close(hold)
 	wait("a", a)
+	paced()
+	clk.Advance(10 * time.Millisecond)
 	wait("b", b)
 	wait("c", c)
 	before := l.Stats().Fsyncs
 
 	// d comes right after the shared fsync: it waits for the interval.
 	d := appendAsync(3)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatalf("the writer never waited on the clock: %v", err)
-	}
+	paced()
 	e := appendAsync(4)
 	testutil.EventuallyTrue(t, 5*time.Second, "e waiting", func() bool { return l.Stats().Waiting == 1 })
 	if got := l.Stats().Fsyncs; got != before {
@@ -79,6 +87,70 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	f := appendAsync(5)
 	wait("f", f)
+}
+
+// Two callers taking turns, each waiting for its append before the next,
+// meet at one fsync: an append that came while the other's fsync ran
+// waits for the interval, and the other's next append shares its fsync.
+func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	clk := clockwork.NewFakeClock()
+	cfg.Clock, cfg.SyncInterval = clk, 10*time.Millisecond
+	fl := &faults{syncing: make(chan struct{}, 1)}
+	l, _ := openLog(t, cfg, fl.hooks())
+	<-fl.syncing // the new segment's header
+
+	appendAsync := func(i int) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Append(context.Background(), rec(i, 100))
+			done <- err
+		}()
+		return done
+	}
+	wait := func(name string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("append %s: %v", name, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("append %s not answered within 5s", name)
+		}
+	}
+
+	// a alone, its fsync held while b comes.
+	hold := make(chan struct{})
+	fl.hold.Store(&hold)
+	a := appendAsync(0)
+	<-fl.syncing
+	b := appendAsync(1)
+	testutil.EventuallyTrue(t, 5*time.Second, "b waiting", func() bool { return l.Stats().Waiting == 1 })
+	fl.hold.Store(nil)
+	close(hold)
+	wait("a", a)
+	before := l.Stats().Fsyncs
+
+	// b is taken and waits for the interval; a's caller appends again
+	// meanwhile, and shares b's fsync.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := clk.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the writer never waited on the clock: %v", err)
+	}
+	a2 := appendAsync(2)
+	testutil.EventuallyTrue(t, 5*time.Second, "a2 waiting", func() bool { return l.Stats().Waiting == 1 })
+	if got := l.Stats().Fsyncs; got != before {
+		t.Fatalf("fsyncs went from %d to %d before the interval passed, want none", before, got)
+	}
+	clk.Advance(10 * time.Millisecond)
+	wait("b", b)
+	wait("a2", a2)
+	if got := l.Stats().Fsyncs - before; got != 1 {
+		t.Errorf("b and a2 took %d fsyncs, want 1", got)
+	}
 }
 
 // A caller appending alone is never paced: each of its appends is a batch

@@ -31,11 +31,12 @@ type writer struct {
 
 	closeErr error
 
-	// lastSync is when the last fsync of appends started, and lastTaken
-	// how many appends it covered: pace waits out SyncInterval after
-	// one that covered several.
-	lastSync  time.Time
-	lastTaken int
+	// lastSync is when the last fsync of appends started, and lastShared
+	// whether appends of several callers met at it: it covered several,
+	// or another came while it ran. pace waits out SyncInterval after
+	// one that was shared.
+	lastSync   time.Time
+	lastShared bool
 }
 
 // run is the writer goroutine. Each round takes the appends waiting
@@ -103,14 +104,17 @@ func (l *Log) dropMappedPages() {
 	}
 }
 
-// pace waits, before the fsync of appends that came from several callers
-// at once, until SyncInterval has passed since the last one started (or
-// the log closes), so that the appends that come meanwhile share it. The
-// first append of a round is taken already: it waits too, as the others
-// would have waited for a running fsync.
+// pace waits, while appends come from several callers at once (the last
+// fsync was shared: see writer.lastShared), until SyncInterval has passed
+// since the last fsync started (or the log closes), so that the appends
+// that come meanwhile share the next. The first append of a round is
+// taken already: it waits too, as the others would have waited for a
+// running fsync. Two callers that each wait for their append before the
+// next (two members forwarding puts, one frame at a time) meet this way
+// at one fsync instead of taking turns at one each.
 func (l *Log) pace() {
 	w := &l.w
-	if l.cfg.NoSync || l.cfg.SyncInterval <= 0 || w.lastTaken < 2 {
+	if l.cfg.NoSync || l.cfg.SyncInterval <= 0 || !w.lastShared {
 		return
 	}
 	wait := l.cfg.SyncInterval - l.cfg.Clock.Since(w.lastSync)
@@ -235,9 +239,14 @@ func (l *Log) commit(reqs []*appendReq) {
 	_, err := w.f.WriteAt(buf, start)
 	if err == nil && sync {
 		if len(taken) > 0 {
-			w.lastSync, w.lastTaken = l.cfg.Clock.Now(), len(taken)
+			w.lastSync = l.cfg.Clock.Now()
 		}
 		err = w.f.Sync()
+		if len(taken) > 0 {
+			// Read before the answers: an append queued by now is
+			// another caller's, not the next of one answered here.
+			w.lastShared = len(taken) > 1 || l.queueLen() > 0
+		}
 	}
 	if err != nil {
 		w.abortCompaction()
