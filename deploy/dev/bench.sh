@@ -8,7 +8,8 @@
 # node, of this ClickHouse (its pid given with --clickhouse-pid) and of
 # the bench itself; next to the floors of the same bench: the no-op etcd
 # server's unary and txn CPU per put (the API path), the same server
-# holding each call for chute's extra latency, and the rows of the
+# holding each call for chute's extra latency (one node's, and the three
+# nodes' with one forwarding node's clients), and the rows of the
 # median chute runs inserted straight into ClickHouse in 30000-row
 # batches at the same rates (ClickHouse's own cost); the one-node unary
 # and txn cells again on a node started with --unsafe-no-fsync, with each

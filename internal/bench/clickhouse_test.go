@@ -334,6 +334,8 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{compressionServer("gzip"), 128, false, true, 1, false},
 		{ServerChute3, 0, false, true, 3, false},
 		{ServerChute3, 128, false, true, 3, false},
+		{ServerNoopAtClusterLatency, 0, false, false, 1, false},
+		{ServerNoopAtClusterLatency, 128, false, false, 1, false},
 	}
 	if len(out.results) != len(want) {
 		t.Fatalf("results: got %d, want %d: %+v", len(out.results), len(want), out.results)
@@ -347,6 +349,11 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		}
 		if r.Puts != 400 || r.Errors != 0 || (r.Rows != nil && r.Rows.Rows != 400) {
 			t.Errorf("result %d (%s): got %d puts, %d errors, rows %+v; want 400 puts, all landed", i, r.Server, r.Puts, r.Errors, r.Rows)
+		}
+		// The no-op at the three nodes' latency takes one forwarding
+		// node's share of the clients.
+		if clients := mc.base.Clients; (r.Server == ServerNoopAtClusterLatency) != (r.Clients != clients) || r.Server == ServerNoopAtClusterLatency && r.Clients != max(1, clients/2) {
+			t.Errorf("result %d (%s): got %d clients, the bench's %d", i, r.Server, r.Clients, clients)
 		}
 		if len(r.PeakRSS) != w.nodes {
 			t.Errorf("result %d (%s): got peak RSS %+v, want %d nodes", i, r.Server, r.PeakRSS, w.nodes)

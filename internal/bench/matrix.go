@@ -220,7 +220,9 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //     value, each node inserting through a proxy that counts the bytes.
 //  4. Three chute nodes joined by gossip: the first claims every queue,
 //     the producers put only to the other two; unary, then txn, and the
-//     first node must still dispatch every queue after each run.
+//     first node must still dispatch every queue after each run. Then,
+//     the cluster stopped, the no-op at the three nodes' latency with
+//     half the clients (ServerNoopAtClusterLatency), unary and txn.
 //  5. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
 //     nodes and to three etcd members, in alternate runs.
 //  6. The raw inserts: the same rows posted straight to ClickHouse in
@@ -274,7 +276,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	rep := max(mc.repeat, 1)
 
 	// 1. One node.
-	var unary, batched Result
+	var unary, batched, noopUnary, noopTxn Result
 	err = func() error {
 		ports, err := freePorts(14)
 		if err != nil {
@@ -306,8 +308,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				return c
 			}
 		}
-		noopUnary, err := measure(rep, noopCell(0), nil)
-		if err != nil {
+		if noopUnary, err = measure(rep, noopCell(0), nil); err != nil {
 			return err
 		}
 		if unary, err = measure(rep, logCell(node, 0), nil); err != nil {
@@ -316,8 +317,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if _, err := measure(rep, logCell(noFsync, 0), nil); err != nil {
 			return err
 		}
-		noopTxn, err := measure(rep, noopCell(txn), nil)
-		if err != nil {
+		if noopTxn, err = measure(rep, noopCell(txn), nil); err != nil {
 			return err
 		}
 		if batched, err = measure(rep, logCell(node, txn), nil); err != nil {
@@ -329,7 +329,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		// The no-op again, holding each call for what chute's answers
 		// took longer than its own (medians): the gRPC floor of a server
 		// that answers when chute does.
-		late := latencyNoopTarget(mc, ports[13], NoopDelays{
+		late := latencyNoopTarget(mc, ServerNoopAtLatency, ports[13], NoopDelays{
 			Put: max(0, unary.P50-noopUnary.P50), Txn: max(0, batched.P50-noopTxn.P50),
 		}, os.Environ())
 		lateStarted, err := startTargets(ctx, mc, dir, []*target{late}, logger)
@@ -389,6 +389,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	}
 
 	// 4. Three nodes.
+	var three [2]Result // unary, txn
 	err = func() error {
 		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
 		defer stop()
@@ -396,10 +397,42 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 			return err
 		}
 		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
-		for _, k := range []int{0, txn} {
+		for i, k := range []int{0, txn} {
 			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, true) }
 			check := func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) }
-			if _, err := measure(rep, mk, check); err != nil {
+			if three[i], err = measure(rep, mk, check); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return out, err
+	}
+	// The no-op once more, at the three nodes' latency, driven by the
+	// clients of one forwarding node: what receiving its puts costs a
+	// node that answers when the cluster does, the part of a three-node
+	// row's cost that one node's has no counterpart of.
+	err = func() error {
+		ports, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		late := latencyNoopTarget(mc, ServerNoopAtClusterLatency, ports[0], NoopDelays{
+			Put: max(0, three[0].P50-noopUnary.P50), Txn: max(0, three[1].P50-noopTxn.P50),
+		}, os.Environ())
+		started, err := startTargets(ctx, mc, dir, []*target{late}, logger)
+		defer stopTargets(started, logger)
+		if err != nil {
+			return err
+		}
+		for _, k := range []int{0, txn} {
+			mk := func() cell {
+				c := queueCell(ServerNoopAtClusterLatency, 0, []*target{late}, []string{late.endpoint}, "", k, false)
+				c.cfg.Clients = max(1, c.cfg.Clients/2) // two forwarding nodes share them
+				return c
+			}
+			if _, err := measure(rep, mk, nil); err != nil {
 				return err
 			}
 		}
@@ -510,12 +543,13 @@ func matrixTargets(mc matrixConfig, ports []int, data string, environ []string, 
 	return targets
 }
 
-// latencyNoopTarget is the no-op server on port, holding each put and txn
-// for d: ServerNoopAtLatency.
-func latencyNoopTarget(mc matrixConfig, port int, d NoopDelays, environ []string) *target {
+// latencyNoopTarget is the no-op server called name on port, holding
+// each put and txn for d: ServerNoopAtLatency or
+// ServerNoopAtClusterLatency.
+func latencyNoopTarget(mc matrixConfig, name string, port int, d NoopDelays, environ []string) *target {
 	addr := loopback(port)
 	argv := append(noopCommand(addr), "--put-delay", d.Put.String(), "--txn-delay", d.Txn.String())
-	return &target{name: ServerNoopAtLatency, endpoint: addr, exe: mc.self, argv: argv, env: childEnv(environ)}
+	return &target{name: name, endpoint: addr, exe: mc.self, argv: argv, env: childEnv(environ)}
 }
 
 // noFsyncTarget is the one-node group's chute node started with

@@ -320,9 +320,9 @@ func TestRunMatrix_repeat(t *testing.T) {
 // puts and txns for their delays.
 func TestLatencyNoopTarget(t *testing.T) {
 	mc := matrixConfig{self: "/b/chute-bench"}
-	tg := latencyNoopTarget(mc, 17, NoopDelays{Put: 3500 * time.Microsecond, Txn: 21 * time.Millisecond}, []string{"HOME=/h"})
+	tg := latencyNoopTarget(mc, ServerNoopAtClusterLatency, 17, NoopDelays{Put: 3500 * time.Microsecond, Txn: 21 * time.Millisecond}, []string{"HOME=/h"})
 	want := "noop-server --listen 127.0.0.1:17 --put-delay 3.5ms --txn-delay 21ms"
-	if got := strings.Join(tg.argv, " "); got != want || tg.exe != mc.self || tg.name != ServerNoopAtLatency || tg.endpoint != "127.0.0.1:17" {
-		t.Errorf("got %s %q as %q at %s, want %s %q as %q at 127.0.0.1:17", tg.exe, got, tg.name, tg.endpoint, mc.self, want, ServerNoopAtLatency)
+	if got := strings.Join(tg.argv, " "); got != want || tg.exe != mc.self || tg.name != ServerNoopAtClusterLatency || tg.endpoint != "127.0.0.1:17" {
+		t.Errorf("got %s %q as %q at %s, want %s %q as %q at 127.0.0.1:17", tg.exe, got, tg.name, tg.endpoint, mc.self, want, ServerNoopAtClusterLatency)
 	}
 }

@@ -22,6 +22,11 @@ const (
 	// for what the one-node chute's answers took longer than the no-op's
 	// (medians): the gRPC floor at chute's latency.
 	ServerNoopAtLatency = "no-op, at chute's latency"
+	// ServerNoopAtClusterLatency is the no-op server holding each put and
+	// txn for what the three-node cells' answers took longer than the
+	// no-op's, driven by the clients of one forwarding node: the floor of
+	// receiving a forwarding node's puts.
+	ServerNoopAtClusterLatency = "no-op, at 3 nodes' latency, one forwarder's clients"
 	// ServerChuteKV3 and ServerEtcd3 are the KV group: plain keys to
 	// three chute nodes, and to three etcd members.
 	ServerChuteKV3 = "chute KV, 3 nodes"
@@ -179,6 +184,7 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if len(r.Targets) > 0 {
 		b.WriteString("\nTargets:\n\n")
 		r.writeTargets(&b)
+		r.writeHopFloors(&b)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
@@ -405,6 +411,54 @@ func (r Report) writeTargets(b *bytes.Buffer) {
 	}
 }
 
+// writeHopFloors writes, when the three-node cells and the no-op at
+// their latency were measured, each three-node cell against one node's
+// µs/row plus that no-op's µs/put: a row put to a forwarding node is
+// received twice, from its client and again by the dispatcher, where
+// one node receives it once, so this is what the three nodes spend
+// beyond one node and the first receive. It is shown beside targets 3a
+// and 3b, which it does not change.
+func (r Report) writeHopFloors(b *bytes.Buffer) {
+	var lines []string
+	for _, p := range []struct {
+		id  string
+		txn int
+	}{{"3a", r.txnOf(ServerChute3)}, {"3b", 0}} {
+		three, ok3 := findCell(r.Results, ServerChute3, p.txn, true)
+		one, ok1 := findCell(r.Results, ServerChute, p.txn, true)
+		late, okL := findCell(r.Results, ServerNoopAtClusterLatency, p.txn, false)
+		if !ok3 || !ok1 || !okL || len(three.CPU) == 0 || len(one.CPU) == 0 || len(late.CPU) == 0 {
+			continue
+		}
+		floor := sumPerRow(one.CPU) + late.CPU[0].MicrosPerPut
+		if floor <= 0 {
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("| %s | %s | %.2f + %.2f = %.2f | %.2f |",
+			p.id, callShape(three), sumPerRow(one.CPU), late.CPU[0].MicrosPerPut, floor, sumPerRow(three.CPU)/floor))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	b.WriteString("\nBeside 3a and 3b: a row put to a forwarding node is received twice,\n" +
+		"from its client and again by the dispatcher, where one node receives\n" +
+		"it once. Counting the first receive at the no-op's cost (at the three\n" +
+		"nodes' latency, driven by one forwarding node's clients), the three\n" +
+		"nodes' µs/row over one node's plus that:\n\n" +
+		"| # | calls | 1 node + no-op at 3 nodes' latency µs/row | 3 nodes ÷ that |\n" +
+		"|---|-------|------------------------------------------:|---------------:|\n")
+	b.WriteString(strings.Join(lines, "\n") + "\n")
+}
+
+// txnOf returns the txn size of server's txn cell, defaultMatrixTxn when
+// there is none.
+func (r Report) txnOf(server string) int {
+	if t, ok := findTxnCell(r.Results, server); ok {
+		return t.Txn
+	}
+	return defaultMatrixTxn
+}
+
 // hasRows reports whether any result watched its rows.
 func hasRows(results []Result) bool {
 	for _, r := range results {
@@ -549,8 +603,11 @@ func (r Report) writePerRow(b *bytes.Buffer) {
 			return "-"
 		}
 		noop, late, floorCPU, floorBatch := perPut(ServerNoop), "-", "-", "-"
-		if p.server == ServerChute { // matched to the one-node runs' latency only
+		switch p.server { // matched to the path's latency
+		case ServerChute:
 			late = perPut(ServerNoopAtLatency)
+		case ServerChute3:
+			late = perPut(ServerNoopAtClusterLatency)
 		}
 		if f, ok := findFloor(r.Floors, p.txn); ok {
 			floorCPU, floorBatch = perRow(f.ClickHouseCPU), fmt.Sprint(f.BatchRows)

@@ -140,6 +140,8 @@ func clickHouseMeasured() Measured {
 			{Server: ServerChute3, Nodes: 3, Clients: 100, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 150000, Rows: rows(140000, 300*time.Millisecond),
 				CPU: cpu(2, 1.5, 1.5)},
 			{Server: ServerNoopAtLatency, Clients: 100, Conns: 10, Queues: 1, PutsPerSec: 19000, CPU: cpu(45)},
+			{Server: ServerNoopAtClusterLatency, Clients: 50, Conns: 10, Queues: 1, PutsPerSec: 9000, CPU: cpu(38)},
+			{Server: ServerNoopAtClusterLatency, Clients: 50, Conns: 10, Queues: 1, Txn: 128, PutsPerSec: 200000, CPU: cpu(1.75)},
 		},
 		Raw: &RawResult{Rows: 1000000, Inserts: 200, BatchRows: 5000, BatchBytes: 1285000, Posters: 2, ValSize: 256, Elapsed: 2 * time.Second, RowsPerSec: 500000, P50: 8 * time.Millisecond, P99: 20 * time.Millisecond},
 		Floors: []RawResult{
@@ -239,8 +241,12 @@ func TestReport_WriteMarkdown_clickHouse(t *testing.T) {
 			"|------|-------------:|-------:|------------------:|-------:|--------------:|----------------:|-------------:|--------------------------------:|------------------------:|----------------------:|\n" +
 			"| unary, 1 node | 42.00 | 39 | 4.00 | 14 | 30.00 | 5000 | 40.00 | 45.00 | 2.00 | 30000 |\n" +
 			"| txn-128, 1 node | 3.00 | 4.9 | 2.40 | 3.4 | 1.50 | 5000 | 2.00 | - | 1.60 | 30000 |\n" +
-			"| txn-128, 3 nodes | 2.00 + 1.50 + 1.50 = 5.00 | 8.5 | - | 3.7 | - | 5000 | 2.00 | - | 1.60 | 30000 |\n" +
-			"| unary, 3 nodes | 40.00 + 20.00 + 20.00 = 80.00 | 99 | 5.00 | 23 | - | 5000 | 40.00 | - | 2.00 | 30000 |\n",
+			"| txn-128, 3 nodes | 2.00 + 1.50 + 1.50 = 5.00 | 8.5 | - | 3.7 | - | 5000 | 2.00 | 1.75 | 1.60 | 30000 |\n" +
+			"| unary, 3 nodes | 40.00 + 20.00 + 20.00 = 80.00 | 99 | 5.00 | 23 | - | 5000 | 40.00 | 38.00 | 2.00 | 30000 |\n",
+		"| # | calls | 1 node + no-op at 3 nodes' latency µs/row | 3 nodes ÷ that |\n" +
+			"|---|-------|------------------------------------------:|---------------:|\n" +
+			"| 3a | txn 128 | 3.00 + 1.75 = 4.75 | 1.05 |\n" +
+			"| 3b | put | 42.00 + 38.00 = 80.00 | 1.00 |\n",
 		"\nCPU per row of each process:\n\n| server | calls | rows | rows per insert | chute µs/row | ClickHouse µs/row | client µs/row |\n",
 		"| no-op | put | - | - | 40.00 | - | 35.00 |\n",
 		"| chute | txn 128 | 100000 | 5000 | 3.00 | 2.40 | 1.50 |\n",
@@ -282,7 +288,7 @@ func TestReport_WriteDoc(t *testing.T) {
 			"| chute built from | abc123 with local changes |\n| started | 2026-11-30 09:45 UTC |\n| load average at start | 0.5 0.4 0.3 |\n| load average at the end | 2.5 1.4 0.9 |\n",
 		"## Command\n\n```\nchute-bench --matrix --clickhouse-url http://127.0.0.1:18124\n```\n",
 		"## Targets\n\nCPU per row of each process, each a ratio to a floor measured in the\nsame bench, and the latency, refusals and memory of a queued row.\n\n| # | target |",
-		"## Puts\n\n| server |",
+		"| 3b | put | 42.00 + 38.00 = 80.00 | 1.00 |\n\n## Puts\n\n| server |",
 		"## Rows into ClickHouse\n\n",
 		"## CPU per row against the floors\n\n",
 		"## CPU per row of each process\n\n",
@@ -300,6 +306,7 @@ func TestReport_WriteDoc(t *testing.T) {
 		"`--clickhouse-pid` names",
 		"in batches of 30000\nrows by 2 posters, paced at that run's rows/s",
 		"table's rows every 50ms while it posts",
+		"driven by half the clients, those of one forwarding node",
 		"plus 64 bytes; the key is the message key, the 16 bytes after",
 		"a loopback port\nnothing listens on",
 	} {

@@ -75,6 +75,7 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 			"CPU per row of each process, each a ratio to a floor measured in the\n" +
 			"same bench, and the latency, refusals and memory of a queued row.\n\n")
 		r.writeTargets(&b)
+		r.writeHopFloors(&b)
 	}
 	b.WriteString("\n## Puts\n\n")
 	r.writePuts(&b)
@@ -236,7 +237,10 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"server answers fewer calls per second, fewer share a read or a write,\n"+
 			"and each costs the gRPC stack more; it is the floor of a server that\n"+
 			"answers when chute does, shown beside the targets' no-op, which are\n"+
-			"not changed.\n\n",
+			"not changed. The no-op at the three nodes' latency holds each put\n"+
+			"(txn) for the median three-node run's p50 less the no-op's own and is\n"+
+			"driven by half the clients, those of one forwarding node, once the\n"+
+			"cluster has stopped: the floor of a forwarding node's first receive.\n\n",
 			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
