@@ -264,10 +264,13 @@ type appendBufs struct {
 	at   []*incoming
 }
 
-// maxPooledAppend is the largest record buffer Manager.appends keeps: a txn's
-// records fit many times over; a handover chunk's may not, and is left
-// to the collector.
-const maxPooledAppend = 1 << 20
+// maxPooledAppend is the largest record buffer Manager.appends keeps: the
+// records of any peer frame fit (maxFrameBytes of values and keys, and
+// each record's name, ids and framing). A dispatcher under load appends
+// forward frames of megabytes, one after another; left to the collector
+// each was a fresh buffer, zeroed, and a fifth of what the dispatcher
+// allocated (three nodes, txn-128).
+const maxPooledAppend = 2 * maxFrameBytes
 
 // getAppendBufs returns empty buffers for n records of size bytes in all.
 func (m *Manager) getAppendBufs(size, n int) *appendBufs {
