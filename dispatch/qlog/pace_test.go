@@ -10,10 +10,16 @@ import (
 	"chute/internal/testutil"
 )
 
-// After an fsync that covered appends of several callers, the next one
-// waits for SyncInterval from its start, and what comes meanwhile shares
-// it; once the interval has passed, an append goes at once.
-func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
+// pacedLog is a log whose writer paces fsyncs by a fake clock at 10ms,
+// its fsyncs announced on fl.syncing, for the tests of pacing.
+type pacedLog struct {
+	t   *testing.T
+	l   *Log
+	clk *clockwork.FakeClock
+	fl  *faults
+}
+
+func newPacedLog(t *testing.T) *pacedLog {
 	cfg, _ := testConfig(t)
 	cfg.SegmentBytes = 1 << 20
 	clk := clockwork.NewFakeClock()
@@ -21,35 +27,48 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
 	<-fl.syncing // the new segment's header
+	return &pacedLog{t: t, l: l, clk: clk, fl: fl}
+}
 
-	appendAsync := func(i int) <-chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := l.Append(context.Background(), rec(i, 100))
-			done <- err
-		}()
-		return done
-	}
-	wait := func(name string, done <-chan error) {
-		t.Helper()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("append %s: %v", name, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("append %s not answered within 5s", name)
+// appendAsync appends record i and returns where its answer comes.
+func (p *pacedLog) appendAsync(i int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.l.Append(context.Background(), rec(i, 100))
+		done <- err
+	}()
+	return done
+}
+
+// wait waits up to 5s for the answer of the append called name.
+func (p *pacedLog) wait(name string, done <-chan error) {
+	p.t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			p.t.Fatalf("append %s: %v", name, err)
 		}
+	case <-time.After(5 * time.Second):
+		p.t.Fatalf("append %s not answered within 5s", name)
 	}
+}
 
+// paced waits up to 5s for the writer to wait on the clock.
+func (p *pacedLog) paced() {
+	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	paced := func() {
-		t.Helper()
-		if err := clk.BlockUntilContext(ctx, 1); err != nil {
-			t.Fatalf("the writer never waited on the clock: %v", err)
-		}
+	if err := p.clk.BlockUntilContext(ctx, 1); err != nil {
+		p.t.Fatalf("the writer never waited on the clock: %v", err)
 	}
+}
+
+// After an fsync that covered appends of several callers, the next one
+// waits for SyncInterval from its start, and what comes meanwhile shares
+// it; once the interval has passed, an append goes at once.
+func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
+	p := newPacedLog(t)
+	l, clk, fl, appendAsync, wait, paced := p.l, p.clk, p.fl, p.appendAsync, p.wait, p.paced
 
 	// a alone, its fsync held while b and c come: they share the next,
 	// after the interval (they came while a's ran).
@@ -93,33 +112,8 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 // meet at one fsync: an append that came while the other's fsync ran
 // waits for the interval, and the other's next append shares its fsync.
 func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
-	cfg, _ := testConfig(t)
-	cfg.SegmentBytes = 1 << 20
-	clk := clockwork.NewFakeClock()
-	cfg.Clock, cfg.SyncInterval = clk, 10*time.Millisecond
-	fl := &faults{syncing: make(chan struct{}, 1)}
-	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing // the new segment's header
-
-	appendAsync := func(i int) <-chan error {
-		done := make(chan error, 1)
-		go func() {
-			_, err := l.Append(context.Background(), rec(i, 100))
-			done <- err
-		}()
-		return done
-	}
-	wait := func(name string, done <-chan error) {
-		t.Helper()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("append %s: %v", name, err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("append %s not answered within 5s", name)
-		}
-	}
+	p := newPacedLog(t)
+	l, clk, fl, appendAsync, wait, paced := p.l, p.clk, p.fl, p.appendAsync, p.wait, p.paced
 
 	// a alone, its fsync held while b comes.
 	hold := make(chan struct{})
@@ -135,11 +129,7 @@ func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
 
 	// b is taken and waits for the interval; a's caller appends again
 	// meanwhile, and shares b's fsync.
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := clk.BlockUntilContext(ctx, 1); err != nil {
-		t.Fatalf("the writer never waited on the clock: %v", err)
-	}
+	paced()
 	a2 := appendAsync(2)
 	testutil.EventuallyTrue(t, 5*time.Second, "a2 waiting", func() bool { return l.Stats().Waiting == 1 })
 	if got := l.Stats().Fsyncs; got != before {

@@ -274,6 +274,27 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		return measure(1, func() cell { return c }, nil)
 	}
 	rep := max(mc.repeat, 1)
+	// latencyNoop starts the no-op server called name on port, holding
+	// calls for d, and measures it unary and txn with clients putters.
+	latencyNoop := func(name string, port int, d NoopDelays, clients int) error {
+		late := latencyNoopTarget(mc, name, port, d, os.Environ())
+		started, err := startTargets(ctx, mc, dir, []*target{late}, logger)
+		defer stopTargets(started, logger)
+		if err != nil {
+			return err
+		}
+		for _, k := range []int{0, txn} {
+			mk := func() cell {
+				c := queueCell(name, 0, []*target{late}, []string{late.endpoint}, "", k, false)
+				c.cfg.Clients = clients
+				return c
+			}
+			if _, err := measure(rep, mk, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 
 	// 1. One node.
 	var unary, batched, noopUnary, noopTxn Result
@@ -329,21 +350,10 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		// The no-op again, holding each call for what chute's answers
 		// took longer than its own (medians): the gRPC floor of a server
 		// that answers when chute does.
-		late := latencyNoopTarget(mc, ServerNoopAtLatency, ports[13], NoopDelays{
+		if err := latencyNoop(ServerNoopAtLatency, ports[13], NoopDelays{
 			Put: max(0, unary.P50-noopUnary.P50), Txn: max(0, batched.P50-noopTxn.P50),
-		}, os.Environ())
-		lateStarted, err := startTargets(ctx, mc, dir, []*target{late}, logger)
-		defer stopTargets(lateStarted, logger)
-		if err != nil {
+		}, mc.base.Clients); err != nil {
 			return err
-		}
-		for _, k := range []int{0, txn} {
-			mk := func() cell {
-				return queueCell(ServerNoopAtLatency, 0, []*target{late}, []string{late.endpoint}, "", k, false)
-			}
-			if _, err := measure(rep, mk, nil); err != nil {
-				return err
-			}
 		}
 		if len(targets) > 2 {
 			traced := targets[2]
@@ -413,32 +423,13 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 	// clients of one forwarding node: what receiving its puts costs a
 	// node that answers when the cluster does, the part of a three-node
 	// row's cost that one node's has no counterpart of.
-	err = func() error {
-		ports, err := freePorts(1)
-		if err != nil {
-			return err
-		}
-		late := latencyNoopTarget(mc, ServerNoopAtClusterLatency, ports[0], NoopDelays{
-			Put: max(0, three[0].P50-noopUnary.P50), Txn: max(0, three[1].P50-noopTxn.P50),
-		}, os.Environ())
-		started, err := startTargets(ctx, mc, dir, []*target{late}, logger)
-		defer stopTargets(started, logger)
-		if err != nil {
-			return err
-		}
-		for _, k := range []int{0, txn} {
-			mk := func() cell {
-				c := queueCell(ServerNoopAtClusterLatency, 0, []*target{late}, []string{late.endpoint}, "", k, false)
-				c.cfg.Clients = max(1, c.cfg.Clients/2) // two forwarding nodes share them
-				return c
-			}
-			if _, err := measure(rep, mk, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
+	ports, err := freePorts(1)
 	if err != nil {
+		return out, err
+	}
+	if err := latencyNoop(ServerNoopAtClusterLatency, ports[0], NoopDelays{
+		Put: max(0, three[0].P50-noopUnary.P50), Txn: max(0, three[1].P50-noopTxn.P50),
+	}, max(1, mc.base.Clients/2)); err != nil { // two forwarding nodes share the clients
 		return out, err
 	}
 
