@@ -63,6 +63,26 @@ func (p *pacedLog) paced() {
 	}
 }
 
+// pacedTogether checks that first, an append the writer has taken or
+// is about to take, waits for the interval, and that record i, appended
+// meanwhile as second, goes in the same fsync once the interval passes.
+func (p *pacedLog) pacedTogether(firstName string, first <-chan error, secondName string, i int) {
+	p.t.Helper()
+	before := p.l.Stats().Fsyncs
+	p.paced()
+	second := p.appendAsync(i)
+	testutil.EventuallyTrue(p.t, 5*time.Second, secondName+" waiting", func() bool { return p.l.Stats().Waiting == 1 })
+	if got := p.l.Stats().Fsyncs; got != before {
+		p.t.Fatalf("fsyncs went from %d to %d before the interval passed, want none", before, got)
+	}
+	p.clk.Advance(10 * time.Millisecond)
+	p.wait(firstName, first)
+	p.wait(secondName, second)
+	if got := p.l.Stats().Fsyncs - before; got != 1 {
+		p.t.Errorf("%s and %s took %d fsyncs, want 1", firstName, secondName, got)
+	}
+}
+
 // After an fsync that covered appends of several callers, the next one
 // waits for SyncInterval from its start, and what comes meanwhile shares
 // it; once the interval has passed, an append goes at once.
@@ -85,22 +105,10 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	clk.Advance(10 * time.Millisecond)
 	wait("b", b)
 	wait("c", c)
-	before := l.Stats().Fsyncs
 
-	// d comes right after the shared fsync: it waits for the interval.
-	d := appendAsync(3)
-	paced()
-	e := appendAsync(4)
-	testutil.EventuallyTrue(t, 5*time.Second, "e waiting", func() bool { return l.Stats().Waiting == 1 })
-	if got := l.Stats().Fsyncs; got != before {
-		t.Fatalf("fsyncs went from %d to %d before the interval passed, want none", before, got)
-	}
-	clk.Advance(10 * time.Millisecond)
-	wait("d", d)
-	wait("e", e)
-	if got := l.Stats().Fsyncs - before; got != 1 {
-		t.Errorf("d and e took %d fsyncs, want 1", got)
-	}
+	// d comes right after the shared fsync: it waits for the interval,
+	// and e, coming meanwhile, shares d's fsync.
+	p.pacedTogether("d", appendAsync(3), "e", 4)
 
 	// Once the interval has passed, an append waits for nothing.
 	clk.Advance(10 * time.Millisecond)
@@ -113,7 +121,7 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 // waits for the interval, and the other's next append shares its fsync.
 func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
 	p := newPacedLog(t)
-	l, clk, fl, appendAsync, wait, paced := p.l, p.clk, p.fl, p.appendAsync, p.wait, p.paced
+	l, fl, appendAsync, wait := p.l, p.fl, p.appendAsync, p.wait
 
 	// a alone, its fsync held while b comes.
 	hold := make(chan struct{})
@@ -125,22 +133,10 @@ func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
 	fl.hold.Store(nil)
 	close(hold)
 	wait("a", a)
-	before := l.Stats().Fsyncs
 
 	// b is taken and waits for the interval; a's caller appends again
 	// meanwhile, and shares b's fsync.
-	paced()
-	a2 := appendAsync(2)
-	testutil.EventuallyTrue(t, 5*time.Second, "a2 waiting", func() bool { return l.Stats().Waiting == 1 })
-	if got := l.Stats().Fsyncs; got != before {
-		t.Fatalf("fsyncs went from %d to %d before the interval passed, want none", before, got)
-	}
-	clk.Advance(10 * time.Millisecond)
-	wait("b", b)
-	wait("a2", a2)
-	if got := l.Stats().Fsyncs - before; got != 1 {
-		t.Errorf("b and a2 took %d fsyncs, want 1", got)
-	}
+	p.pacedTogether("b", b, "a2", 2)
 }
 
 // A caller appending alone is never paced: each of its appends is a batch
