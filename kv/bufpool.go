@@ -3,6 +3,7 @@ package kv
 import (
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
 )
@@ -13,13 +14,34 @@ import (
 // reads it (and its values are copied out when it is decoded). For a txn of
 // 128 puts that is 64 KiB cleared per call, which stood out in profiles
 // of txn batches (docs/benchmarks.md). grpc keeps its own uncleared pool internal, hence
-// this one: buffers of power-of-two capacities from 256 B to 4 MiB, one
-// sync.Pool each; larger ones are allocated and dropped.
+// this one: buffers of power-of-two capacities from 256 B to 4 MiB;
+// larger ones are allocated and dropped.
+//
+// Below 64 KiB each capacity has a sync.Pool. From 64 KiB up (a txn's
+// copy, a member's forward frames) buffers are taken a few times a
+// second per capacity, and a sync.Pool lost about half of them: a buffer
+// given back on one P sits in its private slot, which a Get on another P
+// cannot reach, and the collector empties the pool every other cycle. A
+// forwarding member made some 20 MB/s of frame buffers anew that way
+// (three nodes, txn-128). Those capacities keep a short free list each
+// instead, holding at most maxListBytes in all.
 type bufferPool struct {
-	tiers [maxPoolShift - minPoolShift + 1]sync.Pool
+	tiers [minListShift - minPoolShift]sync.Pool
+	lists [maxPoolShift - minListShift + 1]freeList
+	kept  atomic.Int64 // bytes held by lists
 }
 
-const minPoolShift, maxPoolShift = 8, 22
+const minPoolShift, minListShift, maxPoolShift = 8, 16, 22
+
+// maxListBytes bounds the bytes of the buffers a pool's free lists keep:
+// two of the largest.
+const maxListBytes = 2 << maxPoolShift
+
+// freeList is the buffers of one capacity given back and not yet taken.
+type freeList struct {
+	mu   sync.Mutex
+	bufs []*[]byte
+}
 
 var _ mem.BufferPool = (*bufferPool)(nil)
 
@@ -40,12 +62,32 @@ func (p *bufferPool) Get(n int) *[]byte {
 		b := make([]byte, n)
 		return &b
 	}
-	if b, _ := p.tiers[i].Get().(*[]byte); b != nil {
+	if b := p.take(i); b != nil {
 		*b = (*b)[:n]
 		return b
 	}
 	b := make([]byte, n, 1<<(i+minPoolShift))
 	return &b
+}
+
+// take returns a buffer of tier i given back earlier, or nil.
+func (p *bufferPool) take(i int) *[]byte {
+	if i < len(p.tiers) {
+		b, _ := p.tiers[i].Get().(*[]byte)
+		return b
+	}
+	l := &p.lists[i-len(p.tiers)]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := len(l.bufs)
+	if n == 0 {
+		return nil
+	}
+	b := l.bufs[n-1]
+	l.bufs[n-1] = nil
+	l.bufs = l.bufs[:n-1]
+	p.kept.Add(-int64(cap(*b)))
+	return b
 }
 
 // Put takes a buffer back if its capacity is one of the tiers'.
@@ -55,5 +97,16 @@ func (p *bufferPool) Put(b *[]byte) {
 	if !ok || c != 1<<(i+minPoolShift) {
 		return
 	}
-	p.tiers[i].Put(b)
+	if i < len(p.tiers) {
+		p.tiers[i].Put(b)
+		return
+	}
+	l := &p.lists[i-len(p.tiers)]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if p.kept.Add(int64(c)) > maxListBytes {
+		p.kept.Add(-int64(c))
+		return // left to the collector
+	}
+	l.bufs = append(l.bufs, b)
 }

@@ -38,6 +38,45 @@ func TestBufferPool_GetPut(t *testing.T) {
 	t.Errorf("a buffer given back never served a Get of its tier")
 }
 
+// A large buffer given back serves the next Get of its capacity from any
+// goroutine, every time (a free list, not a sync.Pool), and the free
+// lists keep at most maxListBytes.
+func TestBufferPool_largeBuffersKept(t *testing.T) {
+	var p bufferPool
+	b := p.Get(100_000)
+	(*b)[0] = 42
+	p.Put(b)
+	got := make(chan *[]byte)
+	go func() { got <- p.Get(70_000) }()
+	if c := <-got; &(*c)[:1][0] != &(*b)[0] || (*c)[0] != 42 || len(*c) != 70_000 {
+		t.Errorf("Get(70000) on another goroutine: got a new buffer, want the 128 KiB one given back")
+	}
+
+	const big = 1 << maxPoolShift
+	var given []*[]byte
+	for range 3 {
+		given = append(given, p.Get(big))
+	}
+	for _, b := range given {
+		p.Put(b)
+	}
+	if k := p.kept.Load(); k != maxListBytes {
+		t.Errorf("bytes kept after three %d-byte buffers: %d, want %d", big, k, maxListBytes)
+	}
+	reused := 0
+	for range 3 {
+		c := p.Get(big)
+		for _, b := range given {
+			if &(*c)[0] == &(*b)[0] {
+				reused++
+			}
+		}
+	}
+	if reused != maxListBytes/big || p.kept.Load() != 0 {
+		t.Errorf("buffers served again: %d, want %d; bytes still kept %d, want 0", reused, maxListBytes/big, p.kept.Load())
+	}
+}
+
 // countingPool counts the buffers taken from the pool it wraps.
 type countingPool struct {
 	bufferPool
