@@ -430,12 +430,13 @@ func (r Report) writeHopFloors(b *bytes.Buffer) {
 		if !ok3 || !ok1 || !okL || len(three.CPU) == 0 || len(one.CPU) == 0 || len(late.CPU) == 0 {
 			continue
 		}
-		floor := sumPerRow(one.CPU) + late.CPU[0].MicrosPerPut
+		oneRow, hop := sumPerRow(one.CPU), late.CPU[0].MicrosPerPut
+		floor := oneRow + hop
 		if floor <= 0 {
 			continue
 		}
 		lines = append(lines, fmt.Sprintf("| %s | %s | %.2f + %.2f = %.2f | %.2f |",
-			p.id, callShape(three), sumPerRow(one.CPU), late.CPU[0].MicrosPerPut, floor, sumPerRow(three.CPU)/floor))
+			p.id, callShape(three), oneRow, hop, floor, sumPerRow(three.CPU)/floor))
 	}
 	if len(lines) == 0 {
 		return
@@ -557,10 +558,7 @@ type perRowPath struct {
 // perRowPaths are the lines of that table, in its order; the txn lines
 // take the txn size of the one-node txn cell.
 func (r Report) perRowPaths() []perRowPath {
-	txn := defaultMatrixTxn
-	if t, ok := findTxnCell(r.Results, ServerChute); ok {
-		txn = t.Txn
-	}
+	txn := r.txnOf(ServerChute)
 	return []perRowPath{
 		{"unary, 1 node", ServerChute, 0, [2]float64{39, 14}},
 		{fmt.Sprintf("txn-%d, 1 node", txn), ServerChute, txn, [2]float64{4.9, 3.4}},
