@@ -3,7 +3,6 @@ package kv
 import (
 	"math/bits"
 	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc/mem"
 )
@@ -24,11 +23,14 @@ import (
 // cannot reach, and the collector empties the pool every other cycle. A
 // forwarding member made some 20 MB/s of frame buffers anew that way
 // (three nodes, txn-128). Those capacities keep a short free list each
-// instead, holding at most maxListBytes in all.
+// instead, holding at most maxListBytes in all, under one mutex: they
+// are taken thousands of times a second at most.
 type bufferPool struct {
 	tiers [minListShift - minPoolShift]sync.Pool
-	lists [maxPoolShift - minListShift + 1]freeList
-	kept  atomic.Int64 // bytes held by lists
+
+	mu    sync.Mutex
+	lists [maxPoolShift - minListShift + 1][]*[]byte // guarded by mu: buffers given back, by capacity
+	kept  int                                        // guarded by mu: bytes held by lists
 }
 
 const minPoolShift, minListShift, maxPoolShift = 8, 16, 22
@@ -36,12 +38,6 @@ const minPoolShift, minListShift, maxPoolShift = 8, 16, 22
 // maxListBytes bounds the bytes of the buffers a pool's free lists keep:
 // two of the largest.
 const maxListBytes = 2 << maxPoolShift
-
-// freeList is the buffers of one capacity given back and not yet taken.
-type freeList struct {
-	mu   sync.Mutex
-	bufs []*[]byte
-}
 
 var _ mem.BufferPool = (*bufferPool)(nil)
 
@@ -76,17 +72,17 @@ func (p *bufferPool) take(i int) *[]byte {
 		b, _ := p.tiers[i].Get().(*[]byte)
 		return b
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	l := &p.lists[i-len(p.tiers)]
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := len(l.bufs)
+	n := len(*l)
 	if n == 0 {
 		return nil
 	}
-	b := l.bufs[n-1]
-	l.bufs[n-1] = nil
-	l.bufs = l.bufs[:n-1]
-	p.kept.Add(-int64(cap(*b)))
+	b := (*l)[n-1]
+	(*l)[n-1] = nil
+	*l = (*l)[:n-1]
+	p.kept -= cap(*b)
 	return b
 }
 
@@ -101,12 +97,11 @@ func (p *bufferPool) Put(b *[]byte) {
 		p.tiers[i].Put(b)
 		return
 	}
-	l := &p.lists[i-len(p.tiers)]
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if p.kept.Add(int64(c)) > maxListBytes {
-		p.kept.Add(-int64(c))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.kept+c > maxListBytes {
 		return // left to the collector
 	}
-	l.bufs = append(l.bufs, b)
+	p.kept += c
+	p.lists[i-len(p.tiers)] = append(p.lists[i-len(p.tiers)], b)
 }
