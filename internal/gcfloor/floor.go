@@ -1,0 +1,138 @@
+package gcfloor
+
+import (
+	"math"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultMinHeap is the heap goal a Floor keeps at least.
+const DefaultMinHeap = 64 << 20
+
+// maxPercent bounds the GOGC a Floor sets, for a live heap of almost
+// nothing.
+const maxPercent = 1 << 20
+
+// liveHeap is the runtime metric of the heap the last collection marked
+// live.
+const liveHeap = "/gc/heap/live:bytes"
+
+// Config is a Floor's settings.
+type Config struct {
+	// MinHeap is the least heap goal, in bytes. Zero: DefaultMinHeap.
+	MinHeap uint64
+	// Percent is the GOGC once the live heap times 1+Percent/100 is
+	// above MinHeap. Zero: the GOGC in force when the Floor starts
+	// (100 unless the environment or a caller changed it).
+	Percent int
+}
+
+// Floor keeps the heap goal at least Config.MinHeap. Start one, Stop it
+// once.
+type Floor struct {
+	minHeap uint64
+	percent int // the GOGC above the floor
+	found   int // the GOGC when started, restored by Stop
+
+	stopped atomic.Bool
+
+	mu     sync.Mutex // guards sample and set; cleanups may run at once
+	sample []metrics.Sample
+	set    int // the GOGC last set
+}
+
+// mark is allocated for one collection: its cleanup runs once a
+// collection found it unreachable, and allocates the next one. It is
+// neither of zero size nor small enough for the tiny allocator, whose
+// objects' cleanups may run late or never.
+type mark struct{ _ [32]byte }
+
+// Start sets GOGC for the live heap now and after every collection from
+// now on, until Stop.
+func Start(cfg Config) *Floor {
+	f := &Floor{minHeap: cfg.MinHeap, percent: cfg.Percent, sample: []metrics.Sample{{Name: liveHeap}}}
+	if f.minHeap == 0 {
+		f.minHeap = DefaultMinHeap
+	}
+	f.found = gogc()
+	f.set = f.found
+	if f.percent == 0 {
+		f.percent = f.found
+	}
+	f.tune()
+	f.arm()
+	return f
+}
+
+// Stop stops setting GOGC and restores the GOGC found by Start. A
+// collection's cleanup already running may set GOGC once more before it
+// sees Stop; it then sets it back.
+func (f *Floor) Stop() {
+	f.stopped.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	debug.SetGCPercent(f.found)
+	f.set = f.found
+}
+
+// arm allocates a mark whose cleanup tunes GOGC after the collection
+// that frees it, and arms the next.
+func (f *Floor) arm() {
+	runtime.AddCleanup(&mark{}, func(f *Floor) {
+		if f.stopped.Load() {
+			return
+		}
+		f.tune()
+		f.arm()
+	}, f)
+}
+
+// tune sets GOGC so that the heap goal of the live heap is at least the
+// floor, and f.percent once that is above it.
+func (f *Floor) tune() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped.Load() {
+		return
+	}
+	metrics.Read(f.sample)
+	var live uint64
+	if s := f.sample[0]; s.Value.Kind() == metrics.KindUint64 {
+		live = s.Value.Uint64()
+	}
+	p := Percent(live, f.minHeap, f.percent)
+	if p != f.set {
+		debug.SetGCPercent(p)
+		f.set = p
+	}
+}
+
+// Percent is the GOGC that makes the heap goal of a live heap of live
+// bytes at least minHeap: percent when that is enough, when percent is
+// negative (the collector is off), or when live is zero (no collection
+// has ended yet: its goal is not of the live heap, and the first
+// collection must come to show it).
+func Percent(live, minHeap uint64, percent int) int {
+	if percent < 0 || live == 0 {
+		return percent
+	}
+	l := float64(live)
+	if l*(1+float64(percent)/100) >= float64(minHeap) {
+		return percent
+	}
+	p := math.Ceil((float64(minHeap) - l) * 100 / l)
+	return int(min(p, maxPercent))
+}
+
+// gogc is the GOGC in force, negative when the collector is off.
+func gogc() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 100
+	}
+	return int(int32(s[0].Value.Uint64())) // the runtime's int32, -1 for off
+}

@@ -1,0 +1,99 @@
+package gcfloor
+
+import (
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestPercent(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		name          string
+		live, minHeap uint64
+		percent, want int
+	}{
+		{"no collection yet", 0, 128 * mib, 100, 100},
+		{"collector off", 4 * mib, 128 * mib, -1, -1},
+		{"small live heap", 4 * mib, 128 * mib, 100, 3100},
+		{"twice the live heap is the floor", 64 * mib, 128 * mib, 100, 100},
+		{"live heap above the floor", 200 * mib, 128 * mib, 100, 100},
+		{"GOGC of its own above the floor", 32 * mib, 128 * mib, 400, 400},
+		{"GOGC of its own below the floor", 32 * mib, 128 * mib, 50, 300},
+		{"almost nothing live", 1, 128 * mib, 100, maxPercent},
+	} {
+		if got := Percent(tc.live, tc.minHeap, tc.percent); got != tc.want {
+			t.Errorf("%s: Percent(%d, %d, %d) = %d, want %d", tc.name, tc.live, tc.minHeap, tc.percent, got, tc.want)
+		}
+	}
+}
+
+// TestFloor_raisesHeapGoal: with a live heap of a few MiB, the heap goal
+// after a few collections is the floor, not twice the live heap; Stop
+// gives GOGC back.
+func TestFloor_raisesHeapGoal(t *testing.T) {
+	const floor = 64 << 20
+	before := gogc()
+	f := Start(Config{MinHeap: floor})
+	churn(t, 3)
+	if goal := read(t, "/gc/heap/goal:bytes"); goal < floor*9/10 {
+		t.Errorf("heap goal %d bytes with a live heap of %d, want about the floor %d", goal, read(t, liveHeap), floor)
+	}
+	if p := gogc(); p <= 100 {
+		t.Errorf("GOGC %d under the floor, want above 100", p)
+	}
+	f.Stop()
+	if p := gogc(); p != before {
+		t.Errorf("GOGC %d after Stop, want %d as before Start", p, before)
+	}
+}
+
+// TestFloor_liveHeapAboveFloor: once twice the live heap passes the
+// floor, GOGC is the percent given.
+func TestFloor_liveHeapAboveFloor(t *testing.T) {
+	const floor = 16 << 20
+	f := Start(Config{MinHeap: floor, Percent: 100})
+	defer f.Stop()
+	live := make([]byte, 24<<20) // twice this is above the floor
+	for i := range live {
+		live[i] = byte(i)
+	}
+	churn(t, 3)
+	if p := gogc(); p != 100 {
+		t.Errorf("GOGC %d with %d bytes live and a floor of %d, want 100", p, read(t, liveHeap), floor)
+	}
+	runtime.KeepAlive(live)
+}
+
+// churn allocates garbage until n more collections have ended and the
+// cleanup after the last one had time to run, within a bound.
+func churn(t *testing.T, n uint64) {
+	t.Helper()
+	start := read(t, "/gc/cycles/total:gc-cycles")
+	deadline := time.Now().Add(30 * time.Second)
+	var sink []byte
+	for i := 0; read(t, "/gc/cycles/total:gc-cycles") < start+n; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d collections in 30s, want %d", read(t, "/gc/cycles/total:gc-cycles")-start, n)
+		}
+		sink = make([]byte, 64<<10)
+		sink[0] = byte(i)
+	}
+	_ = sink
+	// The cleanup runs on its own goroutine after the collection.
+	for i := 0; i < 100; i++ {
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func read(t *testing.T, name string) uint64 {
+	t.Helper()
+	s := []metrics.Sample{{Name: name}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		t.Fatalf("runtime metric %s: kind %v", name, s[0].Value.Kind())
+	}
+	return s[0].Value.Uint64()
+}
