@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -50,17 +51,24 @@ func startChild(name, exe string, args, env []string, dir string, out io.Writer)
 	return c, nil
 }
 
-// childEnv is environ without its OpenTelemetry variables (OTEL_*), then
-// extra: a matrix child traces exactly when the matrix asks, whatever the
-// shell running the bench has set.
+// childEnv is environ without its OpenTelemetry variables (OTEL_*) and
+// the variables extra sets, then extra: a matrix child traces exactly
+// when the matrix asks, whatever the shell running the bench has set.
 func childEnv(environ []string, extra ...string) []string {
 	out := make([]string, 0, len(environ)+len(extra))
 	for _, kv := range environ {
-		if !strings.HasPrefix(kv, "OTEL_") {
+		if !strings.HasPrefix(kv, "OTEL_") && !slices.ContainsFunc(extra, func(e string) bool { return sameVar(kv, e) }) {
 			out = append(out, kv)
 		}
 	}
 	return append(out, extra...)
+}
+
+// sameVar reports whether the NAME=value pairs a and b name one variable.
+func sameVar(a, b string) bool {
+	na, _, _ := strings.Cut(a, "=")
+	nb, _, _ := strings.Cut(b, "=")
+	return na == nb
 }
 
 // exitErr is how the process ended; call it only after done is closed.

@@ -576,11 +576,20 @@ func clusterTargets(mc matrixConfig, ports []int, data string, environ []string)
 	return nodes
 }
 
+// memoryGOGC is the memory cell node's GOGC: Go's default, which turns
+// chute's heap floor off (see internal/gcfloor). Under the floor the
+// heap grows and shrinks by up to the floor between collections whatever
+// the queue holds, and the resident memory with it, which would bury
+// what 100,000 queued rows add; above it a row costs what it costs at
+// GOGC 100.
+const memoryGOGC = "GOGC=100"
+
 // memoryTarget is a chute node on four free ports, keeping its data
 // under data, whose ClickHouse is unreachable, a closed port at
-// clickhouseURL: its queues keep every row while it retries.
+// clickhouseURL: its queues keep every row while it retries. It runs at
+// memoryGOGC.
 func memoryTarget(mc matrixConfig, ports []int, data string, environ []string, clickhouseURL string) *target {
-	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ), clickhouseURL)
+	return chuteTarget(mc, "bench-mem", ports, data, childEnv(environ, memoryGOGC), clickhouseURL)
 }
 
 // chuteTarget is the chute node called name on four ports, its data in

@@ -262,6 +262,10 @@ func TestMemoryTarget_unreachableClickHouse(t *testing.T) {
 		!strings.HasPrefix(got, "--name bench-mem ") || !strings.Contains(got, " --data-dir /d/bench-mem.chute") {
 		t.Errorf("memory node argv: got %q, want bench-mem inserting into the closed port alone", got)
 	}
+	env := memoryTarget(mc, []int{1, 2, 3, 4}, "/d", []string{"HOME=/h", "GOGC=400"}, "http://127.0.0.1:5").env
+	if want := []string{"HOME=/h", "GOGC=100"}; !slices.Equal(env, want) {
+		t.Errorf("memory node env: got %q, want %q (the heap floor off)", env, want)
+	}
 }
 
 func TestChildEnv(t *testing.T) {
