@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"chute/internal/gcfloor"
 )
 
 // version is what --version prints.
@@ -32,7 +34,14 @@ func (e configError) Error() string { return e.err.Error() }
 
 func (e configError) Unwrap() error { return e.err }
 
-func main() { os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr)) }
+func main() {
+	// Unless GOGC says otherwise, the heap may grow to gcfloor's floor
+	// between collections, for the life of the process.
+	if _, set := os.LookupEnv("GOGC"); !set {
+		gcfloor.Start(gcfloor.Config{})
+	}
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
 
 // run is the whole binary: it dispatches subcommands, or loads the
 // configuration and runs a node until SIGTERM or SIGINT. It returns the
