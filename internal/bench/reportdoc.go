@@ -240,7 +240,13 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"not changed. The no-op at the three nodes' latency holds each put\n"+
 			"(txn) for the median three-node run's p50 less the no-op's own and is\n"+
 			"driven by half the clients, those of one forwarding node, once the\n"+
-			"cluster has stopped: the floor of a forwarding node's first receive.\n\n",
+			"cluster has stopped: the floor of a forwarding node's first receive.\n"+
+			"The no-op server is a plain gRPC server at Go's default GOGC (100);\n"+
+			"the chute nodes keep chute's heap floor (the heap may grow to 64 MiB\n"+
+			"between garbage collections while little is live, unless GOGC is\n"+
+			"set), which spares them the collections the no-op pays for every\n"+
+			"few thousand calls: part of what chute saves against the no-op is\n"+
+			"that setting, which the no-op server would gain from too.\n\n",
 			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
 		b.WriteString("Queue log: a chute node keeps its queues in a log under its\n" +
 			"`--data-dir`, in the bench's temporary directory (`$TMPDIR`, on tmpfs\n" +
@@ -324,7 +330,11 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"collections have ended (each read allocates, which brings them\n"+
 			"about) and takes the heap goal the last one set, then queues as many\n"+
 			"rows again (txn-%d, 8 clients), checks `/status` holds them all, and reads\n"+
-			"both again: the growth is the second tranche's. Target 4 holds the RSS growth per row, the heap's\n"+
+			"both again: the growth is the second tranche's. The node runs at\n"+
+			"GOGC=100, which turns chute's heap floor off: under the floor the\n"+
+			"resident memory moves by up to the floor between readings whatever\n"+
+			"the queue holds; above it a row costs what it costs at GOGC 100.\n"+
+			"Target 4 holds the RSS growth per row, the heap's\n"+
 			"headroom (GOGC) and garbage included, to the row's value and key\n"+
 			"plus %d bytes; the key is the message key, the %d bytes after\n"+
 			"`/q/ch:<table>/p/`, which chute keeps with the value. The live heap\n"+
