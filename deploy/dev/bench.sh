@@ -13,7 +13,8 @@
 # median chute runs inserted straight into ClickHouse in 30000-row
 # batches at the same rates (ClickHouse's own cost); the one-node unary
 # and txn cells again on a node started with --unsafe-no-fsync, with each
-# node's queue log fsyncs/s and puts per fsync; raw JSONEachRow inserts
+# node's queue log fsyncs/s and puts per fsync, and that node's unary
+# cell once more paced at the puts/s of the node with fsync; raw JSONEachRow inserts
 # unpaced (the ceiling of the sink); what a queued row costs in memory
 # on a node whose ClickHouse is unreachable; a node tracing every call;
 # plain key puts to three chute nodes next to three etcd members (etcd on

@@ -330,6 +330,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{ServerChuteNoFsync, 128, false, true, 1, true},
 		{ServerNoopAtLatency, 0, false, false, 1, false},
 		{ServerNoopAtLatency, 128, false, false, 1, false},
+		{ServerChuteNoFsyncAtRate, 0, true, true, 1, true},
 		{compressionServer("none"), 128, false, true, 1, false},
 		{compressionServer("gzip"), 128, false, true, 1, false},
 		{ServerChute3, 0, false, true, 3, false},
@@ -378,7 +379,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		if q := r.QueueLog; q != nil {
 			// The fake node counts a record per row, an fsync per call.
 			fsyncs := r.Calls
-			if r.Server == ServerChuteNoFsync {
+			if r.Server == ServerChuteNoFsync || r.Server == ServerChuteNoFsyncAtRate {
 				fsyncs = 0
 			}
 			if q.Records != 400 || q.Fsyncs != fsyncs {

@@ -206,10 +206,12 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //  1. The no-op server, a chute node inserting into mc.clickhouseURL, the
 //     same started with --unsafe-no-fsync (and the traced node): no-op
 //     unary, chute unary, no-fsync unary, no-op txn, chute txn, no-fsync
-//     txn (and the traced node unary); the txn runs come last as they
-//     leave the nodes the largest. Chute runs wait for their rows; the
-//     untraced ones read the node's queue log counters around their
-//     measured phase.
+//     txn, then the no-op at chute's latency (ServerNoopAtLatency),
+//     the no-fsync node unary paced at the chute unary run's puts/s
+//     (ServerChuteNoFsyncAtRate), and the traced node unary; the txn
+//     runs come after the unary ones as they leave the nodes the
+//     largest. Chute runs wait for their rows; the untraced ones read
+//     the node's queue log counters around their measured phase.
 //  2. The ClickHouse floors (runFloor), with no chute node up: the rows
 //     of the median chute unary run, then of the median txn run, posted
 //     straight to ClickHouse in batches of floorBatchRows at that run's
@@ -354,6 +356,18 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 			Put: max(0, unary.P50-noopUnary.P50), Txn: max(0, batched.P50-noopTxn.P50),
 		}, mc.base.Clients); err != nil {
 			return err
+		}
+		// The node without fsync again, unary, paced at the puts/s the
+		// node with fsync took: the two at one call rate.
+		if unary.PutsPerSec > 0 {
+			atRate := func() cell {
+				c := logCell(noFsync, 0)()
+				c.server, c.cfg.Rate = ServerChuteNoFsyncAtRate, unary.PutsPerSec
+				return c
+			}
+			if _, err := measure(rep, atRate, nil); err != nil {
+				return err
+			}
 		}
 		if len(targets) > 2 {
 			traced := targets[2]

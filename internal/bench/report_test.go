@@ -475,6 +475,39 @@ func TestReport_WriteMarkdown_queueLog(t *testing.T) {
 	}
 }
 
+// TestReport_WriteMarkdown_rateMatchedFsync: with the no-fsync node's
+// run at the fsync node's rate, the line beside 5a divides the fsync
+// node's unary µs/row by that run's; without it, no line.
+func TestReport_WriteMarkdown_rateMatchedFsync(t *testing.T) {
+	m := noFsyncMeasured()
+	m.Results[1].P50 = 6 * time.Millisecond
+	m.Results = append(m.Results, Result{Server: ServerChuteNoFsyncAtRate, Nodes: 1, Clients: 100, Conns: 10, Queues: 1,
+		Rate: 19000, PutsPerSec: 19000, P50: 900 * time.Microsecond, Rows: &RowsResult{Rows: 100000, Elapsed: time.Second, RowsPerSec: 19000},
+		CPU: []NodeCPU{{Node: "bench-nofsync", MicrosPerPut: 48, MicrosPerRow: 48}}})
+	want := "\nBeside 5a: the node without fsync paced at the puts/s the node with\n" +
+		"fsync took (19000 puts/s; p50 0.900 ms against 6.000), so that both serve\n" +
+		"one call rate: fsync 42.00 µs/row ÷ no fsync 48.00 µs/row = 0.88.\n"
+	var md, doc bytes.Buffer
+	if err := NewReport(m).WriteMarkdown(&md); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if err := NewReport(m).WriteDoc(&doc, docSettings{}); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	for name, out := range map[string]string{"markdown": md.String(), "doc": doc.String()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, out)
+		}
+	}
+	var plain bytes.Buffer
+	if err := NewReport(noFsyncMeasured()).WriteMarkdown(&plain); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(plain.String(), "Beside 5a") {
+		t.Errorf("markdown without the paced no-fsync run has the line beside 5a:\n%s", plain.String())
+	}
+}
+
 func TestReport_WriteDoc_queueLog(t *testing.T) {
 	var b bytes.Buffer
 	cfg := DefaultConfig()
@@ -488,7 +521,8 @@ func TestReport_WriteDoc_queueLog(t *testing.T) {
 		"a second one started with `--unsafe-no-fsync`",
 		"`chute_queue_log_fsyncs_total` and\n`chute_queue_log_appended_total`",
 		"The memory cell runs 3 times too, each on a fresh\nnode",
-		"the unary and txn cells of one node (with fsync\nand without) and of three nodes, their no-op floors, the ClickHouse\nfloors",
+		"the unary and txn cells of one node (with fsync\nand without, and the paced one without) and of three nodes, their\nno-op floors, the ClickHouse floors",
+		"paced at the\nputs/s of the node with fsync",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("document lacks %q:\n%s", want, out)

@@ -76,6 +76,7 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 			"same bench, and the latency, refusals and memory of a queued row.\n\n")
 		r.writeTargets(&b)
 		r.writeHopFloors(&b)
+		r.writeRateMatchedFsync(&b)
 	}
 	b.WriteString("\n## Puts\n\n")
 	r.writePuts(&b)
@@ -257,7 +258,12 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"these four runs the bench reads `chute_queue_log_fsyncs_total` and\n" +
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
-			"records appended (one per put the node keeps) over the fsyncs.\n\n")
+			"records appended (one per put the node keeps) over the fsyncs.\n" +
+			"The node without fsync then runs unary once more, paced at the\n" +
+			"puts/s of the node with fsync (its median unary run): in the closed\n" +
+			"loop the node that answers sooner serves more calls a second, and\n" +
+			"the gRPC stack costs less per call the more calls a second it serves;\n" +
+			"at one rate the ratio, shown beside 5a, is what the fsync costs.\n\n")
 		if len(s.compression) > 0 {
 			fmt.Fprintf(b, "Compression: one chute node per value of `--clickhouse-compression`\n"+
 				"(%s), all up for the group and started after the one-node group\n"+
@@ -304,8 +310,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		if s.repeat > 1 {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
-				"and without) and of three nodes, their no-op floors, the ClickHouse\n"+
-				"floors and the KV cells run %d times each, back to back (the KV\n"+
+				"and without, and the paced one without) and of three nodes, their\n"+
+				"no-op floors, the ClickHouse floors and the KV cells run %d times\n"+
+				"each, back to back (the KV\n"+
 				"cells in alternation) on the same processes with fresh tables and\n"+
 				"keys; the tables show the median of every figure over the runs,\n"+
 				"each on its own (the counts are the median run's), and the repeated\n"+
