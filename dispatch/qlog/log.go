@@ -27,13 +27,18 @@ type Log struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// qmu guards queued and refuse. An append queues itself and wakes
+	// qmu guards queued, refuse and paceNeed. An append queues itself and wakes
 	// the writer, which takes the queue whole: the appender parks once,
 	// for its answer, rather than also to be taken. qmu is never held
 	// with mu.
 	qmu    sync.Mutex
 	queued []*appendReq // appends not yet taken by the writer, in order
 	refuse bool         // the writer has stopped taking appends
+	// paceNeed, above zero while the writer paces, is how many queued
+	// appends end its wait (Config.SyncBatch): the append that brings
+	// queued to it sends on enough.
+	paceNeed int
+	enough   chan struct{} // cap 1
 
 	// crashOnClose makes Close stop the writer as a crash of the process
 	// would: no release written, nothing fsynced. For tests.
@@ -164,6 +169,12 @@ func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendRe
 		return nil, ErrClosed
 	}
 	l.queued = append(l.queued, req)
+	if len(l.queued) == l.paceNeed {
+		select {
+		case l.enough <- struct{}{}:
+		default:
+		}
+	}
 	l.qmu.Unlock()
 	select {
 	case l.wake <- struct{}{}:

@@ -43,15 +43,16 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 		h.openFile = openOSFile
 	}
 	l := &Log{
-		cfg:   cfg,
-		log:   cfg.Logger,
-		hooks: h,
-		wake:  make(chan struct{}, 1),
-		kick:  make(chan struct{}, 1),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
-		moved: make(map[uint64]*segment),
-		next:  1,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		hooks:  h,
+		wake:   make(chan struct{}, 1),
+		enough: make(chan struct{}, 1),
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
+		moved:  make(map[uint64]*segment),
+		next:   1,
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("qlog: %w", err)

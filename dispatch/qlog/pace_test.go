@@ -11,7 +11,8 @@ import (
 )
 
 // pacedLog is a log whose writer paces fsyncs by a fake clock at 10ms,
-// its fsyncs announced on fl.syncing, for the tests of pacing.
+// with Config.SyncBatch syncBatch (zero: the default), its fsyncs
+// announced on fl.syncing, for the tests of pacing.
 type pacedLog struct {
 	t   *testing.T
 	l   *Log
@@ -19,9 +20,9 @@ type pacedLog struct {
 	fl  *faults
 }
 
-func newPacedLog(t *testing.T) *pacedLog {
+func newPacedLog(t *testing.T, syncBatch int) *pacedLog {
 	cfg, _ := testConfig(t)
-	cfg.SegmentBytes = 1 << 20
+	cfg.SegmentBytes, cfg.SyncBatch = 1<<20, syncBatch
 	clk := clockwork.NewFakeClock()
 	cfg.Clock, cfg.SyncInterval = clk, 10*time.Millisecond
 	fl := &faults{syncing: make(chan struct{}, 1)}
@@ -87,7 +88,7 @@ func (p *pacedLog) pacedTogether(firstName string, first <-chan error, secondNam
 // waits for SyncInterval from its start, and what comes meanwhile shares
 // it; once the interval has passed, an append goes at once.
 func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
-	p := newPacedLog(t)
+	p := newPacedLog(t, 0)
 	l, clk, fl, appendAsync, wait, paced := p.l, p.clk, p.fl, p.appendAsync, p.wait, p.paced
 
 	// a alone, its fsync held while b and c come: they share the next,
@@ -116,11 +117,47 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	wait("f", f)
 }
 
+// The paced wait ends, the interval not yet passed, once SyncBatch
+// appends wait for the fsync, the ones the writer took included.
+func TestLog_Append_paceEndsAtSyncBatch(t *testing.T) {
+	p := newPacedLog(t, 4)
+	l, fl, appendAsync, wait, paced := p.l, p.fl, p.appendAsync, p.wait, p.paced
+
+	// a alone, its fsync held while b and c come; then the writer
+	// takes b and c and waits on the clock, which never moves here.
+	hold := make(chan struct{})
+	fl.hold.Store(&hold)
+	a := appendAsync(0)
+	<-fl.syncing
+	b, c := appendAsync(1), appendAsync(2)
+	testutil.EventuallyTrue(t, 5*time.Second, "b and c waiting", func() bool { return l.Stats().Waiting == 2 })
+	fl.hold.Store(nil)
+	close(hold)
+	wait("a", a)
+	paced()
+	before := l.Stats().Fsyncs
+
+	// d makes three of four: the wait goes on.
+	d := appendAsync(3)
+	testutil.EventuallyTrue(t, 5*time.Second, "d waiting", func() bool { return l.Stats().Waiting == 1 })
+	if got := l.Stats().Fsyncs; got != before {
+		t.Fatalf("fsyncs went from %d to %d with three appends of a batch of four, want none", before, got)
+	}
+	// e makes four: b to e share one fsync without the clock moving.
+	e := appendAsync(4)
+	for name, done := range map[string]<-chan error{"b": b, "c": c, "d": d, "e": e} {
+		wait(name, done)
+	}
+	if got := l.Stats().Fsyncs - before; got != 1 {
+		t.Errorf("b to e took %d fsyncs, want 1", got)
+	}
+}
+
 // Two callers taking turns, each waiting for its append before the next,
 // meet at one fsync: an append that came while the other's fsync ran
 // waits for the interval, and the other's next append shares its fsync.
 func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
-	p := newPacedLog(t)
+	p := newPacedLog(t, 0)
 	l, fl, appendAsync, wait := p.l, p.fl, p.appendAsync, p.wait
 
 	// a alone, its fsync held while b comes.

@@ -66,7 +66,7 @@ func (l *Log) run() {
 				// The appends queued now are taken before the wait, as
 				// they would have been answered by a running fsync.
 				if reqs = l.gather(reqs); len(reqs) > 0 {
-					l.pace()
+					l.pace(len(reqs))
 				}
 			case <-l.kick:
 			}
@@ -107,12 +107,14 @@ func (l *Log) dropMappedPages() {
 // pace waits, while appends come from several callers at once (the last
 // fsync was shared: see writer.lastShared), until SyncInterval has passed
 // since the last fsync started (or the log closes), so that the appends
-// that come meanwhile share the next. The first append of a round is
-// taken already: it waits too, as the others would have waited for a
-// running fsync. Two callers that each wait for their append before the
-// next (two members forwarding puts, one frame at a time) meet this way
-// at one fsync instead of taking turns at one each.
-func (l *Log) pace() {
+// that come meanwhile share the next; taken appends are already the
+// writer's. The wait ends early once SyncBatch appends wait, the taken
+// ones included. The first append of a round is taken already: it waits
+// too, as the others would have waited for a running fsync. Two callers
+// that each wait for their append before the next (two members
+// forwarding puts, one frame at a time) meet this way at one fsync
+// instead of taking turns at one each.
+func (l *Log) pace(taken int) {
 	w := &l.w
 	if l.cfg.NoSync || l.cfg.SyncInterval <= 0 || !w.lastShared {
 		return
@@ -121,10 +123,32 @@ func (l *Log) pace() {
 	if wait <= 0 {
 		return
 	}
+	var enough <-chan struct{} // nil: the wait always runs out
+	if b := l.cfg.SyncBatch; b > 0 {
+		need := b - taken
+		l.qmu.Lock()
+		if len(l.queued) >= need {
+			l.qmu.Unlock()
+			return
+		}
+		l.paceNeed = need
+		l.qmu.Unlock()
+		enough = l.enough
+		defer func() {
+			l.qmu.Lock()
+			l.paceNeed = 0
+			l.qmu.Unlock()
+			select { // sent after the wait ended, or with it
+			case <-l.enough:
+			default:
+			}
+		}()
+	}
 	t := l.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-t.Chan():
+	case <-enough:
 	case <-l.stop:
 	}
 }
