@@ -69,12 +69,13 @@ type Config struct {
 	// Zero: DefaultSyncInterval; negative: no wait. Unused with NoSync.
 	SyncInterval time.Duration
 
-	// SyncBatch ends SyncInterval's wait early once this many appends
-	// wait for the next fsync, the one the writer took included: their
-	// fsync costs each of them little already, and what the rest of the
-	// wait would still gather saves less CPU than the wait costs every
-	// append in latency (under a fixed number of callers, in throughput
-	// too). Zero: DefaultSyncBatch; negative: the wait always runs out.
+	// SyncBatch ends SyncInterval's wait early once the appends waiting
+	// for the next fsync, those the writer took included, hold this
+	// many records: the fsync costs each record little already, and what
+	// the rest of the wait would still gather saves less CPU than the
+	// wait costs every append in latency (under a fixed number of
+	// callers, in throughput too). Zero: DefaultSyncBatch; negative: the
+	// wait always runs out.
 	SyncBatch int
 
 	// Clock times SyncInterval. Nil: the real clock.

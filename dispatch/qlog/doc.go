@@ -57,23 +57,25 @@
 // its CPU there. After an fsync that covered the appends of several
 // callers, or while another caller's append waited for it, the writer
 // starts the next one no sooner than Config.SyncInterval (3ms) after it:
-// the appends that come meanwhile share it, until Config.SyncBatch (32)
-// of them wait: their fsync costs each of them at most about 4 µs then,
-// and the rest of the wait would cost every one of them its latency. A
-// fixed number of callers each putting one at a time waits out the
-// whole interval otherwise: 100 unary producers on one node answered
-// about 90 at a time, every 3.5 ms; with the batch bound, on the
-// development machine, one node took 18% more puts/s for the same CPU
-// per put. Three nodes' dispatcher is unchanged: its callers are the
-// two forwarding members, one frame each at a time.
+// the appends that come meanwhile share it, until the appends waiting
+// hold Config.SyncBatch (32) records: the fsync costs each record at
+// most about 4 µs then, and the rest of the wait would cost every
+// append its latency. A fixed number of callers each putting one at a
+// time waited out the whole interval otherwise: 100 unary producers on
+// one node were answered about 90 at a time, every 3.5 ms. Records, not
+// appends, so that three nodes' dispatcher, whose callers are the two
+// forwarding members with a frame of many puts each, counts their
+// puts. Measured on the development machine against the whole wait:
+// one node, unary, 18% more puts/s for the same CPU per put; three
+// nodes, unary, 15% more for 6% less CPU per row; txn-128 loads fsync
+// twice as often, within the noise in CPU.
+//
 // The wait is only for a log that has company: after a batch of one
 // with nobody waiting (a lone caller, a quiet spell) nothing waits, and
-// an interval that has already passed costs nothing. Company pays for it in latency: two
-// callers each putting one at a time, which took turns at an fsync
-// each, share one every 3ms instead (on the development machine's disk
-// 565 puts/s for the two against 750; three nodes' dispatcher, which
-// takes one frame at a time from each forwarding member, a third fewer
-// fsyncs).
+// an interval that has already passed costs nothing. Company pays for
+// it in latency: two callers each putting one at a time, which took
+// turns at an fsync each, share one every 3ms instead (on the
+// development machine's disk 565 puts/s for the two against 750).
 //
 // An append that fails leaves nothing: a write or fsync that failed is cut
 // off the file. When the file system is full (ENOSPC, EDQUOT), or an

@@ -27,16 +27,17 @@ type Log struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	// qmu guards queued, refuse and paceNeed. An append queues itself and wakes
+	// qmu guards queued, queuedRecs, refuse and paceNeed. An append queues itself and wakes
 	// the writer, which takes the queue whole: the appender parks once,
 	// for its answer, rather than also to be taken. qmu is never held
 	// with mu.
-	qmu    sync.Mutex
-	queued []*appendReq // appends not yet taken by the writer, in order
-	refuse bool         // the writer has stopped taking appends
+	qmu        sync.Mutex
+	queued     []*appendReq // appends not yet taken by the writer, in order
+	refuse     bool         // the writer has stopped taking appends
+	queuedRecs int          // records of queued
 	// paceNeed, above zero while the writer paces, is how many queued
-	// appends end its wait (Config.SyncBatch): the append that brings
-	// queued to it sends on enough.
+	// records end its wait (Config.SyncBatch): the append that brings
+	// queuedRecs to it sends on enough.
 	paceNeed int
 	enough   chan struct{} // cap 1
 
@@ -169,7 +170,8 @@ func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendRe
 		return nil, ErrClosed
 	}
 	l.queued = append(l.queued, req)
-	if len(l.queued) == l.paceNeed {
+	l.queuedRecs += len(recs)
+	if l.paceNeed > 0 && l.queuedRecs >= l.paceNeed {
 		select {
 		case l.enough <- struct{}{}:
 		default:

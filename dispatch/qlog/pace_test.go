@@ -117,19 +117,29 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	wait("f", f)
 }
 
-// The paced wait ends, the interval not yet passed, once SyncBatch
-// appends wait for the fsync, the ones the writer took included.
+// The paced wait ends, the interval not yet passed, once the appends
+// waiting for the fsync hold SyncBatch records, those the writer took
+// included: records, not appends, so that a member's forward frame
+// counts by its puts.
 func TestLog_Append_paceEndsAtSyncBatch(t *testing.T) {
-	p := newPacedLog(t, 4)
-	l, fl, appendAsync, wait, paced := p.l, p.fl, p.appendAsync, p.wait, p.paced
+	p := newPacedLog(t, 5)
+	l, fl, wait, paced := p.l, p.fl, p.wait, p.paced
+	appendAsync := func(recs ...[]byte) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			_, err := l.Append(context.Background(), recs...)
+			done <- err
+		}()
+		return done
+	}
 
 	// a alone, its fsync held while b and c come; then the writer
 	// takes b and c and waits on the clock, which never moves here.
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
-	a := appendAsync(0)
+	a := appendAsync(rec(0, 100))
 	<-fl.syncing
-	b, c := appendAsync(1), appendAsync(2)
+	b, c := appendAsync(rec(1, 100)), appendAsync(rec(2, 100))
 	testutil.EventuallyTrue(t, 5*time.Second, "b and c waiting", func() bool { return l.Stats().Waiting == 2 })
 	fl.hold.Store(nil)
 	close(hold)
@@ -137,14 +147,15 @@ func TestLog_Append_paceEndsAtSyncBatch(t *testing.T) {
 	paced()
 	before := l.Stats().Fsyncs
 
-	// d makes three of four: the wait goes on.
-	d := appendAsync(3)
+	// d's two records make four of five: the wait goes on.
+	d := appendAsync(rec(3, 100), rec(4, 100))
 	testutil.EventuallyTrue(t, 5*time.Second, "d waiting", func() bool { return l.Stats().Waiting == 1 })
 	if got := l.Stats().Fsyncs; got != before {
-		t.Fatalf("fsyncs went from %d to %d with three appends of a batch of four, want none", before, got)
+		t.Fatalf("fsyncs went from %d to %d with four records of a batch of five, want none", before, got)
 	}
-	// e makes four: b to e share one fsync without the clock moving.
-	e := appendAsync(4)
+	// e makes five records in four appends: b to e share one fsync
+	// without the clock moving.
+	e := appendAsync(rec(5, 100))
 	for name, done := range map[string]<-chan error{"b": b, "c": c, "d": d, "e": e} {
 		wait(name, done)
 	}

@@ -66,7 +66,7 @@ func (l *Log) run() {
 				// The appends queued now are taken before the wait, as
 				// they would have been answered by a running fsync.
 				if reqs = l.gather(reqs); len(reqs) > 0 {
-					l.pace(len(reqs))
+					l.pace(records(reqs))
 				}
 			case <-l.kick:
 			}
@@ -107,9 +107,9 @@ func (l *Log) dropMappedPages() {
 // pace waits, while appends come from several callers at once (the last
 // fsync was shared: see writer.lastShared), until SyncInterval has passed
 // since the last fsync started (or the log closes), so that the appends
-// that come meanwhile share the next; taken appends are already the
-// writer's. The wait ends early once SyncBatch appends wait, the taken
-// ones included. The first append of a round is taken already: it waits
+// that come meanwhile share the next. The wait ends early once the
+// appends waiting hold SyncBatch records, counting taken, the records of
+// those the writer took already. The first append of a round is taken already: it waits
 // too, as the others would have waited for a running fsync. Two callers
 // that each wait for their append before the next (two members
 // forwarding puts, one frame at a time) meet this way at one fsync
@@ -127,7 +127,7 @@ func (l *Log) pace(taken int) {
 	if b := l.cfg.SyncBatch; b > 0 {
 		need := b - taken
 		l.qmu.Lock()
-		if len(l.queued) >= need {
+		if l.queuedRecs >= need {
 			l.qmu.Unlock()
 			return
 		}
@@ -153,6 +153,15 @@ func (l *Log) pace(taken int) {
 	}
 }
 
+// records counts the records of reqs.
+func records(reqs []*appendReq) int {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.recs)
+	}
+	return n
+}
+
 // gather adds the appends queued now to reqs, oldest first, up to
 // maxGather and about a segment's bytes. Appends whose Append gave up
 // are dropped: nobody waits for them.
@@ -171,6 +180,9 @@ func (l *Log) gather(reqs []*appendReq) []*appendReq {
 		}
 		reqs = append(reqs, r)
 		bytes += r.bytes
+	}
+	for _, r := range l.queued[:i] {
+		l.queuedRecs -= len(r.recs)
 	}
 	n := copy(l.queued, l.queued[i:])
 	clear(l.queued[n:])
@@ -442,7 +454,7 @@ func (l *Log) shutdown() {
 	l.qmu.Lock()
 	l.refuse = true
 	queued := l.queued
-	l.queued = nil
+	l.queued, l.queuedRecs = nil, 0
 	l.qmu.Unlock()
 	for _, r := range append(w.carry, queued...) {
 		l.answer(r, 0, ErrClosed)
