@@ -26,19 +26,16 @@ var _ encoding.CodecV2 = protoCodec{}
 // Marshal encodes v as grpc's codec does, into a buffer of pool when it
 // is large enough to be worth pooling.
 func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if r, ok := v.(*pb.TxnResponse); ok {
-		// A batch produce's answer. The sizes are checked, so that a
-		// mistake in them costs the fast path, never a bad message.
-		if size, ok := putTxnResponseSize(r); ok && mem.IsBelowBufferPoolingThreshold(size) {
-			if b := appendPutTxnResponse(make([]byte, 0, size), r); len(b) == size {
-				return mem.BufferSlice{mem.SliceBuffer(b)}, nil
-			}
-		} else if ok {
-			buf := c.pool.Get(size)
-			if b := appendPutTxnResponse((*buf)[:0], r); len(b) == size && &b[0] == &(*buf)[0] { // written over the old bytes
-				return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
-			}
-			c.pool.Put(buf)
+	// A batch produce's answer, and a forward frame. The sizes are
+	// checked, so that a mistake in them costs the fast path, never a
+	// bad message.
+	e, ok := v.(appendEncoder)
+	if r, isTxn := v.(*pb.TxnResponse); isTxn {
+		e, ok = putTxnAnswer{r}, true
+	}
+	if ok {
+		if out, ok := c.encodeSized(e); ok {
+			return out, nil
 		}
 	}
 	m, err := messageOf(v)
@@ -61,6 +58,34 @@ func (c protoCodec) Marshal(v any) (mem.BufferSlice, error) {
 	}
 	return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, nil
 }
+
+// encodeSized returns e encoded by itself, into a buffer of pool when
+// it is large enough to be worth pooling, and false when e does not
+// encode itself or wrote another size than it said.
+func (c protoCodec) encodeSized(e appendEncoder) (mem.BufferSlice, bool) {
+	size, ok := e.EncodedSize()
+	if !ok {
+		return nil, false
+	}
+	if mem.IsBelowBufferPoolingThreshold(size) {
+		if b := e.AppendEncoded(make([]byte, 0, size)); len(b) == size {
+			return mem.BufferSlice{mem.SliceBuffer(b)}, true
+		}
+		return nil, false
+	}
+	buf := c.pool.Get(size)
+	if b := e.AppendEncoded((*buf)[:0]); len(b) == size && &b[0] == &(*buf)[0] { // written over the old bytes
+		return mem.BufferSlice{mem.NewBuffer(buf, c.pool)}, true
+	}
+	c.pool.Put(buf)
+	return nil, false
+}
+
+// putTxnAnswer encodes a batch produce's answer (putTxnResponseSize).
+type putTxnAnswer struct{ r *pb.TxnResponse }
+
+func (a putTxnAnswer) EncodedSize() (int, bool)      { return putTxnResponseSize(a.r) }
+func (a putTxnAnswer) AppendEncoded(b []byte) []byte { return appendPutTxnResponse(b, a.r) }
 
 func messageOf(v any) (proto.Message, error) {
 	switch v := v.(type) {
@@ -92,6 +117,15 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return u.UnmarshalCopy(buf.ReadOnlyData())
 	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
+}
+
+// appendEncoder is a message that encodes itself, as proto.Marshal
+// would, faster: peerpb.ForwardFrame, the bulk of what a forwarding
+// member sends. EncodedSize reports false for a message it does not
+// encode, which proto.Marshal then does.
+type appendEncoder interface {
+	EncodedSize() (int, bool)
+	AppendEncoded(b []byte) []byte
 }
 
 // copyUnmarshaler is a message that decodes itself, copying what it

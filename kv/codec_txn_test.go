@@ -9,6 +9,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"chute/gossip/peer/peerpb"
 )
 
 // putTxn is a txn of n puts, as a batch produce sends it.
@@ -235,6 +237,41 @@ func TestProtoCodec_Marshal_putTxnResponse(t *testing.T) {
 			t.Errorf("%s: got %x, want %x", tt.name, got, want)
 		}
 		bs.Free()
+	}
+}
+
+// TestProtoCodec_Marshal_forwardFrame: the codec encodes forward frames,
+// small and pooled, as proto.Marshal does, and one the frame's own
+// encoder refuses (a key that is not UTF-8) fails as proto.Marshal
+// fails.
+func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
+	var _ appendEncoder = (*peerpb.ForwardFrame)(nil) // the codec's fast path takes frames
+	batch := &peerpb.ForwardBatch{Id: 3, Puts: true}
+	for i := range 128 {
+		batch.Messages = append(batch.Messages, &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)})
+	}
+	small := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Id: 1, Kind: peerpb.ForwardKind_RELEASE, Queue: "q", Seqs: []uint64{1, 2}}}}
+	codec := protoCodec{&bufferPool{}}
+	for name, fr := range map[string]*peerpb.ForwardFrame{"128 puts": {Batches: []*peerpb.ForwardBatch{batch}}, "a release": small} {
+		if _, ok := fr.EncodedSize(); !ok {
+			t.Fatalf("%s: the frame's encoder refused it", name)
+		}
+		want, err := proto.Marshal(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := codec.Marshal(fr)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := bs.Materialize(); !bytes.Equal(got, want) {
+			t.Errorf("%s: got %x, want %x", name, got, want)
+		}
+		bs.Free()
+	}
+	bad := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Messages: []*peerpb.QueueMessage{{Queue: "q", Tail: "\xff"}}}}}
+	if _, err := codec.Marshal(bad); err == nil {
+		t.Errorf("a tail that is not UTF-8: got no error, want proto.Marshal's")
 	}
 }
 

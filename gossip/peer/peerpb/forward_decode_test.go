@@ -94,7 +94,8 @@ func TestForwardFrame_UnmarshalCopy_refuses(t *testing.T) {
 }
 
 // FuzzForwardFrame_UnmarshalCopy: any bytes decode as proto.Unmarshal
-// decodes them, unknown fields aside, or fail as it fails.
+// decodes them, unknown fields aside, or fail as it fails; and what
+// decodes encodes by hand as proto.Marshal encodes it (AppendEncoded).
 func FuzzForwardFrame_UnmarshalCopy(f *testing.F) {
 	for _, fr := range sampleFrames() {
 		b, _ := proto.Marshal(fr)
@@ -114,6 +115,7 @@ func FuzzForwardFrame_UnmarshalCopy(f *testing.F) {
 		if !proto.Equal(&got, &want) {
 			t.Fatalf("got %v, want %v", &got, &want)
 		}
+		checkEncoded(t, "fuzzed frame", &want)
 	})
 }
 
