@@ -35,7 +35,7 @@ func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
 func main() {
-	// Unless GOGC says otherwise, the heap may grow to gcfloor's floor
+	// Unless GOGC says otherwise, the heap may grow by gcfloor's floor
 	// between collections, for the life of the process.
 	if _, set := os.LookupEnv("GOGC"); !set {
 		gcfloor.Start(gcfloor.Config{})

@@ -592,10 +592,10 @@ func clusterTargets(mc matrixConfig, ports []int, data string, environ []string)
 
 // memoryGOGC is the memory cell node's GOGC: Go's default, which turns
 // chute's heap floor off (see internal/gcfloor). Under the floor the
-// heap grows and shrinks by up to the floor between collections whatever
+// heap grows and shrinks by about the floor between collections whatever
 // the queue holds, and the resident memory with it, which would bury
-// what 100,000 queued rows add; above it a row costs what it costs at
-// GOGC 100.
+// what 100,000 queued rows add, and a row costs at most what it costs
+// at GOGC 100.
 const memoryGOGC = "GOGC=100"
 
 // memoryTarget is a chute node on four free ports, keeping its data

@@ -243,9 +243,9 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"driven by half the clients, those of one forwarding node, once the\n"+
 			"cluster has stopped: the floor of a forwarding node's first receive.\n"+
 			"The no-op server is a plain gRPC server at Go's default GOGC (100);\n"+
-			"the chute nodes keep chute's heap floor (the heap may grow to 64 MiB\n"+
-			"between garbage collections while little is live, unless GOGC is\n"+
-			"set), which spares them the collections the no-op pays for every\n"+
+			"the chute nodes keep chute's heap floor (the heap may grow by at\n"+
+			"least 64 MiB between garbage collections, unless GOGC is set),\n"+
+			"which spares them the collections the no-op pays for every\n"+
 			"few thousand calls: part of what chute saves against the no-op is\n"+
 			"that setting, which the no-op server would gain from too.\n\n",
 			txn, floorBatchRows, max(s.rawPosters, 1), throughputPollInterval)
@@ -340,7 +340,7 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"both again: the growth is the second tranche's. The node runs at\n"+
 			"GOGC=100, which turns chute's heap floor off: under the floor the\n"+
 			"resident memory moves by up to the floor between readings whatever\n"+
-			"the queue holds; above it a row costs what it costs at GOGC 100.\n"+
+			"the queue holds, and a row costs at most what it costs at GOGC 100.\n"+
 			"Target 4 holds the RSS growth per row, the heap's\n"+
 			"headroom (GOGC) and garbage included, to the row's value and key\n"+
 			"plus %d bytes; the key is the message key, the %d bytes after\n"+

@@ -38,14 +38,14 @@ const (
 // entries, Go's collector lets the heap grow to twice what is live, and
 // returns freed pages to the system lazily; the fixed part is the
 // requests in flight (gRPC buffers, forwarded frames) and the batch being
-// inserted, and chute's heap floor: the heap may grow to the floor
-// whatever is live, and the spans one collection frees are not all
+// inserted, and chute's heap floor: the heap may grow by the floor
+// over what is live, and the spans one collection frees are not all
 // reused before the next takes new ones, so up to about twice the floor.
 // Measured on 2 cores before the floor: 27 MiB before, 78 MiB at most
 // with the 8 MiB cap; 242 MiB at most with the 64 MiB default cap.
 const (
 	outageMemFactor = 3
-	outageMemFixed  = 64<<20 + 2*gcfloor.DefaultMinHeap
+	outageMemFixed  = 64<<20 + 2*gcfloor.DefaultMinGrowth
 )
 
 // TestFaults_clickhouseOutage is acceptance 5: 4 producers on the three

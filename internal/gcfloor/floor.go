@@ -9,8 +9,9 @@ import (
 	"sync/atomic"
 )
 
-// DefaultMinHeap is the heap goal a Floor keeps at least.
-const DefaultMinHeap = 64 << 20
+// DefaultMinGrowth is how far a Floor lets the heap grow at least
+// between collections.
+const DefaultMinGrowth = 64 << 20
 
 // maxPercent bounds the GOGC a Floor sets, for a live heap of almost
 // nothing.
@@ -22,20 +23,22 @@ const liveHeap = "/gc/heap/live:bytes"
 
 // Config is a Floor's settings.
 type Config struct {
-	// MinHeap is the least heap goal, in bytes. Zero: DefaultMinHeap.
-	MinHeap uint64
-	// Percent is the GOGC once the live heap times 1+Percent/100 is
-	// above MinHeap. Zero: the GOGC in force when the Floor starts
-	// (100 unless the environment or a caller changed it).
+	// MinGrowth is the least the heap may grow by between collections,
+	// in bytes: the heap goal is at least the live heap plus this.
+	// Zero: DefaultMinGrowth.
+	MinGrowth uint64
+	// Percent is the GOGC once the live heap times Percent/100 is above
+	// MinGrowth. Zero: the GOGC in force when the Floor starts (100
+	// unless the environment or a caller changed it).
 	Percent int
 }
 
-// Floor keeps the heap goal at least Config.MinHeap. Start one, Stop it
-// once.
+// Floor keeps the heap goal at least Config.MinGrowth above the live
+// heap. Start one, Stop it once.
 type Floor struct {
-	minHeap uint64
-	percent int // the GOGC above the floor
-	found   int // the GOGC when started, restored by Stop
+	minGrowth uint64
+	percent   int // the GOGC above the floor
+	found     int // the GOGC when started, restored by Stop
 
 	stopped atomic.Bool
 
@@ -53,9 +56,9 @@ type mark struct{ _ [32]byte }
 // Start sets GOGC for the live heap now and after every collection from
 // now on, until Stop.
 func Start(cfg Config) *Floor {
-	f := &Floor{minHeap: cfg.MinHeap, percent: cfg.Percent, sample: []metrics.Sample{{Name: liveHeap}}}
-	if f.minHeap == 0 {
-		f.minHeap = DefaultMinHeap
+	f := &Floor{minGrowth: cfg.MinGrowth, percent: cfg.Percent, sample: []metrics.Sample{{Name: liveHeap}}}
+	if f.minGrowth == 0 {
+		f.minGrowth = DefaultMinGrowth
 	}
 	f.found = gogc()
 	f.set = f.found
@@ -90,8 +93,8 @@ func (f *Floor) arm() {
 	}, f)
 }
 
-// tune sets GOGC so that the heap goal of the live heap is at least the
-// floor, and f.percent once that is above it.
+// tune sets GOGC so that the heap goal is at least the floor above the
+// live heap, and f.percent once that is more.
 func (f *Floor) tune() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -103,27 +106,27 @@ func (f *Floor) tune() {
 	if s := f.sample[0]; s.Value.Kind() == metrics.KindUint64 {
 		live = s.Value.Uint64()
 	}
-	p := Percent(live, f.minHeap, f.percent)
+	p := Percent(live, f.minGrowth, f.percent)
 	if p != f.set {
 		debug.SetGCPercent(p)
 		f.set = p
 	}
 }
 
-// Percent is the GOGC that makes the heap goal of a live heap of live
-// bytes at least minHeap: percent when that is enough, when percent is
-// negative (the collector is off), or when live is zero (no collection
-// has ended yet: its goal is not of the live heap, and the first
-// collection must come to show it).
-func Percent(live, minHeap uint64, percent int) int {
+// Percent is the GOGC that lets a live heap of live bytes grow by at
+// least minGrowth before the next collection: percent when that is
+// enough, when percent is negative (the collector is off), or when live
+// is zero (no collection has ended yet: its goal is not of the live
+// heap, and the first collection must come to show it).
+func Percent(live, minGrowth uint64, percent int) int {
 	if percent < 0 || live == 0 {
 		return percent
 	}
 	l := float64(live)
-	if l*(1+float64(percent)/100) >= float64(minHeap) {
+	if l*float64(percent)/100 >= float64(minGrowth) {
 		return percent
 	}
-	p := math.Ceil((float64(minHeap) - l) * 100 / l)
+	p := math.Ceil(float64(minGrowth) * 100 / l)
 	return int(min(p, maxPercent))
 }
 

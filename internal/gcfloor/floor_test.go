@@ -10,38 +10,47 @@ import (
 func TestPercent(t *testing.T) {
 	const mib = 1 << 20
 	for _, tc := range []struct {
-		name          string
-		live, minHeap uint64
-		percent, want int
+		name            string
+		live, minGrowth uint64
+		percent, want   int
 	}{
-		{"no collection yet", 0, 128 * mib, 100, 100},
-		{"collector off", 4 * mib, 128 * mib, -1, -1},
-		{"small live heap", 4 * mib, 128 * mib, 100, 3100},
-		{"twice the live heap is the floor", 64 * mib, 128 * mib, 100, 100},
-		{"live heap above the floor", 200 * mib, 128 * mib, 100, 100},
-		{"GOGC of its own above the floor", 32 * mib, 128 * mib, 400, 400},
-		{"GOGC of its own below the floor", 32 * mib, 128 * mib, 50, 300},
-		{"almost nothing live", 1, 128 * mib, 100, maxPercent},
+		{"no collection yet", 0, 64 * mib, 100, 100},
+		{"collector off", 4 * mib, 64 * mib, -1, -1},
+		{"small live heap", 4 * mib, 64 * mib, 100, 1600},
+		{"tens of MiB live", 34 * mib, 64 * mib, 100, 189},
+		{"the live heap is the floor", 64 * mib, 64 * mib, 100, 100},
+		{"live heap above the floor", 200 * mib, 64 * mib, 100, 100},
+		{"GOGC of its own above the floor", 32 * mib, 64 * mib, 400, 400},
+		{"GOGC of its own below the floor", 32 * mib, 64 * mib, 50, 200},
+		{"almost nothing live", 1, 64 * mib, 100, maxPercent},
 	} {
-		if got := Percent(tc.live, tc.minHeap, tc.percent); got != tc.want {
-			t.Errorf("%s: Percent(%d, %d, %d) = %d, want %d", tc.name, tc.live, tc.minHeap, tc.percent, got, tc.want)
+		if got := Percent(tc.live, tc.minGrowth, tc.percent); got != tc.want {
+			t.Errorf("%s: Percent(%d, %d, %d) = %d, want %d", tc.name, tc.live, tc.minGrowth, tc.percent, got, tc.want)
 		}
 	}
 }
 
-// TestFloor_raisesHeapGoal: with a live heap of a few MiB, the heap goal
-// after a few collections is the floor, not twice the live heap; Stop
+// TestFloor_raisesHeapGoal: with a live heap of a few MiB, and with one
+// of 24 MiB (which GOGC 100 alone would let grow by as much), the heap
+// goal after a few collections is the floor above the live heap; Stop
 // gives GOGC back.
 func TestFloor_raisesHeapGoal(t *testing.T) {
-	const floor = 64 << 20
+	const floor = 32 << 20
 	before := gogc()
-	f := Start(Config{MinHeap: floor})
-	churn(t, 3)
-	if goal := read(t, "/gc/heap/goal:bytes"); goal < floor*9/10 {
-		t.Errorf("heap goal %d bytes with a live heap of %d, want about the floor %d", goal, read(t, liveHeap), floor)
-	}
-	if p := gogc(); p <= 100 {
-		t.Errorf("GOGC %d under the floor, want above 100", p)
+	f := Start(Config{MinGrowth: floor})
+	for _, size := range []int{0, 24 << 20} {
+		live := make([]byte, size)
+		for i := range live {
+			live[i] = byte(i)
+		}
+		churn(t, 3)
+		if goal, heap := read(t, "/gc/heap/goal:bytes"), read(t, liveHeap); goal < heap+floor*9/10 {
+			t.Errorf("%d bytes held: heap goal %d bytes with a live heap of %d, want about the floor %d above it", size, goal, heap, floor)
+		}
+		if p := gogc(); p <= 100 {
+			t.Errorf("%d bytes held: GOGC %d under the floor, want above 100", size, p)
+		}
+		runtime.KeepAlive(live)
 	}
 	f.Stop()
 	if p := gogc(); p != before {
@@ -49,13 +58,13 @@ func TestFloor_raisesHeapGoal(t *testing.T) {
 	}
 }
 
-// TestFloor_liveHeapAboveFloor: once twice the live heap passes the
-// floor, GOGC is the percent given.
+// TestFloor_liveHeapAboveFloor: once the live heap passes the floor,
+// GOGC is the percent given.
 func TestFloor_liveHeapAboveFloor(t *testing.T) {
 	const floor = 16 << 20
-	f := Start(Config{MinHeap: floor, Percent: 100})
+	f := Start(Config{MinGrowth: floor, Percent: 100})
 	defer f.Stop()
-	live := make([]byte, 24<<20) // twice this is above the floor
+	live := make([]byte, 24<<20) // above the floor
 	for i := range live {
 		live[i] = byte(i)
 	}
