@@ -331,6 +331,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{ServerNoopAtLatency, 0, false, false, 1, false},
 		{ServerNoopAtLatency, 128, false, false, 1, false},
 		{ServerChuteNoFsyncAtRate, 0, true, true, 1, true},
+		{ServerChuteNoFsyncAtRate, 128, true, true, 1, true},
 		{compressionServer("none"), 128, false, true, 1, false},
 		{compressionServer("gzip"), 128, false, true, 1, false},
 		{ServerChute3, 0, false, true, 3, false},

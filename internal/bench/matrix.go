@@ -207,10 +207,10 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //     same started with --unsafe-no-fsync (and the traced node): no-op
 //     unary, chute unary, no-fsync unary, no-op txn, chute txn, no-fsync
 //     txn, then the no-op at chute's latency (ServerNoopAtLatency),
-//     the no-fsync node unary paced at the chute unary run's puts/s
-//     (ServerChuteNoFsyncAtRate), and the traced node unary; the txn
-//     runs come after the unary ones as they leave the nodes the
-//     largest. Chute runs wait for their rows; the untraced ones read
+//     the no-fsync node unary and txn paced at the chute unary and txn
+//     runs' puts/s (ServerChuteNoFsyncAtRate), and the traced node
+//     unary; the txn runs come after the unary ones as they leave the
+//     nodes the largest. Chute runs wait for their rows; the untraced ones read
 //     the node's queue log counters around their measured phase.
 //  2. The ClickHouse floors (runFloor), with no chute node up: the rows
 //     of the median chute unary run, then of the median txn run, posted
@@ -357,12 +357,18 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}, mc.base.Clients); err != nil {
 			return err
 		}
-		// The node without fsync again, unary, paced at the puts/s the
-		// node with fsync took: the two at one call rate.
-		if unary.PutsPerSec > 0 {
+		// The node without fsync again, unary and txn, each paced at
+		// the puts/s the node with fsync took: the two at one call rate.
+		for _, f := range []struct {
+			run Result
+			txn int
+		}{{unary, 0}, {batched, txn}} {
+			if f.run.PutsPerSec <= 0 {
+				continue
+			}
 			atRate := func() cell {
-				c := logCell(noFsync, 0)()
-				c.server, c.cfg.Rate = ServerChuteNoFsyncAtRate, unary.PutsPerSec
+				c := logCell(noFsync, f.txn)()
+				c.server, c.cfg.Rate = ServerChuteNoFsyncAtRate, f.run.PutsPerSec
 				return c
 			}
 			if _, err := measure(rep, atRate, nil); err != nil {

@@ -259,11 +259,12 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"`chute_queue_log_appended_total` from the node's `/metrics`:\n" +
 			"fsyncs/s is the fsyncs over the phase's time, puts per fsync the\n" +
 			"records appended (one per put the node keeps) over the fsyncs.\n" +
-			"The node without fsync then runs unary once more, paced at the\n" +
-			"puts/s of the node with fsync (its median unary run): in the closed\n" +
-			"loop the node that answers sooner serves more calls a second, and\n" +
-			"the gRPC stack costs less per call the more calls a second it serves;\n" +
-			"at one rate the ratio, shown beside 5a, is what the fsync costs.\n\n")
+			"The node without fsync then runs unary and txn once more, each\n" +
+			"paced at the puts/s of the node with fsync (its median run of the\n" +
+			"same calls): in the closed loop the node that answers sooner serves\n" +
+			"more calls a second, and the gRPC stack costs less per call the more\n" +
+			"calls a second it serves; at one rate the ratio, shown beside 5a and\n" +
+			"5b, is what the fsync costs.\n\n")
 		if len(s.compression) > 0 {
 			fmt.Fprintf(b, "Compression: one chute node per value of `--clickhouse-compression`\n"+
 				"(%s), all up for the group and started after the one-node group\n"+
@@ -310,7 +311,7 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		if s.repeat > 1 {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
-				"and without, and the paced one without) and of three nodes, their\n"+
+				"and without, and the paced ones without) and of three nodes, their\n"+
 				"no-op floors, the ClickHouse floors and the KV cells run %d times\n"+
 				"each, back to back (the KV\n"+
 				"cells in alternation) on the same processes with fresh tables and\n"+
