@@ -210,8 +210,9 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //     the no-fsync node unary and txn paced at the chute unary and txn
 //     runs' puts/s (ServerChuteNoFsyncAtRate), and the traced node
 //     unary; the txn runs come after the unary ones as they leave the
-//     nodes the largest. Chute runs wait for their rows; the untraced ones read
-//     the node's queue log counters around their measured phase.
+//     nodes the largest. Chute runs wait for their rows; the untraced
+//     ones read the node's queue log counters around their measured
+//     phase.
 //  2. The ClickHouse floors (runFloor), with no chute node up: the rows
 //     of the median chute unary run, then of the median txn run, posted
 //     straight to ClickHouse in batches of floorBatchRows at that run's
