@@ -87,7 +87,7 @@ func (p *countingPool) Get(n int) *[]byte { p.gets++; return p.bufferPool.Get(n)
 
 func TestProtoCodec_unmarshalsWithItsPool(t *testing.T) {
 	pool := &countingPool{}
-	codec := protoCodec{pool}
+	codec := protoCodec{pool: pool}
 	want := &pb.PutRequest{Key: []byte("/q/ch:events/p/1"), Value: []byte(`{"id":1}`)}
 	data, err := codec.Marshal(want)
 	if err != nil {
@@ -113,7 +113,7 @@ func TestProtoCodec_unmarshalsWithItsPool(t *testing.T) {
 
 func TestProtoCodec_marshalsLargeMessagesIntoItsPool(t *testing.T) {
 	pool := &countingPool{}
-	codec := protoCodec{pool}
+	codec := protoCodec{pool: pool}
 	txn := &pb.TxnRequest{}
 	for i := range 128 {
 		txn.Success = append(txn.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{

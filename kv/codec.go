@@ -2,6 +2,7 @@ package kv
 
 import (
 	"fmt"
+	"sync"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -19,6 +20,7 @@ import (
 // pool, which clears each buffer it hands out (see bufferPool).
 type protoCodec struct {
 	pool mem.BufferPool
+	txns *sync.Pool // of *putTxnArena; nil: batch produces are not decoded into reused memory
 }
 
 var _ encoding.CodecV2 = protoCodec{}
@@ -98,6 +100,9 @@ func messageOf(v any) (proto.Message, error) {
 }
 
 func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if call, ok := v.(*txnCall); ok {
+		return c.unmarshalTxnCall(data, call)
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return err
@@ -106,7 +111,7 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// A batch produce is decoded in few allocations, its keys and
 		// values views of this copy (decodePutTxn).
 		b := data.Materialize()
-		if decodePutTxn(b, r) {
+		if decodePutTxn(b, r, &putTxnArena{}) {
 			return nil
 		}
 		return proto.Unmarshal(b, m)
@@ -142,7 +147,7 @@ func (protoCodec) Name() string { return protoenc.Name }
 // connection (dispatch's forward streams to other members).
 func MessageBufferDialOptions() []grpc.DialOption {
 	pool := &bufferPool{}
-	return []grpc.DialOption{experimental.WithBufferPool(pool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(protoCodec{pool}))}
+	return []grpc.DialOption{experimental.WithBufferPool(pool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(protoCodec{pool: pool}))}
 }
 
 // MessageBufferOptions are the gRPC server options that take messages'
@@ -151,6 +156,15 @@ func MessageBufferDialOptions() []grpc.DialOption {
 // the peer listener can (cmd/chute hands them to gossip/peer's server,
 // which takes dispatch's forward frames).
 func MessageBufferOptions() []grpc.ServerOption {
-	pool := &bufferPool{}
-	return []grpc.ServerOption{experimental.BufferPool(pool), grpc.ForceServerCodecV2(protoCodec{pool})}
+	return messageBufferOptions(false)
+}
+
+// messageBufferOptions is MessageBufferOptions; with reuseTxns the codec
+// decodes batch produces into memory it reuses (txnCall).
+func messageBufferOptions(reuseTxns bool) []grpc.ServerOption {
+	c := protoCodec{pool: &bufferPool{}}
+	if reuseTxns {
+		c.txns = &sync.Pool{}
+	}
+	return []grpc.ServerOption{experimental.BufferPool(c.pool), grpc.ForceServerCodecV2(c)}
 }

@@ -17,13 +17,15 @@ import (
 // produce's bytes are copied once on their way in, not twice. A value
 // kept in memory keeps that slice, keys and framing included (about a
 // tenth more than the values alone for the bench's rows); with a data
-// dir a queued value is its record in the queue log instead.
+// dir a queued value is its record in the queue log instead, and the
+// KV service reuses b and a once the queues say so (txnCall).
 //
 // A batch produce is such a txn, and proto.Unmarshal makes five
 // allocations per put (the op, its oneof wrapper, the put, its key and
-// value); this makes four per txn: the ops, wrappers and puts each in
-// one slice, and the pointers to the ops.
-func decodePutTxn(b []byte, r *pb.TxnRequest) bool {
+// value); this makes none when a's arrays are long enough, else four:
+// the ops, wrappers and puts each in one slice, and the pointers to the
+// ops.
+func decodePutTxn(b []byte, r *pb.TxnRequest, a *putTxnArena) bool {
 	n := 0
 	for rest := b; len(rest) > 0; n++ {
 		op, l := successOp(rest)
@@ -39,10 +41,9 @@ func decodePutTxn(b []byte, r *pb.TxnRequest) bool {
 		return false
 	}
 	r.Reset()
-	r.Success = make([]*pb.RequestOp, n)
-	ops := make([]pb.RequestOp, n)
-	wraps := make([]pb.RequestOp_RequestPut, n)
-	puts := make([]pb.PutRequest, n)
+	a.reserve(n)
+	r.Success = a.success
+	ops, wraps, puts := a.ops, a.wraps, a.puts
 	for i, rest := 0, b; len(rest) > 0; i++ {
 		op, l := successOp(rest)
 		key, value, _ := putOp(op)

@@ -30,7 +30,7 @@ func putTxn(n int) *pb.TxnRequest {
 func sameAsProto(t *testing.T, b []byte) bool {
 	t.Helper()
 	var got pb.TxnRequest
-	if !decodePutTxn(b, &got) {
+	if !decodePutTxn(b, &got, &putTxnArena{}) {
 		return false
 	}
 	var want pb.TxnRequest
@@ -117,7 +117,7 @@ func TestDecodePutTxn_allocations(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(20, func() {
 		var r pb.TxnRequest
-		if !decodePutTxn(b, &r) {
+		if !decodePutTxn(b, &r, &putTxnArena{}) {
 			t.Fatal("not decoded")
 		}
 	}); n > 5 { // and the request itself
@@ -169,7 +169,7 @@ func BenchmarkDecodePutTxn(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var r pb.TxnRequest
-			if !decodePutTxn(msg, &r) {
+			if !decodePutTxn(msg, &r, &putTxnArena{}) {
 				b.Fatal("not decoded")
 			}
 		}
@@ -220,7 +220,7 @@ func TestProtoCodec_Marshal_putTxnResponse(t *testing.T) {
 		{"no responses", &pb.TxnResponse{Header: &pb.ResponseHeader{Revision: 4}}, false},
 		{"a nil put", &pb.TxnResponse{Responses: []*pb.ResponseOp{{Response: &pb.ResponseOp_ResponsePut{}}}}, false},
 	}
-	codec := protoCodec{&bufferPool{}}
+	codec := protoCodec{pool: &bufferPool{}}
 	for _, tt := range tests {
 		want, err := proto.Marshal(tt.r)
 		if err != nil {
@@ -251,7 +251,7 @@ func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
 		batch.Messages = append(batch.Messages, &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)})
 	}
 	small := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Id: 1, Kind: peerpb.ForwardKind_RELEASE, Queue: "q", Seqs: []uint64{1, 2}}}}
-	codec := protoCodec{&bufferPool{}}
+	codec := protoCodec{pool: &bufferPool{}}
 	for name, fr := range map[string]*peerpb.ForwardFrame{"128 puts": {Batches: []*peerpb.ForwardBatch{batch}}, "a release": small} {
 		if _, ok := fr.EncodedSize(); !ok {
 			t.Fatalf("%s: the frame's encoder refused it", name)
@@ -279,7 +279,7 @@ func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
 // puts with the codec and with proto.Marshal.
 func BenchmarkProtoCodec_Marshal_putTxnResponse(b *testing.B) {
 	r := putTxnResponse(128, 1<<30)
-	codec := protoCodec{&bufferPool{}}
+	codec := protoCodec{pool: &bufferPool{}}
 	b.Run("codec", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -306,7 +306,7 @@ func BenchmarkProtoCodec_Marshal_putTxnResponse(b *testing.B) {
 func FuzzPutTxnResponse(f *testing.F) {
 	f.Add(uint8(3), int64(5), uint64(7), uint64(0b010), true)
 	f.Add(uint8(200), int64(-1), uint64(1<<63), uint64(1<<64-1), false)
-	codec := protoCodec{&bufferPool{}}
+	codec := protoCodec{pool: &bufferPool{}}
 	f.Fuzz(func(t *testing.T, n uint8, rev int64, id uint64, missing uint64, succeeded bool) {
 		r := putTxnResponse(int(n)+1, rev)
 		r.Header.ClusterId, r.Header.MemberId, r.Succeeded = id, id>>7, succeeded

@@ -232,7 +232,7 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 	if len(r.Compare) > 0 && !k.store.CompareNow(r.Compare) {
 		return &pb.TxnResponse{Header: k.store.Header(k.store.Rev())}, nil
 	}
-	if err := k.queues.Produce(ctx, puts); err != nil {
+	if err := k.produce(ctx, r, puts); err != nil {
 		return nil, err
 	}
 	hdr := k.store.Header(k.store.Rev())
@@ -246,4 +246,17 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 		resp.Responses[i] = op
 	}
 	return resp, nil
+}
+
+// produce is Queues.Produce for the puts of r, a batch produce; when the
+// queues detach from them, r's call (txnCall) may reuse its memory.
+func (k *kvService) produce(ctx context.Context, r *pb.TxnRequest, puts []*pb.PutRequest) error {
+	call := txnCallOf(ctx, r)
+	dq, ok := k.queues.(DetachingQueues)
+	if call == nil || call.arena == nil || !ok {
+		return k.queues.Produce(ctx, puts)
+	}
+	detached, err := dq.ProduceDetached(ctx, puts)
+	call.detached = detached && err == nil
+	return err
 }

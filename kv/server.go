@@ -99,7 +99,7 @@ func New(cfg Config) (*Server, error) {
 		// pool get a goroutine of their own, as without it.
 		grpc.NumStreamWorkers(streamWorkers),
 	}
-	opts = append(opts, MessageBufferOptions()...)
+	opts = append(opts, messageBufferOptions(detaches(cfg.Queues))...)
 	if cfg.Tracer != nil {
 		opts = append(opts, grpc.StatsHandler(tracingHandler(cfg.Tracer, cfg.Propagator)))
 	}
@@ -107,7 +107,7 @@ func New(cfg Config) (*Server, error) {
 		opts = append(opts, grpc.Creds(mixedCredentials{tls: cfg.TLS}))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	pb.RegisterKVServer(s.grpc, &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
+	s.grpc.RegisterService(kvServiceDesc(), &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop})
 	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
