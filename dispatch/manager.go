@@ -553,8 +553,23 @@ var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 // dispatcher, in order, all or none. A txn spanning queues with different
 // dispatchers is atomic per queue only.
 func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
+	_, err := m.ProduceDetached(ctx, puts)
+	return err
+}
+
+// Detaches implements kv.DetachingQueues: only a member with a data dir
+// moves what its queues keep into the queue log.
+func (m *Manager) Detaches() bool { return m.qlog != nil }
+
+// ProduceDetached implements kv.DetachingQueues: it is Produce, and
+// reports detached when every put went to a queue dispatched here whose
+// record in the queue log now holds the value the queue keeps, so that
+// nothing of puts is referred to once it returns. A forwarded or held
+// put, a failed one, or a node without a data dir is never detached.
+// The keys are copied in any case (joinKeys, the queue names).
+func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (detached bool, err error) {
 	if len(puts) == 1 {
-		return m.produceSingle(ctx, puts[0])
+		return false, m.produceSingle(ctx, puts[0])
 	}
 	b := &txnBatch{msgs: make([]incoming, len(puts)), queue: make([]int32, len(puts))}
 	keys, off := joinKeys(puts), 0
@@ -596,16 +611,30 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 		n, bad = m.nextN()
 		b.msgs[i].id, b.msgs[i].trace = MsgID{Origin: m.cfg.MemberID, N: n}, tr
 	}
-	err := bad
+	err = bad
+	detached = err == nil
 	for _, g := range b.byQueue() {
 		if err == nil {
-			err = m.produceOne(ctx, g.name, g.msgs)
+			var local bool
+			local, err = m.produceOne(ctx, g.name, g.msgs)
+			detached = detached && local && inLog(g.msgs)
 		}
 		// Queues before a failing one took their messages; it and the
 		// ones after did not.
 		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
-	return err
+	return detached && err == nil, err
+}
+
+// inLog reports whether every message's value is its record's bytes in
+// the queue log's mapping (persistGroups), not the put's.
+func inLog(msgs []incoming) bool {
+	for i := range msgs {
+		if msgs[i].region == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // sameProducer reports whether key is prefix, a producer key less its
@@ -698,7 +727,7 @@ func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 		in, err = m.newMessage(k, p, m.putTrace(ctx))
 	}
 	if err == nil {
-		err = m.produceOne(ctx, k.Queue, []incoming{in})
+		_, err = m.produceOne(ctx, k.Queue, []incoming{in})
 	}
 	m.inserts.countPuts(ctx, k.Queue, err, 1)
 	return err
@@ -733,14 +762,16 @@ func (m *Manager) nextN() (uint64, error) {
 }
 
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.
-func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) error {
-	for range 3 {
+// It reports local when they went to this member's queue at the first
+// try, and nowhere else: then nothing but that queue took msgs.
+func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) (local bool, err error) {
+	for try := range 3 {
 		rec := m.dispatcherOf(ctx, name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
 			if _, more := nextEpoch(rec); !more && !m.alive(rec.Member) {
-				return errEpochExhausted(name) // not claimed: it would wrap
+				return false, errEpochExhausted(name) // not claimed: it would wrap
 			}
-			return m.produceRemote(ctx, rec, name, msgs)
+			return false, m.produceRemote(ctx, rec, name, msgs)
 		}
 		// A put that has not left this member, or was refused elsewhere
 		// before anything was kept of it.
@@ -748,14 +779,15 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 		if err == nil {
 			m.ensureDrainer(m.queueFor(name))
 			if wait != nil {
-				return wait(ctx)
+				err = wait(ctx)
 			}
+			return try == 0 && err == nil, err
 		}
 		if !errors.Is(err, errMoved) {
-			return err
+			return false, err
 		}
 	}
-	return status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" keeps moving; retry")
+	return false, status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" keeps moving; retry")
 }
 
 // errMoved is returned by enqueueLocal when the queue's record no longer
@@ -855,7 +887,8 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 				}
 				rec = m.dispatcherOf(ctx, name, claimAsProducer)
 				if rec.Member == m.cfg.MemberID {
-					return m.produceOne(ctx, name, msgs)
+					_, err := m.produceOne(ctx, name, msgs)
+					return err
 				}
 				continue
 			}
