@@ -330,6 +330,10 @@ type Manager struct {
 	// insert without waiting for their batch interval.
 	flushing  chan struct{}
 	flushOnce sync.Once
+
+	// txnBatches are the *txnBatch of Produce calls that kept nothing of
+	// them (ProduceDetached), for the next.
+	txnBatches sync.Pool
 }
 
 var (
@@ -571,7 +575,12 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 	if len(puts) == 1 {
 		return false, m.produceSingle(ctx, puts[0])
 	}
-	b := &txnBatch{msgs: make([]incoming, len(puts)), queue: make([]int32, len(puts))}
+	b := m.newTxnBatch(len(puts))
+	defer func() {
+		if detached {
+			m.txnBatches.Put(b.reset())
+		}
+	}()
 	keys, off := joinKeys(puts), 0
 	var bad error
 	var k Key
@@ -672,6 +681,26 @@ type txnBatch struct {
 	msgs  []incoming
 	queue []int32  // msgs[i] goes to names[queue[i]]
 	names []string // the distinct queue names
+}
+
+// newTxnBatch returns an empty batch for n messages: one Produce gave
+// back, or a new one.
+func (m *Manager) newTxnBatch(n int) *txnBatch {
+	b, _ := m.txnBatches.Get().(*txnBatch)
+	if b == nil || cap(b.msgs) < n {
+		return &txnBatch{msgs: make([]incoming, n), queue: make([]int32, n)}
+	}
+	b.msgs, b.queue = b.msgs[:n], b.queue[:n]
+	return b
+}
+
+// reset empties b for newTxnBatch, dropping what its messages referred
+// to.
+func (b *txnBatch) reset() *txnBatch {
+	clear(b.msgs)
+	clear(b.names)
+	b.names = b.names[:0]
+	return b
 }
 
 // name returns the batch's copy of q, the queue of message i.
