@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"sync"
 	"unsafe"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -12,6 +13,7 @@ import (
 type limits struct {
 	maxTxnOps   int
 	maxKeyBytes int
+	keySets     *sync.Pool // of the emptied sets distinctPuts uses; nil: a new set each time
 }
 
 // checkPut validates a PutRequest without looking at the store.
@@ -71,7 +73,7 @@ func (l limits) checkTxn(r *pb.TxnRequest) error {
 			}
 		}
 		if putsOnly(ops) {
-			if distinctPuts(ops) {
+			if l.distinctPuts(ops) {
 				continue
 			}
 			return ErrDuplicateKey
@@ -95,10 +97,26 @@ func putsOnly(ops []*pb.RequestOp) bool {
 
 // distinctPuts reports whether no two of ops, all puts, put the same
 // key: writtenKeys for puts alone, without copying every key to a
-// string. The set reads the requests' bytes in place and goes with
-// this call.
-func distinctPuts(ops []*pb.RequestOp) bool {
-	seen := make(map[string]struct{}, len(ops))
+// string. The set reads the requests' bytes in place; it is emptied
+// before it goes back to keySets, a batch produce's keys being views of
+// a buffer the next call may reuse (txnCall).
+func (l limits) distinctPuts(ops []*pb.RequestOp) bool {
+	if l.keySets == nil {
+		return distinctKeys(make(map[string]struct{}, len(ops)), ops)
+	}
+	seen, _ := l.keySets.Get().(map[string]struct{})
+	if seen == nil {
+		seen = make(map[string]struct{}, len(ops))
+	}
+	ok := distinctKeys(seen, ops)
+	clear(seen)
+	l.keySets.Put(seen)
+	return ok
+}
+
+// distinctKeys adds the keys of ops, all puts, to seen until one is
+// there already, and reports whether none was.
+func distinctKeys(seen map[string]struct{}, ops []*pb.RequestOp) bool {
 	for _, op := range ops {
 		k := op.Request.(*pb.RequestOp_RequestPut).RequestPut.Key
 		ks := unsafe.String(unsafe.SliceData(k), len(k))

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"sync"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -39,11 +40,32 @@ func TestLimits_checkTxn_duplicatePuts(t *testing.T) {
 		}
 	}
 	r := putTxn(128)
-	if n := testing.AllocsPerRun(20, func() {
+	check := func() {
 		if err := l.checkTxn(r); err != nil {
 			t.Fatal(err)
 		}
-	}); n > 4 {
+	}
+	if n := testing.AllocsPerRun(20, check); n > 4 {
 		t.Errorf("checking 128 puts: got %v allocations, want at most 4", n)
+	}
+}
+
+// TestLimits_distinctPuts_reusedSet: the server's limits reuse the set of
+// keys from one txn to the next; a key of the txn before is no duplicate.
+func TestLimits_distinctPuts_reusedSet(t *testing.T) {
+	put := func(k string) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(k)}}}
+	}
+	l := limits{maxTxnOps: 128, maxKeyBytes: 1024, keySets: &sync.Pool{}}
+	for i := range 50 { // the race detector's pools drop some of what they are given
+		if err := l.checkTxn(&pb.TxnRequest{Success: []*pb.RequestOp{put("a"), put("b")}}); err != nil {
+			t.Fatalf("round %d, a and b: %v", i, err)
+		}
+		if err := l.checkTxn(&pb.TxnRequest{Success: []*pb.RequestOp{put("b"), put("c")}}); err != nil {
+			t.Fatalf("round %d, b and c after a and b: %v", i, err)
+		}
+		if err := l.checkTxn(&pb.TxnRequest{Success: []*pb.RequestOp{put("c"), put("c")}}); !errors.Is(err, ErrDuplicateKey) {
+			t.Fatalf("round %d, c twice: got %v, want %v", i, err, ErrDuplicateKey)
+		}
 	}
 }

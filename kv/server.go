@@ -82,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	z := &authorizer{auth: s.sm.Auth(), jwt: cfg.JWT, store: st, queues: cfg.Queues, now: now}
-	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes}
+	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes, keySets: &sync.Pool{}}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
