@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -56,9 +55,42 @@ func TestManager_ProduceDetached_dataDir(t *testing.T) {
 	}
 }
 
+// TestManager_ProduceDetached_forwarded: a batch produce forwarded to
+// the queue's dispatcher and answered is detached: the dispatcher
+// delivers the values as put after the forwarder's bytes of them are
+// overwritten.
+func TestManager_ProduceDetached_forwarded(t *testing.T) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b := cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/first", "first"); err != nil { // a dispatches
+		t.Fatal(err)
+	}
+	puts, buf, want := txnPuts("jobs", 5)
+	if detached, err := b.mgr.ProduceDetached(ctx, puts); err != nil || !detached {
+		t.Fatalf("forwarded: detached %v, err %v; want true, nil", detached, err)
+	}
+	for i := range buf {
+		buf[i] = 'X'
+	}
+	var got []string
+	for _, ev := range collectN(t, a.cli.Watch(ctx, "/q/jobs/c/w"), len(want)+1, 10*time.Second) {
+		got = append(got, string(ev.Kv.Value))
+	}
+	want = append(want, "first")
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("delivered %q after the forwarder's bytes were overwritten, want %q", got, want)
+	}
+}
+
 // TestManager_ProduceDetached_keeps: what keeps the puts' bytes is never
 // detached: a node without a data dir (its queue holds the values as
-// put), and a put forwarded to another member.
+// put), copies held while the dispatcher is unreachable, and a refused
+// txn.
 func TestManager_ProduceDetached_keeps(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	t.Run("memory", func(t *testing.T) {
@@ -71,20 +103,21 @@ func TestManager_ProduceDetached_keeps(t *testing.T) {
 			t.Fatalf("without a data dir: detached %v, err %v; want false, nil", detached, err)
 		}
 	})
-	t.Run("forwarded", func(t *testing.T) {
+	t.Run("held", func(t *testing.T) {
 		cl := newCluster(t)
-		withDir := func(c *Config) { c.DataDir = t.TempDir() }
-		a, b := cl.start("a", withDir), cl.start("b", withDir)
+		a, b := cl.start("a", nil), cl.start("b", nil)
 		connect(a, b)
 		if _, err := a.cli.Put(ctx, "/q/jobs/p/first", "v"); err != nil { // a dispatches
 			t.Fatal(err)
 		}
-		puts, buf, _ := txnPuts("jobs", 3)
+		waitUntil(t, 5*time.Second, "the record on b", func() bool { return recordOn(b, "jobs") != "" })
+		a.stop() // still listed by b: its puts are held
+		puts, _, _ := txnPuts("jobs", 3)
 		if detached, err := b.mgr.ProduceDetached(ctx, puts); err != nil || detached {
-			t.Fatalf("forwarded: detached %v, err %v; want false, nil", detached, err)
+			t.Fatalf("held: detached %v, err %v; want false, nil", detached, err)
 		}
-		if !bytes.HasPrefix(buf, []byte("value-000")) {
-			t.Fatalf("the puts' bytes changed: %q", buf)
+		if q, _ := queueOn(b, "jobs"); q.Held != 3 {
+			t.Fatalf("b holds %d copies, want 3", q.Held)
 		}
 	})
 	t.Run("refused", func(t *testing.T) {

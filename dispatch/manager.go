@@ -566,11 +566,12 @@ func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 func (m *Manager) Detaches() bool { return m.qlog != nil }
 
 // ProduceDetached implements kv.DetachingQueues: it is Produce, and
-// reports detached when every put went to a queue dispatched here whose
-// record in the queue log now holds the value the queue keeps, so that
-// nothing of puts is referred to once it returns. A forwarded or held
-// put, a failed one, or a node without a data dir is never detached.
-// The keys are copied in any case (joinKeys, the queue names).
+// reports detached when nothing refers to puts once it returns: every
+// put went to a queue dispatched here whose record in the queue log now
+// holds the value the queue keeps, or was forwarded and answered at the
+// first try (its frame was encoded before the dispatcher could answer).
+// A held put, a failed one, or a queue here without a data dir is never
+// detached. The keys are copied in any case (joinKeys, the queue names).
 func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (detached bool, err error) {
 	if len(puts) == 1 {
 		return false, m.produceSingle(ctx, puts[0])
@@ -624,9 +625,9 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 	detached = err == nil
 	for _, g := range b.byQueue() {
 		if err == nil {
-			var local bool
-			local, err = m.produceOne(ctx, g.name, g.msgs)
-			detached = detached && local && inLog(g.msgs)
+			var let bool
+			let, err = m.produceOne(ctx, g.name, g.msgs)
+			detached = detached && let
 		}
 		// Queues before a failing one took their messages; it and the
 		// ones after did not.
@@ -791,16 +792,17 @@ func (m *Manager) nextN() (uint64, error) {
 }
 
 // produceOne puts msgs on their queue's dispatcher: here, or forwarded.
-// It reports local when they went to this member's queue at the first
-// try, and nowhere else: then nothing but that queue took msgs.
-func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) (local bool, err error) {
+// It reports let when nothing refers to msgs' values any more: they went
+// to this member's queue at the first try and are their records in the
+// queue log (inLog), or were forwarded and answered (produceRemote).
+func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) (let bool, err error) {
 	for try := range 3 {
 		rec := m.dispatcherOf(ctx, name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
 			if _, more := nextEpoch(rec); !more && !m.alive(rec.Member) {
 				return false, errEpochExhausted(name) // not claimed: it would wrap
 			}
-			return false, m.produceRemote(ctx, rec, name, msgs)
+			return m.produceRemote(ctx, rec, name, msgs)
 		}
 		// A put that has not left this member, or was refused elsewhere
 		// before anything was kept of it.
@@ -810,7 +812,7 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) 
 			if wait != nil {
 				err = wait(ctx)
 			}
-			return try == 0 && err == nil, err
+			return try == 0 && err == nil && inLog(msgs), err
 		}
 		if !errors.Is(err, errMoved) {
 			return false, err
@@ -877,7 +879,10 @@ func (m *Manager) epochOf(name string) uint64 {
 // whatever this member still holds of the queue, so order is kept. When the
 // dispatcher cannot be reached, every alive member keeps a copy until a
 // dispatcher is elected, so the put still succeeds and nothing is lost.
-func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) error {
+// It reports let when the first forward was answered OK: the frame that
+// carried msgs was encoded before the dispatcher could answer, and
+// nothing else took them.
+func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) (let bool, err error) {
 	ack := m.view(name).set.Ack
 	timeout := forwardTimeout
 	if ack == AckInserted {
@@ -885,7 +890,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 	}
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 320 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
-		var err error
+		err = nil
 		if q := m.lookup(name); q != nil {
 			// Older messages first: hand over what is held, or wait for a
 			// handover under way to be answered.
@@ -901,9 +906,9 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 		switch status.Code(err) {
 		case codes.OK:
 			m.metrics.forwards.Add(uint64(len(msgs)))
-			return nil
+			return attempt == 0, nil
 		case codes.ResourceExhausted, codes.InvalidArgument:
-			return err
+			return false, err
 		case codes.FailedPrecondition:
 			// The dispatcher moved, or a claim is settling between members:
 			// read the record again after a moment. Holding copies here
@@ -912,24 +917,24 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 				select {
 				case <-m.clock.After(b.Next()):
 				case <-ctx.Done():
-					return status.FromContextError(ctx.Err()).Err()
+					return false, status.FromContextError(ctx.Err()).Err()
 				}
 				rec = m.dispatcherOf(ctx, name, claimAsProducer)
 				if rec.Member == m.cfg.MemberID {
 					_, err := m.produceOne(ctx, name, msgs)
-					return err
+					return false, err
 				}
 				continue
 			}
-			return status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
+			return false, status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
 		}
 		if ack == AckInserted {
 			// Copies held here would return before the rows are in
 			// ClickHouse: the producer retries instead.
-			return err
+			return false, err
 		}
 		m.log.Log(ctx, m.warns.level("unreachable "+name, m.clock.Now()), "dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
-		return m.hold(ctx, name, msgs)
+		return false, m.hold(ctx, name, msgs)
 	}
 }
 
