@@ -728,3 +728,46 @@ func TestEvaluateTargets_zeroCPUKeepsTheTarget(t *testing.T) {
 		t.Errorf("2b: got pass %v, got %q, measured %q; want not passed, \"-\", saying the CPU time was zero", got.Pass, got.Got, got.Measured)
 	}
 }
+
+// TestReport_WriteMarkdown_latencyMatchedNoop: with the no-op run at
+// chute's latency, the lines beside 1c and 2b divide one node's unary
+// and txn µs/put by those runs'; without them, no line.
+func TestReport_WriteMarkdown_latencyMatchedNoop(t *testing.T) {
+	m := clickHouseMeasured()
+	m.Results[1].P50 = 5 * time.Millisecond
+	m.Results[3].P50 = 40 * time.Millisecond
+	if r := m.Results[6]; r.Server != ServerNoopAtLatency || r.Txn != 0 {
+		t.Fatalf("result 6: got %s txn %d, want the unary no-op at chute's latency", r.Server, r.Txn)
+	}
+	m.Results[6].P50 = 5100 * time.Microsecond
+	m.Results = append(m.Results, Result{Server: ServerNoopAtLatency, Clients: 100, Conns: 10, Queues: 1, Txn: 128,
+		PutsPerSec: 270000, P50: 39 * time.Millisecond, CPU: []NodeCPU{{Node: "noop", MicrosPerPut: 2.5, MicrosPerRow: 2.5}}})
+	want := "\nBeside 1c and 2b: the no-op server answering at once serves more\n" +
+		"calls a second in the bench's closed loop, and its gRPC stack spends\n" +
+		"less on each. Held to chute's median latency, driven by the same\n" +
+		"clients, it serves about chute's call rate; chute's µs/put over that:\n\n" +
+		"| # | calls | puts/s, chute / no-op | p50 ms, chute / no-op | µs/put, chute ÷ no-op | ratio |\n" +
+		"|---|-------|----------------------:|----------------------:|----------------------:|------:|\n" +
+		"| 1c | put | 19000 / 19000 | 5.000 / 5.100 | 42.00 ÷ 45.00 | 0.93 |\n" +
+		"| 2b | txn 128 | 280000 / 270000 | 40.000 / 39.000 | 3.00 ÷ 2.50 | 1.20 |\n"
+	var md, doc bytes.Buffer
+	if err := NewReport(m).WriteMarkdown(&md); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if err := NewReport(m).WriteDoc(&doc, docSettings{}); err != nil {
+		t.Fatalf("WriteDoc: %v", err)
+	}
+	for name, out := range map[string]string{"markdown": md.String(), "doc": doc.String()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, out)
+		}
+	}
+	m.Results = slices.DeleteFunc(m.Results, func(r Result) bool { return r.Server == ServerNoopAtLatency })
+	var plain bytes.Buffer
+	if err := NewReport(m).WriteMarkdown(&plain); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(plain.String(), "Beside 1c") {
+		t.Errorf("markdown without the no-op at chute's latency has a line beside 1c and 2b:\n%s", plain.String())
+	}
+}
