@@ -498,18 +498,7 @@ func TestReport_WriteMarkdown_rateMatchedFsync(t *testing.T) {
 		"\nBeside 5b: the node without fsync paced at the puts/s of txns of 128 the node with\n" +
 		"fsync took (279000 puts/s; p50 30.000 ms against 40.000), so that both serve\n" +
 		"one call rate: fsync 3.00 µs/row ÷ no fsync 2.40 µs/row = 1.25.\n"
-	var md, doc bytes.Buffer
-	if err := NewReport(m).WriteMarkdown(&md); err != nil {
-		t.Fatalf("WriteMarkdown: %v", err)
-	}
-	if err := NewReport(m).WriteDoc(&doc, docSettings{}); err != nil {
-		t.Fatalf("WriteDoc: %v", err)
-	}
-	for name, out := range map[string]string{"markdown": md.String(), "doc": doc.String()} {
-		if !strings.Contains(out, want) {
-			t.Errorf("%s lacks %q:\n%s", name, want, out)
-		}
-	}
+	checkReportsHold(t, m, want)
 	var plain bytes.Buffer
 	if err := NewReport(noFsyncMeasured()).WriteMarkdown(&plain); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
@@ -750,6 +739,21 @@ func TestReport_WriteMarkdown_latencyMatchedNoop(t *testing.T) {
 		"|---|-------|----------------------:|----------------------:|----------------------:|------:|\n" +
 		"| 1c | put | 19000 / 19000 | 5.000 / 5.100 | 42.00 ÷ 45.00 | 0.93 |\n" +
 		"| 2b | txn 128 | 280000 / 270000 | 40.000 / 39.000 | 3.00 ÷ 2.50 | 1.20 |\n"
+	checkReportsHold(t, m, want)
+	m.Results = slices.DeleteFunc(m.Results, func(r Result) bool { return r.Server == ServerNoopAtLatency })
+	var plain bytes.Buffer
+	if err := NewReport(m).WriteMarkdown(&plain); err != nil {
+		t.Fatalf("WriteMarkdown: %v", err)
+	}
+	if strings.Contains(plain.String(), "Beside 1c") {
+		t.Errorf("markdown without the no-op at chute's latency has a line beside 1c and 2b:\n%s", plain.String())
+	}
+}
+
+// checkReportsHold fails unless the markdown and the doc of m both hold
+// want.
+func checkReportsHold(t *testing.T, m Measured, want string) {
+	t.Helper()
 	var md, doc bytes.Buffer
 	if err := NewReport(m).WriteMarkdown(&md); err != nil {
 		t.Fatalf("WriteMarkdown: %v", err)
@@ -761,13 +765,5 @@ func TestReport_WriteMarkdown_latencyMatchedNoop(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("%s lacks %q:\n%s", name, want, out)
 		}
-	}
-	m.Results = slices.DeleteFunc(m.Results, func(r Result) bool { return r.Server == ServerNoopAtLatency })
-	var plain bytes.Buffer
-	if err := NewReport(m).WriteMarkdown(&plain); err != nil {
-		t.Fatalf("WriteMarkdown: %v", err)
-	}
-	if strings.Contains(plain.String(), "Beside 1c") {
-		t.Errorf("markdown without the no-op at chute's latency has a line beside 1c and 2b:\n%s", plain.String())
 	}
 }
