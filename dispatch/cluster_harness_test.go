@@ -286,6 +286,16 @@ func (mb *member) asPeer() gossip.Peer {
 	return gossip.Peer{ID: mb.id, Addr: mb.link.Addrs()[0].String(), Boot: mb.mgr.cfg.Boot}
 }
 
+// pairWithDirs starts two connected members, a and b, each with a data
+// dir of its own.
+func pairWithDirs(t *testing.T) (a, b *member) {
+	cl := newCluster(t)
+	withDir := func(c *Config) { c.DataDir = t.TempDir() }
+	a, b = cl.start("a", withDir), cl.start("b", withDir)
+	connect(a, b)
+	return a, b
+}
+
 // connect makes every member see every other alive.
 func connect(ms ...*member) {
 	for _, m := range ms {

@@ -202,10 +202,7 @@ func liveRecords(m *Manager) int {
 // once the message is in the dispatcher's queue log and in its backup's;
 // acknowledged messages are released on both.
 func TestCustody_replicatedOnBothDisks(t *testing.T) {
-	cl := newCluster(t)
-	withDir := func(c *Config) { c.DataDir = t.TempDir() }
-	a, b := cl.start("a", withDir), cl.start("b", withDir)
-	connect(a, b)
+	a, b := pairWithDirs(t)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b)
 	putJobs(t, ctx, a, 30)
@@ -225,10 +222,7 @@ func TestCustody_replicatedOnBothDisks(t *testing.T) {
 // TestCustody_handoffReleases: a queue handed to another member leaves
 // the first one's log and is in the second one's.
 func TestCustody_handoffReleases(t *testing.T) {
-	cl := newCluster(t)
-	withDir := func(c *Config) { c.DataDir = t.TempDir() }
-	a, b := cl.start("a", withDir), cl.start("b", withDir)
-	connect(a, b)
+	a, b := pairWithDirs(t)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 20)
 	if err := a.mgr.Handoff(ctx); err != nil {
@@ -330,10 +324,7 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 // back at its next start long after they were acknowledged; the
 // dispatcher keeps its own.
 func TestCustody_handoffDropsBackupCopies(t *testing.T) {
-	cl := newCluster(t)
-	withDir := func(c *Config) { c.DataDir = t.TempDir() }
-	a, b := cl.start("a", withDir), cl.start("b", withDir)
-	connect(a, b)
+	a, b := pairWithDirs(t)
 	ctx := testCtx(t, 30*time.Second)
 	replicateJobs(t, ctx, a, b)
 	putJobs(t, ctx, a, 10)

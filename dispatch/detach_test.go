@@ -60,10 +60,7 @@ func TestManager_ProduceDetached_dataDir(t *testing.T) {
 // delivers the values as put after the forwarder's bytes of them are
 // overwritten.
 func TestManager_ProduceDetached_forwarded(t *testing.T) {
-	cl := newCluster(t)
-	withDir := func(c *Config) { c.DataDir = t.TempDir() }
-	a, b := cl.start("a", withDir), cl.start("b", withDir)
-	connect(a, b)
+	a, b := pairWithDirs(t)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := a.cli.Put(ctx, "/q/jobs/p/first", "first"); err != nil { // a dispatches
 		t.Fatal(err)
