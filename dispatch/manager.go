@@ -633,7 +633,7 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 		// ones after did not.
 		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
-	return detached && err == nil, err
+	return detached, err
 }
 
 // inLog reports whether every message's value is its record's bytes in

@@ -88,7 +88,9 @@ func txnHandler(srv any, ctx context.Context, dec func(any) error, interceptor g
 		return nil, err
 	}
 	defer call.end()
-	ctx = context.WithValue(ctx, txnCallKey{}, call)
+	if call.arena != nil { // only what was decoded into an arena may give it back
+		ctx = context.WithValue(ctx, txnCallKey{}, call)
+	}
 	handler := func(ctx context.Context, req any) (any, error) {
 		return srv.(pb.KVServer).Txn(ctx, req.(*pb.TxnRequest))
 	}
