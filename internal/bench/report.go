@@ -189,9 +189,6 @@ func (r Report) WriteMarkdown(w io.Writer) error {
 	if len(r.Targets) > 0 {
 		b.WriteString("\nTargets:\n\n")
 		r.writeTargets(&b)
-		r.writeLatencyMatchedNoop(&b)
-		r.writeHopFloors(&b)
-		r.writeRateMatchedFsync(&b)
 	}
 	_, err := w.Write(b.Bytes())
 	return err
@@ -405,8 +402,17 @@ func (r Report) writeMemory(b *bytes.Buffer) {
 		max(m.Runs, 1), m.Rows, m.ValSize, m.KeySize, m.RSSPerRow, spread, m.RSSPerRow-float64(m.ValSize+m.KeySize), m.HeapPerRow, m.OverheadPerRow, m.GOGC)
 }
 
-// writeTargets writes the table of the targets.
+// writeTargets writes the table of the targets, then the lines beside
+// them that divide by fairer floors.
 func (r Report) writeTargets(b *bytes.Buffer) {
+	r.writeTargetTable(b)
+	r.writeLatencyMatchedNoop(b)
+	r.writeHopFloors(b)
+	r.writeRateMatchedFsync(b)
+}
+
+// writeTargetTable writes the table of the targets.
+func (r Report) writeTargetTable(b *bytes.Buffer) {
 	b.WriteString("| # | target | measured | got | want | |\n")
 	b.WriteString("|---|--------|----------|----:|-----:|-|\n")
 	for _, t := range r.Targets {
@@ -445,17 +451,23 @@ func (r Report) writeHopFloors(b *bytes.Buffer) {
 		lines = append(lines, fmt.Sprintf("| %s | %s | %.2f + %.2f = %.2f | %.2f |",
 			p.id, callShape(three), oneRow, hop, floor, sumPerRow(three.CPU)/floor))
 	}
-	if len(lines) == 0 {
+	writeBesideTable(b, lines, "\nBeside 3a and 3b: a row put to a forwarding node is received twice,\n"+
+		"from its client and again by the dispatcher, where one node receives\n"+
+		"it once. Counting the first receive at the no-op's cost (at the three\n"+
+		"nodes' latency, driven by one forwarding node's clients), the three\n"+
+		"nodes' µs/row over one node's plus that:\n\n"+
+		"| # | calls | 1 node + no-op at 3 nodes' latency µs/row | 3 nodes ÷ that |\n"+
+		"|---|-------|------------------------------------------:|---------------:|\n")
+}
+
+// writeBesideTable writes head then the rows of a table beside the
+// targets, nothing when there are no rows.
+func writeBesideTable(b *bytes.Buffer, rows []string, head string) {
+	if len(rows) == 0 {
 		return
 	}
-	b.WriteString("\nBeside 3a and 3b: a row put to a forwarding node is received twice,\n" +
-		"from its client and again by the dispatcher, where one node receives\n" +
-		"it once. Counting the first receive at the no-op's cost (at the three\n" +
-		"nodes' latency, driven by one forwarding node's clients), the three\n" +
-		"nodes' µs/row over one node's plus that:\n\n" +
-		"| # | calls | 1 node + no-op at 3 nodes' latency µs/row | 3 nodes ÷ that |\n" +
-		"|---|-------|------------------------------------------:|---------------:|\n")
-	b.WriteString(strings.Join(lines, "\n") + "\n")
+	b.WriteString(head)
+	b.WriteString(strings.Join(rows, "\n") + "\n")
 }
 
 // writeLatencyMatchedNoop writes, for the unary and the txn cell of one
@@ -480,16 +492,12 @@ func (r Report) writeLatencyMatchedNoop(b *bytes.Buffer) {
 		lines = append(lines, fmt.Sprintf("| %s | %s | %.0f / %.0f | %.3f / %.3f | %.2f ÷ %.2f | %.2f |",
 			t.target, callShape(chute), chute.PutsPerSec, late.PutsPerSec, chute.P50.Seconds()*1000, late.P50.Seconds()*1000, c, n, c/n))
 	}
-	if len(lines) == 0 {
-		return
-	}
-	b.WriteString("\nBeside 1c and 2b: the no-op server answering at once serves more\n" +
-		"calls a second in the bench's closed loop, and its gRPC stack spends\n" +
-		"less on each. Held to chute's median latency, driven by the same\n" +
-		"clients, it serves about chute's call rate; chute's µs/put over that:\n\n" +
-		"| # | calls | puts/s, chute / no-op | p50 ms, chute / no-op | µs/put, chute ÷ no-op | ratio |\n" +
+	writeBesideTable(b, lines, "\nBeside 1c and 2b: the no-op server answering at once serves more\n"+
+		"calls a second in the bench's closed loop, and its gRPC stack spends\n"+
+		"less on each. Held to chute's median latency, driven by the same\n"+
+		"clients, it serves about chute's call rate; chute's µs/put over that:\n\n"+
+		"| # | calls | puts/s, chute / no-op | p50 ms, chute / no-op | µs/put, chute ÷ no-op | ratio |\n"+
 		"|---|-------|----------------------:|----------------------:|----------------------:|------:|\n")
-	b.WriteString(strings.Join(lines, "\n") + "\n")
 }
 
 // writeRateMatchedFsync writes, for each of the unary and the txn cell

@@ -75,9 +75,6 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 			"CPU per row of each process, each a ratio to a floor measured in the\n" +
 			"same bench, and the latency, refusals and memory of a queued row.\n\n")
 		r.writeTargets(&b)
-		r.writeLatencyMatchedNoop(&b)
-		r.writeHopFloors(&b)
-		r.writeRateMatchedFsync(&b)
 	}
 	b.WriteString("\n## Puts\n\n")
 	r.writePuts(&b)
