@@ -409,7 +409,13 @@ func TestAck_replicateGivenUpPassesNobodyOver(t *testing.T) {
 		copies = append(copies, incoming{id: m.id, tail: m.tail, value: m.value, seq: seq})
 	}
 	q.mu.Unlock()
-	if err := a.mgr.replicate(gone, q, copies); err == nil {
+	// b cannot answer while its backups are locked: the copy stays on
+	// the way, and the put's context is all replicate has to go by
+	// (with b free to answer, its answer and the context race).
+	b.mgr.backupMu.Lock()
+	err := a.mgr.replicate(gone, q, copies)
+	b.mgr.backupMu.Unlock()
+	if err == nil {
 		t.Fatal("replicate with a canceled context: got nil error")
 	}
 	a.mgr.mu.Lock()
