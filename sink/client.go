@@ -140,28 +140,29 @@ func (e *ResultError) Unwrap() error { return e.Result.Err }
 
 // Insert sends rows to target (a quoted name from Target) as one INSERT ...
 // FORMAT JSONEachRow: rows joined by "\n" in the order given, byte for
-// byte, compressed with ep.Compression, with ep.Settings as URL
-// parameters. token, when not empty, is sent as
+// byte, compressed as ep.Compression means on ep.Addr (On), with
+// ep.Settings as URL parameters. token, when not empty, is sent as
 // insert_deduplication_token; send one only to a server whose
 // HasSetting(TokenSetting) is true. Insert returns when ClickHouse
 // answered, the timeout passed or ctx ended; it never retries. The caller
 // keeps ownership of rows; Insert does not keep or change them.
 func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows [][]byte, token string) Result {
-	wire, plain, err := c.enc.rows(ep.Compression, rows)
+	comp := ep.Compression.On(ep.Addr)
+	wire, plain, err := c.enc.rows(comp, rows)
 	if err != nil {
 		res := Result{Class: ClassConfig, Err: err, Message: err.Error()}
-		c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", ep.Compression.String(), "err", err)
+		c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", comp.String(), "err", err)
 		return res
 	}
 	defer c.enc.release(wire) // do is done with it when it returns
 	uri := insertURI(target, token, ep.Settings)
-	if ep.Compression == CompressionLZ4 {
+	if comp == CompressionLZ4 {
 		uri += "&decompress=1" // the body is in ClickHouse's compressed blocks
 	}
-	res, _ := c.do(ctx, ep, uri, ep.Compression.contentEncoding(), wire)
+	res, _ := c.do(ctx, ep, uri, comp.contentEncoding(), wire)
 	res.WireBytes = len(wire)
 	if res.Code == codeUnknownCompression {
-		res.Message += " (check --clickhouse-compression: this server does not decode " + ep.Compression.String() + ")"
+		res.Message += " (check --clickhouse-compression: this server does not decode " + comp.String() + ")"
 	}
 	c.log.Debug("clickhouse insert",
 		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", plain, "wire_bytes", len(wire),

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strings"
 	"sync"
 
@@ -39,11 +41,37 @@ const (
 	// Content-Encoding: every ClickHouse decodes it, 18.16 included, with
 	// less CPU than gzip, for a larger body (docs/clickhouse.md).
 	CompressionLZ4
+	// CompressionAuto is none for a server on a loopback address and
+	// gzip for any other (On): compressing for a server on the same
+	// host spares no network and costs CPU at both ends.
+	CompressionAuto
 )
 
 // DefaultCompression is what --clickhouse-compression is when not given:
 // see doc.go, Decisions, and docs/benchmarks.md for the numbers.
-const DefaultCompression = CompressionGzip
+const DefaultCompression = CompressionAuto
+
+// On returns the compression c means for a server at addr (host:port,
+// as Endpoint.Addr): auto is none when the host is a loopback address
+// (127.0.0.0/8, ::1, an IPv4-mapped one) or localhost, and gzip for
+// any other host, a name included (no lookup: a name that resolves to
+// loopback gets gzip); every other value is itself.
+func (c Compression) On(addr string) Compression {
+	if c != CompressionAuto {
+		return c
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return CompressionNone
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return CompressionNone
+	}
+	return CompressionGzip
+}
 
 // Levels used for each method: the fastest. The benchmark
 // (BenchmarkCompress) shows they keep most of the ratio of the default
@@ -54,8 +82,8 @@ const (
 	zstdLevel = zstd.SpeedFastest
 )
 
-// ParseCompression reads none, gzip, deflate or zstd, in any case; blank
-// is none.
+// ParseCompression reads auto, none, gzip, deflate, zstd or lz4, in any
+// case; blank is none.
 func ParseCompression(s string) (Compression, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "", "none":
@@ -68,15 +96,19 @@ func ParseCompression(s string) (Compression, error) {
 		return CompressionZstd, nil
 	case "lz4":
 		return CompressionLZ4, nil
+	case "auto":
+		return CompressionAuto, nil
 	}
-	return CompressionNone, fmt.Errorf("sink: compression %q: want none, gzip, deflate, zstd or lz4", s)
+	return CompressionNone, fmt.Errorf("sink: compression %q: want auto, none, gzip, deflate, zstd or lz4", s)
 }
 
-// String returns none, gzip, deflate, zstd or lz4.
+// String returns auto, none, gzip, deflate, zstd or lz4.
 func (c Compression) String() string {
 	switch c {
 	case CompressionNone:
 		return "none"
+	case CompressionAuto:
+		return "auto"
 	case CompressionLZ4:
 		return "lz4"
 	}

@@ -26,7 +26,8 @@ func TestParseCompression(t *testing.T) {
 	}{
 		{"", CompressionNone, false}, {"none", CompressionNone, false}, {"gzip", CompressionGzip, false},
 		{" GZIP ", CompressionGzip, false}, {"deflate", CompressionDeflate, false}, {"zstd", CompressionZstd, false},
-		{"lz4", CompressionLZ4, false}, {" LZ4", CompressionLZ4, false}, {"br", 0, true}, {"lz4hc", 0, true},
+		{"lz4", CompressionLZ4, false}, {" LZ4", CompressionLZ4, false}, {"auto", CompressionAuto, false},
+		{"Auto ", CompressionAuto, false}, {"br", 0, true}, {"lz4hc", 0, true},
 	}
 	for _, tt := range tests {
 		got, err := ParseCompression(tt.in)
@@ -36,6 +37,33 @@ func TestParseCompression(t *testing.T) {
 		if !tt.bad {
 			if back, _ := ParseCompression(got.String()); back != got {
 				t.Errorf("%v.String() = %q does not parse back", got, got.String())
+			}
+		}
+	}
+}
+
+// TestCompression_On: auto is none for a server on a loopback host
+// and gzip for any other; every other compression is itself anywhere.
+// Only resolved, never dialed: tests keep to loopback.
+func TestCompression_On(t *testing.T) {
+	loopback := []string{"127.0.0.1:8123", "127.45.6.7:8123", "[::1]:8123", "[::ffff:127.0.0.1]:8123", "localhost:8123",
+		"LOCALHOST:8443", "ch.localhost:8123", "127.0.0.1", "::1"}
+	network := []string{"192.0.2.10:8123", "[2001:db8::1]:8123", "clickhouse:8123", "ch.example.com:8443", "localhost.example:8123",
+		"0.0.0.0:8123", "[::]:8123", "128.0.0.1:8123", "10.0.0.1"}
+	for _, addr := range loopback {
+		if got := CompressionAuto.On(addr); got != CompressionNone {
+			t.Errorf("auto on %s: %v, want none", addr, got)
+		}
+	}
+	for _, addr := range network {
+		if got := CompressionAuto.On(addr); got != CompressionGzip {
+			t.Errorf("auto on %s: %v, want gzip", addr, got)
+		}
+	}
+	for _, c := range []Compression{CompressionNone, CompressionGzip, CompressionDeflate, CompressionZstd, CompressionLZ4} {
+		for _, addr := range []string{loopback[0], network[0]} {
+			if got := c.On(addr); got != c {
+				t.Errorf("%v on %s: %v, want itself", c, addr, got)
 			}
 		}
 	}

@@ -92,9 +92,10 @@ type Config struct {
 	// them by name. Empty: none.
 	ClickHouseSettings string
 
-	// ClickHouseCompression compresses INSERT bodies: none, gzip,
-	// deflate or zstd (sink.ParseCompression). Default gzip
-	// (sink.DefaultCompression). Empty is none.
+	// ClickHouseCompression compresses INSERT bodies: auto, none, gzip,
+	// deflate, zstd or lz4 (sink.ParseCompression). Default auto
+	// (sink.DefaultCompression): none to a server on a loopback address,
+	// gzip to any other. Empty is none.
 	ClickHouseCompression string
 
 	// ClickHouseDB is the database for ch: queue names without a "db." part.
@@ -461,7 +462,7 @@ func options(c *Config) []option {
 		{"gossip-key", "base64", (*stringValue)(&c.GossipKey), "AES key of 16, 24 or 32 bytes that encrypts gossip", ""},
 		{"clickhouse-url", "urls", (*stringValue)(&c.ClickHouseURL), "ClickHouse HTTP interfaces, http[s]://[user:pass@]host[:port], comma list: round-robin over the servers that are up, failover on transient errors; re-read on SIGHUP", ""},
 		{"clickhouse-settings", "k=v,...", (*stringValue)(&c.ClickHouseSettings), "ClickHouse settings sent with every INSERT (a mapping in the file); a queue's \"settings\" override them by name; re-read on SIGHUP", ""},
-		{"clickhouse-compression", "none|gzip|deflate|zstd|lz4", (*stringValue)(&c.ClickHouseCompression), "compression of INSERT bodies (Content-Encoding, or ClickHouse's own blocks for lz4); zstd needs a ClickHouse that decodes it (not 18.16); re-read on SIGHUP", ""},
+		{"clickhouse-compression", "auto|none|gzip|deflate|zstd|lz4", (*stringValue)(&c.ClickHouseCompression), "compression of INSERT bodies (Content-Encoding, or ClickHouse's own blocks for lz4); auto is none to a server on a loopback address, gzip to any other; zstd needs a ClickHouse that decodes it (not 18.16); re-read on SIGHUP", ""},
 		{"clickhouse-db", "name", (*stringValue)(&c.ClickHouseDB), "database for ch: queue names without a db. part", ""},
 		{"clickhouse-ca-file", "path", (*stringValue)(&c.ClickHouseCAFile), "PEM CA bundle that verifies an https ClickHouse; re-read on SIGHUP", "the system's roots"},
 		{"clickhouse-cert-file", "path", (*stringValue)(&c.ClickHouseCertFile), "PEM client certificate for an https ClickHouse, with --clickhouse-key-file; re-read on SIGHUP", ""},

@@ -82,7 +82,7 @@ func TestDefaultConfig(t *testing.T) {
 		DeadServerGrace:  time.Minute,
 
 		SelfSignedCertValidity: 1,
-		ClickHouseCompression:  "gzip",
+		ClickHouseCompression:  "auto",
 
 		ClickHouseBatchInterval:       50 * time.Millisecond,
 		ClickHouseMaxInsertsPerSecond: 2,
@@ -562,7 +562,7 @@ func TestLoadConfig_invalid(t *testing.T) {
 		{"clickhouse-settings quote", []string{`--clickhouse-settings=a"b=1`}, nil, []string{"--clickhouse-settings", `name "a\"b"`}},
 		{"clickhouse-settings reserved", []string{"--clickhouse-settings=query=DROP"}, nil, []string{"--clickhouse-settings", `name "query"`}},
 		{"clickhouse-settings control byte", []string{"--clickhouse-settings=a=x\x01"}, nil, []string{"--clickhouse-settings", "control byte"}},
-		{"clickhouse-compression", []string{"--clickhouse-compression=brotli"}, nil, []string{"--clickhouse-compression", `"brotli"`, "none, gzip, deflate, zstd or lz4"}},
+		{"clickhouse-compression", []string{"--clickhouse-compression=brotli"}, nil, []string{"--clickhouse-compression", `"brotli"`, "auto, none, gzip, deflate, zstd or lz4"}},
 		{"allow-tables without a dot", []string{"--clickhouse-allow-tables=default.*,events"}, nil, []string{"--clickhouse-allow-tables", `"events"`, "want db.table"}},
 		{"allow-tables bad glob", nil, map[string]string{"CHUTE_CLICKHOUSE_ALLOW_TABLES": "default.[a-"}, []string{"--clickhouse-allow-tables", "syntax error in pattern"}},
 		{"zero metrics-max-tables", []string{"--metrics-max-tables=0"}, nil, []string{"--metrics-max-tables", "not positive"}},
