@@ -114,7 +114,8 @@ func (r Report) WriteDoc(w io.Writer, s docSettings) error {
 	}
 	if hasWire(r.Results) {
 		b.WriteString("\n## Compression of the inserts\n\nThe one-node txn run on nodes started with each\n" +
-			"`--clickhouse-compression`, the bytes their requests carried to\nClickHouse counted on the wire.\n\n")
+			"`--clickhouse-compression`, the bytes their requests carried to\nClickHouse counted on the wire. The other chute runs leave it at\n" +
+			"its default, auto, which is none to the bench's ClickHouse on\nloopback.\n\n")
 		r.writeCompression(&b)
 	}
 	if r.Raw != nil {
