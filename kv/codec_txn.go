@@ -26,34 +26,68 @@ import (
 // the ops, wrappers and puts each in one slice, and the pointers to the
 // ops.
 func decodePutTxn(b []byte, r *pb.TxnRequest, a *putTxnArena) bool {
-	n := 0
-	for rest := b; len(rest) > 0; n++ {
-		op, l := successOp(rest)
-		if l < 0 {
-			return false
+	n := a.fill(b, cap(a.puts))
+	if n > cap(a.puts) { // more puts than the arrays hold: count, then fill arrays that do
+		n = 0
+		for rest := b; len(rest) > 0; n++ {
+			op, l := successOp(rest)
+			if _, _, ok := putOp(op); l < 0 || !ok {
+				n = -1
+				break
+			}
+			rest = rest[l:]
 		}
-		if _, _, ok := putOp(op); !ok {
-			return false
+		if n > 0 {
+			n = a.fill(b, n)
 		}
-		rest = rest[l:]
 	}
-	if n == 0 {
+	if n <= 0 {
+		a.clear()
 		return false
 	}
-	r.Reset()
 	a.reserve(n)
+	r.Reset()
 	r.Success = a.success
+	return true
+}
+
+// fill decodes the puts of b into a's arrays, which it makes max long,
+// and sets a.size to proto.Size of the txn: it returns how many puts
+// b holds, max+1 when it holds more (the arrays then hold the first
+// max), and -1 when b is not a batch produce. In one pass: a reused
+// arena's arrays hold the next call's puts, so most calls read b once.
+func (a *putTxnArena) fill(b []byte, max int) int {
+	a.reserve(max)
 	ops, wraps, puts := a.ops, a.wraps, a.puts
-	for i, rest := 0, b; len(rest) > 0; i++ {
+	size, i := 0, 0
+	for rest := b; len(rest) > 0; i++ {
 		op, l := successOp(rest)
-		key, value, _ := putOp(op)
+		if l < 0 {
+			return -1
+		}
+		key, value, ok := putOp(op)
+		if !ok {
+			return -1
+		}
+		if i == max {
+			return max + 1
+		}
 		puts[i].Key, puts[i].Value = view(key), view(value)
 		wraps[i].RequestPut = &puts[i]
 		ops[i].Request = &wraps[i]
-		r.Success[i] = &ops[i]
+		a.success[i] = &ops[i]
+		ps := 0
+		if len(key) > 0 {
+			ps += 1 + protowire.SizeBytes(len(key))
+		}
+		if len(value) > 0 {
+			ps += 1 + protowire.SizeBytes(len(value))
+		}
+		size += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
 		rest = rest[l:]
 	}
-	return true
+	a.size = size
+	return i
 }
 
 // successOp reads one success op (field 2 of TxnRequest) from the start

@@ -30,7 +30,28 @@ func putTxn(n int) *pb.TxnRequest {
 func sameAsProto(t *testing.T, b []byte) bool {
 	t.Helper()
 	var got pb.TxnRequest
-	if !decodePutTxn(b, &got, &putTxnArena{}) {
+	a := &putTxnArena{}
+	took := decodePutTxn(b, &got, a)
+	// Into arenas that held a txn before, of one put and of 150: the
+	// one-pass decode, and the count first when the arrays are short.
+	for _, before := range []int{1, 150} {
+		old, err := proto.Marshal(putTxn(before))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reused := &putTxnArena{}
+		var r, again pb.TxnRequest
+		if !decodePutTxn(old, &r, reused) {
+			t.Fatalf("a txn of %d puts not decoded", before)
+		}
+		if decodePutTxn(b, &again, reused) != took {
+			t.Fatalf("decodePutTxn(%x) into an arena that held %d puts: took %v, into a new one %v", b, before, !took, took)
+		}
+		if took && (!proto.Equal(&again, &got) || reused.size != a.size) {
+			t.Fatalf("decodePutTxn(%x) into an arena that held %d puts: got %v (size %d), into a new one %v (size %d)", b, before, &again, reused.size, &got, a.size)
+		}
+	}
+	if !took {
 		return false
 	}
 	var want pb.TxnRequest
@@ -42,6 +63,9 @@ func sameAsProto(t *testing.T, b []byte) bool {
 	}
 	if n, ok := putTxnRequestSize(&got); !ok || n != proto.Size(&want) {
 		t.Fatalf("putTxnRequestSize of decodePutTxn(%x): got %d, %v, want %d, true", b, n, ok, proto.Size(&want))
+	}
+	if a.size != proto.Size(&want) {
+		t.Fatalf("decodePutTxn(%x): the arena's size %d, want proto.Size's %d", b, a.size, proto.Size(&want))
 	}
 	for i, op := range want.Success {
 		g, w := got.Success[i].GetRequestPut(), op.GetRequestPut()

@@ -85,11 +85,23 @@ func (m *rpcMetrics) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 // with etcd's "request is too large".
 func requestSizeLimit(max int) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if requestSize(req) > max {
+		if requestSizeOf(ctx, req) > max {
 			return nil, toGRPC(ErrRequestTooLarge)
 		}
 		return handler(ctx, req)
 	}
+}
+
+// requestSizeOf is requestSize, taken from the arena of a batch
+// produce that was decoded into one (its size counted as it was
+// decoded), rather than walked again.
+func requestSizeOf(ctx context.Context, req any) int {
+	if r, ok := req.(*pb.TxnRequest); ok {
+		if c := txnCallOf(ctx, r); c != nil && c.arena != nil {
+			return c.arena.size
+		}
+	}
+	return requestSize(req)
 }
 
 // requestSize is the encoded size of req, 0 for what is not a proto

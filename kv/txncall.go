@@ -108,6 +108,7 @@ type putTxnArena struct {
 	ops     []pb.RequestOp
 	wraps   []pb.RequestOp_RequestPut
 	puts    []pb.PutRequest
+	size    int        // proto.Size of the txn decoded (fill)
 	home    *sync.Pool // where release puts it; nil: nowhere
 }
 
@@ -122,6 +123,14 @@ func (a *putTxnArena) reserve(n int) {
 	a.success, a.ops, a.wraps, a.puts = a.success[:n], a.ops[:n], a.wraps[:n], a.puts[:n]
 }
 
+// clear clears the arrays, so that they keep nothing alive.
+func (a *putTxnArena) clear() {
+	clear(a.success)
+	clear(a.ops)
+	clear(a.wraps)
+	clear(a.puts)
+}
+
 // release frees the buffer and clears the arrays, then puts the arena
 // in its pool.
 func (a *putTxnArena) release() {
@@ -129,10 +138,7 @@ func (a *putTxnArena) release() {
 		a.buf.Free()
 		a.buf = nil
 	}
-	clear(a.success)
-	clear(a.ops)
-	clear(a.wraps)
-	clear(a.puts)
+	a.clear()
 	if a.home != nil {
 		a.home.Put(a)
 	}

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -112,4 +114,34 @@ func TestTxn_batchProduce_memoryKeptUnlessDetached(t *testing.T) {
 			t.Fatalf("no kept value changed: the memory of detached calls was not reused")
 		}
 	})
+}
+
+// TestTxn_batchProduce_sizeLimit: a batch produce decoded into an arena
+// is held to MaxRequestBytes by the size counted as it was decoded: one
+// over the limit (under gRPC's own, which allows more) is refused as
+// etcd refuses it and reaches no queue; one under it goes through.
+func TestTxn_batchProduce_sizeLimit(t *testing.T) {
+	q := &viewQueues{detach: true}
+	_, cli := startServer(t, func(c *Config) { c.Queues = q; c.MaxRequestBytes = 64 << 10 })
+	ctx := testCtx(t, 20*time.Second)
+	txn := func(n int) error {
+		ops := make([]clientv3.Op, n)
+		for i := range ops {
+			ops[i] = clientv3.OpPut(fmt.Sprintf("/q/x/p/%03d", i), strings.Repeat("v", 600))
+		}
+		_, err := cli.Txn(ctx).Then(ops...).Commit()
+		return err
+	}
+	if err := txn(128); !errors.Is(err, rpctypes.ErrRequestTooLarge) { // ~80 KiB
+		t.Fatalf("a txn of 128 puts of 600 bytes over a 64 KiB limit: got %v, want %v", err, rpctypes.ErrRequestTooLarge)
+	}
+	q.mu.Lock()
+	kept := len(q.kept)
+	q.mu.Unlock()
+	if kept != 0 {
+		t.Fatalf("a refused txn reached the queues: %d values kept", kept)
+	}
+	if err := txn(96); err != nil { // ~60 KiB
+		t.Fatalf("a txn of 96 puts of 600 bytes under a 64 KiB limit: %v", err)
+	}
 }
