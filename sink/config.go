@@ -28,7 +28,7 @@ type Config struct {
 	Settings string
 
 	// Compression compresses INSERT bodies, as ParseCompression reads it:
-	// none, gzip, deflate or zstd. Empty: none.
+	// auto, none, gzip, deflate, zstd or lz4. Empty: none.
 	Compression string
 
 	// Database is the database of tables named without one. Default
