@@ -76,14 +76,7 @@ func (a *putTxnArena) fill(b []byte, max int) int {
 		wraps[i].RequestPut = &puts[i]
 		ops[i].Request = &wraps[i]
 		a.success[i] = &ops[i]
-		ps := 0
-		if len(key) > 0 {
-			ps += 1 + protowire.SizeBytes(len(key))
-		}
-		if len(value) > 0 {
-			ps += 1 + protowire.SizeBytes(len(value))
-		}
-		size += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+		size += putOpSize(len(key), len(value))
 		rest = rest[l:]
 	}
 	a.size = size
@@ -271,14 +264,21 @@ func putTxnRequestSize(r *pb.TxnRequest) (int, bool) {
 		if p.Lease != 0 || p.PrevKv || p.IgnoreValue || p.IgnoreLease || len(p.ProtoReflect().GetUnknown()) != 0 {
 			return 0, false
 		}
-		ps := 0
-		if len(p.Key) > 0 {
-			ps += 1 + protowire.SizeBytes(len(p.Key))
-		}
-		if len(p.Value) > 0 {
-			ps += 1 + protowire.SizeBytes(len(p.Value))
-		}
-		n += 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
+		n += putOpSize(len(p.Key), len(p.Value))
 	}
 	return n, true
+}
+
+// putOpSize is the bytes a success op of a txn takes (its tag and
+// length included) when it is one put of a key and a value of these
+// lengths and nothing else, as proto.Size counts it.
+func putOpSize(key, value int) int {
+	ps := 0
+	if key > 0 {
+		ps += 1 + protowire.SizeBytes(key)
+	}
+	if value > 0 {
+		ps += 1 + protowire.SizeBytes(value)
+	}
+	return 1 + protowire.SizeBytes(1+protowire.SizeBytes(ps))
 }
