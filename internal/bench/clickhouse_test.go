@@ -325,17 +325,17 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 		{ServerNoop, 0, false, false, 1, false},
 		{ServerChute, 0, false, true, 1, true},
 		{ServerChuteNoFsync, 0, false, true, 1, true},
+		{ServerChute3, 0, false, true, 3, false},
 		{ServerNoop, 128, false, false, 1, false},
 		{ServerChute, 128, false, true, 1, true},
 		{ServerChuteNoFsync, 128, false, true, 1, true},
+		{ServerChute3, 128, false, true, 3, false},
 		{ServerNoopAtLatency, 0, false, false, 1, false},
 		{ServerNoopAtLatency, 128, false, false, 1, false},
 		{ServerChuteNoFsyncAtRate, 0, true, true, 1, true},
 		{ServerChuteNoFsyncAtRate, 128, true, true, 1, true},
 		{compressionServer("none"), 128, false, true, 1, false},
 		{compressionServer("gzip"), 128, false, true, 1, false},
-		{ServerChute3, 0, false, true, 3, false},
-		{ServerChute3, 128, false, true, 3, false},
 		{ServerNoopAtClusterLatency, 0, false, false, 1, false},
 		{ServerNoopAtClusterLatency, 128, false, false, 1, false},
 	}
@@ -398,7 +398,7 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 	if len(out.floors) != 2 {
 		t.Fatalf("floors: got %+v, want unary and txn", out.floors)
 	}
-	for i, of := range []Result{out.results[1], out.results[4]} {
+	for i, of := range []Result{out.results[1], out.results[5]} {
 		f := out.floors[i]
 		if f.Txn != of.Txn || f.Rate != of.Rows.RowsPerSec || f.Rows != landedRows(of, mc.base.Warmup) || f.BatchRows != int(f.Rows) {
 			t.Errorf("floor %d: got txn %d, %d rows of %d at %v rows/s; want txn %d, %d rows in one batch at %v",

@@ -11,10 +11,11 @@ import (
 // connections whose endpoint lists hold all three members, against three
 // chute nodes (a fresh raft cluster) and three etcd members (mc.etcd)
 // started by the bench, both up for the whole group. The runs alternate,
-// chute then etcd, mc.repeat times, so that what drifts on the machine
-// meanwhile (ClickHouse merging the matrix's rows, a neighbour) weighs on
-// both sides alike, while each side's data still grows from run to run;
-// each side is reported (add) as the median of its runs. Every child is
+// chute then etcd, in mc.repeat rounds (runRounds), so that what drifts
+// on the machine meanwhile (ClickHouse merging the matrix's rows, a
+// neighbour) weighs on both sides alike, while each side's data still
+// grows from run to run; each side is reported (add) as the median of
+// its runs. Every child is
 // stopped and its data removed at the end.
 func runKVGroup(ctx context.Context, mc matrixConfig, dir string, run func(cell) (Result, error), add func(Result), logger *slog.Logger) error {
 	rep := max(mc.repeat, 1)
@@ -38,20 +39,15 @@ func runKVGroup(ctx context.Context, mc matrixConfig, dir string, run func(cell)
 	if err != nil {
 		return err
 	}
-	var chute, etcd []Result
-	for range rep {
-		r, err := run(kvCell(mc.base, ServerChuteKV3, 3, nodes))
-		if err != nil {
-			return err
-		}
-		chute = append(chute, r)
-		if r, err = run(kvCell(mc.base, ServerEtcd3, 0, members)); err != nil {
-			return err
-		}
-		etcd = append(etcd, r)
+	rs, err := runRounds(rep, []roundCell{
+		{mk: func() cell { return kvCell(mc.base, ServerChuteKV3, 3, nodes) }},
+		{mk: func() cell { return kvCell(mc.base, ServerEtcd3, 0, members) }},
+	}, run)
+	if err != nil {
+		return err
 	}
-	add(medianResult(chute))
-	add(medianResult(etcd))
+	add(rs[0])
+	add(rs[1])
 	return nil
 }
 

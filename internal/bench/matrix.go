@@ -188,11 +188,11 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 				cfg.Label = t.name
 				return cell{server: t.name, cfg: cfg, procs: []*target{t}, sink: t.sink, side: sideProcs(0)}
 			}
-			r, err := runRepeated(ctx, mc.repeat, mk, nil, logger)
+			rs, err := runRounds(mc.repeat, []roundCell{{mk: mk}}, func(c cell) (Result, error) { return runCell(ctx, c, logger) })
 			if err != nil {
 				return out, err
 			}
-			out.results = append(out.results, r)
+			out.results = append(out.results, rs[0])
 		}
 	}
 	return out, nil
@@ -204,15 +204,20 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 // over every run:
 //
 //  1. The no-op server, a chute node inserting into mc.clickhouseURL, the
-//     same started with --unsafe-no-fsync (and the traced node): no-op
-//     unary, chute unary, no-fsync unary, no-op txn, chute txn, no-fsync
-//     txn, then the no-op at chute's latency (ServerNoopAtLatency),
+//     same started with --unsafe-no-fsync (and the traced node), and
+//     three chute nodes joined by gossip, of which the first claims
+//     every queue while the producers put only to the other two (it must
+//     still dispatch every queue after each run), all up for the whole
+//     group: mc.repeat rounds (runRounds) of no-op unary, chute unary,
+//     no-fsync unary and three nodes unary, then as many of the same txn,
+//     so that the cells the targets compare meet the machine's spells
+//     alike; then the no-op at chute's latency (ServerNoopAtLatency),
 //     the no-fsync node unary and txn paced at the chute unary and txn
 //     runs' puts/s (ServerChuteNoFsyncAtRate), and the traced node
 //     unary; the txn runs come after the unary ones as they leave the
-//     nodes the largest. Chute runs wait for their rows; the untraced
-//     ones read the node's queue log counters around their measured
-//     phase.
+//     nodes the largest. Chute runs wait for their rows; the one-node
+//     untraced ones read the node's queue log counters around their
+//     measured phase.
 //  2. The ClickHouse floors (runFloor), with no chute node up: the rows
 //     of the median chute unary run, then of the median txn run, posted
 //     straight to ClickHouse in batches of floorBatchRows at that run's
@@ -221,11 +226,8 @@ func runPlainMatrix(ctx context.Context, mc matrixConfig, dir string, sink *otlp
 //  3. With mc.compression, the compression group (runCompressionGroup):
 //     the one-node txn run once on a node per --clickhouse-compression
 //     value, each node inserting through a proxy that counts the bytes.
-//  4. Three chute nodes joined by gossip: the first claims every queue,
-//     the producers put only to the other two; unary, then txn, and the
-//     first node must still dispatch every queue after each run. Then,
-//     the cluster stopped, the no-op at the three nodes' latency with
-//     half the clients (ServerNoopAtClusterLatency), unary and txn.
+//  4. The no-op at the three nodes' latency with half the clients
+//     (ServerNoopAtClusterLatency), unary and txn.
 //  5. With mc.etcd, the KV group (runKVGroup): plain keys to three chute
 //     nodes and to three etcd members, in alternate runs.
 //  6. The raw inserts: the same rows posted straight to ClickHouse in
@@ -264,17 +266,26 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 		return cell{server: server, nodes: nodes, cfg: cfg, procs: procs, sink: procs[0].sink, side: side}
 	}
-	// measure runs the cell mk makes n times, each with fresh tables,
-	// checking each with check when set, and keeps their median.
-	measure := func(n int, mk func() cell, check func(cell) error) (Result, error) {
-		r, err := runRepeated(ctx, n, mk, check, logger)
+	run := func(c cell) (Result, error) { return runCell(ctx, c, logger) }
+	// rounds runs n rounds of cells (runRounds), each run with fresh
+	// tables, and keeps each cell's median.
+	rounds := func(n int, cells ...roundCell) ([]Result, error) {
+		rs, err := runRounds(n, cells, run)
 		if err == nil {
-			out.results = append(out.results, r)
+			out.results = append(out.results, rs...)
 		}
-		return r, err
+		return rs, err
+	}
+	// measure runs the cell mk makes n times and keeps their median.
+	measure := func(n int, mk func() cell) (Result, error) {
+		rs, err := rounds(n, roundCell{mk: mk})
+		if err != nil {
+			return Result{}, err
+		}
+		return rs[0], nil
 	}
 	once := func(c cell) (Result, error) {
-		return measure(1, func() cell { return c }, nil)
+		return measure(1, func() cell { return c })
 	}
 	rep := max(mc.repeat, 1)
 	// latencyNoop starts the no-op server called name on port, holding
@@ -292,15 +303,16 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				c.cfg.Clients = clients
 				return c
 			}
-			if _, err := measure(rep, mk, nil); err != nil {
+			if _, err := measure(rep, mk); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 
-	// 1. One node.
+	// 1. One node and three, their cells compared in rounds.
 	var unary, batched, noopUnary, noopTxn Result
+	var three [2]Result // unary, txn
 	err = func() error {
 		ports, err := freePorts(14)
 		if err != nil {
@@ -318,6 +330,11 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		if err != nil {
 			return err
 		}
+		nodes, stopCluster, err := startCluster(ctx, mc, dir, "three-nodes", logger)
+		defer stopCluster()
+		if err != nil {
+			return err
+		}
 		noop, node := targets[0], targets[1]
 		noopCell := func(txn int) func() cell {
 			return func() cell {
@@ -332,23 +349,27 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				return c
 			}
 		}
-		if noopUnary, err = measure(rep, noopCell(0), nil); err != nil {
-			return err
+		// clusterCell is a run of the three nodes, the first claiming
+		// every queue, the clients putting to the other two.
+		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
+		clusterCell := func(txn int) roundCell {
+			return roundCell{
+				mk:    func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, txn, true) },
+				check: func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) },
+			}
 		}
-		if unary, err = measure(rep, logCell(node, 0), nil); err != nil {
-			return err
-		}
-		if _, err := measure(rep, logCell(noFsync, 0), nil); err != nil {
-			return err
-		}
-		if noopTxn, err = measure(rep, noopCell(txn), nil); err != nil {
-			return err
-		}
-		if batched, err = measure(rep, logCell(node, txn), nil); err != nil {
-			return err
-		}
-		if _, err := measure(rep, logCell(noFsync, txn), nil); err != nil {
-			return err
+		// The cells a target compares run in one round, unary then txn.
+		for _, k := range []int{0, txn} {
+			rs, err := rounds(rep, roundCell{mk: noopCell(k)}, roundCell{mk: logCell(node, k)},
+				roundCell{mk: logCell(noFsync, k)}, clusterCell(k))
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				noopUnary, unary, three[0] = rs[0], rs[1], rs[3]
+			} else {
+				noopTxn, batched, three[1] = rs[0], rs[1], rs[3]
+			}
 		}
 		// The no-op again, holding each call for what chute's answers
 		// took longer than its own (medians): the gRPC floor of a server
@@ -372,7 +393,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 				c.server, c.cfg.Rate = ServerChuteNoFsyncAtRate, f.run.PutsPerSec
 				return c
 			}
-			if _, err := measure(rep, atRate, nil); err != nil {
+			if _, err := measure(rep, atRate); err != nil {
 				return err
 			}
 		}
@@ -419,28 +440,7 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 		}
 	}
 
-	// 4. Three nodes.
-	var three [2]Result // unary, txn
-	err = func() error {
-		nodes, stop, err := startCluster(ctx, mc, dir, "three-nodes", logger)
-		defer stop()
-		if err != nil {
-			return err
-		}
-		producers := []string{nodes[1].endpoint, nodes[2].endpoint}
-		for i, k := range []int{0, txn} {
-			mk := func() cell { return queueCell(ServerChute3, 3, nodes, producers, nodes[0].endpoint, k, true) }
-			check := func(c cell) error { return checkDispatcher(ctx, nodes[0], c.cfg.Tables) }
-			if three[i], err = measure(rep, mk, check); err != nil {
-				return err
-			}
-		}
-		return nil
-	}()
-	if err != nil {
-		return out, err
-	}
-	// The no-op once more, at the three nodes' latency, driven by the
+	// 4. The no-op once more, at the three nodes' latency, driven by the
 	// clients of one forwarding node: what receiving its puts costs a
 	// node that answers when the cluster does, the part of a three-node
 	// row's cost that one node's has no counterpart of.
@@ -456,7 +456,6 @@ func runClickHouseMatrix(ctx context.Context, mc matrixConfig, dir string, sink 
 
 	// 5. Plain keys, chute next to etcd.
 	if mc.etcd != "" {
-		run := func(c cell) (Result, error) { return runCell(ctx, c, logger) }
 		add := func(r Result) { out.results = append(out.results, r) }
 		if err := runKVGroup(ctx, mc, dir, run, add, logger); err != nil {
 			return out, err
@@ -714,26 +713,43 @@ func stopTargets(targets []*target, logger *slog.Logger) {
 	}
 }
 
-// runRepeated runs the cell mk makes n times (once when n < 2), a fresh
-// cell each time so that no run reuses another's keys or tables, calls
-// check after each run when set, and returns the median of the runs
-// (medianResult).
-func runRepeated(ctx context.Context, n int, mk func() cell, check func(cell) error, logger *slog.Logger) (Result, error) {
-	runs := make([]Result, 0, max(n, 1))
+// roundCell is a cell runRounds runs once a round: mk makes a fresh one
+// for each run, and check, when set, is called after each.
+type roundCell struct {
+	mk    func() cell
+	check func(cell) error
+}
+
+// runRounds runs n rounds (one when n < 2), each running every cell of
+// cells once with run, in order, a fresh cell each time so that no run
+// reuses another's keys or tables, calls a cell's check after each of its
+// runs, and returns each cell's median (medianResult), in the order of
+// cells.
+// Cells a target compares go in one round rather than each n times in a
+// row: the machine's slow and fast spells last minutes, so a cell run
+// apart from its floor could land in a spell of its own.
+func runRounds(n int, cells []roundCell, run func(cell) (Result, error)) ([]Result, error) {
+	runs := make([][]Result, len(cells))
 	for range max(n, 1) {
-		c := mk()
-		r, err := runCell(ctx, c, logger)
-		if err != nil {
-			return Result{}, err
-		}
-		if check != nil {
-			if err := check(c); err != nil {
-				return Result{}, err
+		for i, rc := range cells {
+			c := rc.mk()
+			r, err := run(c)
+			if err != nil {
+				return nil, err
 			}
+			if rc.check != nil {
+				if err := rc.check(c); err != nil {
+					return nil, err
+				}
+			}
+			runs[i] = append(runs[i], r)
 		}
-		runs = append(runs, r)
 	}
-	return medianResult(runs), nil
+	med := make([]Result, len(cells))
+	for i, rs := range runs {
+		med[i] = medianResult(rs)
+	}
+	return med, nil
 }
 
 // cell is one run of the matrix.

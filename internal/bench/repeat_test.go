@@ -2,6 +2,8 @@ package bench
 
 import (
 	"bytes"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,5 +183,53 @@ func TestMedianRaw(t *testing.T) {
 	}
 	if got := medianRaw(nil); got.Rows != 0 {
 		t.Errorf("medianRaw of none: got %+v, want zero", got)
+	}
+}
+
+// TestRunRounds runs two cells in three rounds: they alternate, a cell's
+// check follows each of its runs, each gets the median of its own runs,
+// and a failed check ends the rounds there.
+func TestRunRounds(t *testing.T) {
+	var order []string
+	rate := map[string][]float64{"a": {10, 30, 20}, "b": {5, 1, 3}}
+	run := func(c cell) (Result, error) {
+		order = append(order, c.server)
+		n := 0
+		for _, s := range order {
+			if s == c.server {
+				n++
+			}
+		}
+		return Result{Server: c.server, PutsPerSec: rate[c.server][n-1]}, nil
+	}
+	mk := func(name string) roundCell {
+		return roundCell{
+			mk:    func() cell { return cell{server: name} },
+			check: func(c cell) error { order = append(order, "check "+c.server); return nil },
+		}
+	}
+	rs, err := runRounds(3, []roundCell{mk("a"), mk("b")}, run)
+	if err != nil {
+		t.Fatalf("runRounds: %v", err)
+	}
+	want := []string{"a", "check a", "b", "check b", "a", "check a", "b", "check b", "a", "check a", "b", "check b"}
+	if !slices.Equal(order, want) {
+		t.Errorf("runs: got %q, want %q", order, want)
+	}
+	if len(rs) != 2 || rs[0].Server != "a" || rs[0].PutsPerSec != 20 || rs[1].Server != "b" || rs[1].PutsPerSec != 3 {
+		t.Errorf("medians: got %+v, want a at 20 puts/s, then b at 3", rs)
+	}
+	if len(rs) == 2 && (rs[0].Spread == nil || rs[0].Spread.Runs != 3) {
+		t.Errorf("a's spread: got %+v, want 3 runs", rs[0].Spread)
+	}
+
+	order = nil
+	failing := mk("b")
+	failing.check = func(cell) error { return errors.New("not the dispatcher") }
+	if _, err := runRounds(3, []roundCell{mk("a"), failing}, run); err == nil || err.Error() != "not the dispatcher" {
+		t.Errorf("failed check: got %v, want its error", err)
+	}
+	if want := []string{"a", "check a", "b"}; !slices.Equal(order, want) {
+		t.Errorf("runs after a failed check: got %q, want %q", order, want)
 	}
 }

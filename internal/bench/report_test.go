@@ -300,7 +300,7 @@ func TestReport_WriteDoc(t *testing.T) {
 		"1000 unmeasured warmup puts, then\n20s or 100000 puts, whichever comes first",
 		"A put refused\n(`too many requests`",
 		"every 50ms (every 10ms in a run paced for its latency) from the start",
-		"no-op txn-128, chute txn-128",
+		"rounds of the same txn-128",
 		"by 2 concurrent posters",
 		"Targets 1 to 3 read the node that fsyncs",
 		"`--clickhouse-pid` names",

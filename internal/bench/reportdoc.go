@@ -183,12 +183,18 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		fmt.Fprintf(b, "\nThe matrix starts every server as a child process of the bench's own\n"+
 			"binary, on loopback, with the client, the servers and ClickHouse\n"+
-			"sharing the machine. One node: the no-op server, a chute node and\n"+
-			"a second one started with `--unsafe-no-fsync`; no-op unary, chute\n"+
-			"unary, the same without fsync, no-op txn-%d, chute txn-%d, the same\n"+
-			"without fsync, then the no-op again at chute's latency, unary and\n"+
-			"txn-%d. Targets 1 to 3 read the node that fsyncs, the default\n"+
-			"users run. Three nodes: chute processes joined by gossip\n"+
+			"sharing the machine. The first group runs the cells the targets\n"+
+			"compare, all their processes up for the whole group: the no-op\n"+
+			"server, a chute node, a second one started with `--unsafe-no-fsync`\n"+
+			"and three chute nodes. It runs them in rounds, each round no-op\n"+
+			"unary, chute unary, the same without fsync and three nodes unary,\n"+
+			"then rounds of the same txn-%d, so that the machine's slow and fast\n"+
+			"spells, which last minutes here, weigh on a cell and on its floor\n"+
+			"alike; the idle processes cost the others little (an idle node of\n"+
+			"the three about 2%% of a core, a one-node node under 1%%). Then the\n"+
+			"no-op again at chute's latency, unary and txn-%d.\n"+
+			"Targets 1 to 3 read the node that fsyncs, the default users run.\n"+
+			"The three nodes are chute processes joined by gossip\n"+
 			"with the default gossip profile (`lan`, as users run them; `fast`,\n"+
 			"for tests, gossips every 20ms and costs an idle cluster about a\n"+
 			"quarter of a core); the first gets the first put of every\n"+
@@ -198,7 +204,7 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
-			"during the run, per node.\n\n", txn, txn, txn, rssPeriod)
+			"during the run, per node.\n\n", txn, txn, rssPeriod)
 		b.WriteString("CPU: the user and system time (utime + stime of /proc/<pid>/stat)\n" +
 			"of each node, of the ClickHouse process and of the bench's own process\n" +
 			"from just before a run creates its tables to just after it dropped\n" +
@@ -312,8 +318,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			fmt.Fprintf(b, "With `--repeat %d` the unary and txn cells of one node (with fsync\n"+
 				"and without, and the paced ones without) and of three nodes, their\n"+
 				"no-op floors, the ClickHouse floors and the KV cells run %d times\n"+
-				"each, back to back (the KV\n"+
-				"cells in alternation) on the same processes with fresh tables and\n"+
+				"each (the first group's and the KV cells in rounds, the others\n"+
+				"back to back) on the same processes with fresh tables and\n"+
 				"keys; the tables show the median of every figure over the runs,\n"+
 				"each on its own (the counts are the median run's), and the repeated\n"+
 				"runs table their extremes and the failed puts of all the runs, which\n"+
