@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
@@ -66,7 +67,7 @@ func BenchmarkForward_receive(b *testing.B) {
 	n := uint64(0)
 	for b.Loop() {
 		var frame peerpb.ForwardFrame
-		if err := frame.UnmarshalCopy(wire); err != nil { // as the peer listener's codec does
+		if err := frame.UnmarshalOwned(bytes.Clone(wire)); err != nil { // as the peer listener's codec does
 			b.Fatal(err)
 		}
 		for _, q := range frame.Batches[0].Messages {
@@ -104,7 +105,7 @@ func BenchmarkForward_receivePuts(b *testing.B) {
 	n := uint64(0)
 	for b.Loop() {
 		var frame peerpb.ForwardFrame
-		if err := frame.UnmarshalCopy(wire); err != nil {
+		if err := frame.UnmarshalOwned(bytes.Clone(wire)); err != nil { // as the codec does
 			b.Fatal(err)
 		}
 		for _, fb := range frame.Batches {

@@ -116,11 +116,13 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		}
 		return proto.Unmarshal(b, m)
 	}
+	if u, ok := v.(ownedUnmarshaler); ok {
+		// One copy, which the message keeps: data's buffers go back to
+		// grpc's pool when this returns.
+		return u.UnmarshalOwned(data.Materialize())
+	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
-	if u, ok := v.(copyUnmarshaler); ok {
-		return u.UnmarshalCopy(buf.ReadOnlyData())
-	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
 }
 
@@ -133,11 +135,11 @@ type appendEncoder interface {
 	AppendEncoded(b []byte) []byte
 }
 
-// copyUnmarshaler is a message that decodes itself, copying what it
-// keeps, faster than proto.Unmarshal: peerpb.ForwardFrame, the bulk of
-// what the peer link receives.
-type copyUnmarshaler interface {
-	UnmarshalCopy(b []byte) error
+// ownedUnmarshaler is a message that decodes itself from bytes it keeps,
+// faster than proto.Unmarshal: peerpb.ForwardFrame, the bulk of what the
+// peer link receives.
+type ownedUnmarshaler interface {
+	UnmarshalOwned(b []byte) error
 }
 
 // Name is grpc's proto codec's: the content subtype clients send.

@@ -299,6 +299,39 @@ func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
 	}
 }
 
+// TestProtoCodec_Unmarshal_forwardFrame: the codec decodes a forward
+// frame, in one of gRPC's buffers or split over two, to what
+// proto.Unmarshal makes of it, and the frame does not change when gRPC
+// reuses its buffers.
+func TestProtoCodec_Unmarshal_forwardFrame(t *testing.T) {
+	var _ ownedUnmarshaler = (*peerpb.ForwardFrame)(nil) // the codec's fast path takes frames
+	batch := &peerpb.ForwardBatch{Id: 3, Puts: true}
+	for i := range 128 {
+		batch.Messages = append(batch.Messages, &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)})
+	}
+	want := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{batch}}
+	b, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	half := len(b) / 2
+	for name, in := range map[string]mem.BufferSlice{
+		"one buffer":  {mem.SliceBuffer(bytes.Clone(b))},
+		"two buffers": {mem.SliceBuffer(bytes.Clone(b[:half])), mem.SliceBuffer(bytes.Clone(b[half:]))},
+	} {
+		var got peerpb.ForwardFrame
+		if err := (protoCodec{pool: &bufferPool{}}).Unmarshal(in, &got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, buf := range in {
+			clear(buf.ReadOnlyData())
+		}
+		if !proto.Equal(&got, want) {
+			t.Errorf("%s, gRPC's buffers cleared: got %v, want %v", name, &got, want)
+		}
+	}
+}
+
 // BenchmarkProtoCodec_Marshal_putTxnResponse encodes the answer to 128
 // puts with the codec and with proto.Marshal.
 func BenchmarkProtoCodec_Marshal_putTxnResponse(b *testing.B) {

@@ -3,6 +3,7 @@ package peerpb
 import (
 	"errors"
 	"unicode/utf8"
+	"unsafe"
 
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -10,16 +11,21 @@ import (
 // errFrame is a ForwardFrame that does not decode.
 var errFrame = errors.New("peerpb: ForwardFrame does not decode")
 
-// UnmarshalCopy decodes b, a ForwardFrame's wire form, into x, copying
-// what it keeps: b may be reused once it returns. It decodes what
-// proto.Unmarshal decodes and refuses what it refuses (a string that is
-// not UTF-8 included), except that unknown fields are skipped rather
-// than kept. It is a frame's hot path on the receiving member: a frame's
-// batches are made in one allocation and their messages in another (a
-// busy member sends many batches of one put), and a queue name repeated
+// UnmarshalOwned decodes b, a ForwardFrame's wire form, into x, keeping
+// b: the values decoded are views of it, so the caller hands it over and
+// must not change or reuse it. It decodes what proto.Unmarshal decodes
+// and refuses what it refuses (a string that is not UTF-8 included),
+// except that unknown fields are skipped rather than kept. It is a
+// frame's hot path on the receiving member, which makes no allocation
+// per message: a frame's batches are made in one allocation and their
+// messages in another (a busy member sends many batches of one put), the
+// tails are kept in one buffer of their own, and a queue name repeated
 // message after message, batch after batch, is kept once, where
-// proto.Unmarshal allocates each.
-func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
+// proto.Unmarshal allocates each. A value keeps b alive, which the
+// dispatcher lets go once it has logged the frame's messages (their
+// values are then views of the log), and a tail its buffer, a few bytes
+// a message.
+func (x *ForwardFrame) UnmarshalOwned(b []byte) error {
 	x.Reset()
 	nb, nm, err := countFrame(b)
 	if err != nil {
@@ -29,7 +35,7 @@ func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 		x.Batches = make([]*ForwardBatch, 0, nb)
 	}
 	batches := make([]ForwardBatch, nb)
-	d := &frameSlabs{msgs: make([]QueueMessage, nm), ptrs: make([]*QueueMessage, nm)}
+	d := &frameSlabs{msgs: make([]QueueMessage, nm), ptrs: make([]*QueueMessage, nm), frame: len(b)}
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -42,7 +48,7 @@ func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 				return errFrame
 			}
 			batch := &batches[len(x.Batches)]
-			if err := batch.unmarshalCopy(v, d); err != nil {
+			if err := batch.unmarshalOwned(v, d); err != nil {
 				return err
 			}
 			x.Batches = append(x.Batches, batch)
@@ -57,13 +63,34 @@ func (x *ForwardFrame) UnmarshalCopy(b []byte) error {
 	return nil
 }
 
-// frameSlabs are the messages of a frame's batches, made at once, and
-// the last queue name decoded, kept for the next message.
+// frameSlabs are the messages of a frame's batches, made at once, the
+// buffer their tails are kept in, and the last queue name decoded, kept
+// for the next message.
 type frameSlabs struct {
 	msgs  []QueueMessage
 	ptrs  []*QueueMessage // ptrs[i] is &msgs[i] once decoded
 	next  int             // the first not taken by a batch
+	tails []byte          // appended to only: a tail is a view of its bytes
+	frame int             // the bytes of the frame
 	queue string
+}
+
+// tail returns v as a string kept in d.tails, made at the first tail
+// with room for as long a tail of every message of the frame. When it is
+// full the next tails go in a new buffer twice as large; the strings
+// taken keep the old one. No buffer is larger than the frame, which
+// holds every tail.
+func (d *frameSlabs) tail(v []byte) string {
+	if len(v) == 0 {
+		return ""
+	}
+	if cap(d.tails)-len(d.tails) < len(v) {
+		n := min(max(len(v)*len(d.msgs), 2*cap(d.tails)), d.frame)
+		d.tails = make([]byte, 0, max(n, len(v)))
+	}
+	start := len(d.tails)
+	d.tails = append(d.tails, v...)
+	return unsafe.String(&d.tails[start], len(v))
 }
 
 // countFrame returns how many batches a ForwardFrame's wire form holds
@@ -96,9 +123,9 @@ func countFrame(b []byte) (batches, msgs int, err error) {
 	return batches, msgs, nil
 }
 
-// unmarshalCopy decodes a ForwardBatch into x, which is new, its
+// unmarshalOwned decodes a ForwardBatch into x, which is new, its
 // messages into the next of d's.
-func (x *ForwardBatch) unmarshalCopy(b []byte, d *frameSlabs) error {
+func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs) error {
 	msgs, err := countMessages(b)
 	if err != nil {
 		return err
@@ -121,7 +148,7 @@ func (x *ForwardBatch) unmarshalCopy(b []byte, d *frameSlabs) error {
 				return errFrame
 			}
 			m := &slab[len(x.Messages)]
-			if err := m.unmarshalCopy(v, &d.queue); err != nil {
+			if err := m.unmarshalOwned(v, d); err != nil {
 				return err
 			}
 			x.Messages = append(x.Messages, m)
@@ -201,10 +228,12 @@ func countMessages(b []byte) (int, error) {
 	return count, nil
 }
 
-// unmarshalCopy decodes a QueueMessage into x, which is new. queue is
+// unmarshalOwned decodes a QueueMessage into x, which is new, from b, a
+// view of the frame that the value stays a view of. d.queue is
 // the last queue name decoded in the batch: a message of the same queue
 // shares its string, and one of another replaces it.
-func (x *QueueMessage) unmarshalCopy(b []byte, queue *string) error {
+func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
+	queue := &d.queue
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -226,7 +255,7 @@ func (x *QueueMessage) unmarshalCopy(b []byte, queue *string) error {
 				x.Queue = string(v)
 				*queue = x.Queue
 			case num == 2:
-				x.Tail = string(v)
+				x.Tail = d.tail(v)
 			default:
 				x.Consumer = string(v)
 			}
@@ -236,7 +265,7 @@ func (x *QueueMessage) unmarshalCopy(b []byte, queue *string) error {
 			if n < 0 {
 				return errFrame
 			}
-			x.Value = append([]byte(nil), v...)
+			x.Value = v[:len(v):len(v)]
 			b = b[n:]
 		case num >= 4 && num <= 8 && num != 7 && typ == protowire.VarintType:
 			v, n := protowire.ConsumeVarint(b)

@@ -2,6 +2,7 @@ package peerpb
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -23,24 +24,31 @@ func sampleFrames() []*ForwardFrame {
 		{Queue: "other", Tail: "b"}, // another queue: the receiver refuses it, the decoder keeps it
 		{Queue: "jobs", Tail: "c", Value: []byte{}},
 	}}
+	// Tails longer than the first: the decoder's buffer of tails fills.
+	long := &ForwardBatch{Id: 11, Messages: []*QueueMessage{
+		{Queue: "q", Tail: "s", Value: []byte("1")},
+		{Queue: "q", Tail: "a tail much longer than the first one", Value: []byte("2")},
+		{Queue: "q", Tail: "u", Value: []byte("3")},
+	}}
 	return []*ForwardFrame{
 		{Batches: []*ForwardBatch{produce}},
 		{Batches: []*ForwardBatch{backup, handover, {Id: 10}}},
 		{},
+		{Batches: []*ForwardBatch{long}},
 	}
 }
 
-// TestForwardFrame_UnmarshalCopy_sameAsProto: the frames members send
+// TestForwardFrame_UnmarshalOwned_sameAsProto: the frames members send
 // decode to what proto.Unmarshal makes of them, and a queue name repeated
 // in a batch is decoded once.
-func TestForwardFrame_UnmarshalCopy_sameAsProto(t *testing.T) {
+func TestForwardFrame_UnmarshalOwned_sameAsProto(t *testing.T) {
 	for i, want := range sampleFrames() {
 		b, err := proto.Marshal(want)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var got ForwardFrame
-		if err := got.UnmarshalCopy(b); err != nil {
+		if err := got.UnmarshalOwned(b); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
 		if !proto.Equal(&got, want) {
@@ -49,7 +57,7 @@ func TestForwardFrame_UnmarshalCopy_sameAsProto(t *testing.T) {
 	}
 	var got ForwardFrame
 	b, _ := proto.Marshal(sampleFrames()[0])
-	if err := got.UnmarshalCopy(b); err != nil {
+	if err := got.UnmarshalOwned(b); err != nil {
 		t.Fatal(err)
 	}
 	msgs := got.Batches[0].Messages
@@ -58,26 +66,87 @@ func TestForwardFrame_UnmarshalCopy_sameAsProto(t *testing.T) {
 	}
 }
 
-// TestForwardFrame_UnmarshalCopy_copies: nothing decoded refers to the
-// bytes decoded, which the codec reuses.
-func TestForwardFrame_UnmarshalCopy_copies(t *testing.T) {
+// TestForwardFrame_UnmarshalOwned_keeps: the values decoded are views of
+// the bytes decoded, the tails are not (a queued message's tail must not
+// keep its whole frame alive once its value is a view of the log).
+func TestForwardFrame_UnmarshalOwned_keeps(t *testing.T) {
 	b, err := proto.Marshal(sampleFrames()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got ForwardFrame
-	if err := got.UnmarshalCopy(b); err != nil {
+	if err := got.UnmarshalOwned(b); err != nil {
 		t.Fatal(err)
 	}
-	clear(b)
-	if v := string(got.Batches[0].Messages[1].Value); v != `{"id":1}` {
-		t.Errorf("value after the buffer was cleared: got %q, want %q", v, `{"id":1}`)
+	in := func(p *byte) bool {
+		a := uintptr(unsafe.Pointer(p))
+		return a >= uintptr(unsafe.Pointer(&b[0])) && a < uintptr(unsafe.Pointer(&b[0]))+uintptr(len(b))
+	}
+	for i, m := range got.Batches[0].Messages {
+		if !in(&m.Value[0]) || cap(m.Value) != len(m.Value) {
+			t.Errorf("message %d: value is not a view of the frame of its own length (cap %d, len %d)", i, cap(m.Value), len(m.Value))
+		}
+		if in(unsafe.StringData(m.Tail)) {
+			t.Errorf("message %d: tail %q is a view of the frame", i, m.Tail)
+		}
 	}
 }
 
-// TestForwardFrame_UnmarshalCopy_refuses: what proto.Unmarshal refuses,
-// UnmarshalCopy refuses: a string that is not UTF-8, a cut frame.
-func TestForwardFrame_UnmarshalCopy_refuses(t *testing.T) {
+// TestForwardFrame_UnmarshalOwned_allocations: decoding a frame makes as
+// many allocations for a thousand messages as for ten.
+func TestForwardFrame_UnmarshalOwned_allocations(t *testing.T) {
+	allocs := func(n int) float64 {
+		f := &ForwardBatch{Id: 1, Puts: true}
+		for i := range n {
+			f.Messages = append(f.Messages, &QueueMessage{Queue: "ch:events", Tail: fmt.Sprintf("%016d", i), Value: []byte(`{"id":1,"v":"x"}`), Origin: 3, N: uint64(i + 1)})
+		}
+		b, err := proto.Marshal(&ForwardFrame{Batches: []*ForwardBatch{f}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return testing.AllocsPerRun(20, func() {
+			var got ForwardFrame
+			if err := got.UnmarshalOwned(b); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if few, many := allocs(10), allocs(1000); many != few {
+		t.Errorf("allocations: got %v for 1000 messages, %v for 10; want as many", many, few)
+	}
+}
+
+// TestForwardFrame_UnmarshalOwned_tailsBounded: the buffer the tails are
+// kept in is sized from the first tail and the count of messages, but
+// never more than the frame: a peer's long first tail and many messages
+// without one do not make it allocate their product.
+func TestForwardFrame_UnmarshalOwned_tailsBounded(t *testing.T) {
+	f := &ForwardBatch{Messages: []*QueueMessage{{Queue: "q", Tail: string(make([]byte, 64<<10))}}}
+	for range 2000 {
+		f.Messages = append(f.Messages, &QueueMessage{Queue: "q"})
+	}
+	b, err := proto.Marshal(&ForwardFrame{Batches: []*ForwardBatch{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var got ForwardFrame
+	if err := got.UnmarshalOwned(b); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > uint64(8*len(b)) {
+		t.Errorf("allocated %d bytes decoding a frame of %d; want a few times the frame at most", n, len(b))
+	}
+	if len(got.Batches) != 1 || len(got.Batches[0].Messages) != 2001 || len(got.Batches[0].Messages[0].Tail) != 64<<10 {
+		t.Errorf("decoded: got %d batches, want one of 2001 messages, the first with its 64 KiB tail", len(got.Batches))
+	}
+}
+
+// TestForwardFrame_UnmarshalOwned_refuses: what proto.Unmarshal refuses,
+// UnmarshalOwned refuses: a string that is not UTF-8, a cut frame.
+func TestForwardFrame_UnmarshalOwned_refuses(t *testing.T) {
 	b := protowire.AppendTag(nil, 1, protowire.BytesType)
 	msg := protowire.AppendTag(nil, 2, protowire.BytesType)
 	msg = protowire.AppendBytes(msg, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("\xff")))
@@ -87,16 +156,16 @@ func TestForwardFrame_UnmarshalCopy_refuses(t *testing.T) {
 		if err := proto.Unmarshal(wire, &ForwardFrame{}); err == nil {
 			t.Fatalf("%s: proto.Unmarshal took it", name)
 		}
-		if err := (&ForwardFrame{}).UnmarshalCopy(wire); err == nil {
+		if err := (&ForwardFrame{}).UnmarshalOwned(wire); err == nil {
 			t.Errorf("%s: got no error, want one", name)
 		}
 	}
 }
 
-// FuzzForwardFrame_UnmarshalCopy: any bytes decode as proto.Unmarshal
+// FuzzForwardFrame_UnmarshalOwned: any bytes decode as proto.Unmarshal
 // decodes them, unknown fields aside, or fail as it fails; and what
 // decodes encodes by hand as proto.Marshal encodes it (AppendEncoded).
-func FuzzForwardFrame_UnmarshalCopy(f *testing.F) {
+func FuzzForwardFrame_UnmarshalOwned(f *testing.F) {
 	for _, fr := range sampleFrames() {
 		b, _ := proto.Marshal(fr)
 		f.Add(b)
@@ -104,9 +173,9 @@ func FuzzForwardFrame_UnmarshalCopy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var want, got ForwardFrame
 		werr := proto.Unmarshal(b, &want)
-		gerr := got.UnmarshalCopy(b)
+		gerr := got.UnmarshalOwned(b)
 		if (werr == nil) != (gerr == nil) {
-			t.Fatalf("UnmarshalCopy error %v, proto.Unmarshal error %v", gerr, werr)
+			t.Fatalf("UnmarshalOwned error %v, proto.Unmarshal error %v", gerr, werr)
 		}
 		if werr != nil {
 			return
@@ -120,7 +189,7 @@ func FuzzForwardFrame_UnmarshalCopy(f *testing.F) {
 }
 
 // discardUnknown drops the unknown fields proto.Unmarshal keeps and
-// UnmarshalCopy skips.
+// UnmarshalOwned skips.
 func discardUnknown(fr *ForwardFrame) {
 	fr.ProtoReflect().SetUnknown(nil)
 	for _, b := range fr.Batches {
@@ -133,7 +202,7 @@ func discardUnknown(fr *ForwardFrame) {
 
 func unsafeStringData(s string) *byte { return unsafe.StringData(s) }
 
-// BenchmarkForwardFrame_decode compares UnmarshalCopy with proto.Unmarshal
+// BenchmarkForwardFrame_decode compares UnmarshalOwned with proto.Unmarshal
 // on a frame of one txn of 128 puts of about 100 bytes.
 func BenchmarkForwardFrame_decode(b *testing.B) {
 	batch := &ForwardBatch{Id: 1, Puts: true}
@@ -154,22 +223,22 @@ func BenchmarkForwardFrame_decode(b *testing.B) {
 			}
 		}
 	})
-	b.Run("UnmarshalCopy", func(b *testing.B) {
+	b.Run("UnmarshalOwned", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var fr ForwardFrame
-			if err := fr.UnmarshalCopy(wire); err != nil {
+			if err := fr.UnmarshalOwned(wire); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 }
 
-// TestForwardFrame_UnmarshalCopy_allocs: a frame of one-put batches, as
+// TestForwardFrame_UnmarshalOwned_allocs: a frame of one-put batches, as
 // a busy member forwards unary puts, costs a few allocations for the
 // frame and two per put (its key and its value), the queue name being
 // kept once for the frame.
-func TestForwardFrame_UnmarshalCopy_allocs(t *testing.T) {
+func TestForwardFrame_UnmarshalOwned_allocs(t *testing.T) {
 	const puts = 32
 	frame := &ForwardFrame{}
 	for i := range puts {
@@ -182,7 +251,7 @@ func TestForwardFrame_UnmarshalCopy_allocs(t *testing.T) {
 	}
 	var got ForwardFrame
 	allocs := testing.AllocsPerRun(20, func() {
-		if err := got.UnmarshalCopy(wire); err != nil {
+		if err := got.UnmarshalOwned(wire); err != nil {
 			t.Fatal(err)
 		}
 	})
