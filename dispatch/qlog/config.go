@@ -18,6 +18,7 @@ const (
 	DefaultCompactRatio   = 2.0
 	DefaultSyncInterval   = 3 * time.Millisecond
 	DefaultSyncBatch      = 32
+	DefaultPreallocBytes  = 4 << 20
 
 	// minSegmentBytes keeps a segment larger than its header and a few
 	// records; tests use segments this small to exercise rolling.
@@ -81,6 +82,20 @@ type Config struct {
 	// Clock times SyncInterval. Nil: the real clock.
 	Clock clockwork.Clock
 
+	// PreallocBytes is how far ahead of its last record the head segment's
+	// file is written with zeros: an fdatasync that covers only blocks
+	// written before leaves the file's size and extents as they were, and
+	// the file system commits no metadata for it. On the development
+	// machine's ext4 that fsync costs 85-95 µs of CPU and 180 µs against
+	// 140-170 and 260-330 appending 13 KB, 150 against 275 µs of CPU
+	// appending 300 KB; the zeros cost about 0.3 ms of CPU a MiB, written
+	// once per PreallocBytes with the append that passes them. The head
+	// is cut back to its records when it is sealed and when the log
+	// closes; recovery takes zeros to the end of a segment as its end.
+	// The disk holds up to PreallocBytes more than Size. Zero:
+	// DefaultPreallocBytes; negative, or with NoSync: none.
+	PreallocBytes int64
+
 	// CompactRatio bounds the disk used against the live records: once
 	// Size passes CompactRatio times the live records' bytes plus a
 	// segment, the oldest segment's live records are rewritten at the
@@ -101,6 +116,7 @@ func DefaultConfig() Config {
 		CompactRatio:   DefaultCompactRatio,
 		SyncInterval:   DefaultSyncInterval,
 		SyncBatch:      DefaultSyncBatch,
+		PreallocBytes:  DefaultPreallocBytes,
 	}
 }
 
@@ -151,6 +167,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SyncBatch == 0 {
 		c.SyncBatch = DefaultSyncBatch
+	}
+	if c.PreallocBytes == 0 {
+		c.PreallocBytes = DefaultPreallocBytes
+	}
+	if c.NoSync {
+		c.PreallocBytes = -1
 	}
 	if c.Clock == nil {
 		c.Clock = clockwork.NewRealClock()

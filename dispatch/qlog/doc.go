@@ -37,7 +37,12 @@
 //
 // A segment is written at its end only, and a new one is started once the
 // next batch would take it past Config.SegmentBytes (one append larger
-// than that makes a larger segment: appends are never split).
+// than that makes a larger segment: appends are never split). The head
+// segment's file runs on past its last frame with zeros written ahead
+// (Config.PreallocBytes, 4 MiB), so that most fsyncs cover blocks the
+// file already had and commit no metadata; sealing the head and closing
+// the log cut them, and recovery takes zeros to the end of a file for
+// its end, where anything else after the last intact frame is damage.
 //
 // # Group commit
 //
@@ -51,15 +56,16 @@
 // queues but the appends waiting for their answer. With NoSync the writer never
 // fsyncs.
 //
-// An fdatasync costs the calling process CPU of its own, about 130 µs on
-// the development machine's virtual disk whatever it covers, so a busy
+// An fdatasync costs the calling process CPU of its own, about 90 µs on
+// the development machine's virtual disk over blocks the file had (140
+// to 170 where it grows the file) whatever it covers, so a busy
 // log that fsyncs as often as the disk allows spends a large share of
 // its CPU there. After an fsync that covered the appends of several
 // callers, or while another caller's append waited for it, the writer
 // starts the next one no sooner than Config.SyncInterval (3ms) after it:
 // the appends that come meanwhile share it, until the appends waiting
 // hold Config.SyncBatch (32) records: the fsync costs each record at
-// most about 4 µs then, and the rest of the wait would cost every
+// most about 3 µs then, and the rest of the wait would cost every
 // append its latency. A fixed number of callers each putting one at a
 // time waited out the whole interval otherwise: 100 unary producers on
 // one node were answered about 90 at a time, every 3.5 ms. Records, not

@@ -135,6 +135,15 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 		if err == nil {
 			err = l.apply(seg, fr, off, movedAt)
 		}
+		if err != nil && zeros(f, off, end) {
+			// Written ahead of the records (Config.PreallocBytes), by a
+			// log that did not close.
+			if err := f.Truncate(off); err != nil {
+				return false, fmt.Errorf("qlog: cut the zeros of %s: %w", seg.path, err)
+			}
+			end = off
+			break
+		}
 		if err != nil {
 			l.log.Warn("qlog: cut a damaged segment", "file", seg.path, "offset", off, "dropped_bytes", end-off, "reason", err.Error())
 			if err := f.Truncate(off); err != nil {
@@ -153,6 +162,24 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 	l.size += end
 	l.next = seg.base + seg.n
 	return changed, nil
+}
+
+// zeros reports whether f holds only zero bytes from off to end.
+func zeros(f io.ReaderAt, off, end int64) bool {
+	buf := make([]byte, min(end-off, 64<<10))
+	for off < end {
+		n, err := f.ReadAt(buf[:min(int64(len(buf)), end-off)], off)
+		for _, c := range buf[:n] {
+			if c != 0 {
+				return false
+			}
+		}
+		if err != nil && n == 0 {
+			return false
+		}
+		off += int64(n)
+	}
+	return true
 }
 
 // apply adds frame fr, at offset off of seg, to the log's state. It
@@ -319,7 +346,7 @@ func (l *Log) openHead(ids []uint64) error {
 			return fmt.Errorf("qlog: %w", err)
 		}
 		l.mapHead(seg)
-		w.head, w.f, w.synced = seg, f, seg.size
+		w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, seg.size
 		return nil
 	}
 	id := uint64(1)
@@ -332,7 +359,7 @@ func (l *Log) openHead(ids []uint64) error {
 		return err
 	}
 	l.mapHead(seg)
-	w.head, w.f, w.synced = seg, f, seg.size
+	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, seg.size
 	l.segs = append(l.segs, seg)
 	l.size += seg.size
 	return nil

@@ -17,6 +17,10 @@ type writer struct {
 	head   *segment
 	f      segFile // the head's file
 	synced int64   // bytes of the head covered by an fsync
+	// zeroed is the bytes of the head's file: its records, then zeros
+	// written ahead of them (Config.PreallocBytes).
+	zeroed int64
+	zeros  []byte // PreallocBytes of zeros, made at the first use
 
 	buf     []byte
 	carry   []*appendReq // taken, not yet written: the head was full
@@ -273,6 +277,9 @@ func (l *Log) commit(reqs []*appendReq) {
 
 	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
 	_, err := w.f.WriteAt(buf, start)
+	if err == nil {
+		l.prealloc(start+int64(len(buf)), sync)
+	}
 	if err == nil && sync {
 		if len(taken) > 0 {
 			w.lastSync = l.cfg.Clock.Now()
@@ -332,6 +339,50 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 }
 
+// prealloc follows a write that took the head to end bytes. Before an
+// fsync (sync), once end is within half of Config.PreallocBytes of the
+// zeros' end, it writes zeros from there to PreallocBytes past end, so
+// that the fsync covers them and the appends up to then only overwrite
+// them; the head never grows past its segment size by zeros. It is best
+// effort: on error (a full disk) the file is cut back to end, and the
+// next append tries again.
+func (l *Log) prealloc(end int64, sync bool) {
+	w := &l.w
+	n := l.cfg.PreallocBytes
+	to := min(end+n, l.cfg.SegmentBytes)
+	if !sync || n <= 0 || end <= w.zeroed-n/2 || to <= w.zeroed {
+		w.zeroed = max(w.zeroed, end)
+		return
+	}
+	from := max(w.zeroed, end)
+	if w.zeros == nil {
+		w.zeros = make([]byte, n)
+	}
+	if _, err := w.f.WriteAt(w.zeros[:to-from], from); err != nil {
+		l.log.Warn("qlog: cannot write zeros ahead of the head", "file", w.head.path, "err", err)
+		if err := w.f.Truncate(end); err != nil {
+			l.log.Warn("qlog: cannot cut the zeros ahead of the head", "file", w.head.path, "err", err)
+		}
+		w.zeroed = end
+		return
+	}
+	w.zeroed = to
+}
+
+// trim cuts the zeros written ahead of the head's records, when it is
+// sealed or the log closes.
+func (l *Log) trim() error {
+	w := &l.w
+	if w.zeroed <= w.head.size {
+		return nil
+	}
+	if err := w.f.Truncate(w.head.size); err != nil {
+		return fmt.Errorf("qlog: cut the zeros of %s: %w", w.head.path, err)
+	}
+	w.zeroed = w.head.size
+	return nil
+}
+
 // answer ends r's wait with first or err. When r's Append gave up, its
 // records, if written, are released: nobody knows their seqs.
 func (l *Log) answer(r *appendReq, first uint64, err error) {
@@ -358,6 +409,7 @@ func (l *Log) answer(r *appendReq, first uint64, err error) {
 func (l *Log) undo(start int64, err error, rel []uint64) error {
 	w := &l.w
 	terr := w.f.Truncate(start)
+	w.zeroed = start
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending = append(rel, l.pending...)
@@ -384,6 +436,9 @@ func (l *Log) roll() error {
 		}
 		l.countFsync()
 	}
+	if err := l.trim(); err != nil {
+		l.log.Warn("qlog: a sealed segment keeps its zeros", "err", err)
+	}
 	seg := newSegment(l.cfg.Dir, old.id+1, old.base+old.n)
 	f, err := l.create(seg)
 	if err != nil {
@@ -397,7 +452,7 @@ func (l *Log) roll() error {
 	// page again.
 	old.region.dropPages()
 	l.mapHead(seg)
-	w.head, w.f, w.synced = seg, f, seg.size
+	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, seg.size
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)
 	l.size += seg.size
@@ -473,6 +528,9 @@ func (l *Log) shutdown() {
 			} else {
 				l.countFsync()
 			}
+		}
+		if err := l.trim(); err != nil {
+			errs = append(errs, err)
 		}
 		l.mu.Lock()
 		if l.failed != nil && len(l.pending) > 0 {

@@ -1,0 +1,155 @@
+package qlog
+
+import (
+	"errors"
+	"io"
+	"os"
+	"testing"
+)
+
+// fileSize is the bytes of file.
+func fileSize(t *testing.T, file string) int64 {
+	t.Helper()
+	fi, err := os.Stat(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// TestLog_prealloc: after an fsynced append the head's file holds zeros
+// ahead of its records; a crash leaves them, and the next open takes
+// them for the segment's end, without a warning, and cuts them; a close
+// cuts them too.
+func TestLog_prealloc(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	cfg.PreallocBytes = 64 << 10
+	l, _ := openLog(t, cfg, hooks{})
+	want := map[uint64]string{}
+	for i := range 10 {
+		r := rec(i, 100)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	file := segFiles(t, cfg.Dir)[0]
+	size := l.Size()
+	if got := fileSize(t, file); got < size+cfg.PreallocBytes/2 || got > size+cfg.PreallocBytes {
+		t.Errorf("head file: got %d bytes for %d of records, want %d to %d of zeros after them", got, size, cfg.PreallocBytes/2, cfg.PreallocBytes)
+	}
+
+	l, got := reopen(t, l, cfg, true)
+	checkReplay(t, got, want)
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings: got %v, want none for the zeros", w)
+	}
+	if got := fileSize(t, file); got != size || l.Size() != size {
+		t.Errorf("after the crash: file %d bytes, log %d; want both %d, the zeros cut", got, l.Size(), size)
+	}
+
+	r := rec(10, 100)
+	want[mustAppend(t, l, r)] = string(r)
+	size = l.Size()
+	if got := fileSize(t, file); got <= size {
+		t.Errorf("appending after the open: file %d bytes for %d of records, want zeros after them", got, size)
+	}
+	l, got = reopen(t, l, cfg, false)
+	if got := fileSize(t, file); got != size {
+		t.Errorf("after a close: file %d bytes, want %d, the zeros cut", got, size)
+	}
+	checkReplay(t, got, want)
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings: got %v, want none", w)
+	}
+	_ = l
+}
+
+// TestLog_prealloc_sealed: a sealed segment keeps no zeros: each scans to
+// its end.
+func TestLog_prealloc_sealed(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.PreallocBytes = 1 << 10 // a quarter of the test's segments
+	l, _ := openLog(t, cfg, hooks{})
+	for i := 0; len(segFiles(t, cfg.Dir)) < 4; i++ {
+		if i > 1000 {
+			t.Fatal("no fourth segment after 1000 records")
+		}
+		mustAppend(t, l, rec(i, 100))
+	}
+	files := segFiles(t, cfg.Dir)
+	for _, file := range files[:len(files)-1] {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := newScanner(f, headerSize, fileSize(t, file))
+		frames := 0
+		for {
+			_, err := sc.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Errorf("%s: frame %d: %v; want the file to end with its last record", file, frames, err)
+				break
+			}
+			frames++
+		}
+		f.Close()
+	}
+}
+
+// TestLog_prealloc_damaged: bytes after zeros at the end of the head are
+// not preallocated space: the open warns of a damaged segment and cuts
+// it at the zeros.
+func TestLog_prealloc_damaged(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	cfg.PreallocBytes = 64 << 10
+	l, _ := openLog(t, cfg, hooks{})
+	want := map[uint64]string{}
+	for i := range 5 {
+		r := rec(i, 100)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	size := l.Size()
+	l.crashOnClose.Store(true)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	file := segFiles(t, cfg.Dir)[0]
+	end := fileSize(t, file)
+	f, err := os.OpenFile(file, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{1}, end-1); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	_, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+	checkCut(t, warns, file, end-size)
+}
+
+// TestLog_prealloc_off: without fsync, or with PreallocBytes negative, the
+// head's file holds its records only.
+func TestLog_prealloc_off(t *testing.T) {
+	for name, set := range map[string]func(*Config){
+		"NoSync":   func(c *Config) { c.NoSync = true },
+		"negative": func(c *Config) { c.PreallocBytes = -1 },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, _ := testConfig(t)
+			cfg.SegmentBytes = 1 << 20
+			set(&cfg)
+			l, _ := openLog(t, cfg, hooks{})
+			for i := range 5 {
+				mustAppend(t, l, rec(i, 100))
+			}
+			if got, want := fileSize(t, segFiles(t, cfg.Dir)[0]), l.Size(); got != want {
+				t.Errorf("head file: got %d bytes, want %d, its records", got, want)
+			}
+		})
+	}
+}
