@@ -156,8 +156,9 @@ type faults struct {
 	hold atomic.Pointer[chan struct{}]
 	// syncing gets a value (when it has room) as an fsync starts.
 	syncing chan struct{}
-	// full makes writes store half their bytes and fail with ENOSPC.
-	full atomic.Bool
+	// full makes writes store half their bytes and fail with ENOSPC;
+	// fullZeros only the writes of zeros ahead of the head.
+	full, fullZeros atomic.Bool
 	// writes counts the writes tried.
 	writes atomic.Int64
 }
@@ -179,7 +180,7 @@ type faultFile struct {
 
 func (f *faultFile) WriteAt(b []byte, off int64) (int, error) {
 	f.fl.writes.Add(1)
-	if f.fl.full.Load() {
+	if f.fl.full.Load() || f.fl.fullZeros.Load() && len(b) > 0 && !slices.ContainsFunc(b, func(c byte) bool { return c != 0 }) {
 		n, err := f.segFile.WriteAt(b[:len(b)/2], off)
 		if err != nil {
 			return n, err

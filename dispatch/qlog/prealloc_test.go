@@ -153,3 +153,34 @@ func TestLog_prealloc_off(t *testing.T) {
 		})
 	}
 }
+
+// TestLog_prealloc_full: a disk too full for the zeros takes the records
+// still: every append succeeds, the file holds its records only, and the
+// failure is warned of once; once the disk has room the zeros come back.
+func TestLog_prealloc_full(t *testing.T) {
+	cfg, warns := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	cfg.PreallocBytes = 4 << 10
+	fl := &faults{}
+	fl.fullZeros.Store(true)
+	l, _ := openLog(t, cfg, fl.hooks())
+	for i := range 100 {
+		mustAppend(t, l, rec(i, 100))
+	}
+	file := segFiles(t, cfg.Dir)[0]
+	if got, want := fileSize(t, file), l.Size(); got != want {
+		t.Errorf("head file: got %d bytes, want %d, its records", got, want)
+	}
+	w := warns.take()
+	if len(w) != 1 || w[0]["msg"] != "qlog: cannot write zeros ahead of the head" {
+		t.Errorf("warnings: got %v, want one of the zeros", w)
+	}
+	fl.fullZeros.Store(false)
+	mustAppend(t, l, rec(100, 100))
+	if got := fileSize(t, file); got <= l.Size() {
+		t.Errorf("with room again: file %d bytes for %d of records, want zeros after them", got, l.Size())
+	}
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings with room again: got %v, want none", w)
+	}
+}

@@ -21,6 +21,8 @@ type writer struct {
 	// written ahead of them (Config.PreallocBytes).
 	zeroed int64
 	zeros  []byte // PreallocBytes of zeros, made at the first use
+	// zeroFailed: the last write of zeros failed, and was warned of.
+	zeroFailed bool
 
 	buf     []byte
 	carry   []*appendReq // taken, not yet written: the head was full
@@ -359,14 +361,17 @@ func (l *Log) prealloc(end int64, sync bool) {
 		w.zeros = make([]byte, n)
 	}
 	if _, err := w.f.WriteAt(w.zeros[:to-from], from); err != nil {
-		l.log.Warn("qlog: cannot write zeros ahead of the head", "file", w.head.path, "err", err)
+		if !w.zeroFailed { // once until it works again: a full disk fails every try
+			l.log.Warn("qlog: cannot write zeros ahead of the head", "file", w.head.path, "err", err)
+		}
+		w.zeroFailed = true
 		if err := w.f.Truncate(end); err != nil {
 			l.log.Warn("qlog: cannot cut the zeros ahead of the head", "file", w.head.path, "err", err)
 		}
 		w.zeroed = end
 		return
 	}
-	w.zeroed = to
+	w.zeroed, w.zeroFailed = to, false
 }
 
 // trim cuts the zeros written ahead of the head's records, when it is
