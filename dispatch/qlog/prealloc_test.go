@@ -17,20 +17,29 @@ func fileSize(t *testing.T, file string) int64 {
 	return fi.Size()
 }
 
+// preallocLog opens a log of 1 MiB segments that writes 64 KiB of zeros
+// ahead, and appends n records of 100 bytes, fsynced; want holds them
+// by seq.
+func preallocLog(t *testing.T, n int) (cfg Config, warns *warnings, l *Log, want map[uint64]string) {
+	t.Helper()
+	cfg, warns = testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	cfg.PreallocBytes = 64 << 10
+	l, _ = openLog(t, cfg, hooks{})
+	want = map[uint64]string{}
+	for i := range n {
+		r := rec(i, 100)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	return cfg, warns, l, want
+}
+
 // TestLog_prealloc: after an fsynced append the head's file holds zeros
 // ahead of its records; a crash leaves them, and the next open takes
 // them for the segment's end, without a warning, and cuts them; a close
 // cuts them too.
 func TestLog_prealloc(t *testing.T) {
-	cfg, warns := testConfig(t)
-	cfg.SegmentBytes = 1 << 20
-	cfg.PreallocBytes = 64 << 10
-	l, _ := openLog(t, cfg, hooks{})
-	want := map[uint64]string{}
-	for i := range 10 {
-		r := rec(i, 100)
-		want[mustAppend(t, l, r)] = string(r)
-	}
+	cfg, warns, l, want := preallocLog(t, 10)
 	file := segFiles(t, cfg.Dir)[0]
 	size := l.Size()
 	if got := fileSize(t, file); got < size+cfg.PreallocBytes/2 || got > size+cfg.PreallocBytes {
@@ -102,15 +111,7 @@ func TestLog_prealloc_sealed(t *testing.T) {
 // not preallocated space: the open warns of a damaged segment and cuts
 // it at the zeros.
 func TestLog_prealloc_damaged(t *testing.T) {
-	cfg, warns := testConfig(t)
-	cfg.SegmentBytes = 1 << 20
-	cfg.PreallocBytes = 64 << 10
-	l, _ := openLog(t, cfg, hooks{})
-	want := map[uint64]string{}
-	for i := range 5 {
-		r := rec(i, 100)
-		want[mustAppend(t, l, r)] = string(r)
-	}
+	cfg, warns, l, want := preallocLog(t, 5)
 	size := l.Size()
 	l.crashOnClose.Store(true)
 	if err := l.Close(); err != nil {
