@@ -92,8 +92,9 @@ type Config struct {
 	// once per PreallocBytes with the append that passes them. The head
 	// is cut back to its records when it is sealed and when the log
 	// closes; recovery takes zeros to the end of a segment as its end.
-	// The disk holds up to PreallocBytes more than Size. Zero:
-	// DefaultPreallocBytes; negative, or with NoSync: none.
+	// The disk holds up to PreallocBytes more than Size, never more than
+	// QuotaBytes. Zero: DefaultPreallocBytes; negative, or with NoSync:
+	// none.
 	PreallocBytes int64
 
 	// CompactRatio bounds the disk used against the live records: once

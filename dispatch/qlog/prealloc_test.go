@@ -1,6 +1,7 @@
 package qlog
 
 import (
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -183,5 +184,47 @@ func TestLog_prealloc_full(t *testing.T) {
 	}
 	if w := warns.take(); len(w) != 0 {
 		t.Errorf("warnings with room again: got %v, want none", w)
+	}
+}
+
+// TestLog_prealloc_largeRecord: a record larger than a segment makes a
+// larger head, and no zeros after it: they would pass the segment size.
+func TestLog_prealloc_largeRecord(t *testing.T) {
+	cfg, _ := testConfig(t)
+	l, _ := openLog(t, cfg, hooks{})
+	for i, size := range []int{100, int(cfg.SegmentBytes) + 100, 100} {
+		mustAppend(t, l, rec(i, size))
+	}
+	files := segFiles(t, cfg.Dir)
+	if got := fileSize(t, files[len(files)-2]); got <= cfg.SegmentBytes {
+		t.Errorf("the large record's segment: %d bytes, want it past the segment size %d", got, cfg.SegmentBytes)
+	}
+}
+
+// TestLog_prealloc_quota: with a quota the zeros never take the log's
+// files past it, while appends fill the log up to it.
+func TestLog_prealloc_quota(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QuotaBytes = 64 << 10
+	l, _ := openLog(t, cfg, hooks{})
+	disk := func() int64 {
+		n := int64(0)
+		for _, f := range segFiles(t, cfg.Dir) {
+			n += fileSize(t, f)
+		}
+		return n
+	}
+	full := false
+	for i := 0; i < 2000 && !full; i++ {
+		_, err := l.Append(context.Background(), rec(i, 100))
+		if full = errors.Is(err, ErrNoSpace); err != nil && !full {
+			t.Fatal(err)
+		}
+		if d := disk(); d > cfg.QuotaBytes {
+			t.Fatalf("after %d appends the log's files hold %d bytes, past the quota %d", i+1, d, cfg.QuotaBytes)
+		}
+	}
+	if !full {
+		t.Fatal("2000 records of 100 bytes did not fill a quota of 64 KiB")
 	}
 }

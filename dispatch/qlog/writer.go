@@ -280,7 +280,13 @@ func (l *Log) commit(reqs []*appendReq) {
 	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
 	_, err := w.f.WriteAt(buf, start)
 	if err == nil {
-		l.prealloc(start+int64(len(buf)), sync)
+		// Zeros stay within the segment and, with a quota, the disk the
+		// log holds within the quota.
+		end, limit := start+int64(len(buf)), l.cfg.SegmentBytes
+		if q := l.cfg.QuotaBytes; q > 0 {
+			limit = min(limit, end+max(0, q-size-int64(len(buf))))
+		}
+		l.prealloc(end, limit, sync)
 	}
 	if err == nil && sync {
 		if len(taken) > 0 {
@@ -345,18 +351,17 @@ func (l *Log) commit(reqs []*appendReq) {
 // fsync (sync), once end is within half of Config.PreallocBytes of the
 // zeros' end, it writes zeros from there to PreallocBytes past end, so
 // that the fsync covers them and the appends up to then only overwrite
-// them; the head never grows past its segment size by zeros. It is best
-// effort: on error (a full disk) the file is cut back to end, and the
-// next append tries again.
-func (l *Log) prealloc(end int64, sync bool) {
+// them; the zeros never pass the offset limit. It is best effort: on
+// error (a full disk) the file is cut back to end, and the next append
+// tries again.
+func (l *Log) prealloc(end, limit int64, sync bool) {
 	w := &l.w
 	n := l.cfg.PreallocBytes
-	to := min(end+n, l.cfg.SegmentBytes)
-	if !sync || n <= 0 || end <= w.zeroed-n/2 || to <= w.zeroed {
-		w.zeroed = max(w.zeroed, end)
+	from, to := max(w.zeroed, end), min(end+n, limit)
+	if !sync || n <= 0 || end <= w.zeroed-n/2 || to <= from {
+		w.zeroed = from
 		return
 	}
-	from := max(w.zeroed, end)
 	if w.zeros == nil {
 		w.zeros = make([]byte, n)
 	}
