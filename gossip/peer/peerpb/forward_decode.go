@@ -233,7 +233,6 @@ func countMessages(b []byte) (int, error) {
 // the last queue name decoded in the batch: a message of the same queue
 // shares its string, and one of another replaces it.
 func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
-	queue := &d.queue
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -247,13 +246,13 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 				return errFrame
 			}
 			switch {
-			case num == 1 && string(v) == *queue:
-				x.Queue = *queue
+			case num == 1 && string(v) == d.queue:
+				x.Queue = d.queue
 			case !utf8.Valid(v):
 				return errFrame
 			case num == 1:
 				x.Queue = string(v)
-				*queue = x.Queue
+				d.queue = x.Queue
 			case num == 2:
 				x.Tail = d.tail(v)
 			default:
