@@ -15,6 +15,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"chute/internal/testutil"
 	"chute/kv"
 )
 
@@ -209,7 +210,7 @@ func BenchmarkProduce_txn128(b *testing.B) {
 			val := fmt.Appendf(nil, `{"id":1,"pad":"%0*d"}`, 256-17, 0)
 			puts := make([]*pb.PutRequest, 128)
 			b.ReportAllocs()
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := testutil.ProcessCPU()
 			gc0 := gcCPU()
 			i := 0
 			for b.Loop() {
@@ -222,7 +223,7 @@ func BenchmarkProduce_txn128(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if cpu1, _ := processCPU(); cpuOK {
+			if cpu1, _ := testutil.ProcessCPU(); cpuOK {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 			b.ReportMetric((gcCPU()-gc0)*1e9/float64(b.N), "gc-cpu-ns/op")

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"chute/internal/testutil"
 	"chute/kv"
 )
 
@@ -64,7 +65,7 @@ func BenchmarkPut_grpc(b *testing.B) {
 			val := fmt.Appendf(nil, `{"id":1,"pad":"%0*d"}`, 256-17, 0)
 			var n, g atomic.Uint64
 			before := m.qlog.Stats()
-			cpu0, cpuOK := processCPU()
+			cpu0, cpuOK := testutil.ProcessCPU()
 			b.SetParallelism(50) // 100 goroutines on 2 cores
 			b.ReportAllocs()
 			b.RunParallel(func(tpb *testing.PB) {
@@ -77,7 +78,7 @@ func BenchmarkPut_grpc(b *testing.B) {
 					}
 				}
 			})
-			if cpu1, _ := processCPU(); cpuOK {
+			if cpu1, _ := testutil.ProcessCPU(); cpuOK {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 			st := m.qlog.Stats()

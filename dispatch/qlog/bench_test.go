@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"chute/internal/testutil"
 )
 
 // benchAppenders is how many goroutines append at once, per CPU.
@@ -46,7 +48,8 @@ func BenchmarkAppend(b *testing.B) {
 			defer l.Close()
 			rec := make([]byte, 200)
 			b.SetParallelism(benchAppenders)
-			written, cpu := diskWrites(), processCPU()
+			written := diskWrites()
+			cpu, cpuOK := testutil.ProcessCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -67,40 +70,17 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportMetric(float64(s.Fsyncs)/secs, "fsyncs/s")
 			b.ReportMetric(s.RecordsPerFsync(), "records/fsync")
 			reportDiskWrites(b, written, int64(s.Appended))
-			reportCPU(b, cpu, int64(s.Appended))
+			reportCPU(b, cpu, cpuOK, int64(s.Appended))
 		})
 	}
 }
 
 // reportCPU reports the CPU time this process used since before, a
-// processCPU, per record.
-func reportCPU(b *testing.B, before, records int64) {
-	if after := processCPU(); before >= 0 && after >= 0 && records > 0 {
+// testutil.ProcessCPU, per record.
+func reportCPU(b *testing.B, before int64, ok bool, records int64) {
+	if after, _ := testutil.ProcessCPU(); ok && records > 0 {
 		b.ReportMetric(float64(after-before)/1e3/float64(records), "cpu-µs/record")
 	}
-}
-
-// processCPU is the CPU time this process used, user and system, in
-// nanoseconds (/proc/self/stat, in clock ticks of 10ms); -1 where there
-// is no such file.
-func processCPU() int64 {
-	b, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return -1
-	}
-	// The fields after the command, which is in parentheses: utime and
-	// stime are the 12th and 13th.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if i < 0 || len(f) < 13 {
-		return -1
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return -1
-	}
-	return (u + s) * 10e6
 }
 
 // BenchmarkBolt does what BenchmarkAppend does with bbolt, whose Batch
@@ -151,7 +131,8 @@ func BenchmarkBolt(b *testing.B) {
 			}
 			rec := make([]byte, 200)
 			b.SetParallelism(benchAppenders)
-			written, cpu := diskWrites(), processCPU()
+			written := diskWrites()
+			cpu, cpuOK := testutil.ProcessCPU()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				var key [8]byte
@@ -187,7 +168,7 @@ func BenchmarkBolt(b *testing.B) {
 			b.ReportMetric(float64(commits.Load())/secs, "commits/s")
 			b.ReportMetric(float64(records.Load())/float64(commits.Load()), "records/commit")
 			reportDiskWrites(b, written, records.Load())
-			reportCPU(b, cpu, records.Load())
+			reportCPU(b, cpu, cpuOK, records.Load())
 		})
 	}
 }

@@ -1,6 +1,7 @@
 // Package testutil holds the helpers chute's tests share, one per
 // concept: Eventually polls a condition, FreePort and FreeAddr hand out
-// loopback ports, Build builds a binary of this module.
+// loopback ports, Build builds a binary of this module, ProcessCPU reads
+// the CPU time the test process used.
 //
 // Every wait is bounded by the timeout its caller gives; nothing sleeps
 // longer than PollInterval at a time. FreePort never returns the same

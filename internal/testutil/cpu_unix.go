@@ -1,12 +1,12 @@
 //go:build unix
 
-package dispatch
+package testutil
 
 import "syscall"
 
-// processCPU returns the CPU time this process used so far, user and
-// system, in nanoseconds.
-func processCPU() (int64, bool) {
+// ProcessCPU returns the CPU time this process used so far, user and
+// system, in nanoseconds; false where it is not measured.
+func ProcessCPU() (int64, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
