@@ -39,10 +39,11 @@
 // next batch would take it past Config.SegmentBytes (one append larger
 // than that makes a larger segment: appends are never split). The head
 // segment's file runs on past its last frame with zeros written ahead
-// (Config.PreallocBytes, 4 MiB), so that most fsyncs cover blocks the
-// file already had and commit no metadata; sealing the head and closing
-// the log cut them, and recovery takes zeros to the end of a file for
-// its end, where anything else after the last intact frame is damage.
+// (Config.PreallocBytes, 4 MiB, while commits are small), so that most
+// fsyncs cover blocks the file already had and commit no metadata;
+// sealing the head and closing the log cut them, and recovery takes
+// zeros to the end of a file for its end, where anything else after the
+// last intact frame is damage.
 //
 // # Group commit
 //

@@ -228,3 +228,38 @@ func TestLog_prealloc_quota(t *testing.T) {
 		t.Fatal("2000 records of 100 bytes did not fill a quota of 64 KiB")
 	}
 }
+
+// TestLog_prealloc_largeCommits: while commits average more than
+// preallocMaxCommit the writer writes no zeros ahead (they cost more
+// than the metadata they save): the appends pass the zeros written
+// before and the file ends at the records; once commits are small again
+// the zeros come back.
+func TestLog_prealloc_largeCommits(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 4 << 20
+	cfg.PreallocBytes = 64 << 10
+	l, _ := openLog(t, cfg, hooks{})
+	mustAppend(t, l, rec(0, 100))
+	file := segFiles(t, cfg.Dir)[0]
+	if got := fileSize(t, file); got <= l.Size() {
+		t.Fatalf("after a small commit: file %d bytes for %d of records, want zeros after them", got, l.Size())
+	}
+	batch := make([][]byte, 64) // a commit of about 64 KiB
+	for i := range batch {
+		batch[i] = rec(i, 1<<10)
+	}
+	for i := range 16 {
+		if _, err := l.Append(context.Background(), batch...); err != nil {
+			t.Fatalf("large commit %d: %v", i, err)
+		}
+	}
+	if got, want := fileSize(t, file), l.Size(); got != want {
+		t.Errorf("after large commits: file %d bytes, want %d, its records only", got, want)
+	}
+	for i := range 64 {
+		mustAppend(t, l, rec(i, 100))
+	}
+	if got := fileSize(t, file); got <= l.Size() {
+		t.Errorf("small commits again: file %d bytes for %d of records, want zeros after them", got, l.Size())
+	}
+}
