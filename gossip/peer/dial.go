@@ -12,6 +12,16 @@ import (
 // listener and by every connection Dial opens.
 const MaxMessageBytes = 64 << 20
 
+// BufferBytes is the size of a peer connection's read buffer and of its
+// write buffer, at both ends: gRPC's default, 32 KiB, reads and writes a
+// forward frame of megabytes 32 KiB a syscall. Three nodes taking txns
+// of 128 puts on the two that forward spent 5.7 against 6.7 µs of CPU
+// per row in all (medians of ten interleaved runs each, lower in every
+// pair but one tie): fewer syscalls, and fewer wakeups of the Go
+// scheduler to take a processor back from one. A member holds a few
+// connections to each other member (queues, raft), 2 MiB each.
+const BufferBytes = 1 << 20
+
 // reconnect is how a connection to a peer that went away tries again:
 // soon and often. gRPC's default backs off to 2 minutes, so a member
 // restarted after a few seconds stayed unreachable long after it was
@@ -36,5 +46,7 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
 		grpc.WithConnectParams(reconnect()),
+		grpc.WithReadBufferSize(BufferBytes),
+		grpc.WithWriteBufferSize(BufferBytes),
 	}, opts...)...)
 }

@@ -42,6 +42,8 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.ChainUnaryInterceptor(check.unary),
 		grpc.ChainStreamInterceptor(check.stream),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.ReadBufferSize(BufferBytes),
+		grpc.WriteBufferSize(BufferBytes),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))
