@@ -132,7 +132,7 @@ type queue struct {
 	// never looks an id up, and adds and removes none.
 	ids     idIndex
 	indexed bool
-	ready   seqHeap // seqs of messages to deliver; stale entries are skipped
+	ready   readySeqs // seqs of messages to deliver; stale entries are skipped
 	// out are the messages delivered to ordinary consumers (msgOut), by
 	// seq: at most their prefetch each.
 	out map[uint64]delivery
@@ -376,7 +376,7 @@ func (q *queue) deliverLocked(now time.Time) {
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
 	drained := false // rows went to the drainer, a queue's only consumer when it has one
-	for len(q.ready) > 0 {
+	for q.ready.len() > 0 {
 		c := q.nextConsumerLocked()
 		if c == nil {
 			break
@@ -631,7 +631,7 @@ func (q *queue) takeAll() []incoming {
 	q.out = make(map[uint64]delivery)
 	q.parked = make(map[uint64]parking)
 	q.traces = nil
-	q.ready = nil
+	q.ready = readySeqs{}
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
 	q.renamed = nil // the numbers they name are no longer here
@@ -839,48 +839,4 @@ func (q *queue) status() QueueStatus {
 		st.Unacked += c.holds()
 	}
 	return st
-}
-
-// seqHeap is a min-heap of sequence numbers. It is typed rather than a
-// container/heap.Interface, whose any boxes every number on the put path.
-type seqHeap []uint64
-
-func (h *seqHeap) push(seq uint64) {
-	*h = append(*h, seq)
-	s := *h
-	for i := len(s) - 1; i > 0; {
-		p := (i - 1) / 2
-		if s[p] <= s[i] {
-			break
-		}
-		s[p], s[i] = s[i], s[p]
-		i = p
-	}
-}
-
-// pop removes and returns the least number; the heap must not be empty.
-func (h *seqHeap) pop() uint64 {
-	s := *h
-	top, n := s[0], len(s)-1
-	s[0] = s[n]
-	s = s[:n]
-	for i := 0; ; {
-		l, least := 2*i+1, i
-		if l < n && s[l] < s[least] {
-			least = l
-		}
-		if r := l + 1; r < n && s[r] < s[least] {
-			least = r
-		}
-		if least == i {
-			break
-		}
-		s[i], s[least] = s[least], s[i]
-		i = least
-	}
-	if cap(s) > 1024 && n < cap(s)/4 { // give back the room of a backlog delivered
-		s = append(seqHeap(nil), s...)
-	}
-	*h = s
-	return top
 }
