@@ -64,13 +64,15 @@ test-auth-parity: deps
 	E2E_ETCDCTL_AUTH=1 $(GO) test -tags e2e -count=1 -timeout $(TEST_TIMEOUT) -run '^(TestEtcdctl_|TestChute_)' ./internal/e2e/
 
 # test-unit runs go test ./... (no e2e tag) with nothing on PATH but go and
-# the C compiler the race detector needs: the unit tests must pass on a
-# machine without etcd, etcdctl, ClickHouse or openssl.
+# the C toolchain the race detector needs (gcc, and the assembler and
+# linker it runs, which this gcc looks up on PATH): the unit tests must
+# pass on a machine without etcd, etcdctl, ClickHouse or openssl.
 UNIT_TIMEOUT ?= 5m
 .PHONY: test-unit
 test-unit:
 	@bare="$$(mktemp -d)"; trap 'rm -rf "$$bare"' EXIT; \
-	ln -s "$$(command -v $(GO))" "$$bare/go"; ln -s "$$(command -v gcc)" "$$bare/gcc"; \
+	ln -s "$$(command -v $(GO))" "$$bare/go"; \
+	for t in gcc as ld; do ln -s "$$(command -v $$t)" "$$bare/$$t"; done; \
 	echo "PATH=$$bare $(GO) test -race $(PKGS)"; \
 	env PATH="$$bare" go test -race -count=1 -timeout $(UNIT_TIMEOUT) $(PKGS)
 
