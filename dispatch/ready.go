@@ -18,10 +18,7 @@ type readySeqs struct {
 func (r *readySeqs) len() int { return len(r.run) - r.head + len(r.heap) }
 
 func (r *readySeqs) push(seq uint64) {
-	if n := len(r.run); n == r.head || seq > r.run[n-1] {
-		if n == r.head && n > 0 { // empty: start over at the front
-			r.run, r.head = r.run[:0], 0
-		}
+	if n := len(r.run); n == 0 || seq > r.run[n-1] { // pop empties run to its front
 		r.run = append(r.run, seq)
 		return
 	}

@@ -369,9 +369,8 @@ func (l *Log) commit(reqs []*appendReq) {
 // that the fsync covers them and the appends up to then only overwrite
 // them; the zeros never pass the offset limit. While commits are large
 // (preallocMaxCommit) it writes none: the appends pass the zeros written
-// before, then extend the file. It is best effort: on
-// error (a full disk) the file is cut back to end, and the next append
-// tries again.
+// before, then extend the file. It is best effort: on error (a full
+// disk) the file is cut back to end, and the next append tries again.
 func (l *Log) prealloc(end, limit int64, sync bool) {
 	w := &l.w
 	n := l.cfg.PreallocBytes
