@@ -6,6 +6,9 @@ import (
 	"io"
 	"os"
 	"testing"
+	"time"
+
+	"chute/internal/testutil"
 )
 
 // fileSize is the bytes of file.
@@ -255,6 +258,21 @@ func TestLog_prealloc_largeCommits(t *testing.T) {
 	}
 	if got, want := fileSize(t, file), l.Size(); got != want {
 		t.Errorf("after large commits: file %d bytes, want %d, its records only", got, want)
+	}
+	// Commits of releases alone fsync nothing and do not count.
+	commits := l.Stats().Commits
+	for seq := uint64(2); seq < 34; seq++ {
+		if err := l.Release(seq); err != nil {
+			t.Fatal(err)
+		}
+		testutil.EventuallyTrue(t, 5*time.Second, "a commit of the release", func() bool { return l.Stats().Commits > commits })
+		commits = l.Stats().Commits
+	}
+	if _, err := l.Append(context.Background(), batch...); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fileSize(t, file), l.Size(); got != want {
+		t.Errorf("a large commit after commits of releases: file %d bytes, want %d, its records only", got, want)
 	}
 	for i := range 64 {
 		mustAppend(t, l, rec(i, 100))

@@ -34,9 +34,9 @@ type writer struct {
 	zeros  []byte // PreallocBytes of zeros, made at the first use
 	// zeroFailed: the last write of zeros failed, and was warned of.
 	zeroFailed bool
-	// commitAvg is the bytes a commit writes, a moving average (each
-	// commit weighs 1/8): zeros are written ahead only while it is at
-	// most preallocMaxCommit.
+	// commitAvg is the bytes a commit that fsyncs writes, a moving
+	// average (each weighs 1/8): zeros are written ahead only while it is
+	// at most preallocMaxCommit.
 	commitAvg int64
 
 	buf     []byte
@@ -293,7 +293,9 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 
 	sync := !l.cfg.NoSync && (nrec > 0 || len(moves) > 0)
-	w.commitAvg += (int64(len(buf)) - w.commitAvg) / 8
+	if sync { // zeros pay per fsync: commits of releases alone do not count
+		w.commitAvg += (int64(len(buf)) - w.commitAvg) / 8
+	}
 	_, err := w.f.WriteAt(buf, start)
 	if err == nil {
 		// Zeros stay within the segment and, with a quota, the disk the
