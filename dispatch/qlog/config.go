@@ -60,6 +60,13 @@ type Config struct {
 	// machine may not. False: every append is fsynced before it returns.
 	NoSync bool
 
+	// NoIOUring makes the writer write and fsync with system calls of its
+	// own, as it does where Linux's io_uring is missing (before 5.12) or
+	// refused (kernel.io_uring_disabled, a container's seccomp policy).
+	// False: through an io_uring, whose completions the writer waits for
+	// parked in Go's poller: a system call that lasts keeps the runtime's
+	// monitor thread polling (see ring).
+	NoIOUring bool
 	// SyncInterval is the least time from the start of one fsync to the
 	// start of the next while appends come from several callers at once:
 	// the writer waits out the rest of it before the next fsync, and the

@@ -90,6 +90,13 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 	if err := l.openHead(ids); err != nil {
 		return nil, err
 	}
+	if !cfg.NoIOUring {
+		r, err := newRing()
+		if err != nil {
+			l.log.Info("qlog: no io_uring; the writer makes its system calls itself", "err", err)
+		}
+		l.w.ring = r
+	}
 	go l.run()
 	return l, nil
 }

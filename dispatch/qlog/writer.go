@@ -25,9 +25,12 @@ const preallocMaxCommit = 32 << 10
 
 // writer is the state of the writer goroutine, which alone touches it.
 type writer struct {
-	head   *segment
-	f      segFile // the head's file
-	synced int64   // bytes of the head covered by an fsync
+	head *segment
+	f    segFile // the head's file
+	// ring writes and fsyncs f's appends; nil: the writer's own system
+	// calls (Config.NoIOUring, a kernel without it, a test's file).
+	ring   *ring
+	synced int64 // bytes of the head covered by an fsync
 	// zeroed is the bytes of the head's file: its records, then zeros
 	// written ahead of them (Config.PreallocBytes).
 	zeroed int64
@@ -52,10 +55,10 @@ type writer struct {
 
 	closeErr error
 
-	// lastSync is when the last fsync of appends started, and lastShared
-	// whether appends of several callers met at it: it covered several,
-	// or another came while it ran. pace waits out SyncInterval after
-	// one that was shared.
+	// lastSync is when the write and fsync of the last appends started,
+	// and lastShared whether appends of several callers met at it: it
+	// covered several, or another came while it ran. pace waits out
+	// SyncInterval after one that was shared.
 	lastSync   time.Time
 	lastShared bool
 }
@@ -296,7 +299,10 @@ func (l *Log) commit(reqs []*appendReq) {
 	if sync { // zeros pay per fsync: commits of releases alone do not count
 		w.commitAvg += (int64(len(buf)) - w.commitAvg) / 8
 	}
-	_, err := w.f.WriteAt(buf, start)
+	if sync && len(taken) > 0 {
+		w.lastSync = l.cfg.Clock.Now()
+	}
+	err := l.writeHead(buf, start, sync)
 	if err == nil {
 		// Zeros stay within the segment and, with a quota, the disk the
 		// log holds within the quota.
@@ -305,13 +311,7 @@ func (l *Log) commit(reqs []*appendReq) {
 			limit = min(limit, end+max(0, q-size-int64(len(buf))))
 		}
 		l.prealloc(end, limit, sync)
-	}
-	if err == nil && sync {
-		if len(taken) > 0 {
-			w.lastSync = l.cfg.Clock.Now()
-		}
-		err = w.f.Sync()
-		if len(taken) > 0 {
+		if sync && len(taken) > 0 {
 			// Read before the answers: an append queued by now is
 			// another caller's, not the next of one answered here.
 			w.lastShared = len(taken) > 1 || l.queueLen() > 0
@@ -365,14 +365,36 @@ func (l *Log) commit(reqs []*appendReq) {
 	}
 }
 
-// prealloc follows a write that took the head to end bytes. Before an
-// fsync (sync), once end is within half of Config.PreallocBytes of the
-// zeros' end, it writes zeros from there to PreallocBytes past end, so
-// that the fsync covers them and the appends up to then only overwrite
-// them; the zeros never pass the offset limit. While commits are large
-// (preallocMaxCommit) it writes none: the appends pass the zeros written
-// before, then extend the file. It is best effort: on error (a full
-// disk) the file is cut back to end, and the next append tries again.
+// writeHead writes buf at off in the head's file and, with sync, then
+// fsyncs it: through the ring when the writer has one, which leaves it
+// for good the first time it fails to take an operation.
+func (l *Log) writeHead(buf []byte, off int64, sync bool) error {
+	w := &l.w
+	if f, ok := w.f.(osFile); ok && w.ring != nil {
+		if done, err := w.ring.writeSync(f.File, buf, off, sync); done {
+			return err
+		}
+		if w.ring.broken {
+			l.log.Warn("qlog: io_uring failed; the writer makes its system calls itself from now on", "file", w.head.path)
+			w.ring.close()
+			w.ring = nil
+		}
+	}
+	if _, err := w.f.WriteAt(buf, off); err != nil || !sync {
+		return err
+	}
+	return w.f.Sync()
+}
+
+// prealloc follows a write that took the head to end bytes. After one
+// that was fsynced (sync), once end is within half of
+// Config.PreallocBytes of the zeros' end, it writes zeros from there to
+// PreallocBytes past end, so that the next fsync covers them and the
+// appends up to then only overwrite them; the zeros never pass the
+// offset limit. While commits are large (preallocMaxCommit) it writes
+// none: the appends pass the zeros written before, then extend the file.
+// It is best effort: on error (a full disk) the file is cut back to end,
+// and the next append tries again.
 func (l *Log) prealloc(end, limit int64, sync bool) {
 	w := &l.w
 	n := l.cfg.PreallocBytes
@@ -569,6 +591,10 @@ func (l *Log) shutdown() {
 	}
 	if err := w.f.Close(); err != nil && !errors.Is(err, io.EOF) {
 		errs = append(errs, err)
+	}
+	if w.ring != nil {
+		w.ring.close()
+		w.ring = nil
 	}
 	w.closeErr = errors.Join(errs...)
 }
