@@ -181,8 +181,9 @@ func (r *ring) close() {
 
 // writeSync writes buf at off in f and, with sync, then fdatasyncs f, as
 // f.WriteAt and datasync would, and returns their error; done is false
-// when the ring could not take the operation, which then did nothing, and
-// the caller does it itself.
+// when the ring could not take the operation or wrote only part of buf (a
+// disk filling up; the fsync linked to it was cancelled), and the caller
+// does it all itself: writing buf again at off is harmless.
 func (r *ring) writeSync(f *os.File, buf []byte, off int64, sync bool) (done bool, err error) {
 	if len(buf) == 0 || len(buf) > maxRecordLimit || r.broken { // an entry's length is 32 bits
 		return false, nil
@@ -191,7 +192,7 @@ func (r *ring) writeSync(f *os.File, buf []byte, off int64, sync bool) (done boo
 	if err != nil {
 		return false, nil
 	}
-	var res []int32
+	var res [2]int32
 	var ok bool
 	cerr := raw.Control(func(fd uintptr) {
 		w := uringSQE{opcode: uringOpWrite, flags: uringSQEAsync, fd: int32(fd), off: uint64(off),
@@ -211,15 +212,7 @@ func (r *ring) writeSync(f *os.File, buf []byte, off int64, sync bool) (done boo
 	case n < 0:
 		return true, &os.PathError{Op: "write", Path: f.Name(), Err: unix.Errno(-n)}
 	case int(n) < len(buf):
-		// A short write (a disk filling up): the fsync linked to it was
-		// cancelled. The rest as f.WriteAt would have gone on.
-		if _, err := f.WriteAt(buf[n:], off+int64(n)); err != nil {
-			return true, err
-		}
-		if sync {
-			return true, datasync(f)
-		}
-		return true, nil
+		return false, nil
 	case sync && res[1] < 0:
 		return true, &os.PathError{Op: "fdatasync", Path: f.Name(), Err: unix.Errno(-res[1])}
 	}
@@ -229,7 +222,7 @@ func (r *ring) writeSync(f *os.File, buf []byte, off int64, sync bool) (done boo
 // run submits a, then b linked after it when not nil, and waits for their
 // completions; it returns each one's result. ok is false when nothing
 // was submitted; the ring is then broken.
-func (r *ring) run(a uringSQE, b *uringSQE) (res []int32, ok bool) {
+func (r *ring) run(a uringSQE, b *uringSQE) (res [2]int32, ok bool) {
 	n := uint32(1)
 	if b != nil {
 		n = 2
@@ -237,7 +230,7 @@ func (r *ring) run(a uringSQE, b *uringSQE) (res []int32, ok bool) {
 	tail := *r.sqTail // only this goroutine moves the tail
 	if tail-atomic.LoadUint32(r.sqHead)+n > uint32(len(r.sqes)) {
 		r.broken = true
-		return nil, false
+		return res, false
 	}
 	a.userData = 0
 	r.put(tail, a)
@@ -262,7 +255,7 @@ func (r *ring) run(a uringSQE, b *uringSQE) (res []int32, ok bool) {
 		// entered again. What was is waited for.
 		r.broken = true
 		r.reap(submitted)
-		return nil, false
+		return res, false
 	}
 	return r.reap(n), true
 }
@@ -274,10 +267,9 @@ func (r *ring) put(at uint32, sqe uringSQE) {
 	r.sqArray[i] = i
 }
 
-// reap waits for n completions, parked on the eventfd, and returns their
-// results by user data.
-func (r *ring) reap(n uint32) []int32 {
-	res := make([]int32, n)
+// reap waits for n completions (at most two), parked on the eventfd, and
+// returns their results by user data.
+func (r *ring) reap(n uint32) (res [2]int32) {
 	for got := uint32(0); got < n; {
 		head := *r.cqHead // only this goroutine moves the head
 		for ; head != atomic.LoadUint32(r.cqTail); head++ {
