@@ -50,7 +50,9 @@ package gossip
 //   - No state on disk (no serf snapshot): a restarted node rejoins
 //     through its seeds, and a node that comes back under its name from
 //     another address may reclaim the name once memberlist's
-//     DeadNodeReclaimTime has passed.
+//     DeadNodeReclaimTime has passed. A node restarted at its address
+//     while the others still gossip about its previous run must not hear
+//     of itself before memberlist lists it alive: see gatedTransport.
 
 import (
 	"context"
@@ -315,9 +317,17 @@ func New(cfg Config) (*Membership, error) {
 	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
 	m.own = cfg.tags()
 	m.serfConf = sc
-	if m.serf, err = serf.Create(sc); err != nil {
+	ml := sc.MemberlistConfig
+	tr, err := newGatedTransport(ml.BindAddr, ml.BindPort, ml.Logger)
+	if err != nil {
 		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
 	}
+	ml.Transport = tr
+	if m.serf, err = serf.Create(sc); err != nil {
+		_ = tr.Shutdown()
+		return nil, fmt.Errorf("gossip: start serf on %s: %w", cfg.BindAddr, err)
+	}
+	tr.open() // memberlist has set us alive: see gatedTransport
 	local := m.Local()
 	names.bound(local.Addr)
 	logger.Info("gossip bound", "name", local.Name, "member_id", ID(local.ID),

@@ -1,0 +1,220 @@
+package gossip
+
+import (
+	"bytes"
+	"io"
+	"log"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+	"github.com/hashicorp/memberlist"
+
+	"chute/internal/testutil"
+)
+
+// held is how long a test watches a closed gate for leaks.
+const held = 300 * time.Millisecond
+
+func splitTestAddr(t *testing.T, addr string) (string, int) {
+	t.Helper()
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host, port
+}
+
+// A datagram and a connection that arrive before open reach memberlist's
+// channels only after it.
+func TestGatedTransport_holdsInboundUntilOpen(t *testing.T) {
+	addr := gossipTestAddr(t, "127.0.16.1")
+	host, port := splitTestAddr(t, addr)
+	tr, err := newGatedTransport(host, port, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := tr.Shutdown(); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	}()
+
+	pc, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if _, err := pc.Write([]byte("early")); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+
+	select {
+	case p := <-tr.PacketCh():
+		t.Fatalf("packet %q handed over before open", p.Buf)
+	case c := <-tr.StreamCh():
+		_ = c.Close()
+		t.Fatal("stream handed over before open")
+	case <-time.After(held):
+	}
+
+	tr.open()
+	select {
+	case p := <-tr.PacketCh():
+		if string(p.Buf) != "early" {
+			t.Errorf("packet %q, want %q", p.Buf, "early")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("held packet not handed over after open")
+	}
+	select {
+	case c := <-tr.StreamCh():
+		if got, want := c.RemoteAddr().String(), conn.LocalAddr().String(); got != want {
+			t.Errorf("stream from %s, want %s", got, want)
+		}
+		_ = c.Close()
+	case <-time.After(5 * time.Second):
+		t.Fatal("held stream not handed over after open")
+	}
+}
+
+// Shutdown returns while a datagram waits at a gate never opened: the
+// NetTransport's listener, blocked handing it over, is drained.
+func TestGatedTransport_shutdownNeverOpened(t *testing.T) {
+	addr := gossipTestAddr(t, "127.0.16.2")
+	host, port := splitTestAddr(t, addr)
+	tr, err := newGatedTransport(host, port, log.New(io.Discard, "", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for range 3 {
+		if _, err := pc.Write([]byte("never")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // let the listener read one and block
+	done := make(chan error, 1)
+	go func() { done <- tr.Shutdown() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown blocked")
+	}
+	if err := tr.Shutdown(); err != nil {
+		t.Errorf("second Shutdown: %v", err)
+	}
+}
+
+// lockedBuffer is a log destination safe for memberlist's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// aliveAbout encodes memberlist's alive message (type 4, msgpack, behind
+// the cluster label) that a member gossips about node name at addr.
+func aliveAbout(t *testing.T, label, name, addr string, incarnation uint32) []byte {
+	t.Helper()
+	host, port := splitTestAddr(t, addr)
+	msg := struct {
+		Incarnation uint32
+		Node        string
+		Addr        []byte
+		Port        uint16
+		Meta        []byte
+		Vsn         []uint8
+	}{incarnation, name, net.ParseIP(host).To4(), uint16(port), nil, []uint8{1, 5, 2, 0, 0, 0}}
+	var buf bytes.Buffer
+	buf.WriteByte(4) // aliveMsg
+	if err := codec.NewEncoder(&buf, &codec.MsgpackHandle{}).Encode(&msg); err != nil {
+		t.Fatal(err)
+	}
+	out, err := memberlist.AddLabelHeaderToPacket(buf.Bytes(), label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// The restart case: an alive message about this node's previous run,
+// with a higher incarnation, is waiting when memberlist starts. Handed
+// over after setAlive, memberlist refutes it and stays alive in its own
+// list (handled before, it would list itself dead for good).
+func TestGatedTransport_aliveAboutUsBeforeCreate(t *testing.T) {
+	addr := gossipTestAddr(t, "127.0.17.1")
+	host, port := splitTestAddr(t, addr)
+	logs := &lockedBuffer{}
+	logger := log.New(logs, "", 0)
+	tr, err := newGatedTransport(host, port, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	pc, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	if _, err := pc.Write(aliveAbout(t, "test", "x", addr, 7)); err != nil {
+		t.Fatal(err)
+	}
+
+	conf := memberlist.DefaultLocalConfig()
+	conf.Name = "x"
+	conf.BindAddr, conf.BindPort = host, port
+	conf.AdvertiseAddr, conf.AdvertisePort = host, port
+	conf.Label = "test"
+	conf.Transport = tr
+	conf.Logger = logger
+	m, err := memberlist.Create(conf)
+	if err != nil {
+		_ = tr.Shutdown()
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := m.Shutdown(); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	}()
+	tr.open()
+
+	testutil.EventuallyTrue(t, 5*time.Second, "the alive message about x refuted", func() bool {
+		return strings.Contains(logs.String(), "Refuting an alive message for 'x'")
+	})
+	if st := m.LocalNode().State; st != memberlist.StateAlive {
+		t.Errorf("x lists itself %v, want alive; log:\n%s", st, logs)
+	}
+}
