@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,34 @@ import (
 
 // held is how long a test watches a closed gate for leaks.
 const held = 300 * time.Millisecond
+
+// gatedAt binds a gatedTransport at a free port of ip, for the caller to
+// shut down.
+func gatedAt(t *testing.T, ip string, logger *log.Logger) (tr *gatedTransport, addr string) {
+	t.Helper()
+	addr = gossipTestAddr(t, ip)
+	host, port := splitTestAddr(t, addr)
+	tr, err := newGatedTransport(host, port, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr, addr
+}
+
+// sendUDP sends each datagram to addr.
+func sendUDP(t *testing.T, addr string, datagrams ...[]byte) {
+	t.Helper()
+	pc, err := net.Dial("udp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	for _, d := range datagrams {
+		if _, err := pc.Write(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 func splitTestAddr(t *testing.T, addr string) (string, int) {
 	t.Helper()
@@ -36,26 +63,14 @@ func splitTestAddr(t *testing.T, addr string) (string, int) {
 // A datagram and a connection that arrive before open reach memberlist's
 // channels only after it.
 func TestGatedTransport_holdsInboundUntilOpen(t *testing.T) {
-	addr := gossipTestAddr(t, "127.0.16.1")
-	host, port := splitTestAddr(t, addr)
-	tr, err := newGatedTransport(host, port, log.New(io.Discard, "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, addr := gatedAt(t, "127.0.16.1", log.New(io.Discard, "", 0))
 	defer func() {
 		if err := tr.Shutdown(); err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
 	}()
 
-	pc, err := net.Dial("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	if _, err := pc.Write([]byte("early")); err != nil {
-		t.Fatal(err)
-	}
+	sendUDP(t, addr, []byte("early"))
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -94,22 +109,8 @@ func TestGatedTransport_holdsInboundUntilOpen(t *testing.T) {
 // Shutdown returns while a datagram waits at a gate never opened: the
 // NetTransport's listener, blocked handing it over, is drained.
 func TestGatedTransport_shutdownNeverOpened(t *testing.T) {
-	addr := gossipTestAddr(t, "127.0.16.2")
-	host, port := splitTestAddr(t, addr)
-	tr, err := newGatedTransport(host, port, log.New(io.Discard, "", 0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pc, err := net.Dial("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	for range 3 {
-		if _, err := pc.Write([]byte("never")); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tr, addr := gatedAt(t, "127.0.16.2", log.New(io.Discard, "", 0))
+	sendUDP(t, addr, []byte("never"), []byte("never"), []byte("never"))
 	time.Sleep(50 * time.Millisecond) // let the listener read one and block
 	done := make(chan error, 1)
 	go func() { done <- tr.Shutdown() }()
@@ -124,24 +125,6 @@ func TestGatedTransport_shutdownNeverOpened(t *testing.T) {
 	if err := tr.Shutdown(); err != nil {
 		t.Errorf("second Shutdown: %v", err)
 	}
-}
-
-// lockedBuffer is a log destination safe for memberlist's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // aliveAbout encodes memberlist's alive message (type 4, msgpack, behind
@@ -174,23 +157,11 @@ func aliveAbout(t *testing.T, label, name, addr string, incarnation uint32) []by
 // over after setAlive, memberlist refutes it and stays alive in its own
 // list (handled before, it would list itself dead for good).
 func TestGatedTransport_aliveAboutUsBeforeCreate(t *testing.T) {
-	addr := gossipTestAddr(t, "127.0.17.1")
-	host, port := splitTestAddr(t, addr)
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	logger := log.New(logs, "", 0)
-	tr, err := newGatedTransport(host, port, logger)
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	pc, err := net.Dial("udp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	if _, err := pc.Write(aliveAbout(t, "test", "x", addr, 7)); err != nil {
-		t.Fatal(err)
-	}
+	tr, addr := gatedAt(t, "127.0.17.1", logger)
+	sendUDP(t, addr, aliveAbout(t, "test", "x", addr, 7))
+	host, port := splitTestAddr(t, addr)
 
 	conf := memberlist.DefaultLocalConfig()
 	conf.Name = "x"
