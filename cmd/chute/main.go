@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"chute/internal/gcfloor"
+	"chute/internal/sysmon"
 )
 
 // version is what --version prints.
@@ -35,6 +36,13 @@ func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
 func main() {
+	// Start again with the runtime's monitor kept out of its deep sleep
+	// (see internal/sysmon), unless GODEBUG says otherwise. Exec returns
+	// only when it did not start again.
+	if err := sysmon.Exec(os.Args); err != nil {
+		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn(
+			"cannot start again with the runtime's monitor kept awake; going on without", "err", err)
+	}
 	// Unless GOGC says otherwise, the heap may grow by gcfloor's floor
 	// between collections, for the life of the process.
 	if _, set := os.LookupEnv("GOGC"); !set {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"chute/internal/sysmon"
 )
 
 // docSettings are the settings of a bench that its report document
@@ -145,8 +147,10 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		"%d unmeasured warmup puts, then\n%s. Put latencies are per call,\n"+
 		"nearest rank. The no-op server answers Put and Txn without doing\n"+
 		"anything, through the same gRPC stack: the ceiling of the API path's\n"+
-		"rate and the floor of its CPU on this machine.",
-		c.Clients, min(c.Conns, c.Clients), c.Warmup, bound)
+		"rate and the floor of its CPU on this machine. Both it and chute run\n"+
+		"with the Go runtime's monitor thread kept out of its deep sleep\n"+
+		"(`GODEBUG=%s`, see internal/sysmon).",
+		c.Clients, min(c.Conns, c.Clients), c.Warmup, bound, sysmon.Setting)
 	if !s.clickhouse {
 		fmt.Fprintf(b, " Keys are %d bytes, values %d random printable bytes.\n", c.KeySize, c.ValSize)
 		return
