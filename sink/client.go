@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -300,7 +301,7 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding strin
 	// failed write, says what happened.
 	wrote := make(chan error, 1)
 	go func() {
-		bw := bufio.NewWriter(conn)
+		bw := bufio.NewWriter(pieceWriter{conn})
 		err := req.Write(bw)
 		if err == nil {
 			err = bw.Flush()
@@ -329,6 +330,38 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding strin
 		return 0, "", nil, rerr
 	}
 	return resp.StatusCode(), string(resp.Header.Peek(ExceptionCodeHeader)), bytes.Clone(resp.Body()), nil
+}
+
+// bodyPiece bounds what one system call writes of a request. A write of
+// megabytes holds its thread's processor for the whole call, and with
+// the runtime's monitor kept out of its deep sleep (internal/sysmon) the
+// processor is taken back only after 10 ms or more; in pieces, with the
+// writer yielding between them, the goroutines queued behind it (calls
+// waiting for their answers) run meanwhile.
+const bodyPiece = 128 << 10
+
+// pieceWriter writes to w at most bodyPiece bytes at a time, yielding
+// the processor between pieces.
+type pieceWriter struct{ w io.Writer }
+
+func (pw pieceWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if n > 0 {
+			runtime.Gosched()
+		}
+		k := min(len(p), bodyPiece)
+		m, err := pw.w.Write(p[:k])
+		n += m
+		if err == nil && m < k {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
 }
 
 // readErrRecorder keeps the first error of the reader it wraps.

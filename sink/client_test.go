@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -429,5 +430,66 @@ func TestResultError_Error(t *testing.T) {
 		if got := (&ResultError{Op: "insert", Result: tt.r}).Error(); got != tt.want {
 			t.Errorf("got %q, want %q", got, tt.want)
 		}
+	}
+}
+
+// pieceRecorder is an io.Writer that records the size of each write and
+// the bytes it took; the write numbered failAt (from 0) fails, and with
+// short set each write takes only that many bytes, without an error.
+type pieceRecorder struct {
+	pieces []int
+	buf    []byte
+	failAt int
+	short  int
+}
+
+var errPieceFailed = errors.New("piece refused")
+
+func (r *pieceRecorder) Write(p []byte) (int, error) {
+	r.pieces = append(r.pieces, len(p))
+	if len(r.pieces)-1 == r.failAt {
+		return 0, errPieceFailed
+	}
+	if r.short > 0 && r.short < len(p) {
+		p = p[:r.short]
+	}
+	r.buf = append(r.buf, p...)
+	return len(p), nil
+}
+
+// TestPieceWriter_Write: a body of several pieces reaches the writer
+// whole and in order, in writes of at most bodyPiece; a failing piece
+// ends it with the bytes written before it, and a writer that takes
+// less than a piece without an error is a short write.
+func TestPieceWriter_Write(t *testing.T) {
+	body := make([]byte, 2*bodyPiece+100)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+
+	rec := &pieceRecorder{failAt: -1}
+	n, err := pieceWriter{rec}.Write(body)
+	if n != len(body) || err != nil {
+		t.Fatalf("Write of %d bytes = %d, %v; want all, nil", len(body), n, err)
+	}
+	if want := []int{bodyPiece, bodyPiece, 100}; !slices.Equal(rec.pieces, want) {
+		t.Errorf("pieces %v, want %v", rec.pieces, want)
+	}
+	if !bytes.Equal(rec.buf, body) {
+		t.Error("the bytes written are not the body's, in order")
+	}
+
+	rec = &pieceRecorder{failAt: 1}
+	n, err = pieceWriter{rec}.Write(body)
+	if n != bodyPiece || !errors.Is(err, errPieceFailed) || len(rec.pieces) != 2 {
+		t.Errorf("second piece refused: Write = %d, %v after %d writes; want %d, %v after 2",
+			n, err, len(rec.pieces), bodyPiece, errPieceFailed)
+	}
+
+	rec = &pieceRecorder{failAt: -1, short: 10}
+	n, err = pieceWriter{rec}.Write(body)
+	if n != 10 || !errors.Is(err, io.ErrShortWrite) || len(rec.pieces) != 1 {
+		t.Errorf("a writer taking 10 bytes: Write = %d, %v after %d writes; want 10, %v after 1",
+			n, err, len(rec.pieces), io.ErrShortWrite)
 	}
 }
