@@ -19,6 +19,9 @@ import (
 // version is what --version prints.
 const version = "0.1.0-dev"
 
+// statusCommand is the subcommand that prints the cluster's status.
+const statusCommand = "status"
+
 // Exit codes of run.
 const (
 	exitOK    = 0 // clean shutdown, --help, --version
@@ -36,12 +39,16 @@ func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
 func main() {
-	// Start again with the runtime's monitor kept out of its deep sleep
-	// (see internal/sysmon), unless GODEBUG says otherwise. Exec returns
-	// only when it did not start again.
-	if err := sysmon.Exec(os.Args); err != nil {
-		slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn(
-			"cannot start again with the runtime's monitor kept awake; going on without", "err", err)
+	// A node starts again with the runtime's monitor kept out of its deep
+	// sleep (see internal/sysmon), unless GODEBUG says otherwise; a
+	// subcommand, which prints and exits, runs as it is, its stderr
+	// clean of the runtime's trace line. Exec returns only when it did
+	// not start again.
+	if len(os.Args) < 2 || os.Args[1] != statusCommand {
+		if err := sysmon.Exec(os.Args); err != nil {
+			slog.New(slog.NewTextHandler(os.Stderr, nil)).Warn(
+				"cannot start again with the runtime's monitor kept awake; going on without", "err", err)
+		}
 	}
 	// Unless GOGC says otherwise, the heap may grow by gcfloor's floor
 	// between collections, for the life of the process.
@@ -57,7 +64,7 @@ func main() {
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "status":
+		case statusCommand:
 			return statusMain(args[1:], stdout, stderr)
 		}
 	}

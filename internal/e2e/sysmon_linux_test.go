@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"bufio"
+	"context"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,15 +31,50 @@ func TestSysmon_nodeRunsWithSetting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := StartChuteEnv(t, tc.env)
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid()) + "/environ")
-			if err != nil {
-				t.Fatal(err)
-			}
-			environ := strings.Split(string(b), "\x00")
-			godebug := slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return !strings.HasPrefix(kv, "GODEBUG=") })
-			if len(godebug) != 1 || godebug[0] != tc.want {
-				t.Fatalf("chute (pid %d, started with %q) runs with %q, want %q", p.pid(), tc.env, godebug, tc.want)
+			if got := procGodebug(t, p.pid()); !slices.Equal(got, []string{tc.want}) {
+				t.Fatalf("chute (pid %d, started with %q) runs with %q, want %q", p.pid(), tc.env, got, tc.want)
 			}
 		})
 	}
+}
+
+// TestSysmon_statusRunsAsItIs: `chute status`, which prints and exits,
+// does not start again: its environment is the one it was given, and
+// nothing of the runtime's trace can reach its stderr.
+func TestSysmon_statusRunsAsItIs(t *testing.T) {
+	p := StartChute(t)
+	ctx, cancel := context.WithTimeout(context.Background(), ctlTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chuteBin, "status", "--endpoints", p.MetricsAddr, "--watch", "--interval", "1s")
+	cmd.Env = append(os.Environ(), "GODEBUG=")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	// Its first line is printed after main has passed where a node
+	// starts again.
+	if _, err := bufio.NewReader(stdout).ReadString('\n'); err != nil {
+		t.Fatalf("chute status --watch printed nothing: %v", err)
+	}
+	if got := procGodebug(t, cmd.Process.Pid); !slices.Equal(got, []string{"GODEBUG="}) {
+		t.Fatalf("chute status runs with %q, want GODEBUG= as given", got)
+	}
+}
+
+// procGodebug is the GODEBUG entries of process pid's environment, as
+// its last execve set it.
+func procGodebug(t *testing.T, pid int) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(strings.Split(string(b), "\x00"), func(kv string) bool { return !strings.HasPrefix(kv, "GODEBUG=") })
 }
