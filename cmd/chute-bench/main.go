@@ -28,7 +28,7 @@ func main() {
 	// The no-op server runs as chute does (see internal/sysmon), so that
 	// the floor it measures is a Go server's at its best, not chute's
 	// edge over one.
-	if len(os.Args) > 1 && os.Args[1] == "noop-server" {
+	if len(os.Args) > 1 && os.Args[1] == bench.NoopServerCommand {
 		if err := sysmon.Exec(os.Args); err != nil {
 			fmt.Fprintf(os.Stderr, "chute-bench: cannot start again with the runtime's monitor kept awake: %v\n", err)
 		}

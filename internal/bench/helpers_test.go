@@ -42,7 +42,7 @@ func TestMain(m *testing.M) {
 }
 
 func fakeChild(args []string) int {
-	if len(args) > 0 && args[0] == "noop-server" {
+	if len(args) > 0 && args[0] == NoopServerCommand {
 		return Main(args, os.Stdout, os.Stderr)
 	}
 	if slices.Contains(args, "--initial-cluster-state") {

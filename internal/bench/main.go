@@ -29,7 +29,7 @@ import (
 // --report to a file too; progress and errors go to stderr, as do the
 // matrix children's output.
 func Main(args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "noop-server" {
+	if len(args) > 0 && args[0] == NoopServerCommand {
 		return noopMain(args[1:], stderr)
 	}
 	opts, err := parseFlags(args, stderr)

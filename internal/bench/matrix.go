@@ -889,9 +889,13 @@ func chuteCommand(name string, ports []int) []string {
 	}
 }
 
+// NoopServerCommand is chute-bench's subcommand that runs the no-op
+// server, as the matrix starts it.
+const NoopServerCommand = "noop-server"
+
 // noopCommand is the no-op server's command line (after the executable).
 func noopCommand(addr string) []string {
-	return []string{"noop-server", "--listen", addr}
+	return []string{NoopServerCommand, "--listen", addr}
 }
 
 func loopback(port int) string {
