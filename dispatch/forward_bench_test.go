@@ -1,12 +1,12 @@
 package dispatch
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"chute/gossip/peer/peerpb"
@@ -65,9 +65,11 @@ func BenchmarkForward_receive(b *testing.B) {
 	}
 	b.ReportAllocs()
 	n := uint64(0)
+	var frame peerpb.RecvFrame
+	buf := make([]byte, len(wire))
 	for b.Loop() {
-		var frame peerpb.ForwardFrame
-		if err := frame.UnmarshalOwned(bytes.Clone(wire)); err != nil { // as the peer listener's codec does
+		copy(buf, wire) // as the peer listener's codec does, into a buffer of its pool
+		if err := frame.UnmarshalPooled(mem.SliceBuffer(buf)); err != nil {
 			b.Fatal(err)
 		}
 		for _, q := range frame.Batches[0].Messages {
@@ -81,6 +83,7 @@ func BenchmarkForward_receive(b *testing.B) {
 		if _, errs := m.acceptRun(fw, 0, 1, "ch:events", arrivedForwarded, nil); errs != nil {
 			b.Fatal(errs[0])
 		}
+		frame.Done(fw.detached(frame.Batches))
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }
@@ -93,19 +96,21 @@ func BenchmarkForward_receivePuts(b *testing.B) {
 	m := benchForwardManager(b)
 	ctx := context.Background()
 	rows := benchForwardRows()[:32]
-	frame := &peerpb.ForwardFrame{}
+	sent := &peerpb.ForwardFrame{}
 	for i := range rows {
-		frame.Batches = append(frame.Batches, &peerpb.ForwardBatch{Id: uint64(i + 1), Messages: toMessages("ch:events", rows[i:i+1]), Puts: true})
+		sent.Batches = append(sent.Batches, &peerpb.ForwardBatch{Id: uint64(i + 1), Messages: toMessages("ch:events", rows[i:i+1]), Puts: true})
 	}
-	wire, err := proto.Marshal(frame)
+	wire, err := proto.Marshal(sent)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	n := uint64(0)
+	var frame peerpb.RecvFrame
+	buf := make([]byte, len(wire))
 	for b.Loop() {
-		var frame peerpb.ForwardFrame
-		if err := frame.UnmarshalOwned(bytes.Clone(wire)); err != nil { // as the codec does
+		copy(buf, wire) // as the peer listener's codec does, into a buffer of its pool
+		if err := frame.UnmarshalPooled(mem.SliceBuffer(buf)); err != nil {
 			b.Fatal(err)
 		}
 		for _, fb := range frame.Batches {
@@ -123,6 +128,7 @@ func BenchmarkForward_receivePuts(b *testing.B) {
 			}
 			i = j
 		}
+		frame.Done(fw.detached(frame.Batches))
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/put")
 }

@@ -108,11 +108,15 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		defer sendMu.Unlock()
 		return stream.Send(res)
 	}
+	// Frames are decoded into one RecvFrame, its buffer and arrays used
+	// again for the next once nothing refers to the last (detached).
+	var rf peerpb.RecvFrame
+	defer rf.Done(false)
 	for applied := uint64(1); ; applied++ {
-		frame, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(&rf); err != nil {
 			return err
 		}
+		frame := &rf.ForwardFrame
 		if len(frame.Batches) > forwardFrameBatches {
 			return status.Errorf(codes.InvalidArgument, "dispatch: %d batches in one frame, at most %d", len(frame.Batches), forwardFrameBatches)
 		}
@@ -173,6 +177,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			}
 			i = j
 		}
+		rf.Done(fw.detached(frame.Batches))
 		// Sent even with no result in it: the sender waits for applied.
 		if err := send(res); err != nil {
 			return err
@@ -217,6 +222,20 @@ type frameMsgs struct {
 	msgs []incoming
 	at   []int   // batch i's messages are msgs[at[i]:at[i+1]]
 	errs []error // each batch's error: the batch is answered with it
+}
+
+// detached reports whether nothing refers to batches, the frame f was
+// made of, or to their values, once the frame's answers are made: they
+// are all produce batches (a backup keeps its batch's messages as they
+// came), and every message in the log holds its value as a view of the
+// log's mapping (persistGroups), not of the frame.
+func (f *frameMsgs) detached(batches []*peerpb.ForwardBatch) bool {
+	for _, b := range batches {
+		if b.Kind != peerpb.ForwardKind_PRODUCE {
+			return false
+		}
+	}
+	return inLog(f.msgs)
 }
 
 // batch returns batch i's messages: none for a batch of another kind or

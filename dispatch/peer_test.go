@@ -143,3 +143,66 @@ func TestManager_acceptRun_overCapPerBatch(t *testing.T) {
 		t.Errorf("got %d live records, want 3", got)
 	}
 }
+
+// TestFrameMsgs_detached: a frame of produce batches whose messages went
+// to the queue log is detached, and its bytes overwritten (as the next
+// frame decoded into them does) leave the queue's values as they were; a
+// frame with a backup batch, or received without a data dir (the values
+// stay the frame's), is not.
+func TestFrameMsgs_detached(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		dir    bool
+		backup bool
+		want   bool
+	}{
+		{"produce, in the log", true, false, true},
+		{"no data dir", false, false, false},
+		{"with a backup batch", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, func(c *Config) {
+				if tc.dir {
+					c.DataDir = t.TempDir()
+				}
+			})
+			ctx := testCtx(t, 10*time.Second)
+			if err := n.mgr.Produce(ctx, []*pb.PutRequest{{Key: []byte("/q/jobs/p/first"), Value: []byte("v0")}}); err != nil {
+				t.Fatal(err)
+			}
+			batches := []*peerpb.ForwardBatch{forwardedPut("jobs", "a", 1, "v1"), forwardedPut("jobs", "b", 2, "v2")}
+			if tc.backup {
+				batches = append(batches, &peerpb.ForwardBatch{Id: 3, Kind: peerpb.ForwardKind_BACKUP, Queue: "jobs", Boot: "b1",
+					Messages: []*peerpb.QueueMessage{{Queue: "jobs", Tail: "x", Value: []byte("v3"), Origin: 9, N: 3, Seq: 1}}})
+			}
+			fw := n.mgr.persistFrame(ctx, batches)
+			for i := range 2 {
+				if fw.errs[i] != nil {
+					t.Fatalf("batch %d: %v", i, fw.errs[i])
+				}
+			}
+			if _, errs := n.mgr.acceptRun(fw, 0, 2, "jobs", arrivedForwarded, nil); errs != nil {
+				t.Fatalf("acceptRun: %v", errs)
+			}
+			if got := fw.detached(batches); got != tc.want {
+				t.Fatalf("detached: got %v, want %v", got, tc.want)
+			}
+			if !tc.want {
+				return
+			}
+			for _, b := range batches {
+				clear(b.Messages[0].Value)
+			}
+			q := n.mgr.lookup("jobs")
+			q.mu.Lock()
+			var values []string
+			for _, m := range q.msgs.all() {
+				values = append(values, string(m.value))
+			}
+			q.mu.Unlock()
+			if got, want := strings.Join(values, ","), "v0,v1,v2"; got != want {
+				t.Errorf("the queue's values after the frame's bytes were overwritten: got %q, want %q", got, want)
+			}
+		})
+	}
+}

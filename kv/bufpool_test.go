@@ -77,13 +77,15 @@ func TestBufferPool_largeBuffersKept(t *testing.T) {
 	}
 }
 
-// countingPool counts the buffers taken from the pool it wraps.
+// countingPool counts the buffers taken from the pool it wraps, and
+// given back to it.
 type countingPool struct {
 	bufferPool
-	gets int
+	gets, puts int
 }
 
 func (p *countingPool) Get(n int) *[]byte { p.gets++; return p.bufferPool.Get(n) }
+func (p *countingPool) Put(b *[]byte)     { p.puts++; p.bufferPool.Put(b) }
 
 func TestProtoCodec_unmarshalsWithItsPool(t *testing.T) {
 	pool := &countingPool{}

@@ -103,6 +103,16 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if call, ok := v.(*txnCall); ok {
 		return c.unmarshalTxnCall(data, call)
 	}
+	if u, ok := v.(pooledUnmarshaler); ok {
+		// One copy, into a buffer of pool that the message keeps until
+		// its receiver is done with it.
+		buf := data.MaterializeToBuffer(c.pool)
+		if err := u.UnmarshalPooled(buf); err != nil {
+			buf.Free()
+			return err
+		}
+		return nil
+	}
 	m, err := messageOf(v)
 	if err != nil {
 		return err
@@ -115,11 +125,6 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 			return nil
 		}
 		return proto.Unmarshal(b, m)
-	}
-	if u, ok := v.(ownedUnmarshaler); ok {
-		// One copy, which the message keeps: data's buffers go back to
-		// grpc's pool when this returns.
-		return u.UnmarshalOwned(data.Materialize())
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
@@ -135,11 +140,12 @@ type appendEncoder interface {
 	AppendEncoded(b []byte) []byte
 }
 
-// ownedUnmarshaler is a message that decodes itself from bytes it keeps,
-// faster than proto.Unmarshal: peerpb.ForwardFrame, the bulk of what the
-// peer link receives.
-type ownedUnmarshaler interface {
-	UnmarshalOwned(b []byte) error
+// pooledUnmarshaler is a message that decodes itself, faster than
+// proto.Unmarshal, from a buffer it takes and gives back to the pool
+// when done with it: peerpb.RecvFrame, the bulk of what the peer link
+// receives.
+type pooledUnmarshaler interface {
+	UnmarshalPooled(buf mem.Buffer) error
 }
 
 // Name is grpc's proto codec's: the content subtype clients send.

@@ -301,10 +301,12 @@ func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
 
 // TestProtoCodec_Unmarshal_forwardFrame: the codec decodes a forward
 // frame, in one of gRPC's buffers or split over two, to what
-// proto.Unmarshal makes of it, and the frame does not change when gRPC
-// reuses its buffers.
+// proto.Unmarshal makes of it; the frame holds its bytes after gRPC lets
+// go of its buffers, and gives them back to the pool when its receiver
+// is done with it for reuse, never when not (something still refers to
+// them).
 func TestProtoCodec_Unmarshal_forwardFrame(t *testing.T) {
-	var _ ownedUnmarshaler = (*peerpb.ForwardFrame)(nil) // the codec's fast path takes frames
+	var _ pooledUnmarshaler = (*peerpb.RecvFrame)(nil) // the codec's fast path takes frames
 	batch := &peerpb.ForwardBatch{Id: 3, Puts: true}
 	for i := range 128 {
 		batch.Messages = append(batch.Messages, &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)})
@@ -315,19 +317,28 @@ func TestProtoCodec_Unmarshal_forwardFrame(t *testing.T) {
 		t.Fatal(err)
 	}
 	half := len(b) / 2
-	for name, in := range map[string]mem.BufferSlice{
-		"one buffer":  {mem.SliceBuffer(bytes.Clone(b))},
-		"two buffers": {mem.SliceBuffer(bytes.Clone(b[:half])), mem.SliceBuffer(bytes.Clone(b[half:]))},
-	} {
-		var got peerpb.ForwardFrame
-		if err := (protoCodec{pool: &bufferPool{}}).Unmarshal(in, &got); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		for _, buf := range in {
-			clear(buf.ReadOnlyData())
-		}
-		if !proto.Equal(&got, want) {
-			t.Errorf("%s, gRPC's buffers cleared: got %v, want %v", name, &got, want)
+	for _, reuse := range []bool{true, false} {
+		for name, parts := range map[string][][]byte{"one buffer": {b}, "two buffers": {b[:half], b[half:]}} {
+			pool := &countingPool{}
+			var in mem.BufferSlice
+			for _, p := range parts {
+				buf := pool.Get(len(p))
+				copy(*buf, p)
+				in = append(in, mem.NewBuffer(buf, pool))
+			}
+			var got peerpb.RecvFrame
+			if err := (protoCodec{pool: pool}).Unmarshal(in, &got); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			in.Free() // as gRPC does once the codec returns
+			if !proto.Equal(&got.ForwardFrame, want) {
+				t.Errorf("%s, gRPC's buffers let go: got %v, want %v", name, &got.ForwardFrame, want)
+			}
+			held := pool.puts
+			got.Done(reuse)
+			if back := pool.puts - held; reuse && back != 1 || !reuse && back != 0 {
+				t.Errorf("%s, done with reuse %v: %d buffers given back to the pool, want %d", name, reuse, back, map[bool]int{true: 1}[reuse])
+			}
 		}
 	}
 }

@@ -5,37 +5,87 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // errFrame is a ForwardFrame that does not decode.
 var errFrame = errors.New("peerpb: ForwardFrame does not decode")
 
-// UnmarshalOwned decodes b, a ForwardFrame's wire form, into x, keeping
-// b: the values decoded are views of it, so the caller hands it over and
-// must not change or reuse it. It decodes what proto.Unmarshal decodes
-// and refuses what it refuses (a string that is not UTF-8 included),
-// except that unknown fields are skipped rather than kept. It is a
-// frame's hot path on the receiving member, which makes no allocation
-// per message: a frame's batches are made in one allocation and their
-// messages in another (a busy member sends many batches of one put), the
-// tails are kept in one buffer of their own, and a queue name repeated
-// message after message, batch after batch, is kept once, where
-// proto.Unmarshal allocates each. A value keeps b alive, which the
-// dispatcher lets go once it has logged the frame's messages (their
-// values are then views of the log), and a tail its buffer, a few bytes
-// a message.
-func (x *ForwardFrame) UnmarshalOwned(b []byte) error {
+// RecvFrame is a ForwardFrame as the dispatcher receives it: decoded
+// from a buffer of the peer codec's pool (UnmarshalPooled), into arrays
+// of batches and messages that the next frame is decoded into again once
+// the receiver is done with this one (Done). The values decoded are views
+// of the buffer, so a busy dispatcher receives megabytes a second without
+// a fresh buffer and arrays for each frame, which the collector had to
+// clear and scan; tails and queue names are made anew for each frame,
+// for the queues keep them. Another proto codec decodes into the
+// embedded frame as it would into any.
+type RecvFrame struct {
+	ForwardFrame
+	buf   mem.Buffer // holds the frame's bytes; nil: none held
+	slabs frameArena
+}
+
+// frameArena is the memory a RecvFrame decodes its batches and messages
+// into, kept from frame to frame.
+type frameArena struct {
+	batches []ForwardBatch
+	bptrs   []*ForwardBatch
+	msgs    []QueueMessage
+	ptrs    []*QueueMessage
+}
+
+// UnmarshalPooled decodes buf, a ForwardFrame's wire form, into r,
+// taking buf on success (on failure the caller keeps it). It decodes
+// what proto.Unmarshal decodes and refuses what it refuses (a string
+// that is not UTF-8 included), except that unknown fields are skipped
+// rather than kept. A frame still held (Done not called) is let go as
+// Done(false) would.
+func (r *RecvFrame) UnmarshalPooled(buf mem.Buffer) error {
+	if r.buf != nil {
+		r.Done(false)
+	}
+	if err := r.decode(buf.ReadOnlyData()); err != nil {
+		r.ForwardFrame.Reset()
+		return err
+	}
+	r.buf = buf
+	return nil
+}
+
+// Done ends the frame: with reuse, nothing refers to its batches,
+// messages or values any more, and its buffer goes back to the pool and
+// its arrays are decoded into again; without, something may (a value
+// kept as it came, a batch kept whole), and both are left to the
+// collector. The frame is empty afterwards.
+func (r *RecvFrame) Done(reuse bool) {
+	if r.buf != nil && reuse {
+		r.buf.Free()
+	}
+	if !reuse {
+		r.slabs = frameArena{}
+	}
+	r.buf = nil
+	r.ForwardFrame.Reset()
+}
+
+// decode decodes b into r's frame, whose values are views of b. A queue
+// name repeated message after message, batch after batch, is kept once,
+// where proto.Unmarshal allocates each; the tails are kept in one buffer
+// of their own, a few bytes a message.
+func (r *RecvFrame) decode(b []byte) error {
+	x := &r.ForwardFrame
 	x.Reset()
 	nb, nm, err := countFrame(b)
 	if err != nil {
 		return err
 	}
+	a := r.slabs.reserve(nb, nm)
 	if nb > 0 {
-		x.Batches = make([]*ForwardBatch, 0, nb)
+		x.Batches = a.bptrs[:0:nb]
 	}
-	batches := make([]ForwardBatch, nb)
-	d := &frameSlabs{msgs: make([]QueueMessage, nm), ptrs: make([]*QueueMessage, nm), frame: len(b)}
+	d := &frameSlabs{msgs: a.msgs, ptrs: a.ptrs, frame: len(b)}
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
@@ -47,7 +97,7 @@ func (x *ForwardFrame) UnmarshalOwned(b []byte) error {
 			if n < 0 {
 				return errFrame
 			}
-			batch := &batches[len(x.Batches)]
+			batch := &a.batches[len(x.Batches)]
 			if err := batch.unmarshalOwned(v, d); err != nil {
 				return err
 			}
@@ -61,6 +111,24 @@ func (x *ForwardFrame) UnmarshalOwned(b []byte) error {
 		b = b[n:]
 	}
 	return nil
+}
+
+// reserve returns the arena with nb batches and nm messages, zero: its
+// own arrays, cleared, when long enough, else new ones it keeps.
+func (a *frameArena) reserve(nb, nm int) *frameArena {
+	if cap(a.batches) < nb {
+		a.batches, a.bptrs = make([]ForwardBatch, nb), make([]*ForwardBatch, nb)
+	} else {
+		a.batches, a.bptrs = a.batches[:nb], a.bptrs[:nb]
+		clear(a.batches)
+	}
+	if cap(a.msgs) < nm {
+		a.msgs, a.ptrs = make([]QueueMessage, nm), make([]*QueueMessage, nm)
+	} else {
+		a.msgs, a.ptrs = a.msgs[:nm], a.ptrs[:nm]
+		clear(a.msgs)
+	}
+	return a
 }
 
 // frameSlabs are the messages of a frame's batches, made at once, the

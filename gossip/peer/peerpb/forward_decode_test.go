@@ -1,11 +1,13 @@
 package peerpb
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"testing"
 	"unsafe"
 
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -38,26 +40,26 @@ func sampleFrames() []*ForwardFrame {
 	}
 }
 
-// TestForwardFrame_UnmarshalOwned_sameAsProto: the frames members send
+// TestRecvFrame_sameAsProto: the frames members send
 // decode to what proto.Unmarshal makes of them, and a queue name repeated
 // in a batch is decoded once.
-func TestForwardFrame_UnmarshalOwned_sameAsProto(t *testing.T) {
+func TestRecvFrame_sameAsProto(t *testing.T) {
 	for i, want := range sampleFrames() {
 		b, err := proto.Marshal(want)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got ForwardFrame
-		if err := got.UnmarshalOwned(b); err != nil {
+		var got RecvFrame
+		if err := got.UnmarshalPooled(mem.SliceBuffer(b)); err != nil {
 			t.Fatalf("frame %d: %v", i, err)
 		}
-		if !proto.Equal(&got, want) {
-			t.Errorf("frame %d: got %v, want %v", i, &got, want)
+		if !proto.Equal(&got.ForwardFrame, want) {
+			t.Errorf("frame %d: got %v, want %v", i, &got.ForwardFrame, want)
 		}
 	}
-	var got ForwardFrame
+	var got RecvFrame
 	b, _ := proto.Marshal(sampleFrames()[0])
-	if err := got.UnmarshalOwned(b); err != nil {
+	if err := got.UnmarshalPooled(mem.SliceBuffer(b)); err != nil {
 		t.Fatal(err)
 	}
 	msgs := got.Batches[0].Messages
@@ -66,16 +68,16 @@ func TestForwardFrame_UnmarshalOwned_sameAsProto(t *testing.T) {
 	}
 }
 
-// TestForwardFrame_UnmarshalOwned_keeps: the values decoded are views of
+// TestRecvFrame_keeps: the values decoded are views of
 // the bytes decoded, the tails are not (a queued message's tail must not
 // keep its whole frame alive once its value is a view of the log).
-func TestForwardFrame_UnmarshalOwned_keeps(t *testing.T) {
+func TestRecvFrame_keeps(t *testing.T) {
 	b, err := proto.Marshal(sampleFrames()[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got ForwardFrame
-	if err := got.UnmarshalOwned(b); err != nil {
+	var got RecvFrame
+	if err := got.UnmarshalPooled(mem.SliceBuffer(b)); err != nil {
 		t.Fatal(err)
 	}
 	in := func(p *byte) bool {
@@ -92,10 +94,12 @@ func TestForwardFrame_UnmarshalOwned_keeps(t *testing.T) {
 	}
 }
 
-// TestForwardFrame_UnmarshalOwned_allocations: decoding a frame makes as
-// many allocations for a thousand messages as for ten.
-func TestForwardFrame_UnmarshalOwned_allocations(t *testing.T) {
-	allocs := func(n int) float64 {
+// TestRecvFrame_allocations: decoding a frame makes as many allocations
+// for a thousand messages as for ten; decoding it again into the same
+// RecvFrame, done with the first for reuse, makes two (the frame's tails
+// and its queue name, which the queues keep).
+func TestRecvFrame_allocations(t *testing.T) {
+	wire := func(n int) []byte {
 		f := &ForwardBatch{Id: 1, Puts: true}
 		for i := range n {
 			f.Messages = append(f.Messages, &QueueMessage{Queue: "ch:events", Tail: fmt.Sprintf("%016d", i), Value: []byte(`{"id":1,"v":"x"}`), Origin: 3, N: uint64(i + 1)})
@@ -104,23 +108,74 @@ func TestForwardFrame_UnmarshalOwned_allocations(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		return b
+	}
+	fresh := func(b []byte) float64 {
 		return testing.AllocsPerRun(20, func() {
-			var got ForwardFrame
-			if err := got.UnmarshalOwned(b); err != nil {
+			var got RecvFrame
+			if err := got.UnmarshalPooled(mem.SliceBuffer(b)); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
-	if few, many := allocs(10), allocs(1000); many != few {
+	if few, many := fresh(wire(10)), fresh(wire(1000)); many != few {
 		t.Errorf("allocations: got %v for 1000 messages, %v for 10; want as many", many, few)
+	}
+	var buf mem.Buffer = mem.SliceBuffer(wire(1000))
+	var got RecvFrame
+	reused := testing.AllocsPerRun(20, func() {
+		got.Done(true)
+		if err := got.UnmarshalPooled(buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if reused > 2 {
+		t.Errorf("allocations decoding into a frame done with for reuse: got %v, want at most 2", reused)
+	}
+	if len(got.Batches) != 1 || len(got.Batches[0].Messages) != 1000 || got.Batches[0].Messages[999].Tail != fmt.Sprintf("%016d", 999) {
+		t.Errorf("decoded again: got %v, want the frame", &got.ForwardFrame)
 	}
 }
 
-// TestForwardFrame_UnmarshalOwned_tailsBounded: the buffer the tails are
+// TestRecvFrame_done: a frame done with for reuse is decoded over by the
+// next (same messages in memory); one done with without reuse is left as
+// it was, its messages, values and tails unchanged by the next frame
+// decoded into the same RecvFrame.
+func TestRecvFrame_done(t *testing.T) {
+	frames := sampleFrames()
+	first, _ := proto.Marshal(frames[0])
+	second, _ := proto.Marshal(frames[3])
+	for _, reuse := range []bool{true, false} {
+		var r RecvFrame
+		if err := r.UnmarshalPooled(mem.SliceBuffer(bytes.Clone(first))); err != nil {
+			t.Fatal(err)
+		}
+		kept := r.Batches[0].Messages[0]
+		want := proto.Clone(kept).(*QueueMessage)
+		r.Done(reuse)
+		if len(r.Batches) != 0 {
+			t.Errorf("done with reuse %v: the frame still has %d batches", reuse, len(r.Batches))
+		}
+		if err := r.UnmarshalPooled(mem.SliceBuffer(bytes.Clone(second))); err != nil {
+			t.Fatal(err)
+		}
+		if over := r.Batches[0].Messages[0] == kept; over != reuse {
+			t.Errorf("done with reuse %v: the next frame's first message decoded over the first's: %v", reuse, over)
+		}
+		if !reuse && !proto.Equal(kept, want) {
+			t.Errorf("done without reuse: a message of the first frame became %v, want %v", kept, want)
+		}
+		if !proto.Equal(&r.ForwardFrame, frames[3]) {
+			t.Errorf("done with reuse %v: the next frame decoded as %v, want %v", reuse, &r.ForwardFrame, frames[3])
+		}
+	}
+}
+
+// TestRecvFrame_tailsBounded: the buffer the tails are
 // kept in is sized from the first tail and the count of messages, but
 // never more than the frame: a peer's long first tail and many messages
 // without one do not make it allocate their product.
-func TestForwardFrame_UnmarshalOwned_tailsBounded(t *testing.T) {
+func TestRecvFrame_tailsBounded(t *testing.T) {
 	f := &ForwardBatch{Messages: []*QueueMessage{{Queue: "q", Tail: string(make([]byte, 64<<10))}}}
 	for range 2000 {
 		f.Messages = append(f.Messages, &QueueMessage{Queue: "q"})
@@ -131,8 +186,8 @@ func TestForwardFrame_UnmarshalOwned_tailsBounded(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var got ForwardFrame
-	if err := got.UnmarshalOwned(b); err != nil {
+	var got RecvFrame
+	if err := got.UnmarshalPooled(mem.SliceBuffer(b)); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)
@@ -144,9 +199,9 @@ func TestForwardFrame_UnmarshalOwned_tailsBounded(t *testing.T) {
 	}
 }
 
-// TestForwardFrame_UnmarshalOwned_refuses: what proto.Unmarshal refuses,
-// UnmarshalOwned refuses: a string that is not UTF-8, a cut frame.
-func TestForwardFrame_UnmarshalOwned_refuses(t *testing.T) {
+// TestRecvFrame_refuses: what proto.Unmarshal refuses,
+// RecvFrame refuses: a string that is not UTF-8, a cut frame.
+func TestRecvFrame_refuses(t *testing.T) {
 	b := protowire.AppendTag(nil, 1, protowire.BytesType)
 	msg := protowire.AppendTag(nil, 2, protowire.BytesType)
 	msg = protowire.AppendBytes(msg, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte("\xff")))
@@ -156,40 +211,41 @@ func TestForwardFrame_UnmarshalOwned_refuses(t *testing.T) {
 		if err := proto.Unmarshal(wire, &ForwardFrame{}); err == nil {
 			t.Fatalf("%s: proto.Unmarshal took it", name)
 		}
-		if err := (&ForwardFrame{}).UnmarshalOwned(wire); err == nil {
+		if err := (&RecvFrame{}).UnmarshalPooled(mem.SliceBuffer(wire)); err == nil {
 			t.Errorf("%s: got no error, want one", name)
 		}
 	}
 }
 
-// FuzzForwardFrame_UnmarshalOwned: any bytes decode as proto.Unmarshal
+// FuzzRecvFrame: any bytes decode as proto.Unmarshal
 // decodes them, unknown fields aside, or fail as it fails; and what
 // decodes encodes by hand as proto.Marshal encodes it (AppendEncoded).
-func FuzzForwardFrame_UnmarshalOwned(f *testing.F) {
+func FuzzRecvFrame(f *testing.F) {
 	for _, fr := range sampleFrames() {
 		b, _ := proto.Marshal(fr)
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var want, got ForwardFrame
+		var want ForwardFrame
+		var got RecvFrame
 		werr := proto.Unmarshal(b, &want)
-		gerr := got.UnmarshalOwned(b)
+		gerr := got.UnmarshalPooled(mem.SliceBuffer(b))
 		if (werr == nil) != (gerr == nil) {
-			t.Fatalf("UnmarshalOwned error %v, proto.Unmarshal error %v", gerr, werr)
+			t.Fatalf("UnmarshalPooled error %v, proto.Unmarshal error %v", gerr, werr)
 		}
 		if werr != nil {
 			return
 		}
 		discardUnknown(&want)
-		if !proto.Equal(&got, &want) {
-			t.Fatalf("got %v, want %v", &got, &want)
+		if !proto.Equal(&got.ForwardFrame, &want) {
+			t.Fatalf("got %v, want %v", &got.ForwardFrame, &want)
 		}
 		checkEncoded(t, "fuzzed frame", &want)
 	})
 }
 
 // discardUnknown drops the unknown fields proto.Unmarshal keeps and
-// UnmarshalOwned skips.
+// RecvFrame skips.
 func discardUnknown(fr *ForwardFrame) {
 	fr.ProtoReflect().SetUnknown(nil)
 	for _, b := range fr.Batches {
@@ -202,8 +258,9 @@ func discardUnknown(fr *ForwardFrame) {
 
 func unsafeStringData(s string) *byte { return unsafe.StringData(s) }
 
-// BenchmarkForwardFrame_decode compares UnmarshalOwned with proto.Unmarshal
-// on a frame of one txn of 128 puts of about 100 bytes.
+// BenchmarkForwardFrame_decode compares RecvFrame, reused as the
+// dispatcher reuses it, with proto.Unmarshal on a frame of one txn of 128
+// puts of about 100 bytes.
 func BenchmarkForwardFrame_decode(b *testing.B) {
 	batch := &ForwardBatch{Id: 1, Puts: true}
 	for i := range 128 {
@@ -223,22 +280,24 @@ func BenchmarkForwardFrame_decode(b *testing.B) {
 			}
 		}
 	})
-	b.Run("UnmarshalOwned", func(b *testing.B) {
+	b.Run("RecvFrame", func(b *testing.B) {
 		b.ReportAllocs()
+		var fr RecvFrame
 		for b.Loop() {
-			var fr ForwardFrame
-			if err := fr.UnmarshalOwned(wire); err != nil {
+			if err := fr.UnmarshalPooled(mem.SliceBuffer(wire)); err != nil {
 				b.Fatal(err)
 			}
+			fr.Done(true)
 		}
 	})
 }
 
-// TestForwardFrame_UnmarshalOwned_allocs: a frame of one-put batches, as
-// a busy member forwards unary puts, costs a few allocations for the
-// frame and two per put (its key and its value), the queue name being
-// kept once for the frame.
-func TestForwardFrame_UnmarshalOwned_allocs(t *testing.T) {
+// TestRecvFrame_allocsOnePutBatches: a frame of one-put batches, as a
+// busy member forwards unary puts, decoded into a RecvFrame done with for
+// reuse, costs three allocations, none per put: the queue name, kept once
+// for the frame, and the tails' buffer, which doubles once here (sized
+// from the first tail, shorter than most).
+func TestRecvFrame_allocsOnePutBatches(t *testing.T) {
 	const puts = 32
 	frame := &ForwardFrame{}
 	for i := range puts {
@@ -249,13 +308,15 @@ func TestForwardFrame_UnmarshalOwned_allocs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got ForwardFrame
+	var buf mem.Buffer = mem.SliceBuffer(wire)
+	var got RecvFrame
 	allocs := testing.AllocsPerRun(20, func() {
-		if err := got.UnmarshalOwned(wire); err != nil {
+		got.Done(true)
+		if err := got.UnmarshalPooled(buf); err != nil {
 			t.Fatal(err)
 		}
 	})
-	if want := float64(4 + 1 + 2*puts); allocs > want {
+	if want := 3.0; allocs > want {
 		t.Errorf("got %.0f allocations for a frame of %d one-put batches, want at most %.0f", allocs, puts, want)
 	}
 	if len(got.Batches) != puts || got.Batches[puts-1].Messages[0].Tail != fmt.Sprintf("k%d", puts-1) {
