@@ -35,11 +35,13 @@
 //
 // The wire protocol is peerpb's: its proto package ("chute.peer.v1") and
 // service names make the gRPC method paths, which must not change.
-// peerpb.ForwardFrame, the bulk of what the link carries, also decodes
-// itself (UnmarshalOwned, by hand with protowire) and the listener's codec
-// (kv's) uses that instead of proto.Unmarshal: one copy of the frame
-// that its values are views of, its batches in one allocation and their
-// messages in another, a repeated queue name kept once. It accepts and
-// refuses what proto.Unmarshal does, unknown fields skipped (a fuzz test
-// holds it to that), so the wire form stays the .proto's.
+// peerpb.ForwardFrame, the bulk of what the link carries, is received as
+// a peerpb.RecvFrame, which decodes itself (by hand with protowire), and
+// the listener's codec (kv's) uses that instead of proto.Unmarshal: one
+// copy of the frame, into a buffer of the codec's pool, that its values
+// are views of, its batches and messages in arrays the next frame is
+// decoded into once the receiver is done with this one (Done), a
+// repeated queue name kept once. It accepts and refuses what
+// proto.Unmarshal does, unknown fields skipped (a fuzz test holds it to
+// that), so the wire form stays the .proto's.
 package peer
