@@ -165,8 +165,13 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		q.mu.Unlock()
 		var c *call
 		f, err := m.forwarderFor(b)
+		var sb *peerpb.SendBatch
 		if err == nil {
-			c, err = f.start(ctx, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_BACKUP, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, held), Seqs: released})
+			sb, err = f.batchOf(q.name, held)
+		}
+		if err == nil {
+			sb.Head.Kind, sb.Head.Boot, sb.Head.Queue, sb.Head.Seqs = peerpb.ForwardKind_BACKUP, m.cfg.Boot, q.name, released
+			c, err = f.start(ctx, sb)
 		}
 		q.backupMu.RUnlock()
 		if err == nil {
@@ -302,7 +307,11 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 		if len(all) > 0 {
 			j = chunkEnd(all, i)
 		}
-		b := &peerpb.ForwardBatch{Kind: kind, Boot: m.cfg.Boot, Queue: q.name, Messages: toMessages(q.name, all[i:j])}
+		b, err := f.batchOf(q.name, all[i:j])
+		if err != nil {
+			return err
+		}
+		b.Head.Kind, b.Head.Boot, b.Head.Queue = kind, m.cfg.Boot, q.name
 		if err := f.send(ctx, b, forwardTimeout); err != nil {
 			return err
 		}
@@ -318,16 +327,22 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 // postReset tells member to drop the copies it keeps of a queue for this
 // member, without waiting.
 func (m *Manager) postReset(name string, member uint64) {
-	m.post(member, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RESET, Boot: m.cfg.Boot, Queue: name})
+	m.post(member, peerpb.ForwardKind_RESET, name, nil)
 }
 
-// post sends b to member without waiting for the answer; a frame that
-// cannot be sent within forwardTimeout is dropped.
-func (m *Manager) post(member uint64, b *peerpb.ForwardBatch) {
+// post sends member a batch of kind about queue's copies seqs, without
+// messages, and does not wait for the answer; a frame that cannot be
+// sent within forwardTimeout is dropped.
+func (m *Manager) post(member uint64, kind peerpb.ForwardKind, queue string, seqs []uint64) {
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return
 	}
+	b, err := f.batchOf(queue, nil)
+	if err != nil {
+		return
+	}
+	b.Head.Kind, b.Head.Boot, b.Head.Queue, b.Head.Seqs = kind, m.cfg.Boot, queue, seqs
 	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
 	defer cancel()
 	if c, err := f.start(ctx, b); err == nil {
@@ -347,6 +362,6 @@ func (m *Manager) flushReleases(q *queue) {
 	q.backupMu.RLock()
 	defer q.backupMu.RUnlock()
 	if b := q.backupMember.Load(); b != 0 {
-		m.post(b, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RELEASE, Boot: m.cfg.Boot, Queue: q.name, Seqs: seqs})
+		m.post(b, peerpb.ForwardKind_RELEASE, q.name, seqs)
 	}
 }

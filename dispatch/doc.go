@@ -333,7 +333,7 @@
 // carries the Region) is reachable. The drainer holds its batch's
 // messages while it inserts and sink copies the values into the body;
 // what may outlive the message copies the value: a watch delivery
-// (message.heapValue), a frame to another member (toMessages), a dead
+// (message.heapValue), a frame to another member (batchOf, toMessages), a dead
 // letter. When compaction moves a long-queued message's record and the
 // log deletes the segment, the mapping would keep the deleted file's
 // disk space; the reconcile loop copies such values to the heap

@@ -33,7 +33,10 @@ type forwarder struct {
 	conn   *grpc.ClientConn
 	ctx    context.Context // carries this member's identity; cancelled by close
 	cancel context.CancelFunc
-	sendC  chan *peerpb.ForwardBatch
+	sendC  chan *peerpb.SendBatch
+	// batches are the forwarder's SendBatches, their buffers kept from
+	// one put to the next: a batch goes back once its frame is encoded.
+	batches sync.Pool
 
 	mu      sync.Mutex // guards pending and next
 	pending map[uint64]*call
@@ -51,7 +54,7 @@ func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
 	ctx, cancel := context.WithCancel(peer.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
 	f := &forwarder{
 		m: m, member: member, conn: conn, ctx: ctx, cancel: cancel,
-		sendC:   make(chan *peerpb.ForwardBatch, 1024),
+		sendC:   make(chan *peerpb.SendBatch, 1024),
 		pending: make(map[uint64]*call),
 	}
 	m.wg.Add(2)
@@ -82,13 +85,16 @@ type call struct {
 }
 
 // start queues b on the stream (giving it an id) and returns the call to
-// wait on. It waits at most forwardTimeout for room on the stream. A
-// batch the stream could not encode is refused here, alone
-// (checkEncodable), rather than breaking the stream for every batch
-// pending on it.
-func (f *forwarder) start(ctx context.Context, b *peerpb.ForwardBatch) (*call, error) {
-	if err := checkEncodable(b); err != nil {
-		return nil, err
+// wait on; b is the forwarder's from then on. It waits at most
+// forwardTimeout for room on the stream. A batch the stream could not
+// encode is refused here, alone, rather than breaking the stream for
+// every batch pending on it (see batchOf for its messages).
+func (f *forwarder) start(ctx context.Context, b *peerpb.SendBatch) (*call, error) {
+	if !utf8.ValidString(b.Head.Queue) {
+		return nil, errQueueNotUTF8(b.Head.Queue)
+	}
+	if !b.Encodable() {
+		return nil, status.Error(codes.InvalidArgument, "dispatch: a forward batch that cannot be encoded")
 	}
 	c := &call{f: f, ch: make(chan *peerpb.ForwardResult, 1)}
 	f.mu.Lock()
@@ -96,7 +102,7 @@ func (f *forwarder) start(ctx context.Context, b *peerpb.ForwardBatch) (*call, e
 	c.id = f.next
 	f.pending[c.id] = c
 	f.mu.Unlock()
-	b.Id = c.id
+	b.Head.Id = c.id
 	select {
 	case f.sendC <- b: // room: no timer needed (a put's hot path)
 		return c, nil
@@ -176,7 +182,7 @@ func (f *forwarder) expire(now time.Time) {
 }
 
 // send sends b and waits up to timeout for the answer.
-func (f *forwarder) send(ctx context.Context, b *peerpb.ForwardBatch, timeout time.Duration) error {
+func (f *forwarder) send(ctx context.Context, b *peerpb.SendBatch, timeout time.Duration) error {
 	c, err := f.start(ctx, b)
 	if err != nil {
 		return err
@@ -216,7 +222,7 @@ func (f *forwarder) run() {
 	client := peerpb.NewQueuesClient(f.conn)
 	b := backoff.Backoff{Min: 50 * time.Millisecond, Max: time.Second}
 	for f.ctx.Err() == nil {
-		var first *peerpb.ForwardBatch
+		var first *peerpb.SendBatch
 		select {
 		case first = <-f.sendC:
 		case <-f.ctx.Done():
@@ -255,8 +261,8 @@ func (f *forwarder) refuseFor(d time.Duration, msg string) {
 	}
 }
 
-func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) {
-	f.complete(&peerpb.ForwardResult{Id: b.Id, Code: uint32(code), Message: msg})
+func (f *forwarder) answer(b *peerpb.SendBatch, code codes.Code, msg string) {
+	f.complete(&peerpb.ForwardResult{Id: b.Head.Id, Code: uint32(code), Message: msg})
 }
 
 // forwardWindow bounds the frames on a stream the dispatcher has not
@@ -269,7 +275,7 @@ func (f *forwarder) answer(b *peerpb.ForwardBatch, code codes.Code, msg string) 
 const forwardWindow = 1
 
 // pump writes frames and reads results until the stream fails.
-func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.ForwardBatch) error {
+func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.SendBatch) error {
 	recvErr := make(chan error, 1)
 	var applied atomic.Uint64        // frames the dispatcher has applied, from its answers
 	opened := make(chan struct{}, 1) // a token when applied moved on
@@ -296,6 +302,7 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 	}()
 	next := first
 	var sent uint64
+	var frame peerpb.SendFrame
 	for {
 		for sent-applied.Load() >= forwardWindow {
 			select {
@@ -307,25 +314,31 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 				return f.ctx.Err()
 			}
 		}
-		frame := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{next}}
-		bytes := batchBytes(next)
+		frame.Batches = append(frame.Batches[:0], next)
+		bytes := next.Bytes()
 		next = nil
 	more:
 		for len(frame.Batches) < forwardFrameBatches && bytes < maxFrameBytes {
 			select {
 			case b := <-f.sendC:
-				if bytes+batchBytes(b) > maxFrameBytes {
+				if bytes+b.Bytes() > maxFrameBytes {
 					next = b // starts the next frame
 					break more
 				}
 				frame.Batches = append(frame.Batches, b)
-				bytes += batchBytes(b)
+				bytes += b.Bytes()
 			default:
 				break more
 			}
 		}
-		if err := stream.Send(frame); err != nil {
+		// kv's codec encodes the frame (SendFrame.AppendEncoded) before
+		// SendMsg returns: the batches are free again then.
+		if err := stream.SendMsg(&frame); err != nil {
 			return err
+		}
+		for i, b := range frame.Batches {
+			f.release(b)
+			frame.Batches[i] = nil
 		}
 		sent++
 		if next != nil {
@@ -342,37 +355,59 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 	}
 }
 
-// checkEncodable refuses a batch with a queue name, key or consumer id
-// that is not UTF-8: etcd keys are any bytes, but members pass them as
-// protobuf strings, which gRPC's codec refuses to encode, and a frame it
-// cannot encode ends the stream. The put fails InvalidArgument; a held
-// copy stays held.
-func checkEncodable(b *peerpb.ForwardBatch) error {
-	if !utf8.ValidString(b.Queue) {
-		return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", b.Queue)
+// batchOf returns a batch of f's holding msgs of queue name, their
+// values copied: a value in the queue log's mapping may go once it
+// returns. A queue name, key or consumer id that is not UTF-8 is
+// refused: etcd keys are any bytes, but members pass them as protobuf
+// strings, which gRPC's codec refuses to encode, and a frame it cannot
+// encode ends the stream. The put fails InvalidArgument; a held copy
+// stays held.
+func (f *forwarder) batchOf(name string, msgs []incoming) (*peerpb.SendBatch, error) {
+	if !utf8.ValidString(name) {
+		return nil, errQueueNotUTF8(name)
 	}
-	queue := ""
-	for _, q := range b.Messages {
-		if q.Queue != queue { // a batch is of one queue: checked once
-			if !utf8.ValidString(q.Queue) {
-				return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", q.Queue)
-			}
-			queue = q.Queue
-		}
-		if !utf8.ValidString(q.Tail) || !utf8.ValidString(q.Consumer) {
-			return status.Errorf(codes.InvalidArgument, "etcdserver: queue %s: key %q is not UTF-8: it cannot be forwarded to the dispatcher", q.Queue, q.Tail)
+	b, _ := f.batches.Get().(*peerpb.SendBatch)
+	if b == nil {
+		b = new(peerpb.SendBatch)
+	}
+	b.Reset()
+	n := 0
+	for i := range msgs {
+		n += len(msgs[i].value) + len(msgs[i].tail) + len(msgs[i].consumer) + len(name) + messageFieldBytes
+	}
+	b.Grow(n)
+	var q peerpb.QueueMessage
+	q.Queue = name
+	for i := range msgs {
+		in := &msgs[i]
+		q.Tail, q.Value, q.Origin, q.N, q.Seq = in.tail, in.value, in.id.Origin, in.id.N, in.seq
+		q.Consumer, q.Attempts = in.consumer, int64(in.attempts)
+		if !b.AddMessage(&q, true) {
+			return nil, status.Errorf(codes.InvalidArgument, "etcdserver: queue %s: key %q is not UTF-8: it cannot be forwarded to the dispatcher", name, in.tail)
 		}
 	}
-	return nil
+	return b, nil
 }
 
-// batchBytes is the message bytes of a forward batch.
-func batchBytes(b *peerpb.ForwardBatch) int {
-	n := 0
-	for _, m := range b.Messages {
-		n += len(m.Value) + len(m.Tail)
+// messageFieldBytes bounds what a forwarded message's wire form takes
+// besides its queue name, tail, value and consumer id: its tag and
+// length, the fields' tags and lengths, and four varints.
+const messageFieldBytes = 3 + 4*3 + 4*11
+
+// maxPooledBatch is the largest buffer of messages a forwarder keeps for
+// another batch: a full copy of a queue sent to a new backup goes in
+// frames of megabytes, which are not kept.
+const maxPooledBatch = 1 << 20
+
+// release gives b back for another batch.
+func (f *forwarder) release(b *peerpb.SendBatch) {
+	if b.Cap() <= maxPooledBatch {
+		f.batches.Put(b)
 	}
-	return n
+}
+
+func errQueueNotUTF8(name string) error {
+	return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", name)
 }
 
 func errString(err error) string {

@@ -62,11 +62,11 @@ func incomingOf(q *peerpb.QueueMessage) incoming {
 		consumer: q.Consumer, attempts: int(q.Attempts)}
 }
 
-// toMessages returns msgs as messages of queue name. Their structs are
-// made in one allocation: a batch is up to a txn of puts or a handover
-// chunk, and they live as long as the batch. Values that are views of
-// the queue log are copied, into one buffer: the frame may be sent after
-// msgs are gone, and their mapping with them.
+// toMessages returns msgs as messages of queue name, for a call that
+// holds copies (Hold); a forward stream's batches encode msgs instead
+// (batchOf). Their structs are made in one allocation. Values that are
+// views of the queue log are copied, into one buffer: the call may be
+// sent after msgs are gone, and their mapping with them.
 func toMessages(name string, msgs []incoming) []*peerpb.QueueMessage {
 	n := 0
 	for _, in := range msgs {
@@ -535,7 +535,11 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 		return err
 	}
 	span, traceparent := m.startForward(ctx, name, member, len(msgs))
-	err = f.send(ctx, &peerpb.ForwardBatch{Messages: toMessages(name, msgs), Traceparent: traceparent, Puts: puts}, timeout)
+	b, err := f.batchOf(name, msgs)
+	if err == nil {
+		b.Head.Traceparent, b.Head.Puts = traceparent, puts
+		err = f.send(ctx, b, timeout)
+	}
 	endSpan(span, err)
 	return err
 }

@@ -132,9 +132,10 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 }
 
 // appendEncoder is a message that encodes itself, as proto.Marshal
-// would, faster: peerpb.ForwardFrame, the bulk of what a forwarding
-// member sends. EncodedSize reports false for a message it does not
-// encode, which proto.Marshal then does.
+// would, faster: peerpb.SendFrame, the bulk of what a forwarding member
+// sends. EncodedSize reports false for a message it does not encode,
+// which proto.Marshal then does (a SendFrame, not a proto message, fails
+// then: its sender checks its batches first).
 type appendEncoder interface {
 	EncodedSize() (int, bool)
 	AppendEncoded(b []byte) []byte

@@ -264,27 +264,36 @@ func TestProtoCodec_Marshal_putTxnResponse(t *testing.T) {
 	}
 }
 
-// TestProtoCodec_Marshal_forwardFrame: the codec encodes forward frames,
-// small and pooled, as proto.Marshal does, and one the frame's own
-// encoder refuses (a key that is not UTF-8) fails as proto.Marshal
-// fails.
+// TestProtoCodec_Marshal_forwardFrame: the codec encodes the frames a
+// forward stream sends (peerpb.SendFrame), small and pooled, as
+// proto.Marshal encodes the ForwardFrame of the same batches, and
+// refuses one whose batch could not be encoded rather than send
+// something else.
 func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
-	var _ appendEncoder = (*peerpb.ForwardFrame)(nil) // the codec's fast path takes frames
+	var _ appendEncoder = (*peerpb.SendFrame)(nil) // the codec's fast path takes frames
+	puts := &peerpb.SendBatch{}
 	batch := &peerpb.ForwardBatch{Id: 3, Puts: true}
 	for i := range 128 {
-		batch.Messages = append(batch.Messages, &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)})
+		m := &peerpb.QueueMessage{Queue: "ch:db.events", Tail: fmt.Sprint(i), Value: []byte(`{"id":1}`), Origin: 9, N: uint64(i + 1)}
+		batch.Messages = append(batch.Messages, m)
+		puts.AddMessage(m, false)
 	}
-	small := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Id: 1, Kind: peerpb.ForwardKind_RELEASE, Queue: "q", Seqs: []uint64{1, 2}}}}
+	puts.Head.Id, puts.Head.Puts = 3, true
+	release := &peerpb.SendBatch{}
+	release.Head.Id, release.Head.Kind, release.Head.Queue, release.Head.Seqs = 1, peerpb.ForwardKind_RELEASE, "q", []uint64{1, 2}
 	codec := protoCodec{pool: &bufferPool{}}
-	for name, fr := range map[string]*peerpb.ForwardFrame{"128 puts": {Batches: []*peerpb.ForwardBatch{batch}}, "a release": small} {
-		if _, ok := fr.EncodedSize(); !ok {
-			t.Fatalf("%s: the frame's encoder refused it", name)
-		}
-		want, err := proto.Marshal(fr)
+	for name, tt := range map[string]struct {
+		sent *peerpb.SendBatch
+		want *peerpb.ForwardBatch
+	}{
+		"128 puts":  {puts, batch},
+		"a release": {release, &peerpb.ForwardBatch{Id: 1, Kind: peerpb.ForwardKind_RELEASE, Queue: "q", Seqs: []uint64{1, 2}}},
+	} {
+		want, err := proto.Marshal(&peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{tt.want}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		bs, err := codec.Marshal(fr)
+		bs, err := codec.Marshal(&peerpb.SendFrame{Batches: []*peerpb.SendBatch{tt.sent}})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -293,9 +302,10 @@ func TestProtoCodec_Marshal_forwardFrame(t *testing.T) {
 		}
 		bs.Free()
 	}
-	bad := &peerpb.ForwardFrame{Batches: []*peerpb.ForwardBatch{{Messages: []*peerpb.QueueMessage{{Queue: "q", Tail: "\xff"}}}}}
-	if _, err := codec.Marshal(bad); err == nil {
-		t.Errorf("a tail that is not UTF-8: got no error, want proto.Marshal's")
+	bad := &peerpb.SendBatch{}
+	bad.Head.Queue = "\xff"
+	if _, err := codec.Marshal(&peerpb.SendFrame{Batches: []*peerpb.SendBatch{bad}}); err == nil {
+		t.Errorf("a queue name that is not UTF-8: got no error")
 	}
 }
 

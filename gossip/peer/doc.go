@@ -43,5 +43,9 @@
 // decoded into once the receiver is done with this one (Done), a
 // repeated queue name kept once. It accepts and refuses what
 // proto.Unmarshal does, unknown fields skipped (a fuzz test holds it to
-// that), so the wire form stays the .proto's.
+// that), so the wire form stays the .proto's. It is sent as a
+// peerpb.SendFrame, of SendBatches whose messages were encoded into one
+// buffer each as the batch was made, with no QueueMessage per message:
+// the codec writes the frame from them (SendFrame.AppendEncoded), the
+// bytes proto.Marshal writes for the ForwardFrame of the same batches.
 package peer

@@ -6,100 +6,142 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// EncodedSize returns the length of x's wire form as AppendEncoded
-// writes it, the bytes proto.Marshal writes, and reports false when x
-// holds what AppendEncoded does not write as proto.Marshal would: unknown
-// fields, or a string that is not UTF-8 (which proto.Marshal refuses).
-// Then the caller marshals x with proto.
-//
-// A frame is the bulk of what a forwarding member sends, and
-// proto.Marshal walks it through reflection-built tables: about a tenth
-// of a forwarding member's CPU under txn puts. EncodedSize and
-// AppendEncoded walk the few fields a frame has directly.
-func (x *ForwardFrame) EncodedSize() (int, bool) {
-	if len(x.unknownFields) > 0 {
-		return 0, false
-	}
-	n := 0
-	for _, b := range x.Batches {
-		if !b.encodable() {
-			return 0, false
-		}
-		n += 1 + protowire.SizeBytes(b.encodedSize())
-	}
-	return n, true
+// SendBatch is a ForwardBatch as a member sends it: Head holds every
+// field but the messages, which are encoded as they are added
+// (AddMessage) into one buffer of wire form, the bytes proto.Marshal
+// writes for them. A forwarding member makes a batch of a txn's puts
+// this way, without a QueueMessage for each put, and its forward stream
+// then writes the batches' buffers in a frame (SendFrame) without
+// walking their messages again. Head.Messages stays empty; Head.Id may
+// be set until the batch is encoded in a frame.
+type SendBatch struct {
+	Head  ForwardBatch
+	msgs  []byte // field 2 of ForwardBatch, once per message added
+	count int
+	bytes int // values and tails
 }
 
-// AppendEncoded appends x's wire form to b, the bytes proto.Marshal
-// writes, for a frame whose EncodedSize reported true.
-func (x *ForwardFrame) AppendEncoded(b []byte) []byte {
-	for _, batch := range x.Batches {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(batch.encodedSize()))
-		b = batch.appendEncoded(b)
-	}
-	return b
+// Reset empties b for another batch, keeping its buffer.
+func (b *SendBatch) Reset() {
+	b.Head.Reset()
+	b.msgs, b.count, b.bytes = b.msgs[:0], 0, 0
 }
 
-// encodable reports whether x and its messages are written by
-// appendEncoded as proto.Marshal would write them.
-func (x *ForwardBatch) encodable() bool {
-	if x == nil || len(x.unknownFields) > 0 || !utf8.ValidString(x.Traceparent) || !utf8.ValidString(x.Queue) || !utf8.ValidString(x.Boot) {
+// Grow makes room for n more bytes of messages without a new buffer.
+func (b *SendBatch) Grow(n int) {
+	if cap(b.msgs)-len(b.msgs) < n {
+		msgs := make([]byte, len(b.msgs), len(b.msgs)+n)
+		copy(msgs, b.msgs)
+		b.msgs = msgs
+	}
+}
+
+// Cap is the size of b's buffer of messages.
+func (b *SendBatch) Cap() int { return cap(b.msgs) }
+
+// MessageSize is what AddMessage(m) adds to b's buffer.
+func MessageSize(m *QueueMessage) int {
+	return 1 + protowire.SizeBytes(m.encodedSize())
+}
+
+// AddMessage appends m to b, its value copied. It reports false, and
+// adds nothing, when m holds what proto.Marshal would not write (a
+// string that is not UTF-8, unknown fields). queueChecked says that
+// m.Queue is known to be UTF-8 (the batch's messages name one queue,
+// checked once).
+func (b *SendBatch) AddMessage(m *QueueMessage, queueChecked bool) bool {
+	if len(m.unknownFields) > 0 || !utf8.ValidString(m.Tail) || !utf8.ValidString(m.Consumer) || (!queueChecked && !utf8.ValidString(m.Queue)) {
 		return false
 	}
-	queue := "" // valid, and the queue of a batch's messages is mostly one string
-	for _, m := range x.Messages {
-		if m == nil || len(m.unknownFields) > 0 || !utf8.ValidString(m.Tail) || !utf8.ValidString(m.Consumer) {
-			return false
-		}
-		if m.Queue != queue {
-			if !utf8.ValidString(m.Queue) {
-				return false
-			}
-			queue = m.Queue
-		}
-	}
+	b.msgs = protowire.AppendTag(b.msgs, 2, protowire.BytesType)
+	b.msgs = protowire.AppendVarint(b.msgs, uint64(m.encodedSize()))
+	b.msgs = m.appendEncoded(b.msgs)
+	b.count++
+	b.bytes += len(m.Value) + len(m.Tail)
 	return true
 }
 
-func (x *ForwardBatch) encodedSize() int {
-	n := sizeVarint(x.Id)
-	for _, m := range x.Messages {
-		n += 1 + protowire.SizeBytes(m.encodedSize())
+// Len is the number of messages added.
+func (b *SendBatch) Len() int { return b.count }
+
+// Bytes is the bytes of the values and tails added.
+func (b *SendBatch) Bytes() int { return b.bytes }
+
+// Encodable reports whether b's head is written as proto.Marshal would
+// write it: no unknown fields, no message, strings of UTF-8. A frame of
+// batches that are not is not sent (SendFrame).
+func (b *SendBatch) Encodable() bool {
+	h := &b.Head
+	return len(h.unknownFields) == 0 && len(h.Messages) == 0 && utf8.ValidString(h.Traceparent) && utf8.ValidString(h.Queue) && utf8.ValidString(h.Boot)
+}
+
+// size is the length of b's wire form.
+func (b *SendBatch) size() int {
+	h := &b.Head
+	n := sizeVarint(h.Id) + len(b.msgs)
+	n += sizeString(h.Traceparent) + sizeVarint(uint64(h.Kind)) + sizeString(h.Queue)
+	if len(h.Seqs) > 0 {
+		n += 1 + protowire.SizeBytes(packedSize(h.Seqs))
 	}
-	n += sizeString(x.Traceparent) + sizeVarint(uint64(x.Kind)) + sizeString(x.Queue)
-	if len(x.Seqs) > 0 {
-		n += 1 + protowire.SizeBytes(packedSize(x.Seqs))
-	}
-	n += sizeString(x.Boot)
-	if x.Puts {
+	n += sizeString(h.Boot)
+	if h.Puts {
 		n += 2
 	}
 	return n
 }
 
-func (x *ForwardBatch) appendEncoded(b []byte) []byte {
-	b = appendVarint(b, 1, x.Id)
-	for _, m := range x.Messages {
-		b = protowire.AppendTag(b, 2, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(m.encodedSize()))
-		b = m.appendEncoded(b)
-	}
-	b = appendString(b, 3, x.Traceparent)
-	b = appendVarint(b, 4, uint64(x.Kind))
-	b = appendString(b, 5, x.Queue)
-	if len(x.Seqs) > 0 {
-		b = protowire.AppendTag(b, 6, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(packedSize(x.Seqs)))
-		for _, s := range x.Seqs {
-			b = protowire.AppendVarint(b, s)
+// appendEncoded appends b's wire form, in field order as proto.Marshal
+// writes it.
+func (b *SendBatch) appendEncoded(out []byte) []byte {
+	h := &b.Head
+	out = appendVarint(out, 1, h.Id)
+	out = append(out, b.msgs...)
+	out = appendString(out, 3, h.Traceparent)
+	out = appendVarint(out, 4, uint64(h.Kind))
+	out = appendString(out, 5, h.Queue)
+	if len(h.Seqs) > 0 {
+		out = protowire.AppendTag(out, 6, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(packedSize(h.Seqs)))
+		for _, s := range h.Seqs {
+			out = protowire.AppendVarint(out, s)
 		}
 	}
-	b = appendString(b, 7, x.Boot)
-	if x.Puts {
-		b = append(b, 8<<3|byte(protowire.VarintType), 1)
+	out = appendString(out, 7, h.Boot)
+	if h.Puts {
+		out = append(out, 8<<3|byte(protowire.VarintType), 1)
 	}
-	return b
+	return out
+}
+
+// SendFrame is a ForwardFrame of SendBatches, which encodes itself as
+// proto.Marshal encodes the ForwardFrame of the same batches: what a
+// member's forward stream sends. Its batches must be Encodable.
+type SendFrame struct {
+	Batches []*SendBatch
+}
+
+// EncodedSize returns the length of f's wire form, and false when a
+// batch is not Encodable: the frame must not be sent then.
+func (f *SendFrame) EncodedSize() (int, bool) {
+	n := 0
+	for _, b := range f.Batches {
+		if !b.Encodable() {
+			return 0, false
+		}
+		n += 1 + protowire.SizeBytes(b.size())
+	}
+	return n, true
+}
+
+// AppendEncoded appends f's wire form to out, for a frame whose
+// EncodedSize reported true.
+func (f *SendFrame) AppendEncoded(out []byte) []byte {
+	for _, b := range f.Batches {
+		out = protowire.AppendTag(out, 1, protowire.BytesType)
+		out = protowire.AppendVarint(out, uint64(b.size()))
+		out = b.appendEncoded(out)
+	}
+	return out
 }
 
 func (x *QueueMessage) encodedSize() int {
