@@ -34,6 +34,7 @@ type frameArena struct {
 	bptrs   []*ForwardBatch
 	msgs    []QueueMessage
 	ptrs    []*QueueMessage
+	counts  []int // of each batch's messages, from countFrame
 }
 
 // UnmarshalPooled decodes buf, a ForwardFrame's wire form, into r,
@@ -77,10 +78,12 @@ func (r *RecvFrame) Done(reuse bool) {
 func (r *RecvFrame) decode(b []byte) error {
 	x := &r.ForwardFrame
 	x.Reset()
-	nb, nm, err := countFrame(b)
+	counts, nm, err := countFrame(b, r.slabs.counts[:0])
+	r.slabs.counts = counts
 	if err != nil {
 		return err
 	}
+	nb := len(counts)
 	a := r.slabs.reserve(nb, nm)
 	if nb > 0 {
 		x.Batches = a.bptrs[:0:nb]
@@ -98,7 +101,7 @@ func (r *RecvFrame) decode(b []byte) error {
 				return errFrame
 			}
 			batch := &a.batches[len(x.Batches)]
-			if err := batch.unmarshalOwned(v, d); err != nil {
+			if err := batch.unmarshalOwned(v, d, counts[len(x.Batches)]); err != nil {
 				return err
 			}
 			x.Batches = append(x.Batches, batch)
@@ -161,43 +164,40 @@ func (d *frameSlabs) tail(v []byte) string {
 	return unsafe.String(&d.tails[start], len(v))
 }
 
-// countFrame returns how many batches a ForwardFrame's wire form holds
-// and how many messages they hold, so that they are made at once.
-func countFrame(b []byte) (batches, msgs int, err error) {
+// countFrame appends to counts how many messages each batch of a
+// ForwardFrame's wire form holds, in order, and returns them and their
+// sum, so that the batches and messages are made at once.
+func countFrame(b []byte, counts []int) (_ []int, msgs int, err error) {
 	for len(b) > 0 {
 		num, typ, n := consumeTag(b)
 		if n < 0 {
-			return 0, 0, errFrame
+			return counts, 0, errFrame
 		}
 		b = b[n:]
 		if num == 1 && typ == protowire.BytesType {
 			v, n := protowire.ConsumeBytes(b)
 			if n < 0 {
-				return 0, 0, errFrame
+				return counts, 0, errFrame
 			}
 			m, err := countMessages(v)
 			if err != nil {
-				return 0, 0, err
+				return counts, 0, err
 			}
-			batches, msgs = batches+1, msgs+m
+			counts, msgs = append(counts, m), msgs+m
 			b = b[n:]
 			continue
 		}
 		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return 0, 0, errFrame
+			return counts, 0, errFrame
 		}
 		b = b[n:]
 	}
-	return batches, msgs, nil
+	return counts, msgs, nil
 }
 
-// unmarshalOwned decodes a ForwardBatch into x, which is new, its
-// messages into the next of d's.
-func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs) error {
-	msgs, err := countMessages(b)
-	if err != nil {
-		return err
-	}
+// unmarshalOwned decodes a ForwardBatch of msgs messages (countMessages)
+// into x, which is new, its messages into the next of d's.
+func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 	if msgs > 0 {
 		x.Messages = d.ptrs[d.next : d.next : d.next+msgs]
 	}
