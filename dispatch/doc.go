@@ -278,6 +278,10 @@
 //     Config.MaxKeyBytes and its value at most Config.MaxRequestBytes, the
 //     client limits of kv (1 KiB and 1.5 MiB by default); a ClickHouse
 //     queue's value is a JSON object, as a put's is (sink.ValidateRow).
+//     That check is the one a txn's rows to one queue get when forwarded:
+//     the forwarding member checks them only before it keeps them itself
+//     (its own queue, copies held) and when the dispatcher refuses them,
+//     for the client's error to name the put's key.
 //   - The byte cap (max_bytes) holds for forwarded, held and backed-up
 //     messages as for local puts: a full queue answers ResourceExhausted
 //     ("etcdserver: too many requests"), which the forwarding member

@@ -1,9 +1,11 @@
 package dispatch
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -35,5 +37,72 @@ func TestCluster_forwardKeyNotUTF8(t *testing.T) {
 		if q.Name == "jobs" && q.Rows != 2 {
 			t.Errorf("dispatcher's rows: got %d, want 2 (first, after)", q.Rows)
 		}
+	}
+}
+
+// TestCluster_forwardedTxnRowsChecked: a forwarding member leaves the
+// check of a txn's ClickHouse rows to the queue's dispatcher, yet the
+// client sees what it would see from the dispatcher's own member: a txn
+// with one row that is not a JSON object fails InvalidArgument naming
+// the put's key as the client spelled it, and none of its puts is kept.
+// A txn to two queues is checked whole before any is forwarded, and
+// rows held while the dispatcher is unreachable are checked before they
+// are held.
+func TestCluster_forwardedTxnRowsChecked(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	for _, q := range []string{"ch:events", "ch:other"} {
+		if _, err := a.cli.Put(ctx, "/q/"+q+"/p/first", `{"id":0}`); err != nil { // a dispatches
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "the records on b", func() bool {
+		return recordOn(b, "ch:events") != "" && recordOn(b, "ch:other") != ""
+	})
+	rowsOn := func(m *member, q string) int {
+		s, _ := queueOn(m, q)
+		return s.Rows + s.Held
+	}
+	txn := func(ops ...clientv3.Op) error {
+		_, err := b.cli.Txn(ctx).Then(ops...).Commit()
+		return err
+	}
+	bad := `{"id":2} trailing`
+
+	err := txn(clientv3.OpPut("/queue/ch:events/producer/k1", `{"id":1}`), clientv3.OpPut("/queue/ch:events/producer/k2", bad), clientv3.OpPut("/queue/ch:events/producer/k3", `{"id":3}`))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/queue/ch:events/producer/k2: ") {
+		t.Fatalf("forwarded txn with a bad row: %v, want InvalidArgument naming /queue/ch:events/producer/k2", err)
+	}
+	err = txn(clientv3.OpPut("/q/ch:events/p/k4", `{"id":4}`), clientv3.OpPut("/q/ch:other/p/k5", bad))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/q/ch:other/p/k5: ") {
+		t.Fatalf("txn to two queues with a bad row in the second: %v, want InvalidArgument naming /q/ch:other/p/k5", err)
+	}
+	for _, q := range []string{"ch:events", "ch:other"} {
+		if n := rowsOn(a, q); n != 1 {
+			t.Errorf("%s on the dispatcher: %d rows, want 1 (the first put only)", q, n)
+		}
+	}
+	if err := txn(clientv3.OpPut("/q/ch:events/p/k6", `{"id":6}`), clientv3.OpPut("/q/ch:events/p/k7", `{"id":7}`)); err != nil {
+		t.Fatalf("a good txn after: %v", err)
+	}
+	if n := rowsOn(a, "ch:events"); n != 3 {
+		t.Errorf("ch:events on the dispatcher after a good txn: %d rows, want 3", n)
+	}
+
+	a.stop() // still listed by b: its puts are held
+	err = txn(clientv3.OpPut("/q/ch:events/p/k8", `{"id":8}`), clientv3.OpPut("/q/ch:events/p/k9", bad))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/q/ch:events/p/k9: ") {
+		t.Fatalf("txn with a bad row while the dispatcher is unreachable: %v, want InvalidArgument naming /q/ch:events/p/k9", err)
+	}
+	if n := rowsOn(b, "ch:events"); n != 0 {
+		t.Errorf("b holds %d copies of a refused txn, want 0", n)
+	}
+	if err := txn(clientv3.OpPut("/q/ch:events/p/k10", `{"id":10}`), clientv3.OpPut("/q/ch:events/p/k11", `{"id":11}`)); err != nil {
+		t.Fatalf("a good txn while the dispatcher is unreachable: %v", err)
+	}
+	if n := rowsOn(b, "ch:events"); n != 2 {
+		t.Errorf("b holds %d copies of a good txn, want 2", n)
 	}
 }

@@ -586,6 +586,7 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 	var bad error
 	var k Key
 	prefix, ch := "", false // the last parsed producer key less its tail; its queue's kind
+	rows := false           // puts to ClickHouse queues, their rows not checked yet
 	for i, p := range puts {
 		key := keys[off : off+len(p.Key)]
 		off += len(p.Key)
@@ -594,9 +595,6 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 			// name one queue 128 times.
 			k.Tail = tail
 			b.queue[i] = b.queue[i-1]
-			if bad == nil && ch {
-				bad = checkRow(p)
-			}
 		} else {
 			k = ParseKey(key)
 			k.Queue = b.name(i, k.Queue)
@@ -605,15 +603,25 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 				prefix = key[:len(key)-len(k.Tail)]
 			}
 			if bad == nil {
-				if ch, bad = m.checkProducer(p, k); bad == nil && ch {
-					bad = checkRow(p)
-				}
+				ch, bad = m.checkProducer(p, k)
 			}
 		}
+		rows = rows || ch
 		b.msgs[i] = incoming{tail: k.Tail, value: p.Value}
 	}
+	// The rows of a txn to one queue are checked where they are kept
+	// (produceOne): the dispatcher checks what a member forwards it, a
+	// member's rows too, so a forwarding member leaves it that. A txn to
+	// several queues is all or nothing: its rows are checked first.
+	var checkRows func() error
+	if bad == nil && rows {
+		checkRows = func() error { return b.checkRows(puts) }
+		if len(b.names) > 1 {
+			bad, checkRows = checkRows(), nil
+		}
+	}
 	tr := m.putTrace(ctx)
-	for i := range b.msgs { // ids after validation: a refused put uses none
+	for i := range b.msgs { // ids after the checks above: a put they refuse uses none
 		if bad != nil {
 			break
 		}
@@ -626,7 +634,7 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 	for _, g := range b.byQueue() {
 		if err == nil {
 			var let bool
-			let, err = m.produceOne(ctx, g.name, g.msgs)
+			let, err = m.produceOne(ctx, g.name, g.msgs, checkRows)
 			detached = detached && let
 		}
 		// Queues before a failing one took their messages; it and the
@@ -634,6 +642,19 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
 	return detached, err
+}
+
+// checkRows refuses puts whose queue is a ClickHouse queue and whose
+// value is not a row (checkRow), puts being the batch's puts.
+func (b *txnBatch) checkRows(puts []*pb.PutRequest) error {
+	for i, p := range puts {
+		if _, ch := sink.TableOf(b.names[b.queue[i]]); ch {
+			if err := checkRow(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // inLog reports whether every message's value is its record's bytes in
@@ -757,7 +778,7 @@ func (m *Manager) produceSingle(ctx context.Context, p *pb.PutRequest) error {
 		in, err = m.newMessage(k, p, m.putTrace(ctx))
 	}
 	if err == nil {
-		_, err = m.produceOne(ctx, k.Queue, []incoming{in})
+		_, err = m.produceOne(ctx, k.Queue, []incoming{in}, nil)
 	}
 	m.inserts.countPuts(ctx, k.Queue, err, 1)
 	return err
@@ -795,14 +816,31 @@ func (m *Manager) nextN() (uint64, error) {
 // It reports let when nothing refers to msgs' values any more: they went
 // to this member's queue at the first try and are their records in the
 // queue log (inLog), or were forwarded and answered (produceRemote).
-func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming) (let bool, err error) {
+// checkRows, when not nil, is the check of msgs' rows not made yet
+// (ProduceDetached): made here before this member keeps them, left to
+// the dispatcher they are forwarded to, which checks them too, and made
+// here again when it refuses them, for the error to name the put's key
+// as it would have here.
+func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
 	for try := range 3 {
 		rec := m.dispatcherOf(ctx, name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
 			if _, more := nextEpoch(rec); !more && !m.alive(rec.Member) {
 				return false, errEpochExhausted(name) // not claimed: it would wrap
 			}
-			return m.produceRemote(ctx, rec, name, msgs)
+			let, err := m.produceRemote(ctx, rec, name, msgs, checkRows)
+			if checkRows != nil && status.Code(err) == codes.InvalidArgument {
+				if bad := checkRows(); bad != nil {
+					err = bad
+				}
+			}
+			return let, err
+		}
+		if checkRows != nil {
+			if err := checkRows(); err != nil {
+				return false, err
+			}
+			checkRows = nil
 		}
 		// A put that has not left this member, or was refused elsewhere
 		// before anything was kept of it.
@@ -881,8 +919,9 @@ func (m *Manager) epochOf(name string) uint64 {
 // dispatcher is elected, so the put still succeeds and nothing is lost.
 // It reports let when the first forward was answered OK: the frame that
 // carried msgs was encoded before the dispatcher could answer, and
-// nothing else took them.
-func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming) (let bool, err error) {
+// nothing else took them. checkRows is produceOne's: made before msgs
+// are kept here.
+func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
 	ack := m.view(name).set.Ack
 	timeout := forwardTimeout
 	if ack == AckInserted {
@@ -921,7 +960,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 				}
 				rec = m.dispatcherOf(ctx, name, claimAsProducer)
 				if rec.Member == m.cfg.MemberID {
-					_, err := m.produceOne(ctx, name, msgs)
+					_, err := m.produceOne(ctx, name, msgs, checkRows)
 					return false, err
 				}
 				continue
@@ -932,6 +971,11 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// Copies held here would return before the rows are in
 			// ClickHouse: the producer retries instead.
 			return false, err
+		}
+		if checkRows != nil {
+			if err := checkRows(); err != nil {
+				return false, err
+			}
 		}
 		m.log.Log(ctx, m.warns.level("unreachable "+name, m.clock.Now()), "dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
 		return false, m.hold(ctx, name, msgs)
