@@ -53,8 +53,8 @@ func (b *SendBatch) AddMessage(m *QueueMessage, queueChecked bool) bool {
 	if len(m.unknownFields) > 0 || !utf8.ValidString(m.Tail) || !utf8.ValidString(m.Consumer) || (!queueChecked && !utf8.ValidString(m.Queue)) {
 		return false
 	}
-	b.msgs = protowire.AppendTag(b.msgs, 2, protowire.BytesType)
-	b.msgs = protowire.AppendVarint(b.msgs, uint64(m.encodedSize()))
+	b.msgs = append(b.msgs, tag(2, protowire.BytesType))
+	b.msgs = appendUvarint(b.msgs, uint64(m.encodedSize()))
 	b.msgs = m.appendEncoded(b.msgs)
 	b.count++
 	b.bytes += len(m.Value) + len(m.Tail)
@@ -156,8 +156,9 @@ func (x *QueueMessage) appendEncoded(b []byte) []byte {
 	b = appendString(b, 1, x.Queue)
 	b = appendString(b, 2, x.Tail)
 	if len(x.Value) > 0 {
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
-		b = protowire.AppendBytes(b, x.Value)
+		b = append(b, tag(3, protowire.BytesType))
+		b = appendUvarint(b, uint64(len(x.Value)))
+		b = append(b, x.Value...)
 	}
 	b = appendVarint(b, 4, x.Origin)
 	b = appendVarint(b, 5, x.N)
@@ -191,17 +192,36 @@ func packedSize(vs []uint64) int {
 	return n
 }
 
+// tag is the one byte of a field's tag, for a field number below 16.
+func tag(num protowire.Number, typ protowire.Type) byte {
+	return byte(num)<<3 | byte(typ)
+}
+
+// appendUvarint is protowire.AppendVarint, the one- and two-byte lengths
+// of a message's fields written inline: a frame writes several for each
+// of its messages.
+func appendUvarint(b []byte, v uint64) []byte {
+	switch {
+	case v < 1<<7:
+		return append(b, byte(v))
+	case v < 1<<14:
+		return append(b, byte(v)|0x80, byte(v>>7))
+	}
+	return protowire.AppendVarint(b, v)
+}
+
 func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
 	if v == 0 {
 		return b
 	}
-	return protowire.AppendVarint(protowire.AppendTag(b, num, protowire.VarintType), v)
+	return appendUvarint(append(b, tag(num, protowire.VarintType)), v)
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
 	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
+	b = append(b, tag(num, protowire.BytesType))
+	b = appendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
