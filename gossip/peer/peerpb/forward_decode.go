@@ -96,7 +96,7 @@ func (r *RecvFrame) decode(b []byte) error {
 		}
 		b = b[n:]
 		if num == 1 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return errFrame
 			}
@@ -175,7 +175,7 @@ func countFrame(b []byte, counts []int) (_ []int, msgs int, err error) {
 		}
 		b = b[n:]
 		if num == 1 && typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return counts, 0, errFrame
 			}
@@ -211,7 +211,7 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 		b = b[n:]
 		switch {
 		case num == 2 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return errFrame
 			}
@@ -222,12 +222,12 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 			x.Messages = append(x.Messages, m)
 			b = b[n:]
 		case num == 6 && typ == protowire.BytesType: // seqs, packed
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return errFrame
 			}
 			for len(v) > 0 {
-				s, k := protowire.ConsumeVarint(v)
+				s, k := consumeVarint(v)
 				if k < 0 {
 					return errFrame
 				}
@@ -236,7 +236,7 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 			}
 			b = b[n:]
 		case (num == 1 || num == 4 || num == 6 || num == 8) && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := consumeVarint(b)
 			if n < 0 {
 				return errFrame
 			}
@@ -252,7 +252,7 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 			}
 			b = b[n:]
 		case (num == 3 || num == 5 || num == 7) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 || !utf8.Valid(v) {
 				return errFrame
 			}
@@ -285,7 +285,12 @@ func countMessages(b []byte) (int, error) {
 			return 0, errFrame
 		}
 		b = b[n:]
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+		if typ == protowire.BytesType {
+			_, n = consumeBytes(b)
+		} else {
+			n = protowire.ConsumeFieldValue(num, typ, b)
+		}
+		if n < 0 {
 			return 0, errFrame
 		}
 		b = b[n:]
@@ -309,7 +314,7 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 		b = b[n:]
 		switch {
 		case (num == 1 || num == 2 || num == 7) && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return errFrame
 			}
@@ -328,14 +333,14 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 			}
 			b = b[n:]
 		case num == 3 && typ == protowire.BytesType:
-			v, n := protowire.ConsumeBytes(b)
+			v, n := consumeBytes(b)
 			if n < 0 {
 				return errFrame
 			}
 			x.Value = v[:len(v):len(v)]
 			b = b[n:]
 		case num >= 4 && num <= 8 && num != 7 && typ == protowire.VarintType:
-			v, n := protowire.ConsumeVarint(b)
+			v, n := consumeVarint(b)
 			if n < 0 {
 				return errFrame
 			}
@@ -361,11 +366,45 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 }
 
 // consumeTag is protowire.ConsumeTag, refusing a field number that
-// proto.Unmarshal refuses too.
+// proto.Unmarshal refuses too. A tag of one byte (every field a frame
+// has) is read inline.
 func consumeTag(b []byte) (protowire.Number, protowire.Type, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		if b[0]>>3 == 0 {
+			return 0, 0, -1
+		}
+		return protowire.Number(b[0] >> 3), protowire.Type(b[0] & 7), 1
+	}
 	num, typ, n := protowire.ConsumeTag(b)
 	if n < 0 || !num.IsValid() {
 		return 0, 0, -1
 	}
 	return num, typ, n
+}
+
+// consumeVarint is protowire.ConsumeVarint, a varint of one byte read
+// inline.
+func consumeVarint(b []byte) (uint64, int) {
+	if len(b) > 0 && b[0] < 0x80 {
+		return uint64(b[0]), 1
+	}
+	return protowire.ConsumeVarint(b)
+}
+
+// consumeBytes is protowire.ConsumeBytes, a length of one or two bytes
+// (most fields of a frame's messages) read inline.
+func consumeBytes(b []byte) ([]byte, int) {
+	var n, k int
+	switch {
+	case len(b) > 0 && b[0] < 0x80:
+		n, k = int(b[0]), 1
+	case len(b) > 1 && b[1] < 0x80:
+		n, k = int(b[0]&0x7f)|int(b[1])<<7, 2
+	default:
+		return protowire.ConsumeBytes(b)
+	}
+	if n > len(b)-k {
+		return nil, -1
+	}
+	return b[k : k+n], k + n
 }
