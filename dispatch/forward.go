@@ -391,8 +391,10 @@ func (f *forwarder) batchOf(name string, msgs []incoming) (*peerpb.SendBatch, er
 
 // messageFieldBytes bounds what a forwarded message's wire form takes
 // besides its queue name, tail, value and consumer id: its tag and
-// length, the fields' tags and lengths, and four varints.
-const messageFieldBytes = 3 + 4*3 + 4*11
+// length and those of those four fields (at most 17 bytes, a value being
+// under 2 MiB and a key under 16 KiB), and four varints of at most 11
+// bytes with their tags.
+const messageFieldBytes = 17 + 4*11
 
 // maxPooledBatch is the largest buffer of messages a forwarder keeps for
 // another batch: a full copy of a queue sent to a new backup goes in
