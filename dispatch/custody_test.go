@@ -298,7 +298,7 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 		{Kind: peerpb.ForwardKind_RELEASE, Queue: "jobs", Seqs: []uint64{1}},
 	}
 	before := n.mgr.qlog.Stats()
-	fw := n.mgr.persistFrame(testCtx(t, 10*time.Second), batches)
+	fw := n.mgr.persistFrame(testCtx(t, 10*time.Second), new(frameMsgs), batches)
 	errs := fw.errs
 	after := n.mgr.qlog.Stats()
 	if got := after.Commits - before.Commits; got != 1 {

@@ -79,6 +79,7 @@ func BenchmarkForward_receive(b *testing.B) {
 	b.ReportAllocs()
 	n := uint64(0)
 	var frame peerpb.RecvFrame
+	var fw frameMsgs // as the stream keeps one
 	buf := make([]byte, len(wire))
 	for b.Loop() {
 		copy(buf, wire) // as the peer listener's codec does, into a buffer of its pool
@@ -89,14 +90,15 @@ func BenchmarkForward_receive(b *testing.B) {
 			n++
 			q.N = n // new puts, as a forwarder sends them
 		}
-		fw := m.persistFrame(ctx, frame.Batches)
+		m.persistFrame(ctx, &fw, frame.Batches)
 		if fw.errs[0] != nil {
 			b.Fatal(fw.errs[0])
 		}
-		if _, errs := m.acceptRun(fw, 0, 1, "ch:events", arrivedForwarded, nil); errs != nil {
+		if _, errs := m.acceptRun(&fw, 0, 1, "ch:events", arrivedForwarded, nil); errs != nil {
 			b.Fatal(errs[0])
 		}
 		frame.Done(fw.detached(frame.Batches))
+		fw.done()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/row")
 }
@@ -120,6 +122,7 @@ func BenchmarkForward_receivePuts(b *testing.B) {
 	b.ReportAllocs()
 	n := uint64(0)
 	var frame peerpb.RecvFrame
+	var fw frameMsgs // as the stream keeps one
 	buf := make([]byte, len(wire))
 	for b.Loop() {
 		copy(buf, wire) // as the peer listener's codec does, into a buffer of its pool
@@ -130,18 +133,19 @@ func BenchmarkForward_receivePuts(b *testing.B) {
 			n++
 			fb.Messages[0].N = n
 		}
-		fw := m.persistFrame(ctx, frame.Batches)
+		m.persistFrame(ctx, &fw, frame.Batches)
 		for i := 0; i < len(frame.Batches); {
 			j := i + 1
 			for j < len(frame.Batches) && fw.joins(frame.Batches[j], j, "ch:events", arrivedForwarded, 9) {
 				j++
 			}
-			if _, errs := m.acceptRun(fw, i, j, "ch:events", arrivedForwarded, nil); errs != nil {
+			if _, errs := m.acceptRun(&fw, i, j, "ch:events", arrivedForwarded, nil); errs != nil {
 				b.Fatal(errs[0])
 			}
 			i = j
 		}
 		frame.Done(fw.detached(frame.Batches))
+		fw.done()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(rows)), "ns/put")
 }

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -112,6 +113,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 	// again for the next once nothing refers to the last (detached).
 	var rf peerpb.RecvFrame
 	defer rf.Done(false)
+	var fw frameMsgs
 	for applied := uint64(1); ; applied++ {
 		if err := stream.RecvMsg(&rf); err != nil {
 			return err
@@ -121,7 +123,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			return status.Errorf(codes.InvalidArgument, "dispatch: %d batches in one frame, at most %d", len(frame.Batches), forwardFrameBatches)
 		}
 		res := &peerpb.ForwardResults{Results: make([]*peerpb.ForwardResult, 0, len(frame.Batches)), Applied: applied}
-		fw := s.m.persistFrame(ctx, frame.Batches) // the frame's puts share one fsync
+		s.m.persistFrame(ctx, &fw, frame.Batches) // the frame's puts share one fsync
 		for i := 0; i < len(frame.Batches); {
 			b := frame.Batches[i]
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
@@ -145,7 +147,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 					j++
 				}
 			}
-			wait, errs := s.m.acceptRun(fw, i, j, name, how, tr)
+			wait, errs := s.m.acceptRun(&fw, i, j, name, how, tr)
 			for k := i; k < j; k++ {
 				if errs != nil && errs[k-i] != nil || wait == nil {
 					var err error
@@ -178,6 +180,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			i = j
 		}
 		rf.Done(fw.detached(frame.Batches))
+		fw.done()
 		// Sent even with no result in it: the sender waits for applied.
 		if err := send(res); err != nil {
 			return err
@@ -217,11 +220,30 @@ func arrivalOf(b *peerpb.ForwardBatch, from uint64) arrival {
 // frameMsgs is the produce batches of a forward frame, checked and in
 // the queue log. The messages of the batches that passed are in one
 // slice, in frame order, so a run of batches of one queue is one
-// sub-slice of it, enqueued at once.
+// sub-slice of it, enqueued at once. A Forward stream keeps one for all
+// its frames (persistFrame fills it again, done empties it): nothing
+// keeps its messages once the frame is answered, for a queue copies
+// what it enqueues.
 type frameMsgs struct {
 	msgs []incoming
 	at   []int   // batch i's messages are msgs[at[i]:at[i+1]]
 	errs []error // each batch's error: the batch is answered with it
+}
+
+// maxKeptFrameMsgs is the most messages a frameMsgs keeps room for from
+// one frame to the next: a stream that once carried a frame of a
+// backup's full copy does not keep megabytes for it.
+const maxKeptFrameMsgs = 16 << 10
+
+// done empties f for the next frame, letting go of what its messages
+// refer to (values in the queue log's mapping, traces).
+func (f *frameMsgs) done() {
+	clear(f.msgs)
+	clear(f.errs)
+	f.msgs, f.errs, f.at = f.msgs[:0], f.errs[:0], f.at[:0]
+	if cap(f.msgs) > maxKeptFrameMsgs {
+		f.msgs = nil
+	}
 }
 
 // detached reports whether nothing refers to batches, the frame f was
@@ -256,16 +278,23 @@ func (f *frameMsgs) joins(b *peerpb.ForwardBatch, j int, name string, how arriva
 
 // persistFrame checks the produce batches of a forward frame and appends
 // their messages to the queue log in one append, so that a frame's
-// batches share one fsync.
-func (m *Manager) persistFrame(ctx context.Context, batches []*peerpb.ForwardBatch) *frameMsgs {
-	f := &frameMsgs{at: make([]int, len(batches)+1), errs: make([]error, len(batches))}
+// batches share one fsync. It fills f, empty (new, or done), and
+// returns it.
+func (m *Manager) persistFrame(ctx context.Context, f *frameMsgs, batches []*peerpb.ForwardBatch) *frameMsgs {
+	f.at = slices.Grow(f.at[:0], len(batches)+1)[:len(batches)+1]
+	f.errs = slices.Grow(f.errs[:0], len(batches))[:len(batches)]
 	n := 0
 	for _, b := range batches {
 		if b.Kind == peerpb.ForwardKind_PRODUCE {
 			n += len(b.Messages)
 		}
 	}
-	f.msgs = make([]incoming, 0, n)
+	// Room for every message at once: a group is a sub-slice of f.msgs
+	// that grows in place as its batches are appended.
+	if cap(f.msgs) < n {
+		f.msgs = make([]incoming, 0, n)
+	}
+	f.msgs = f.msgs[:0]
 	var groups []custodyGroup
 	lim := peerLimits{maxKeyBytes: m.cfg.MaxKeyBytes, maxRequestBytes: m.cfg.MaxRequestBytes}
 	var name string // of the last batch checked, whose epoch is epoch

@@ -22,7 +22,7 @@ func forwardedPut(queue, tail string, n uint64, value string) *peerpb.ForwardBat
 // each batch's error.
 func acceptFrame(t *testing.T, m *Manager, batches []*peerpb.ForwardBatch) ([]error, [][2]int) {
 	t.Helper()
-	fw := m.persistFrame(testCtx(t, 10*time.Second), batches)
+	fw := m.persistFrame(testCtx(t, 10*time.Second), new(frameMsgs), batches)
 	out := make([]error, len(batches))
 	var runs [][2]int
 	for i := 0; i < len(batches); {
@@ -175,7 +175,7 @@ func TestFrameMsgs_detached(t *testing.T) {
 				batches = append(batches, &peerpb.ForwardBatch{Id: 3, Kind: peerpb.ForwardKind_BACKUP, Queue: "jobs", Boot: "b1",
 					Messages: []*peerpb.QueueMessage{{Queue: "jobs", Tail: "x", Value: []byte("v3"), Origin: 9, N: 3, Seq: 1}}})
 			}
-			fw := n.mgr.persistFrame(ctx, batches)
+			fw := n.mgr.persistFrame(ctx, new(frameMsgs), batches)
 			for i := range 2 {
 				if fw.errs[i] != nil {
 					t.Fatalf("batch %d: %v", i, fw.errs[i])
@@ -204,5 +204,71 @@ func TestFrameMsgs_detached(t *testing.T) {
 				t.Errorf("the queue's values after the frame's bytes were overwritten: got %q, want %q", got, want)
 			}
 		})
+	}
+}
+
+// TestFrameMsgs_reused: a Forward stream's frameMsgs takes frame after
+// frame in the same arrays. The next frame's messages are its own (the
+// queue holds every frame's values as sent), done lets go of what a
+// frame's messages referred to, and the room of a frame of more than
+// maxKeptFrameMsgs messages is not kept.
+func TestFrameMsgs_reused(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	ctx := testCtx(t, 10*time.Second)
+	if err := n.mgr.Produce(ctx, []*pb.PutRequest{{Key: []byte("/q/jobs/p/first"), Value: []byte("v0")}}); err != nil {
+		t.Fatal(err)
+	}
+	var fw frameMsgs
+	apply := func(batches []*peerpb.ForwardBatch) {
+		t.Helper()
+		n.mgr.persistFrame(ctx, &fw, batches)
+		for i, err := range fw.errs {
+			if err != nil {
+				t.Fatalf("batch %d: %v", i, err)
+			}
+		}
+		if _, errs := n.mgr.acceptRun(&fw, 0, len(batches), "jobs", arrivedForwarded, nil); errs != nil {
+			t.Fatalf("acceptRun: %v", errs)
+		}
+	}
+	apply([]*peerpb.ForwardBatch{forwardedPut("jobs", "a", 1, "v1"), forwardedPut("jobs", "b", 2, "v2")})
+	array := &fw.msgs[:1][0]
+	fw.done()
+	if kept := fw.msgs[:2]; len(fw.msgs) != 0 || kept[0].value != nil || kept[1].region != nil {
+		t.Fatalf("after done: %d messages, the first frame's %+v still referred to", len(fw.msgs), kept)
+	}
+	apply([]*peerpb.ForwardBatch{forwardedPut("jobs", "c", 3, "v3")})
+	if &fw.msgs[0] != array {
+		t.Errorf("the second frame's messages are in a new array, want the first's")
+	}
+	fw.done()
+
+	big := make([]*peerpb.ForwardBatch, 0, maxKeptFrameMsgs/peerCallMessages+1)
+	for id := uint64(4); len(big) < cap(big); id++ {
+		b := &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_PRODUCE, Id: id, Puts: true}
+		for range peerCallMessages {
+			b.Messages = append(b.Messages, &peerpb.QueueMessage{Queue: "jobs", Tail: "k", Value: []byte("v"), Origin: 9, N: 1000 + uint64(len(big))*peerCallMessages + uint64(len(b.Messages))})
+		}
+		big = append(big, b)
+	}
+	apply(big)
+	fw.done()
+	if cap(fw.msgs) != 0 {
+		t.Errorf("after a frame of %d messages: room for %d kept, want none", len(big)*peerCallMessages, cap(fw.msgs))
+	}
+
+	q := n.mgr.lookup("jobs")
+	q.mu.Lock()
+	var values []string
+	for _, m := range q.msgs.all() {
+		if len(values) == 4 {
+			break
+		}
+		values = append(values, string(m.value))
+	}
+	rows := q.msgs.len()
+	q.mu.Unlock()
+	if got, want := strings.Join(values, ","), "v0,v1,v2,v3"; got != want || rows != 4+len(big)*peerCallMessages {
+		t.Errorf("the queue: %d rows beginning %q, want %d beginning %q", rows, got, 4+len(big)*peerCallMessages, want)
 	}
 }
