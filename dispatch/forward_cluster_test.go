@@ -45,9 +45,9 @@ func TestCluster_forwardKeyNotUTF8(t *testing.T) {
 // client sees what it would see from the dispatcher's own member: a txn
 // with one row that is not a JSON object fails InvalidArgument naming
 // the put's key as the client spelled it, and none of its puts is kept.
-// A txn to two queues is checked whole before any is forwarded, and
-// rows held while the dispatcher is unreachable are checked before they
-// are held.
+// A txn to two queues is checked whole before any is forwarded, a txn
+// to a queue nobody dispatches before the queue is claimed, and rows
+// held while the dispatcher is unreachable before they are held.
 func TestCluster_forwardedTxnRowsChecked(t *testing.T) {
 	cl := newCluster(t)
 	a, b := cl.start("a", nil), cl.start("b", nil)
@@ -89,6 +89,16 @@ func TestCluster_forwardedTxnRowsChecked(t *testing.T) {
 	}
 	if n := rowsOn(a, "ch:events"); n != 3 {
 		t.Errorf("ch:events on the dispatcher after a good txn: %d rows, want 3", n)
+	}
+
+	err = txn(clientv3.OpPut("/q/ch:fresh/p/k1", `{"id":1}`), clientv3.OpPut("/q/ch:fresh/p/k2", bad))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "/q/ch:fresh/p/k2: ") {
+		t.Fatalf("txn with a bad row to a queue nobody dispatches: %v, want InvalidArgument naming /q/ch:fresh/p/k2", err)
+	}
+	for _, m := range []*member{a, b} {
+		if rec := recordOn(m, "ch:fresh"); rec != "" {
+			t.Errorf("a refused txn to a new queue claimed it: record %q on %s, want none", rec, m.name)
+		}
 	}
 
 	a.stop() // still listed by b: its puts are held

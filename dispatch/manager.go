@@ -817,11 +817,22 @@ func (m *Manager) nextN() (uint64, error) {
 // to this member's queue at the first try and are their records in the
 // queue log (inLog), or were forwarded and answered (produceRemote).
 // checkRows, when not nil, is the check of msgs' rows not made yet
-// (ProduceDetached): made here before this member keeps them, left to
-// the dispatcher they are forwarded to, which checks them too, and made
-// here again when it refuses them, for the error to name the put's key
-// as it would have here.
+// (ProduceDetached): left to the dispatcher they are forwarded to, which
+// checks them too, when the queue's record names another member alive,
+// and made here again when it refuses them, for the error to name the
+// put's key as it would have here; made here first otherwise (before a
+// claim of the queue) and before this member keeps them.
 func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
+	if checkRows != nil {
+		// Left to the dispatcher only when it is another member, alive:
+		// rows refused here must not claim a queue nobody dispatches.
+		if rec, ok := m.record(name); !ok || rec.Member == m.cfg.MemberID || !m.alive(rec.Member) {
+			if err := checkRows(); err != nil {
+				return false, err
+			}
+			checkRows = nil
+		}
+	}
 	for try := range 3 {
 		rec := m.dispatcherOf(ctx, name, claimAsProducer)
 		if rec.Member != m.cfg.MemberID {
