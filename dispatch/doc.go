@@ -279,9 +279,10 @@
 //     client limits of kv (1 KiB and 1.5 MiB by default); a ClickHouse
 //     queue's value is a JSON object, as a put's is (sink.ValidateRow).
 //     That check is the one a txn's rows to one queue get when forwarded:
-//     the forwarding member checks them only before it keeps them itself
-//     (its own queue, copies held) and when the dispatcher refuses them,
-//     for the client's error to name the put's key.
+//     the forwarding member checks them only when the queue's record does
+//     not name another member alive (before it would claim the queue),
+//     before it keeps them itself (copies held) and when the dispatcher
+//     refuses them, for the client's error to name the put's key.
 //   - The byte cap (max_bytes) holds for forwarded, held and backed-up
 //     messages as for local puts: a full queue answers ResourceExhausted
 //     ("etcdserver: too many requests"), which the forwarding member
