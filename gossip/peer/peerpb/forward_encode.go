@@ -39,11 +39,6 @@ func (b *SendBatch) Grow(n int) {
 // Cap is the size of b's buffer of messages.
 func (b *SendBatch) Cap() int { return cap(b.msgs) }
 
-// MessageSize is what AddMessage(m) adds to b's buffer.
-func MessageSize(m *QueueMessage) int {
-	return 1 + protowire.SizeBytes(m.encodedSize())
-}
-
 // AddMessage appends m to b, its value copied. It reports false, and
 // adds nothing, when m holds what proto.Marshal would not write (a
 // string that is not UTF-8, unknown fields). queueChecked says that
