@@ -90,10 +90,10 @@ type call struct {
 // encode is refused here, alone, rather than breaking the stream for
 // every batch pending on it (see batchOf for its messages).
 func (f *forwarder) start(ctx context.Context, b *peerpb.SendBatch) (*call, error) {
-	if !utf8.ValidString(b.Head.Queue) {
-		return nil, errQueueNotUTF8(b.Head.Queue)
-	}
 	if !b.Encodable() {
+		if !utf8.ValidString(b.Head.Queue) {
+			return nil, errQueueNotUTF8(b.Head.Queue)
+		}
 		return nil, status.Error(codes.InvalidArgument, "dispatch: a forward batch that cannot be encoded")
 	}
 	c := &call{f: f, ch: make(chan *peerpb.ForwardResult, 1)}
