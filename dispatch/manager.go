@@ -647,8 +647,13 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 // checkRows refuses puts whose queue is a ClickHouse queue and whose
 // value is not a row (checkRow), puts being the batch's puts.
 func (b *txnBatch) checkRows(puts []*pb.PutRequest) error {
+	last, ch := int32(-1), false // the queue of the put before, its kind
 	for i, p := range puts {
-		if _, ch := sink.TableOf(b.names[b.queue[i]]); ch {
+		if q := b.queue[i]; q != last {
+			last = q
+			_, ch = sink.TableOf(b.names[q])
+		}
+		if ch {
 			if err := checkRow(p); err != nil {
 				return err
 			}
