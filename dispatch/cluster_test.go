@@ -2,11 +2,14 @@ package dispatch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // TestCluster_producerOnAConsumerOnC checks, in-process, that messages
@@ -282,4 +285,60 @@ func TestCluster_consumersOnTwoMembers(t *testing.T) {
 		t.Fatalf("split: %v, want both consumers to get messages", got)
 	}
 	t.Logf("split between the members: %v", got)
+}
+
+// TestCluster_fullWaitForwarded checks that a put forwarded to a full
+// queue's dispatcher waits for room as a put made there does: refused
+// ResourceExhausted by the dispatcher, the forwarding member asks again
+// until an ack on the dispatcher frees bytes, and the put is taken; with
+// nothing freed it is refused after FullWait.
+func TestCluster_fullWaitForwarded(t *testing.T) {
+	const fullWait = 800 * time.Millisecond
+	full := func(c *Config) { c.MaxQueueBytes = 1000; c.FullWait = fullWait }
+	cl := newCluster(t)
+	a, c := cl.start("a", full), cl.start("c", full)
+	connect(a, c)
+	ctx := testCtx(t, 30*time.Second)
+	val := strings.Repeat("x", 98)                               // 100 bytes with the two-byte key
+	if _, err := c.cli.Put(ctx, "/q/fw/p/00", val); err != nil { // c dispatches
+		t.Fatal(err)
+	}
+	for i := 1; i < 10; i++ {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/fw/p/%02d", i), val); err != nil {
+			t.Fatalf("put %d through a: %v", i, err)
+		}
+	}
+	if rec := recordOn(a, "fw"); !strings.HasPrefix(rec, fmt.Sprint(c.id, ";")) {
+		t.Fatalf("record on a: got %q, want c (%d) as dispatcher", rec, c.id)
+	}
+
+	start := time.Now()
+	_, err := a.cli.Put(ctx, "/q/fw/p/xx", val)
+	if took := time.Since(start); !errors.Is(err, rpctypes.ErrTooManyRequests) || took < fullWait-fullWaitStepMax || took > 5*fullWait {
+		t.Fatalf("through a, over the cap, nothing freed: got %v after %v, want %v after about %v", err, took, rpctypes.ErrTooManyRequests, fullWait)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.cli.Put(ctx, "/q/fw/p/ww", val)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("put through a to a full queue returned at once: %v", err)
+	case <-time.After(150 * time.Millisecond):
+	}
+	wc := c.cli.Watch(ctx, "/q/fw/c/one")
+	ev := collectN(t, wc, 1, 5*time.Second)[0]
+	if _, err := c.cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("put through a waiting for room: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("put through a not taken 5s after an ack on c freed room")
+	}
 }

@@ -64,8 +64,15 @@ type Config struct {
 	// before it is delivered again. Zero: 30s.
 	Visibility time.Duration
 	// MaxQueueBytes caps the bytes (values and keys) a queue holds; a put
-	// over it is ResourceExhausted. Zero: 64 MiB.
+	// over it waits for room up to FullWait, then is ResourceExhausted.
+	// Zero: 64 MiB.
 	MaxQueueBytes int64
+	// FullWait is how long a put to a full queue waits in all for room
+	// (the queue's inserts or acks freeing bytes) before it is refused
+	// ResourceExhausted, never past shortly before its deadline: a
+	// producer faster than ClickHouse is slowed to its pace rather than
+	// refused. Zero: refused at once (cmd/chute uses DefaultFullWait).
+	FullWait time.Duration
 	// MaxKeyBytes and MaxRequestBytes are the client limits of kv
 	// (kv.Config), which messages from other members are held to as well:
 	// a producer key, a value. Zero: kv.DefaultMaxKeyBytes and
@@ -828,6 +835,81 @@ func (m *Manager) nextN() (uint64, error) {
 // put's key as it would have here; made here first otherwise (before a
 // claim of the queue) and before this member keeps them.
 func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
+	let, err = m.produceNow(ctx, name, msgs, checkRows)
+	if m.cfg.FullWait <= 0 || !isOverCap(err) {
+		return let, err
+	}
+	since := m.clock.Now()
+	for try := 0; isOverCap(err) && m.waitForRoom(ctx, name, since, try); try++ {
+		// Refused before anything was kept of msgs, here or on the
+		// dispatcher: they are put again whole.
+		_, err = m.produceNow(ctx, name, msgs, checkRows)
+	}
+	return false, err
+}
+
+// DefaultFullWait is the FullWait of chute's nodes: longer than a few
+// inserts of a busy queue take, shorter than etcdctl's 5 s command
+// timeout, so that a producer sees "too many requests" rather than a
+// deadline when ClickHouse is down.
+const DefaultFullWait = 2 * time.Second
+
+// fullWaitStep bounds the steps of waitForRoom: the first, and the
+// longest. fullWaitMargin is what a waiting put keeps of its deadline to
+// be refused in.
+const (
+	fullWaitStepMin = 5 * time.Millisecond
+	fullWaitStepMax = 100 * time.Millisecond
+	fullWaitMargin  = 50 * time.Millisecond
+)
+
+// isOverCap reports whether err is errOverCap, from this member or, as a
+// status, from the dispatcher: etcd's "too many requests", not another
+// ResourceExhausted (a full disk is one).
+func isOverCap(err error) bool {
+	if err == nil {
+		return false
+	}
+	if errors.Is(err, errOverCap) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && st.Message() == status.Convert(errOverCap).Message()
+}
+
+// waitForRoom waits, after try+1 refusals since a put to name was first
+// refused over the queue's byte cap, until this member's queue frees bytes
+// or a step has passed (a dispatcher elsewhere sends no signal: the put
+// asks again), and reports whether the put should try again: not once the
+// next step would take it past FullWait since the first refusal or too
+// near its deadline, nor when its context ends.
+func (m *Manager) waitForRoom(ctx context.Context, name string, since time.Time, try int) bool {
+	step := fullWaitStepMax
+	if try < 5 {
+		step = min(fullWaitStepMin<<try, fullWaitStepMax)
+	}
+	end := since.Add(m.cfg.FullWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-fullWaitMargin).Before(end) {
+		end = d.Add(-fullWaitMargin)
+	}
+	if m.clock.Now().Add(step).After(end) {
+		return false
+	}
+	var room <-chan struct{}
+	if q := m.lookup(name); q != nil {
+		room = q.roomSignal()
+	}
+	select {
+	case <-room:
+	case <-m.clock.After(step):
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// produceNow is produceOne without waiting for room.
+func (m *Manager) produceNow(ctx context.Context, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
 	if checkRows != nil {
 		// Left to the dispatcher only when it is another member, alive:
 		// rows refused here must not claim a queue nobody dispatches.
@@ -886,6 +968,11 @@ var errMoved = status.Error(codes.FailedPrecondition, "dispatch: not the dispatc
 // the queue's ack mode: nil for ack=queued. how is how msgs came.
 func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q := m.queueFor(name)
+	if !q.hasRoom(msgs) {
+		// Refused before it costs a write and an fsync: a full queue is
+		// asked again and again while its puts wait for room.
+		return nil, errOverCap
+	}
 	// On disk before the queue takes them, outside its lock: the fsync
 	// of one queue's put must not hold up the others'. What is refused
 	// below is released again.

@@ -143,8 +143,11 @@ type queue struct {
 	parked map[uint64]parking
 	// traces are the traces of the traced puts' messages, by seq; nil
 	// when there are none.
-	traces    map[uint64]*msgTrace
-	bytes     int64
+	traces map[uint64]*msgTrace
+	bytes  int64
+	// freed is closed when bytes next fall, waking the puts waiting for
+	// room; nil while none waits.
+	freed     chan struct{}
 	consumers []*consumer
 	rr        int // next consumer to try
 	stats     queueStats
@@ -227,6 +230,37 @@ type incoming struct {
 }
 
 // roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
+// hasRoom is roomLocked, taking mu; and counts a refusal when there is
+// no room.
+func (q *queue) hasRoom(msgs []incoming) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.roomLocked(msgs) {
+		q.stats.Refused++
+		return false
+	}
+	return true
+}
+
+// roomSignal returns a channel closed when the queue next frees bytes.
+func (q *queue) roomSignal() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.freed == nil {
+		q.freed = make(chan struct{})
+	}
+	return q.freed
+}
+
+// freedLocked wakes the puts waiting for room (roomSignal). The caller
+// holds mu.
+func (q *queue) freedLocked() {
+	if q.freed != nil {
+		close(q.freed)
+		q.freed = nil
+	}
+}
+
 func (q *queue) roomLocked(msgs []incoming) bool {
 	var n int64
 	for _, m := range msgs {
@@ -497,6 +531,7 @@ func (q *queue) removeKeepRecordLocked(seq uint64, m *message) uint64 {
 	}
 	q.done.add(m.id)
 	q.bytes -= m.size()
+	q.freedLocked()
 	q.stats.Acked++
 	q.settledLocked(seq)
 	return m.lseq

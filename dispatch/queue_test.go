@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -200,6 +201,66 @@ func TestQueue_byteCap(t *testing.T) {
 	}
 	if _, err := cli.Put(ctx, "/q/cap/p/xx", val); err != nil {
 		t.Fatalf("after draining: %v", err)
+	}
+}
+
+// TestQueue_fullWait checks that a put to a full queue waits for room:
+// it is taken as soon as a consumer's ack frees bytes; it is refused
+// ResourceExhausted once it has waited FullWait, and before its own
+// deadline when that comes first, never DeadlineExceeded.
+func TestQueue_fullWait(t *testing.T) {
+	const fullWait = 600 * time.Millisecond
+	n := startNode(t, func(c *Config) { c.MaxQueueBytes = 1000; c.FullWait = fullWait })
+	cli := n.client(t)
+	ctx := testCtx(t, 20*time.Second)
+	val := strings.Repeat("x", 98) // 100 bytes with the two-byte key
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/full/p/%02d", i), val); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+
+	// Nothing frees room: refused after FullWait, not before.
+	start := time.Now()
+	_, err := cli.Put(ctx, "/q/full/p/xx", val)
+	if took := time.Since(start); !errors.Is(err, rpctypes.ErrTooManyRequests) || took < fullWait-fullWaitStepMax || took > 5*fullWait {
+		t.Fatalf("over the cap, nothing freed: got %v after %v, want %v after about %v", err, took, rpctypes.ErrTooManyRequests, fullWait)
+	}
+	// A deadline before FullWait: refused before it, with the cap's error.
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	start = time.Now()
+	_, err = cli.Put(short, "/q/full/p/xx", val)
+	cancel()
+	if took := time.Since(start); !errors.Is(err, rpctypes.ErrTooManyRequests) || took >= 300*time.Millisecond {
+		t.Fatalf("over the cap, 300ms deadline: got %v after %v, want %v before the deadline", err, took, rpctypes.ErrTooManyRequests)
+	}
+
+	// An ack frees room while a put waits: it is taken.
+	done := make(chan error, 1)
+	go func() {
+		_, err := cli.Put(ctx, "/q/full/p/ww", val)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("put to a full queue returned at once: %v", err)
+	case <-time.After(150 * time.Millisecond):
+	}
+	wc := cli.Watch(ctx, "/q/full/c/one")
+	ev := collectN(t, wc, 1, 5*time.Second)[0]
+	if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("put waiting for room: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("put waiting for room not taken 5s after an ack freed it")
+	}
+	if d := n.depth("full"); d != 10 {
+		t.Fatalf("depth: got %d, want 10 (9 left and the one that waited)", d)
 	}
 }
 

@@ -1121,6 +1121,7 @@ func (c Config) dispatchConfig() dispatch.Config {
 		BatchInterval:       c.ClickHouseBatchInterval,
 		MaxInsertsPerSecond: c.ClickHouseMaxInsertsPerSecond,
 		MaxInflightInserts:  c.ClickHouseMaxInflightInserts,
+		FullWait:            dispatch.DefaultFullWait,
 	}
 }
 
