@@ -30,7 +30,14 @@ func TestSetting_keepsMonitorOutOfDeepSleep(t *testing.T) {
 		t.Errorf("idle for %v with GODEBUG=%s: %d voluntary context switches, want at least %d (the monitor polling every 10 ms)",
 			childIdle, Setting, n, minAwake)
 	}
-	if n := count("schedtrace=0"); n > maxAsleep {
+	// A loaded machine only adds wakeups (a parallel package's tests
+	// made 40 here once): the least of up to three tries is the one
+	// asked about.
+	n := count("schedtrace=0")
+	for try := 1; try < 3 && n > maxAsleep; try++ {
+		n = min(n, count("schedtrace=0"))
+	}
+	if n > maxAsleep {
 		t.Errorf("idle for %v with GODEBUG=schedtrace=0: %d voluntary context switches, want at most %d (the monitor in its deep sleep)",
 			childIdle, n, maxAsleep)
 	}
