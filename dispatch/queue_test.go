@@ -180,12 +180,7 @@ func TestQueue_byteCap(t *testing.T) {
 	n := startNode(t, func(c *Config) { c.MaxQueueBytes = 1000 })
 	cli := n.client(t)
 	ctx := testCtx(t, 10*time.Second)
-	val := strings.Repeat("x", 98) // 100 bytes with the two-byte key
-	for i := range 10 {
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/cap/p/%02d", i), val); err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
+	val := fillCap(ctx, t, cli, "cap")
 	_, err := cli.Put(ctx, "/q/cap/p/xx", val)
 	if !errors.Is(err, rpctypes.ErrTooManyRequests) {
 		t.Fatalf("over the cap: got %v, want %v", err, rpctypes.ErrTooManyRequests)
@@ -204,6 +199,19 @@ func TestQueue_byteCap(t *testing.T) {
 	}
 }
 
+// fillCap puts ten 100-byte messages to queue, which a 1000-byte cap
+// holds exactly, and returns the value of another such put.
+func fillCap(ctx context.Context, t *testing.T, cli *clientv3.Client, queue string) string {
+	t.Helper()
+	val := strings.Repeat("x", 98) // 100 bytes with a two-byte key tail
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/%s/p/%02d", queue, i), val); err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
+	return val
+}
+
 // TestQueue_fullWait checks that a put to a full queue waits for room:
 // it is taken as soon as a consumer's ack frees bytes; it is refused
 // ResourceExhausted once it has waited FullWait, and before its own
@@ -213,12 +221,7 @@ func TestQueue_fullWait(t *testing.T) {
 	n := startNode(t, func(c *Config) { c.MaxQueueBytes = 1000; c.FullWait = fullWait })
 	cli := n.client(t)
 	ctx := testCtx(t, 20*time.Second)
-	val := strings.Repeat("x", 98) // 100 bytes with the two-byte key
-	for i := range 10 {
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/full/p/%02d", i), val); err != nil {
-			t.Fatalf("put %d: %v", i, err)
-		}
-	}
+	val := fillCap(ctx, t, cli, "full")
 
 	// Nothing frees room: refused after FullWait, not before.
 	start := time.Now()
