@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +296,44 @@ func TestHandoff_targetLeftMeanwhile(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("handoff still retrying 10s after the last other member left")
+	}
+}
+
+// TestHandoff_doesNotWaitForFailingInserts: a member alone whose
+// ClickHouse is unreachable (a closed port) stops without waiting for its
+// queue to empty: the rows stay in its queue log for the next start, and
+// Handoff returns long before its time is up. It used to wait all of it
+// (chute gives it 6 s), retrying inserts that could not succeed.
+func TestHandoff_doesNotWaitForFailingInserts(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	n := startSinkNode(t, &chURL{url: closed, db: "default"}, func(c *Config) { c.DataDir = t.TempDir() })
+	cli := n.client(t)
+	ctx := testCtx(t, 60*time.Second)
+	for i := range 3 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "an insert into the closed port to fail", func() bool {
+		qs := n.mgr.Status().Queues
+		return len(qs) == 1 && qs[0].LastInsertError != nil
+	})
+	hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := n.mgr.Handoff(hctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); hctx.Err() != nil || took > 5*time.Second {
+		t.Fatalf("Handoff took %v (its context: %v), waiting for inserts that fail", took, hctx.Err())
+	}
+	if qs := n.mgr.Status().Queues; len(qs) != 1 || qs[0].Rows != 3 {
+		t.Fatalf("queues after Handoff: %+v, want ch:events keeping its 3 rows", qs)
 	}
 }
 

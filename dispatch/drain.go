@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -80,6 +81,12 @@ type drainer struct {
 
 	classMu   sync.Mutex // guards lastClass
 	lastClass sink.Class // of the last failed insert, to log state changes once
+
+	// failing is set while a batch waits to be sent again after its
+	// insert failed (every server down, a config error) and cleared by
+	// an insert ClickHouse took or refused as data: a member leaving
+	// does not wait to flush a failing queue (flushLeft).
+	failing atomic.Bool
 }
 
 // inflight is a batch: fixed from its first attempt to its last, so a
@@ -572,6 +579,9 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
 		res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
+		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
+			d.failing.Store(false)
+		}
 		attrs := metric.WithAttributeSet(attribute.NewSet(attribute.String("table", b.label), attribute.String("outcome", res.Class.String())))
 		m.inserts.duration.Record(ctx, res.Duration.Seconds(), attrs)
 		if res.Class == sink.ClassTransient || res.Class == sink.ClassConfig {
@@ -607,12 +617,14 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 				continue
 			}
 			insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
+			d.failing.Store(true)
 			_, wait, _ = m.servers.Pick()
 			d.warnState(res.Class, "insert failed and every clickhouse server is down; retrying", "queue", d.q.name, "table", target,
 				"endpoint", ep.String(), "retry_in", wait, "code", res.Code, "status", res.Status, "err", res.Message)
 			return false, false, wait
 		}
 		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
+		d.failing.Store(true)
 		d.warnState(res.Class, "insert failed; retrying", "queue", d.q.name, "table", target,
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false, false, 0

@@ -63,7 +63,11 @@ func (m *Manager) dropBackups() {
 
 // flushLeft tells the drainers to insert without waiting for their batch
 // interval, and waits until the ClickHouse queues left here are empty or
-// ctx ends. Failed inserts are still retried after their backoff.
+// ctx ends. Failed inserts are still retried after their backoff, but
+// with a queue log it does not wait for a queue whose inserts are
+// failing (every ClickHouse server down, a config error): its rows stay
+// on disk for the next start, and a member that cannot reach ClickHouse
+// stops at once rather than after ctx's whole time.
 func (m *Manager) flushLeft(ctx context.Context) {
 	m.flushOnce.Do(func() { close(m.flushing) })
 	for _, q := range m.snapshot() {
@@ -78,6 +82,9 @@ func (m *Manager) flushLeft(ctx context.Context) {
 		}
 		d.wake()
 		for q.holding() {
+			if m.qlog != nil && d.failing.Load() {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return
