@@ -317,6 +317,11 @@ func TestCluster_fullWaitForwarded(t *testing.T) {
 	if took := time.Since(start); !errors.Is(err, rpctypes.ErrTooManyRequests) || took < fullWait-fullWaitStepMax || took > 5*fullWait {
 		t.Fatalf("through a, over the cap, nothing freed: got %v after %v, want %v after about %v", err, took, rpctypes.ErrTooManyRequests, fullWait)
 	}
+	// a asked c again and again while the put waited, and counts the put
+	// once; c counts none.
+	if got, onC := refusedOn(a.mgr, "fw"), refusedOn(c.mgr, "fw"); got != 1 || onC != 0 {
+		t.Fatalf("refusals counted after one put through a refused: %d on a and %d on c, want 1 and 0", got, onC)
+	}
 
 	done := make(chan error, 1)
 	go func() {
@@ -340,5 +345,8 @@ func TestCluster_fullWaitForwarded(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("put through a not taken 5s after an ack on c freed room")
+	}
+	if got := refusedOn(a.mgr, "fw"); got != 1 {
+		t.Fatalf("refusals counted on a: %d, want 1 (the put taken after waiting is not one)", got)
 	}
 }

@@ -147,6 +147,17 @@ func (n *testNode) attempts(name string) []int {
 }
 
 // depth returns the queue's rows as Status shows them.
+// refusedOn returns the refusals m counted for its queue name; 0 when
+// it has no such queue.
+func refusedOn(m *Manager, name string) uint64 {
+	for _, q := range m.Status().Queues {
+		if q.Name == name {
+			return q.Stats.Refused
+		}
+	}
+	return 0
+}
+
 func (n *testNode) depth(name string) int {
 	for _, q := range n.mgr.Status().Queues {
 		if q.Name == name {

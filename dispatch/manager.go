@@ -836,14 +836,19 @@ func (m *Manager) nextN() (uint64, error) {
 // claim of the queue) and before this member keeps them.
 func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
 	let, err = m.produceNow(ctx, name, msgs, checkRows)
-	if m.cfg.FullWait <= 0 || !isOverCap(err) {
+	if !isOverCap(err) {
 		return let, err
 	}
 	since := m.clock.Now()
-	for try := 0; isOverCap(err) && m.waitForRoom(ctx, name, since, try); try++ {
+	for try := 0; m.cfg.FullWait > 0 && isOverCap(err) && m.waitForRoom(ctx, name, since, try); try++ {
 		// Refused before anything was kept of msgs, here or on the
 		// dispatcher: they are put again whole.
 		_, err = m.produceNow(ctx, name, msgs, checkRows)
+	}
+	if isOverCap(err) {
+		// Counted once per put, by the member its client put it to: the
+		// dispatcher sees every try, and cannot tell a put's last.
+		m.queueFor(name).refused()
 	}
 	return false, err
 }
@@ -1002,7 +1007,6 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 		return nil, errNumbersExhausted(name)
 	}
 	if !q.roomLocked(msgs) {
-		q.stats.Refused++
 		return nil, errOverCap
 	}
 	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())

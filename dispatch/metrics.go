@@ -204,7 +204,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	delivered := must(counter("chute.queue.delivered", "Deliveries to consumers, redeliveries included."))
 	redelivered := must(counter("chute.queue.redelivered", "Deliveries after the first of a message."))
 	acked := must(counter("chute.queue.acked", "Messages acknowledged (or inserted into ClickHouse)."))
-	refused := must(counter("chute.queue.refused", "Puts refused over the byte cap."))
+	refused := must(counter("chute.queue.refused", "Puts this member refused its clients over the byte cap, after waiting for room."))
 	forwards := must(counter("chute.queue.forwarded", "Messages forwarded to another member's dispatcher."))
 	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))

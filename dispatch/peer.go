@@ -374,9 +374,6 @@ func (m *Manager) acceptRun(f *frameMsgs, i, j int, name string, how arrival, tr
 	if err != errOverCap || j-i == 1 {
 		return nil, fail(err)
 	}
-	q.mu.Lock()
-	q.stats.Refused-- // counted again below, per batch
-	q.mu.Unlock()
 	errs := make([]error, j-i)
 	var waits []func(context.Context) error
 	enqueued := false
@@ -439,8 +436,7 @@ func (m *Manager) holdHere(ctx context.Context, name string, msgs []incoming) er
 	defer q.mu.Unlock()
 	q.applySettingsLocked(set, m.clock.Now())
 	if !q.roomLocked(msgs) {
-		q.stats.Refused++
-		m.unpersist(msgs)
+		m.unpersist(msgs) // counted by the member the put came to
 		return errOverCap
 	}
 	q.holdLocked(msgs)

@@ -229,17 +229,18 @@ type incoming struct {
 	region *qlog.Region
 }
 
-// roomLocked reports whether msgs fit under the byte cap. The caller holds mu.
-// hasRoom is roomLocked, taking mu; and counts a refusal when there is
-// no room.
+// hasRoom is roomLocked, taking mu.
 func (q *queue) hasRoom(msgs []incoming) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if !q.roomLocked(msgs) {
-		q.stats.Refused++
-		return false
-	}
-	return true
+	return q.roomLocked(msgs)
+}
+
+// refused counts a put this member refused its client over the byte cap.
+func (q *queue) refused() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stats.Refused++
 }
 
 // roomSignal returns a channel closed when the queue next frees bytes.
@@ -261,6 +262,8 @@ func (q *queue) freedLocked() {
 	}
 }
 
+// roomLocked reports whether msgs fit under the byte cap. The caller
+// holds mu.
 func (q *queue) roomLocked(msgs []incoming) bool {
 	var n int64
 	for _, m := range msgs {

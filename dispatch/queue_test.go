@@ -229,6 +229,10 @@ func TestQueue_fullWait(t *testing.T) {
 	if took := time.Since(start); !errors.Is(err, rpctypes.ErrTooManyRequests) || took < fullWait-fullWaitStepMax || took > 5*fullWait {
 		t.Fatalf("over the cap, nothing freed: got %v after %v, want %v after about %v", err, took, rpctypes.ErrTooManyRequests, fullWait)
 	}
+	// Asked again and again while it waited, refused once.
+	if got := refusedOn(n.mgr, "full"); got != 1 {
+		t.Fatalf("refusals counted after one put refused: %d, want 1", got)
+	}
 	// A deadline before FullWait: refused before it, with the cap's error.
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	start = time.Now()
@@ -264,6 +268,9 @@ func TestQueue_fullWait(t *testing.T) {
 	}
 	if d := n.depth("full"); d != 10 {
 		t.Fatalf("depth: got %d, want 10 (9 left and the one that waited)", d)
+	}
+	if got := refusedOn(n.mgr, "full"); got != 2 {
+		t.Fatalf("refusals counted: %d, want 2 (the put taken after waiting is not one)", got)
 	}
 }
 
