@@ -319,8 +319,9 @@ func TestCluster_fullWaitForwarded(t *testing.T) {
 	}
 	// a asked c again and again while the put waited, and counts the put
 	// once; c counts none.
-	if got, onC := refusedOn(a.mgr, "fw"), refusedOn(c.mgr, "fw"); got != 1 || onC != 0 {
-		t.Fatalf("refusals counted after one put through a refused: %d on a and %d on c, want 1 and 0", got, onC)
+	refused, waited := refusedOn(a.mgr, "fw")
+	if onC, waitedC := refusedOn(c.mgr, "fw"); refused != 1 || waited != 1 || onC != 0 || waitedC != 0 {
+		t.Fatalf("after one put through a refused: %d refused and %d waited on a, %d and %d on c; want 1 and 1, 0 and 0", refused, waited, onC, waitedC)
 	}
 
 	done := make(chan error, 1)
@@ -346,7 +347,7 @@ func TestCluster_fullWaitForwarded(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("put through a not taken 5s after an ack on c freed room")
 	}
-	if got := refusedOn(a.mgr, "fw"); got != 1 {
-		t.Fatalf("refusals counted on a: %d, want 1 (the put taken after waiting is not one)", got)
+	if refused, waited := refusedOn(a.mgr, "fw"); refused != 1 || waited != 2 {
+		t.Fatalf("on a: %d refused and %d waited, want 1 (the put taken after waiting is not one) and 2", refused, waited)
 	}
 }

@@ -147,15 +147,16 @@ func (n *testNode) attempts(name string) []int {
 }
 
 // depth returns the queue's rows as Status shows them.
-// refusedOn returns the refusals m counted for its queue name; 0 when
-// it has no such queue.
-func refusedOn(m *Manager, name string) uint64 {
+// refusedOn returns the puts m counted as refused over the byte cap for
+// its queue name, and as having waited for room; 0s when it has no such
+// queue.
+func refusedOn(m *Manager, name string) (refused, waited uint64) {
 	for _, q := range m.Status().Queues {
 		if q.Name == name {
-			return q.Stats.Refused
+			return q.Stats.Refused, q.Stats.Waited
 		}
 	}
-	return 0
+	return 0, 0
 }
 
 func (n *testNode) depth(name string) int {

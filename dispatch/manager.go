@@ -840,6 +840,9 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, 
 		return let, err
 	}
 	since := m.clock.Now()
+	if m.cfg.FullWait > 0 {
+		m.queueFor(name).waited()
+	}
 	for try := 0; m.cfg.FullWait > 0 && isOverCap(err) && m.waitForRoom(ctx, name, since, try); try++ {
 		// Refused before anything was kept of msgs, here or on the
 		// dispatcher: they are put again whole.

@@ -205,6 +205,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	redelivered := must(counter("chute.queue.redelivered", "Deliveries after the first of a message."))
 	acked := must(counter("chute.queue.acked", "Messages acknowledged (or inserted into ClickHouse)."))
 	refused := must(counter("chute.queue.refused", "Puts this member refused its clients over the byte cap, after waiting for room."))
+	waited := must(counter("chute.queue.waited", "Puts of this member's clients that found their queue full and waited for room."))
 	forwards := must(counter("chute.queue.forwarded", "Messages forwarded to another member's dispatcher."))
 	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
@@ -230,6 +231,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 			o.ObserveInt64(redelivered, int64(st.Stats.Redelivered), opt)
 			o.ObserveInt64(acked, int64(st.Stats.Acked), opt)
 			o.ObserveInt64(refused, int64(st.Stats.Refused), opt)
+			o.ObserveInt64(waited, int64(st.Stats.Waited), opt)
 		}
 		o.ObserveInt64(forwards, int64(m.metrics.forwards.Load()))
 		o.ObserveInt64(broadcasts, int64(m.metrics.broadcasts.Load()))
@@ -243,7 +245,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 			o.ObserveInt64(logFsyncs, int64(ls.Fsyncs))
 		}
 		return nil
-	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused,
+	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused, waited,
 		forwards, broadcasts, elections, handovers, logBytes, logRecords, logAppended, logFsyncs)
 	return err
 }

@@ -202,6 +202,9 @@ type queueStats struct {
 	Redelivered uint64 `json:"redelivered"`
 	Acked       uint64 `json:"acked"`
 	Refused     uint64 `json:"refused"`
+	// Waited counts the puts this member's clients made that found the
+	// queue full and waited for room, taken in the end or refused.
+	Waited uint64 `json:"waited"`
 }
 
 func newQueue(name string, set Settings) *queue {
@@ -241,6 +244,14 @@ func (q *queue) refused() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.stats.Refused++
+}
+
+// waited counts a put of this member's client that found the queue full
+// and waits for room.
+func (q *queue) waited() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.stats.Waited++
 }
 
 // roomSignal returns a channel closed when the queue next frees bytes.

@@ -230,8 +230,8 @@ func TestQueue_fullWait(t *testing.T) {
 		t.Fatalf("over the cap, nothing freed: got %v after %v, want %v after about %v", err, took, rpctypes.ErrTooManyRequests, fullWait)
 	}
 	// Asked again and again while it waited, refused once.
-	if got := refusedOn(n.mgr, "full"); got != 1 {
-		t.Fatalf("refusals counted after one put refused: %d, want 1", got)
+	if refused, waited := refusedOn(n.mgr, "full"); refused != 1 || waited != 1 {
+		t.Fatalf("after one put refused: %d refused and %d waited counted, want 1 and 1", refused, waited)
 	}
 	// A deadline before FullWait: refused before it, with the cap's error.
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -269,8 +269,8 @@ func TestQueue_fullWait(t *testing.T) {
 	if d := n.depth("full"); d != 10 {
 		t.Fatalf("depth: got %d, want 10 (9 left and the one that waited)", d)
 	}
-	if got := refusedOn(n.mgr, "full"); got != 2 {
-		t.Fatalf("refusals counted: %d, want 2 (the put taken after waiting is not one)", got)
+	if refused, waited := refusedOn(n.mgr, "full"); refused != 2 || waited != 3 {
+		t.Fatalf("%d refused and %d waited counted, want 2 (the put taken after waiting is not one) and 3", refused, waited)
 	}
 }
 

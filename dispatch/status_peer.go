@@ -80,7 +80,7 @@ func toStatusResponse(st Status) *peerpb.StatusResponse {
 			Consumers: int64(q.Consumers), LocalConsumers: int64(q.LocalConsumers),
 			Ack: string(q.Ack), Backup: backup,
 			Enqueued: q.Stats.Enqueued, Delivered: q.Stats.Delivered, Redelivered: q.Stats.Redelivered,
-			Acked: q.Stats.Acked, Refused: q.Stats.Refused,
+			Acked: q.Stats.Acked, Refused: q.Stats.Refused, Waited: q.Stats.Waited,
 		}
 		if e := q.LastInsertError; e != nil {
 			qs.LastInsertError = &peerpb.InsertFailure{UnixNanos: e.Time.UnixNano(), Table: e.Table, Class: e.Class,
@@ -136,7 +136,7 @@ func fromStatusResponse(r *peerpb.StatusResponse) Status {
 			Consumers: int(q.Consumers), LocalConsumers: int(q.LocalConsumers),
 			Ack: AckMode(q.Ack),
 			Stats: queueStats{Enqueued: q.Enqueued, Delivered: q.Delivered, Redelivered: q.Redelivered,
-				Acked: q.Acked, Refused: q.Refused},
+				Acked: q.Acked, Refused: q.Refused, Waited: q.Waited},
 		}
 		if q.Dispatcher == 0 {
 			qs.Dispatcher = ""

@@ -16,7 +16,7 @@ func TestStatusResponse_roundTrip(t *testing.T) {
 	want := Status{
 		Queues: []QueueStatus{
 			{Name: "ch:events", Dispatcher: "a0fafd8d2ec085b7", Epoch: 3, Rows: 4, Held: 1, Bytes: 99, Unacked: 4, Consumers: 1,
-				LocalConsumers: 0, Ack: AckReplicated, Backup: "0000000000000005", Stats: queueStats{Enqueued: 9, Delivered: 8, Redelivered: 7, Acked: 6, Refused: 5},
+				LocalConsumers: 0, Ack: AckReplicated, Backup: "0000000000000005", Stats: queueStats{Enqueued: 9, Delivered: 8, Redelivered: 7, Acked: 6, Refused: 5, Waited: 4},
 				LastInsertError: &InsertError{Time: time.Unix(1700000000, 5).UTC(), Table: "`default`.`events`", Class: "config", Code: 60, Status: 404, Message: "no table"}},
 			{Name: "orders", Epoch: 0, Ack: AckQueued, Stats: queueStats{}},
 		},

@@ -244,9 +244,10 @@ func TestQueue_byteCap(t *testing.T) {
 		t.Errorf("etcdctl put over the cap: got %v, exit %d, stderr %q; want exit 1, Error: etcdserver: too many requests", err, res.Code, res.Stderr)
 	}
 	q := mustQueueOn(t, p, "cap")
-	// Refused counts puts, not the tries each made while it waited.
-	if want := int64(64 * (capValueLen + 3)); q.Rows != 64 || q.Bytes != want || q.Stats.Refused != 2 {
-		t.Errorf("/status cap when full: depth_rows %d, depth_bytes %d, refused %d; want 64, %d, 2", q.Rows, q.Bytes, q.Stats.Refused, want)
+	// Refused counts puts, not the tries each made while it waited; both
+	// waited.
+	if want := int64(64 * (capValueLen + 3)); q.Rows != 64 || q.Bytes != want || q.Stats.Refused != 2 || q.Stats.Waited != 2 {
+		t.Errorf("/status cap when full: depth_rows %d, depth_bytes %d, refused %d, waited %d; want 64, %d, 2, 2", q.Rows, q.Bytes, q.Stats.Refused, q.Stats.Waited, want)
 	}
 
 	c := startConsumer(t, p, "/q/cap/c/"+newUUID(), 4)

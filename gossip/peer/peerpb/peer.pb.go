@@ -1048,6 +1048,7 @@ type QueueState struct {
 	Acked           uint64         `protobuf:"varint,15,opt,name=acked,proto3" json:"acked,omitempty"`
 	Refused         uint64         `protobuf:"varint,16,opt,name=refused,proto3" json:"refused,omitempty"`
 	LastInsertError *InsertFailure `protobuf:"bytes,17,opt,name=last_insert_error,json=lastInsertError,proto3" json:"last_insert_error,omitempty"`
+	Waited          uint64         `protobuf:"varint,18,opt,name=waited,proto3" json:"waited,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1199,6 +1200,13 @@ func (x *QueueState) GetLastInsertError() *InsertFailure {
 		return x.LastInsertError
 	}
 	return nil
+}
+
+func (x *QueueState) GetWaited() uint64 {
+	if x != nil {
+		return x.Waited
+	}
+	return 0
 }
 
 // BackupState is the copies a member keeps of a queue another member
@@ -1408,7 +1416,7 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x04code\x18\x04 \x01(\x03R\x04code\x12\x1f\n" +
 	"\vhttp_status\x18\x05 \x01(\x03R\n" +
 	"httpStatus\x12\x18\n" +
-	"\amessage\x18\x06 \x01(\tR\amessage\"\xf5\x03\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\"\x8d\x04\n" +
 	"\n" +
 	"QueueState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -1430,7 +1438,8 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\vredelivered\x18\x0e \x01(\x04R\vredelivered\x12\x14\n" +
 	"\x05acked\x18\x0f \x01(\x04R\x05acked\x12\x18\n" +
 	"\arefused\x18\x10 \x01(\x04R\arefused\x12H\n" +
-	"\x11last_insert_error\x18\x11 \x01(\v2\x1c.chute.peer.v1.InsertFailureR\x0flastInsertError\"m\n" +
+	"\x11last_insert_error\x18\x11 \x01(\v2\x1c.chute.peer.v1.InsertFailureR\x0flastInsertError\x12\x16\n" +
+	"\x06waited\x18\x12 \x01(\x04R\x06waited\"m\n" +
 	"\vBackupState\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1e\n" +
 	"\n" +
