@@ -27,7 +27,7 @@ const (
 var wantAlerts = []string{
 	"ChuteDispatcherMissing", "ChuteQueueGrowing", "ChuteDeadLetters",
 	"ChuteInsertConfigErrors", "ChuteInsertTransientErrors", "ChuteInsertDataErrors",
-	"ChuteMemberFailed",
+	"ChuteMemberFailed", "ChuteQueueBackPressure", "ChuteQueuePutsRefused",
 }
 
 // scrapeLabels are added by Prometheus when it scrapes; a node's
