@@ -839,19 +839,20 @@ func (m *Manager) produceOne(ctx context.Context, name string, msgs []incoming, 
 	if !isOverCap(err) {
 		return let, err
 	}
-	since := m.clock.Now()
+	// Counted once per put, by the member its client put it to: the
+	// dispatcher sees every try, and cannot tell a put's last.
+	q := m.queueFor(name)
 	if m.cfg.FullWait > 0 {
-		m.queueFor(name).waited()
-	}
-	for try := 0; m.cfg.FullWait > 0 && isOverCap(err) && m.waitForRoom(ctx, name, since, try); try++ {
-		// Refused before anything was kept of msgs, here or on the
-		// dispatcher: they are put again whole.
-		_, err = m.produceNow(ctx, name, msgs, checkRows)
+		q.bump(&q.stats.Waited)
+		since := m.clock.Now()
+		for try := 0; isOverCap(err) && m.waitForRoom(ctx, q, since, try); try++ {
+			// Refused before anything was kept of msgs, here or on the
+			// dispatcher: they are put again whole.
+			_, err = m.produceNow(ctx, name, msgs, checkRows)
+		}
 	}
 	if isOverCap(err) {
-		// Counted once per put, by the member its client put it to: the
-		// dispatcher sees every try, and cannot tell a put's last.
-		m.queueFor(name).refused()
+		q.bump(&q.stats.Refused)
 	}
 	return false, err
 }
@@ -885,13 +886,13 @@ func isOverCap(err error) bool {
 	return ok && st.Code() == codes.ResourceExhausted && st.Message() == status.Convert(errOverCap).Message()
 }
 
-// waitForRoom waits, after try+1 refusals since a put to name was first
+// waitForRoom waits, after try+1 refusals since a put to q was first
 // refused over the queue's byte cap, until this member's queue frees bytes
 // or a step has passed (a dispatcher elsewhere sends no signal: the put
 // asks again), and reports whether the put should try again: not once the
 // next step would take it past FullWait since the first refusal or too
 // near its deadline, nor when its context ends.
-func (m *Manager) waitForRoom(ctx context.Context, name string, since time.Time, try int) bool {
+func (m *Manager) waitForRoom(ctx context.Context, q *queue, since time.Time, try int) bool {
 	step := fullWaitStepMax
 	if try < 5 {
 		step = min(fullWaitStepMin<<try, fullWaitStepMax)
@@ -903,12 +904,8 @@ func (m *Manager) waitForRoom(ctx context.Context, name string, since time.Time,
 	if m.clock.Now().Add(step).After(end) {
 		return false
 	}
-	var room <-chan struct{}
-	if q := m.lookup(name); q != nil {
-		room = q.roomSignal()
-	}
 	select {
-	case <-room:
+	case <-q.roomSignal():
 	case <-m.clock.After(step):
 	case <-ctx.Done():
 		return false

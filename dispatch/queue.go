@@ -239,19 +239,11 @@ func (q *queue) hasRoom(msgs []incoming) bool {
 	return q.roomLocked(msgs)
 }
 
-// refused counts a put this member refused its client over the byte cap.
-func (q *queue) refused() {
+// bump adds one to c, a counter of q.stats, taking mu.
+func (q *queue) bump(c *uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.stats.Refused++
-}
-
-// waited counts a put of this member's client that found the queue full
-// and waits for room.
-func (q *queue) waited() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.stats.Waited++
+	*c++
 }
 
 // roomSignal returns a channel closed when the queue next frees bytes.
