@@ -16,6 +16,7 @@ import (
 // pipeline and stopped by Close, matches answers with requests in order.
 type pipeline struct {
 	t      *Transport
+	target raft.ServerAddress
 	stream grpc.BidiStreamingClient[peerpb.RaftRequest, peerpb.RaftResponse]
 	cancel context.CancelFunc // cuts the stream: on Close, or when an answer is late
 
@@ -52,6 +53,7 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	}
 	p := &pipeline{
 		t:      t,
+		target: target,
 		stream: stream,
 		cancel: cancel,
 		slots:  make(chan struct{}, t.cfg.MaxInFlight),
@@ -90,6 +92,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	f := &appendFuture{start: time.Now(), args: args, resp: resp, done: make(chan struct{})}
 	p.sendMu.Lock()
 	defer p.sendMu.Unlock()
+	f.seq = p.t.answers.number()
 	late := time.AfterFunc(p.t.cfg.Timeout, p.cancel)
 	err = p.stream.Send(&peerpb.RaftRequest{Msgpack: msg})
 	late.Stop()
@@ -117,6 +120,9 @@ func (p *pipeline) receive() {
 		late.Stop()
 		if err == nil {
 			err = p.t.decodeResponse(out, f.resp)
+		}
+		if err == nil {
+			p.t.answers.record(p.target, f.args.Term, f.seq, f.resp)
 		}
 		f.err = err
 		close(f.done)
@@ -150,6 +156,7 @@ func (p *pipeline) Close() error {
 // once, before done is closed.
 type appendFuture struct {
 	start time.Time
+	seq   uint64 // its number among the transport's requests (answers)
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
 	err   error

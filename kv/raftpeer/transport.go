@@ -37,6 +37,8 @@ type Transport struct {
 	mu        sync.Mutex // guards pipelines and closed
 	pipelines map[*pipeline]struct{}
 	closed    bool
+
+	answers answers // the AppendEntries requests peers accepted: Accepted
 }
 
 var (
@@ -164,7 +166,12 @@ func (t *Transport) call(target raft.ServerAddress, method unaryMethod, args, re
 
 // AppendEntries sends one AppendEntries request and waits for the answer.
 func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	return t.call(target, peerpb.RaftClient.AppendEntries, args, resp)
+	seq := t.answers.number()
+	if err := t.call(target, peerpb.RaftClient.AppendEntries, args, resp); err != nil {
+		return err
+	}
+	t.answers.record(target, args.Term, seq, resp)
+	return nil
 }
 
 // RequestVote asks target for its vote.
