@@ -89,6 +89,7 @@ func newKeySpace(cfg Config, kvs *kv.Server, m *gossip.Membership, ps *peer.Serv
 	}
 	ks.consensus, err = raftkv.New(raftkv.Config{
 		Raft:        ks.node.Raft(),
+		Answers:     trans,
 		SM:          kvs.StateMachine(),
 		ClusterID:   clusterID,
 		MemberID:    memberID,

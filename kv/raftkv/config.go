@@ -32,6 +32,10 @@ type Config struct {
 	// Raft is this member's raft (raftnode.Node.Raft), its FSM built by
 	// NewFSM(SM). Required. Its shutdown is the caller's, after Close.
 	Raft *raft.Raft
+	// Answers is Raft's transport, which tells the leadership check of
+	// a read which peers accepted requests sent after it began
+	// (raftpeer.Transport; see read.go). Required.
+	Answers Answers
 	// SM is the state machine raft applies to. Required.
 	SM StateMachine
 	// ClusterID and MemberID go with every call to the leader, as on
@@ -73,6 +77,7 @@ func (c Config) Validate() error {
 		}
 	}
 	required("Raft", c.Raft == nil)
+	required("Answers", c.Answers == nil)
 	required("SM", c.SM == nil)
 	required("MemberID", c.MemberID == 0)
 	errs = append(errs, setting.Negative("raftkv", setting.Num("ApplyTimeout", c.ApplyTimeout))...)

@@ -7,12 +7,13 @@ import (
 	"github.com/hashicorp/raft"
 
 	"chute/internal/setting"
+	"chute/kv/raftpeer"
 )
 
 // TestConfig_Validate names each field that cannot work.
 func TestConfig_Validate(t *testing.T) {
 	err := Config{ApplyTimeout: -1, MaxCommandBytes: -1}.Validate()
-	want := map[string]bool{"Raft": true, "SM": true, "MemberID": true, "ApplyTimeout": true, "MaxCommandBytes": true}
+	want := map[string]bool{"Raft": true, "Answers": true, "SM": true, "MemberID": true, "ApplyTimeout": true, "MaxCommandBytes": true}
 	var fields []*setting.FieldError
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var fe *setting.FieldError
@@ -29,7 +30,7 @@ func TestConfig_Validate(t *testing.T) {
 			t.Errorf("unexpected error %v", fe)
 		}
 	}
-	ok := Config{Raft: &raft.Raft{}, SM: newTestSM(), MemberID: 1}
+	ok := Config{Raft: &raft.Raft{}, Answers: &raftpeer.Transport{}, SM: newTestSM(), MemberID: 1}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("Validate of a complete config: %v", err)
 	}

@@ -90,6 +90,7 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	}
 	cfg := Config{
 		Raft:            m.raft,
+		Answers:         tr,
 		SM:              m.sm,
 		ClusterID:       testCluster(),
 		MemberID:        m.member,

@@ -2,6 +2,8 @@ package raftkv
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,6 +25,27 @@ import (
 // with the StateMachine's applied index, which is such an entry; later
 // ones are entries this leader appended in readyTerm after its barrier,
 // all commands or configurations.
+
+// raft.VerifyLeader is not the whole check: it counts answers to
+// heartbeats sent before it was called, which a leader frozen or cut off
+// with one on the way reads once it runs again, from before the others
+// elected a leader of their own (raftpeer's accepted.go has the story).
+// After it, verifiedIndex also waits until a majority of the voters,
+// this member counted, accepted an AppendEntries request the transport
+// sent after the check began (Answers): VerifyLeader has just sent each
+// peer a heartbeat, so a leader that still leads has them within a
+// round trip, and one that does not never does and steps down.
+
+// Answers is what the leadership check needs of raft's transport:
+// raftpeer.Transport's Mark and Accepted.
+type Answers interface {
+	// Mark returns a point in the AppendEntries requests sent: every
+	// request sent after Mark returns comes after it.
+	Mark() uint64
+	// Accepted returns the peers that accepted, in term, a request sent
+	// after mark, and a channel closed when that may have changed.
+	Accepted(term, mark uint64) ([]raft.ServerAddress, <-chan struct{})
+}
 
 // readBatch is the callers of one leadership check (or barrier): every
 // leaderRead that began before the loop issued it.
@@ -98,10 +121,14 @@ func (c *Consensus) loop() {
 // in readyTerm; a barrier's index when the term moved meanwhile.
 func (c *Consensus) verifiedIndex() (uint64, error) {
 	term := c.readyTerm.Load()
+	mark := c.cfg.Answers.Mark()
 	idx := c.raft.CommitIndex()
 	c.verifies.Add(1)
 	if err := c.raft.VerifyLeader().Error(); err != nil {
 		return 0, fromRaft(err)
+	}
+	if err := c.acceptedSince(term, mark); err != nil {
+		return 0, err
 	}
 	if c.raft.CurrentTerm() != term {
 		return c.barrier() // led again in a later term: its no-op may be the commit index
@@ -110,6 +137,51 @@ func (c *Consensus) verifiedIndex() (uint64, error) {
 		return c.sm.Applied(), nil
 	}
 	return idx, nil
+}
+
+// acceptedPoll bounds the wait between two looks at raft's state while
+// acceptedSince waits for answers.
+const acceptedPoll = 50 * time.Millisecond
+
+// acceptedSince waits until a majority of the latest configuration's
+// voters, this member counted as one, accepted in term an AppendEntries
+// request sent after mark. It fails with raft's not-leader once this
+// member no longer leads in term, and with kv.ErrTimeout after
+// ApplyTimeout.
+func (c *Consensus) acceptedSince(term, mark uint64) error {
+	deadline := time.Now().Add(c.cfg.ApplyTimeout)
+	poll := time.NewTimer(acceptedPoll)
+	defer poll.Stop()
+	for {
+		if c.raft.State() != raft.Leader || c.raft.CurrentTerm() != term {
+			return fromRaft(raft.ErrNotLeader)
+		}
+		peers, changed := c.cfg.Answers.Accepted(term, mark)
+		voters, have := 0, 1
+		for _, s := range c.raft.GetConfiguration().Configuration().Servers {
+			if s.Suffrage != raft.Voter {
+				continue
+			}
+			voters++
+			if slices.Contains(peers, s.Address) {
+				have++
+			}
+		}
+		if have > voters/2 {
+			return nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return fmt.Errorf("%w: %d of %d voters accepted the leadership check", kv.ErrTimeout, have, voters)
+		}
+		poll.Reset(min(wait, acceptedPoll))
+		select {
+		case <-changed:
+		case <-poll.C:
+		case <-c.stop:
+			return kv.ErrStopped
+		}
+	}
 }
 
 // needsBarrier reports whether this member leads and has not committed
