@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -162,110 +163,179 @@ func (rc *registerClient) step(h *faults.History) {
 	h.Add(rc.id, in, call, h.Now(), out)
 }
 
-// TestLinearizable_leaderKilled runs ten clients doing gets, puts and
-// compare-and-swaps on a few keys of a three-node raft cluster (some
-// clients on one node, some on all three) while the raft leader is
-// killed with SIGKILL and restarted, twice. porcupine then checks the
-// history per key; a non-linearizable history fails the test and leaves
-// porcupine's visualization in the system's temporary directory (the
-// test's own is removed when it ends), named by the clients' seed.
-func TestLinearizable_leaderKilled(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t)
-	nodes := c.startRaftThree()
-	clis := clientsOf(t, nodes...)
-	all := []int{0, 1, 2}
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("client randomness from seed %d", seed)
+// linWorkload is the register workload of the linearizability
+// scenarios: linClients clients doing gets, puts and compare-and-swaps on
+// linKeys keys of a three-node raft cluster, clients 0-5 on one node each
+// (two per node), 6-9 on all three, each recording its calls in one
+// history.
+type linWorkload struct {
+	t      *testing.T
+	h      *faults.History
+	seed   uint64
+	t0     time.Time
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	counts [linClients]int // calls per client; read once wg is done
+}
 
-	h := faults.NewHistory()
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	var counts [linClients]int
+// startLinWorkload starts the clients on nodes (three) and lets them
+// build up history for a few seconds before it returns, so that the
+// first fault falls among answered calls. They run until check.
+func startLinWorkload(t *testing.T, nodes []*Proc) *linWorkload {
+	t.Helper()
+	w := &linWorkload{t: t, h: faults.NewHistory(), seed: uint64(time.Now().UnixNano()), t0: time.Now(), stop: make(chan struct{})}
+	t.Logf("client randomness from seed %d", w.seed)
 	for i := range linClients {
-		// Clients 0-5 talk to one node each (two per node), 6-9 to all.
 		eps := []string{nodes[i%3].ClientAddr}
 		if i >= 6 {
 			eps = []string{nodes[0].ClientAddr, nodes[1].ClientAddr, nodes[2].ClientAddr}
 		}
-		rc := &registerClient{id: i, cli: clusterClient(t, eps...), rng: rand.New(rand.NewPCG(seed, uint64(i))), last: make(map[string]string)}
-		wg.Go(func() {
+		rc := &registerClient{id: i, cli: clusterClient(t, eps...), rng: rand.New(rand.NewPCG(w.seed, uint64(i))), last: make(map[string]string)}
+		w.wg.Go(func() {
 			// Bounded by stop, which comes after the workload's time, and
 			// by a count no run of it reaches.
 			for n := 0; n < 1_000_000; n++ {
 				select {
-				case <-stop:
+				case <-w.stop:
 					return
 				default:
 				}
-				rc.step(h)
-				counts[i]++
+				rc.step(w.h)
+				w.counts[i]++
 			}
 		})
 	}
-	t.Cleanup(func() {
-		// A test that fails early still ends its clients.
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	})
-
-	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
-	}
+	// A test that fails early still ends its clients.
+	t.Cleanup(w.end)
 	time.Sleep(4 * time.Second) // clients build up history before the first fault
-	for round := range 2 {
-		leader := raftLeader(t, nodes, clis, all)
-		logf("round %d: kill -9 the leader %s", round+1, nodes[leader].Name)
-		nodes[leader].Kill()
-		var others []int
-		for _, i := range all {
-			if i != leader {
-				others = append(others, i)
-			}
-		}
-		next := raftLeader(t, nodes, clis, others)
-		logf("round %d: %s leads", round+1, nodes[next].Name)
-		time.Sleep(2 * time.Second) // the killed node's clients fail meanwhile
-		nodes[leader].Restart(t)
-		logf("round %d: %s restarted", round+1, nodes[leader].Name)
-		time.Sleep(4 * time.Second)
+	return w
+}
+
+// end stops the clients and waits for them; it may be called again.
+func (w *linWorkload) end() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
 	}
-	// The faults take a fixed time; a machine too loaded to answer
-	// linMinOps of each kind in it gets up to linMoreTime more, with
-	// every node up, before the history counts as too thin.
+	w.wg.Wait()
+}
+
+// logf logs with the time since the workload started.
+func (w *linWorkload) logf(format string, args ...any) {
+	w.t.Helper()
+	w.t.Logf("+%.3fs "+format, append([]any{time.Since(w.t0).Seconds()}, args...)...)
+}
+
+// check ends the workload and has porcupine check its history per key.
+// The faults take a fixed time; a machine too loaded to answer linMinOps
+// of each kind in it gets up to linMoreTime more, with every node up,
+// before the history counts as too thin. A non-linearizable history
+// fails the test and leaves porcupine's visualization in the system's
+// temporary directory (the test's own is removed when it ends), named by
+// the clients' seed.
+func (w *linWorkload) check() {
+	t := w.t
+	t.Helper()
 	more := time.Now().Add(linMoreTime)
-	for !tallyOps(h.Operations()).enough() && time.Now().Before(more) {
+	for !tallyOps(w.h.Operations()).enough() && time.Now().Before(more) {
 		time.Sleep(100 * time.Millisecond)
 	}
-	close(stop)
-	wg.Wait()
-	ops := h.Operations()
-	logf("workload ended: %d operations recorded, per client %v", len(ops), counts)
+	w.end()
+	ops := w.h.Operations()
+	w.logf("workload ended: %d operations recorded, per client %v", len(ops), w.counts)
 
 	n := tallyOps(ops)
-	logf("history: %d gets, %d puts, %d compare-and-swaps (%d swapped); %d writes of unknown outcome",
+	w.logf("history: %d gets, %d puts, %d compare-and-swaps (%d swapped); %d writes of unknown outcome",
 		n.gets, n.puts, n.cas, n.swapped, n.unknown)
 	if !n.enough() {
 		t.Errorf("history too thin to say much after %v more: %d gets, %d writes answered; want at least %d each",
 			linMoreTime, n.gets, n.answeredWrites(), linMinOps)
 	}
 	// CheckKV writes it only for a history that did not pass.
-	viz := filepath.Join(os.TempDir(), fmt.Sprintf("chute-linearizable-%d.html", seed))
+	viz := filepath.Join(os.TempDir(), fmt.Sprintf("chute-linearizable-%d.html", w.seed))
 	start := time.Now()
 	err := faults.CheckKV(ops, linCheckLimit, viz)
-	logf("porcupine took %v", time.Since(start).Round(time.Millisecond))
+	w.logf("porcupine took %v", time.Since(start).Round(time.Millisecond))
 	switch {
 	case errors.Is(err, faults.ErrNotLinearizable):
 		t.Fatalf("the history of %d operations is not linearizable; porcupine's visualization: %s", len(ops), viz)
 	case err != nil:
 		t.Fatalf("porcupine: %v; visualization: %s", err, viz)
 	}
+}
+
+// othersThan returns the indexes of a three-node cluster but i.
+func othersThan(i int) []int {
+	var others []int
+	for j := range 3 {
+		if j != i {
+			others = append(others, j)
+		}
+	}
+	return others
+}
+
+// TestLinearizable_leaderKilled runs the register workload while the raft
+// leader is killed with SIGKILL and restarted, twice, and has porcupine
+// check the history.
+func TestLinearizable_leaderKilled(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	nodes := c.startRaftThree()
+	clis := clientsOf(t, nodes...)
+	all := []int{0, 1, 2}
+	w := startLinWorkload(t, nodes)
+	for round := range 2 {
+		leader := raftLeader(t, nodes, clis, all)
+		w.logf("round %d: kill -9 the leader %s", round+1, nodes[leader].Name)
+		nodes[leader].Kill()
+		next := raftLeader(t, nodes, clis, othersThan(leader))
+		w.logf("round %d: %s leads", round+1, nodes[next].Name)
+		time.Sleep(2 * time.Second) // the killed node's clients fail meanwhile
+		nodes[leader].Restart(t)
+		w.logf("round %d: %s restarted", round+1, nodes[leader].Name)
+		time.Sleep(4 * time.Second)
+	}
+	w.check()
+}
+
+// TestLinearizable_leaderFrozen runs the register workload while the raft
+// leader is frozen with SIGSTOP until the other two elect a leader of
+// their own and take writes for two seconds, then resumed with SIGCONT,
+// twice. A resumed leader still believes it leads until it hears of the
+// new term: whatever it answers its clients meanwhile (a read served from
+// its own state would be stale) must fit the history porcupine checks.
+func TestLinearizable_leaderFrozen(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	nodes := c.startRaftThree()
+	// Runs before the cluster's cleanup stops the nodes: a stopped
+	// process takes no SIGTERM.
+	t.Cleanup(func() {
+		for _, p := range nodes {
+			_ = p.Signal(syscall.SIGCONT)
+		}
+	})
+	clis := clientsOf(t, nodes...)
+	all := []int{0, 1, 2}
+	w := startLinWorkload(t, nodes)
+	for round := range 2 {
+		leader := raftLeader(t, nodes, clis, all)
+		w.logf("round %d: SIGSTOP the leader %s", round+1, nodes[leader].Name)
+		if err := nodes[leader].Signal(syscall.SIGSTOP); err != nil {
+			t.Fatalf("SIGSTOP %s: %v", nodes[leader].Name, err)
+		}
+		next := raftLeader(t, nodes, clis, othersThan(leader))
+		w.logf("round %d: %s leads", round+1, nodes[next].Name)
+		time.Sleep(2 * time.Second) // the new leader takes writes the frozen one has not seen
+		if err := nodes[leader].Signal(syscall.SIGCONT); err != nil {
+			t.Fatalf("SIGCONT %s: %v", nodes[leader].Name, err)
+		}
+		w.logf("round %d: %s resumed", round+1, nodes[leader].Name)
+		time.Sleep(4 * time.Second)
+	}
+	w.check()
 }
 
 // opTally counts the operations of a register history by kind.
@@ -303,3 +373,34 @@ func (n opTally) answeredWrites() int { return n.puts + n.cas - n.unknown }
 // enough reports whether the history has linMinOps answered gets and
 // linMinOps answered writes.
 func (n opTally) enough() bool { return n.gets >= linMinOps && n.answeredWrites() >= linMinOps }
+
+// TestLinearizable_leaderPartitioned runs the register workload on three
+// nodes in network namespaces of their own while the raft leader is cut
+// off from the other two (its clients still reach it) until they elect a
+// leader of their own and take writes for three seconds, then joined
+// again, twice. The cut-off member must answer its clients' reads with
+// an error or with what the majority holds, never from its own state.
+func TestLinearizable_leaderPartitioned(t *testing.T) {
+	t.Parallel()
+	nc := newNSCluster(t, nil)
+	nodes := nc.nodes
+	clis := clientsOf(t, nodes...)
+	all := []int{0, 1, 2}
+	w := startLinWorkload(t, nodes)
+	for round := range 2 {
+		leader := raftLeader(t, nodes, clis, all)
+		if err := nc.net.Isolate(leader); err != nil {
+			t.Fatal(err)
+		}
+		w.logf("round %d: the leader %s cut off", round+1, nodes[leader].Name)
+		next := raftLeader(t, nodes, clis, othersThan(leader))
+		w.logf("round %d: %s leads", round+1, nodes[next].Name)
+		time.Sleep(3 * time.Second) // the cut-off member's clients ask it meanwhile
+		if err := nc.net.Heal(leader); err != nil {
+			t.Fatal(err)
+		}
+		w.logf("round %d: %s joined again", round+1, nodes[leader].Name)
+		time.Sleep(4 * time.Second)
+	}
+	w.check()
+}

@@ -46,13 +46,14 @@ const (
 type nsCluster struct {
 	t     *testing.T
 	net   *faults.Network
-	chFwd *faults.Proxy // the nodes' ClickHouse, in the hub
+	chFwd *faults.Proxy // the nodes' ClickHouse, in the hub; nil without one
 	nodes []*Proc
 }
 
 // newNSCluster creates the namespaces and starts a, b and c in them with
-// --bootstrap-expect 3, each naming the other two as seeds. It fails the
-// test, never skips it, when namespaces cannot be made.
+// --bootstrap-expect 3, each naming the other two as seeds, and ch as
+// their ClickHouse (none when ch is nil). It fails the test, never skips
+// it, when namespaces cannot be made.
 func newNSCluster(t *testing.T, ch *chtest.Server) *nsCluster {
 	t.Helper()
 	ipBin, err := exec.LookPath("ip")
@@ -75,15 +76,17 @@ func newNSCluster(t *testing.T, ch *chtest.Server) *nsCluster {
 	})
 	nc := &nsCluster{t: t, net: network}
 
-	ln, err := network.ListenHub("tcp", net.JoinHostPort(network.HubIP(), nsCHPort))
-	if err != nil {
-		t.Fatalf("e2e: ClickHouse's proxy in the hub: %v", err)
+	if ch != nil {
+		ln, err := network.ListenHub("tcp", net.JoinHostPort(network.HubIP(), nsCHPort))
+		if err != nil {
+			t.Fatalf("e2e: ClickHouse's proxy in the hub: %v", err)
+		}
+		nc.chFwd = faults.NewProxyListener(ln, func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", ch.HTTPAddr())
+		})
+		t.Cleanup(func() { _ = nc.chFwd.Close() })
 	}
-	nc.chFwd = faults.NewProxyListener(ln, func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", ch.HTTPAddr())
-	})
-	t.Cleanup(func() { _ = nc.chFwd.Close() })
 
 	names := []string{"a", "b", "c"}
 	for i, name := range names {
@@ -105,8 +108,9 @@ func newNSCluster(t *testing.T, ch *chtest.Server) *nsCluster {
 			"--data-dir", t.TempDir(),
 			"--join", strings.Join(seeds, ","),
 			"--bootstrap-expect", "3",
-			"--clickhouse-url", "http://" + net.JoinHostPort(network.HubIP(), nsCHPort),
-			"--clickhouse-db", "default",
+		}
+		if ch != nil {
+			args = append(args, "--clickhouse-url", "http://"+net.JoinHostPort(network.HubIP(), nsCHPort), "--clickhouse-db", "default")
 		}
 		dataDir, _ := flagValue(args, "data-dir")
 		bin, cmdArgs := network.Command(i, chuteBin, args...)
