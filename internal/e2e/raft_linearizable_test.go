@@ -276,28 +276,55 @@ func othersThan(i int) []int {
 	return others
 }
 
-// TestLinearizable_leaderKilled runs the register workload while the raft
-// leader is killed with SIGKILL and restarted, twice, and has porcupine
-// check the history.
-func TestLinearizable_leaderKilled(t *testing.T) {
-	t.Parallel()
-	c := newCluster(t)
-	nodes := c.startRaftThree()
+// leaderFault is a fault of the linearizability scenarios, done to the
+// raft leader: begin starts it (named by did in the log), end ends it
+// (named by undid) once the other two agree on a leader of their own and
+// lasted more.
+type leaderFault struct {
+	did, undid string
+	begin, end func(leader int) error
+	more       time.Duration
+}
+
+// runLinScenario runs the register workload on the three nodes through
+// two rounds of f, four seconds apart, and has porcupine check the
+// history.
+func runLinScenario(t *testing.T, nodes []*Proc, f leaderFault) {
+	t.Helper()
 	clis := clientsOf(t, nodes...)
 	all := []int{0, 1, 2}
 	w := startLinWorkload(t, nodes)
 	for round := range 2 {
 		leader := raftLeader(t, nodes, clis, all)
-		w.logf("round %d: kill -9 the leader %s", round+1, nodes[leader].Name)
-		nodes[leader].Kill()
+		if err := f.begin(leader); err != nil {
+			t.Fatalf("%s %s: %v", f.did, nodes[leader].Name, err)
+		}
+		w.logf("round %d: the leader %s %s", round+1, nodes[leader].Name, f.did)
 		next := raftLeader(t, nodes, clis, othersThan(leader))
 		w.logf("round %d: %s leads", round+1, nodes[next].Name)
-		time.Sleep(2 * time.Second) // the killed node's clients fail meanwhile
-		nodes[leader].Restart(t)
-		w.logf("round %d: %s restarted", round+1, nodes[leader].Name)
+		time.Sleep(f.more)
+		if err := f.end(leader); err != nil {
+			t.Fatalf("%s %s: %v", f.undid, nodes[leader].Name, err)
+		}
+		w.logf("round %d: %s %s", round+1, nodes[leader].Name, f.undid)
 		time.Sleep(4 * time.Second)
 	}
 	w.check()
+}
+
+// TestLinearizable_leaderKilled runs the register workload while the raft
+// leader is killed with SIGKILL and restarted two seconds after the
+// others elect a leader (its clients fail meanwhile), twice, and has
+// porcupine check the history.
+func TestLinearizable_leaderKilled(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	nodes := c.startRaftThree()
+	runLinScenario(t, nodes, leaderFault{
+		did: "killed with SIGKILL", undid: "restarted", more: 2 * time.Second,
+		begin: func(i int) error { nodes[i].Kill(); return nil },
+		end:   func(i int) error { nodes[i].Restart(t); return nil },
+	})
 }
 
 // TestLinearizable_leaderFrozen runs the register workload while the raft
@@ -317,25 +344,27 @@ func TestLinearizable_leaderFrozen(t *testing.T) {
 			_ = p.Signal(syscall.SIGCONT)
 		}
 	})
-	clis := clientsOf(t, nodes...)
-	all := []int{0, 1, 2}
-	w := startLinWorkload(t, nodes)
-	for round := range 2 {
-		leader := raftLeader(t, nodes, clis, all)
-		w.logf("round %d: SIGSTOP the leader %s", round+1, nodes[leader].Name)
-		if err := nodes[leader].Signal(syscall.SIGSTOP); err != nil {
-			t.Fatalf("SIGSTOP %s: %v", nodes[leader].Name, err)
-		}
-		next := raftLeader(t, nodes, clis, othersThan(leader))
-		w.logf("round %d: %s leads", round+1, nodes[next].Name)
-		time.Sleep(2 * time.Second) // the new leader takes writes the frozen one has not seen
-		if err := nodes[leader].Signal(syscall.SIGCONT); err != nil {
-			t.Fatalf("SIGCONT %s: %v", nodes[leader].Name, err)
-		}
-		w.logf("round %d: %s resumed", round+1, nodes[leader].Name)
-		time.Sleep(4 * time.Second)
-	}
-	w.check()
+	runLinScenario(t, nodes, leaderFault{
+		did: "frozen with SIGSTOP", undid: "resumed with SIGCONT", more: 2 * time.Second,
+		begin: func(i int) error { return nodes[i].Signal(syscall.SIGSTOP) },
+		end:   func(i int) error { return nodes[i].Signal(syscall.SIGCONT) },
+	})
+}
+
+// TestLinearizable_leaderPartitioned runs the register workload on three
+// nodes in network namespaces of their own while the raft leader is cut
+// off from the other two (its clients still reach it) until they elect a
+// leader of their own and take writes for three seconds, then joined
+// again, twice. The cut-off member must answer its clients' reads with
+// an error or with what the majority holds, never from its own state.
+func TestLinearizable_leaderPartitioned(t *testing.T) {
+	t.Parallel()
+	nc := newNSCluster(t, nil)
+	runLinScenario(t, nc.nodes, leaderFault{
+		did: "cut off", undid: "joined again", more: 3 * time.Second,
+		begin: nc.net.Isolate,
+		end:   nc.net.Heal,
+	})
 }
 
 // opTally counts the operations of a register history by kind.
@@ -373,34 +402,3 @@ func (n opTally) answeredWrites() int { return n.puts + n.cas - n.unknown }
 // enough reports whether the history has linMinOps answered gets and
 // linMinOps answered writes.
 func (n opTally) enough() bool { return n.gets >= linMinOps && n.answeredWrites() >= linMinOps }
-
-// TestLinearizable_leaderPartitioned runs the register workload on three
-// nodes in network namespaces of their own while the raft leader is cut
-// off from the other two (its clients still reach it) until they elect a
-// leader of their own and take writes for three seconds, then joined
-// again, twice. The cut-off member must answer its clients' reads with
-// an error or with what the majority holds, never from its own state.
-func TestLinearizable_leaderPartitioned(t *testing.T) {
-	t.Parallel()
-	nc := newNSCluster(t, nil)
-	nodes := nc.nodes
-	clis := clientsOf(t, nodes...)
-	all := []int{0, 1, 2}
-	w := startLinWorkload(t, nodes)
-	for round := range 2 {
-		leader := raftLeader(t, nodes, clis, all)
-		if err := nc.net.Isolate(leader); err != nil {
-			t.Fatal(err)
-		}
-		w.logf("round %d: the leader %s cut off", round+1, nodes[leader].Name)
-		next := raftLeader(t, nodes, clis, othersThan(leader))
-		w.logf("round %d: %s leads", round+1, nodes[next].Name)
-		time.Sleep(3 * time.Second) // the cut-off member's clients ask it meanwhile
-		if err := nc.net.Heal(leader); err != nil {
-			t.Fatal(err)
-		}
-		w.logf("round %d: %s joined again", round+1, nodes[leader].Name)
-		time.Sleep(4 * time.Second)
-	}
-	w.check()
-}
