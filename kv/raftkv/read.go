@@ -146,15 +146,20 @@ const acceptedPoll = 50 * time.Millisecond
 // acceptedSince waits until a majority of the latest configuration's
 // voters, this member counted as one, accepted in term an AppendEntries
 // request sent after mark. It fails with raft's not-leader once this
-// member no longer leads in term, and with kv.ErrTimeout after
-// ApplyTimeout.
+// member no longer leads, and with kv.ErrTimeout after ApplyTimeout. A
+// member that leads again in a later term stops waiting: no answer in
+// term comes any more, and verifiedIndex's barrier confirms the later
+// one.
 func (c *Consensus) acceptedSince(term, mark uint64) error {
 	deadline := time.Now().Add(c.cfg.ApplyTimeout)
 	poll := time.NewTimer(acceptedPoll)
 	defer poll.Stop()
 	for {
-		if c.raft.State() != raft.Leader || c.raft.CurrentTerm() != term {
+		if c.raft.State() != raft.Leader {
 			return fromRaft(raft.ErrNotLeader)
+		}
+		if c.raft.CurrentTerm() != term {
+			return nil
 		}
 		peers, changed := c.cfg.Answers.Accepted(term, mark)
 		voters, have := 0, 1
