@@ -58,6 +58,14 @@
 // A history the checker cannot decide within its timeout is an error,
 // never a pass.
 //
+// Two more checks read the revisions of the answers (KVOutput.Revision),
+// as etcd's robustness tests do: CheckRevisions, that an operation begun
+// after another returned never answers an older revision (nor the same
+// one when it wrote), and CheckWatch, that watches of the keys from
+// revision 1 received every revision once and in order, all the same
+// events, each a value some write wrote and every acknowledged write at
+// the revision its answer gave (watch.go).
+//
 // # Partitions
 //
 // A Network runs each node in a network namespace of its own, linked to

@@ -53,6 +53,11 @@ type KVOutput struct {
 	Found   bool   // Get: the key exists
 	Value   string // Get: its value
 	Swapped bool   // CAS: the compare held and the put was done
+	// Revision is the answer's: the store's revision a get or a
+	// compare-and-swap read at, or the one a put or a swap created
+	// (0 when not recorded). The model ignores it; CheckRevisions and
+	// CheckWatch use it.
+	Revision int64
 }
 
 // kvState is one key's register: its value, if it exists.
