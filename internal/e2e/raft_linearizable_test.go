@@ -132,6 +132,7 @@ func (rc *registerClient) step(h *faults.History) {
 			out.Unknown = true
 			break
 		}
+		out.Revision = resp.Header.Revision
 		if len(resp.Kvs) > 0 {
 			out.Found, out.Value = true, string(resp.Kvs[0].Value)
 			rc.last[key] = out.Value
@@ -139,9 +140,12 @@ func (rc *registerClient) step(h *faults.History) {
 	case r < 7:
 		rc.n++
 		in = faults.KVInput{Op: faults.Put, Key: key, Value: fmt.Sprintf("c%d-%d", rc.id, rc.n)}
-		if _, err := rc.cli.Put(ctx, key, in.Value); err != nil {
+		resp, err := rc.cli.Put(ctx, key, in.Value)
+		if err != nil {
 			out.Unknown = true
+			break
 		}
+		out.Revision = resp.Header.Revision
 	default:
 		rc.n++
 		in = faults.KVInput{Op: faults.CAS, Key: key, Expect: rc.last[key], Value: fmt.Sprintf("c%d-%d", rc.id, rc.n)}
@@ -153,7 +157,7 @@ func (rc *registerClient) step(h *faults.History) {
 			out.Unknown = true
 			break
 		}
-		out.Swapped = resp.Succeeded
+		out.Swapped, out.Revision = resp.Succeeded, resp.Header.Revision
 		if resp.Succeeded {
 			rc.last[key] = in.Value
 		}
@@ -167,15 +171,17 @@ func (rc *registerClient) step(h *faults.History) {
 // scenarios: linClients clients doing gets, puts and compare-and-swaps on
 // linKeys keys of a three-node raft cluster, clients 0-5 on one node each
 // (two per node), 6-9 on all three, each recording its calls in one
-// history.
+// history, while watches of the keys record every event (linWatches).
 type linWorkload struct {
-	t      *testing.T
-	h      *faults.History
-	seed   uint64
-	t0     time.Time
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	counts [linClients]int // calls per client; read once wg is done
+	t       *testing.T
+	h       *faults.History
+	watches *linWatches
+	probe   *clientv3.Client // of all three nodes: reads the store's revision at the end
+	seed    uint64
+	t0      time.Time
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	counts  [linClients]int // calls per client; read once wg is done
 }
 
 // startLinWorkload starts the clients on nodes (three) and lets them
@@ -184,6 +190,8 @@ type linWorkload struct {
 func startLinWorkload(t *testing.T, nodes []*Proc) *linWorkload {
 	t.Helper()
 	w := &linWorkload{t: t, h: faults.NewHistory(), seed: uint64(time.Now().UnixNano()), t0: time.Now(), stop: make(chan struct{})}
+	w.watches = startLinWatches(t, nodes)
+	w.probe = clusterClient(t, nodes[0].ClientAddr, nodes[1].ClientAddr, nodes[2].ClientAddr)
 	t.Logf("client randomness from seed %d", w.seed)
 	for i := range linClients {
 		eps := []string{nodes[i%3].ClientAddr}
@@ -227,7 +235,9 @@ func (w *linWorkload) logf(format string, args ...any) {
 	w.t.Logf("+%.3fs "+format, append([]any{time.Since(w.t0).Seconds()}, args...)...)
 }
 
-// check ends the workload and has porcupine check its history per key.
+// check ends the workload, waits for the watches to catch up and checks
+// what they received (faults.CheckWatch) and the answers' revisions
+// (faults.CheckRevisions), and has porcupine check the history per key.
 // The faults take a fixed time; a machine too loaded to answer linMinOps
 // of each kind in it gets up to linMoreTime more, with every node up,
 // before the history counts as too thin. A non-linearizable history
@@ -244,6 +254,15 @@ func (w *linWorkload) check() {
 	w.end()
 	ops := w.h.Operations()
 	w.logf("workload ended: %d operations recorded, per client %v", len(ops), w.counts)
+
+	last := w.watches.catchUp(t, w.probe)
+	w.logf("watches caught up at revision %d", last)
+	if err := faults.CheckWatch(w.watches.streams(), ops, last); err != nil {
+		t.Errorf("watches: %v", err)
+	}
+	if err := faults.CheckRevisions(ops); err != nil {
+		t.Errorf("revisions: %v", err)
+	}
 
 	n := tallyOps(ops)
 	w.logf("history: %d gets, %d puts, %d compare-and-swaps (%d swapped); %d writes of unknown outcome",
