@@ -246,6 +246,10 @@ func (s *seat) Propose(ctx context.Context, cmd []byte) error {
 	return s.current().Propose(ctx, cmd)
 }
 
+func (s *seat) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
+	return s.current().ProposeAsLeader(ctx, term, cmd)
+}
+
 func (s *seat) ReadIndex(ctx context.Context) (uint64, error) { return s.current().ReadIndex(ctx) }
 
 func (s *seat) RenewLease(ctx context.Context, id int64) (int64, error) {

@@ -23,6 +23,15 @@ type Consensus interface {
 	// committed later; ErrLeaderChanged says so for a command a leader
 	// took and lost with its leadership.
 	Propose(ctx context.Context, cmd []byte) error
+	// ProposeAsLeader is Propose for the leader's own duties (expiring
+	// leases, recording renewals, compacting), decided while Status
+	// showed this member leading in term: cmd goes into this member's
+	// log only while it leads in that term, and is never forwarded. A
+	// leader resumed after a freeze still believes it leads until it
+	// hears of the next term, and the lease deadlines it holds are long
+	// past: its decisions must die with its term, not reach the next
+	// leader. ErrNotLeader when it no longer leads in term.
+	ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error
 	// ReadIndex returns an index of the StateMachine (StateMachine.Applied)
 	// at or after every write committed before the call: once this
 	// member's StateMachine applied it, a read sees every write

@@ -22,7 +22,11 @@ import (
 // and a lease whose holder stopped expires about its TTL after the last
 // renewal even when the leader died meanwhile, never before. The leader
 // also proposes the automatic compaction, so that every member compacts
-// at the same revision whatever its own configuration.
+// at the same revision whatever its own configuration. Each of these
+// duties is proposed in the term it was decided in, through this
+// member's log only (Consensus.ProposeAsLeader): its view of the
+// deadlines is its term's, and a member that lost the term must not
+// act on it through the next leader.
 
 // checkpointGather is how long a checkpoint waits for more renewals to
 // share it once the first one arrived.
@@ -52,7 +56,8 @@ func (s *Server) runLeader() {
 			return
 		case <-t.C:
 		}
-		if !s.consensus.Status().IsLeader {
+		st := s.consensus.Status()
+		if !st.IsLeader {
 			leading = false
 			continue
 		}
@@ -62,15 +67,16 @@ func (s *Server) runLeader() {
 			s.store.ExtendLeases(now.Add(leaderLeaseGrace))
 			s.log.Info("leading the key space: lease deadlines and compaction are this member's")
 		}
-		s.revokeExpired(now)
-		s.maybeCompact()
+		s.revokeExpired(st.Term, now)
+		s.maybeCompact(st.Term)
 	}
 }
 
-// revokeExpired proposes the revoke of every lease whose deadline passed.
-func (s *Server) revokeExpired(now time.Time) {
+// revokeExpired proposes, in term, the revoke of every lease whose
+// deadline passed.
+func (s *Server) revokeExpired(term uint64, now time.Time) {
 	for _, id := range s.store.ExpiredLeases(now, maxRevokesPerTick) {
-		res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
+		res := s.writeAsLeader(term, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 		if res.Err != nil && !errors.Is(res.Err, mvcc.ErrLeaseNotFound) {
 			s.log.Warn("lease not revoked; retrying at the next check", "lease", id, "err", res.Err)
 			return
@@ -85,23 +91,36 @@ type checkpoints struct {
 	batch *checkpointBatch
 }
 
-// checkpointBatch is the renewals one checkpoint command records.
+// checkpointBatch is the renewals one checkpoint command records, all
+// made while this member led in term.
 type checkpointBatch struct {
+	term uint64
 	ids  map[int64]struct{}
 	done chan struct{} // closed once err is set
 	err  error
 }
 
 // recordRenewal returns once a checkpoint holding the lease's deadline
-// is committed, or fails: the renewal is then not acknowledged, and the
-// client's keep-alive tries again.
+// is committed in the term the renewal was made in, and the lease is
+// still there, or fails: the renewal is then not acknowledged, and the
+// client's keep-alive tries again. A leader that lost its term between
+// the renewal and the checkpoint renewed a deadline nobody else knows,
+// and may have missed the lease's revoke.
 func (s *Server) recordRenewal(id int64) error {
+	st := s.consensus.Status()
+	if !st.IsLeader {
+		return ErrNotLeader
+	}
 	c := &s.checkpoints
 	c.mu.Lock()
 	b := c.batch
+	if b != nil && b.term != st.Term {
+		c.mu.Unlock()
+		return ErrLeaderChanged // the pending batch's term is over: it fails too
+	}
 	first := b == nil
 	if first {
-		b = &checkpointBatch{ids: make(map[int64]struct{}), done: make(chan struct{})}
+		b = &checkpointBatch{term: st.Term, ids: make(map[int64]struct{}), done: make(chan struct{})}
 		c.batch = b
 	}
 	b.ids[id] = struct{}{}
@@ -110,7 +129,11 @@ func (s *Server) recordRenewal(id int64) error {
 		s.commitCheckpoint(b) // the first renewal commits for all that join it
 	}
 	<-b.done
-	return b.err
+	if b.err != nil {
+		return b.err
+	}
+	_, err := s.store.TimeToLive(id, false) // ErrLeaseNotFound once revoked
+	return err
 }
 
 // commitCheckpoint proposes the deadlines of b's leases, after a moment
@@ -134,21 +157,21 @@ func (s *Server) commitCheckpoint(b *checkpointBatch) {
 	cps := s.store.RemainingTTLs(ids)
 	for len(cps) > 0 && b.err == nil {
 		n := min(len(cps), maxCheckpointsPerCommand)
-		res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
+		res := s.writeAsLeader(b.term, &pb.InternalRaftRequest{LeaseCheckpoint: &pb.LeaseCheckpointRequest{Checkpoints: cps[:n]}})
 		b.err = res.Err
 		cps = cps[n:]
 	}
 	close(b.done)
 }
 
-// maybeCompact proposes a compaction down to HistoryRevisions once twice
-// as many have accumulated.
-func (s *Server) maybeCompact() {
+// maybeCompact proposes, in term, a compaction down to HistoryRevisions
+// once twice as many have accumulated.
+func (s *Server) maybeCompact(term uint64) {
 	rev, due := s.store.CompactionDue()
 	if !due {
 		return
 	}
-	res := s.writeOwn(context.Background(), &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev}})
+	res := s.writeAsLeader(term, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: rev}})
 	if res.Err != nil && !errors.Is(res.Err, mvcc.ErrCompacted) {
 		s.log.Warn("automatic compaction not written", "revision", rev, "err", res.Err)
 	}

@@ -30,6 +30,24 @@ const leaderChangedWait = 5 * time.Second
 // (no Consensus), applied at once. Writes of a member alone are
 // serialised by localMu so that applied indexes follow apply order.
 func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Result {
+	return s.writeBy(ctx, req, func(ctx context.Context, cmd []byte) error {
+		return s.consensus.Propose(ctx, cmd)
+	})
+}
+
+// writeAsLeader runs a write of the leader's duties, decided while this
+// member led in term: proposed only through its own log and only in that
+// term (Consensus.ProposeAsLeader), bounded by internalWriteTimeout.
+func (s *Server) writeAsLeader(term uint64, req *pb.InternalRaftRequest) mvcc.Result {
+	ctx, cancel := context.WithTimeout(context.Background(), internalWriteTimeout)
+	defer cancel()
+	return s.writeBy(ctx, req, func(ctx context.Context, cmd []byte) error {
+		return s.consensus.ProposeAsLeader(ctx, term, cmd)
+	})
+}
+
+// writeBy is write with the consensus's propose given.
+func (s *Server) writeBy(ctx context.Context, req *pb.InternalRaftRequest, propose func(context.Context, []byte) error) mvcc.Result {
 	sm := s.sm
 	if s.consensus == nil {
 		s.localMu.Lock()
@@ -44,7 +62,7 @@ func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Re
 		return mvcc.Result{Err: err}
 	}
 	wait, timeoutErr := applyWaitTimeout, ErrTimeout
-	if err := s.consensus.Propose(ctx, cmd); errors.Is(err, ErrLeaderChanged) {
+	if err := propose(ctx, cmd); errors.Is(err, ErrLeaderChanged) {
 		// It may commit under the next leader: this member applies it
 		// then, and answers from that, as etcd's proposer waits.
 		wait, timeoutErr = leaderChangedWait, err

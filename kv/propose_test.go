@@ -33,6 +33,10 @@ func (c *changingLeader) Propose(_ context.Context, cmd []byte) error {
 	return ErrLeaderChanged
 }
 
+func (c *changingLeader) ProposeAsLeader(ctx context.Context, _ uint64, cmd []byte) error {
+	return c.Propose(ctx, cmd)
+}
+
 func (c *changingLeader) ReadIndex(context.Context) (uint64, error) {
 	return c.srv.StateMachine().Applied(), nil
 }

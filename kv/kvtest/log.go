@@ -80,11 +80,30 @@ func (m *member) Propose(_ context.Context, cmd []byte) error {
 	if !m.in() {
 		return kv.ErrNoLeader
 	}
+	l.append(cmd)
+	return nil
+}
+
+// ProposeAsLeader is Propose for the member that leads; the log has one
+// term, 1.
+func (m *member) ProposeAsLeader(_ context.Context, term uint64, cmd []byte) error {
+	l := m.log
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if term != 1 || len(l.members) == 0 || l.members[0] != m {
+		return kv.ErrNotLeader
+	}
+	l.append(cmd)
+	return nil
+}
+
+// append applies cmd to every member at the next index. The caller
+// holds l.mu.
+func (l *Log) append(cmd []byte) {
 	l.index++
 	for _, o := range l.members {
 		o.srv.StateMachine().Apply(l.index, 1, cmd)
 	}
-	return nil
 }
 
 func (m *member) ReadIndex(context.Context) (uint64, error) {

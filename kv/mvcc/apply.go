@@ -296,5 +296,8 @@ func (m *StateMachine) RenewLease(id int64) (int64, error) {
 	if err != nil || m.recordRenewal == nil {
 		return ttl, err
 	}
-	return ttl, m.recordRenewal(id)
+	if err := m.recordRenewal(id); err != nil {
+		return 0, err // not renewed: no TTL to report
+	}
+	return ttl, nil
 }

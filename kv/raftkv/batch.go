@@ -185,7 +185,7 @@ func resultError(r *peerpb.ProposeResult) error {
 // entries of its apply queue (pack.go), and returns each one's result
 // once raft answered all of them, or ctx's end.
 func (c *Consensus) applyBatch(ctx context.Context, cmds [][]byte) ([]*peerpb.ProposeResult, error) {
-	out, err := c.applies.apply(ctx, cmds)
+	out, err := c.applies.apply(ctx, 0, cmds)
 	if err != nil {
 		return nil, err
 	}

@@ -137,12 +137,40 @@ func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
 	defer cancel()
 	return c.route(ctx, false,
 		func(ctx context.Context) error {
-			_, err := c.applyLocal(ctx, cmd)
+			_, err := c.applyLocal(ctx, 0, cmd)
 			return err
 		},
 		func(ctx context.Context, leader raft.ServerAddress) error {
 			return c.proposeRemote(ctx, leader, cmd)
 		})
+}
+
+// ProposeAsLeader applies cmd through this member's raft, never
+// forwarded, only while it leads in term (see kv.Consensus).
+func (c *Consensus) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
+	if len(cmd) > c.cfg.MaxCommandBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, len(cmd), c.cfg.MaxCommandBytes)
+	}
+	if !c.leadsIn(term) {
+		return fmt.Errorf("%w: not leading in term %d", kv.ErrNotLeader, term)
+	}
+	ctx, cancel := c.callContext(ctx)
+	defer cancel()
+	_, err := c.applyLocal(ctx, term, cmd)
+	if errors.Is(err, errLeaderGone) {
+		return fmt.Errorf("%w: %w", kv.ErrNotLeader, err)
+	}
+	if ctx.Err() != nil && endedByContext(err) {
+		return context.Cause(ctx)
+	}
+	return err
+}
+
+// leadsIn reports whether this member leads in term. raft changes the
+// term and the state one after the other: read the state first, as
+// Status does, so that a leader of term read is of that term.
+func (c *Consensus) leadsIn(term uint64) bool {
+	return c.raft.State() == raft.Leader && c.raft.CurrentTerm() == term
 }
 
 // ReadIndex returns the leader's StateMachine.Applied after a barrier
@@ -260,9 +288,9 @@ func (c *Consensus) callContext(ctx context.Context) (context.Context, context.C
 
 // applyLocal applies cmd through this member's raft, in the next entry
 // of its apply queue (pack.go), and returns the entry's index once
-// applied.
-func (c *Consensus) applyLocal(ctx context.Context, cmd []byte) (uint64, error) {
-	out, err := c.applies.apply(ctx, [][]byte{cmd})
+// applied; a term other than 0 binds it to that term (applyQueue.apply).
+func (c *Consensus) applyLocal(ctx context.Context, term uint64, cmd []byte) (uint64, error) {
+	out, err := c.applies.apply(ctx, term, [][]byte{cmd})
 	if err != nil {
 		return 0, err
 	}

@@ -494,3 +494,35 @@ func TestConsensus_ReadIndex_reachableWhenIdle(t *testing.T) {
 		})
 	}
 }
+
+// TestConsensus_ProposeAsLeader: the leader's duties go into its own
+// log in the term they were decided in, and nowhere else: a follower
+// refuses them without forwarding, and so does the leader once the term
+// is not its own.
+func TestConsensus_ProposeAsLeader(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	term := leader.raft.CurrentTerm()
+	if err := leader.c.ProposeAsLeader(testCtx(t), term, []byte("duty")); err != nil {
+		t.Fatalf("on the leader in its term: %v", err)
+	}
+	waitCmds(t, []string{"duty"}, ms...)
+
+	if err := leader.c.ProposeAsLeader(testCtx(t), term-1, []byte("stale")); !errors.Is(err, kv.ErrNotLeader) {
+		t.Errorf("on the leader in an earlier term: %v, want %v", err, kv.ErrNotLeader)
+	}
+	for _, f := range followers(ms, leader) {
+		before := f.c.forwards.Load()
+		if err := f.c.ProposeAsLeader(testCtx(t), term, []byte("forwarded")); !errors.Is(err, kv.ErrNotLeader) {
+			t.Errorf("on %s, a follower: %v, want %v", f.name, err, kv.ErrNotLeader)
+		}
+		if n := f.c.forwards.Load() - before; n != 0 {
+			t.Errorf("on %s, a follower: %d calls forwarded, want none", f.name, n)
+		}
+	}
+	// Nothing but the duty reached any log.
+	if err := leader.c.Propose(testCtx(t), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	waitCmds(t, []string{"duty", "after"}, ms...)
+}

@@ -55,6 +55,15 @@
 // no leader to serve the call is kv.ErrNoLeader, and otherwise
 // kv.ErrTimeout; the caller's own context ending is its error.
 //
+// ProposeAsLeader, for the leader's own duties (lease revokes and
+// checkpoints, compaction), never routes: its command goes into this
+// member's apply queue bound to the term kv decided it in, and the
+// applier drops it, answering kv.ErrNotLeader, unless raft leads in that
+// term right before the entry is handed to raft. A leader resumed after
+// a freeze, whose lease deadlines went stale meanwhile, then cannot
+// revoke a lease another leader kept alive: etcd's old leaders could,
+// by forwarding the revoke to the new one.
+//
 // The leader answers with etcd's gRPC errors (rpctypes.ErrGRPCNotLeader,
 // ErrGRPCTimeout, ErrGRPCNoLeader, ErrGRPCLeaseNotFound,
 // ErrGRPCStopped), which the follower maps back to kv's sentinels; any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 
 	"chute/kv"
@@ -86,6 +87,7 @@ func eachCommand(data []byte, fn func(cmd []byte)) error {
 type applying struct {
 	ctx  context.Context // the caller's: once it ended, the command is dropped unless already in an entry
 	cmd  []byte
+	term uint64            // the only term the command may be appended in; 0: any
 	done chan applyOutcome // buffered: the applier never waits for the caller
 }
 
@@ -106,13 +108,15 @@ type applyQueue struct {
 }
 
 // apply queues cmds, in order, for the next entries of this member's
-// raft, and returns their outcomes' channels.
-func (q *applyQueue) apply(ctx context.Context, cmds [][]byte) ([]chan applyOutcome, error) {
+// raft, and returns their outcomes' channels. A term other than 0 binds
+// them to it: they go into an entry only while this member leads in
+// that term, and otherwise fail with kv.ErrNotLeader.
+func (q *applyQueue) apply(ctx context.Context, term uint64, cmds [][]byte) ([]chan applyOutcome, error) {
 	out := make([]chan applyOutcome, len(cmds))
 	q.mu.Lock()
 	for i, cmd := range cmds {
 		out[i] = make(chan applyOutcome, 1)
-		q.pending = append(q.pending, &applying{ctx: ctx, cmd: cmd, done: out[i]})
+		q.pending = append(q.pending, &applying{ctx: ctx, cmd: cmd, term: term, done: out[i]})
 	}
 	start := q.running < maxEntriesInFlight
 	if start {
@@ -138,6 +142,10 @@ func (q *applyQueue) run() {
 			q.order.Unlock()
 			return
 		}
+		if batch = q.inTerm(batch); len(batch) == 0 {
+			q.order.Unlock()
+			continue
+		}
 		cmds := make([][]byte, len(batch))
 		for i, a := range batch {
 			cmds[i] = a.cmd
@@ -152,6 +160,24 @@ func (q *applyQueue) run() {
 			a.done <- o
 		}
 	}
+}
+
+// inTerm fails the commands of batch bound to a term this member does
+// not lead in, and returns the others. It runs under order, just before
+// raft.Apply: raft appends an Apply in the term of its leader loop of the
+// moment, and a member that stopped leading answers those still queued
+// with raft.ErrNotLeader (its follower and candidate loops do), so a
+// command that passes is appended in its term or not at all.
+func (q *applyQueue) inTerm(batch []*applying) []*applying {
+	kept := batch[:0] // batch is no longer in pending: filtered in place
+	for _, a := range batch {
+		if a.term != 0 && !q.c.leadsIn(a.term) {
+			a.done <- applyOutcome{err: fmt.Errorf("%w: not leading in term %d", kv.ErrNotLeader, a.term)}
+			continue
+		}
+		kept = append(kept, a)
+	}
+	return kept
 }
 
 // take removes the next entry's commands from pending, dropping those
