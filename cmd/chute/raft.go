@@ -94,7 +94,10 @@ func newKeySpace(cfg Config, kvs *kv.Server, m *gossip.Membership, ps *peer.Serv
 		ClusterID:   clusterID,
 		MemberID:    memberID,
 		DialOptions: dial,
-		Logger:      logger.With("component", "raft-kv"),
+		// A leader silent for a heartbeat timeout is one raft is about
+		// to replace: forwarded reads and renewals ask again then.
+		TryTimeout: ncfg.Raft.HeartbeatTimeout,
+		Logger:     logger.With("component", "raft-kv"),
 	})
 	if err != nil {
 		_ = ks.node.Shutdown(context.Background())

@@ -21,6 +21,10 @@ const (
 	// --max-request-bytes plus its 512 KiB of gRPC overhead) and the
 	// command's own encoding around it.
 	DefaultMaxCommandBytes = 2<<20 + 256<<10
+	// DefaultTryTimeout is raft's default heartbeat timeout: a leader
+	// that has not answered a read or a renewal by then is as likely
+	// gone as a follower's raft thinks it is.
+	DefaultTryTimeout = time.Second
 )
 
 // FieldError is a setting that cannot work; Field names it.
@@ -50,6 +54,13 @@ type Config struct {
 	// TransferLeader) on top of its context: the wait for a leader, the
 	// forwarding and raft's commit together. Zero: DefaultApplyTimeout.
 	ApplyTimeout time.Duration
+	// TryTimeout bounds one try of a read index or a lease renewal
+	// forwarded to the leader, which may be tried again: a leader that
+	// has not answered by then (frozen, or cut off while its connection
+	// stays open) is asked again, or whoever leads by then, within
+	// ApplyTimeout. Commands are never tried again this way: they may
+	// still commit. Zero: DefaultTryTimeout.
+	TryTimeout time.Duration
 	// MaxCommandBytes bounds a proposed command, proposed here or
 	// forwarded by a peer: peer input is bounded as client input is.
 	// Zero: DefaultMaxCommandBytes.
@@ -63,6 +74,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ApplyTimeout:    DefaultApplyTimeout,
+		TryTimeout:      DefaultTryTimeout,
 		MaxCommandBytes: DefaultMaxCommandBytes,
 	}
 }
@@ -81,6 +93,7 @@ func (c Config) Validate() error {
 	required("SM", c.SM == nil)
 	required("MemberID", c.MemberID == 0)
 	errs = append(errs, setting.Negative("raftkv", setting.Num("ApplyTimeout", c.ApplyTimeout))...)
+	errs = append(errs, setting.Negative("raftkv", setting.Num("TryTimeout", c.TryTimeout))...)
 	errs = append(errs, setting.Negative("raftkv", setting.Num("MaxCommandBytes", c.MaxCommandBytes))...)
 	return errors.Join(errs...)
 }
@@ -89,6 +102,9 @@ func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = d.ApplyTimeout
+	}
+	if c.TryTimeout == 0 {
+		c.TryTimeout = d.TryTimeout
 	}
 	if c.MaxCommandBytes == 0 {
 		c.MaxCommandBytes = d.MaxCommandBytes

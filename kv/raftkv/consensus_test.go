@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -525,4 +527,40 @@ func TestConsensus_ProposeAsLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCmds(t, []string{"duty", "after"}, ms...)
+}
+
+// TestConsensus_route_tryTimeout: a read or renewal forwarded to a
+// leader that holds it without answering (a frozen one) is asked again
+// after TryTimeout; a command, which may still commit, is not.
+func TestConsensus_route_tryTimeout(t *testing.T) {
+	const try = 100 * time.Millisecond
+	ms := startCluster(t, func(c *Config) { c.TryTimeout = try })
+	f := followers(ms, waitLeader(t, ms...))[0]
+	local := func(context.Context) error { return errors.New("the follower ran the call itself") }
+	var tries atomic.Int32
+	holdFirst := func(ctx context.Context, _ raft.ServerAddress) error {
+		if tries.Add(1) == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}
+
+	start := time.Now()
+	if err := f.c.route(testCtx(t), true, local, holdFirst); err != nil {
+		t.Fatalf("idempotent: %v", err)
+	}
+	if took := time.Since(start); tries.Load() != 2 || took < try || took >= testApplyTimeout {
+		t.Errorf("idempotent: %d tries in %v, want 2 after %v and within %v", tries.Load(), took, try, testApplyTimeout)
+	}
+
+	tries.Store(0)
+	ctx, cancel := context.WithTimeout(testCtx(t), 5*try)
+	defer cancel()
+	if err := f.c.route(ctx, false, local, holdFirst); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("command: %v, want the caller's deadline", err)
+	}
+	if n := tries.Load(); n != 1 {
+		t.Errorf("command: %d tries, want 1", n)
+	}
 }

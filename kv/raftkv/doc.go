@@ -39,7 +39,11 @@
 // A try that finds the leader gone (raft's not-leader or transfer in
 // progress; a leader answering "not leader" or "stopped"; a connection
 // that fails with Unavailable) is tried again after a backoff, on
-// whoever leads then, up to ten tries. A command the leader appended
+// whoever leads then, up to ten tries. So is a read or a renewal the
+// leader has not answered within Config.TryTimeout: a frozen leader
+// keeps its connections open, and would hold every keep-alive of a
+// follower's clients past their leases' TTL, long after the others
+// elected a leader that would answer. A command the leader appended
 // and then lost with its leadership (raft's leadership lost) is not:
 // it may still commit under the next leader, and a second copy could
 // apply after writes acknowledged meanwhile (a delete tried twice would

@@ -54,7 +54,7 @@ func (c *Consensus) route(ctx context.Context, idempotent bool, local func(conte
 		if addr == "" {
 			err = local(ctx)
 		} else {
-			err = remote(ctx, addr)
+			err = c.tryRemote(ctx, idempotent, addr, remote)
 		}
 		switch {
 		case err == nil:
@@ -72,6 +72,29 @@ func (c *Consensus) route(ctx context.Context, idempotent bool, local func(conte
 		c.log.Log(ctx, level, "leader gone, trying again", "leader", string(addr), "try", try+1, "err", err)
 	}
 	return fmt.Errorf("%w: %d tries, the last: %v", kv.ErrNoLeader, maxTries, last)
+}
+
+// errNoAnswer: a leader did not answer a try of an idempotent call
+// within TryTimeout.
+var errNoAnswer = errors.New("raftkv: no answer from the leader in time")
+
+// tryRemote makes one remote try. An idempotent one is bounded by
+// TryTimeout too, and ending by it is errLeaderGone, so that route asks
+// again, of whoever leads by then: a frozen leader keeps its connections
+// open and would hold the call for all of ApplyTimeout, past the new
+// leader's election.
+func (c *Consensus) tryRemote(ctx context.Context, idempotent bool, addr raft.ServerAddress,
+	remote func(context.Context, raft.ServerAddress) error) error {
+	if !idempotent {
+		return remote(ctx, addr)
+	}
+	tctx, cancel := context.WithTimeoutCause(ctx, c.cfg.TryTimeout, errNoAnswer)
+	defer cancel()
+	err := remote(tctx, addr)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(tctx), errNoAnswer) {
+		return fmt.Errorf("%w: %w (%v): %w", errLeaderGone, errNoAnswer, c.cfg.TryTimeout, err)
+	}
+	return err
 }
 
 // noLeader is the error of a call whose ctx ended between tries:
