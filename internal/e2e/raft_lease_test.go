@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -109,6 +111,74 @@ func TestRaft_lease_expiry(t *testing.T) {
 			t.Errorf("%s restarted: get: got %v, %v; want no key", nodes[leader].Name, resp, err)
 		}
 	})
+}
+
+// Leases kept alive through the other two nodes outlive a leader frozen
+// (SIGSTOP) for longer than their TTL and then resumed (SIGCONT), twice.
+// The resumed member's own deadlines went stale while it was frozen:
+// until it hears of the new term it still believes it leads, and the
+// revokes it then decides on must die with its term, neither committed
+// by it nor handed to the new leader.
+func TestRaft_lease_leaderFrozen(t *testing.T) {
+	t.Parallel()
+	nodes, clis := newCluster(t).startThreeRaft()
+	// Runs before the cluster's cleanup stops the nodes: a stopped
+	// process takes no SIGTERM.
+	t.Cleanup(func() {
+		for _, p := range nodes {
+			_ = p.Signal(syscall.SIGCONT)
+		}
+	})
+	const ttl, leases = 6, 16
+	for round := range 2 {
+		leader, _ := waitLeader(t, nodes, clis)
+		others := othersThan(leader)
+		keeper := clusterClient(t, nodes[others[0]].ClientAddr, nodes[others[1]].ClientAddr)
+		kctx, stopKeeping := context.WithCancel(context.Background())
+		ids := make([]clientv3.LeaseID, leases)
+		for i := range ids {
+			ctx, cancel := rpcCtx()
+			grant, err := keeper.Grant(ctx, ttl)
+			if err == nil {
+				_, err = keeper.Put(ctx, fmt.Sprintf("frozen/%d/%d", round, i), "v", clientv3.WithLease(grant.ID))
+			}
+			cancel()
+			if err != nil {
+				t.Fatalf("round %d: lease %d: %v", round+1, i, err)
+			}
+			ids[i] = grant.ID
+			kch, err := keeper.KeepAlive(kctx, grant.ID)
+			if err != nil {
+				t.Fatalf("round %d: keep-alive of lease %d: %v", round+1, i, err)
+			}
+			go func() { // ends when stopKeeping closes kch
+				for range kch {
+				}
+			}()
+		}
+		if err := nodes[leader].Signal(syscall.SIGSTOP); err != nil {
+			t.Fatalf("round %d: SIGSTOP %s: %v", round+1, nodes[leader].Name, err)
+		}
+		next := raftLeader(t, nodes, clis, others)
+		t.Logf("round %d: %s frozen, %s leads", round+1, nodes[leader].Name, nodes[next].Name)
+		time.Sleep((ttl + 2) * time.Second) // every deadline the frozen member knows passes
+		if err := nodes[leader].Signal(syscall.SIGCONT); err != nil {
+			t.Fatalf("round %d: SIGCONT %s: %v", round+1, nodes[leader].Name, err)
+		}
+		time.Sleep(3 * time.Second) // the resumed member's lease checks run
+		ctx, cancel := rpcCtx()
+		resp, err := keeper.Get(ctx, fmt.Sprintf("frozen/%d/", round), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || resp.Count != leases {
+			t.Errorf("round %d: keys of kept leases after %s resumed: got %v, %v; want %d", round+1, nodes[leader].Name, resp, err, leases)
+		}
+		for i, id := range ids {
+			if left, err := keeper.TimeToLive(ctx, id); err != nil || left.TTL <= 0 {
+				t.Errorf("round %d: lease %d after %s resumed: got %+v, %v; want it alive", round+1, i, nodes[leader].Name, left, err)
+			}
+		}
+		cancel()
+		stopKeeping()
+	}
 }
 
 // leaseKeptOnce grants a lease of ttl seconds on the first node, puts key
