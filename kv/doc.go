@@ -43,8 +43,13 @@
 // Leases are cluster objects, as in etcd: granted and revoked through the
 // log, kept alive at the leader (keep-alives reaching another member are
 // forwarded), expired by the leader, which proposes their revoke, and
-// checkpointed by it every second, so that a new leader starts from the
-// deadlines the old one had (leader.go). TTLs below MinLeaseTTL are
+// checkpointed by it: a renewal is acknowledged once a checkpoint of its
+// deadline committed (renewals arriving together share one), so that a
+// new leader starts from the deadlines the old one acknowledged
+// (leader.go). The leader proposes revokes and checkpoints only through
+// its own log, in the term it decided them: a leader resumed after a
+// freeze, its deadlines stale, cannot revoke what the next leader kept
+// alive, as etcd's old leaders could. TTLs below MinLeaseTTL are
 // raised to it (etcd: 2 s with its default timings); expired leases'
 // keys are deleted in one revision with DELETE events. KeepAlive on a
 // lease that is gone answers TTL 0, TimeToLive answers TTL -1, as etcd.
