@@ -522,6 +522,16 @@ func TestConsensus_ProposeAsLeader(t *testing.T) {
 			t.Errorf("on %s, a follower: %d calls forwarded, want none", f.name, n)
 		}
 	}
+	// The applier checks the term again right before raft.Apply: a
+	// command queued for a term that is not (or no longer) the leader's
+	// is dropped there.
+	out, err := leader.c.applies.apply(testCtx(t), term+1, [][]byte{[]byte("queued")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := <-out[0]; !errors.Is(o.err, kv.ErrNotLeader) {
+		t.Errorf("queued for term %d on the leader of %d: %v, want %v", term+1, term, o.err, kv.ErrNotLeader)
+	}
 	// Nothing but the duty reached any log.
 	if err := leader.c.Propose(testCtx(t), []byte("after")); err != nil {
 		t.Fatal(err)
