@@ -81,6 +81,11 @@ type Config struct {
 	WatchProgressInterval time.Duration
 	// LeaseCheckInterval is how often expired leases are revoked. Zero: 100ms.
 	LeaseCheckInterval time.Duration
+	// LeaderCheckInterval is how often a member of a cluster checks that
+	// it knows a leader, for the streams that require one: they end after
+	// three checks in a row without (etcd checks every election timeout).
+	// Zero: 1s.
+	LeaderCheckInterval time.Duration
 
 	// BcryptCost is the cost of the bcrypt hashes of passwords (etcd's
 	// --bcrypt-cost, 4 to 31). Zero: DefaultBcryptCost.
@@ -134,6 +139,7 @@ func DefaultConfig() Config {
 		WatchSyncInterval:     50 * time.Millisecond,
 		WatchProgressInterval: 10 * time.Minute,
 		LeaseCheckInterval:    100 * time.Millisecond,
+		LeaderCheckInterval:   time.Second,
 		BcryptCost:            DefaultBcryptCost,
 		AuthTokenTTL:          DefaultAuthTokenTTL,
 	}
@@ -164,6 +170,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseCheckInterval == 0 {
 		c.LeaseCheckInterval = 100 * time.Millisecond
+	}
+	if c.LeaderCheckInterval == 0 {
+		c.LeaderCheckInterval = time.Second
 	}
 	if c.BcryptCost == 0 {
 		c.BcryptCost = DefaultBcryptCost

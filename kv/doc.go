@@ -136,6 +136,12 @@
 // namespace is available first (AP): puts to queues never wait for raft
 // (dispatch holds them as copies while their dispatcher is unreachable),
 // only the dispatcher records and queue settings are written through it.
+// A client that asks for a leader (etcd's "hasleader" metadata:
+// clientv3.WithRequireLeader, and every clientv3 lease keep-alive) gets
+// "etcdserver: no leader" from a member without one, for its calls and,
+// after LeaderCheckInterval three times over, for its running watch and
+// keep-alive streams, as from etcd (requireleader.go); queue puts too,
+// since it asked.
 //
 // # Where chute differs from etcd
 //

@@ -97,6 +97,8 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 			return err
 		case <-l.stop:
 			return toGRPC(ErrStopped)
+		case <-stream.Context().Done(): // an interceptor may end it (requireleader.go)
+			return stream.Context().Err()
 		}
 		ttl, err := l.srv.renewLease(stream.Context(), req.ID)
 		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {

@@ -50,6 +50,7 @@ func (c Config) Validate() error {
 		setting.Num("WatchSyncInterval", c.WatchSyncInterval),
 		setting.Num("WatchProgressInterval", c.WatchProgressInterval),
 		setting.Num("LeaseCheckInterval", c.LeaseCheckInterval),
+		setting.Num("LeaderCheckInterval", c.LeaderCheckInterval),
 	)...)
 	errs = append(errs, setting.Negative("kv", setting.Num("AuthTokenTTL", c.AuthTokenTTL))...)
 	if c.BcryptCost != 0 && (c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost) {

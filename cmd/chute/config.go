@@ -1100,6 +1100,9 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.HistoryRevisions = c.HistoryRevisions
 	k.BcryptCost = c.BcryptCost
 	k.AuthTokenTTL = time.Duration(c.AuthTokenTTL) * time.Second
+	// Streams that require a leader end after three election timeouts
+	// without one, as in etcd.
+	k.LeaderCheckInterval = raftTimings(c.GossipProfile).ElectionTimeout
 	k.Version = version
 	k.TLS = creds
 	return k
