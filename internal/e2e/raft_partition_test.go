@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"chute/internal/chtest"
 	"chute/internal/faults"
@@ -243,6 +244,27 @@ func TestPartition_minority(t *testing.T) {
 	}
 	majority := start(0, a, nc.nodes[1])
 	minority := start(100, c)
+	// A watch on c that asks for a leader (clientv3.WithRequireLeader,
+	// as Kubernetes watches) must end with etcd's "no leader" once c is
+	// cut off, so that its client can move to the majority.
+	cliC := clusterClient(t, c.ClientAddr)
+	wctx, stopWatch := context.WithCancel(clientv3.WithRequireLeader(context.Background()))
+	defer stopWatch()
+	wch := cliC.Watch(wctx, "/partition/", clientv3.WithPrefix())
+	type watchEnd struct {
+		err error
+		at  time.Time
+	}
+	watchEnded := make(chan watchEnd, 1)
+	go func() { // ends when wch closes: the server ends it, or stopWatch
+		for resp := range wch {
+			if err := resp.Err(); err != nil {
+				watchEnded <- watchEnd{err, time.Now()}
+				return
+			}
+		}
+		watchEnded <- watchEnd{errors.New("closed without an error"), time.Now()}
+	}()
 	time.Sleep(2 * time.Second) // puts flow on all three before the cut
 
 	cut := time.Now()
@@ -255,7 +277,6 @@ func TestPartition_minority(t *testing.T) {
 	detected := time.Now()
 
 	// A key-space write on c: etcd's error within the request timeout.
-	cliC := clusterClient(t, c.ClientAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), partitionPutTimeout)
 	putStart := time.Now()
 	_, err = cliC.Put(ctx, "/partition/minority", "x")
@@ -293,6 +314,15 @@ func TestPartition_minority(t *testing.T) {
 	}
 	q, _, _ := queueOn(c, queue)
 	logf("before the heal, c shows %+v", q)
+	select {
+	case end := <-watchEnded:
+		logf("watch on c asking for a leader: %v, %v after the cut", end.err, end.at.Sub(cut).Round(time.Millisecond))
+		if !errors.Is(end.err, rpctypes.ErrNoLeader) {
+			t.Errorf("watch on isolated c asking for a leader: ended with %v, want %v", end.err, rpctypes.ErrNoLeader)
+		}
+	default:
+		t.Errorf("watch on isolated c asking for a leader: still open %v after the cut, want %v", time.Since(cut).Round(time.Millisecond), rpctypes.ErrNoLeader)
+	}
 	healed := time.Now()
 	if err := nc.net.Heal(2); err != nil {
 		t.Fatal(err)
