@@ -175,6 +175,7 @@ func (rc *registerClient) step(h *faults.History) {
 type linWorkload struct {
 	t       *testing.T
 	h       *faults.History
+	nodes   []*Proc
 	watches *linWatches
 	probe   *clientv3.Client // of all three nodes: reads the store's revision at the end
 	seed    uint64
@@ -189,7 +190,7 @@ type linWorkload struct {
 // first fault falls among answered calls. They run until check.
 func startLinWorkload(t *testing.T, nodes []*Proc) *linWorkload {
 	t.Helper()
-	w := &linWorkload{t: t, h: faults.NewHistory(), seed: uint64(time.Now().UnixNano()), t0: time.Now(), stop: make(chan struct{})}
+	w := &linWorkload{t: t, h: faults.NewHistory(), nodes: nodes, seed: uint64(time.Now().UnixNano()), t0: time.Now(), stop: make(chan struct{})}
 	w.watches = startLinWatches(t, nodes)
 	w.probe = clusterClient(t, nodes[0].ClientAddr, nodes[1].ClientAddr, nodes[2].ClientAddr)
 	t.Logf("client randomness from seed %d", w.seed)
@@ -263,6 +264,7 @@ func (w *linWorkload) check() {
 	if err := faults.CheckRevisions(ops); err != nil {
 		t.Errorf("revisions: %v", err)
 	}
+	w.checkHashes(last)
 
 	n := tallyOps(ops)
 	w.logf("history: %d gets, %d puts, %d compare-and-swaps (%d swapped); %d writes of unknown outcome",
@@ -281,6 +283,34 @@ func (w *linWorkload) check() {
 		t.Fatalf("the history of %d operations is not linearizable; porcupine's visualization: %s", len(ops), viz)
 	case err != nil:
 		t.Fatalf("porcupine: %v; visualization: %s", err, viz)
+	}
+}
+
+// checkHashes has every node hash its key space at rev (HashKV), as
+// etcd's robustness tests end: the members applied one log, so the
+// hashes must be equal.
+func (w *linWorkload) checkHashes(rev int64) {
+	w.t.Helper()
+	var seen []string
+	var first uint32
+	differ := false
+	for i, p := range w.nodes {
+		ctx, cancel := rpcCtx()
+		resp, err := w.probe.HashKV(ctx, p.ClientAddr, rev)
+		cancel()
+		if err != nil {
+			w.t.Errorf("hashkv of %s at revision %d: %v", p.Name, rev, err)
+			return
+		}
+		seen = append(seen, fmt.Sprintf("%s %08x", p.Name, resp.Hash))
+		if i == 0 {
+			first = resp.Hash
+		}
+		differ = differ || resp.Hash != first
+	}
+	w.logf("hashkv at revision %d: %s", rev, strings.Join(seen, ", "))
+	if differ {
+		w.t.Errorf("hashkv at revision %d differs between nodes: %s", rev, strings.Join(seen, ", "))
 	}
 }
 
