@@ -3,8 +3,6 @@ package kv
 import (
 	"context"
 	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,51 +11,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// leaderSwitch is a Consensus of one member whose leader the test sets:
-// 0 is none, as on a member cut off from the majority.
-type leaderSwitch struct {
-	srv    *Server
-	leader atomic.Uint64
-
-	mu    sync.Mutex // guards index
-	index uint64
-}
-
-func (c *leaderSwitch) Propose(_ context.Context, cmd []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.index++
-	c.srv.StateMachine().Apply(c.index, 1, cmd)
-	return nil
-}
-
-func (c *leaderSwitch) ProposeAsLeader(ctx context.Context, _ uint64, cmd []byte) error {
-	return c.Propose(ctx, cmd)
-}
-
-func (c *leaderSwitch) ReadIndex(context.Context) (uint64, error) {
-	return c.srv.StateMachine().Applied(), nil
-}
-
-func (c *leaderSwitch) RenewLease(_ context.Context, id int64) (int64, error) {
-	return c.srv.StateMachine().RenewLease(id)
-}
-
-func (c *leaderSwitch) TransferLeader(context.Context, uint64) error { return ErrBadTransferee }
-
-func (c *leaderSwitch) Status() ConsensusStatus {
-	l := c.leader.Load()
-	return ConsensusStatus{Leader: l, IsLeader: l == 0xabcd, Term: 1}
-}
-
 // TestRequireLeader: calls and streams that ask for a leader
 // (clientv3.WithRequireLeader) fail with "etcdserver: no leader" on a
 // member that knows none, a running watch once it lost its leader for
 // three checks; the others are served as before.
 func TestRequireLeader(t *testing.T) {
 	const check = 20 * time.Millisecond
-	c := &leaderSwitch{}
-	c.leader.Store(0xabcd)
+	c := newOneMember(1)
 	_, cli := startServerWith(t, func(cfg *Config) { cfg.LeaderCheckInterval = check },
 		func(s *Server) { c.srv = s; s.SetConsensus(c) })
 	ctx := testCtx(t, 10*time.Second)
