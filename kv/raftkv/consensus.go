@@ -316,7 +316,13 @@ func (c *Consensus) renewLocal(ctx context.Context, id int64) (int64, error) {
 			return 0, err
 		}
 	}
-	return c.sm.RenewLease(id)
+	ttl, err := c.sm.RenewLease(id)
+	if errors.Is(err, kv.ErrNotLeader) {
+		// The term ended before its checkpoint: whoever leads next may
+		// renew it.
+		err = fmt.Errorf("%w: %w", errLeaderGone, err)
+	}
+	return ttl, err
 }
 
 // awaitFuture waits for raft's answer to f, or for ctx or Close. raft's

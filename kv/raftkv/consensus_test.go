@@ -205,6 +205,28 @@ func TestConsensus_RenewLease_forwardedToLeader(t *testing.T) {
 	}
 }
 
+// TestConsensus_RenewLease_termEnded: a renewal whose record failed
+// because the leader's term ended (kv.ErrNotLeader from the state
+// machine) is tried again, of whoever leads then.
+func TestConsensus_RenewLease_termEnded(t *testing.T) {
+	ms := startCluster(t, nil)
+	leader := waitLeader(t, ms...)
+	leader.sm.mu.Lock()
+	leader.sm.leases[7] = 30
+	leader.sm.refuse = 1
+	leader.sm.mu.Unlock()
+	// On the leader itself: a follower's forwarded call is tried again
+	// anyway, as the leader answers it "not leader".
+	if ttl, err := leader.c.RenewLease(testCtx(t), 7); err != nil || ttl != 30 {
+		t.Fatalf("RenewLease(7) = %d, %v; want 30, nil after a second try", ttl, err)
+	}
+	leader.sm.mu.Lock()
+	defer leader.sm.mu.Unlock()
+	if leader.sm.refuse != 0 || !slices.Equal(leader.sm.renewed, []int64{7}) {
+		t.Errorf("the leader refused %d more and renewed %v; want the refusal used and [7]", leader.sm.refuse, leader.sm.renewed)
+	}
+}
+
 // TestConsensus_TransferLeader moves the leadership to a follower, and
 // refuses a member that is not a voter and a call on a follower.
 func TestConsensus_TransferLeader(t *testing.T) {

@@ -21,11 +21,12 @@ type entry struct {
 // testSM records the commands it applies, in order, and keeps leases
 // as a map of id to TTL. It stands in for kv's state machine.
 type testSM struct {
-	mu      sync.Mutex // guards entries, applied, leases, renewed, gate and held
+	mu      sync.Mutex // guards entries, applied, leases, renewed, refuse, gate and held
 	entries []entry
 	applied uint64
 	leases  map[int64]int64
 	renewed []int64
+	refuse  int           // renewals still to fail with kv.ErrNotLeader, as when the term ends before the checkpoint
 	gate    chan struct{} // when set, ApplyEntry waits for it to close
 	held    int           // entries that waited at a gate
 }
@@ -94,6 +95,10 @@ func (s *testSM) RenewLease(id int64) (int64, error) {
 	ttl, ok := s.leases[id]
 	if !ok {
 		return 0, kv.ErrLeaseNotFound
+	}
+	if s.refuse > 0 {
+		s.refuse--
+		return 0, kv.ErrNotLeader
 	}
 	s.renewed = append(s.renewed, id)
 	return ttl, nil
