@@ -84,16 +84,7 @@ func TestCheckWatch(t *testing.T) {
 			"revision 5 deletes b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckWatch(tc.streams, ops, tc.last)
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("CheckWatch: %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrWatchBroken) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("CheckWatch: %v, want ErrWatchBroken saying %q", err, tc.want)
-			}
+			wantFinding(t, "CheckWatch", CheckWatch(tc.streams, ops, tc.last), ErrWatchBroken, tc.want)
 		})
 	}
 }
@@ -146,16 +137,22 @@ func TestCheckRevisions(t *testing.T) {
 		}, "at revision 6 began after put(a, \"1\") -> ok at revision 7"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckRevisions(historyOf(tc.ops...).Operations())
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("CheckRevisions: %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, ErrRevisionOrder) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("CheckRevisions: %v, want ErrRevisionOrder saying %q", err, tc.want)
-			}
+			wantFinding(t, "CheckRevisions", CheckRevisions(historyOf(tc.ops...).Operations()), ErrRevisionOrder, tc.want)
 		})
+	}
+}
+
+// wantFinding fails the test unless err, check's result, is nil when
+// want is empty, or sentinel saying want.
+func wantFinding(t *testing.T, check string, err, sentinel error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("%s: %v, want nil", check, err)
+		}
+		return
+	}
+	if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("%s: %v, want %v saying %q", check, err, sentinel, want)
 	}
 }
