@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,13 +13,14 @@ import (
 // changingLeader is a Consensus of one member whose every proposal
 // reaches a leader that loses its leadership before answering: the
 // command commits anyway (apply) or is lost (!apply), and Propose
-// answers ErrLeaderChanged either way.
+// answers ErrLeaderChanged either way. The rest is oneMember's.
 type changingLeader struct {
-	srv   *Server
+	*oneMember
 	apply bool
+}
 
-	mu    sync.Mutex // guards index
-	index uint64
+func newChangingLeader(apply bool) *changingLeader {
+	return &changingLeader{oneMember: newOneMember(1), apply: apply}
 }
 
 func (c *changingLeader) Propose(_ context.Context, cmd []byte) error {
@@ -37,26 +37,12 @@ func (c *changingLeader) ProposeAsLeader(ctx context.Context, _ uint64, cmd []by
 	return c.Propose(ctx, cmd)
 }
 
-func (c *changingLeader) ReadIndex(context.Context) (uint64, error) {
-	return c.srv.StateMachine().Applied(), nil
-}
-
-func (c *changingLeader) RenewLease(_ context.Context, id int64) (int64, error) {
-	return c.srv.StateMachine().RenewLease(id)
-}
-
-func (c *changingLeader) TransferLeader(context.Context, uint64) error { return ErrBadTransferee }
-
-func (c *changingLeader) Status() ConsensusStatus {
-	return ConsensusStatus{Leader: 0xabcd, IsLeader: true, Term: 1}
-}
-
 // TestWrite_leaderChanged: a put whose leader lost its leadership after
 // taking it answers from this member's apply of it when it commits
 // anyway, and "leader changed" when it never does; it is proposed once.
 func TestWrite_leaderChanged(t *testing.T) {
 	t.Run("committed anyway", func(t *testing.T) {
-		c := &changingLeader{apply: true}
+		c := newChangingLeader(true)
 		srv, cli := startServerWith(t, nil, func(s *Server) { c.srv = s; s.SetConsensus(c) })
 		resp, err := cli.Put(testCtx(t, 10*time.Second), "k", "v")
 		if err != nil {
@@ -70,7 +56,7 @@ func TestWrite_leaderChanged(t *testing.T) {
 		}
 	})
 	t.Run("lost", func(t *testing.T) {
-		c := &changingLeader{apply: false}
+		c := newChangingLeader(false)
 		startServerWith(t, nil, func(s *Server) { c.srv = s; s.SetConsensus(c) })
 		srv := c.srv
 		start := time.Now()
