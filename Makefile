@@ -9,9 +9,6 @@ GO      ?= go
 BIN     := bin/chute
 BENCH_BIN := bin/chute-bench
 PKGS    := ./...
-# E2E_PKGS are the packages some of whose files depend on the e2e build
-# tag (deploy/tests, a module of its own, has a target of its own).
-E2E_PKGS = $(sort $(patsubst %/,%,$(dir $(shell find . -name '*.go' -not -path './deploy/tests/*' | xargs grep -l '^//go:build.*\be2e\b'))))
 # Test timeout for the whole go test run; make test must stay under 20 min.
 TEST_TIMEOUT ?= 15m
 # apt packages: etcdctl for e2e tests and make run, etcd for the differential
@@ -51,13 +48,11 @@ deps:
 		|| { echo "deps: etcdctl, etcd or clickhouse-server still missing"; exit 1; }
 
 # test runs every test with the race detector, after the lint checks:
-# first the unit tests alone (test-unit), then the packages whose files
-# depend on the e2e build tag with it (the process-level tests, and those
-# packages' unit tests again: the others' ran in test-unit already, and
-# would only take the two cores from the e2e tests), then the etcdctl
+# first the unit tests alone (test-unit), then everything, the
+# process-level tests of the e2e build tag included, then the etcdctl
 # parity tests with auth enabled, then deploy/tests.
 test: deps lint test-unit
-	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(E2E_PKGS)
+	$(GO) test -race -tags e2e -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	$(MAKE) --no-print-directory test-auth-parity
 	$(MAKE) --no-print-directory test-deploy
 
