@@ -29,12 +29,10 @@ import (
 const noLeaderChecks = 3
 
 // requiresLeader reports whether the call's metadata asks for a leader.
+// It runs on every call: it looks the one key up rather than copy the
+// metadata (metadata.FromIncomingContext does).
 func requiresLeader(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	if !ok {
-		return false
-	}
-	v := md.Get(rpctypes.MetadataRequireLeaderKey)
+	v := metadata.ValueFromIncomingContext(ctx, rpctypes.MetadataRequireLeaderKey)
 	return len(v) > 0 && v[0] == rpctypes.MetadataHasLeader
 }
 
