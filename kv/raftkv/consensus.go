@@ -130,8 +130,8 @@ func (c *Consensus) Close() error {
 // proposed here meanwhile (batch.go). It returns once the leader applied
 // cmd.
 func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
-	if len(cmd) > c.cfg.MaxCommandBytes {
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, len(cmd), c.cfg.MaxCommandBytes)
+	if err := c.checkSize(cmd); err != nil {
+		return err
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
@@ -147,12 +147,10 @@ func (c *Consensus) Propose(ctx context.Context, cmd []byte) error {
 
 // ProposeAsLeader applies cmd through this member's raft, never
 // forwarded, only while it leads in term (see kv.Consensus).
+// The apply queue checks the term, right before raft.Apply (pack.go).
 func (c *Consensus) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
-	if len(cmd) > c.cfg.MaxCommandBytes {
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, len(cmd), c.cfg.MaxCommandBytes)
-	}
-	if !c.leadsIn(term) {
-		return fmt.Errorf("%w: not leading in term %d", kv.ErrNotLeader, term)
+	if err := c.checkSize(cmd); err != nil {
+		return err
 	}
 	ctx, cancel := c.callContext(ctx)
 	defer cancel()
@@ -160,10 +158,15 @@ func (c *Consensus) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte
 	if errors.Is(err, errLeaderGone) {
 		return fmt.Errorf("%w: %w", kv.ErrNotLeader, err)
 	}
-	if ctx.Err() != nil && endedByContext(err) {
-		return context.Cause(ctx)
-	}
 	return err
+}
+
+// checkSize refuses a command over MaxCommandBytes.
+func (c *Consensus) checkSize(cmd []byte) error {
+	if len(cmd) > c.cfg.MaxCommandBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrCommandTooLarge, len(cmd), c.cfg.MaxCommandBytes)
+	}
+	return nil
 }
 
 // leadsIn reports whether this member leads in term. raft changes the
