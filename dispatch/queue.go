@@ -166,6 +166,11 @@ type queue struct {
 	// arrival order, until they can be handed to the elected one.
 	held    []incoming
 	heldIDs map[MsgID]bool
+	// handing and handingBytes are the messages taken for a handover and
+	// not yet answered by the dispatcher: still in this member's custody,
+	// so /status and the depth metric go on counting them as held.
+	handing      int
+	handingBytes int64
 	// done remembers recently acknowledged ids, so that a late copy of an
 	// acknowledged message is not queued again.
 	done *doneSet
@@ -676,6 +681,7 @@ func (q *queue) takeAll() []incoming {
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
 	q.renamed = nil // the numbers they name are no longer here
+	q.handing, q.handingBytes = len(out), q.bytes
 	q.bytes = 0
 	for _, c := range q.consumers {
 		if c.drain == nil {
@@ -699,8 +705,19 @@ func (q *queue) putBack(msgs []incoming, now time.Time) {
 			copies = append(copies, in)
 		}
 	}
+	q.handing, q.handingBytes = 0, 0 // the rest is counted again where it goes
 	q.holdLocked(copies)
 	q.enqueueLocked(numbered, now, arrivedCopy, false)
+}
+
+// handedOver notes that the dispatcher took msgs of a handover.
+func (q *queue) handedOver(msgs []incoming) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.handing -= len(msgs)
+	for _, in := range msgs {
+		q.handingBytes -= int64(len(in.value) + len(in.tail))
+	}
 }
 
 // adoptHeldLocked moves held copies into the queue on its new dispatcher.
@@ -871,7 +888,7 @@ type InsertError struct {
 func (q *queue) status() QueueStatus {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	st := QueueStatus{Name: q.name, Rows: q.msgs.len(), Held: len(q.held), Bytes: q.bytes, Consumers: len(q.consumers), Stats: q.stats,
+	st := QueueStatus{Name: q.name, Rows: q.msgs.len(), Held: len(q.held) + q.handing, Bytes: q.bytes + q.handingBytes, Consumers: len(q.consumers), Stats: q.stats,
 		LastInsertError: q.lastInsertError, Ack: q.set.Ack}
 	if b := q.backupMember.Load(); b != 0 {
 		st.Backup = gossip.ID(b).String()

@@ -398,3 +398,35 @@ func TestQueue_batchProduceAcrossQueues(t *testing.T) {
 		}
 	}
 }
+
+// TestQueue_statusCountsHandover: messages taken for a handover stay in
+// /status (as held copies, with their bytes) until the dispatcher takes
+// them or they are put back; the count never dips while one is under way.
+func TestQueue_statusCountsHandover(t *testing.T) {
+	q := newQueue("jobs", Config{}.withDefaults().defaults())
+	now := time.Now()
+	q.mu.Lock()
+	q.enqueueLocked([]incoming{{id: MsgID{Origin: 1, N: 1}, tail: "a", value: []byte("v1")}}, now, arrivedCopy, false)
+	q.holdLocked([]incoming{
+		{id: MsgID{Origin: 2, N: 1}, tail: "b", value: []byte("v2")},
+		{id: MsgID{Origin: 2, N: 2}, tail: "c", value: []byte("v3")},
+	})
+	q.mu.Unlock()
+	count := func() (int, int64) { st := q.status(); return st.Rows + st.Held, st.Bytes }
+	rows, bytes := count()
+	if rows != 3 || bytes != 9 {
+		t.Fatalf("before: %d rows, %d bytes; want 3 and 9", rows, bytes)
+	}
+	msgs := q.takeAll()
+	if r, b := count(); r != rows || b != bytes {
+		t.Fatalf("during the handover: %d rows, %d bytes; want %d and %d", r, b, rows, bytes)
+	}
+	q.handedOver(msgs[:1])
+	if r, b := count(); r != 2 || b != 6 {
+		t.Fatalf("after the first part: %d rows, %d bytes; want 2 and 6", r, b)
+	}
+	q.putBack(msgs[1:], now)
+	if r, b := count(); r != 2 || b != 6 {
+		t.Fatalf("after the rest was put back: %d rows, %d bytes; want 2 and 6", r, b)
+	}
+}

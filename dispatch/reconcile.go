@@ -122,6 +122,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		}
 		// The dispatcher answered: the part is on its disk, no longer in
 		// this member's custody.
+		q.handedOver(part)
 		for _, in := range part {
 			m.release(in.lseq)
 		}
