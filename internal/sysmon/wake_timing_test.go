@@ -11,11 +11,13 @@ import (
 // the runtime does it. An idle process whose GODEBUG holds Setting has
 // its monitor polling every 10 ms, about 100 wakeups a second; without
 // it (schedtrace=0) the monitor sleeps until the next timer, and the
-// process's threads sleep through the second. The bounds leave room
-// for a loaded machine: a thread that sleeps 10 ms wakes late, not
-// never.
+// process's threads sleep through the second (10-20 wakeups when the
+// machine is idle). The bounds leave room for a loaded machine: a thread
+// that sleeps 10 ms wakes late, not never, and other processes' work
+// adds wakeups to the sleeping one (31 to 48 once, in make test), so the
+// sleeping child is held to half the polling one's count.
 func TestSetting_keepsMonitorOutOfDeepSleep(t *testing.T) {
-	const minAwake, maxAsleep = 40, 30
+	const minAwake = 40
 	count := func(godebug string) int {
 		t.Helper()
 		lines := child(t, "idle", &godebug)
@@ -26,13 +28,14 @@ func TestSetting_keepsMonitorOutOfDeepSleep(t *testing.T) {
 		t.Logf("idle for %v with GODEBUG=%s: %d voluntary context switches", childIdle, godebug, n)
 		return n
 	}
-	if n := count(Setting); n < minAwake {
+	awake := count(Setting)
+	if awake < minAwake {
 		t.Errorf("idle for %v with GODEBUG=%s: %d voluntary context switches, want at least %d (the monitor polling every 10 ms)",
-			childIdle, Setting, n, minAwake)
+			childIdle, Setting, awake, minAwake)
 	}
-	// A loaded machine only adds wakeups (a parallel package's tests
-	// made 40 here once): the least of up to three tries is the one
-	// asked about.
+	// A loaded machine only adds wakeups: the least of up to three tries
+	// is the one asked about.
+	maxAsleep := awake / 2
 	n := count("schedtrace=0")
 	for try := 1; try < 3 && n > maxAsleep; try++ {
 		n = min(n, count("schedtrace=0"))
