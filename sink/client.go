@@ -148,28 +148,60 @@ func (e *ResultError) Unwrap() error { return e.Result.Err }
 // answered, the timeout passed or ctx ended; it never retries. The caller
 // keeps ownership of rows; Insert does not keep or change them.
 func (c *Client) Insert(ctx context.Context, ep Endpoint, target string, rows [][]byte, token string) Result {
+	return c.InsertFrom(ctx, ep, target, rows, nil, token)
+}
+
+// InsertFrom is Insert with the rows read through rd where it reads them
+// (RowReader); nil reads them all from memory. A body sent uncompressed is
+// never made whole: its rows go to the connection a staging buffer at a
+// time.
+func (c *Client) InsertFrom(ctx context.Context, ep Endpoint, target string, rows [][]byte, rd RowReader, token string) Result {
 	comp := ep.Compression.On(ep.Addr)
-	wire, plain, err := c.enc.rows(comp, rows)
-	if err != nil {
-		res := Result{Class: ClassConfig, Err: err, Message: err.Error()}
-		c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", comp.String(), "err", err)
-		return res
-	}
-	defer c.enc.release(wire) // do is done with it when it returns
 	uri := insertURI(target, token, ep.Settings)
+	body := requestBody{rows: rows, rd: rd, enc: c.enc, n: bodyLen(rows)}
+	plain := body.n
+	if comp != CompressionNone {
+		wire, _, err := c.enc.rows(comp, rows, rd)
+		if err != nil {
+			res := Result{Class: ClassConfig, Err: err, Message: err.Error()}
+			c.log.Warn("clickhouse insert body not compressed", "endpoint", ep.String(), "compression", comp.String(), "err", err)
+			return res
+		}
+		defer c.enc.release(wire) // do is done with it when it returns
+		body = requestBody{raw: wire, n: len(wire)}
+	}
 	if comp == CompressionLZ4 {
 		uri += "&decompress=1" // the body is in ClickHouse's compressed blocks
 	}
-	res, _ := c.do(ctx, ep, uri, comp.contentEncoding(), wire)
-	res.WireBytes = len(wire)
+	res, _ := c.do(ctx, ep, uri, comp.contentEncoding(), body)
+	res.WireBytes = body.n
 	if res.Code == codeUnknownCompression {
 		res.Message += " (check --clickhouse-compression: this server does not decode " + comp.String() + ")"
 	}
 	c.log.Debug("clickhouse insert",
-		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", plain, "wire_bytes", len(wire),
+		"endpoint", ep.String(), "target", target, "rows", len(rows), "bytes", plain, "wire_bytes", body.n,
 		"status", res.Status, "code", res.Code, "class", res.Class.String(),
 		"duration", res.Duration, "message", res.Message)
 	return res
+}
+
+// requestBody is a request's body: raw bytes, or rows joined by newlines
+// and gathered onto the connection as they are written (compressors.gather).
+type requestBody struct {
+	raw  []byte
+	rows [][]byte
+	rd   RowReader
+	enc  *compressors
+	n    int // the body's length
+}
+
+// writeTo writes the body to w.
+func (b requestBody) writeTo(w io.Writer) error {
+	if b.enc == nil {
+		_, err := w.Write(b.raw)
+		return err
+	}
+	return b.enc.gather(b.rows, b.rd, func(p []byte) error { _, err := w.Write(p); return err })
 }
 
 // codeUnknownCompression is ClickHouse's UNKNOWN_COMPRESSION_METHOD: a
@@ -179,7 +211,8 @@ const codeUnknownCompression = 89
 // HasSetting reports whether the server knows the setting called name, by
 // counting it in system.settings. An error is a *ResultError.
 func (c *Client) HasSetting(ctx context.Context, ep Endpoint, name string) (bool, error) {
-	res, answer := c.do(ctx, ep, "/", "", []byte(settingQuery(name)))
+	q := []byte(settingQuery(name))
+	res, answer := c.do(ctx, ep, "/", "", requestBody{raw: q, n: len(q)})
 	c.log.Debug("clickhouse setting",
 		"endpoint", ep.String(), "setting", name, "status", res.Status, "code", res.Code,
 		"class", res.Class.String(), "duration", res.Duration, "message", res.Message)
@@ -197,7 +230,7 @@ func (c *Client) HasSetting(ctx context.Context, ep Endpoint, name string) (bool
 
 // do POSTs body, of Content-Encoding encoding ("": none), to uri on a
 // new connection and returns the classified answer and its body.
-func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body []byte) (Result, []byte) {
+func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body requestBody) (Result, []byte) {
 	start := time.Now()
 	deadline, ctxDeadline := start.Add(c.timeout), false
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -245,7 +278,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 // roundTrip sends one request on a new connection and reads the answer.
 // The connection is closed when ctx ends, so a cancelled caller does not
 // wait for the deadline.
-func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding string, body []byte, deadline time.Time) (status int, code string, answer []byte, err error) {
+func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding string, body requestBody, deadline time.Time) (status int, code string, answer []byte, err error) {
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	var d net.Dialer
@@ -293,7 +326,7 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding strin
 	if encoding != "" {
 		req.Header.Set(fasthttp.HeaderContentEncoding, encoding)
 	}
-	req.SetBodyRaw(body)
+	req.Header.SetContentLength(body.n)
 
 	// The body is written while the answer is read: ClickHouse may answer
 	// an error before it has read the whole body (a row it cannot parse, a
@@ -302,7 +335,10 @@ func (c *Client) roundTrip(ctx context.Context, ep Endpoint, uri, encoding strin
 	wrote := make(chan error, 1)
 	go func() {
 		bw := bufio.NewWriter(pieceWriter{conn})
-		err := req.Write(bw)
+		err := req.Header.Write(bw)
+		if err == nil {
+			err = body.writeTo(bw)
+		}
 		if err == nil {
 			err = bw.Flush()
 		}

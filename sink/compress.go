@@ -132,57 +132,144 @@ func (c Compression) contentEncoding() string {
 // compressors keeps the encoders a Client reuses: a gzip or zlib writer
 // holds a few hundred KiB of tables, too much to make per batch. It also
 // keeps the buffers of bodies sent (wire, returned by release) and the
-// small staging buffers rows are gathered in on their way into a stream
-// encoder: a batch's plain body is never made whole for gzip or deflate,
-// and no body is allocated per batch once the pools are warm. Safe for
-// concurrent use.
+// small buffers rows are gathered in on their way into a stream encoder
+// or onto the connection (gather): a batch's plain body is never made
+// whole, and no body is allocated per batch once the pools are warm.
+// Safe for concurrent use.
 type compressors struct {
 	gzip, zlib sync.Pool
 	lz4        sync.Pool // *blockWriter
 	zstdOnce   sync.Once
 	zstd       *zstd.Encoder // EncodeAll is safe for concurrent use; nil if it could not be made
 	wire       sync.Pool     // *[]byte: bodies, plain or compressed, for release
-	stage      sync.Pool     // *[]byte of stageBytes: rows gathered for a stream encoder
+	stage      sync.Pool     // *[]byte of stageBytes: rows gathered for a stream encoder or the connection
+	read       sync.Pool     // *readBuf: rows a RowReader read
 }
 
 // stageBytes is the size of the buffer rows are gathered in before a
-// stream encoder takes them: a few rows per Write rather than two Writes
-// per row, in a buffer that stays in the CPU's cache.
+// stream encoder or the connection takes them: a few rows per Write
+// rather than two Writes per row, in a buffer that stays in the CPU's
+// cache.
 const stageBytes = 64 << 10
+
+// readBytes is the size of the buffer a RowReader reads rows into.
+const readBytes = 256 << 10
+
+// readBuf is a buffer a RowReader reads rows into and the views of them.
+type readBuf struct {
+	buf   []byte
+	views [][]byte
+}
 
 // maxPooledWire is the largest body buffer kept for reuse; a larger one
 // (a batch far over the usual batch_bytes) is left to the collector.
 const maxPooledWire = 32 << 20
 
-// rows returns the body of rows, one per line, compressed with c, in a
-// buffer to hand back with release once sent, and the plain body's
-// length.
-func (p *compressors) rows(c Compression, rows [][]byte) ([]byte, int, error) {
+// A RowReader reads rows from where they are stored, when that costs less
+// than reading them through memory. Dispatch's rows are views of the
+// queue log's file mappings, whose pages a read faults into the process
+// a few at a time; a pread of the same bytes copies them from the page
+// cache for a fraction of that CPU (docs/benchmarks.md).
+type RowReader interface {
+	// ReadRows reads a prefix of rows into buf and appends to views the
+	// rows read, as slices of buf, one per row. It reads none when it
+	// cannot read rows[0] so (not where it reads from, larger than buf),
+	// and the row is then taken from memory.
+	ReadRows(buf []byte, rows, views [][]byte) [][]byte
+}
+
+// bodyLen is the length of the body of rows: the rows and a newline
+// between each two.
+func bodyLen(rows [][]byte) int {
 	n := len(rows)
 	for _, r := range rows {
 		n += len(r)
 	}
-	if n > 0 {
-		n-- // newlines go between rows
+	return max(n-1, 0)
+}
+
+// gather hands put the body of rows (rows joined by newlines) in pieces
+// of at most stageBytes, gathered in a pooled staging buffer; a row larger
+// than the buffer goes to put on its own. Rows are read through rd where
+// it reads them, else from memory; nil rd reads all from memory. It stops
+// at put's first error and returns it.
+func (p *compressors) gather(rows [][]byte, rd RowReader, put func([]byte) error) error {
+	sp, _ := p.stage.Get().(*[]byte)
+	if sp == nil {
+		s := make([]byte, 0, stageBytes)
+		sp = &s
 	}
+	defer p.stage.Put(sp)
+	stage := (*sp)[:0]
+	var rb *readBuf
+	if rd != nil {
+		if rb, _ = p.read.Get().(*readBuf); rb == nil {
+			rb = &readBuf{buf: make([]byte, readBytes)}
+		}
+		defer p.read.Put(rb)
+	}
+	flush := func() error {
+		if len(stage) == 0 {
+			return nil
+		}
+		err := put(stage)
+		stage = stage[:0]
+		return err
+	}
+	for i := 0; i < len(rows); {
+		next := rows[i:]
+		if rb != nil {
+			if rb.views = rd.ReadRows(rb.buf, next, rb.views[:0]); len(rb.views) > 0 {
+				next = rb.views
+			} else {
+				next = next[:1]
+			}
+		}
+		for _, r := range next {
+			sep := min(i, 1) // the newline before every row but the first
+			i++
+			if sep+len(r) > cap(stage)-len(stage) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			if sep == 1 {
+				stage = append(stage, '\n')
+			}
+			if len(r) > cap(stage)-len(stage) { // larger than the staging buffer: as it is
+				if err := flush(); err != nil {
+					return err
+				}
+				if err := put(r); err != nil {
+					return err
+				}
+				continue
+			}
+			stage = append(stage, r...)
+		}
+	}
+	return flush()
+}
+
+// rows returns the body of rows, one per line, compressed with c, in a
+// buffer to hand back with release once sent, and the plain body's
+// length. rd, when not nil, reads the rows (gather). Insert streams a
+// body it does not compress rather than make it here.
+func (p *compressors) rows(c Compression, rows [][]byte, rd RowReader) ([]byte, int, error) {
+	n := bodyLen(rows)
 	switch c {
 	case CompressionGzip:
-		out, err := p.streamRows(&p.gzip, rows, n, newGzip)
+		out, err := p.streamRows(&p.gzip, rows, rd, n, newGzip)
 		return out, n, err
 	case CompressionDeflate:
-		out, err := p.streamRows(&p.zlib, rows, n, newZlib)
+		out, err := p.streamRows(&p.zlib, rows, rd, n, newZlib)
 		return out, n, err
 	case CompressionLZ4:
-		out, err := p.streamRows(&p.lz4, rows, n, func(buf *bytes.Buffer) (resetWriter, error) { return newBlockWriter(buf), nil })
+		out, err := p.streamRows(&p.lz4, rows, rd, n, func(buf *bytes.Buffer) (resetWriter, error) { return newBlockWriter(buf), nil })
 		return out, n, err
 	}
 	body := p.wireBuf(n)
-	for i, r := range rows {
-		if i > 0 {
-			body = append(body, '\n')
-		}
-		body = append(body, r...)
-	}
+	_ = p.gather(rows, rd, func(b []byte) error { body = append(body, b...); return nil })
 	if c == CompressionNone {
 		return body, n, nil
 	}
@@ -213,8 +300,8 @@ func (p *compressors) release(b []byte) {
 
 // streamRows compresses rows, one per line, plain bytes in all, with a
 // pooled writer of pool (made by mk when the pool is empty), gathering
-// them in a staging buffer on the way.
-func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, plain int, mk func(*bytes.Buffer) (resetWriter, error)) ([]byte, error) {
+// them on the way.
+func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, rd RowReader, plain int, mk func(*bytes.Buffer) (resetWriter, error)) ([]byte, error) {
 	buf := bytes.NewBuffer(p.wireBuf(plain/4 + 64))
 	w, _ := pool.Get().(resetWriter)
 	if w == nil {
@@ -225,39 +312,7 @@ func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, plain int, mk f
 	} else {
 		w.Reset(buf)
 	}
-	sp, _ := p.stage.Get().(*[]byte)
-	if sp == nil {
-		s := make([]byte, 0, stageBytes)
-		sp = &s
-	}
-	stage := (*sp)[:0]
-	var err error
-	flush := func() {
-		if err == nil && len(stage) > 0 {
-			_, err = w.Write(stage)
-		}
-		stage = stage[:0]
-	}
-	for i, r := range rows {
-		sep := min(i, 1) // the newline before every row but the first
-		if sep+len(r) > cap(stage)-len(stage) {
-			flush()
-		}
-		if sep == 1 {
-			stage = append(stage, '\n')
-		}
-		if len(r) > cap(stage)-len(stage) { // larger than the staging buffer: as it is
-			flush()
-			if err == nil {
-				_, err = w.Write(r)
-			}
-			continue
-		}
-		stage = append(stage, r...)
-	}
-	flush()
-	*sp = stage[:0]
-	p.stage.Put(sp)
+	err := p.gather(rows, rd, func(b []byte) error { _, err := w.Write(b); return err })
 	if err == nil {
 		err = w.Close()
 	}
@@ -272,9 +327,9 @@ func (p *compressors) streamRows(pool *sync.Pool, rows [][]byte, plain int, mk f
 func (p *compressors) compress(c Compression, body []byte) ([]byte, error) {
 	switch c {
 	case CompressionGzip:
-		return p.streamRows(&p.gzip, [][]byte{body}, len(body), newGzip)
+		return p.streamRows(&p.gzip, [][]byte{body}, nil, len(body), newGzip)
 	case CompressionDeflate:
-		return p.streamRows(&p.zlib, [][]byte{body}, len(body), newZlib)
+		return p.streamRows(&p.zlib, [][]byte{body}, nil, len(body), newZlib)
 	case CompressionZstd:
 		p.zstdOnce.Do(func() {
 			p.zstd, _ = zstd.NewWriter(nil, zstd.WithEncoderLevel(zstdLevel), zstd.WithEncoderConcurrency(1), zstd.WithZeroFrames(true))

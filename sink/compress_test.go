@@ -190,8 +190,16 @@ func BenchmarkCompress(b *testing.B) {
 		{"zstd-default", zstdAt(zstd.SpeedDefault)},
 		{"client-gzip", func(in []byte) []byte { out, _ := pooled.compress(CompressionGzip, in); return out }},
 		{"client-zstd", func(in []byte) []byte { out, _ := pooled.compress(CompressionZstd, in); return out }},
-		{"client-rows-gzip", func([]byte) []byte { out, _, _ := pooled.rows(CompressionGzip, rows); pooled.release(out); return out }},
-		{"client-rows-lz4", func([]byte) []byte { out, _, _ := pooled.rows(CompressionLZ4, rows); pooled.release(out); return out }},
+		{"client-rows-gzip", func([]byte) []byte {
+			out, _, _ := pooled.rows(CompressionGzip, rows, nil)
+			pooled.release(out)
+			return out
+		}},
+		{"client-rows-lz4", func([]byte) []byte {
+			out, _, _ := pooled.rows(CompressionLZ4, rows, nil)
+			pooled.release(out)
+			return out
+		}},
 	}
 	for _, c := range codecs {
 		b.Run(c.name, func(b *testing.B) {
@@ -208,10 +216,11 @@ func BenchmarkCompress(b *testing.B) {
 }
 
 // TestCompressors_rows_bodyIsTheJoinedRows checks that each compression's
-// body decodes to the rows joined by newlines, byte for byte, for rows
-// that fill the staging buffer many times, rows larger than it, empty
-// rows, one row and none, with the buffers reused from one body to the
-// next.
+// body, and the plain body streamed as Insert sends it, is the rows
+// joined by newlines, byte for byte, for rows that fill the staging
+// buffer many times, rows larger than it, empty rows, one row and none,
+// with the buffers reused from one body to the next; and the same with
+// the rows read through a RowReader that reads some of them.
 func TestCompressors_rows_bodyIsTheJoinedRows(t *testing.T) {
 	big := bytes.Repeat([]byte(`{"pad":"x"}`), stageBytes/5) // over twice the staging buffer
 	exact := bytes.Repeat([]byte("y"), stageBytes)
@@ -226,27 +235,94 @@ func TestCompressors_rows_bodyIsTheJoinedRows(t *testing.T) {
 	}
 	p := &compressors{}
 	for name, rows := range cases {
-		for _, comp := range []Compression{CompressionNone, CompressionGzip, CompressionDeflate, CompressionZstd, CompressionLZ4} {
-			for round := range 2 { // the second from pooled buffers
-				want := bytes.Join(rows, []byte("\n"))
-				wire, plain, err := p.rows(comp, rows)
-				if err != nil {
-					t.Fatalf("%s %v: %v", name, comp, err)
+		for _, rd := range []*partReader{nil, {}} {
+			label := name
+			if rd != nil {
+				label += " read"
+			}
+			want := rd.body(rows)
+			for _, comp := range []Compression{CompressionNone, CompressionGzip, CompressionDeflate, CompressionZstd, CompressionLZ4} {
+				for round := range 2 { // the second from pooled buffers
+					wire, plain, err := p.rows(comp, rows, rd.rowReader())
+					if err != nil {
+						t.Fatalf("%s %v: %v", label, comp, err)
+					}
+					if plain != len(want) {
+						t.Errorf("%s %v round %d: got plain %d bytes, want %d", label, comp, round, plain, len(want))
+					}
+					enc := comp.contentEncoding()
+					if comp == CompressionLZ4 {
+						enc = "lz4"
+					}
+					if got := decompress(t, enc, wire); !bytes.Equal(got, want) {
+						t.Errorf("%s %v round %d: got a body of %d bytes, want the %d of the joined rows", label, comp, round, len(got), len(want))
+					}
+					p.release(wire)
 				}
-				if plain != len(want) {
-					t.Errorf("%s %v round %d: got plain %d bytes, want %d", name, comp, round, plain, len(want))
-				}
-				enc := comp.contentEncoding()
-				if comp == CompressionLZ4 {
-					enc = "lz4"
-				}
-				if got := decompress(t, enc, wire); !bytes.Equal(got, want) {
-					t.Errorf("%s %v round %d: got a body of %d bytes, want the %d of the joined rows", name, comp, round, len(got), len(want))
-				}
-				p.release(wire)
+			}
+			var streamed bytes.Buffer
+			body := requestBody{rows: rows, rd: rd.rowReader(), enc: p, n: bodyLen(rows)}
+			if err := body.writeTo(&streamed); err != nil || !bytes.Equal(streamed.Bytes(), want) || body.n != len(want) {
+				t.Errorf("%s streamed: got %d bytes (length %d), err %v; want the %d of the joined rows", label, streamed.Len(), body.n, err, len(want))
 			}
 		}
 	}
+}
+
+// partReader is a RowReader that reads one, two or three rows at a
+// time, and every fourth time none; none of a row
+// larger than its buffer either. It reads a row in upper case, so that
+// a body shows which rows were taken from it.
+type partReader struct{ calls int }
+
+func (r *partReader) ReadRows(buf []byte, rows, views [][]byte) [][]byte {
+	r.calls++
+	if r.calls%4 == 0 {
+		return views
+	}
+	n := 0
+	for _, row := range rows[:min(len(rows), r.calls%4)] {
+		if n+len(row) > len(buf) {
+			break
+		}
+		copy(buf[n:], bytes.ToUpper(row))
+		views = append(views, buf[n:n+len(row):n+len(row)])
+		n += len(row)
+	}
+	return views
+}
+
+// body returns the body of rows as read through a new reader like r (rows
+// as they are for nil), without reading them through r.
+func (r *partReader) body(rows [][]byte) []byte {
+	if r == nil {
+		return bytes.Join(rows, []byte("\n"))
+	}
+	sim := &partReader{}
+	var out [][]byte
+	buf := make([]byte, readBytes)
+	for i := 0; i < len(rows); {
+		views := sim.ReadRows(buf, rows[i:], nil)
+		if len(views) == 0 {
+			out = append(out, rows[i])
+			i++
+			continue
+		}
+		for _, v := range views {
+			out = append(out, bytes.Clone(v))
+			i++
+		}
+	}
+	return bytes.Join(out, []byte("\n"))
+}
+
+// rowReader returns r as a RowReader, starting over; nil for nil.
+func (r *partReader) rowReader() RowReader {
+	if r == nil {
+		return nil
+	}
+	r.calls = 0
+	return r
 }
 
 // decodeBlocks decodes ClickHouse's compressed blocks (blockWriter),

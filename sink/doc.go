@@ -80,9 +80,12 @@
 // lz4 is ClickHouse's own compressed
 // blocks (LZ4, CityHash128 checksums; blockWriter), named by
 // decompress=1 in the URL rather than a Content-Encoding, which every
-// version reads. Rows go into a stream encoder through a small staging
-// buffer, so a batch's plain body is never whole, and the bodies sent
-// are pooled. Result.WireBytes is the body as sent.
+// version reads. Rows go into a stream encoder, or straight onto the
+// connection when the body is not compressed, through a small staging
+// buffer, so a batch's plain body is never whole, and the compressed
+// bodies sent are pooled. InsertFrom reads the rows through a RowReader
+// where it can: dispatch's reads the queue log's rows by pread rather
+// than through its mapping. Result.WireBytes is the body as sent.
 //
 // # Answers
 //
