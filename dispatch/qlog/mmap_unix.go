@@ -11,22 +11,23 @@ import (
 
 // mapFile maps size bytes of the file at path, read-only and shared with
 // the page cache; size may pass the file's end, which the file grows into.
-// On 32-bit systems it maps nothing (nil): segments mapped with room to
-// grow would use up the address space.
-func mapFile(path string, size int64) ([]byte, error) {
+// It returns the file too, open for reading the same bytes with pread.
+// On 32-bit systems it maps nothing (nil, nil): segments mapped with room
+// to grow would use up the address space.
+func mapFile(path string, size int64) ([]byte, *os.File, error) {
 	if strconv.IntSize < 64 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer f.Close() // the mapping outlives the descriptor
 	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
-		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+		f.Close()
+		return nil, nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
-	return mem, nil
+	return mem, f, nil
 }
 
 // unmapFile ends a mapping mapFile made.

@@ -1,8 +1,10 @@
 package qlog
 
 import (
+	"os"
 	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // A Region is the read-only mapping of one segment file. The records
@@ -15,6 +17,7 @@ import (
 // keeps the Region. doc.go ("Mapped records") has the design.
 type Region struct {
 	mem     []byte
+	file    *os.File    // the segment file, open while the Region is reachable; nil when mem is
 	deleted atomic.Bool // the log deleted the file
 }
 
@@ -28,15 +31,24 @@ func (r *Region) Deleted() bool { return r != nil && r.deleted.Load() }
 // and the error when it cannot (the log then hands out no mapped
 // records of that segment).
 func mapRegion(path string, size int64) (*Region, error) {
-	mem, err := mapFile(path, size)
+	mem, f, err := mapFile(path, size)
 	if err != nil {
 		return nil, err
 	}
-	r := &Region{mem: mem}
+	r := &Region{mem: mem, file: f}
 	if mem != nil { // nil: nothing mapped here (mapFile)
-		runtime.AddCleanup(r, func(mem []byte) { _ = unmapFile(mem) }, mem)
+		runtime.AddCleanup(r, func(m mapping) {
+			_ = unmapFile(m.mem)
+			_ = m.file.Close()
+		}, mapping{mem, f})
 	}
 	return r, nil
+}
+
+// mapping is what a Region's cleanup ends.
+type mapping struct {
+	mem  []byte
+	file *os.File
 }
 
 // view returns the n bytes at offset off of the file, or nil when they
@@ -55,4 +67,67 @@ func (r *Region) dropPages() {
 	if r != nil {
 		dropPages(r.mem)
 	}
+}
+
+// maxViewGap is how many bytes between two views ReadViews reads through
+// rather than ending its read: the frames and record heads between
+// consecutive values of the log are some tens of bytes.
+const maxViewGap = 4 << 10
+
+// ReadViews reads a prefix of views, which are views of the log's
+// records, from r's segment file into buf with one pread, and appends to
+// out views of buf holding the same bytes, one per view read. It reads
+// the views of r that follow one another in the file, each starting at
+// most maxViewGap bytes after the one before ends, as many as buf holds;
+// it reads none (and returns out as it is) when views[0] is not a view of
+// r, buf cannot hold it, or the read fails.
+//
+// A read of a mapping faults its pages into the process a few at a time,
+// and the log takes them out again every few MiB (doc.go, "Mapped
+// records"); pread copies the same bytes from the page cache at a
+// fraction of that CPU, so a reader of many consecutive records (a
+// drainer sending a batch) reads them this way.
+func (r *Region) ReadViews(buf []byte, views, out [][]byte) [][]byte {
+	if len(views) == 0 {
+		return out
+	}
+	start, ok := r.offset(views[0])
+	if !ok || len(views[0]) > len(buf) {
+		return out
+	}
+	end, n := start+int64(len(views[0])), 1
+	for ; n < len(views); n++ {
+		off, ok := r.offset(views[n])
+		if !ok || off < end || off > end+maxViewGap || off+int64(len(views[n]))-start > int64(len(buf)) {
+			break
+		}
+		end = off + int64(len(views[n]))
+	}
+	if _, err := r.file.ReadAt(buf[:end-start], start); err != nil {
+		return out
+	}
+	for _, v := range views[:n] {
+		off, _ := r.offset(v)
+		out = append(out, buf[off-start:off-start+int64(len(v)):off-start+int64(len(v))])
+	}
+	return out
+}
+
+// Contains reports whether v is a view of r (a nil Region has none).
+func (r *Region) Contains(v []byte) bool {
+	_, ok := r.offset(v)
+	return ok
+}
+
+// offset returns where v, a view of r, starts in the segment file; false
+// when v is empty or not a view of r.
+func (r *Region) offset(v []byte) (int64, bool) {
+	if r == nil || r.file == nil || len(v) == 0 || len(r.mem) == 0 {
+		return 0, false
+	}
+	base, p := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem))), uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+	if p < base || p-base > uintptr(len(r.mem)) || uintptr(len(v)) > uintptr(len(r.mem))-(p-base) {
+		return 0, false
+	}
+	return int64(p - base), true
 }

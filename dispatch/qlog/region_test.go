@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // mapped is a record AppendMapped or OpenMapped handed out, as the log's
@@ -264,4 +265,86 @@ func rssFile(t *testing.T) int64 {
 	}
 	t.Skip("no RssFile in /proc/self/status")
 	return 0
+}
+
+// TestRegion_ReadViews reads runs of mapped records by pread: the views
+// it returns hold the records' bytes in the buffer given, and a run ends
+// at what one read cannot cover (a record of another region or on the
+// heap, one before the last, one far after it, the buffer's end).
+func TestRegion_ReadViews(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	l, _ := openLog(t, cfg, hooks{})
+	var recs [][]byte
+	for i := range 60 {
+		recs = append(recs, rec(i, 100+i))
+	}
+	got := mustAppendMapped(t, l, recs...)
+	cfg2, _ := testConfig(t)
+	l2, _ := openLog(t, cfg2, hooks{})
+	other := mustAppendMapped(t, l2, rec(100, 100)) // another log's region
+	r := got[0].r
+	views := make([][]byte, len(got))
+	for i, m := range got {
+		views[i] = m.view
+	}
+	buf := make([]byte, 64<<10)
+	read := func(buf []byte, vs ...[]byte) [][]byte {
+		t.Helper()
+		out := r.ReadViews(buf, vs, nil)
+		for i, v := range out {
+			if string(v) != string(vs[i]) {
+				t.Fatalf("view %d reads %q, want %q", i, v, vs[i])
+			}
+			if len(v) > 0 && !slicesOverlap(v, buf) {
+				t.Fatalf("view %d is not in the buffer", i)
+			}
+		}
+		return out
+	}
+
+	if n := len(read(buf, views...)); n != len(views) {
+		t.Errorf("all %d records, one after another: read %d", len(views), n)
+	}
+	if n := len(read(buf, views[3], views[4], views[5])); n != 3 {
+		t.Errorf("three records from the middle: read %d, want 3", n)
+	}
+	small := buf[:len(views[0])+len(views[1])+40] // the first two and the frame between, not the third
+	if n := len(read(small, views...)); n != 2 {
+		t.Errorf("a buffer for two records: read %d, want 2", n)
+	}
+	if n := len(read(buf[:len(views[0])-1], views...)); n != 0 {
+		t.Errorf("a buffer smaller than the first record: read %d, want 0", n)
+	}
+	if n := len(read(buf, views[5], views[4])); n != 1 {
+		t.Errorf("a record before the one read: read %d records, want 1", n)
+	}
+	if n := len(read(buf, views[0], views[59])); n != 1 { // about 7 KiB between
+		t.Errorf("a record %d bytes after the one read: read %d records, want 1", maxViewGap, n)
+	}
+	heap := []byte(string(views[1]))
+	if n := len(read(buf, views[0], heap, views[2])); n != 1 {
+		t.Errorf("a record on the heap second: read %d records, want 1", n)
+	}
+	if n := len(read(buf, heap, views[2])); n != 0 {
+		t.Errorf("a record on the heap first: read %d records, want 0", n)
+	}
+	if n := len(read(buf, views[0], other[0].view)); n != 1 {
+		t.Errorf("a record of another region second: read %d records, want 1", n)
+	}
+	if r.Contains(other[0].view) || !other[0].r.Contains(other[0].view) || (*Region)(nil).Contains(views[0]) {
+		t.Errorf("Contains: a region holds its own views only")
+	}
+	if out := (*Region)(nil).ReadViews(buf, views, nil); len(out) != 0 {
+		t.Errorf("a nil region read %d records, want 0", len(out))
+	}
+}
+
+// slicesOverlap reports whether a lies within b's memory.
+func slicesOverlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	pa, pb := uintptr(unsafe.Pointer(&a[0])), uintptr(unsafe.Pointer(&b[0]))
+	return pa >= pb && pa+uintptr(len(a)) <= pb+uintptr(len(b))
 }
