@@ -573,11 +573,12 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 	for i, r := range b.rows {
 		values[i] = r.m.value
 	}
+	rd := newRegionReader(b.rows)
 	var tried []string
 	for {
 		b.attempts++
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
-		res := m.sink.Insert(ctx, ep, target, values, d.token(ctx, ep, b.epoch, b.rows))
+		res := m.sink.InsertFrom(ctx, ep, target, values, rd.rowReader(), d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
 		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
 			d.failing.Store(false)
@@ -673,10 +674,11 @@ func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b
 	for i, r := range rows {
 		values[i] = r.m.value
 	}
+	rd := newRegionReader(rows).rowReader()
 	last := refusal
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
-		last = m.sink.Insert(ctx, ep, target, part, "")
+		last = m.sink.InsertFrom(ctx, ep, target, part, rd, "")
 		if b.span != nil {
 			b.span.AddEvent("clickhouse.bisect", trace.WithAttributes(attribute.Int("chute.batch.rows", len(part)),
 				attribute.String("chute.insert.outcome", last.Class.String()), attribute.Int("db.response.status_code", last.Code)))
