@@ -238,12 +238,12 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 			}
 		}
 	}
-	first, views, region, err := m.qlog.AppendMapped(ctx, recs)
+	first, views, region, err := m.qlog.AppendMapped(ctx, recs, a.views)
 	if err != nil {
 		// Not reused: after ctx ended the writer may still be copying.
 		return m.logError(groups[0].name, err)
 	}
-	defer m.putAppendBufs(a, buf, recs, at)
+	defer m.putAppendBufs(a, buf, recs, at, views)
 	for j, in := range at {
 		in.lseq = first + uint64(j)
 		// The value now lives in the log's mapping, which the message
@@ -259,9 +259,10 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 // appendBufs are the buffers persistGroups encodes an append's records
 // in, kept in Manager.appends between appends.
 type appendBufs struct {
-	buf  []byte
-	recs [][]byte
-	at   []*incoming
+	buf   []byte
+	recs  [][]byte
+	at    []*incoming
+	views [][]byte // the log's views of the records (qlog.Log.AppendMapped)
 }
 
 // maxPooledAppend is the largest record buffer Manager.appends keeps: the
@@ -282,21 +283,22 @@ func (m *Manager) getAppendBufs(size, n int) *appendBufs {
 		a.buf = make([]byte, 0, size)
 	}
 	if cap(a.recs) < n {
-		a.recs, a.at = make([][]byte, 0, n), make([]*incoming, 0, n)
+		a.recs, a.at, a.views = make([][]byte, 0, n), make([]*incoming, 0, n), make([][]byte, 0, n)
 	}
-	a.buf, a.recs, a.at = a.buf[:0], a.recs[:0], a.at[:0]
+	a.buf, a.recs, a.at, a.views = a.buf[:0], a.recs[:0], a.at[:0], a.views[:0]
 	return a
 }
 
 // putAppendBufs hands back a's buffers, as last used, for the next
-// append: cleared of pointers, so they keep no message alive.
-func (m *Manager) putAppendBufs(a *appendBufs, buf []byte, recs [][]byte, at []*incoming) {
+// append: cleared of pointers, so they keep no message or mapping alive.
+func (m *Manager) putAppendBufs(a *appendBufs, buf []byte, recs [][]byte, at []*incoming, views [][]byte) {
 	if cap(buf) > maxPooledAppend {
 		return
 	}
 	clear(recs)
 	clear(at)
-	a.buf, a.recs, a.at = buf[:0], recs[:0], at[:0]
+	clear(views)
+	a.buf, a.recs, a.at, a.views = buf[:0], recs[:0], at[:0], views[:0]
 	m.appends.Put(a)
 }
 

@@ -446,12 +446,12 @@ func TestAppendBufs_frameSizedReused(t *testing.T) {
 	for range 8 {
 		a := m.getAppendBufs(size, 1)
 		buf := append(a.buf, make([]byte, size)...)
-		m.putAppendBufs(a, buf, append(a.recs, buf), append(a.at, &incoming{}))
+		m.putAppendBufs(a, buf, append(a.recs, buf), append(a.at, &incoming{}), append(a.views, buf))
 		b := m.getAppendBufs(size, 1)
 		if cap(b.buf) >= size && &b.buf[:1][0] == &buf[0] {
 			reused = true
-			if b.recs[:1][0] != nil || b.at[:1][0] != nil {
-				t.Fatalf("a reused buffer keeps the last append's records or messages")
+			if b.recs[:1][0] != nil || b.at[:1][0] != nil || b.views[:1][0] != nil {
+				t.Fatalf("a reused buffer keeps the last append's records, messages or views")
 			}
 			break
 		}

@@ -25,7 +25,7 @@ func TestRegionReader_readsRunsOfEachRegion(t *testing.T) {
 		for i := range recs {
 			recs[i] = fmt.Appendf(nil, `{"log":%q,"i":%d}`, tag, i)
 		}
-		_, views, r, err := l.AppendMapped(context.Background(), recs)
+		_, views, r, err := l.AppendMapped(context.Background(), recs, nil)
 		if err != nil || r == nil {
 			t.Fatalf("append: region %v, err %v", r, err)
 		}

@@ -123,7 +123,7 @@ const (
 // Errors: ErrTooLarge, ErrNoSpace, ErrClosed, ErrFailed or an I/O error,
 // ctx.Err().
 func (l *Log) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
-	r, err := l.append(ctx, recs, false)
+	r, err := l.append(ctx, recs, false, nil)
 	if err != nil || r == nil {
 		return 0, err
 	}
@@ -131,23 +131,26 @@ func (l *Log) Append(ctx context.Context, recs ...[]byte) (uint64, error) {
 }
 
 // AppendMapped is Append that also returns the records as they lie in
-// the log: views[i] is recs[i] in the mapping r of the segment file they
-// were written to, and stays valid (read-only) while r is reachable, even
-// after the records are released and their segment deleted. Whoever
-// keeps a view keeps r with it. A view is nil where the record lies past
-// the mapping (one append larger than the segment size), and r is nil
-// when the segment could not be mapped; the caller then keeps recs.
-func (l *Log) AppendMapped(ctx context.Context, recs [][]byte) (first uint64, views [][]byte, r *Region, err error) {
-	req, err := l.append(ctx, recs, true)
+// the log, appended to dst (which may be nil): views[len(dst)+i] is
+// recs[i] in the mapping r of the segment file they were written to, and
+// stays valid (read-only) while r is reachable, even after the records
+// are released and their segment deleted. Whoever keeps a view keeps r
+// with it. A view is nil where the record lies past the mapping (one
+// append larger than the segment size), and r is nil (no views appended)
+// when the segment could not be mapped; the caller then keeps recs. After
+// an error the log may still write to dst's array: the caller must not
+// reuse it.
+func (l *Log) AppendMapped(ctx context.Context, recs, dst [][]byte) (first uint64, views [][]byte, r *Region, err error) {
+	req, err := l.append(ctx, recs, true, dst)
 	if err != nil || req == nil {
-		return 0, nil, nil, err
+		return 0, dst, nil, err
 	}
 	return req.first, req.views, req.region, nil
 }
 
-// append is Append, with the records' views when mapped. It returns nil
-// for no records.
-func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendReq, error) {
+// append is Append, with the records' views appended to views when
+// mapped. It returns nil for no records.
+func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool, views [][]byte) (*appendReq, error) {
 	if len(recs) == 0 {
 		return nil, nil
 	}
@@ -163,7 +166,7 @@ func (l *Log) append(ctx context.Context, recs [][]byte, mapped bool) (*appendRe
 		// otherwise race the Done case below.
 		return nil, err
 	}
-	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{}), mapped: mapped}
+	req := &appendReq{recs: recs, bytes: bytes, done: make(chan struct{}), mapped: mapped, views: views}
 	l.qmu.Lock()
 	if l.refuse {
 		l.qmu.Unlock()

@@ -24,7 +24,7 @@ type mapped struct {
 // mapped records, failing the test unless every one was mapped.
 func mustAppendMapped(t *testing.T, l *Log, recs ...[]byte) []mapped {
 	t.Helper()
-	first, views, r, err := l.AppendMapped(context.Background(), recs)
+	first, views, r, err := l.AppendMapped(context.Background(), recs, nil)
 	if err != nil {
 		t.Fatalf("append: %v", err)
 	}
@@ -70,9 +70,15 @@ func TestLog_AppendMapped_views(t *testing.T) {
 			t.Errorf("record %d: view capacity %d, want its length %d", m.seq, cap(m.view), len(m.view))
 		}
 	}
+	// Views go after what dst holds.
+	dst := [][]byte{[]byte("before")}
+	_, views, _, err := l.AppendMapped(context.Background(), [][]byte{rec(500, 60), rec(501, 70)}, dst)
+	if err != nil || len(views) != 3 || string(views[0]) != "before" || string(views[1]) != string(rec(500, 60)) || string(views[2]) != string(rec(501, 70)) {
+		t.Errorf("append after dst: views %q, err %v; want dst's then the two records'", views, err)
+	}
 	// Plain Append hands out nothing mapped and keeps its seqs in order.
-	if seq := mustAppend(t, l, rec(999, 50)); seq != recs[len(recs)-1].seq+1 {
-		t.Errorf("append after mapped: seq %d, want %d", seq, recs[len(recs)-1].seq+1)
+	if seq := mustAppend(t, l, rec(999, 50)); seq != recs[len(recs)-1].seq+3 {
+		t.Errorf("append after mapped: seq %d, want %d", seq, recs[len(recs)-1].seq+3)
 	}
 }
 
@@ -229,7 +235,7 @@ func TestLog_AppendMapped_residentBounded(t *testing.T) {
 			batch[i] = rec(i, 4000)
 			written += len(batch[i])
 		}
-		_, views, _, err := l.AppendMapped(context.Background(), batch)
+		_, views, _, err := l.AppendMapped(context.Background(), batch, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

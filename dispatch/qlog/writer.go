@@ -43,6 +43,8 @@ type writer struct {
 	commitAvg int64
 
 	buf     []byte
+	offs    []int64      // commit's, kept for the next
+	rel     []uint64     // an empty array for pending releases, kept between commits
 	carry   []*appendReq // taken, not yet written: the head was full
 	compact *compaction
 	// paused stops compactions from starting after one failed, until an
@@ -259,7 +261,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	room := l.cfg.SegmentBytes - start
 	buf := w.buf[:0]
 	var taken []*appendReq
-	var offs []int64 // of the records of the mapped appends taken, in order
+	offs := w.offs[:0] // of the records of the mapped appends taken, in order
 	nrec := 0
 	for i, r := range reqs {
 		if len(taken) > 0 && int64(len(buf)+r.bytes) > room {
@@ -287,7 +289,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	// has its release after its moved copy.
 	l.mu.Lock()
 	rel := l.pending
-	l.pending = nil
+	l.pending, w.rel = w.rel, nil // releases meanwhile go to the other array
 	l.mu.Unlock()
 	buf = appendReleases(buf, rel)
 	w.buf = buf[:0]
@@ -349,20 +351,22 @@ func (l *Log) commit(reqs []*appendReq) {
 		w.synced = h.size
 	}
 	l.mu.Unlock()
+	w.rel = rel[:0] // written: its array takes the releases after the next commit's
+	k := 0          // the next of offs
 	for _, r := range taken {
 		if r.mapped && h.region != nil {
 			r.region = h.region
-			r.views = make([][]byte, len(r.recs))
-			for i, rec := range r.recs {
-				r.views[i] = h.region.view(offs[0], len(rec))
-				offs = offs[1:]
+			for _, rec := range r.recs {
+				r.views = append(r.views, h.region.view(offs[k], len(rec)))
+				k++
 			}
 		} else if r.mapped {
-			offs = offs[len(r.recs):]
+			k += len(r.recs)
 		}
 		l.answer(r, seq, nil)
 		seq += uint64(len(r.recs))
 	}
+	w.offs = offs[:0]
 }
 
 // writeHead writes buf at off in the head's file and, with sync, then
