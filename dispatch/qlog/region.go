@@ -95,20 +95,19 @@ func (r *Region) ReadViews(buf []byte, views, out [][]byte) [][]byte {
 	if !ok || len(views[0]) > len(buf) {
 		return out
 	}
-	end, n := start+int64(len(views[0])), 1
-	for ; n < len(views); n++ {
-		off, ok := r.offset(views[n])
-		if !ok || off < end || off > end+maxViewGap || off+int64(len(views[n]))-start > int64(len(buf)) {
+	n0 := len(out)
+	out = append(out, buf[:len(views[0]):len(views[0])])
+	end := start + int64(len(views[0]))
+	for _, v := range views[1:] {
+		off, ok := r.offset(v)
+		if !ok || off < end || off > end+maxViewGap || off+int64(len(v))-start > int64(len(buf)) {
 			break
 		}
-		end = off + int64(len(views[n]))
+		out = append(out, buf[off-start:off-start+int64(len(v)):off-start+int64(len(v))])
+		end = off + int64(len(v))
 	}
 	if _, err := r.file.ReadAt(buf[:end-start], start); err != nil {
-		return out
-	}
-	for _, v := range views[:n] {
-		off, _ := r.offset(v)
-		out = append(out, buf[off-start:off-start+int64(len(v)):off-start+int64(len(v))])
+		return out[:n0]
 	}
 	return out
 }
