@@ -96,7 +96,8 @@ type drainer struct {
 // owns it until it sends it on settled.
 type inflight struct {
 	rows     []row
-	values   [][]byte // the rows' values, as the sink takes them
+	values   [][]byte       // the rows' values, as the sink takes them
+	reader   sink.RowReader // reads values from the queue log; nil: from memory
 	bytes    int
 	epoch    uint64 // of the queue's record when the batch was formed, for its token
 	label    string // the table label of its metrics ("db.table" or "_other")
@@ -387,7 +388,7 @@ func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held
 	for _, r := range rows {
 		values = append(values, r.m.value)
 	}
-	b := &inflight{rows: rows, values: values, bytes: bytes, epoch: rec.Epoch, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
+	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, epoch: rec.Epoch, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
 		span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Float64("chute.batch.wait", held.Seconds()))
@@ -632,13 +633,11 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 		_, db = m.cfg.ClickHouse()
 	}
 	target := sink.Target(db, d.table)
-	values := b.values
-	rd := newRegionReader(b.rows)
 	var tried []string
 	for {
 		b.attempts++
 		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
-		res := m.sink.InsertFrom(ctx, ep, target, values, rd.rowReader(), d.token(ctx, ep, b.epoch, b.rows))
+		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
 		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
 			d.failing.Store(false)
@@ -730,22 +729,17 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight, refusal sink.Result) bool {
 	m := d.m
 	rows := b.rows
-	values := make([][]byte, len(rows))
-	for i, r := range rows {
-		values[i] = r.m.value
-	}
-	rd := newRegionReader(rows).rowReader()
 	last := refusal
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
-		last = m.sink.InsertFrom(ctx, ep, target, part, rd, "")
+		last = m.sink.InsertFrom(ctx, ep, target, part, b.reader, "")
 		if b.span != nil {
 			b.span.AddEvent("clickhouse.bisect", trace.WithAttributes(attribute.Int("chute.batch.rows", len(part)),
 				attribute.String("chute.insert.outcome", last.Class.String()), attribute.Int("db.response.status_code", last.Code)))
 		}
 		return last
 	}
-	refused, err := sink.Bisect(ctx, insert, values, refusal)
+	refused, err := sink.Bisect(ctx, insert, b.values, refusal)
 	keep := make(map[int]bool) // rows neither inserted nor refused: they stay queued
 	var stopped *sink.BisectError
 	if errors.As(err, &stopped) {
