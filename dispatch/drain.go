@@ -70,7 +70,8 @@ type drainer struct {
 	flight    []*inflight     // batches in flight, in the order they started
 	flightN   int             // their rows
 	held      heldBatch       // the batch the insert rate holds back
-	spare     spareBufs       // the slices of landed batches, for the next ones
+	rowsKept  spares[row]     // landed batches' rows slices, for the next batches
+	valsKept  spares[[]byte]  // and their values slices
 	pause     backoff.Backoff // while no batch can start: no URL, a URL that cannot be used
 	paused    time.Time       // no batch starts before it: no server to send one to
 
@@ -105,53 +106,33 @@ type inflight struct {
 	span     trace.Span // nil when tracing is off, or once ended
 }
 
-// spareBufs are the slices of batches, kept by the loop from one batch
-// to the next: a batch of txn-128 rows is tens of thousands of rows, and
-// its slices were a fifth of the bytes a busy node allocated.
-type spareBufs struct {
-	rows   [][]row
-	values [][][]byte
-}
+// spares are slices of a batch kept by the loop from one batch to the
+// next: a batch of txn-128 rows is tens of thousands of rows, and its
+// slices were a fifth of the bytes a busy node allocated.
+type spares[T any] struct{ kept [][]T }
 
 // maxSpareBufs bounds the slices kept of each kind: one per batch in
 // flight at the usual max_inflight_inserts, and one being formed.
 const maxSpareBufs = 3
 
-// keepRows keeps rows for a later batch, cleared so that it holds no
-// message alive.
-func (s *spareBufs) keepRows(rows []row) {
-	if cap(rows) > 0 && len(s.rows) < maxSpareBufs {
-		clear(rows)
-		s.rows = append(s.rows, rows[:0])
+// keep keeps x for a later batch, cleared so that it holds nothing alive.
+func (s *spares[T]) keep(x []T) {
+	if cap(x) > 0 && len(s.kept) < maxSpareBufs {
+		clear(x)
+		s.kept = append(s.kept, x[:0])
 	}
 }
 
-// keepValues is keepRows for the values of a batch's rows.
-func (s *spareBufs) keepValues(values [][]byte) {
-	if cap(values) > 0 && len(s.values) < maxSpareBufs {
-		clear(values)
-		s.values = append(s.values, values[:0])
-	}
-}
-
-// takeRows returns an empty slice kept for rows; nil when none is kept.
-func (s *spareBufs) takeRows() []row {
-	if len(s.rows) == 0 {
+// take returns an empty kept slice of at least n elements' capacity;
+// nil when none is kept or the last kept is smaller.
+func (s *spares[T]) take(n int) []T {
+	k := len(s.kept)
+	if k == 0 || cap(s.kept[k-1]) < n {
 		return nil
 	}
-	r := s.rows[len(s.rows)-1]
-	s.rows = s.rows[:len(s.rows)-1]
-	return r
-}
-
-// takeValues returns an empty slice of at least n values' capacity.
-func (s *spareBufs) takeValues(n int) [][]byte {
-	if k := len(s.values); k > 0 && cap(s.values[k-1]) >= n {
-		v := s.values[k-1]
-		s.values = s.values[:k-1]
-		return v
-	}
-	return make([][]byte, 0, n)
+	x := s.kept[k-1]
+	s.kept = s.kept[:k-1]
+	return x
 }
 
 // heldBatch is what the loop knows of a batch that is not full while the
@@ -302,8 +283,8 @@ func (d *drainer) land(b *inflight) {
 			break
 		}
 	}
-	d.spare.keepRows(b.rows)
-	d.spare.keepValues(b.values)
+	d.rowsKept.keep(b.rows)
+	d.valsKept.keep(b.values)
 	b.rows, b.values = nil, nil
 }
 
@@ -339,9 +320,9 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		if limited && !d.held.since.IsZero() && !d.held.mayBeFull(free, set) {
 			return rateAt.Sub(now)
 		}
-		rows, bytes, full := d.q.drainBatch(d.c, set, d.flight, d.spare.takeRows())
+		rows, bytes, full := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0))
 		if len(rows) == 0 {
-			d.spare.keepRows(rows)
+			d.rowsKept.keep(rows)
 			return 0 // what is free lies among the numbers of a batch in flight: it goes after that one
 		}
 		if limited && !full {
@@ -349,7 +330,7 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 				d.held.since = now
 			}
 			d.held.rows, d.held.bytes = len(rows), bytes
-			d.spare.keepRows(rows)
+			d.rowsKept.keep(rows)
 			return rateAt.Sub(now)
 		}
 		ep, db, wait, ok := d.endpoint(set)
@@ -384,7 +365,10 @@ func (d *drainer) freeRows() int {
 func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held time.Duration) {
 	m := d.m
 	rec, _ := m.record(d.q.name)
-	values := d.spare.takeValues(len(rows))
+	values := d.valsKept.take(len(rows))
+	if values == nil {
+		values = make([][]byte, 0, len(rows))
+	}
 	for _, r := range rows {
 		values = append(values, r.m.value)
 	}

@@ -322,34 +322,35 @@ func TestDrainer_deadLetterWaitsForSpace(t *testing.T) {
 	}
 }
 
-// TestSpareBufs_keptClearedAndBounded: a batch's slices are kept for the
+// TestSpares_keptClearedAndBounded: a batch's slices are kept for the
 // next batches cleared of their messages and values, at most
 // maxSpareBufs of each, and a values slice is taken only if it holds the
 // batch.
-func TestSpareBufs_keptClearedAndBounded(t *testing.T) {
-	var s spareBufs
+func TestSpares_keptClearedAndBounded(t *testing.T) {
+	var rs spares[row]
+	var vs spares[[]byte]
 	for range maxSpareBufs + 2 {
-		s.keepRows([]row{{seq: 1, m: &message{}}})
-		s.keepValues([][]byte{[]byte("v")})
+		rs.keep([]row{{seq: 1, m: &message{}}})
+		vs.keep([][]byte{[]byte("v")})
 	}
-	s.keepRows(nil) // nothing to keep
-	if len(s.rows) != maxSpareBufs || len(s.values) != maxSpareBufs {
-		t.Fatalf("kept %d rows and %d values slices, want %d of each", len(s.rows), len(s.values), maxSpareBufs)
+	rs.keep(nil) // nothing to keep
+	if len(rs.kept) != maxSpareBufs || len(vs.kept) != maxSpareBufs {
+		t.Fatalf("kept %d rows and %d values slices, want %d of each", len(rs.kept), len(vs.kept), maxSpareBufs)
 	}
-	rows := s.takeRows()
+	rows := rs.take(0)
 	if len(rows) != 0 || cap(rows) != 1 || rows[:1][0].m != nil {
 		t.Errorf("a kept rows slice: len %d, cap %d, first %+v; want empty, cap 1, cleared", len(rows), cap(rows), rows[:1][0])
 	}
-	if v := s.takeValues(1); len(v) != 0 || cap(v) != 1 || v[:1][0] != nil {
+	if v := vs.take(1); len(v) != 0 || cap(v) != 1 || v[:1][0] != nil {
 		t.Errorf("a kept values slice: %q (cap %d), want empty, cap 1, cleared", v[:1], cap(v))
 	}
-	if v := s.takeValues(5); cap(v) < 5 || len(s.values) != maxSpareBufs-1 {
-		t.Errorf("values for 5 rows: cap %d, %d kept; want a new slice and the kept ones left", cap(v), len(s.values))
+	if v := vs.take(5); v != nil || len(vs.kept) != maxSpareBufs-1 {
+		t.Errorf("values for 5 rows: cap %d, %d kept; want none taken and the kept ones left", cap(v), len(vs.kept))
 	}
 	for range maxSpareBufs {
-		s.takeRows()
+		rs.take(0)
 	}
-	if r := s.takeRows(); r != nil {
+	if r := rs.take(0); r != nil {
 		t.Errorf("no rows slice kept: got one of cap %d, want nil", cap(r))
 	}
 }
