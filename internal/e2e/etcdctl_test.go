@@ -460,6 +460,13 @@ func (s *session) grant(ttl int, args ...string) string {
 		return "0"
 	}
 	s.aliasLease(id)
+	if ttl >= 10 {
+		// The remaining TTL counts wall-clock seconds since the grant: a
+		// loaded machine may take one more before the steps that show it.
+		a, b := strconv.Itoa(ttl-1), strconv.Itoa(ttl-2)
+		s.aliasRE(`remaining\((`+a+`|`+b+`)s\)`, "remaining(<"+b+"-"+a+">s)")
+		s.aliasRE(`"ttl":(`+a+`|`+b+`),"granted-ttl":`+strconv.Itoa(ttl)+`\b`, `"ttl":<`+b+`-`+a+`>,"granted-ttl":`+strconv.Itoa(ttl))
+	}
 	return fmt.Sprintf("%016x", id)
 }
 
