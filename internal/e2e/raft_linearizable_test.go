@@ -325,37 +325,43 @@ func othersThan(i int) []int {
 	return others
 }
 
-// leaderFault is a fault of the linearizability scenarios, done to the
-// raft leader: begin starts it (named by did in the log), end ends it
-// (named by undid) once the other two agree on a leader of their own and
-// lasted more.
-type leaderFault struct {
+// linFault is a fault of the linearizability scenarios, done to the
+// raft leader, or with onFollower to a follower: begin starts it (named
+// by did in the log), end ends it (named by undid) once the other two
+// agree on a leader (after a leader's fault, one of their own) and lasted
+// more.
+type linFault struct {
 	did, undid string
-	begin, end func(leader int) error
+	begin, end func(node int) error
 	more       time.Duration
+	onFollower bool
 }
 
 // runLinScenario runs the register workload on the three nodes through
 // two rounds of f, four seconds apart, and has porcupine check the
-// history.
-func runLinScenario(t *testing.T, nodes []*Proc, f leaderFault) {
+// history. A follower's fault falls on each follower in turn.
+func runLinScenario(t *testing.T, nodes []*Proc, f linFault) {
 	t.Helper()
 	clis := clientsOf(t, nodes...)
 	all := []int{0, 1, 2}
 	w := startLinWorkload(t, nodes)
 	for round := range 2 {
 		leader := raftLeader(t, nodes, clis, all)
-		if err := f.begin(leader); err != nil {
-			t.Fatalf("%s %s: %v", f.did, nodes[leader].Name, err)
+		victim, role := leader, "leader"
+		if f.onFollower {
+			victim, role = othersThan(leader)[round], "follower"
 		}
-		w.logf("round %d: the leader %s %s", round+1, nodes[leader].Name, f.did)
-		next := raftLeader(t, nodes, clis, othersThan(leader))
+		if err := f.begin(victim); err != nil {
+			t.Fatalf("%s %s: %v", f.did, nodes[victim].Name, err)
+		}
+		w.logf("round %d: the %s %s %s", round+1, role, nodes[victim].Name, f.did)
+		next := raftLeader(t, nodes, clis, othersThan(victim))
 		w.logf("round %d: %s leads", round+1, nodes[next].Name)
 		time.Sleep(f.more)
-		if err := f.end(leader); err != nil {
-			t.Fatalf("%s %s: %v", f.undid, nodes[leader].Name, err)
+		if err := f.end(victim); err != nil {
+			t.Fatalf("%s %s: %v", f.undid, nodes[victim].Name, err)
 		}
-		w.logf("round %d: %s %s", round+1, nodes[leader].Name, f.undid)
+		w.logf("round %d: %s %s", round+1, nodes[victim].Name, f.undid)
 		time.Sleep(4 * time.Second)
 	}
 	w.check()
@@ -369,7 +375,7 @@ func TestLinearizable_leaderKilled(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	nodes := c.startRaftThree()
-	runLinScenario(t, nodes, leaderFault{
+	runLinScenario(t, nodes, linFault{
 		did: "killed with SIGKILL", undid: "restarted", more: 2 * time.Second,
 		begin: func(i int) error { nodes[i].Kill(); return nil },
 		end:   func(i int) error { nodes[i].Restart(t); return nil },
@@ -386,6 +392,13 @@ func TestLinearizable_leaderFrozen(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	nodes := c.startRaftThree()
+	runLinScenario(t, nodes, freezeFault(t, nodes, 2*time.Second, false))
+}
+
+// freezeFault is the fault of freezing a node with SIGSTOP for more once
+// the others agree on a leader, then resuming it with SIGCONT; on a
+// follower with onFollower.
+func freezeFault(t *testing.T, nodes []*Proc, more time.Duration, onFollower bool) linFault {
 	// Runs before the cluster's cleanup stops the nodes: a stopped
 	// process takes no SIGTERM.
 	t.Cleanup(func() {
@@ -393,11 +406,11 @@ func TestLinearizable_leaderFrozen(t *testing.T) {
 			_ = p.Signal(syscall.SIGCONT)
 		}
 	})
-	runLinScenario(t, nodes, leaderFault{
-		did: "frozen with SIGSTOP", undid: "resumed with SIGCONT", more: 2 * time.Second,
+	return linFault{
+		did: "frozen with SIGSTOP", undid: "resumed with SIGCONT", more: more, onFollower: onFollower,
 		begin: func(i int) error { return nodes[i].Signal(syscall.SIGSTOP) },
 		end:   func(i int) error { return nodes[i].Signal(syscall.SIGCONT) },
-	})
+	}
 }
 
 // TestLinearizable_leaderPartitioned runs the register workload on three
@@ -409,8 +422,39 @@ func TestLinearizable_leaderFrozen(t *testing.T) {
 func TestLinearizable_leaderPartitioned(t *testing.T) {
 	t.Parallel()
 	nc := newNSCluster(t, nil)
-	runLinScenario(t, nc.nodes, leaderFault{
+	runLinScenario(t, nc.nodes, linFault{
 		did: "cut off", undid: "joined again", more: 3 * time.Second,
+		begin: nc.net.Isolate,
+		end:   nc.net.Heal,
+	})
+}
+
+// TestLinearizable_followerFrozen runs the register workload while a
+// follower is frozen with SIGSTOP for three seconds, longer than raft's
+// heartbeat timeout, then resumed with SIGCONT; the first round freezes
+// one follower, the second the other. The calls its clients made
+// meanwhile are answered (or time out) once it runs again, from a state
+// that may be seconds behind the leader's: a read it serves must still
+// see every write answered before the read began.
+func TestLinearizable_followerFrozen(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	nodes := c.startRaftThree()
+	runLinScenario(t, nodes, freezeFault(t, nodes, 3*time.Second, true))
+}
+
+// TestLinearizable_followerPartitioned runs the register workload on
+// three nodes in network namespaces of their own while a follower is cut
+// off from the other two (its clients still reach it) for three seconds,
+// long enough for it to give up on the leader and stand for election,
+// then joined again; each follower in turn. The cut-off follower must not
+// answer a read from its own state, and its return, with a term of its
+// own, must not undo anything the leader acknowledged.
+func TestLinearizable_followerPartitioned(t *testing.T) {
+	t.Parallel()
+	nc := newNSCluster(t, nil)
+	runLinScenario(t, nc.nodes, linFault{
+		did: "cut off", undid: "joined again", more: 3 * time.Second, onFollower: true,
 		begin: nc.net.Isolate,
 		end:   nc.net.Heal,
 	})
