@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"regexp"
@@ -87,10 +89,11 @@ type session struct {
 	p       *Proc
 	etcdctl string
 
-	mu     sync.Mutex
-	buf    strings.Builder
-	subs   []substitution // per-server values to placeholders, in order
-	leases int            // leases named so far: <lease1>, <lease2>, ...
+	mu      sync.Mutex
+	buf     strings.Builder
+	subs    []substitution    // per-server values to placeholders, in order
+	leases  int               // leases named so far: <lease1>, <lease2>, ...
+	granted map[int]time.Time // TTL of 10 s or more: when its first lease grant began
 }
 
 type substitution struct {
@@ -214,7 +217,7 @@ func (s *session) record(args []string, stdin string, res ctlResult) {
 			b.WriteString("< " + l + "\n")
 		}
 	}
-	b.WriteString(res.Stdout)
+	b.WriteString(s.sinceGrant(res.Stdout))
 	if res.Stdout != "" && !strings.HasSuffix(res.Stdout, "\n") {
 		b.WriteString("<no newline>\n")
 	}
@@ -382,7 +385,7 @@ func compareWithEtcd(t *testing.T, script func(s *session), norms ...func(string
 func (s *session) fork(t testing.TB) *session {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &session{t: t, p: s.p, etcdctl: s.etcdctl, subs: append([]substitution(nil), s.subs...), leases: s.leases}
+	return &session{t: t, p: s.p, etcdctl: s.etcdctl, subs: append([]substitution(nil), s.subs...), leases: s.leases, granted: maps.Clone(s.granted)}
 }
 
 // requireSameTranscript fails the test with a line diff when got differs
@@ -445,6 +448,7 @@ var (
 // and returns its id in hex ("0" if the server granted none, which the
 // transcript shows).
 func (s *session) grant(ttl int, args ...string) string {
+	start := time.Now()
 	res := s.ctl(append([]string{"lease", "grant", strconv.Itoa(ttl)}, args...)...)
 	var id uint64
 	var err error
@@ -461,13 +465,60 @@ func (s *session) grant(ttl int, args ...string) string {
 	}
 	s.aliasLease(id)
 	if ttl >= 10 {
-		// The remaining TTL counts wall-clock seconds since the grant: a
-		// loaded machine may take one more before the steps that show it.
-		a, b := strconv.Itoa(ttl-1), strconv.Itoa(ttl-2)
-		s.aliasRE(`remaining\((`+a+`|`+b+`)s\)`, "remaining(<"+b+"-"+a+">s)")
-		s.aliasRE(`"ttl":(`+a+`|`+b+`),"granted-ttl":`+strconv.Itoa(ttl)+`\b`, `"ttl":<`+b+`-`+a+`>,"granted-ttl":`+strconv.Itoa(ttl))
+		s.mu.Lock()
+		if _, ok := s.granted[ttl]; !ok {
+			if s.granted == nil {
+				s.granted = make(map[int]time.Time)
+			}
+			s.granted[ttl] = start
+		}
+		s.mu.Unlock()
 	}
 	return fmt.Sprintf("%016x", id)
+}
+
+// A lease's remaining TTL as etcdctl lease timetolive prints it, simple
+// and -w json.
+var (
+	remainingRE     = regexp.MustCompile(`granted with TTL\((\d+)s\), remaining\((-?\d+)s\)`)
+	remainingJSONRE = regexp.MustCompile(`"ttl":(-?\d+),"granted-ttl":(\d+)`)
+)
+
+// sinceGrant replaces in out the remaining TTL of a lease of 10 s or more
+// by "<since grant>" where it fits the wall-clock time since the session
+// began granting leases of that TTL: no more than the TTL and no less than
+// the TTL less those seconds and one. The remaining TTL counts wall-clock
+// seconds, which a loaded machine stretches between the steps of a
+// transcript, but a value outside that window stays in the transcript.
+// s.mu is held.
+func (s *session) sinceGrant(out string) string {
+	if len(s.granted) == 0 {
+		return out
+	}
+	fits := func(ttl, left string) bool {
+		t, err1 := strconv.Atoi(ttl)
+		l, err2 := strconv.Atoi(left)
+		start, ok := s.granted[t]
+		if err1 != nil || err2 != nil || !ok {
+			return false
+		}
+		elapsed := int(math.Ceil(time.Since(start).Seconds()))
+		return l <= t && l >= t-elapsed-1
+	}
+	out = remainingRE.ReplaceAllStringFunc(out, func(m string) string {
+		g := remainingRE.FindStringSubmatch(m)
+		if !fits(g[1], g[2]) {
+			return m
+		}
+		return "granted with TTL(" + g[1] + "s), remaining(<since grant>s)"
+	})
+	return remainingJSONRE.ReplaceAllStringFunc(out, func(m string) string {
+		g := remainingJSONRE.FindStringSubmatch(m)
+		if !fits(g[2], g[1]) {
+			return m
+		}
+		return `"ttl":<since grant>,"granted-ttl":` + g[2]
+	})
 }
 
 // bgCtl is an etcdctl command running in the background, such as a watch.
