@@ -14,11 +14,14 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"chute/internal/testutil"
 )
 
 // Workers of the recipe tests: two per node, each with its own client
@@ -366,4 +369,185 @@ func TestRaft_casCounter(t *testing.T) {
 		}
 	}
 	t.Logf("%d successful swaps of %d", successes.Load(), recipeWorkers*attempts)
+}
+
+// recipeTally counts what the workers of TestRaft_recipesLeaderFrozen
+// saw: fenced increments answered as done, answered as fenced out, and
+// not answered (their outcome unknown), and bank transfers committed.
+type recipeTally struct {
+	incremented, fencedOut, unknown, transfers atomic.Int64
+}
+
+// A concurrency.Mutex and STM transfers keep their guarantees while the
+// raft leader is frozen (SIGSTOP) until the other two elect a leader of
+// their own, then resumed (SIGCONT), twice. Lock holders increment a
+// counter they read inside the lock, the write fenced by the holder's key
+// (Mutex.IsOwner), as a lock's user should: were two holders ever let in
+// at once, both would write the same value and the counter would fall
+// short of the increments answered as done (a lost update). Transfers
+// between accounts must keep the total and leave no balance negative.
+// Calls fail while the leader is frozen; the workers retry, and both
+// recipes must make progress again once it is resumed.
+func TestRaft_recipesLeaderFrozen(t *testing.T) {
+	t.Parallel()
+	nodes, clis := newCluster(t).startThreeRaft()
+	const (
+		accounts = 4
+		balance  = 100
+		opWait   = 3 * time.Second // one call; the frozen node's calls time out
+		maxSteps = 100_000         // per worker; stop comes first
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), recipeTimeout)
+	defer cancel()
+	if _, err := clis[0].Put(ctx, "frozen/counter", "0"); err != nil {
+		t.Fatal(err)
+	}
+	for a := range accounts {
+		if _, err := clis[0].Put(ctx, "frozen/bank/"+strconv.Itoa(a), strconv.Itoa(balance)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sessions := workerSessions(t, nodes)
+	var tally recipeTally
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	// Workers 0-2 take the lock, 3-5 transfer: each on its own node, as
+	// workerSessions places them.
+	for i := range recipeWorkers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(i), 2))
+			m := concurrency.NewMutex(sessions[i], "frozen/mutex/")
+			for range maxSteps {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if i < recipeWorkers/2 {
+					fencedIncrement(sessions[i], m, opWait, &tally)
+				} else {
+					transfer(sessions[i].Client(), rng, accounts, opWait, &tally)
+				}
+			}
+		})
+	}
+	stopWorkers := sync.OnceFunc(func() { close(stop); wg.Wait() })
+	// Runs before the sessions' and the cluster's cleanups: a frozen
+	// node answers no worker, no session's close and no SIGTERM.
+	t.Cleanup(func() {
+		for _, p := range nodes {
+			_ = p.Signal(syscall.SIGCONT)
+		}
+		stopWorkers()
+	})
+
+	time.Sleep(2 * time.Second) // the recipes at work before the first fault
+	for round := range 2 {
+		leader, _ := waitLeader(t, nodes, clis)
+		if err := nodes[leader].Signal(syscall.SIGSTOP); err != nil {
+			t.Fatalf("round %d: SIGSTOP %s: %v", round+1, nodes[leader].Name, err)
+		}
+		next := raftLeader(t, nodes, clis, othersThan(leader))
+		t.Logf("round %d: %s frozen, %s leads", round+1, nodes[leader].Name, nodes[next].Name)
+		time.Sleep(2 * time.Second)
+		if err := nodes[leader].Signal(syscall.SIGCONT); err != nil {
+			t.Fatalf("round %d: SIGCONT %s: %v", round+1, nodes[leader].Name, err)
+		}
+	}
+	// Progress after the last fault: a lock taken and a transfer made.
+	before := [2]int64{tally.incremented.Load(), tally.transfers.Load()}
+	testutil.Eventually(t, 20*time.Second, "increments and transfers after the leader resumed", func() error {
+		if tally.incremented.Load() == before[0] || tally.transfers.Load() == before[1] {
+			return fmt.Errorf("%d increments and %d transfers since, want some of each",
+				tally.incremented.Load()-before[0], tally.transfers.Load()-before[1])
+		}
+		return nil
+	})
+	stopWorkers()
+
+	done, unknown := tally.incremented.Load(), tally.unknown.Load()
+	t.Logf("%d fenced increments done, %d fenced out, %d of unknown outcome; %d transfers",
+		done, tally.fencedOut.Load(), unknown, tally.transfers.Load())
+	for i, cli := range clis {
+		resp, err := cli.Get(ctx, "frozen/", clientv3.WithPrefix())
+		if err != nil {
+			t.Fatalf("%s: %v", nodes[i].Name, err)
+		}
+		total := 0
+		for _, kv := range resp.Kvs {
+			v, _ := strconv.Atoi(string(kv.Value))
+			switch key := string(kv.Key); {
+			case key == "frozen/counter":
+				// An increment of unknown outcome may have been applied.
+				if int64(v) < done || int64(v) > done+unknown {
+					t.Errorf("%s: counter %d after %d increments done and %d unknown: want it in [%d, %d]",
+						nodes[i].Name, v, done, unknown, done, done+unknown)
+				}
+			case strings.HasPrefix(key, "frozen/bank/"):
+				if v < 0 {
+					t.Errorf("%s: %s = %d, want >= 0", nodes[i].Name, key, v)
+				}
+				total += v
+			}
+		}
+		if total != accounts*balance {
+			t.Errorf("%s: bank total %d, want %d", nodes[i].Name, total, accounts*balance)
+		}
+	}
+}
+
+// fencedIncrement takes m and increments the counter it read inside,
+// the write fenced by the holder's key, then releases m; each call
+// bounded by wait. A release that fails is left to the next Lock, which
+// finds the session's key still first.
+func fencedIncrement(s *concurrency.Session, m *concurrency.Mutex, wait time.Duration, tally *recipeTally) {
+	cli := s.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := m.Lock(ctx); err != nil {
+		return
+	}
+	defer func() {
+		uctx, ucancel := context.WithTimeout(context.Background(), wait)
+		defer ucancel()
+		_ = m.Unlock(uctx)
+	}()
+	get, err := cli.Get(ctx, "frozen/counter")
+	if err != nil || len(get.Kvs) == 0 {
+		return
+	}
+	v, _ := strconv.Atoi(string(get.Kvs[0].Value))
+	resp, err := cli.Txn(ctx).If(m.IsOwner()).Then(clientv3.OpPut("frozen/counter", strconv.Itoa(v+1))).Commit()
+	switch {
+	case err != nil:
+		tally.unknown.Add(1)
+	case resp.Succeeded:
+		tally.incremented.Add(1)
+	default:
+		tally.fencedOut.Add(1)
+	}
+}
+
+// transfer moves a random amount between two random accounts in an STM
+// transaction (serializable snapshot), bounded by wait.
+func transfer(cli *clientv3.Client, rng *rand.Rand, accounts int, wait time.Duration, tally *recipeTally) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	from, to := rng.IntN(accounts), rng.IntN(accounts-1)
+	if to >= from {
+		to++
+	}
+	amount := rng.IntN(30) + 1
+	_, err := concurrency.NewSTM(cli, func(s concurrency.STM) error {
+		fk, tk := "frozen/bank/"+strconv.Itoa(from), "frozen/bank/"+strconv.Itoa(to)
+		fv, _ := strconv.Atoi(s.Get(fk))
+		tv, _ := strconv.Atoi(s.Get(tk))
+		n := min(amount, fv)
+		s.Put(fk, strconv.Itoa(fv-n))
+		s.Put(tk, strconv.Itoa(tv+n))
+		return nil
+	}, concurrency.WithAbortContext(ctx))
+	if err == nil {
+		tally.transfers.Add(1)
+	}
 }
