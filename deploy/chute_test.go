@@ -25,6 +25,7 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.uber.org/goleak"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -69,6 +70,12 @@ func runTests(m *testing.M) int {
 	for _, d := range dataDirsIn(wd, root) {
 		if !slices.Contains(before, d) {
 			fmt.Fprintf(os.Stderr, "deploy: the tests left the data dir %s in the repository: run chute with a temporary --data-dir\n", d)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "deploy: goroutines left running after the tests: %v\n", err)
 			code = 1
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"chute/internal/testutil"
 )
 
@@ -37,12 +39,13 @@ var chuteBin string
 
 func TestMain(m *testing.M) { os.Exit(runTests(m)) }
 
-// runTests builds chute into a temporary directory, runs the tests and
-// removes the directory. E2E_CHUTE_BIN names a binary to test instead.
+// runTests builds chute into a temporary directory, runs the tests,
+// checks that they left no goroutine running (goleak) and removes the
+// directory. E2E_CHUTE_BIN names a binary to test instead.
 func runTests(m *testing.M) int {
 	if bin := os.Getenv("E2E_CHUTE_BIN"); bin != "" {
 		chuteBin = bin
-		return m.Run()
+		return noLeaks(m.Run())
 	}
 	dir, err := os.MkdirTemp("", "chute-e2e-")
 	if err != nil {
@@ -56,7 +59,21 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	chuteBin = bin
-	return m.Run()
+	return noLeaks(m.Run())
+}
+
+// noLeaks returns code, or 1 when the tests passed but left goroutines
+// running (goleak.VerifyTestMain's check, after the tests' own
+// cleanups).
+func noLeaks(code int) int {
+	if code != 0 {
+		return code
+	}
+	if err := goleak.Find(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: goroutines left running after the tests: %v\n", err)
+		return 1
+	}
+	return 0
 }
 
 // lookTool returns the path of etcd or etcdctl, failing the test with the
