@@ -423,10 +423,14 @@ func TestRaft_recipesLeaderFrozen(t *testing.T) {
 					return
 				default:
 				}
+				var ok bool
 				if i < recipeWorkers/2 {
-					fencedIncrement(sessions[i], m, opWait, &tally)
+					ok = fencedIncrement(sessions[i], m, opWait, &tally)
 				} else {
-					transfer(sessions[i].Client(), rng, accounts, opWait, &tally)
+					ok = transfer(sessions[i].Client(), rng, accounts, opWait, &tally)
+				}
+				if !ok {
+					time.Sleep(50 * time.Millisecond) // a failed call is not retried at once
 				}
 			}
 		})
@@ -499,13 +503,14 @@ func TestRaft_recipesLeaderFrozen(t *testing.T) {
 // fencedIncrement takes m and increments the counter it read inside,
 // the write fenced by the holder's key, then releases m; each call
 // bounded by wait. A release that fails is left to the next Lock, which
-// finds the session's key still first.
-func fencedIncrement(s *concurrency.Session, m *concurrency.Mutex, wait time.Duration, tally *recipeTally) {
+// finds the session's key still first. It reports whether every call
+// was answered.
+func fencedIncrement(s *concurrency.Session, m *concurrency.Mutex, wait time.Duration, tally *recipeTally) bool {
 	cli := s.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := m.Lock(ctx); err != nil {
-		return
+		return false
 	}
 	defer func() {
 		uctx, ucancel := context.WithTimeout(context.Background(), wait)
@@ -514,23 +519,26 @@ func fencedIncrement(s *concurrency.Session, m *concurrency.Mutex, wait time.Dur
 	}()
 	get, err := cli.Get(ctx, "frozen/counter")
 	if err != nil || len(get.Kvs) == 0 {
-		return
+		return false
 	}
 	v, _ := strconv.Atoi(string(get.Kvs[0].Value))
 	resp, err := cli.Txn(ctx).If(m.IsOwner()).Then(clientv3.OpPut("frozen/counter", strconv.Itoa(v+1))).Commit()
 	switch {
 	case err != nil:
 		tally.unknown.Add(1)
+		return false
 	case resp.Succeeded:
 		tally.incremented.Add(1)
 	default:
 		tally.fencedOut.Add(1)
 	}
+	return true
 }
 
 // transfer moves a random amount between two random accounts in an STM
-// transaction (serializable snapshot), bounded by wait.
-func transfer(cli *clientv3.Client, rng *rand.Rand, accounts int, wait time.Duration, tally *recipeTally) {
+// transaction (serializable snapshot), bounded by wait, and reports
+// whether it committed.
+func transfer(cli *clientv3.Client, rng *rand.Rand, accounts int, wait time.Duration, tally *recipeTally) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	from, to := rng.IntN(accounts), rng.IntN(accounts-1)
@@ -547,7 +555,9 @@ func transfer(cli *clientv3.Client, rng *rand.Rand, accounts int, wait time.Dura
 		s.Put(tk, strconv.Itoa(tv+n))
 		return nil
 	}, concurrency.WithAbortContext(ctx))
-	if err == nil {
-		tally.transfers.Add(1)
+	if err != nil {
+		return false
 	}
+	tally.transfers.Add(1)
+	return true
 }
