@@ -274,21 +274,7 @@ func TestRaft_stmBank(t *testing.T) {
 		err := runTogether(recipeWorkers, func(i int) error {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			for range transfers {
-				from, to := rng.IntN(accounts), rng.IntN(accounts-1)
-				if to >= from {
-					to++
-				}
-				amount := rng.IntN(30) + 1
-				_, err := concurrency.NewSTM(workers[i], func(s concurrency.STM) error {
-					fk, tk := prefix+strconv.Itoa(from), prefix+strconv.Itoa(to)
-					fv, _ := strconv.Atoi(s.Get(fk))
-					tv, _ := strconv.Atoi(s.Get(tk))
-					n := min(amount, fv)
-					s.Put(fk, strconv.Itoa(fv-n))
-					s.Put(tk, strconv.Itoa(tv+n))
-					return nil
-				}, concurrency.WithIsolation(iso.opt), concurrency.WithAbortContext(ctx))
-				if err != nil {
+				if err := bankTransfer(ctx, workers[i], rng, prefix, accounts, iso.opt); err != nil {
 					return err
 				}
 			}
@@ -535,29 +521,36 @@ func fencedIncrement(s *concurrency.Session, m *concurrency.Mutex, wait time.Dur
 	return true
 }
 
-// transfer moves a random amount between two random accounts in an STM
-// transaction (serializable snapshot), bounded by wait, and reports
-// whether it committed.
+// transfer is bankTransfer between the accounts of "frozen/bank/" at
+// serializable snapshot isolation, bounded by wait; it reports whether
+// the transfer committed.
 func transfer(cli *clientv3.Client, rng *rand.Rand, accounts int, wait time.Duration, tally *recipeTally) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
+	if err := bankTransfer(ctx, cli, rng, "frozen/bank/", accounts, concurrency.SerializableSnapshot); err != nil {
+		return false
+	}
+	tally.transfers.Add(1)
+	return true
+}
+
+// bankTransfer moves a random amount (1-30, no more than the balance)
+// from one random account of prefix (0..accounts-1) to another in one
+// STM transaction at isolation iso, given up when ctx ends.
+func bankTransfer(ctx context.Context, cli *clientv3.Client, rng *rand.Rand, prefix string, accounts int, iso concurrency.Isolation) error {
 	from, to := rng.IntN(accounts), rng.IntN(accounts-1)
 	if to >= from {
 		to++
 	}
 	amount := rng.IntN(30) + 1
 	_, err := concurrency.NewSTM(cli, func(s concurrency.STM) error {
-		fk, tk := "frozen/bank/"+strconv.Itoa(from), "frozen/bank/"+strconv.Itoa(to)
+		fk, tk := prefix+strconv.Itoa(from), prefix+strconv.Itoa(to)
 		fv, _ := strconv.Atoi(s.Get(fk))
 		tv, _ := strconv.Atoi(s.Get(tk))
 		n := min(amount, fv)
 		s.Put(fk, strconv.Itoa(fv-n))
 		s.Put(tk, strconv.Itoa(tv+n))
 		return nil
-	}, concurrency.WithAbortContext(ctx))
-	if err != nil {
-		return false
-	}
-	tally.transfers.Add(1)
-	return true
+	}, concurrency.WithIsolation(iso), concurrency.WithAbortContext(ctx))
+	return err
 }
