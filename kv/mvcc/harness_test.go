@@ -10,7 +10,7 @@ import (
 
 // newTestStateMachine returns a state machine over a fresh store with cfg,
 // its clock fixed unless cfg sets one.
-func newTestStateMachine(t *testing.T, cfg Config) (*StateMachine, *Store) {
+func newTestStateMachine(t testing.TB, cfg Config) (*StateMachine, *Store) {
 	t.Helper()
 	if cfg.Now == nil {
 		now := time.Unix(1_700_000_000, 0)

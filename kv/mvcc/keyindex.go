@@ -1,6 +1,7 @@
 package mvcc
 
 import (
+	"slices"
 	"sort"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -8,7 +9,9 @@ import (
 
 // keyIndex is the history of one key: its versions in revision order. A
 // tombstone ends a generation (the key was deleted); the next put starts a
-// new one with version 1 and a new create revision.
+// new one with version 1 and a new create revision. revisions is only
+// appended to or replaced, never changed in place: a snapshot being
+// written reads a slice of it taken under the store's lock.
 type keyIndex struct {
 	key       string
 	revisions []keyRevision
@@ -61,9 +64,9 @@ func (ki *keyIndex) compact(rev int64) (dropped int64, empty bool) {
 		}
 	}
 	if keep > 0 {
-		n := copy(ki.revisions, ki.revisions[keep:])
-		clear(ki.revisions[n:])
-		ki.revisions = ki.revisions[:n]
+		// A new slice, never the old one shifted: a snapshot being
+		// written may still read the old (StateMachine.Snapshot).
+		ki.revisions = slices.Clone(ki.revisions[keep:])
 	}
 	return dropped, len(ki.revisions) == 0
 }

