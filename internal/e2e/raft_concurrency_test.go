@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -422,28 +421,13 @@ func TestRaft_recipesLeaderFrozen(t *testing.T) {
 		})
 	}
 	stopWorkers := sync.OnceFunc(func() { close(stop); wg.Wait() })
-	// Runs before the sessions' and the cluster's cleanups: a frozen
-	// node answers no worker, no session's close and no SIGTERM.
-	t.Cleanup(func() {
-		for _, p := range nodes {
-			_ = p.Signal(syscall.SIGCONT)
-		}
-		stopWorkers()
-	})
+	t.Cleanup(stopWorkers)
+	// Registered after the workers' cleanup, so that its SIGCONT runs
+	// first: a frozen node answers no worker.
+	freeze := freezeFault(t, nodes, 2*time.Second, false)
 
 	time.Sleep(2 * time.Second) // the recipes at work before the first fault
-	for round := range 2 {
-		leader, _ := waitLeader(t, nodes, clis)
-		if err := nodes[leader].Signal(syscall.SIGSTOP); err != nil {
-			t.Fatalf("round %d: SIGSTOP %s: %v", round+1, nodes[leader].Name, err)
-		}
-		next := raftLeader(t, nodes, clis, othersThan(leader))
-		t.Logf("round %d: %s frozen, %s leads", round+1, nodes[leader].Name, nodes[next].Name)
-		time.Sleep(2 * time.Second)
-		if err := nodes[leader].Signal(syscall.SIGCONT); err != nil {
-			t.Fatalf("round %d: SIGCONT %s: %v", round+1, nodes[leader].Name, err)
-		}
-	}
+	runFaultRounds(t, nodes, clis, freeze, t.Logf)
 	// Progress after the last fault: a lock taken and a transfer made.
 	before := [2]int64{tally.incremented.Load(), tally.transfers.Load()}
 	testutil.Eventually(t, 20*time.Second, "increments and transfers after the leader resumed", func() error {

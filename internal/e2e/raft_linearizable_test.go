@@ -338,13 +338,20 @@ type linFault struct {
 }
 
 // runLinScenario runs the register workload on the three nodes through
-// two rounds of f, four seconds apart, and has porcupine check the
-// history. A follower's fault falls on each follower in turn.
+// two rounds of f (runFaultRounds) and has porcupine check the history.
 func runLinScenario(t *testing.T, nodes []*Proc, f linFault) {
 	t.Helper()
-	clis := clientsOf(t, nodes...)
-	all := []int{0, 1, 2}
 	w := startLinWorkload(t, nodes)
+	runFaultRounds(t, nodes, clientsOf(t, nodes...), f, w.logf)
+	w.check()
+}
+
+// runFaultRounds does two rounds of f to the three nodes, each logged
+// with logf and followed by four seconds with every node up. A
+// follower's fault falls on each follower in turn.
+func runFaultRounds(t *testing.T, nodes []*Proc, clis []*clientv3.Client, f linFault, logf func(string, ...any)) {
+	t.Helper()
+	all := []int{0, 1, 2}
 	for round := range 2 {
 		leader := raftLeader(t, nodes, clis, all)
 		victim, role := leader, "leader"
@@ -354,17 +361,16 @@ func runLinScenario(t *testing.T, nodes []*Proc, f linFault) {
 		if err := f.begin(victim); err != nil {
 			t.Fatalf("%s %s: %v", f.did, nodes[victim].Name, err)
 		}
-		w.logf("round %d: the %s %s %s", round+1, role, nodes[victim].Name, f.did)
+		logf("round %d: the %s %s %s", round+1, role, nodes[victim].Name, f.did)
 		next := raftLeader(t, nodes, clis, othersThan(victim))
-		w.logf("round %d: %s leads", round+1, nodes[next].Name)
+		logf("round %d: %s leads", round+1, nodes[next].Name)
 		time.Sleep(f.more)
 		if err := f.end(victim); err != nil {
 			t.Fatalf("%s %s: %v", f.undid, nodes[victim].Name, err)
 		}
-		w.logf("round %d: %s %s", round+1, nodes[victim].Name, f.undid)
+		logf("round %d: %s %s", round+1, nodes[victim].Name, f.undid)
 		time.Sleep(4 * time.Second)
 	}
-	w.check()
 }
 
 // TestLinearizable_leaderKilled runs the register workload while the raft
