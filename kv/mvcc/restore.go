@@ -121,6 +121,9 @@ func (m *StateMachine) Snapshot() (func(io.Writer) error, error) {
 			if buf.Len() >= snapshotChunk {
 				sw.write(buf.Bytes())
 				buf.Reset()
+				if sw.err != nil {
+					return sw.err // the rest would go nowhere
+				}
 			}
 		}
 		sw.write(buf.Bytes())
