@@ -13,9 +13,14 @@ import (
 // between collections.
 const DefaultMinGrowth = 64 << 20
 
-// maxPercent bounds the GOGC a Floor sets, for a live heap of almost
-// nothing.
+// maxPercent bounds the GOGC a Floor sets, for a floor of many GiB.
 const maxPercent = 1 << 20
+
+// runtimeHeapMinimum is the runtime's least heap goal at GOGC 100
+// (defaultHeapMinimum in runtime/mgcpacer.go); the runtime scales it
+// with GOGC, so that at a GOGC of p the goal is never under this times
+// p/100, whatever the live heap.
+const runtimeHeapMinimum = 4 << 20
 
 // liveHeap is the runtime metric of the heap the last collection marked
 // live.
@@ -118,16 +123,23 @@ func (f *Floor) tune() {
 // enough, when percent is negative (the collector is off), or when live
 // is zero (no collection has ended yet: its goal is not of the live
 // heap, and the first collection must come to show it).
+//
+// Below a live heap of about 4 MiB the runtime's least goal, which grows
+// with GOGC, is what gives the floor: the GOGC is then the one whose
+// least goal is the live heap and the floor. Without that bound a live
+// heap of 360 KiB and a floor of 64 MiB made GOGC 17726 and a goal of
+// 709 MiB, and a live heap growing before the next collection's
+// cleanup ran could take the heap to GiBs.
 func Percent(live, minGrowth uint64, percent int) int {
 	if percent < 0 || live == 0 {
 		return percent
 	}
-	l := float64(live)
-	if l*float64(percent)/100 >= float64(minGrowth) {
+	l, m := float64(live), float64(minGrowth)
+	if l*float64(percent)/100 >= m {
 		return percent
 	}
-	p := math.Ceil(float64(minGrowth) * 100 / l)
-	return int(min(p, maxPercent))
+	p := min(math.Ceil(m*100/l), math.Ceil((l+m)*100/runtimeHeapMinimum), maxPercent)
+	return max(int(p), percent)
 }
 
 // gogc is the GOGC in force, negative when the collector is off.

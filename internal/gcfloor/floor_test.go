@@ -23,7 +23,10 @@ func TestPercent(t *testing.T) {
 		{"live heap above the floor", 200 * mib, 64 * mib, 100, 100},
 		{"GOGC of its own above the floor", 32 * mib, 64 * mib, 400, 400},
 		{"GOGC of its own below the floor", 32 * mib, 64 * mib, 50, 200},
-		{"almost nothing live", 1, 64 * mib, 100, maxPercent},
+		{"a live heap of 1 MiB, under the runtime's least goal", 1 * mib, 64 * mib, 100, 1625},
+		{"almost nothing live", 1, 64 * mib, 100, 1601},
+		{"almost nothing live, GOGC of its own above the floor", 1, 64 * mib, 2000, 2000},
+		{"a floor of 1 TiB", 1 * mib, 1 << 40, 100, maxPercent},
 	} {
 		if got := Percent(tc.live, tc.minGrowth, tc.percent); got != tc.want {
 			t.Errorf("%s: Percent(%d, %d, %d) = %d, want %d", tc.name, tc.live, tc.minGrowth, tc.percent, got, tc.want)
@@ -34,7 +37,9 @@ func TestPercent(t *testing.T) {
 // TestFloor_raisesHeapGoal: with a live heap of a few MiB, and with one
 // of 24 MiB (to which a floor of 64 MiB on the heap goal alone would
 // give 40 MiB of growth), the heap goal after a collection is the floor
-// above the live heap; Stop gives GOGC back.
+// above the live heap, and not much more (the runtime's least goal grows
+// with GOGC: at a live heap under 4 MiB a GOGC made for the live heap
+// alone gave a goal of hundreds of MiB); Stop gives GOGC back.
 func TestFloor_raisesHeapGoal(t *testing.T) {
 	const floor = 64 << 20
 	before := gogc()
@@ -45,7 +50,7 @@ func TestFloor_raisesHeapGoal(t *testing.T) {
 			live[i] = byte(i)
 		}
 		settle(t, func() string {
-			if goal, heap := read(t, "/gc/heap/goal:bytes"), read(t, liveHeap); goal < heap+floor*9/10 {
+			if goal, heap := read(t, "/gc/heap/goal:bytes"), read(t, liveHeap); goal < heap+floor*9/10 || goal > heap+floor*5/4 {
 				return fmt.Sprintf("%d bytes held: heap goal %d bytes with a live heap of %d, want about the floor %d above it", size, goal, heap, floor)
 			}
 			if p := gogc(); p <= 100 {
