@@ -1,7 +1,6 @@
 package mvcc
 
 import (
-	"bufio"
 	"bytes"
 	"chute/kv/internal/snapcodec"
 	"encoding/binary"
@@ -183,11 +182,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // for a command to be applied here fail with ErrResultUnknown: the
 // snapshot may hold their command's effect, but not its result.
 func (m *StateMachine) Restore(r io.Reader) error {
-	raw, err := io.ReadAll(bufio.NewReader(r))
-	if err != nil {
-		return fmt.Errorf("mvcc: read snapshot: %w", err)
-	}
-	st, err := decodeSnapshot(raw)
+	st, err := decodeSnapshot(r)
 	if err != nil {
 		return err
 	}
@@ -245,12 +240,19 @@ type snapshotLease struct {
 	id, ttl, remainingMs int64
 }
 
-func decodeSnapshot(raw []byte) (*snapshotState, error) {
-	if len(raw) < len(snapshotMagicV1)+4 {
+// decodeSnapshot decodes a snapshot as it is read from r, holding none
+// of its bytes but the state they decode to (a follower that restores a
+// key space of 56 MB so needs 56 MB less than reading it whole first).
+// The checksum at its end is checked once all is decoded.
+func decodeSnapshot(r io.Reader) (*snapshotState, error) {
+	d := snapcodec.NewReader(r, ErrSnapshotCorrupt, crcTable)
+	magic := make([]byte, len(snapshotMagicV1))
+	d.Full(magic)
+	if d.Err() != nil {
 		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
 	var withAlarms, withAuth bool
-	switch string(raw[:len(snapshotMagicV1)]) {
+	switch string(magic) {
 	case snapshotMagicV1:
 	case snapshotMagicV2:
 		withAlarms = true
@@ -259,11 +261,6 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	default:
 		return nil, fmt.Errorf("%w: not a chute key-space snapshot", ErrSnapshotCorrupt)
 	}
-	body, sum := raw[:len(raw)-4], raw[len(raw)-4:]
-	if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(sum) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
-	}
-	d := snapcodec.NewDecoder(body[len(snapshotMagicV1):], ErrSnapshotCorrupt)
 	st := &snapshotState{
 		tree: btree.NewG(32, func(a, b *keyIndex) bool { return a.key < b.key }),
 	}
@@ -272,13 +269,15 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 	nkeys := d.Count()
 	var recs []changeRecord
 	var subs []int64
-	for range nkeys {
+	// Every loop over a count stops at the first error: a corrupt count
+	// is bounded by nothing else (snapcodec.Reader).
+	for i := 0; i < nkeys && d.Err() == nil; i++ {
 		key := d.Bytes()
 		ki := &keyIndex{key: string(key)}
 		nrevs := d.Count()
-		ki.revisions = make([]keyRevision, 0, nrevs)
+		ki.revisions = make([]keyRevision, 0, min(nrevs, 1024))
 		var prev *mvccpb.KeyValue
-		for range nrevs {
+		for j := 0; j < nrevs && d.Err() == nil; j++ {
 			rv := revision{main: d.Int(), sub: d.Int()}
 			var kv *mvccpb.KeyValue
 			var ev *mvccpb.Event
@@ -291,9 +290,6 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 				st.bytes += int64(len(key) + revisionOverhead)
 				ev = &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: key, ModRevision: rv.main}, PrevKv: prev}
 			}
-			if d.Err() != nil {
-				return nil, d.Err()
-			}
 			if rv.main >= st.compactRev {
 				recs = append(recs, changeRecord{rev: rv.main, event: ev})
 				subs = append(subs, rv.sub)
@@ -304,23 +300,32 @@ func decodeSnapshot(raw []byte) (*snapshotState, error) {
 		st.tree.ReplaceOrInsert(ki)
 	}
 	nleases := d.Count()
-	for range nleases {
+	for i := 0; i < nleases && d.Err() == nil; i++ {
 		st.leases = append(st.leases, snapshotLease{id: d.Int(), ttl: d.Int(), remainingMs: d.Int()})
 	}
 	if withAlarms {
 		nalarms := d.Count()
-		for range nalarms {
+		for i := 0; i < nalarms && d.Err() == nil; i++ {
 			st.alarms = append(st.alarms, alarmKey{member: d.Uint(), alarm: pb.AlarmType(d.Uint())})
 		}
 	}
 	if withAuth {
 		st.auth = d.Bytes()
 	}
+	sum := d.Sum()
+	var want [4]byte
+	d.Full(want[:])
 	if d.Err() != nil {
 		return nil, d.Err()
 	}
-	if d.Len() != 0 {
-		return nil, fmt.Errorf("%w: %d bytes after the end", ErrSnapshotCorrupt, d.Len())
+	if sum != binary.LittleEndian.Uint32(want[:]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotCorrupt)
+	}
+	if !d.AtEnd() {
+		if d.Err() != nil {
+			return nil, d.Err()
+		}
+		return nil, fmt.Errorf("%w: bytes after the end", ErrSnapshotCorrupt)
 	}
 	idx := make([]int, len(recs))
 	for i := range idx {

@@ -131,9 +131,11 @@ func TestStateMachine_Restore_refusesCorrupt(t *testing.T) {
 	b, sb := newTestStateMachine(t, Config{})
 	put(t, b, "before", "restore")
 	for name, bad := range map[string][]byte{
-		"flipped byte": func() []byte { c := bytes.Clone(raw); c[len(c)/2] ^= 0xff; return c }(),
-		"truncated":    raw[:len(raw)-1],
-		"not one":      []byte("hello"),
+		"flipped byte":        func() []byte { c := bytes.Clone(raw); c[len(c)/2] ^= 0xff; return c }(),
+		"truncated":           raw[:len(raw)-1],
+		"bytes after the end": append(bytes.Clone(raw), 0),
+		"not one":             []byte("hello"),
+		"empty":               nil,
 	} {
 		if err := b.Restore(bytes.NewReader(bad)); !errors.Is(err, ErrSnapshotCorrupt) {
 			t.Errorf("%s: got %v, want %v", name, err, ErrSnapshotCorrupt)
@@ -194,6 +196,34 @@ func BenchmarkStateMachine_SnapshotCapture(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := sm.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStateMachine_Restore restores the snapshot of the store of
+// BenchmarkStateMachine_Snapshot (56 MB) into an empty state machine:
+// its bytes per op are what a follower allocates to restore it. Read
+// whole before decoding (io.ReadAll, at 8cdcdae: the snapshot's bytes,
+// and the copies of them as the buffer grew), 257 MB per op; decoded as
+// it is read, 136 MB (the restored state), in about the same time.
+func BenchmarkStateMachine_Restore(b *testing.B) {
+	sm := benchSnapshotStore(b)
+	write, err := sm.Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		to, _ := newTestStateMachine(b, Config{MemberID: 2})
+		r := bytes.NewReader(buf.Bytes())
+		b.StartTimer()
+		if err := to.Restore(r); err != nil {
 			b.Fatal(err)
 		}
 	}
