@@ -70,18 +70,25 @@ func startCluster(ctx context.Context, mc matrixConfig, dir, name string, logger
 }
 
 // waitReadyz polls GET /readyz of every node until each answers 200,
-// within timeout.
+// within timeout. Its error quotes the node's last answer: a request the
+// deadline cut short replaces an answer only when there was none.
 func waitReadyz(ctx context.Context, nodes []*target, timeout time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for _, t := range nodes {
+		var lastCode int
+		var lastBody string
+		var lastErr error
 		for {
 			code, body, err := getReadyz(wctx, t.metrics)
 			if err == nil && code == http.StatusOK {
 				break
 			}
+			if wctx.Err() == nil || (lastCode == 0 && lastErr == nil) {
+				lastCode, lastBody, lastErr = code, body, err
+			}
 			if !sleepUntil(wctx, time.Now().Add(readyPoll)) {
-				return fmt.Errorf("bench: %s is not ready within %v (last: %d %q, %v)", t.name, timeout, code, body, err)
+				return fmt.Errorf("bench: %s is not ready within %v (last: %d %q, %v)", t.name, timeout, lastCode, lastBody, lastErr)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,5 +122,21 @@ func TestWaitReadyz(t *testing.T) {
 	err := waitReadyz(testContext(t), nodes, 2*time.Second) // room for one answer on a loaded machine
 	if err == nil || !strings.Contains(err.Error(), "b is not ready") || !strings.Contains(err.Error(), "key space not caught up") {
 		t.Errorf("waitReadyz, one not ready: got %v, want b not ready with its reason", err)
+	}
+	// A node that answers once, then not before the deadline (a loaded
+	// machine): the error still gives the answer's reason.
+	var calls atomic.Int32
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) > 1 {
+			<-r.Context().Done()
+			return
+		}
+		http.Error(w, "not ready: key space not caught up", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(slow.Close)
+	nodes[1].metrics = addr(slow)
+	err = waitReadyz(testContext(t), nodes, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "key space not caught up") || calls.Load() < 2 {
+		t.Errorf("waitReadyz, one that answered not ready then hung: got %v after %d calls, want b not ready with its reason", err, calls.Load())
 	}
 }
