@@ -47,12 +47,16 @@ type member struct {
 const testApplyTimeout = 3 * time.Second
 
 // testRaftConfig is raft tuned for loopback: quick elections, entries
-// per AppendEntries within what raftpeer carries.
+// per AppendEntries within what raftpeer carries. A leader steps down
+// when it hears from no quorum for LeaderLeaseTimeout: at 100 ms a
+// stall of the test process under make test's load (the e2e package's
+// clusters beside it) ended leaderships that tests of batching and
+// packing rely on, so the timeouts leave a few hundred ms.
 func testRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 150 * time.Millisecond
-	c.ElectionTimeout = 150 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 250 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	c.MaxAppendEntries = 32
 	return c
