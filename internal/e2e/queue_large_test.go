@@ -127,7 +127,7 @@ func TestQueue_fullQueueRemoteConsumer(t *testing.T) {
 const (
 	largeQueues    = 2
 	largeProducers = 40                     // per queue, one message of about 1 MiB each
-	largePause     = 200 * time.Millisecond // a stopped, shorter than failure detection (about 300 ms)
+	largePause     = 200 * time.Millisecond // a stopped, far shorter than failure detection on a LAN (seconds)
 )
 
 // TestQueue_largeForwards puts messages of about 1 MiB on b, all at once,
@@ -137,12 +137,14 @@ const (
 // b never falls back to holding copies (a is alive), and a consumer on a
 // gets every message once, whole. The pile-up behind the stopped
 // dispatcher depends on timing: the test catches frames over the limit
-// about every other run.
+// about every other run. The nodes keep serf's LAN timings: with the
+// fast ones (failure noticed in about 300 ms) a loaded machine that
+// slowed a after its pause had b hold copies.
 func TestQueue_largeForwards(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	a := c.startNode("a")
-	b := c.startNode("b", "--join", a.GossipAddr)
+	a := c.startNode("a", "--gossip-profile", "lan")
+	b := c.startNode("b", "--join", a.GossipAddr, "--gossip-profile", "lan")
 	waitMembers(t, []*Proc{a, b}, []*Proc{a, b})
 	idA := memberID(t, a)
 	value := strings.Repeat("z", capValueLen)
