@@ -2,8 +2,6 @@ package mvcc
 
 import (
 	"sort"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // compact discards history below rev: reads and watches that start before
@@ -46,12 +44,10 @@ func (s *Store) compactLocked(rev int64) error {
 	}
 	// The previous values of the changes at rev were compacted away, as
 	// in etcd, whose watch finds no prev_kv below the compaction: a
-	// member restored from a snapshot has none either. Events are shared
-	// with responses on their way: replaced, never changed.
+	// member restored from a snapshot has none either. (Events on their
+	// way to watchers are made of a record, not shared with it.)
 	for i := 0; i < len(s.log) && s.log[i].rev == rev; i++ {
-		if ev := s.log[i].event; ev.PrevKv != nil {
-			s.log[i].event = &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
-		}
+		s.log[i].prev = nil
 	}
 	// Watchers behind the compaction learn it at their next sync.
 	for w := range s.unsynced {

@@ -280,18 +280,18 @@ func decodeSnapshot(r io.Reader) (*snapshotState, error) {
 		for j := 0; j < nrevs && d.Err() == nil; j++ {
 			rv := revision{main: d.Int(), sub: d.Int()}
 			var kv *mvccpb.KeyValue
-			var ev *mvccpb.Event
+			rec := changeRecord{rev: rv.main, typ: mvccpb.PUT, prev: prev}
 			if d.Uint() == 1 {
 				kv = &mvccpb.KeyValue{Key: key, Value: d.Bytes(), ModRevision: rv.main}
 				kv.CreateRevision, kv.Version, kv.Lease = d.Int(), d.Int(), d.Int()
 				st.bytes += int64(len(key) + len(kv.Value) + revisionOverhead)
-				ev = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev}
+				rec.kv = kv
 			} else {
 				st.bytes += int64(len(key) + revisionOverhead)
-				ev = &mvccpb.Event{Type: mvccpb.DELETE, Kv: &mvccpb.KeyValue{Key: key, ModRevision: rv.main}, PrevKv: prev}
+				rec.typ, rec.kv = mvccpb.DELETE, &mvccpb.KeyValue{Key: key, ModRevision: rv.main}
 			}
 			if rv.main >= st.compactRev {
-				recs = append(recs, changeRecord{rev: rv.main, event: ev})
+				recs = append(recs, rec)
 				subs = append(subs, rv.sub)
 			}
 			ki.revisions = append(ki.revisions, keyRevision{rev: rv, kv: kv})

@@ -71,11 +71,21 @@ type Store struct {
 	changes atomic.Uint64
 }
 
-// changeRecord is one change in the log: the event with its previous value
-// always filled in (it is stripped for watchers that did not ask for it).
+// changeRecord is one change in the log: what its event holds, the
+// previous value always filled in until compaction drops it (it is
+// stripped for watchers that did not ask for it). The event itself is
+// made only for watchers (event): the log holds every change since the
+// compaction, and an Event of its own cost each 64 bytes more.
 type changeRecord struct {
-	rev   int64
-	event *mvccpb.Event
+	rev  int64
+	typ  mvccpb.Event_EventType
+	kv   *mvccpb.KeyValue // a tombstone's: its key and revision only
+	prev *mvccpb.KeyValue
+}
+
+// event returns the change as a watch event, its previous value too.
+func (r *changeRecord) event() *mvccpb.Event {
+	return &mvccpb.Event{Type: r.typ, Kv: r.kv, PrevKv: r.prev}
 }
 
 // NewStore returns an empty store at revision 1.

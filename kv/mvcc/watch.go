@@ -52,29 +52,20 @@ type WatchSink interface {
 }
 
 // filter returns the events of evs this watcher wants, shaped as it asked.
-func (w *Watcher) filter(evs []*mvccpb.Event) []*mvccpb.Event {
-	var out []*mvccpb.Event
-	for _, ev := range evs {
-		if !w.wants(ev) {
-			continue
-		}
-		out = append(out, w.shape(ev))
-	}
-	return out
-}
-
-func (w *Watcher) wants(ev *mvccpb.Event) bool {
-	if ev.Type == mvccpb.PUT && w.noPut || ev.Type == mvccpb.DELETE && w.noDelete {
+func (w *Watcher) wants(rec *changeRecord) bool {
+	if rec.typ == mvccpb.PUT && w.noPut || rec.typ == mvccpb.DELETE && w.noDelete {
 		return false
 	}
-	return w.r.Contains(ev.Kv.Key)
+	return w.r.Contains(rec.kv.Key)
 }
 
-func (w *Watcher) shape(ev *mvccpb.Event) *mvccpb.Event {
-	if w.prevKV || ev.PrevKv == nil {
-		return ev
+// shape returns the event of rec as w sees it: with its previous value
+// if w asked for it.
+func (w *Watcher) shape(rec *changeRecord) *mvccpb.Event {
+	if w.prevKV {
+		return rec.event()
 	}
-	return &mvccpb.Event{Type: ev.Type, Kv: ev.Kv}
+	return &mvccpb.Event{Type: rec.typ, Kv: rec.kv}
 }
 
 // Watch registers a watcher with id, as cr asks (key range, filters,
@@ -130,12 +121,18 @@ func (s *Store) removeWatcherLocked(w *Watcher) {
 // notify hands the events of the write at rev to every synced watcher that
 // wants them; a watcher whose sink is full becomes unsynced at rev. The caller
 // holds mu.
-func (s *Store) notify(rev int64, evs []*mvccpb.Event) {
+func (s *Store) notify(rev int64, changes []changeRecord) {
+	var events sharedEvents
 	for w := range s.synced {
 		if rev < w.minRev {
 			continue
 		}
-		mine := w.filter(evs)
+		var mine []*mvccpb.Event
+		for i := range changes {
+			if w.wants(&changes[i]) {
+				mine = append(mine, events.of(changes, i, w.prevKV))
+			}
+		}
 		if len(mine) == 0 {
 			continue
 		}
@@ -149,6 +146,32 @@ func (s *Store) notify(rev int64, evs []*mvccpb.Event) {
 		delete(s.synced, w)
 		s.unsynced[w] = struct{}{}
 	}
+}
+
+// sharedEvents makes the events of one write's changes for the watchers
+// notified of it, once each: with the previous value, and without it
+// when that differs. Responses share them; nobody changes an event.
+type sharedEvents struct {
+	full, bare []*mvccpb.Event
+}
+
+// of returns the event of changes[i], with its previous value or not.
+func (e *sharedEvents) of(changes []changeRecord, i int, withPrev bool) *mvccpb.Event {
+	if e.full == nil {
+		e.full = make([]*mvccpb.Event, len(changes))
+		e.bare = make([]*mvccpb.Event, len(changes))
+	}
+	rec := &changes[i]
+	if withPrev || rec.prev == nil {
+		if e.full[i] == nil {
+			e.full[i] = rec.event()
+		}
+		return e.full[i]
+	}
+	if e.bare[i] == nil {
+		e.bare[i] = &mvccpb.Event{Type: rec.typ, Kv: rec.kv}
+	}
+	return e.bare[i]
 }
 
 // kickSync asks the sync loop for a pass without waiting for its tick.
@@ -231,13 +254,13 @@ func (s *Store) logFrom(w *Watcher) ([]*mvccpb.Event, int64) {
 	last := s.rev
 	var evs []*mvccpb.Event
 	for ; i < len(s.log); i++ {
-		rec := s.log[i]
+		rec := &s.log[i]
 		if len(evs) >= syncBatchEvents && rec.rev != s.log[i-1].rev {
 			last = s.log[i-1].rev
 			break
 		}
-		if w.wants(rec.event) {
-			evs = append(evs, w.shape(rec.event))
+		if w.wants(rec) {
+			evs = append(evs, w.shape(rec))
 		}
 	}
 	return evs, last

@@ -69,3 +69,57 @@ func TestStore_Watch_compactedCancels(t *testing.T) {
 		t.Fatalf("watchers after the cancel: got %d, want 0", synced+unsynced)
 	}
 }
+
+// eventsOf spells the events in resps as TYPE:key=value(prev value).
+func eventsOf(resps []*pb.WatchResponse) string {
+	var s string
+	for _, r := range resps {
+		for _, ev := range r.Events {
+			s += fmt.Sprintf("%s:%s=%s", ev.Type, ev.Kv.Key, ev.Kv.Value)
+			if ev.PrevKv != nil {
+				s += fmt.Sprintf("(%s)", ev.PrevKv.Value)
+			}
+			s += " "
+		}
+	}
+	return s
+}
+
+// TestStore_Watch_prevKV checks that only watchers that asked get the
+// previous values, notified as writes happen and caught up from the
+// change log, and that a compaction takes the previous values of the
+// changes at its revision from the log, as etcd's watch finds none
+// below the compaction.
+func TestStore_Watch_prevKV(t *testing.T) {
+	sm, st := newTestStateMachine(t, Config{})
+	put(t, sm, "k", "1") // revision 2
+	live, livePrev := &testSink{limit: 100}, &testSink{limit: 100}
+	st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k")}, live)
+	st.Watch(2, &pb.WatchCreateRequest{Key: []byte("k"), PrevKv: true}, livePrev)
+	put(t, sm, "k", "2") // 3
+	apply(t, sm, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k")}}) // 4
+	put(t, sm, "k", "3") // 5
+	if got, want := eventsOf(live.take()), "PUT:k=2 DELETE:k= PUT:k=3 "; got != want {
+		t.Errorf("notified, no prev_kv: %q, want %q", got, want)
+	}
+	if got, want := eventsOf(livePrev.take()), "PUT:k=2(1) DELETE:k=(2) PUT:k=3 "; got != want {
+		t.Errorf("notified, prev_kv: %q, want %q", got, want)
+	}
+	catchUp := func(prev bool) string {
+		sink := &testSink{limit: 100}
+		w := st.Watch(3, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 3, PrevKv: prev}, sink)
+		defer st.Unwatch(w)
+		st.syncWatchers()
+		return eventsOf(sink.take())
+	}
+	if got, want := catchUp(false), "PUT:k=2 DELETE:k= PUT:k=3 "; got != want {
+		t.Errorf("caught up, no prev_kv: %q, want %q", got, want)
+	}
+	if got, want := catchUp(true), "PUT:k=2(1) DELETE:k=(2) PUT:k=3 "; got != want {
+		t.Errorf("caught up, prev_kv: %q, want %q", got, want)
+	}
+	apply(t, sm, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: 3}})
+	if got, want := catchUp(true), "PUT:k=2 DELETE:k=(2) PUT:k=3 "; got != want {
+		t.Errorf("caught up from the compaction, prev_kv: %q, want %q", got, want)
+	}
+}

@@ -7,10 +7,10 @@ import "go.etcd.io/etcd/api/v3/mvccpb"
 // and become the store's revision, the log's records and watch events on
 // commit. The caller holds s.mu for the whole life of a writeTxn.
 type writeTxn struct {
-	s      *Store
-	rev    int64
-	sub    int64
-	events []*mvccpb.Event
+	s       *Store
+	rev     int64
+	sub     int64
+	changes []changeRecord
 }
 
 // beginWrite starts a write.
@@ -21,7 +21,7 @@ func (s *Store) beginWrite() *writeTxn {
 // readRev is the revision reads inside this write see: its own changes
 // included.
 func (w *writeTxn) readRev() int64 {
-	if len(w.events) > 0 {
+	if len(w.changes) > 0 {
 		return w.rev
 	}
 	return w.s.rev
@@ -59,7 +59,7 @@ func (w *writeTxn) put(key, value []byte, leaseID int64) (prev *mvccpb.KeyValue)
 	ki.revisions = append(ki.revisions, keyRevision{rev: revision{main: w.rev, sub: w.sub}, kv: kv})
 	w.sub++
 	s.bytes += int64(len(kv.Key) + len(kv.Value) + revisionOverhead)
-	w.events = append(w.events, &mvccpb.Event{Type: mvccpb.PUT, Kv: kv, PrevKv: prev})
+	w.changes = append(w.changes, changeRecord{rev: w.rev, typ: mvccpb.PUT, kv: kv, prev: prev})
 	return prev
 }
 
@@ -86,10 +86,11 @@ func (w *writeTxn) deleteRange(r KeyRange) []*mvccpb.KeyValue {
 		ki.revisions = append(ki.revisions, keyRevision{rev: revision{main: w.rev, sub: w.sub}})
 		w.sub++
 		s.bytes += int64(len(prev.Key) + revisionOverhead)
-		w.events = append(w.events, &mvccpb.Event{
-			Type:   mvccpb.DELETE,
-			Kv:     &mvccpb.KeyValue{Key: prev.Key, ModRevision: w.rev},
-			PrevKv: prev,
+		w.changes = append(w.changes, changeRecord{
+			rev:  w.rev,
+			typ:  mvccpb.DELETE,
+			kv:   &mvccpb.KeyValue{Key: prev.Key, ModRevision: w.rev},
+			prev: prev,
 		})
 		deleted = append(deleted, prev)
 	}
@@ -99,16 +100,14 @@ func (w *writeTxn) deleteRange(r KeyRange) []*mvccpb.KeyValue {
 // commit makes the write's changes the store's newest revision and notifies
 // watchers. A write without changes leaves the revision as it is.
 func (w *writeTxn) commit() {
-	if len(w.events) == 0 {
+	if len(w.changes) == 0 {
 		return
 	}
 	s := w.s
 	s.rev = w.rev
 	s.changes.Add(1)
-	for _, ev := range w.events {
-		s.log = append(s.log, changeRecord{rev: w.rev, event: ev})
-	}
-	s.notify(w.rev, w.events)
+	s.log = append(s.log, w.changes...)
+	s.notify(w.rev, w.changes)
 	if !s.applyOnly {
 		s.maybeAutoCompact()
 	}
