@@ -96,9 +96,10 @@ func TestStore_Watch_prevKV(t *testing.T) {
 	live, livePrev := &testSink{limit: 100}, &testSink{limit: 100}
 	st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k")}, live)
 	st.Watch(2, &pb.WatchCreateRequest{Key: []byte("k"), PrevKv: true}, livePrev)
-	put(t, sm, "k", "2") // 3
-	apply(t, sm, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k")}}) // 4
-	put(t, sm, "k", "3") // 5
+	// Revisions 3, 4 and 5.
+	put(t, sm, "k", "2")
+	apply(t, sm, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k")}})
+	put(t, sm, "k", "3")
 	if got, want := eventsOf(live.take()), "PUT:k=2 DELETE:k= PUT:k=3 "; got != want {
 		t.Errorf("notified, no prev_kv: %q, want %q", got, want)
 	}
