@@ -83,9 +83,14 @@ type changeRecord struct {
 	prev *mvccpb.KeyValue
 }
 
-// event returns the change as a watch event, its previous value too.
-func (r *changeRecord) event() *mvccpb.Event {
-	return &mvccpb.Event{Type: r.typ, Kv: r.kv, PrevKv: r.prev}
+// event returns the change as a watch event, with its previous value if
+// withPrev.
+func (r *changeRecord) event(withPrev bool) *mvccpb.Event {
+	ev := &mvccpb.Event{Type: r.typ, Kv: r.kv}
+	if withPrev {
+		ev.PrevKv = r.prev
+	}
+	return ev
 }
 
 // NewStore returns an empty store at revision 1.

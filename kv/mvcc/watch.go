@@ -51,21 +51,12 @@ type WatchSink interface {
 	PushControl(resp *pb.WatchResponse)
 }
 
-// filter returns the events of evs this watcher wants, shaped as it asked.
+// wants reports whether the change rec is one this watcher asked for.
 func (w *Watcher) wants(rec *changeRecord) bool {
 	if rec.typ == mvccpb.PUT && w.noPut || rec.typ == mvccpb.DELETE && w.noDelete {
 		return false
 	}
 	return w.r.Contains(rec.kv.Key)
-}
-
-// shape returns the event of rec as w sees it: with its previous value
-// if w asked for it.
-func (w *Watcher) shape(rec *changeRecord) *mvccpb.Event {
-	if w.prevKV {
-		return rec.event()
-	}
-	return &mvccpb.Event{Type: rec.typ, Kv: rec.kv}
 }
 
 // Watch registers a watcher with id, as cr asks (key range, filters,
@@ -164,12 +155,12 @@ func (e *sharedEvents) of(changes []changeRecord, i int, withPrev bool) *mvccpb.
 	rec := &changes[i]
 	if withPrev || rec.prev == nil {
 		if e.full[i] == nil {
-			e.full[i] = rec.event()
+			e.full[i] = rec.event(true)
 		}
 		return e.full[i]
 	}
 	if e.bare[i] == nil {
-		e.bare[i] = &mvccpb.Event{Type: rec.typ, Kv: rec.kv}
+		e.bare[i] = rec.event(false)
 	}
 	return e.bare[i]
 }
@@ -260,7 +251,7 @@ func (s *Store) logFrom(w *Watcher) ([]*mvccpb.Event, int64) {
 			break
 		}
 		if w.wants(rec) {
-			evs = append(evs, w.shape(rec))
+			evs = append(evs, rec.event(w.prevKV))
 		}
 	}
 	return evs, last
