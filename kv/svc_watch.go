@@ -9,6 +9,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"chute/kv/mvcc"
 )
@@ -159,8 +160,17 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	}
 
 	// Created goes out before any event: it is queued before the watcher
-	// can be fed. Registering under mu keeps close from missing it.
-	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Created: true})
+	// can be fed. Registering under mu keeps close from missing it. A
+	// watch from the next write starts after the revision Created names,
+	// as etcd's: a write the client makes once it has Created may land
+	// before the watcher is registered, and is then caught up from the
+	// log instead of missed.
+	rev := st.store.Rev()
+	if cr.StartRevision == 0 {
+		cr = proto.Clone(cr).(*pb.WatchCreateRequest)
+		cr.StartRevision = rev + 1
+	}
+	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: id, Created: true})
 	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue)}
 }
 
