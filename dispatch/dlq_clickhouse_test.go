@@ -125,6 +125,106 @@ func TestDeadLetters_floodKeepsNewest(t *testing.T) {
 	}
 }
 
+// slowBisection starts a node whose queue ch:slow holds a batch whose
+// bisection makes 8 requests that go in, each taking 2 s: ClickHouse's own
+// sleep, a MATERIALIZED column, slows every insert that parses. It
+// returns the node, the metrics' providers and the number of good rows;
+// the node keeps its queue in dir.
+func slowBisection(t *testing.T, ctx context.Context, dir string) (*chtest.Server, *testNode, *chuteotel.Providers, int) {
+	t.Helper()
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.slow (id UInt64, n UInt32, pad String, s UInt8 MATERIALIZED sleep(2)) ENGINE = MergeTree ORDER BY id")
+	providers, err := chuteotel.New(chuteotel.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.Meter, c.DataDir = providers.MeterProvider(), dir })
+	cli := n.client(t)
+	if _, err := cli.Put(ctx, SettingsKey("ch:slow"), `{"batch_interval":"3s","batch_bytes":16777216}`); err != nil {
+		t.Fatal(err)
+	}
+	// 64 rows of 100 kB, every 8th bad: over MarkerTrustBytes, so
+	// bisection halves before it follows the rows ClickHouse names.
+	pad := strings.Repeat("x", 100_000)
+	const rows, every = 64, 8
+	for i := range rows {
+		v := fmt.Sprintf(`{"id":%d,"n":%d,"pad":"%s"}`, i, i, pad)
+		if i%every == 0 {
+			v = fmt.Sprintf(`{"id":%d,"n":"bad","pad":"%s"}`, i, pad)
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:slow/p/%d", i), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ch, n, providers, rows - rows/every
+}
+
+// TestDeadLetters_longBisectionNotCut checks that a bisection longer
+// than an insert's bound (InsertTimeout 5 s, and 5 s more) runs to its
+// end, each request with a bound of its own: a deadline for the whole
+// bisection cut the request in flight, whose rows ClickHouse wrote all
+// the same, and sent them again.
+func TestDeadLetters_longBisectionNotCut(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	start := time.Now()
+	ch, n, providers, good := slowBisection(t, ctx, t.TempDir())
+	waitUntil(t, time.Minute, "the queue to empty", func() bool { return n.depth("ch:slow") == 0 })
+	t.Logf("settled in %v", time.Since(start))
+	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.slow"); got != fmt.Sprintf("%d\t%d", good, good) {
+		t.Fatalf("good rows: got %q (count, distinct ids), want %d of each", got, good)
+	}
+	if got, want := len(letterSeqs(t, ctx, n.client(t), "ch:slow")), 64-good; got != want {
+		t.Fatalf("dead letters: got %d, want %d", got, want)
+	}
+	// A bisection that stops leaves rows queued: its batch counts as
+	// "retry".
+	var batches []string
+	for _, line := range strings.Split(metricsText(t, providers), "\n") {
+		if strings.HasPrefix(line, "chute_clickhouse_batches_total") {
+			batches = append(batches, line)
+		}
+	}
+	if s := strings.Join(batches, "\n"); !strings.Contains(s, `outcome="dead_letters"`) || strings.Contains(s, `outcome="retry"`) {
+		t.Fatalf("batches: got\n%s\nwant those with dead letters settled, none retried", s)
+	}
+}
+
+// TestDeadLetters_shutdownStopsBisection checks that a member shutting
+// down ends a bisection after the request in flight, not after the
+// bisection; the rows it had not settled stay on disk, and the next
+// start inserts them: every good row once.
+func TestDeadLetters_shutdownStopsBisection(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	dir := t.TempDir()
+	ch, n, _, good := slowBisection(t, ctx, dir)
+	// A request that parsed is sleeping in ClickHouse: the bisection is
+	// under way, with more than 10 s of requests to go.
+	waitUntil(t, 30*time.Second, "an insert that parsed", func() bool {
+		return ch.Query(t, "SELECT count() FROM system.processes WHERE query LIKE 'INSERT INTO `default`.`slow`%'") != "0"
+	})
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := n.mgr.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown during a bisection: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("shutdown took %v: want the request in flight (2 s) to end it, not the bisection", took)
+	}
+	want := fmt.Sprintf("%d\t%d", good, good)
+	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.slow"); got == want {
+		t.Fatalf("every good row was in at shutdown (%q): the bisection ran to its end", got)
+	}
+	// Recovered rows are held copies until the reconcile loop claims
+	// the queue: wait for the rows, then for the queue to empty.
+	n2 := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.DataDir = dir })
+	waitCount(t, ch, "default.slow", good, time.Minute)
+	waitUntil(t, 10*time.Second, "the restarted queue to empty", func() bool { return n2.depth("ch:slow") == 0 })
+	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.slow"); got != want {
+		t.Fatalf("good rows after a restart: got %q (count, distinct ids), want %d of each", got, good)
+	}
+}
+
 // TestDeadLetters_oneWritePerBatch checks that the dead letters of one
 // bisected batch are one write of the key space (one raft entry), not
 // one per row.

@@ -417,6 +417,21 @@ func (d *drainer) sleep(dur time.Duration) bool {
 	}
 }
 
+// stopContext returns a context that ends when the drainer or its
+// manager stops, or when stop is called.
+func (d *drainer) stopContext() (ctx context.Context, stop context.CancelFunc) {
+	ctx, stop = context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-d.stop:
+		case <-d.m.stop:
+		case <-ctx.Done():
+		}
+		stop()
+	}()
+	return ctx, stop
+}
+
 // leaving reports whether the member is leaving (Handoff ran): drainers
 // insert without waiting for their batch interval or insert rate.
 func (m *Manager) leaving() bool {
@@ -643,9 +658,9 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			return true, true, 0
 		case sink.ClassData:
 			insertAttempt(b.span, "clickhouse.refused", b.attempts, len(b.rows), res)
-			ok := d.bisect(ctx, ep, target, b, res)
-			b.span = nil // bisect ended it
 			cancel()
+			ok := d.bisect(ep, target, b, res)
+			b.span = nil // bisect ended it
 			return true, ok, 0
 		}
 		cancel()
@@ -710,13 +725,23 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 // into dead letters (dlq.go), and ends the batch's span. Rows whose dead
 // letter a NOSPACE alarm refuses stay queued, and bisect reports no
 // progress, so that they are tried again after a pause.
-func (d *drainer) bisect(ctx context.Context, ep sink.Endpoint, target string, b *inflight, refusal sink.Result) bool {
+func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal sink.Result) bool {
 	m := d.m
 	rows := b.rows
 	last := refusal
+	// A bisection makes a request per refused row, or more: each request
+	// gets an insert's own bound, not a share of the one the batch was
+	// first sent with, which a long bisection on a slow machine outlived.
+	// A request cut by a deadline may still have been written, and its
+	// rows, left unsettled, would go in twice. The drainer stopping ends
+	// the bisection between requests, never during one.
+	ctx, stop := d.stopContext()
+	defer stop()
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
-		last = m.sink.InsertFrom(ctx, ep, target, part, b.reader, "")
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.InsertTimeout+5*time.Second)
+		defer cancel()
+		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, "")
 		if b.span != nil {
 			b.span.AddEvent("clickhouse.bisect", trace.WithAttributes(attribute.Int("chute.batch.rows", len(part)),
 				attribute.String("chute.insert.outcome", last.Class.String()), attribute.Int("db.response.status_code", last.Code)))
