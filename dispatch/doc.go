@@ -186,6 +186,12 @@
 // (Config.DeadLetterTTL, 168h; "0s" in a queue's settings: forever).
 // Decisions:
 //
+//   - Each request of a bisection has an insert's bound of its own
+//     (Config.InsertTimeout), however long the bisection: a deadline over
+//     all of it would cut a request ClickHouse may still write, and its
+//     rows would go in twice. The drainer stopping (a handover, a
+//     shutdown) ends a bisection between two requests; what it had not
+//     settled stays queued.
 //   - The letters of one bisected batch and the deletions they cause are
 //     one RecordStore.Apply (one raft entry), cut into writes of at most
 //     1 MiB or 10000 ops: a write is not held to a client's 128 ops per
