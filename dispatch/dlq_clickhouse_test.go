@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,8 +130,8 @@ func TestDeadLetters_floodKeepsNewest(t *testing.T) {
 // bisection makes 8 requests that go in, each taking 2 s: ClickHouse's own
 // sleep, a MATERIALIZED column, slows every insert that parses. It
 // returns the node, the metrics' providers and the number of good rows;
-// the node keeps its queue in dir.
-func slowBisection(t *testing.T, ctx context.Context, dir string) (*chtest.Server, *testNode, *chuteotel.Providers, int) {
+// the node keeps its queue in dir and logs its warnings to logs.
+func slowBisection(t *testing.T, ctx context.Context, dir string, logs *logLines) (*chtest.Server, *testNode, *chuteotel.Providers, int) {
 	t.Helper()
 	ch := chtest.Start(t)
 	ch.Exec(t, "CREATE TABLE default.slow (id UInt64, n UInt32, pad String, s UInt8 MATERIALIZED sleep(2)) ENGINE = MergeTree ORDER BY id")
@@ -138,7 +139,9 @@ func slowBisection(t *testing.T, ctx context.Context, dir string) (*chtest.Serve
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.Meter, c.DataDir = providers.MeterProvider(), dir })
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) {
+		c.Meter, c.DataDir, c.Logger = providers.MeterProvider(), dir, slog.New(logs.handler())
+	})
 	cli := n.client(t)
 	if _, err := cli.Put(ctx, SettingsKey("ch:slow"), `{"batch_interval":"3s","batch_bytes":16777216}`); err != nil {
 		t.Fatal(err)
@@ -167,7 +170,7 @@ func slowBisection(t *testing.T, ctx context.Context, dir string) (*chtest.Serve
 func TestDeadLetters_longBisectionNotCut(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
 	start := time.Now()
-	ch, n, providers, good := slowBisection(t, ctx, t.TempDir())
+	ch, n, providers, good := slowBisection(t, ctx, t.TempDir(), &logLines{})
 	waitUntil(t, time.Minute, "the queue to empty", func() bool { return n.depth("ch:slow") == 0 })
 	t.Logf("settled in %v", time.Since(start))
 	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.slow"); got != fmt.Sprintf("%d\t%d", good, good) {
@@ -195,8 +198,8 @@ func TestDeadLetters_longBisectionNotCut(t *testing.T) {
 // start inserts them: every good row once.
 func TestDeadLetters_shutdownStopsBisection(t *testing.T) {
 	ctx := testCtx(t, 2*time.Minute)
-	dir := t.TempDir()
-	ch, n, _, good := slowBisection(t, ctx, dir)
+	dir, logs := t.TempDir(), &logLines{}
+	ch, n, _, good := slowBisection(t, ctx, dir, logs)
 	// A request that parsed is sleeping in ClickHouse: the bisection is
 	// under way, with more than 10 s of requests to go.
 	waitUntil(t, 30*time.Second, "an insert that parsed", func() bool {
@@ -210,6 +213,9 @@ func TestDeadLetters_shutdownStopsBisection(t *testing.T) {
 	}
 	if took := time.Since(start); took > 7*time.Second {
 		t.Fatalf("shutdown took %v: want the request in flight (2 s) to end it, not the bisection", took)
+	}
+	if w := logs.last("isolating refused rows"); w != "" {
+		t.Errorf("a stop, not a failure of ClickHouse's, logged at WARN: %s", w)
 	}
 	want := fmt.Sprintf("%d\t%d", good, good)
 	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.slow"); got == want {

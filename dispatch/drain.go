@@ -786,6 +786,12 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 			class = stopped.Result.Class
 		}
 		endInsert(b.span, b.attempts, last, len(refused))
+		if errors.Is(err, context.Canceled) {
+			// The drainer stops (a handover, a shutdown): ClickHouse
+			// did not fail.
+			m.log.Info("isolating refused rows stopped with the queue's drainer; the rest stay queued", "queue", d.q.name, "table", target, "rows", len(keep))
+			return false
+		}
 		d.warnState(class, "insert failed while isolating refused rows; retrying the rest", "queue", d.q.name, "table", target, "err", err.Error())
 		return false
 	}
