@@ -417,6 +417,12 @@ func (d *drainer) sleep(dur time.Duration) bool {
 	}
 }
 
+// insertContext bounds one request of an insert: the client's own
+// timeout (InsertTimeout) ends it first, this is the backstop.
+func (m *Manager) insertContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, m.cfg.InsertTimeout+5*time.Second)
+}
+
 // stopContext returns a context that ends when the drainer or its
 // manager stops, or when stop is called.
 func (d *drainer) stopContext() (ctx context.Context, stop context.CancelFunc) {
@@ -635,7 +641,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 	var tried []string
 	for {
 		b.attempts++
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.InsertTimeout+5*time.Second)
+		ctx, cancel := m.insertContext(context.Background())
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, d.token(ctx, ep, b.epoch, b.rows))
 		down := m.servers.Record(ep.Addr, res)
 		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
@@ -739,7 +745,7 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 	defer stop()
 	insert := func(ctx context.Context, part [][]byte) sink.Result {
 		b.attempts++
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.InsertTimeout+5*time.Second)
+		rctx, cancel := m.insertContext(context.WithoutCancel(ctx))
 		defer cancel()
 		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, "")
 		if b.span != nil {
