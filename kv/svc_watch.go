@@ -9,7 +9,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
 
 	"chute/kv/mvcc"
 )
@@ -164,10 +163,10 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	// watch from the next write starts after the revision Created names,
 	// as etcd's: a write the client makes once it has Created may land
 	// before the watcher is registered, and is then caught up from the
-	// log instead of missed.
+	// log instead of missed. (cr was decoded for this call: nothing else
+	// holds it.)
 	rev := st.store.Rev()
 	if cr.StartRevision == 0 {
-		cr = proto.Clone(cr).(*pb.WatchCreateRequest)
 		cr.StartRevision = rev + 1
 	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: id, Created: true})
