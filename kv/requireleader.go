@@ -45,8 +45,8 @@ func (s *Server) hasNoLeader() bool {
 // requireLeaderUnary refuses a call that asks for a leader while this
 // member knows none. It asks raft first: a client that does not set the
 // metadata makes requiresLeader compare each of the call's keys with
-// it, which cost 2% of a node's CPU per single put (a CPU profile of
-// 100 clients putting), where raft's state is a few atomic reads.
+// it, 1.8% of a node's CPU per single put in a CPU profile of 100
+// clients putting, where reading raft's Status took 0.2%.
 func (s *Server) requireLeaderUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if s.hasNoLeader() && requiresLeader(ctx) {
 		return nil, rpctypes.ErrGRPCNoLeader
