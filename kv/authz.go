@@ -65,6 +65,10 @@ func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	toks := md.Get(rpctypes.TokenFieldNameGRPC)
+	if len(toks) == 0 {
+		// The JSON gateway's Authorization header, as etcd reads it.
+		toks = md.Get(rpctypes.TokenFieldNameSwagger)
+	}
 	if len(toks) == 0 || toks[0] == "" {
 		if cn := tlsUser(ctx); cn != "" {
 			return cn, true, nil

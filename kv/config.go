@@ -52,6 +52,11 @@ type Config struct {
 	// TLS serves the https:// client URLs; http:// ones stay plain, as in
 	// etcd. Nil: an https:// URL is invalid.
 	TLS credentials.TransportCredentials
+	// NoGateway serves gRPC alone on the http:// client URLs (etcd's
+	// --enable-grpc-gateway=false). False: etcd's JSON gateway answers
+	// HTTP/1.1 requests under /v3/ there too, as etcd's does; https://
+	// URLs serve gRPC alone either way.
+	NoGateway bool
 	// AdvertiseClientURLs and AdvertisePeerURLs are what MemberList reports
 	// for this member. Empty: the listen URLs, and no peer URLs.
 	AdvertiseClientURLs []string

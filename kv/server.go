@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -44,8 +45,10 @@ type Server struct {
 	leaderStreams leaderStreams // running streams that require a leader (requireleader.go)
 	raising       chan struct{} // one token: one RaiseNoSpace proposes at a time
 
-	mu        sync.Mutex // guards listeners and started
+	mu        sync.Mutex // guards listeners, splits, gw and started
 	listeners []net.Listener
+	splits    []*splitListener // the http:// URLs, shared with the gateway
+	gw        *gateway         // nil: Config.NoGateway, or not started
 	started   bool
 
 	ready    atomic.Bool
@@ -154,17 +157,34 @@ func (s *Server) Start() error {
 		}
 		lns = append(lns, ln)
 	}
+	if !s.cfg.NoGateway {
+		g, err := newGateway(s)
+		if err != nil {
+			closeAll(lns)
+			return fmt.Errorf("kv: json gateway: %w", err)
+		}
+		s.gw = g
+		s.serveGRPC(g.mem)
+	}
 	s.listeners = lns
 	s.started = true
 	for _, ln := range lns {
+		if _, secure := ln.(tlsListener); secure || s.gw == nil {
+			s.serveGRPC(ln)
+			s.log.Info("serving etcd api", "addr", ln.Addr().String())
+			continue
+		}
+		sp := newSplitListener(ln)
+		s.splits = append(s.splits, sp)
+		s.serveGRPC(sp.grpc)
 		s.wg.Add(1)
-		go func(ln net.Listener) {
+		go func() {
 			defer s.wg.Done()
-			if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				s.log.Error("client listener stopped", "addr", ln.Addr().String(), "err", err)
+			if err := s.gw.srv.Serve(sp.http); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("client listener stopped serving the json gateway", "addr", ln.Addr().String(), "err", err)
 			}
-		}(ln)
-		s.log.Info("serving etcd api", "addr", ln.Addr().String())
+		}()
+		s.log.Info("serving etcd api", "addr", ln.Addr().String(), "json_gateway", gatewayPrefix)
 	}
 	s.wg.Add(2)
 	go func() {
@@ -196,6 +216,17 @@ func (s *Server) Start() error {
 	return nil
 }
 
+// serveGRPC serves the etcd API's gRPC on ln until the server stops.
+func (s *Server) serveGRPC(ln net.Listener) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("client listener stopped", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
 // ClientAddrs returns the bound client addresses, in the order of
 // ListenClientURLs; useful when a URL asked for port 0.
 func (s *Server) ClientAddrs() []net.Addr {
@@ -217,6 +248,14 @@ func (s *Server) Ready() bool { return s.ready.Load() }
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.ready.Store(false)
 	s.stopOnce.Do(func() { close(s.stop) })
+	s.mu.Lock()
+	g, splits := s.gw, s.splits
+	s.mu.Unlock()
+	if g != nil {
+		// First, so that its calls end as HTTP answers rather than as
+		// a connection the gRPC server cut.
+		g.shutdown(ctx)
+	}
 	done := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -227,6 +266,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.grpc.Stop()
 		<-done
+	}
+	for _, sp := range splits {
+		sp.close()
 	}
 	s.wg.Wait()
 	return nil

@@ -229,6 +229,11 @@ type Config struct {
 	// Name + ".etcd"; loadConfig fills that in.
 	DataDir string
 
+	// EnableGRPCGateway serves etcd's JSON gateway (POST /v3/kv/put, ...)
+	// on the http:// client URLs beside gRPC (etcd's
+	// --enable-grpc-gateway, on by default as in etcd).
+	EnableGRPCGateway bool
+
 	// UnsafeNoFsync writes the queue log under DataDir without ever
 	// fsyncing it (etcd's --unsafe-no-fsync): an acknowledged put
 	// survives the process being killed, not the machine crashing.
@@ -275,26 +280,27 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Name:             host,
-		Cluster:          "chute",
-		ListenClientURLs: []string{"http://127.0.0.1:2379"},
-		ListenPeerURLs:   []string{"http://127.0.0.1:2380"},
-		GossipListen:     "127.0.0.1:7946",
-		ClickHouseDB:     "default",
-		MetricsListen:    "127.0.0.1:9379",
-		MetricsMaxTables: 1000,
-		LogLevel:         slog.LevelInfo,
-		MaxRequestBytes:  1572864,
-		MaxTxnOps:        128,
-		MaxKeyBytes:      1024,
-		HistoryRevisions: 100000,
-		AuthToken:        "simple",
-		BcryptCost:       kv.DefaultBcryptCost,
-		AuthTokenTTL:     int(kv.DefaultAuthTokenTTL / time.Second),
-		GossipProfile:    "lan",
-		BootstrapExpect:  1,
-		RaftVoters:       3,
-		DeadServerGrace:  time.Minute,
+		Name:              host,
+		Cluster:           "chute",
+		ListenClientURLs:  []string{"http://127.0.0.1:2379"},
+		ListenPeerURLs:    []string{"http://127.0.0.1:2380"},
+		GossipListen:      "127.0.0.1:7946",
+		ClickHouseDB:      "default",
+		MetricsListen:     "127.0.0.1:9379",
+		MetricsMaxTables:  1000,
+		LogLevel:          slog.LevelInfo,
+		MaxRequestBytes:   1572864,
+		EnableGRPCGateway: true,
+		MaxTxnOps:         128,
+		MaxKeyBytes:       1024,
+		HistoryRevisions:  100000,
+		AuthToken:         "simple",
+		BcryptCost:        kv.DefaultBcryptCost,
+		AuthTokenTTL:      int(kv.DefaultAuthTokenTTL / time.Second),
+		GossipProfile:     "lan",
+		BootstrapExpect:   1,
+		RaftVoters:        3,
+		DeadServerGrace:   time.Minute,
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  sink.DefaultCompression.String(),
@@ -476,6 +482,7 @@ func options(c *Config) []option {
 		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},
+		{"enable-grpc-gateway", "", (*boolValue)(&c.EnableGRPCGateway), "serve etcd's JSON gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch, ...) beside gRPC on the http:// client URLs; =false for gRPC alone", ""},
 		{"max-request-bytes", "n", (*intValue)(&c.MaxRequestBytes), "largest client request accepted, in bytes", ""},
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
@@ -1095,6 +1102,7 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.AdvertiseClientURLs = c.AdvertiseClientURLs
 	k.AdvertisePeerURLs = c.AdvertisePeerURLs
 	k.MaxRequestBytes = c.MaxRequestBytes
+	k.NoGateway = !c.EnableGRPCGateway
 	k.MaxTxnOps = c.MaxTxnOps
 	k.MaxKeyBytes = c.MaxKeyBytes
 	k.HistoryRevisions = c.HistoryRevisions

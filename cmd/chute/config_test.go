@@ -60,26 +60,27 @@ func key(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n
 func TestDefaultConfig(t *testing.T) {
 	host, _ := os.Hostname()
 	want := Config{
-		Name:             host,
-		Cluster:          "chute",
-		ListenClientURLs: []string{"http://127.0.0.1:2379"},
-		ListenPeerURLs:   []string{"http://127.0.0.1:2380"},
-		GossipListen:     "127.0.0.1:7946",
-		ClickHouseDB:     "default",
-		MetricsListen:    "127.0.0.1:9379",
-		MetricsMaxTables: 1000,
-		LogLevel:         slog.LevelInfo,
-		MaxRequestBytes:  1572864,
-		MaxTxnOps:        128,
-		MaxKeyBytes:      1024,
-		HistoryRevisions: 100000,
-		AuthToken:        "simple",
-		BcryptCost:       10,
-		AuthTokenTTL:     300,
-		GossipProfile:    "lan",
-		BootstrapExpect:  1,
-		RaftVoters:       3,
-		DeadServerGrace:  time.Minute,
+		Name:              host,
+		Cluster:           "chute",
+		ListenClientURLs:  []string{"http://127.0.0.1:2379"},
+		ListenPeerURLs:    []string{"http://127.0.0.1:2380"},
+		GossipListen:      "127.0.0.1:7946",
+		ClickHouseDB:      "default",
+		MetricsListen:     "127.0.0.1:9379",
+		MetricsMaxTables:  1000,
+		LogLevel:          slog.LevelInfo,
+		MaxRequestBytes:   1572864,
+		EnableGRPCGateway: true,
+		MaxTxnOps:         128,
+		MaxKeyBytes:       1024,
+		HistoryRevisions:  100000,
+		AuthToken:         "simple",
+		BcryptCost:        10,
+		AuthTokenTTL:      300,
+		GossipProfile:     "lan",
+		BootstrapExpect:   1,
+		RaftVoters:        3,
+		DeadServerGrace:   time.Minute,
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  "auto",
@@ -181,6 +182,7 @@ func everyOption(t *testing.T) []optionCase {
 		}, nil},
 		{"log-level", "debug", func(c *Config) { c.LogLevel = slog.LevelDebug }, nil},
 		{"max-request-bytes", "2097152", func(c *Config) { c.MaxRequestBytes = 2097152 }, nil},
+		{"enable-grpc-gateway", "false", func(c *Config) { c.EnableGRPCGateway = false }, nil},
 		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }, nil},
 		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }, nil},
 		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }, nil},
@@ -233,8 +235,8 @@ func TestLoadConfig_everyOption(t *testing.T) {
 		}
 		for _, s := range sources {
 			// A boolean takes its value after "=" only; alone it is true.
-			isBool := tc.value == "true"
-			if isBool && strings.HasSuffix(s.source, "flag value") || !isBool && s.source == "bare flag" {
+			isBool := tc.value == "true" || tc.value == "false"
+			if isBool && strings.HasSuffix(s.source, "flag value") || tc.value != "true" && s.source == "bare flag" {
 				continue
 			}
 			t.Run(tc.name+"/"+s.source, func(t *testing.T) {

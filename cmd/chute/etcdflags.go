@@ -62,7 +62,6 @@ func etcdFlags() []etcdFlag {
 		{"auto-compaction-mode", false},
 		{"enable-v2", true},
 		{"v2-deprecation", false},
-		{"enable-grpc-gateway", true},
 		// Logging, profiling and monitoring.
 		{"logger", false},
 		{"log-outputs", false},

@@ -1,0 +1,205 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// gatewayPrefix is the path under which etcd's JSON gateway answers.
+const gatewayPrefix = "/v3/"
+
+// Bounds of the gateway's HTTP side. A JSON body carries keys and values in
+// base64 (4 bytes for 3) besides the field names, so it may be twice the
+// gRPC request it becomes; the gRPC limits still apply to that request.
+const (
+	gatewayHeaderTimeout = 10 * time.Second
+	gatewayIdleTimeout   = 2 * time.Minute
+	gatewayMaxHeader     = 64 << 10
+	gatewayBufconnBytes  = 1 << 20
+	// sniffTimeout bounds how long a new connection on a client URL may
+	// take to send the bytes that say which protocol it speaks.
+	sniffTimeout = 10 * time.Second
+)
+
+// gateway is etcd's JSON gateway: the HTTP/1.1 handlers etcd's api module
+// generates with grpc-gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch,
+// ...), answering through a connection to this server's own gRPC server
+// held in memory, so that every call passes the same interceptors (size
+// limits, leader check, auth, metrics) as a gRPC client's.
+type gateway struct {
+	mem  *bufconn.Listener
+	conn *grpc.ClientConn
+	srv  *http.Server
+}
+
+// newGateway builds the gateway of s; it serves once serve is called.
+func newGateway(s *Server) (*gateway, error) {
+	mem := bufconn.Listen(gatewayBufconnBytes)
+	conn, err := grpc.NewClient("passthrough:///chute-gateway",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return mem.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(math.MaxInt32), grpc.MaxCallSendMsgSize(math.MaxInt32)),
+	)
+	if err != nil {
+		_ = mem.Close()
+		return nil, err
+	}
+	mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
+		Marshaler: &runtime.JSONPb{
+			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+		},
+	}))
+	ctx := context.Background()
+	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
+		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
+		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+	} {
+		if err := register(ctx, mux, conn); err != nil {
+			_ = conn.Close()
+			_ = mem.Close()
+			return nil, err
+		}
+	}
+	maxBody := 2*int64(s.cfg.MaxRequestBytes) + grpcOverheadBytes
+	h := http.NewServeMux()
+	h.Handle(gatewayPrefix, http.MaxBytesHandler(mux, maxBody))
+	return &gateway{
+		mem:  mem,
+		conn: conn,
+		srv: &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: gatewayHeaderTimeout,
+			IdleTimeout:       gatewayIdleTimeout,
+			MaxHeaderBytes:    gatewayMaxHeader,
+			// net/http's own complaints (a bad request line, a
+			// handler's panic) at debug: a client can cause them.
+			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		},
+	}, nil
+}
+
+// shutdown stops taking requests and waits for those under way until ctx
+// ends, then closes what is left and the connection to the gRPC server.
+func (g *gateway) shutdown(ctx context.Context) {
+	if err := g.srv.Shutdown(ctx); err != nil {
+		_ = g.srv.Close()
+	}
+	_ = g.conn.Close()
+}
+
+// splitListener takes the connections of one http:// client URL and hands
+// each to gRPC or to the gateway by its first bytes: HTTP/2's client
+// preface ("PRI * HTTP/2.0...", which every gRPC client sends first) goes
+// to gRPC, anything else to the gateway's HTTP/1.1 server, as etcd's
+// client port does. The bytes are peeked, not read, so gRPC gets the
+// connection as accepted (its reads go straight to the socket).
+type splitListener struct {
+	ln   net.Listener
+	grpc *chanListener
+	http *chanListener
+	wg   sync.WaitGroup
+}
+
+func newSplitListener(ln net.Listener) *splitListener {
+	l := &splitListener{ln: ln, grpc: newChanListener(ln.Addr()), http: newChanListener(ln.Addr())}
+	l.wg.Add(1)
+	go l.run()
+	return l
+}
+
+// run accepts until the listener closes; each connection is told apart
+// in a goroutine of its own, so one that sends nothing holds up no other.
+func (l *splitListener) run() {
+	defer l.wg.Done()
+	var pause time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				l.grpc.close()
+				l.http.close()
+				return
+			}
+			// Out of file descriptors and the like: wait and go on, as
+			// gRPC's and net/http's servers do.
+			pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+			time.Sleep(pause)
+			continue
+		}
+		pause = 0
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			to := l.http
+			if isHTTP2(c) {
+				to = l.grpc
+			}
+			to.hand(c)
+		}()
+	}
+}
+
+// close closes the accepting listener, ends both halves and waits for the
+// connections being told apart.
+func (l *splitListener) close() {
+	_ = l.ln.Close()
+	l.wg.Wait()
+}
+
+// http2Preface is the start of the client preface of HTTP/2 (RFC 9113
+// §3.4), which no HTTP/1.x request line starts with.
+const http2Preface = "PRI "
+
+// chanListener is one half of a splitListener: the connections handed to
+// it, for a server's Serve.
+type chanListener struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// hand gives c to the server accepting on l, or closes it once l closed.
+func (l *chanListener) hand(c net.Conn) {
+	select {
+	case l.conns <- c:
+	case <-l.done:
+		_ = c.Close()
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) close() { l.once.Do(func() { close(l.done) }) }
+
+func (l *chanListener) Close() error {
+	l.close()
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }

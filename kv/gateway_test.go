@@ -1,0 +1,260 @@
+package kv
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatewayPost posts body to path of srv's first client URL and returns
+// the status code and the answer's body.
+func gatewayPost(t *testing.T, srv *Server, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: reading the answer: %v", path, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+
+// TestGateway_putRangeWatch: etcd's JSON gateway answers on the gRPC
+// client port. A put through it is read by clientv3, a key put by
+// clientv3 is read through it with its revisions, and a watch through it
+// streams the event of a clientv3 put as a line of JSON.
+func TestGateway_putRangeWatch(t *testing.T) {
+	srv, cli := startServer(t, nil)
+	ctx := testCtx(t, 20*time.Second)
+
+	code, body := gatewayPost(t, srv, "/v3/kv/put", "", `{"key":"`+b64("from-http")+`","value":"`+b64("v1")+`"}`)
+	if code != http.StatusOK || !strings.Contains(body, `"revision":"2"`) {
+		t.Fatalf("put: %d %s, want 200 and revision 2 in the header", code, body)
+	}
+	got, err := cli.Get(ctx, "from-http")
+	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v1" {
+		t.Fatalf("clientv3 Get of a key put through the gateway: %+v, %v", got, err)
+	}
+
+	if _, err := cli.Put(ctx, "from-grpc", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	code, body = gatewayPost(t, srv, "/v3/kv/range", "", `{"key":"`+b64("from-grpc")+`"}`)
+	var rr struct {
+		Kvs []struct {
+			Key, Value     string
+			CreateRevision string `json:"create_revision"`
+		}
+		Count string
+	}
+	if err := json.Unmarshal([]byte(body), &rr); code != http.StatusOK || err != nil {
+		t.Fatalf("range: %d %s (%v)", code, body, err)
+	}
+	if rr.Count != "1" || len(rr.Kvs) != 1 || rr.Kvs[0].Value != b64("v2") || rr.Kvs[0].CreateRevision != "3" {
+		t.Fatalf("range: got %s, want from-grpc=v2 created at revision 3", body)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	req, err := http.NewRequestWithContext(wctx, http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+"/v3/watch",
+		strings.NewReader(`{"create_request":{"key":"`+b64("watched")+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
+		t.Fatalf("watch: first line %q (%v), want the created answer", lines.Text(), lines.Err())
+	}
+	if _, err := cli.Put(ctx, "watched", "w1"); err != nil {
+		t.Fatal(err)
+	}
+	if !lines.Scan() {
+		t.Fatalf("watch: no event line: %v", lines.Err())
+	}
+	if l := lines.Text(); !strings.Contains(l, `"key":"`+b64("watched")+`"`) || !strings.Contains(l, `"value":"`+b64("w1")+`"`) {
+		t.Fatalf("watch: event line %q, want watched=w1", l)
+	}
+}
+
+// TestGateway_errors: the gateway answers bad requests with an HTTP
+// error and etcd's gRPC code and message in JSON, and a body past its
+// bound is refused without the node's memory holding it; gRPC serves on.
+func TestGateway_errors(t *testing.T) {
+	srv, cli := startServer(t, func(c *Config) { c.MaxRequestBytes = 64 << 10 })
+	for _, tc := range []struct {
+		name, path, body string
+		code             int
+		want             string
+	}{
+		{"not JSON", "/v3/kv/put", `{"key":`, http.StatusBadRequest, `"code":3`},
+		{"key not base64", "/v3/kv/put", `{"key":"***"}`, http.StatusBadRequest, `"code":3`},
+		{"empty key", "/v3/kv/put", `{"value":"` + b64("v") + `"}`, http.StatusBadRequest, "etcdserver: key is not provided"},
+		{"value past max-request-bytes", "/v3/kv/put", `{"key":"` + b64("k") + `","value":"` + b64(strings.Repeat("x", 80<<10)) + `"}`, http.StatusBadRequest, "etcdserver: request is too large"},
+		{"no such path", "/v3/kv/nothing", `{}`, http.StatusNotFound, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := gatewayPost(t, srv, tc.path, "", tc.body)
+			if code != tc.code || !strings.Contains(body, tc.want) {
+				t.Errorf("got %d %s, want %d and %q", code, body, tc.code, tc.want)
+			}
+		})
+	}
+	// Past the body bound (twice max-request-bytes and gRPC's margin):
+	// refused while being read.
+	big := bytes.Repeat([]byte("a"), 2*(64<<10)+grpcOverheadBytes+1)
+	resp, err := http.Post("http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", "application/json", bytes.NewReader(big))
+	if err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("a body past the bound: got 200")
+		}
+	}
+	if _, err := cli.Put(testCtx(t, 10*time.Second), "still", "serving"); err != nil {
+		t.Fatalf("gRPC after the gateway's errors: %v", err)
+	}
+}
+
+// TestGateway_auth: with auth enabled, a gateway call carries the token
+// from /v3/auth/authenticate in its Authorization header, as etcd's
+// does; none, or a bogus one, is refused with etcd's error.
+func TestGateway_auth(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+
+	code, body := gatewayPost(t, srv, "/v3/auth/authenticate", "", `{"name":"root","password":"rootpw"}`)
+	var tok struct{ Token string }
+	if err := json.Unmarshal([]byte(body), &tok); code != http.StatusOK || err != nil || tok.Token == "" {
+		t.Fatalf("authenticate: %d %s", code, body)
+	}
+	put := `{"key":"` + b64("k") + `","value":"` + b64("v") + `"}`
+	if code, body := gatewayPost(t, srv, "/v3/kv/put", "", put); code == http.StatusOK || !strings.Contains(body, "etcdserver: user name is empty") {
+		t.Errorf("put without a token: %d %s, want etcd's user name is empty", code, body)
+	}
+	if code, body := gatewayPost(t, srv, "/v3/kv/put", "bogus", put); code != http.StatusUnauthorized || !strings.Contains(body, "etcdserver: invalid auth token") {
+		t.Errorf("put with a bogus token: %d %s, want 401 and etcd's invalid auth token", code, body)
+	}
+	if code, body := gatewayPost(t, srv, "/v3/kv/put", tok.Token, put); code != http.StatusOK {
+		t.Errorf("put with the token: %d %s, want 200", code, body)
+	}
+}
+
+// TestGateway_off: with NoGateway the client port speaks gRPC alone: an
+// HTTP/1.1 request gets no HTTP answer, and clientv3 works.
+func TestGateway_off(t *testing.T) {
+	srv, cli := startServer(t, func(c *Config) { c.NoGateway = true })
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Post("http://"+srv.ClientAddrs()[0].String()+"/v3/kv/range", "application/json", strings.NewReader(`{"key":"`+b64("k")+`"}`))
+	if err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("HTTP/1.1 with the gateway off: got %s, want no HTTP answer", resp.Status)
+	}
+	if _, err := cli.Put(testCtx(t, 10*time.Second), "k", "v"); err != nil {
+		t.Fatalf("clientv3 with the gateway off: %v", err)
+	}
+}
+
+// TestIsHTTP2 tells connections apart by their first bytes, peeked: the
+// preface split over two writes is still HTTP/2 and its bytes are all
+// still there to read; an HTTP/1.1 request line and a connection closed
+// at once are not HTTP/2.
+func TestIsHTTP2(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for _, tc := range []struct {
+		name   string
+		writes []string
+		want   bool
+	}{
+		{"preface", []string{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"}, true},
+		{"preface in two writes", []string{"PR", "I * HTTP/2.0\r\n\r\nSM\r\n\r\n"}, true},
+		{"HTTP/1.1", []string{"POST /v3/kv/put HTTP/1.1\r\n"}, false},
+		{"PUT", []string{"PUT / HTTP/1.1\r\n"}, false},
+		{"closed at once", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer out.Close()
+			in, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer in.Close()
+			go func() {
+				for i, w := range tc.writes {
+					if i > 0 {
+						time.Sleep(50 * time.Millisecond)
+					}
+					_, _ = out.Write([]byte(w))
+				}
+				if tc.writes == nil {
+					_ = out.Close()
+				}
+			}()
+			start := time.Now()
+			if got := isHTTP2(in); got != tc.want {
+				t.Fatalf("isHTTP2: got %v, want %v", got, tc.want)
+			}
+			if d := time.Since(start); d > sniffTimeout/2 {
+				t.Errorf("isHTTP2 took %v", d)
+			}
+			if tc.writes != nil {
+				all := strings.Join(tc.writes, "")
+				buf := make([]byte, len(all))
+				_ = in.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.ReadFull(in, buf); err != nil || string(buf) != all {
+					t.Fatalf("read after the peek: %q, %v; want %q", buf, err, all)
+				}
+			}
+		})
+	}
+}
+
+// TestGateway_silentConnection: a connection that sends nothing holds
+// up neither gRPC nor the gateway on the same port.
+func TestGateway_silentConnection(t *testing.T) {
+	srv, _ := startServer(t, nil)
+	silent, err := net.Dial("tcp", srv.ClientAddrs()[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	cli := newClient(t, srv) // a connection accepted after the silent one
+	if _, err := cli.Put(testCtx(t, 5*time.Second), "k", "v"); err != nil {
+		t.Fatalf("clientv3 beside a silent connection: %v", err)
+	}
+	if code, body := gatewayPost(t, srv, "/v3/kv/range", "", `{"key":"`+b64("k")+`"}`); code != http.StatusOK || !strings.Contains(body, b64("v")) {
+		t.Fatalf("gateway beside a silent connection: %d %s", code, body)
+	}
+}
