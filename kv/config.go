@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -52,11 +53,15 @@ type Config struct {
 	// TLS serves the https:// client URLs; http:// ones stay plain, as in
 	// etcd. Nil: an https:// URL is invalid.
 	TLS credentials.TransportCredentials
-	// NoGateway serves gRPC alone on the http:// client URLs (etcd's
+	// NoGateway serves gRPC alone on the client URLs (etcd's
 	// --enable-grpc-gateway=false). False: etcd's JSON gateway answers
-	// HTTP/1.1 requests under /v3/ there too, as etcd's does; https://
-	// URLs serve gRPC alone either way.
+	// HTTP/1.1 requests under /v3/ there too, as etcd's does.
 	NoGateway bool
+	// GatewayTLS is the server config of TLS (the one TLS makes gRPC's
+	// credentials of) for the handshakes the https:// URLs make
+	// themselves to tell the gateway's clients from gRPC's. Nil: https://
+	// URLs serve gRPC alone.
+	GatewayTLS *tls.Config
 	// AdvertiseClientURLs and AdvertisePeerURLs are what MemberList reports
 	// for this member. Empty: the listen URLs, and no peer URLs.
 	AdvertiseClientURLs []string

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"math"
@@ -101,24 +102,80 @@ func (g *gateway) shutdown(ctx context.Context) {
 	_ = g.conn.Close()
 }
 
-// splitListener takes the connections of one http:// client URL and hands
+// splitListener takes the connections of one client URL and hands
 // each to gRPC or to the gateway by its first bytes: HTTP/2's client
 // preface ("PRI * HTTP/2.0...", which every gRPC client sends first) goes
 // to gRPC, anything else to the gateway's HTTP/1.1 server, as etcd's
 // client port does. The bytes are peeked, not read, so gRPC gets the
 // connection as accepted (its reads go straight to the socket).
+//
+// On an https:// URL the listener makes the TLS handshake itself, offering
+// "http/1.1" before "h2" (ALPN, RFC 7301; the server's order decides): a
+// gRPC client offers h2 alone and gets it, curl and browsers offer both
+// and get HTTP/1.1. An h2 connection goes to gRPC, handshake done, the
+// rest to the gateway.
 type splitListener struct {
 	ln   net.Listener
+	tls  *tls.Config // nil: plain
 	grpc *chanListener
 	http *chanListener
 	wg   sync.WaitGroup
 }
 
-func newSplitListener(ln net.Listener) *splitListener {
+// newSplitListener splits ln's connections, each in TLS of tlsConfig
+// when it is not nil.
+func newSplitListener(ln net.Listener, tlsConfig *tls.Config) *splitListener {
 	l := &splitListener{ln: ln, grpc: newChanListener(ln.Addr()), http: newChanListener(ln.Addr())}
+	if tlsConfig != nil {
+		l.tls = withALPN(tlsConfig)
+	}
 	l.wg.Add(1)
 	go l.run()
 	return l
+}
+
+// withALPN returns a copy of c, and of the configs its GetConfigForClient
+// returns, that offer HTTP/1.1 first, then HTTP/2.
+func withALPN(c *tls.Config) *tls.Config {
+	protos := func() []string { return []string{"http/1.1", "h2"} }
+	c = c.Clone()
+	c.NextProtos = protos()
+	if get := c.GetConfigForClient; get != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			cc, err := get(hello)
+			if err != nil || cc == nil {
+				return cc, err
+			}
+			cc = cc.Clone()
+			cc.NextProtos = protos()
+			return cc, nil
+		}
+	}
+	return c
+}
+
+// route hands c to gRPC or to the gateway.
+func (l *splitListener) route(c net.Conn) {
+	if l.tls == nil {
+		if isHTTP2(c) {
+			l.grpc.hand(c)
+		} else {
+			l.http.hand(c)
+		}
+		return
+	}
+	tc := tls.Server(c, l.tls)
+	ctx, cancel := context.WithTimeout(context.Background(), sniffTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	switch {
+	case err != nil:
+		_ = c.Close() // as gRPC closes a connection whose handshake failed
+	case tc.ConnectionState().NegotiatedProtocol == "h2":
+		l.grpc.hand(tlsDone{tc})
+	default:
+		l.http.hand(tc)
+	}
 }
 
 // run accepts until the listener closes; each connection is told apart
@@ -144,11 +201,7 @@ func (l *splitListener) run() {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			to := l.http
-			if isHTTP2(c) {
-				to = l.grpc
-			}
-			to.hand(c)
+			l.route(c)
 		}()
 	}
 }

@@ -169,12 +169,18 @@ func (s *Server) Start() error {
 	s.listeners = lns
 	s.started = true
 	for _, ln := range lns {
-		if _, secure := ln.(tlsListener); secure || s.gw == nil {
+		tl, secure := ln.(tlsListener)
+		if s.gw == nil || secure && s.cfg.GatewayTLS == nil {
 			s.serveGRPC(ln)
 			s.log.Info("serving etcd api", "addr", ln.Addr().String())
 			continue
 		}
-		sp := newSplitListener(ln)
+		var sp *splitListener
+		if secure {
+			sp = newSplitListener(tl.Listener, s.cfg.GatewayTLS)
+		} else {
+			sp = newSplitListener(ln, nil)
+		}
 		s.splits = append(s.splits, sp)
 		s.serveGRPC(sp.grpc)
 		s.wg.Add(1)

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 
 	"google.golang.org/grpc/credentials"
@@ -31,9 +32,21 @@ type mixedCredentials struct {
 
 var _ credentials.TransportCredentials = mixedCredentials{}
 
+// tlsDone is a connection of an https:// URL whose TLS handshake its
+// listener made, to read the protocol the client chose (splitListener):
+// gRPC takes it as it is.
+type tlsDone struct{ *tls.Conn }
+
 func (m mixedCredentials) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	if tc, ok := c.(tlsConn); ok {
+	switch tc := c.(type) {
+	case tlsConn:
 		return m.tls.ServerHandshake(tc.Conn)
+	case tlsDone:
+		info := credentials.TLSInfo{
+			State:          tc.ConnectionState(),
+			CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity},
+		}
+		return tc.Conn, info, nil
 	}
 	return insecure.NewCredentials().ServerHandshake(c)
 }

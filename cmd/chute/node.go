@@ -324,6 +324,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	}
 
 	kcfg := cfg.kvConfig(clientCreds)
+	if tlsSrc.client != nil {
+		kcfg.GatewayTLS = tlsSrc.client.ServerConfig()
+	}
 	if kcfg.JWT, err = cfg.jwtTokens(); err != nil {
 		return nil, fmt.Errorf("--auth-token: %w", err)
 	}
