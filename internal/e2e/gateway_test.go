@@ -1,0 +1,116 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"chute/internal/chtest"
+	"chute/internal/testutil"
+)
+
+// curlPost runs curl -X POST of body to url with extra arguments first,
+// and returns its exit code, the HTTP status (000 when none came) and the
+// answer's body.
+func curlPost(t *testing.T, url, body string, extra ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	args := append(append([]string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"}, extra...), "-X", "POST", url, "-d", body)
+	out, err := exec.CommandContext(ctx, lookTool(t, "curl"), args...).Output()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("curl %s: %v", url, err)
+	}
+	s := string(out)
+	i := strings.LastIndexByte(s, '\n')
+	if i < 0 {
+		return code, s, ""
+	}
+	return code, s[i+1:], s[:i]
+}
+
+// putJSON is the body of etcd's /v3/kv/put for key and value.
+func putJSON(key, value string) string {
+	b, _ := json.Marshal(map[string]string{
+		"key":   base64.StdEncoding.EncodeToString([]byte(key)),
+		"value": base64.StdEncoding.EncodeToString([]byte(value)),
+	})
+	return string(b)
+}
+
+// TestGateway_curlPutBecomesRow drives the binary as a producer without
+// gRPC does: curl posts JSON to etcd's gateway on the client port. A put
+// to a ClickHouse queue lands as a row; a value that is not one JSON
+// object is refused with HTTP 400 and chute's message, and is not
+// inserted; a key etcdctl put is read back through the gateway. On a node
+// started with --enable-grpc-gateway=false curl gets no HTTP answer and
+// etcdctl still works.
+func TestGateway_curlPutBecomesRow(t *testing.T) {
+	t.Parallel()
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.gw (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
+	p := StartChute(t, chFlags(ch)...)
+	url := "http://" + p.ClientAddr + "/v3/kv/"
+
+	if code, status, body := curlPost(t, url+"put", putJSON("/q/ch:gw/p/1", `{"id":1,"s":"from curl"}`)); code != 0 || status != "200" {
+		t.Fatalf("curl put to a ClickHouse queue: exit %d, HTTP %s: %s", code, status, body)
+	}
+	code, status, body := curlPost(t, url+"put", putJSON("/q/ch:gw/p/2", `not json`))
+	if code != 0 || status != "400" || !strings.Contains(body, "one JSON object") {
+		t.Fatalf("curl put of text that is not JSON: exit %d, HTTP %s: %s; want 400 and chute's message", code, status, body)
+	}
+	waitQuery(t, ch, rowsTimeout, "SELECT id, s FROM default.gw", "1\tfrom curl")
+
+	ctlOK(t, p, "", "put", "/cfg/a", "from etcdctl")
+	code, status, body = curlPost(t, url+"range", `{"key":"`+base64.StdEncoding.EncodeToString([]byte("/cfg/a"))+`"}`)
+	if code != 0 || status != "200" || !strings.Contains(body, base64.StdEncoding.EncodeToString([]byte("from etcdctl"))) {
+		t.Fatalf("curl range of a key etcdctl put: exit %d, HTTP %s: %s", code, status, body)
+	}
+	if got := ch.Query(t, "SELECT count() FROM default.gw"); got != "1" {
+		t.Errorf("rows after the refused put: %s, want 1", got)
+	}
+
+	off := StartChute(t, "--enable-grpc-gateway=false")
+	if code, status, body := curlPost(t, "http://"+off.ClientAddr+"/v3/kv/put", putJSON("k", "v")); code == 0 || status != "000" {
+		t.Errorf("curl with the gateway off: exit %d, HTTP %s: %s; want no HTTP answer", code, status, body)
+	}
+	ctlOK(t, off, "", "put", "k", "v")
+}
+
+// TestGateway_tlsClientCert: on an https:// URL with --client-cert-auth,
+// curl with a certificate of the trusted CA puts through the gateway (over
+// HTTP/1.1, which the node prefers to curl's HTTP/2) and etcdctl reads it
+// over gRPC on the same port; curl without a certificate is refused in
+// the handshake.
+func TestGateway_tlsClientCert(t *testing.T) {
+	t.Parallel()
+	etcdctl := lookTool(t, "etcdctl")
+	srv := newCertSet(t, "gateway CA", "server")
+	cert, key := srv.issue(t, "app")
+	addr := testutil.FreeAddr(t)
+	StartChute(t, "--listen-client-urls", "https://"+addr,
+		"--cert-file", srv.cert, "--key-file", srv.key,
+		"--client-cert-auth", "--trusted-ca-file", srv.caFile)
+	url := "https://" + addr + "/v3/kv/put"
+
+	code, status, body := curlPost(t, url, putJSON("/tls/a", "1"), "--cacert", srv.caFile, "--cert", cert, "--key", key)
+	if code != 0 || status != "200" {
+		t.Fatalf("curl with a trusted certificate: exit %d, HTTP %s: %s", code, status, body)
+	}
+	res, err := runEtcdctl(etcdctl, "https://"+addr, "", "--cacert", srv.caFile, "--cert", cert, "--key", key, "get", "/tls/a", "--print-value-only")
+	if err != nil || res.Code != 0 || strings.TrimSpace(res.Stdout) != "1" {
+		t.Fatalf("etcdctl get over gRPC on the same port: %v, exit %d: %s %s", err, res.Code, res.Stdout, res.Stderr)
+	}
+	if code, status, body := curlPost(t, url, putJSON("/tls/b", "2"), "--cacert", srv.caFile); code == 0 || status != "000" {
+		t.Errorf("curl without a certificate: exit %d, HTTP %s: %s; want refused in the handshake", code, status, body)
+	}
+}
