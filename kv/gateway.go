@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,12 +59,15 @@ func newGateway(s *Server) (*gateway, error) {
 		_ = mem.Close()
 		return nil, err
 	}
-	mux := runtime.NewServeMux(runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
-		Marshaler: &runtime.JSONPb{
-			MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-		},
-	}))
+	mux := runtime.NewServeMux(
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
+			Marshaler: &runtime.JSONPb{
+				MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+			},
+		}),
+		runtime.WithIncomingHeaderMatcher(gatewayHeader),
+	)
 	ctx := context.Background()
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
@@ -91,6 +95,18 @@ func newGateway(s *Server) (*gateway, error) {
 			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 		},
 	}, nil
+}
+
+// gatewayHeader is the gateway's incoming header matcher: grpc-gateway's
+// (Authorization, Grpc-Metadata-*, and standard headers under a prefix),
+// and the W3C trace context headers as they are, so that a producer's
+// trace goes on through the call as it does from gRPC metadata.
+func gatewayHeader(h string) (string, bool) {
+	switch k := strings.ToLower(h); k {
+	case "traceparent", "tracestate", "baggage":
+		return k, true
+	}
+	return runtime.DefaultHeaderMatcher(h)
 }
 
 // shutdown stops taking requests and waits for those under way until ctx

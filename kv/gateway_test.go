@@ -12,6 +12,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"chute/internal/testutil"
 )
 
 // gatewayPost posts body to path of srv's first client URL and returns
@@ -256,5 +262,48 @@ func TestGateway_silentConnection(t *testing.T) {
 	}
 	if code, body := gatewayPost(t, srv, "/v3/kv/range", "", `{"key":"`+b64("k")+`"}`); code != http.StatusOK || !strings.Contains(body, b64("v")) {
 		t.Fatalf("gateway beside a silent connection: %d %s", code, body)
+	}
+}
+
+// TestGateway_traceparent: a gateway call that carries a W3C traceparent
+// header is traced as its child, as a gRPC call with it in its metadata.
+func TestGateway_traceparent(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	srv, _ := startServer(t, func(c *Config) {
+		c.Tracer = tp
+		c.Propagator = propagation.TraceContext{}
+	})
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost,
+		"http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", strings.NewReader(`{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Traceparent", "00-"+traceID+"-"+parentID+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("put: %s", resp.Status)
+	}
+	var put sdktrace.ReadOnlySpan
+	testutil.EventuallyTrue(t, 5*time.Second, "the span of the put", func() bool {
+		for _, s := range rec.Ended() {
+			if s.Name() == "etcdserverpb.KV/Put" {
+				put = s
+				return true
+			}
+		}
+		return false
+	})
+	if got := put.SpanContext().TraceID().String(); got != traceID {
+		t.Errorf("trace of the put: %s, want the header's %s", got, traceID)
+	}
+	if got := put.Parent().SpanID().String(); got != parentID {
+		t.Errorf("parent of the put: %s, want the header's %s", got, parentID)
 	}
 }
