@@ -8,6 +8,37 @@
 // credentials (mixedCredentials) run the TLS handshake, with the
 // certificate and client verification of Config.TLS, on marked ones only.
 //
+// # JSON gateway
+//
+// Each client URL also answers etcd's JSON gateway, as etcd's does unless
+// --enable-grpc-gateway=false (Config.NoGateway): HTTP/1.1 POSTs under
+// /v3/ (kv/put, kv/range, kv/deleterange, kv/txn, watch, lease/grant,
+// auth/authenticate, maintenance/status, ...) with etcd's JSON mapping:
+// keys and values in base64, 64-bit numbers as strings, errors as
+// {"code":N,"message":"etcdserver: ..."} with the gRPC code's HTTP status.
+// The handlers are the ones etcd's api module generates with
+// grpc-gateway; they call this server over a connection held in memory
+// (gateway.go), so a gateway call passes every interceptor a gRPC call
+// does and is counted and traced as one (its traceparent header is the
+// span's parent). Producers without gRPC (curl, PHP, shell) put to
+// queues this way.
+//
+// A connection is told apart by its first bytes on an http:// URL
+// (HTTP/2's preface, peeked, goes to gRPC) and by the protocol its TLS
+// handshake chose on an https:// one: the listener makes the handshake
+// itself, offering HTTP/1.1 before h2, so gRPC clients (which offer h2
+// alone) get h2 and gRPC, and curl HTTP/1.1 and the gateway. HTTP/2
+// requests to the gateway are not served (gRPC takes every h2 connection).
+//
+// With auth enabled, a gateway call is authenticated by the token in its
+// Authorization header (from /v3/auth/authenticate), as in etcd. The CN of
+// a client certificate names the user of gRPC calls only: the gateway's
+// calls reach gRPC over the in-memory connection, which has none (etcd's
+// gateway, which dials its own port with its own certificate, is no
+// better). Bodies are bounded at twice the request limit and gRPC's
+// margin (base64 inflates), and the request limit then applies to the
+// call as to any; headers at 64 KiB, read within 10 s.
+//
 // # Key space
 //
 // The key space itself, its revisions, compaction, leases, watchers and

@@ -93,7 +93,7 @@ type refusedFlag struct {
 // options with etcd's meaning.
 func refusedEtcdFlags() []refusedFlag {
 	const noSelfClient = "chute makes no client connections to its own etcd API (no gRPC gateway or proxy)"
-	const noGateway = "chute serves no HTTP gateway, only gRPC"
+	const noGateway = "chute's JSON gateway makes no CORS or Host checks"
 	return []refusedFlag{
 		{etcdFlag{"client-cert-file", false}, noSelfClient},
 		{etcdFlag{"client-key-file", false}, noSelfClient},

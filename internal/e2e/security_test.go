@@ -527,7 +527,7 @@ func TestSecurity_failClosedBinary(t *testing.T) {
 		{[]string{"--cert-file", pki.cert, "--key-file", pki.key}, "--cert-file: no https:// URL"},
 		{[]string{"--listen-client-urls", "https://127.0.0.1:2379", "--cert-file", pki.cert, "--key-file", pki.key, "--client-cert-auth"}, "--client-cert-auth: needs a trusted CA file to verify client certificates with (--trusted-ca-file)"},
 		{[]string{"--peer-auto-tls"}, "--peer-auto-tls: --listen-peer-urls must be https://"},
-		{[]string{"--cors", "*"}, "cors: chute serves no HTTP gateway"},
+		{[]string{"--cors", "*"}, "cors: chute's JSON gateway makes no CORS or Host checks"},
 	}
 	for _, tc := range tests {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
