@@ -307,3 +307,34 @@ func TestGateway_traceparent(t *testing.T) {
 		t.Errorf("parent of the put: %s, want the header's %s", got, parentID)
 	}
 }
+
+// TestGateway_shutdownEndsWatch: a server with a watch open through the
+// gateway shuts down at once, and the watch's answer ends.
+func TestGateway_shutdownEndsWatch(t *testing.T) {
+	srv, _ := startServer(t, nil)
+	req, err := http.NewRequestWithContext(testCtx(t, 20*time.Second), http.MethodPost,
+		"http://"+srv.ClientAddrs()[0].String()+"/v3/watch", strings.NewReader(`{"create_request":{"key":"`+b64("k")+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
+		t.Fatalf("watch: first line %q (%v), want the created answer", lines.Text(), lines.Err())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Shutdown with a gateway watch open took %v", d)
+	}
+	for lines.Scan() {
+	}
+}
