@@ -57,10 +57,16 @@ type Config struct {
 	// --enable-grpc-gateway=false). False: etcd's JSON gateway answers
 	// HTTP/1.1 requests under /v3/ there too, as etcd's does.
 	NoGateway bool
+	// ListenClientHTTPURLs are bound, every one, to serve the JSON
+	// gateway alone (etcd's --listen-client-http-urls): then the
+	// ListenClientURLs serve gRPC alone. https:// ones need TLS and
+	// GatewayTLS. Empty: the gateway shares the ListenClientURLs.
+	ListenClientHTTPURLs []string
 	// GatewayTLS is the server config of TLS (the one TLS makes gRPC's
 	// credentials of) for the handshakes the https:// URLs make
-	// themselves to tell the gateway's clients from gRPC's. Nil: https://
-	// URLs serve gRPC alone.
+	// themselves to tell the gateway's clients from gRPC's, and of the
+	// https:// ListenClientHTTPURLs. Nil: https:// ListenClientURLs serve
+	// gRPC alone.
 	GatewayTLS *tls.Config
 	// AdvertiseClientURLs and AdvertisePeerURLs are what MemberList reports
 	// for this member. Empty: the listen URLs, and no peer URLs.

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -143,7 +144,7 @@ type splitListener struct {
 func newSplitListener(ln net.Listener, tlsConfig *tls.Config) *splitListener {
 	l := &splitListener{ln: ln, grpc: newChanListener(ln.Addr()), http: newChanListener(ln.Addr())}
 	if tlsConfig != nil {
-		l.tls = withALPN(tlsConfig)
+		l.tls = withALPN(tlsConfig, "http/1.1", "h2")
 	}
 	l.wg.Add(1)
 	go l.run()
@@ -151,9 +152,9 @@ func newSplitListener(ln net.Listener, tlsConfig *tls.Config) *splitListener {
 }
 
 // withALPN returns a copy of c, and of the configs its GetConfigForClient
-// returns, that offer HTTP/1.1 first, then HTTP/2.
-func withALPN(c *tls.Config) *tls.Config {
-	protos := func() []string { return []string{"http/1.1", "h2"} }
+// returns, that offer the ALPN protocols, the first preferred.
+func withALPN(c *tls.Config, protocols ...string) *tls.Config {
+	protos := func() []string { return slices.Clone(protocols) }
 	c = c.Clone()
 	c.NextProtos = protos()
 	if get := c.GetConfigForClient; get != nil {

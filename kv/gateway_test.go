@@ -338,3 +338,31 @@ func TestGateway_shutdownEndsWatch(t *testing.T) {
 	for lines.Scan() {
 	}
 }
+
+// TestGateway_httpOnlyURLs: with ListenClientHTTPURLs (etcd's
+// --listen-client-http-urls) the gateway answers there, and the client
+// URLs serve gRPC alone.
+func TestGateway_httpOnlyURLs(t *testing.T) {
+	srv, cli := startServer(t, func(c *Config) { c.ListenClientHTTPURLs = []string{"http://127.0.0.1:0"} })
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost,
+		"http://"+srv.HTTPAddrs()[0].String()+"/v3/kv/put", strings.NewReader(`{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("put on the http URL: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("put on the http URL: %s", resp.Status)
+	}
+	if got, err := cli.Get(testCtx(t, 10*time.Second), "k"); err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v" {
+		t.Fatalf("clientv3 on the client URL: %+v, %v; want k=v", got, err)
+	}
+	c := &http.Client{Timeout: 5 * time.Second}
+	if resp, err := c.Post("http://"+srv.ClientAddrs()[0].String()+"/v3/kv/range", "application/json", strings.NewReader(`{}`)); err == nil {
+		_ = resp.Body.Close()
+		t.Fatalf("HTTP/1.1 on the client URL: got %s, want no HTTP answer (gRPC alone)", resp.Status)
+	}
+}

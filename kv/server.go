@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,11 +46,12 @@ type Server struct {
 	leaderStreams leaderStreams // running streams that require a leader (requireleader.go)
 	raising       chan struct{} // one token: one RaiseNoSpace proposes at a time
 
-	mu        sync.Mutex // guards listeners, splits, gw and started
-	listeners []net.Listener
-	splits    []*splitListener // the http:// URLs, shared with the gateway
-	gw        *gateway         // nil: Config.NoGateway, or not started
-	started   bool
+	mu            sync.Mutex // guards listeners, splits, gw and started
+	listeners     []net.Listener
+	httpListeners []net.Listener   // ListenClientHTTPURLs: the gateway's alone
+	splits        []*splitListener // the http:// URLs, shared with the gateway
+	gw            *gateway         // nil: Config.NoGateway, or not started
+	started       bool
 
 	ready    atomic.Bool
 	synced   atomic.Bool   // the key space caught up with the cluster's once since Start
@@ -157,20 +159,31 @@ func (s *Server) Start() error {
 		}
 		lns = append(lns, ln)
 	}
+	httpLns, err := s.listenHTTP()
+	if err != nil {
+		closeAll(lns)
+		return err
+	}
 	if !s.cfg.NoGateway {
 		g, err := newGateway(s)
 		if err != nil {
 			closeAll(lns)
+			closeAll(httpLns)
 			return fmt.Errorf("kv: json gateway: %w", err)
 		}
 		s.gw = g
 		s.serveGRPC(g.mem)
 	}
 	s.listeners = lns
+	s.httpListeners = httpLns
 	s.started = true
+	for _, ln := range httpLns {
+		s.serveGateway(ln)
+		s.log.Info("serving etcd api's json gateway", "addr", ln.Addr().String(), "path", gatewayPrefix)
+	}
 	for _, ln := range lns {
 		tl, secure := ln.(tlsListener)
-		if s.gw == nil || secure && s.cfg.GatewayTLS == nil {
+		if s.gw == nil || len(httpLns) > 0 || secure && s.cfg.GatewayTLS == nil {
 			s.serveGRPC(ln)
 			s.log.Info("serving etcd api", "addr", ln.Addr().String())
 			continue
@@ -183,13 +196,7 @@ func (s *Server) Start() error {
 		}
 		s.splits = append(s.splits, sp)
 		s.serveGRPC(sp.grpc)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := s.gw.srv.Serve(sp.http); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				s.log.Error("client listener stopped serving the json gateway", "addr", ln.Addr().String(), "err", err)
-			}
-		}()
+		s.serveGateway(sp.http)
 		s.log.Info("serving etcd api", "addr", ln.Addr().String(), "json_gateway", gatewayPrefix)
 	}
 	s.wg.Add(2)
@@ -231,6 +238,55 @@ func (s *Server) serveGRPC(ln net.Listener) {
 			s.log.Error("client listener stopped", "addr", ln.Addr().String(), "err", err)
 		}
 	}()
+}
+
+// listenHTTP binds every ListenClientHTTPURL, https:// ones in TLS that
+// offers HTTP/1.1 alone. It fails, binding nothing, if any cannot be bound.
+func (s *Server) listenHTTP() ([]net.Listener, error) {
+	var lns []net.Listener
+	for _, u := range s.cfg.ListenClientHTTPURLs {
+		addr, secure, err := listenAddr(u)
+		if err == nil && secure && s.cfg.GatewayTLS == nil {
+			err = fmt.Errorf("kv: client http url %q is https and the server has no GatewayTLS", u)
+		}
+		if err != nil {
+			closeAll(lns)
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			closeAll(lns)
+			return nil, fmt.Errorf("kv: listen on %s: %w", u, err)
+		}
+		if secure {
+			ln = tls.NewListener(ln, withALPN(s.cfg.GatewayTLS, "http/1.1"))
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
+}
+
+// serveGateway serves the JSON gateway on ln until the server stops.
+func (s *Server) serveGateway(ln net.Listener) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.gw.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("client listener stopped serving the json gateway", "addr", ln.Addr().String(), "err", err)
+		}
+	}()
+}
+
+// HTTPAddrs returns the bound addresses of ListenClientHTTPURLs, in
+// their order.
+func (s *Server) HTTPAddrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	addrs := make([]net.Addr, len(s.httpListeners))
+	for i, ln := range s.httpListeners {
+		addrs[i] = ln.Addr()
+	}
+	return addrs
 }
 
 // ClientAddrs returns the bound client addresses, in the order of

@@ -26,6 +26,19 @@ func (c Config) Validate() error {
 			bad("TLS", fmt.Errorf("%q is https: it needs a certificate", u))
 		}
 	}
+	for _, u := range c.ListenClientHTTPURLs {
+		secure, err := setting.CheckURL(u)
+		switch {
+		case err != nil:
+			bad("ListenClientHTTPURLs", err)
+		case secure && c.TLS == nil:
+			bad("HTTPTLS", fmt.Errorf("%q is https: it needs a certificate", u))
+		}
+	}
+	if len(c.ListenClientHTTPURLs) > 0 && c.NoGateway {
+		errs = append(errs, &FieldError{Pkg: "kv", Field: "ListenClientHTTPURLs", Needs: "NoGateway",
+			Err: errors.New("they serve the JSON gateway alone, and it is turned off")})
+	}
 	for _, l := range []struct {
 		field string
 		urls  []string

@@ -229,6 +229,10 @@ type Config struct {
 	// Name + ".etcd"; loadConfig fills that in.
 	DataDir string
 
+	// ListenClientHTTPURLs serve etcd's JSON gateway alone (etcd's
+	// --listen-client-http-urls); then ListenClientURLs serve gRPC alone.
+	ListenClientHTTPURLs []string
+
 	// EnableGRPCGateway serves etcd's JSON gateway (POST /v3/kv/put, ...)
 	// on the http:// client URLs beside gRPC (etcd's
 	// --enable-grpc-gateway, on by default as in etcd).
@@ -459,6 +463,7 @@ func options(c *Config) []option {
 		{"name", "name", (*stringValue)(&c.Name), "node name, unique in the cluster; the member id is a hash of it", "the host name"},
 		{"cluster", "name", (*stringValue)(&c.Cluster), "cluster name; gossip from another cluster is refused", ""},
 		{"listen-client-urls", "urls", (*listValue)(&c.ListenClientURLs), "etcd API listeners, comma list, all bound", ""},
+		{"listen-client-http-urls", "urls", (*listValue)(&c.ListenClientHTTPURLs), "URLs that serve etcd's JSON gateway alone, comma list; then --listen-client-urls serve gRPC alone", ""},
 		{"advertise-client-urls", "urls", (*listValue)(&c.AdvertiseClientURLs), "client URLs reported by MemberList, comma list", "the listen client URLs"},
 		{"listen-peer-urls", "urls", (*listValue)(&c.ListenPeerURLs), "node-to-node gRPC listeners, comma list, never the client port", ""},
 		{"advertise-peer-urls", "urls", (*listValue)(&c.AdvertisePeerURLs), "peer URLs sent to other nodes in gossip tags, comma list", "the listen peer URLs"},
@@ -885,16 +890,19 @@ func peerFlags() map[string]flagOf {
 
 func kvFlags() map[string]flagOf {
 	return map[string]flagOf{
-		"ListenClientURLs":    {name: "listen-client-urls"},
-		"TLS":                 {name: "listen-client-urls", hint: "give --cert-file and --key-file, or --auto-tls"},
-		"AdvertiseClientURLs": {name: "advertise-client-urls"},
-		"AdvertisePeerURLs":   {name: "advertise-peer-urls"},
-		"MaxRequestBytes":     {name: "max-request-bytes"},
-		"MaxTxnOps":           {name: "max-txn-ops"},
-		"MaxKeyBytes":         {name: "max-key-bytes"},
-		"HistoryRevisions":    {name: "history-revisions"},
-		"BcryptCost":          {name: "bcrypt-cost"},
-		"AuthTokenTTL":        {name: "auth-token-ttl"},
+		"ListenClientURLs":     {name: "listen-client-urls"},
+		"TLS":                  {name: "listen-client-urls", hint: "give --cert-file and --key-file, or --auto-tls"},
+		"ListenClientHTTPURLs": {name: "listen-client-http-urls"},
+		"HTTPTLS":              {name: "listen-client-http-urls", hint: "give --cert-file and --key-file, or --auto-tls"},
+		"NoGateway":            {name: "enable-grpc-gateway"},
+		"AdvertiseClientURLs":  {name: "advertise-client-urls"},
+		"AdvertisePeerURLs":    {name: "advertise-peer-urls"},
+		"MaxRequestBytes":      {name: "max-request-bytes"},
+		"MaxTxnOps":            {name: "max-txn-ops"},
+		"MaxKeyBytes":          {name: "max-key-bytes"},
+		"HistoryRevisions":     {name: "history-revisions"},
+		"BcryptCost":           {name: "bcrypt-cost"},
+		"AuthTokenTTL":         {name: "auth-token-ttl"},
 	}
 }
 
@@ -1103,6 +1111,7 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.AdvertisePeerURLs = c.AdvertisePeerURLs
 	k.MaxRequestBytes = c.MaxRequestBytes
 	k.NoGateway = !c.EnableGRPCGateway
+	k.ListenClientHTTPURLs = c.ListenClientHTTPURLs
 	k.MaxTxnOps = c.MaxTxnOps
 	k.MaxKeyBytes = c.MaxKeyBytes
 	k.HistoryRevisions = c.HistoryRevisions

@@ -148,6 +148,7 @@ func everyOption(t *testing.T) []optionCase {
 			c.ListenClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
 			c.AdvertiseClientURLs = []string{"http://10.0.0.1:1", "http://h:2"}
 		}, nil},
+		{"listen-client-http-urls", "http://127.0.0.1:2381", func(c *Config) { c.ListenClientHTTPURLs = []string{"http://127.0.0.1:2381"} }, nil},
 		{"advertise-client-urls", "http://a:1,http://b:2", func(c *Config) { c.AdvertiseClientURLs = []string{"http://a:1", "http://b:2"} }, nil},
 		{"listen-peer-urls", "http://10.0.0.1:3", func(c *Config) {
 			c.ListenPeerURLs = []string{"http://10.0.0.1:3"}
@@ -629,6 +630,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"clickhouse port 0", func(c *Config) { c.ClickHouseURL = "http://ch:0" }, "--clickhouse-url: "},
 		{"gossip listen port 0", func(c *Config) { c.GossipListen = "127.0.0.1:0" }, "--gossip-listen: "},
 		{"https client without certificate", func(c *Config) { c.ListenClientURLs = []string{"https://127.0.0.1:2379"} }, "--listen-client-urls: \"https://127.0.0.1:2379\" is https: it needs a certificate: give --cert-file"},
+		{"https gateway without certificate", func(c *Config) { c.ListenClientHTTPURLs = []string{"https://127.0.0.1:2381"} }, "--listen-client-http-urls: \"https://127.0.0.1:2381\" is https: it needs a certificate: give --cert-file"},
+		{"gateway URLs with the gateway off", func(c *Config) {
+			c.ListenClientHTTPURLs = []string{"http://127.0.0.1:2381"}
+			c.EnableGRPCGateway = false
+		}, "--listen-client-http-urls: they serve the JSON gateway alone, and it is turned off (--enable-grpc-gateway)"},
 		{"https peer without certificate", func(c *Config) { c.ListenPeerURLs = []string{"https://127.0.0.1:2380"} }, "--listen-peer-urls: \"https://127.0.0.1:2380\" is https: it needs a certificate: give --peer-cert-file"},
 		{"https peer with gossip key", func(c *Config) { c.ListenPeerURLs, c.GossipKey = []string{"https://127.0.0.1:2380"}, key(32) }, ""},
 	}

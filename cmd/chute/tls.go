@@ -48,7 +48,7 @@ func (c Config) validateTLS() []error {
 	if c.AutoTLS && ct.ClientCertAuth {
 		bad("client-cert-auth", "cannot verify self-signed certificates: use --cert-file with --trusted-ca-file")
 	}
-	if !slices.ContainsFunc(c.ListenClientURLs, isHTTPS) {
+	if !slices.ContainsFunc(c.ListenClientURLs, isHTTPS) && !slices.ContainsFunc(c.ListenClientHTTPURLs, isHTTPS) {
 		for _, f := range []struct {
 			name  string
 			given bool
@@ -58,7 +58,7 @@ func (c Config) validateTLS() []error {
 			{"client-crl-file", ct.CRLFile != ""}, {"client-cert-allowed-hostname", ct.AllowedHostname != ""},
 		} {
 			if f.given {
-				bad(f.name, "no https:// URL in --listen-client-urls to apply it to")
+				bad(f.name, "no https:// URL in --listen-client-urls or --listen-client-http-urls to apply it to")
 			}
 		}
 	}
@@ -157,7 +157,7 @@ func newTLSSources(c Config, log *slog.Logger) (tlsSources, error) {
 			return t, err
 		}
 	case c.AutoTLS:
-		if t.client, err = tlsfiles.SelfSigned(urlHosts(c.ListenClientURLs, c.AdvertiseClientURLs), validity, suite); err != nil {
+		if t.client, err = tlsfiles.SelfSigned(urlHosts(c.ListenClientURLs, c.ListenClientHTTPURLs, c.AdvertiseClientURLs), validity, suite); err != nil {
 			return t, err
 		}
 		log.Warn("--auto-tls: serving the etcd API with a self-signed certificate; clients cannot verify this node")
