@@ -137,12 +137,16 @@ type splitListener struct {
 	grpc *chanListener
 	http *chanListener
 	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	pending map[net.Conn]struct{} // being told apart; nil once closed
 }
 
 // newSplitListener splits ln's connections, each in TLS of tlsConfig
 // when it is not nil.
 func newSplitListener(ln net.Listener, tlsConfig *tls.Config) *splitListener {
-	l := &splitListener{ln: ln, grpc: newChanListener(ln.Addr()), http: newChanListener(ln.Addr())}
+	l := &splitListener{ln: ln, grpc: newChanListener(ln.Addr()), http: newChanListener(ln.Addr()),
+		pending: make(map[net.Conn]struct{})}
 	if tlsConfig != nil {
 		l.tls = withALPN(tlsConfig, "http/1.1", "h2")
 	}
@@ -173,6 +177,19 @@ func withALPN(c *tls.Config, protocols ...string) *tls.Config {
 
 // route hands c to gRPC or to the gateway.
 func (l *splitListener) route(c net.Conn) {
+	l.mu.Lock()
+	if l.pending == nil { // closed meanwhile
+		l.mu.Unlock()
+		_ = c.Close()
+		return
+	}
+	l.pending[c] = struct{}{}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		delete(l.pending, c)
+		l.mu.Unlock()
+	}()
 	if l.tls == nil {
 		if isHTTP2(c) {
 			l.grpc.hand(c)
@@ -223,10 +240,19 @@ func (l *splitListener) run() {
 	}
 }
 
-// close closes the accepting listener, ends both halves and waits for the
-// connections being told apart.
+// close closes the accepting listener, ends both halves, closes the
+// connections being told apart and waits for their goroutines.
 func (l *splitListener) close() {
 	_ = l.ln.Close()
+	// A connection still sending its first bytes (or its handshake)
+	// would hold this up for as long as sniffTimeout: nobody takes it
+	// any more.
+	l.mu.Lock()
+	for c := range l.pending {
+		_ = c.Close()
+	}
+	l.pending = nil
+	l.mu.Unlock()
 	l.wg.Wait()
 }
 

@@ -248,7 +248,7 @@ func TestIsHTTP2(t *testing.T) {
 }
 
 // TestGateway_silentConnection: a connection that sends nothing holds
-// up neither gRPC nor the gateway on the same port.
+// up neither gRPC nor the gateway on the same port, nor the shutdown.
 func TestGateway_silentConnection(t *testing.T) {
 	srv, _ := startServer(t, nil)
 	silent, err := net.Dial("tcp", srv.ClientAddrs()[0].String())
@@ -262,6 +262,20 @@ func TestGateway_silentConnection(t *testing.T) {
 	}
 	if code, body := gatewayPost(t, srv, "/v3/kv/range", "", `{"key":"`+b64("k")+`"}`); code != http.StatusOK || !strings.Contains(body, b64("v")) {
 		t.Fatalf("gateway beside a silent connection: %d %s", code, body)
+	}
+	// Nor the server's shutdown, which closes it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*sniffTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if d := time.Since(start); d > sniffTimeout/2 {
+		t.Errorf("Shutdown beside a silent connection took %v", d)
+	}
+	_ = silent.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Errorf("the silent connection is still open after Shutdown")
 	}
 }
 
