@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -24,23 +25,53 @@ import (
 // the status code and the answer's body.
 func gatewayPost(t *testing.T, srv *Server, path, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+path, strings.NewReader(body))
+	h := http.Header{}
+	if token != "" {
+		h.Set("Authorization", token)
+	}
+	return postURL(t, "http://"+srv.ClientAddrs()[0].String()+path, h, body)
+}
+
+// postURL posts body to url with the headers h and returns the status
+// code and the answer's body.
+func postURL(t *testing.T, url string, h http.Header, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if token != "" {
-		req.Header.Set("Authorization", token)
-	}
+	maps.Copy(req.Header, h)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", path, err)
+		t.Fatalf("POST %s: %v", url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", path, err)
+		t.Fatalf("POST %s: reading the answer: %v", url, err)
 	}
 	return resp.StatusCode, string(b)
+}
+
+// openWatch opens a watch of key through srv's gateway, which ends with
+// ctx, and returns its answer's lines after the first (created).
+func openWatch(t *testing.T, ctx context.Context, srv *Server, key string) *bufio.Scanner {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+"/v3/watch",
+		strings.NewReader(`{"create_request":{"key":"`+b64(key)+`"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("watch: %v", err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
+		t.Fatalf("watch: first line %q (%v), want the created answer", lines.Text(), lines.Err())
+	}
+	return lines
 }
 
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
@@ -82,20 +113,7 @@ func TestGateway_putRangeWatch(t *testing.T) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	req, err := http.NewRequestWithContext(wctx, http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+"/v3/watch",
-		strings.NewReader(`{"create_request":{"key":"`+b64("watched")+`"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
-		t.Fatalf("watch: first line %q (%v), want the created answer", lines.Text(), lines.Err())
-	}
+	lines := openWatch(t, wctx, srv, "watched")
 	if _, err := cli.Put(ctx, "watched", "w1"); err != nil {
 		t.Fatal(err)
 	}
@@ -290,19 +308,10 @@ func TestGateway_traceparent(t *testing.T) {
 		c.Propagator = propagation.TraceContext{}
 	})
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost,
-		"http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", strings.NewReader(`{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Traceparent", "00-"+traceID+"-"+parentID+"-01")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("put: %s", resp.Status)
+	h := http.Header{}
+	h.Set("Traceparent", "00-"+traceID+"-"+parentID+"-01")
+	if code, body := postURL(t, "http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", h, `{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`); code != http.StatusOK {
+		t.Fatalf("put: %d %s", code, body)
 	}
 	var put sdktrace.ReadOnlySpan
 	testutil.EventuallyTrue(t, 5*time.Second, "the span of the put", func() bool {
@@ -326,20 +335,7 @@ func TestGateway_traceparent(t *testing.T) {
 // gateway shuts down at once, and the watch's answer ends.
 func TestGateway_shutdownEndsWatch(t *testing.T) {
 	srv, _ := startServer(t, nil)
-	req, err := http.NewRequestWithContext(testCtx(t, 20*time.Second), http.MethodPost,
-		"http://"+srv.ClientAddrs()[0].String()+"/v3/watch", strings.NewReader(`{"create_request":{"key":"`+b64("k")+`"}}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("watch: %v", err)
-	}
-	defer resp.Body.Close()
-	lines := bufio.NewScanner(resp.Body)
-	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
-		t.Fatalf("watch: first line %q (%v), want the created answer", lines.Text(), lines.Err())
-	}
+	lines := openWatch(t, testCtx(t, 20*time.Second), srv, "k")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -358,18 +354,8 @@ func TestGateway_shutdownEndsWatch(t *testing.T) {
 // URLs serve gRPC alone.
 func TestGateway_httpOnlyURLs(t *testing.T) {
 	srv, cli := startServer(t, func(c *Config) { c.ListenClientHTTPURLs = []string{"http://127.0.0.1:0"} })
-	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost,
-		"http://"+srv.HTTPAddrs()[0].String()+"/v3/kv/put", strings.NewReader(`{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("put on the http URL: %v", err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("put on the http URL: %s", resp.Status)
+	if code, body := postURL(t, "http://"+srv.HTTPAddrs()[0].String()+"/v3/kv/put", nil, `{"key":"`+b64("k")+`","value":"`+b64("v")+`"}`); code != http.StatusOK {
+		t.Fatalf("put on the http URL: %d %s", code, body)
 	}
 	if got, err := cli.Get(testCtx(t, 10*time.Second), "k"); err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "v" {
 		t.Fatalf("clientv3 on the client URL: %+v, %v; want k=v", got, err)

@@ -282,11 +282,7 @@ func (s *Server) serveGateway(ln net.Listener) {
 func (s *Server) HTTPAddrs() []net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	addrs := make([]net.Addr, len(s.httpListeners))
-	for i, ln := range s.httpListeners {
-		addrs[i] = ln.Addr()
-	}
-	return addrs
+	return addrsOf(s.httpListeners)
 }
 
 // ClientAddrs returns the bound client addresses, in the order of
@@ -294,8 +290,12 @@ func (s *Server) HTTPAddrs() []net.Addr {
 func (s *Server) ClientAddrs() []net.Addr {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	addrs := make([]net.Addr, len(s.listeners))
-	for i, ln := range s.listeners {
+	return addrsOf(s.listeners)
+}
+
+func addrsOf(lns []net.Listener) []net.Addr {
+	addrs := make([]net.Addr, len(lns))
+	for i, ln := range lns {
 		addrs[i] = ln.Addr()
 	}
 	return addrs

@@ -17,22 +17,21 @@ type FieldError = setting.FieldError
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, &FieldError{Pkg: "kv", Field: field, Err: err}) }
-	for _, u := range c.ListenClientURLs {
-		secure, err := setting.CheckURL(u)
-		switch {
-		case err != nil:
-			bad("ListenClientURLs", err)
-		case secure && c.TLS == nil:
-			bad("TLS", fmt.Errorf("%q is https: it needs a certificate", u))
-		}
-	}
-	for _, u := range c.ListenClientHTTPURLs {
-		secure, err := setting.CheckURL(u)
-		switch {
-		case err != nil:
-			bad("ListenClientHTTPURLs", err)
-		case secure && c.TLS == nil:
-			bad("HTTPTLS", fmt.Errorf("%q is https: it needs a certificate", u))
+	for _, l := range []struct {
+		field, tlsField string
+		urls            []string
+	}{
+		{"ListenClientURLs", "TLS", c.ListenClientURLs},
+		{"ListenClientHTTPURLs", "HTTPTLS", c.ListenClientHTTPURLs},
+	} {
+		for _, u := range l.urls {
+			secure, err := setting.CheckURL(u)
+			switch {
+			case err != nil:
+				bad(l.field, err)
+			case secure && c.TLS == nil:
+				bad(l.tlsField, fmt.Errorf("%q is https: it needs a certificate", u))
+			}
 		}
 	}
 	if len(c.ListenClientHTTPURLs) > 0 && c.NoGateway {
