@@ -12,7 +12,7 @@
 //
 // Each client URL also answers etcd's JSON gateway, as etcd's does unless
 // --enable-grpc-gateway=false (Config.NoGateway): HTTP/1.1 POSTs under
-// /v3/ (kv/put, kv/range, kv/deleterange, kv/txn, watch, lease/grant,
+// /v3/ (and etcd 3.3's /v3beta/, which etcd 3.4 still served) (kv/put, kv/range, kv/deleterange, kv/txn, watch, lease/grant,
 // auth/authenticate, maintenance/status, ...) with etcd's JSON mapping:
 // keys and values in base64, 64-bit numbers as strings, errors as
 // {"code":N,"message":"etcdserver: ..."} with the gRPC code's HTTP status.

@@ -21,8 +21,12 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// gatewayPrefix is the path under which etcd's JSON gateway answers.
-const gatewayPrefix = "/v3/"
+// gatewayPrefix is the path under which etcd's JSON gateway answers;
+// gatewayBetaPrefix the one etcd 3.3 used, which 3.4 still served.
+const (
+	gatewayPrefix     = "/v3/"
+	gatewayBetaPrefix = "/v3beta/"
+)
 
 // Bounds of the gateway's HTTP side. A JSON body carries keys and values in
 // base64 (4 bytes for 3) besides the field names, so it may be twice the
@@ -83,6 +87,14 @@ func newGateway(s *Server) (*gateway, error) {
 	maxBody := 2*int64(s.cfg.MaxRequestBytes) + grpcOverheadBytes
 	h := http.NewServeMux()
 	h.Handle(gatewayPrefix, http.MaxBytesHandler(mux, maxBody))
+	// etcd 3.4 still answered its 3.3 clients under /v3beta/ (3.5
+	// dropped it): the same handlers.
+	h.Handle(gatewayBetaPrefix, http.MaxBytesHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.URL.Path = gatewayPrefix + strings.TrimPrefix(r.URL.Path, gatewayBetaPrefix)
+		r.URL.RawPath = ""
+		mux.ServeHTTP(w, r)
+	}), maxBody))
 	return &gateway{
 		mem:  mem,
 		conn: conn,

@@ -78,8 +78,9 @@ func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) 
 
 // TestGateway_putRangeWatch: etcd's JSON gateway answers on the gRPC
 // client port. A put through it is read by clientv3, a key put by
-// clientv3 is read through it with its revisions, and a watch through it
-// streams the event of a clientv3 put as a line of JSON.
+// clientv3 is read through it with its revisions (under /v3/ and etcd
+// 3.3's /v3beta/), and a watch through it streams the event of a
+// clientv3 put as a line of JSON.
 func TestGateway_putRangeWatch(t *testing.T) {
 	srv, cli := startServer(t, nil)
 	ctx := testCtx(t, 20*time.Second)
@@ -109,6 +110,10 @@ func TestGateway_putRangeWatch(t *testing.T) {
 	}
 	if rr.Count != "1" || len(rr.Kvs) != 1 || rr.Kvs[0].Value != b64("v2") || rr.Kvs[0].CreateRevision != "3" {
 		t.Fatalf("range: got %s, want from-grpc=v2 created at revision 3", body)
+	}
+	// etcd 3.3's path, which etcd 3.4 still served.
+	if code, beta := gatewayPost(t, srv, "/v3beta/kv/range", "", `{"key":"`+b64("from-grpc")+`"}`); code != http.StatusOK || !strings.Contains(beta, b64("v2")) {
+		t.Fatalf("range under /v3beta/: %d %s", code, beta)
 	}
 
 	wctx, cancel := context.WithCancel(ctx)
