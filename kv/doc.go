@@ -12,10 +12,13 @@
 //
 // Each client URL also answers etcd's JSON gateway, as etcd's does unless
 // --enable-grpc-gateway=false (Config.NoGateway): HTTP/1.1 POSTs under
-// /v3/ (and etcd 3.3's /v3beta/, which etcd 3.4 still served) (kv/put, kv/range, kv/deleterange, kv/txn, watch, lease/grant,
-// auth/authenticate, maintenance/status, ...) with etcd's JSON mapping:
-// keys and values in base64, 64-bit numbers as strings, errors as
-// {"code":N,"message":"etcdserver: ..."} with the gRPC code's HTTP status.
+// /v3/, and etcd 3.3's /v3beta/ that etcd 3.4 still served (kv/put,
+// kv/range, kv/deleterange, kv/txn, watch, lease/grant,
+// auth/authenticate, maintenance/status, ...), with etcd's JSON mapping:
+// keys and values in base64, 64-bit numbers as strings, errors as etcd
+// 3.4's {"error":M,"message":M,"code":N} with the gRPC code's HTTP status
+// (grpc-gateway v2 dropped "error"; gatewayError puts it back), a wrong
+// path or method as plain text.
 // The handlers are the ones etcd's api module generates with
 // grpc-gateway; they call this server over a connection held in memory
 // (gateway.go), so a gateway call passes every interceptor a gRPC call

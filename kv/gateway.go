@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -17,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -72,6 +74,11 @@ func newGateway(s *Server) (*gateway, error) {
 			},
 		}),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
+		runtime.WithErrorHandler(gatewayError),
+		// No such path, or not a POST: plain text, as etcd 3.4's.
+		runtime.WithRoutingErrorHandler(func(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, code int) {
+			http.Error(w, http.StatusText(code), code)
+		}),
 	)
 	ctx := context.Background()
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
@@ -120,6 +127,23 @@ func gatewayHeader(h string) (string, bool) {
 		return k, true
 	}
 	return runtime.DefaultHeaderMatcher(h)
+}
+
+// gatewayError writes a failed call's answer as etcd 3.4's gateway did
+// (grpc-gateway v1): {"error":M,"message":M,"code":N} with the gRPC
+// code's HTTP status, where grpc-gateway v2 leaves "error" out; clients
+// written against etcd read it.
+func gatewayError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
+	st := status.Convert(err)
+	code := runtime.HTTPStatusFromCode(st.Code())
+	body, _ := json.Marshal(struct {
+		Error   string `json:"error"`
+		Message string `json:"message"`
+		Code    int32  `json:"code"`
+	}{st.Message(), st.Message(), int32(st.Code())})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }
 
 // shutdown stops taking requests and waits for those under way until ctx

@@ -114,3 +114,83 @@ func TestGateway_tlsClientCert(t *testing.T) {
 		t.Errorf("curl without a certificate: exit %d, HTTP %s: %s; want refused in the handshake", code, status, body)
 	}
 }
+
+// TestGateway_etcdParity sends the same JSON requests with curl to etcd
+// 3.4 and to chute, each fresh, and wants the same HTTP status and the
+// same JSON answer (the header's cluster, member and term aside): puts
+// with prev_kv, ranges by key and prefix, a txn, a delete, a lease with
+// a key, etcd 3.3's /v3beta/ path, and etcd's errors.
+func TestGateway_etcdParity(t *testing.T) {
+	t.Parallel()
+	etcd := StartEtcd(t)
+	chute := StartChute(t)
+	b := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	steps := []struct{ path, body string }{
+		{"/v3/kv/put", `{"key":"` + b("/p/a") + `","value":"` + b("1") + `"}`},
+		{"/v3/kv/put", `{"key":"` + b("/p/a") + `","value":"` + b("2") + `","prev_kv":true}`},
+		{"/v3/kv/put", `{"key":"` + b("/p/b") + `","value":"` + b("3") + `"}`},
+		{"/v3/kv/range", `{"key":"` + b("/p/a") + `"}`},
+		{"/v3/kv/range", `{"key":"` + b("/p/") + `","range_end":"` + b("/p0") + `","keys_only":true}`},
+		{"/v3/kv/range", `{"key":"` + b("/p/") + `","range_end":"` + b("/p0") + `","count_only":true}`},
+		{"/v3beta/kv/range", `{"key":"` + b("/p/b") + `"}`},
+		{"/v3/kv/txn", `{"compare":[{"key":"` + b("/p/a") + `","result":"EQUAL","target":"VALUE","value":"` + b("2") + `"}],` +
+			`"success":[{"request_put":{"key":"` + b("/p/c") + `","value":"` + b("4") + `"}}],` +
+			`"failure":[{"request_range":{"key":"` + b("/p/a") + `"}}]}`},
+		{"/v3/kv/deleterange", `{"key":"` + b("/p/b") + `","prev_kv":true}`},
+		{"/v3/lease/grant", `{"TTL":60,"ID":7}`},
+		{"/v3/kv/put", `{"key":"` + b("/p/l") + `","value":"` + b("5") + `","lease":7}`},
+		{"/v3/lease/timetolive", `{"ID":7,"keys":true}`},
+		{"/v3/lease/revoke", `{"ID":7}`},
+		{"/v3/kv/range", `{"key":"` + b("/p/l") + `"}`},
+		{"/v3/kv/put", `{"value":"` + b("v") + `"}`},
+		{"/v3/kv/put", `{"key":`},
+		{"/v3/kv/put", `{"key":"` + b("k") + `","lease":99}`},
+		{"/v3/kv/range", `{"key":"` + b("/p/a") + `","revision":99}`},
+		{"/v3/kv/nothing", `{}`},
+	}
+	for i, s := range steps {
+		var got [2]string
+		for j, p := range []*Proc{etcd, chute} {
+			code, status, body := curlPost(t, "http://"+p.ClientAddr+s.path, s.body)
+			if code != 0 {
+				t.Fatalf("step %d, %s %s on %s: curl exit %d", i, s.path, s.body, p.Kind, code)
+			}
+			got[j] = status + " " + normalGatewayJSON(body)
+		}
+		if got[0] != got[1] {
+			t.Errorf("step %d, %s %s:\n etcd:  %s\n chute: %s", i, s.path, s.body, got[0], got[1])
+		}
+	}
+}
+
+// normalGatewayJSON returns body with its whitespace and the order of its
+// fields made canonical, and the header's fields that differ between two
+// servers by nature (cluster and member ids, raft term) left out. A body
+// that is not JSON is returned as it is.
+func normalGatewayJSON(body string) string {
+	var v any
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		return strings.TrimSpace(body)
+	}
+	var strip func(any)
+	strip = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if h, ok := x["header"].(map[string]any); ok {
+				delete(h, "cluster_id")
+				delete(h, "member_id")
+				delete(h, "raft_term")
+			}
+			for _, e := range x {
+				strip(e)
+			}
+		case []any:
+			for _, e := range x {
+				strip(e)
+			}
+		}
+	}
+	strip(v)
+	out, _ := json.Marshal(v) // maps marshal in key order
+	return string(out)
+}
