@@ -40,7 +40,9 @@
 // gateway, which dials its own port with its own certificate, is no
 // better). Bodies are bounded at twice the request limit and gRPC's
 // margin (base64 inflates), and the request limit then applies to the
-// call as to any; headers at 64 KiB, read within 10 s.
+// call as to any; headers at 64 KiB, read within 10 s. A request with an
+// Origin header, which only browsers send, is refused (noBrowsers): a web
+// page must not write the key space through a user's browser.
 //
 // # Key space
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -106,7 +107,7 @@ func newGateway(s *Server) (*gateway, error) {
 		mem:  mem,
 		conn: conn,
 		srv: &http.Server{
-			Handler:           h,
+			Handler:           noBrowsers(h),
 			ReadHeaderTimeout: gatewayHeaderTimeout,
 			IdleTimeout:       gatewayIdleTimeout,
 			MaxHeaderBytes:    gatewayMaxHeader,
@@ -127,6 +128,25 @@ func gatewayHeader(h string) (string, bool) {
 		return k, true
 	}
 	return runtime.DefaultHeaderMatcher(h)
+}
+
+// noBrowsers refuses a request that a web browser sent on a page's
+// behalf: one with an Origin header, which browsers add to every POST
+// and to every cross-origin request, and producers (curl, PHP, gRPC-less
+// services) do not send. Without it, any page a user of the node's
+// machine opens could put and delete keys through the gateway with a
+// form or fetch() (a "simple" cross-origin POST needs no preflight),
+// also by DNS rebinding to 127.0.0.1. chute takes no --cors to allow
+// some origins: it refuses the flag.
+func noBrowsers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Origin") != "" {
+			gatewayError(r.Context(), nil, nil, w, r, status.Error(codes.PermissionDenied,
+				"etcdserver: requests from web pages (an Origin header) are refused by chute's gateway"))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // gatewayError writes a failed call's answer as etcd 3.4's gateway did

@@ -371,3 +371,26 @@ func TestGateway_httpOnlyURLs(t *testing.T) {
 		t.Fatalf("HTTP/1.1 on the client URL: got %s, want no HTTP answer (gRPC alone)", resp.Status)
 	}
 }
+
+// TestGateway_refusesBrowsers: a request with an Origin header, as a web
+// page's form or fetch() sends it, is refused (403) and writes nothing;
+// the same request without it is taken.
+func TestGateway_refusesBrowsers(t *testing.T) {
+	srv, cli := startServer(t, nil)
+	put := `{"key":"` + b64("k") + `","value":"` + b64("from a page") + `"}`
+	for _, origin := range []string{"http://evil.example", "null", "http://" + srv.ClientAddrs()[0].String()} {
+		h := http.Header{}
+		h.Set("Origin", origin)
+		h.Set("Content-Type", "text/plain")
+		code, body := postURL(t, "http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", h, put)
+		if code != http.StatusForbidden || !strings.Contains(body, `"code":7`) {
+			t.Errorf("Origin %s: %d %s, want 403 and PermissionDenied", origin, code, body)
+		}
+	}
+	if got, err := cli.Get(testCtx(t, 10*time.Second), "k"); err != nil || len(got.Kvs) != 0 {
+		t.Fatalf("after the refused puts: %+v, %v; want no key", got, err)
+	}
+	if code, body := postURL(t, "http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", nil, put); code != http.StatusOK {
+		t.Fatalf("the same put without Origin: %d %s", code, body)
+	}
+}
