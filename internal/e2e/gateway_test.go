@@ -50,8 +50,9 @@ func putJSON(key, value string) string {
 // TestGateway_curlPutBecomesRow drives the binary as a producer without
 // gRPC does: curl posts JSON to etcd's gateway on the client port. A put
 // to a ClickHouse queue lands as a row; a value that is not one JSON
-// object is refused with HTTP 400 and chute's message, and is not
-// inserted; a key etcdctl put is read back through the gateway. On a node
+// object is refused with HTTP 400 and chute's message, and one with an
+// Origin header (a web page's) with 403, neither inserted; a key etcdctl
+// put is read back through the gateway. On a node
 // started with --enable-grpc-gateway=false curl gets no HTTP answer and
 // etcdctl still works.
 func TestGateway_curlPutBecomesRow(t *testing.T) {
@@ -67,6 +68,10 @@ func TestGateway_curlPutBecomesRow(t *testing.T) {
 	code, status, body := curlPost(t, url+"put", putJSON("/q/ch:gw/p/2", `not json`))
 	if code != 0 || status != "400" || !strings.Contains(body, "one JSON object") {
 		t.Fatalf("curl put of text that is not JSON: exit %d, HTTP %s: %s; want 400 and chute's message", code, status, body)
+	}
+	// As a web page's fetch() would send it: refused.
+	if code, status, body := curlPost(t, url+"put", putJSON("/q/ch:gw/p/3", `{"id":3,"s":"from a page"}`), "-H", "Origin: http://page.example"); code != 0 || status != "403" {
+		t.Fatalf("curl put with an Origin header: exit %d, HTTP %s: %s; want 403", code, status, body)
 	}
 	waitQuery(t, ch, rowsTimeout, "SELECT id, s FROM default.gw", "1\tfrom curl")
 
