@@ -18,7 +18,9 @@
 // keys and values in base64, 64-bit numbers as strings, errors as etcd
 // 3.4's {"error":M,"message":M,"code":N} with the gRPC code's HTTP status
 // (grpc-gateway v2 dropped "error"; gatewayError puts it back), a wrong
-// path or method as plain text.
+// path or method as plain text. GET /version and /health answer as
+// etcd's do (serveHealth: false while an alarm is raised, without a
+// leader, or when a linearizable read takes over a second).
 // The handlers are the ones etcd's api module generates with
 // grpc-gateway; they call this server over a connection held in memory
 // (gateway.go), so a gateway call passes every interceptor a gRPC call

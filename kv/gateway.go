@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/etcdserverpb/gw"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -103,6 +104,8 @@ func newGateway(s *Server) (*gateway, error) {
 		r.URL.RawPath = ""
 		mux.ServeHTTP(w, r)
 	}), maxBody))
+	h.HandleFunc("/version", getOnly(serveVersion))
+	h.HandleFunc("/health", getOnly(s.serveHealth))
 	return &gateway{
 		mem:  mem,
 		conn: conn,
@@ -128,6 +131,64 @@ func gatewayHeader(h string) (string, bool) {
 		return k, true
 	}
 	return runtime.DefaultHeaderMatcher(h)
+}
+
+// getOnly answers anything but a GET (or HEAD) 405, as etcd's /version
+// and /health do.
+func getOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", http.MethodGet)
+			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// serveVersion answers etcd's GET /version: the etcd API level chute
+// answers as (APIVersion, Status's version), for the server and the
+// cluster. Gateway clients read it to pick their path prefix.
+func serveVersion(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"etcdserver": APIVersion, "etcdcluster": APIVersion})
+}
+
+// healthTimeout bounds /health's linearizable read, as etcd bounds its.
+const healthTimeout = time.Second
+
+// serveHealth answers etcd's GET /health as etcd 3.4 decides it: false
+// (503) while an alarm is raised, while this member knows no leader, or
+// when a linearizable read does not come back within healthTimeout;
+// true (200) otherwise. The reason is etcd 3.5's field.
+func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
+	reason := ""
+	alarms := s.store.Alarms(pb.AlarmType_NONE)
+	switch {
+	case !s.Ready():
+		reason = "STOPPING"
+	case len(alarms) > 0:
+		reason = "ALARM " + alarms[0].Alarm.String()
+	case s.hasNoLeader():
+		reason = "RAFT NO LEADER"
+	default:
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		if err := s.linearize(ctx); err != nil {
+			reason = "QGET ERROR:" + err.Error()
+		}
+	}
+	if reason != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"health": "false", "reason": reason})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"health": "true", "reason": ""})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	body, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(body)
 }
 
 // noBrowsers refuses a request that a web browser sent on a page's
@@ -156,14 +217,11 @@ func noBrowsers(h http.Handler) http.Handler {
 func gatewayError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	st := status.Convert(err)
 	code := runtime.HTTPStatusFromCode(st.Code())
-	body, _ := json.Marshal(struct {
+	writeJSON(w, code, struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 		Code    int32  `json:"code"`
 	}{st.Message(), st.Message(), int32(st.Code())})
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_, _ = w.Write(body)
 }
 
 // shutdown stops taking requests and waits for those under way until ctx

@@ -394,3 +394,50 @@ func TestGateway_refusesBrowsers(t *testing.T) {
 		t.Fatalf("the same put without Origin: %d %s", code, body)
 	}
 }
+
+// getURL gets url and returns the status code and the answer's body.
+func getURL(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+// TestGateway_versionHealth: etcd's GET /version names the API level
+// chute answers as; GET /health is true for a member that serves, and
+// false (503) with the alarm named once NOSPACE is raised; a POST to
+// either is 405.
+func TestGateway_versionHealth(t *testing.T) {
+	srv, _ := startServer(t, nil)
+	base := "http://" + srv.ClientAddrs()[0].String()
+	var v map[string]string
+	code, body := getURL(t, base+"/version")
+	if err := json.Unmarshal([]byte(body), &v); code != http.StatusOK || err != nil || v["etcdserver"] != APIVersion || v["etcdcluster"] != APIVersion {
+		t.Fatalf("/version: %d %s, want etcdserver and etcdcluster %s", code, body, APIVersion)
+	}
+	if code, body := getURL(t, base+"/health"); code != http.StatusOK || !strings.Contains(body, `"health":"true"`) {
+		t.Fatalf("/health: %d %s, want 200 and true", code, body)
+	}
+	if err := srv.RaiseNoSpace(testCtx(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := getURL(t, base+"/health"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"health":"false"`) || !strings.Contains(body, "NOSPACE") {
+		t.Fatalf("/health with NOSPACE raised: %d %s, want 503, false and the alarm", code, body)
+	}
+	for _, p := range []string{"/version", "/health"} {
+		if code, _ := postURL(t, base+p, nil, ""); code != http.StatusMethodNotAllowed {
+			t.Errorf("POST %s: %d, want 405", p, code)
+		}
+	}
+}

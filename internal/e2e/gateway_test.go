@@ -6,7 +6,9 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,13 @@ func curlPost(t *testing.T, url, body string, extra ...string) (int, string, str
 	defer cancel()
 	args := append(append([]string{"-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}"}, extra...), "-X", "POST", url, "-d", body)
 	out, err := exec.CommandContext(ctx, lookTool(t, "curl"), args...).Output()
+	return splitCurl(t, url, out, err)
+}
+
+// splitCurl returns curl's exit code, and the HTTP status and the body of
+// its output (-o - -w "\n%{http_code}").
+func splitCurl(t *testing.T, url string, out []byte, err error) (int, string, string) {
+	t.Helper()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -124,7 +133,8 @@ func TestGateway_tlsClientCert(t *testing.T) {
 // 3.4 and to chute, each fresh, and wants the same HTTP status and the
 // same JSON answer (the header's cluster, member and term aside): puts
 // with prev_kv, ranges by key and prefix, a txn, a delete, a lease with
-// a key, etcd 3.3's /v3beta/ path, and etcd's errors.
+// a key, etcd 3.3's /v3beta/ path, and etcd's errors; then GET /health
+// and /version.
 func TestGateway_etcdParity(t *testing.T) {
 	t.Parallel()
 	etcd := StartEtcd(t)
@@ -166,6 +176,34 @@ func TestGateway_etcdParity(t *testing.T) {
 			t.Errorf("step %d, %s %s:\n etcd:  %s\n chute: %s", i, s.path, s.body, got[0], got[1])
 		}
 	}
+	// GET /health and /version: the same status, health and fields (the
+	// versions are each server's own; chute's health adds etcd 3.5's
+	// reason).
+	for _, path := range []string{"/health", "/version"} {
+		var got [2]string
+		for j, p := range []*Proc{etcd, chute} {
+			code, status, body := curlGet(t, "http://"+p.ClientAddr+path)
+			var m map[string]string
+			if code != 0 || json.Unmarshal([]byte(body), &m) != nil {
+				t.Fatalf("GET %s on %s: curl exit %d, HTTP %s: %s", path, p.Kind, code, status, body)
+			}
+			keys := slices.Sorted(maps.Keys(m))
+			keys = slices.DeleteFunc(keys, func(k string) bool { return k == "reason" && m[k] == "" })
+			got[j] = status + " " + strings.Join(keys, ",") + " health=" + m["health"]
+		}
+		if got[0] != got[1] {
+			t.Errorf("GET %s:\n etcd:  %s\n chute: %s", path, got[0], got[1])
+		}
+	}
+}
+
+// curlGet is curlPost's GET.
+func curlGet(t *testing.T, url string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, lookTool(t, "curl"), "-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_code}", url).Output()
+	return splitCurl(t, url, out, err)
 }
 
 // normalGatewayJSON returns body with its whitespace and the order of its
