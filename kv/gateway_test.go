@@ -36,19 +36,30 @@ func gatewayPost(t *testing.T, srv *Server, path, token, body string) (int, stri
 // code and the answer's body.
 func postURL(t *testing.T, url string, h http.Header, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodPost, url, strings.NewReader(body))
+	return doURL(t, http.MethodPost, url, h, body)
+}
+
+// getURL gets url and returns the status code and the answer's body.
+func getURL(t *testing.T, url string) (int, string) {
+	t.Helper()
+	return doURL(t, http.MethodGet, url, nil, "")
+}
+
+func doURL(t *testing.T, method, url string, h http.Header, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	maps.Copy(req.Header, h)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("POST %s: reading the answer: %v", url, err)
+		t.Fatalf("%s %s: reading the answer: %v", method, url, err)
 	}
 	return resp.StatusCode, string(b)
 }
@@ -393,25 +404,6 @@ func TestGateway_refusesBrowsers(t *testing.T) {
 	if code, body := postURL(t, "http://"+srv.ClientAddrs()[0].String()+"/v3/kv/put", nil, put); code != http.StatusOK {
 		t.Fatalf("the same put without Origin: %d %s", code, body)
 	}
-}
-
-// getURL gets url and returns the status code and the answer's body.
-func getURL(t *testing.T, url string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(testCtx(t, 10*time.Second), http.MethodGet, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	return resp.StatusCode, string(b)
 }
 
 // TestGateway_versionHealth: etcd's GET /version names the API level
