@@ -169,7 +169,8 @@ proto:
 	PATH=$(CURDIR)/bin/tools:$$PATH protoc --go_out=. --go_opt=module=chute \
 		--go-grpc_out=. --go-grpc_opt=module=chute \
 		gossip/peer/peerpb/peer.proto gossip/peer/peerpb/raft.proto \
-		gossip/peer/peerpb/kv.proto
+		gossip/peer/peerpb/kv.proto \
+		kv/v3lockpb/v3lock.proto kv/v3electionpb/v3election.proto
 
 clean:
 	rm -rf bin

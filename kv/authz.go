@@ -16,6 +16,8 @@ import (
 
 	"chute/kv/auth"
 	"chute/kv/mvcc"
+	"chute/kv/v3electionpb"
+	"chute/kv/v3lockpb"
 )
 
 // QueueRecords is what a Queues implements so that, with auth enabled,
@@ -142,8 +144,9 @@ func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 		return handler(srv, ss)
 	}
 	switch info.FullMethod {
-	case "/etcdserverpb.Watch/Watch", "/etcdserverpb.Lease/LeaseKeepAlive":
-		// Any user; a watch's keys are checked as it is created.
+	case "/etcdserverpb.Watch/Watch", "/etcdserverpb.Lease/LeaseKeepAlive", "/v3electionpb.Election/Observe":
+		// Any user; a watch's keys are checked as it is created, and
+		// Observe's reads as the caller's (svc_recipes.go).
 	case "/etcdserverpb.KV/RangeStream":
 	default:
 		if !z.auth.IsRoot(u) {
@@ -194,6 +197,9 @@ func (z *authorizer) allow(u string, req any) error {
 		return nil
 	case *pb.LeaseGrantRequest, *pb.LeaseTimeToLiveRequest, *pb.LeaseLeasesRequest:
 		return nil
+	case *v3lockpb.LockRequest, *v3lockpb.UnlockRequest, *v3electionpb.CampaignRequest,
+		*v3electionpb.ProclaimRequest, *v3electionpb.ResignRequest, *v3electionpb.LeaderRequest:
+		return nil // any user: each of the recipe's steps is checked (svc_recipes.go)
 	case *pb.AuthUserGetRequest:
 		if r.Name == u {
 			return nil // a user may read itself, as in etcd 3.5

@@ -1,7 +1,7 @@
 // Package kv is chute's etcd: an MVCC key space, kept in memory and
 // applied from a raft log kept on disk, and the etcd v3 gRPC services over
-// it (KV, Watch, Lease, Maintenance, Cluster, Auth), served on every
-// client URL.
+// it (KV, Watch, Lease, Maintenance, Cluster, Auth, and etcd's Lock and
+// Election), served on every client URL.
 //
 // http:// and https:// client URLs share one gRPC server, as in etcd: the
 // listeners of https:// URLs mark their connections, and the server's
@@ -45,6 +45,22 @@
 // call as to any; headers at 64 KiB, read within 10 s. A request with an
 // Origin header, which only browsers send, is refused (noBrowsers): a web
 // page must not write the key space through a user's browser.
+//
+// # Lock and Election
+//
+// etcd's Lock and Election services (v3lockpb, v3electionpb: etcd's
+// protos, the same wire) run clientv3/concurrency's Mutex and Election on
+// the server, as etcd's do, for clients whose lock and election APIs call
+// them (jetcd, Rust's etcd-client): a holder's key is the name, "/" and
+// its lease in hex, the oldest key under the name holds the lock or
+// leads, so a clientv3 Mutex and a Lock call exclude each other. Every
+// step is a KV call of this server checked as the caller's own
+// (svc_recipes.go): locking needs write on the name's keys, as in a
+// client. A Lock or Campaign without a lease gets one of 60 s that
+// nobody keeps alive, as etcd's does; a caller that gives up while
+// waiting leaves no key behind. The errors are etcd's ("election: not
+// leader", "election: no leader", gRPC code Unknown). The JSON gateway
+// does not serve them.
 //
 // # Key space
 //

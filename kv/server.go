@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"chute/kv/mvcc"
+	"chute/kv/v3electionpb"
+	"chute/kv/v3lockpb"
 )
 
 // initialRaftTerm is the term headers carry until a command is applied;
@@ -113,9 +115,14 @@ func New(cfg Config) (*Server, error) {
 		opts = append(opts, grpc.Creds(mixedCredentials{tls: cfg.TLS}))
 	}
 	s.grpc = grpc.NewServer(opts...)
-	s.grpc.RegisterService(kvServiceDesc(), &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues})
+	kvs := &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues}
+	leases := &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop}
+	s.grpc.RegisterService(kvServiceDesc(), kvs)
 	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop})
-	pb.RegisterLeaseServer(s.grpc, &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop})
+	pb.RegisterLeaseServer(s.grpc, leases)
+	r := &recipes{srv: s, kv: kvs, lease: leases, z: z}
+	v3lockpb.RegisterLockServer(s.grpc, &lockService{r: r})
+	v3electionpb.RegisterElectionServer(s.grpc, &electionService{r: r})
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
 	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, jwt: cfg.JWT, now: now})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})

@@ -1,0 +1,445 @@
+package kv
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/kv/v3electionpb"
+	"chute/kv/v3lockpb"
+)
+
+// etcd's Lock and Election services run etcd's client recipes
+// (clientv3/concurrency's Mutex and Election) on the server, so that
+// clients without them (jetcd, Rust's etcd-client) lock and elect by one
+// call. The keys are the recipes' own: a holder's key is the name, "/",
+// and its lease in hex, created with the lease; the oldest key under the
+// name holds the lock or leads. A clientv3 Mutex and a Lock call on one
+// name therefore exclude each other.
+//
+// Each step is a KV call of this server, checked as the caller's own
+// (recipes.callAs): the caller needs write on the name's keys to lock or
+// campaign, read to see the leader, as with the recipes in a client.
+
+// recipeLeaseTTL is the TTL of the lease a Lock or Campaign without one
+// gets, as etcd's session grants it; nobody keeps it alive.
+const recipeLeaseTTL = 60
+
+// Errors of etcd's recipes, with the messages clients see from etcd
+// (which returns them as unknown gRPC errors).
+var (
+	errNotLeader     = status.Error(codes.Unknown, "election: not leader")
+	errNoLeader      = status.Error(codes.Unknown, "election: no leader")
+	errLockExpired   = status.Error(codes.Unknown, "mutex: session is expired")
+	errMissingLeader = status.Error(codes.Unknown, `"leader" field must be provided`)
+)
+
+// recipes runs the recipes' steps as KV calls of the caller.
+type recipes struct {
+	srv   *Server
+	kv    *kvService
+	lease *leaseService
+	z     *authorizer
+}
+
+// callAs checks req as the authorizer checks a call of ctx's caller,
+// then runs do.
+func callAs[Req, Resp any](r *recipes, ctx context.Context, req Req, do func(context.Context, Req) (Resp, error)) (Resp, error) {
+	var zero Resp
+	u, on, err := r.z.authenticate(ctx)
+	if err != nil {
+		return zero, toGRPC(err)
+	}
+	if on {
+		if err := r.z.allow(u, req); err != nil {
+			return zero, toGRPC(err)
+		}
+	}
+	return do(ctx, req)
+}
+
+func (r *recipes) txn(ctx context.Context, t *pb.TxnRequest) (*pb.TxnResponse, error) {
+	return callAs(r, ctx, t, r.kv.Txn)
+}
+
+func (r *recipes) get(ctx context.Context, g *pb.RangeRequest) (*pb.RangeResponse, error) {
+	return callAs(r, ctx, g, r.kv.Range)
+}
+
+// holder is a caller's place under a lock's or an election's name.
+type holder struct {
+	pfx, key []byte // the name's prefix, and the caller's key under it
+	lease    int64
+}
+
+// holderOf returns the place of the caller with lease under name; for
+// lease 0 the caller gets a new lease of recipeLeaseTTL.
+func (r *recipes) holderOf(ctx context.Context, name []byte, lease int64) (holder, error) {
+	if lease == 0 {
+		g, err := callAs(r, ctx, &pb.LeaseGrantRequest{TTL: recipeLeaseTTL}, r.lease.LeaseGrant)
+		if err != nil {
+			return holder{}, err
+		}
+		lease = g.ID
+	}
+	pfx := prefixOf(name)
+	return holder{pfx: pfx, key: holderKey(pfx, lease), lease: lease}, nil
+}
+
+// holderKey is the key of the holder with lease under pfx.
+func holderKey(pfx []byte, lease int64) []byte {
+	return fmt.Appendf(bytes.Clone(pfx), "%x", lease)
+}
+
+// prefixOf is name's key prefix: name and "/".
+func prefixOf(name []byte) []byte { return append(bytes.Clone(name), '/') }
+
+// prefixEnd is the range end of the keys starting with pfx, as
+// clientv3's WithPrefix makes it: pfx with its last byte below 0xff
+// incremented and what follows cut; "\x00" (every key) for none.
+func prefixEnd(pfx []byte) []byte {
+	end := bytes.Clone(pfx)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return []byte{0}
+}
+
+// oldest reads the key under pfx created first.
+func oldest(pfx []byte) *pb.RangeRequest {
+	return &pb.RangeRequest{Key: pfx, RangeEnd: prefixEnd(pfx), Limit: 1,
+		SortOrder: pb.RangeRequest_ASCEND, SortTarget: pb.RangeRequest_CREATE}
+}
+
+// join creates h's key with value and h's lease unless it exists (the
+// same lease holding it already), and reads the oldest key under the
+// name. It returns the key's create revision, its value before, whether
+// it was created, the oldest key's create revision (0: none) and the
+// header.
+func (r *recipes) join(ctx context.Context, h holder, value []byte) (rev int64, was []byte, created bool, first int64, hdr *pb.ResponseHeader, err error) {
+	pfx, key, lease := h.pfx, h.key, h.lease
+	t, err := r.txn(ctx, &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}},
+		Success: []*pb.RequestOp{
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: key, Value: value, Lease: lease}}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(pfx)}},
+		},
+		Failure: []*pb.RequestOp{
+			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: key}}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(pfx)}},
+		},
+	})
+	if err != nil {
+		return 0, nil, false, 0, nil, err
+	}
+	rev = t.Header.Revision
+	if !t.Succeeded {
+		kvs := t.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return 0, nil, false, 0, nil, errLockExpired // gone between compare and read: cannot be
+		}
+		rev, was = kvs[0].CreateRevision, kvs[0].Value
+	}
+	if kvs := t.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		first = kvs[0].CreateRevision
+	}
+	return rev, was, t.Succeeded, first, t.Header, nil
+}
+
+// waitAhead returns once no key under pfx created before rev is left: the
+// holders ahead of the caller's key are gone. It reads the newest of
+// them, waits for its deletion, and again.
+func (r *recipes) waitAhead(ctx context.Context, pfx []byte, rev int64) (*pb.ResponseHeader, error) {
+	for {
+		g, err := r.get(ctx, &pb.RangeRequest{Key: pfx, RangeEnd: prefixEnd(pfx), Limit: 1, MaxCreateRevision: rev - 1,
+			SortOrder: pb.RangeRequest_DESCEND, SortTarget: pb.RangeRequest_CREATE})
+		if err != nil {
+			return nil, err
+		}
+		if len(g.Kvs) == 0 {
+			return g.Header, nil
+		}
+		w := r.srv.watchInternal(&pb.WatchCreateRequest{Key: g.Kvs[0].Key, StartRevision: g.Header.Revision + 1,
+			Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NOPUT}})
+		err = w.next(ctx, r.srv.stop)
+		w.stop()
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+// release deletes key if it was created at rev, after the caller gave up
+// (its context ended): with a context of its own, bounded.
+func (r *recipes) release(ctx context.Context, key []byte, rev int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), internalWriteTimeout)
+	defer cancel()
+	_, _ = r.deleteIf(ctx, key, rev)
+}
+
+// deleteIf deletes key if it was created at rev.
+func (r *recipes) deleteIf(ctx context.Context, key []byte, rev int64) (*pb.TxnResponse, error) {
+	return r.txn(ctx, &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: rev}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: key}}}},
+	})
+}
+
+// lockService serves etcd's Lock API with clientv3's Mutex.
+type lockService struct {
+	v3lockpb.UnimplementedLockServer
+	r *recipes
+}
+
+func (l *lockService) Lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
+	h, err := l.r.holderOf(ctx, req.Name, req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	rev, _, _, first, hdr, err := l.r.join(ctx, h, nil)
+	if err != nil {
+		return nil, err
+	}
+	if first != rev {
+		if _, err := l.r.waitAhead(ctx, h.pfx, rev); err != nil {
+			l.r.release(ctx, h.key, rev)
+			return nil, err
+		}
+		// The lease may have ended while the caller waited.
+		g, err := l.r.get(ctx, &pb.RangeRequest{Key: h.key})
+		if err != nil {
+			return nil, err
+		}
+		if len(g.Kvs) == 0 || g.Kvs[0].CreateRevision != rev {
+			return nil, errLockExpired
+		}
+		hdr = g.Header
+	}
+	return &v3lockpb.LockResponse{Header: lockHeader(hdr), Key: h.key}, nil
+}
+
+func (l *lockService) Unlock(ctx context.Context, req *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
+	d, err := callAs(l.r, ctx, &pb.DeleteRangeRequest{Key: req.Key}, l.r.kv.DeleteRange)
+	if err != nil {
+		return nil, err
+	}
+	return &v3lockpb.UnlockResponse{Header: lockHeader(d.Header)}, nil
+}
+
+func lockHeader(h *pb.ResponseHeader) *v3lockpb.ResponseHeader {
+	return &v3lockpb.ResponseHeader{ClusterId: h.ClusterId, MemberId: h.MemberId, Revision: h.Revision, RaftTerm: h.RaftTerm}
+}
+
+// electionService serves etcd's Election API with clientv3's Election.
+type electionService struct {
+	v3electionpb.UnimplementedElectionServer
+	r *recipes
+}
+
+func (e *electionService) Campaign(ctx context.Context, req *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
+	h, err := e.r.holderOf(ctx, req.Name, req.Lease)
+	if err != nil {
+		return nil, err
+	}
+	rev, was, created, _, _, err := e.r.join(ctx, h, req.Value)
+	if err != nil {
+		return nil, err
+	}
+	if !created && !bytes.Equal(was, req.Value) {
+		if _, err := e.proclaim(ctx, h.key, rev, h.lease, req.Value); err != nil {
+			e.r.release(ctx, h.key, rev)
+			return nil, err
+		}
+	}
+	hdr, err := e.r.waitAhead(ctx, h.pfx, rev)
+	if err != nil {
+		if ctx.Err() != nil {
+			e.r.release(ctx, h.key, rev)
+		}
+		return nil, err
+	}
+	return &v3electionpb.CampaignResponse{Header: electionHeader(hdr),
+		Leader: &v3electionpb.LeaderKey{Name: req.Name, Key: h.key, Rev: rev, Lease: h.lease}}, nil
+}
+
+// proclaim puts value to key if it was created at rev: the caller still
+// leads.
+func (e *electionService) proclaim(ctx context.Context, key []byte, rev, lease int64, value []byte) (*pb.ResponseHeader, error) {
+	t, err := e.r.txn(ctx, &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: rev}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: key, Value: value, Lease: lease}}}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !t.Succeeded {
+		return nil, errNotLeader
+	}
+	return t.Header, nil
+}
+
+func (e *electionService) Proclaim(ctx context.Context, req *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
+	if req.Leader == nil {
+		return nil, errMissingLeader
+	}
+	hdr, err := e.proclaim(ctx, req.Leader.Key, req.Leader.Rev, req.Leader.Lease, req.Value)
+	if err != nil {
+		return nil, err
+	}
+	return &v3electionpb.ProclaimResponse{Header: electionHeader(hdr)}, nil
+}
+
+func (e *electionService) Resign(ctx context.Context, req *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
+	if req.Leader == nil {
+		return nil, errMissingLeader
+	}
+	t, err := e.r.deleteIf(ctx, req.Leader.Key, req.Leader.Rev)
+	if err != nil {
+		return nil, err
+	}
+	return &v3electionpb.ResignResponse{Header: electionHeader(t.Header)}, nil
+}
+
+func (e *electionService) Leader(ctx context.Context, req *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
+	g, err := e.r.get(ctx, oldest(prefixOf(req.Name)))
+	if err != nil {
+		return nil, err
+	}
+	if len(g.Kvs) == 0 {
+		return nil, errNoLeader
+	}
+	return &v3electionpb.LeaderResponse{Header: electionHeader(g.Header), Kv: electionKV(g.Kvs[0])}, nil
+}
+
+// Observe sends the leader's key and value, then each new value it
+// proclaims, then the next leader's, until the caller goes.
+func (e *electionService) Observe(req *v3electionpb.LeaderRequest, stream grpc.ServerStreamingServer[v3electionpb.LeaderResponse]) error {
+	ctx := stream.Context()
+	pfx := prefixOf(req.Name)
+	for {
+		g, err := e.r.get(ctx, oldest(pfx))
+		if err != nil {
+			return err
+		}
+		if len(g.Kvs) == 0 {
+			// No leader: wait for a key under the name, then read again.
+			w := e.r.srv.watchInternal(&pb.WatchCreateRequest{Key: pfx, RangeEnd: prefixEnd(pfx), StartRevision: g.Header.Revision + 1,
+				Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}})
+			err := w.next(ctx, e.r.srv.stop)
+			w.stop()
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		leader := g.Kvs[0]
+		if err := stream.Send(&v3electionpb.LeaderResponse{Header: electionHeader(g.Header), Kv: electionKV(leader)}); err != nil {
+			return err
+		}
+		if err := e.follow(ctx, stream, leader.Key, g.Header.Revision); err != nil {
+			return err
+		}
+	}
+}
+
+// follow sends each new value of the leader's key after rev until it is
+// deleted.
+func (e *electionService) follow(ctx context.Context, stream grpc.ServerStreamingServer[v3electionpb.LeaderResponse], key []byte, rev int64) error {
+	w := e.r.srv.watchInternal(&pb.WatchCreateRequest{Key: key, StartRevision: rev + 1})
+	defer w.stop()
+	for {
+		resp, err := w.recv(ctx, e.r.srv.stop)
+		if err != nil {
+			return err
+		}
+		if resp.CompactRevision != 0 {
+			return nil // history gone: read the leader again
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+			hdr := &pb.ResponseHeader{ClusterId: resp.Header.GetClusterId(), MemberId: resp.Header.GetMemberId(), Revision: ev.Kv.ModRevision, RaftTerm: resp.Header.GetRaftTerm()}
+			if err := stream.Send(&v3electionpb.LeaderResponse{Header: electionHeader(hdr), Kv: electionKV(ev.Kv)}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func electionHeader(h *pb.ResponseHeader) *v3electionpb.ResponseHeader {
+	return &v3electionpb.ResponseHeader{ClusterId: h.ClusterId, MemberId: h.MemberId, Revision: h.Revision, RaftTerm: h.RaftTerm}
+}
+
+func electionKV(kv *mvccpb.KeyValue) *v3electionpb.KeyValue {
+	return &v3electionpb.KeyValue{Key: kv.Key, CreateRevision: kv.CreateRevision, ModRevision: kv.ModRevision,
+		Version: kv.Version, Value: kv.Value, Lease: kv.Lease}
+}
+
+// internalWatch is a watcher of the store for a recipe: its responses
+// go to a small buffer; when it is full the store holds them back and
+// feeds them again from history, as for a slow watch stream.
+type internalWatch struct {
+	ch    chan *pb.WatchResponse
+	stopF func()
+}
+
+// watchSignalBuffer is how many responses an internal watcher holds.
+const watchSignalBuffer = 16
+
+type chanSink chan *pb.WatchResponse
+
+func (c chanSink) PushEvents(resp *pb.WatchResponse) bool {
+	select {
+	case c <- resp:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c chanSink) PushControl(resp *pb.WatchResponse) {
+	select {
+	case c <- resp:
+	default: // full: the events waiting wake the recipe anyway
+	}
+}
+
+// watchInternal registers a watcher of cr with the store.
+func (s *Server) watchInternal(cr *pb.WatchCreateRequest) *internalWatch {
+	ch := make(chan *pb.WatchResponse, watchSignalBuffer)
+	w := s.store.Watch(0, cr, chanSink(ch))
+	return &internalWatch{ch: ch, stopF: func() { s.store.Unwatch(w) }}
+}
+
+// recv returns the watcher's next response.
+func (w *internalWatch) recv(ctx context.Context, stop <-chan struct{}) (*pb.WatchResponse, error) {
+	select {
+	case resp := <-w.ch:
+		return resp, nil
+	case <-ctx.Done():
+		return nil, toGRPC(ctx.Err())
+	case <-stop:
+		return nil, toGRPC(ErrStopped)
+	}
+}
+
+// next waits for the watcher's next response, whatever it holds.
+func (w *internalWatch) next(ctx context.Context, stop <-chan struct{}) error {
+	_, err := w.recv(ctx, stop)
+	return err
+}
+
+func (w *internalWatch) stop() { w.stopF() }
