@@ -162,6 +162,7 @@ run: deps build
 # with pinned generators (protoc from Debian's protobuf-compiler).
 PROTOC_GEN_GO      := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12
 PROTOC_GEN_GO_GRPC := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
+PROTOC_GEN_GATEWAY := github.com/grpc-ecosystem/grpc-gateway/v2/protoc-gen-grpc-gateway@v2.31.0
 proto:
 	@command -v protoc >/dev/null || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq protobuf-compiler >/dev/null; }
 	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GO)
@@ -171,6 +172,11 @@ proto:
 		gossip/peer/peerpb/peer.proto gossip/peer/peerpb/raft.proto \
 		gossip/peer/peerpb/kv.proto \
 		kv/v3lockpb/v3lock.proto kv/v3electionpb/v3election.proto
+	GOBIN=$(CURDIR)/bin/tools $(GO) install $(PROTOC_GEN_GATEWAY)
+	for p in kv/v3lockpb/v3lock kv/v3electionpb/v3election; do \
+		PATH=$(CURDIR)/bin/tools:$$PATH protoc --grpc-gateway_out=. --grpc-gateway_opt=module=chute \
+			--grpc-gateway_opt=grpc_api_configuration=$${p}_gateway.yaml $$p.proto || exit 1; \
+	done
 
 clean:
 	rm -rf bin

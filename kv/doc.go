@@ -60,7 +60,9 @@
 // nobody keeps alive, as etcd's does; a caller that gives up while
 // waiting leaves no key behind. The errors are etcd's ("election: not
 // leader", "election: no leader", gRPC code Unknown). The JSON gateway
-// does not serve them.
+// serves them at etcd's paths (/v3/lock/lock, /v3/election/campaign,
+// ...), from handlers protoc-gen-grpc-gateway generates with the paths
+// of etcd's annotations (kept in a YAML file beside each proto).
 //
 // # Key space
 //

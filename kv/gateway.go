@@ -23,6 +23,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"chute/kv/v3electionpb"
+	"chute/kv/v3lockpb"
 )
 
 // gatewayPrefix is the path under which etcd's JSON gateway answers;
@@ -86,6 +89,7 @@ func newGateway(s *Server) (*gateway, error) {
 	for _, register := range []func(context.Context, *runtime.ServeMux, *grpc.ClientConn) error{
 		gw.RegisterKVHandler, gw.RegisterWatchHandler, gw.RegisterLeaseHandler,
 		gw.RegisterClusterHandler, gw.RegisterMaintenanceHandler, gw.RegisterAuthHandler,
+		v3lockpb.RegisterLockHandler, v3electionpb.RegisterElectionHandler,
 	} {
 		if err := register(ctx, mux, conn); err != nil {
 			_ = conn.Close()

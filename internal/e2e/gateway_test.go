@@ -133,8 +133,8 @@ func TestGateway_tlsClientCert(t *testing.T) {
 // 3.4 and to chute, each fresh, and wants the same HTTP status and the
 // same JSON answer (the header's cluster, member and term aside): puts
 // with prev_kv, ranges by key and prefix, a txn, a delete, a lease with
-// a key, etcd 3.3's /v3beta/ path, and etcd's errors; then GET /health
-// and /version.
+// a key, etcd 3.3's /v3beta/ path, etcd's errors, a lock and an
+// election; then GET /health and /version.
 func TestGateway_etcdParity(t *testing.T) {
 	t.Parallel()
 	etcd := StartEtcd(t)
@@ -162,6 +162,16 @@ func TestGateway_etcdParity(t *testing.T) {
 		{"/v3/kv/put", `{"key":"` + b("k") + `","lease":99}`},
 		{"/v3/kv/range", `{"key":"` + b("/p/a") + `","revision":99}`},
 		{"/v3/kv/nothing", `{}`},
+		// etcd's Lock and Election services through the gateway.
+		{"/v3/lease/grant", `{"TTL":60,"ID":8}`},
+		{"/v3/lock/lock", `{"name":"` + b("lk") + `","lease":8}`},
+		{"/v3/lock/unlock", `{"key":"` + b("lk/8") + `"}`},
+		{"/v3/election/campaign", `{"name":"` + b("el") + `","lease":8,"value":"` + b("v1") + `"}`},
+		{"/v3/election/leader", `{"name":"` + b("el") + `"}`},
+		{"/v3/election/proclaim", `{"leader":{"name":"` + b("el") + `","key":"` + b("el/8") + `","rev":11,"lease":8},"value":"` + b("v2") + `"}`},
+		{"/v3/election/leader", `{"name":"` + b("el") + `"}`},
+		{"/v3/election/resign", `{"leader":{"name":"` + b("el") + `","key":"` + b("el/8") + `","rev":11,"lease":8}}`},
+		{"/v3/election/leader", `{"name":"` + b("el") + `"}`},
 	}
 	for i, s := range steps {
 		var got [2]string
@@ -174,6 +184,8 @@ func TestGateway_etcdParity(t *testing.T) {
 		}
 		if got[0] != got[1] {
 			t.Errorf("step %d, %s %s:\n etcd:  %s\n chute: %s", i, s.path, s.body, got[0], got[1])
+		} else {
+			t.Logf("step %d, %s: %s", i, s.path, got[0])
 		}
 	}
 	// GET /health and /version: the same status, health and fields (the
