@@ -48,18 +48,21 @@ const (
 	sniffTimeout = 10 * time.Second
 )
 
-// gateway is etcd's JSON gateway: the HTTP/1.1 handlers etcd's api module
-// generates with grpc-gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch,
-// ...), answering through a connection to this server's own gRPC server
-// held in memory, so that every call passes the same interceptors (size
-// limits, leader check, auth, metrics) as a gRPC client's.
+// gateway is etcd's JSON gateway: the HTTP/1.1 handlers grpc-gateway
+// generates (etcd's api module's for POST /v3/kv/put, /v3/kv/range,
+// /v3/watch, ...; v3lockpb's and v3electionpb's for /v3/lock/* and
+// /v3/election/*), answering through a connection to this server's own
+// gRPC server held in memory, so that every call passes the same
+// interceptors (size limits, leader check, auth, metrics, tracing) as a
+// gRPC client's.
 type gateway struct {
 	mem  *bufconn.Listener
 	conn *grpc.ClientConn
 	srv  *http.Server
 }
 
-// newGateway builds the gateway of s; it serves once serve is called.
+// newGateway builds the gateway of s; Start serves its HTTP server on the
+// client URLs' connections and its gRPC side on mem.
 func newGateway(s *Server) (*gateway, error) {
 	mem := bufconn.Listen(gatewayBufconnBytes)
 	conn, err := grpc.NewClient("passthrough:///chute-gateway",
