@@ -51,5 +51,9 @@ echo
 echo "chute: etcd API on 127.0.0.1:$client, metrics and /status on http://127.0.0.1:$metrics"
 echo "ClickHouse: http://127.0.0.1:$ch_http (table default.events)"
 echo "try:  etcdctl --endpoints 127.0.0.1:$client put /q/ch:events/p/2 '{\"id\":2,\"msg\":\"another\"}'"
+# The same put without an etcd client, through etcd's JSON gateway.
+key=$(printf '/q/ch:events/p/3' | base64 -w0)
+value=$(printf '{"id":3,"msg":"from curl"}' | base64 -w0)
+echo "or:   curl -X POST http://127.0.0.1:$client/v3/kv/put -d '{\"key\":\"$key\",\"value\":\"$value\"}'"
 echo "logs: $dir; press Ctrl-C to stop both"
 wait "${pids[1]}"
