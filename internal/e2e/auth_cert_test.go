@@ -3,11 +3,15 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/status"
 
 	"chute/internal/testutil"
+	"chute/kv/v3lockpb"
 )
 
 // certUserCheck runs the checks of TestAuth_certCN_user against a server
@@ -37,6 +41,18 @@ func certUserCheck(t *testing.T, srv certSet, plain, secure string) {
 	requireDenied(t, "certificate CN=app: put other", err)
 	_, err = app.Get(ctx, "/config/", clientv3.WithPrefix())
 	requireDenied(t, "certificate CN=app: get /config/ --prefix", err)
+	// etcd's Lock service: its steps are checked as the certificate's user.
+	if g, err := app.Grant(ctx, 60); err != nil {
+		t.Errorf("certificate CN=app: lease grant: %v", err)
+	} else {
+		lc := v3lockpb.NewLockClient(app.ActiveConnection())
+		if l, err := lc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("app/lk"), Lease: int64(g.ID)}); err != nil || !strings.HasPrefix(string(l.GetKey()), "app/lk/") {
+			t.Errorf("certificate CN=app: Lock app/lk: %v, %v; want a key under app/lk/", l, err)
+		}
+		if _, err := lc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("other"), Lease: int64(g.ID)}); status.Convert(err).Message() != rpctypes.ErrPermissionDenied.Error() {
+			t.Errorf("certificate CN=app: Lock other: %v, want %v", err, rpctypes.ErrPermissionDenied)
+		}
+	}
 
 	stranger := tlsClient(t, srv.caFile, strangerCert, strangerKey, secure)
 	_, err = stranger.Put(ctx, "app/b", "1")
@@ -54,8 +70,9 @@ func certUserCheck(t *testing.T, srv certSet, plain, secure string) {
 // TestAuth_certCN_user runs a node whose https:// client URL requires
 // certificates of a CA (--client-cert-auth), beside a plain URL, with
 // auth enabled: a client certificate's CommonName is its user, without a
-// password, as with etcd. CN=app reads and writes app/ and hears
-// permission denied elsewhere; CN=stranger, no user, hears permission
+// password, as with etcd. CN=app reads and writes app/ (and locks a name
+// under it with etcd's Lock service) and hears permission denied
+// elsewhere; CN=stranger, no user, hears permission
 // denied; the plain URL without a user answers user name is empty.
 func TestAuth_certCN_user(t *testing.T) {
 	t.Parallel()
