@@ -103,3 +103,83 @@ func recipeTranscript(t *testing.T, p *Proc) []string {
 	say("proclaim after resign: %v", err)
 	return out
 }
+
+// TestRecipes_threeNodes locks and elects across a raft cluster of three:
+// a Lock on one node holds while a Lock on another waits, and the waiter
+// gets the lock once the holder unlocks on a third; a Campaign waiting on
+// one node leads once the leader, on another, resigns, and Leader on the
+// third names it.
+func TestRecipes_threeNodes(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	_, clis := c.startThreeRaft()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lease := func(i int) int64 {
+		g, err := clis[i].Grant(ctx, 60)
+		if err != nil {
+			t.Fatalf("grant on node %d: %v", i, err)
+		}
+		return int64(g.ID)
+	}
+	locks := func(i int) v3lockpb.LockClient { return v3lockpb.NewLockClient(clis[i].ActiveConnection()) }
+	elections := func(i int) v3electionpb.ElectionClient {
+		return v3electionpb.NewElectionClient(clis[i].ActiveConnection())
+	}
+
+	held, err := locks(0).Lock(ctx, &v3lockpb.LockRequest{Name: []byte("lk"), Lease: lease(0)})
+	if err != nil {
+		t.Fatalf("Lock on node 0: %v", err)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := locks(1).Lock(ctx, &v3lockpb.LockRequest{Name: []byte("lk"), Lease: lease(1)})
+		waiter <- err
+	}()
+	select {
+	case err := <-waiter:
+		t.Fatalf("Lock on node 1 while node 0's holds: answered %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := locks(2).Unlock(ctx, &v3lockpb.UnlockRequest{Key: held.Key}); err != nil {
+		t.Fatalf("Unlock on node 2: %v", err)
+	}
+	select {
+	case err := <-waiter:
+		if err != nil {
+			t.Fatalf("Lock on node 1 after the unlock: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Lock on node 1: no answer 10 s after the unlock")
+	}
+
+	first, err := elections(0).Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("el"), Lease: lease(0), Value: []byte("n0")})
+	if err != nil {
+		t.Fatalf("Campaign on node 0: %v", err)
+	}
+	second := make(chan error, 1)
+	go func() {
+		_, err := elections(1).Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("el"), Lease: lease(1), Value: []byte("n1")})
+		second <- err
+	}()
+	select {
+	case err := <-second:
+		t.Fatalf("Campaign on node 1 while node 0 leads: answered %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if _, err := elections(0).Resign(ctx, &v3electionpb.ResignRequest{Leader: first.Leader}); err != nil {
+		t.Fatalf("Resign on node 0: %v", err)
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Fatalf("Campaign on node 1 after the resignation: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Campaign on node 1: no answer 10 s after the resignation")
+	}
+	l, err := elections(2).Leader(ctx, &v3electionpb.LeaderRequest{Name: []byte("el")})
+	if err != nil || string(l.Kv.GetValue()) != "n1" {
+		t.Fatalf("Leader on node 2: %v, %v; want n1", l, err)
+	}
+}
