@@ -136,22 +136,10 @@ func TestRecipes_threeNodes(t *testing.T) {
 		_, err := locks(1).Lock(ctx, &v3lockpb.LockRequest{Name: []byte("lk"), Lease: lease(1)})
 		waiter <- err
 	}()
-	select {
-	case err := <-waiter:
-		t.Fatalf("Lock on node 1 while node 0's holds: answered %v", err)
-	case <-time.After(500 * time.Millisecond):
-	}
-	if _, err := locks(2).Unlock(ctx, &v3lockpb.UnlockRequest{Key: held.Key}); err != nil {
-		t.Fatalf("Unlock on node 2: %v", err)
-	}
-	select {
-	case err := <-waiter:
-		if err != nil {
-			t.Fatalf("Lock on node 1 after the unlock: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Lock on node 1: no answer 10 s after the unlock")
-	}
+	waitsUntil(t, waiter, "Lock on node 1", "the unlock on node 2", func() error {
+		_, err := locks(2).Unlock(ctx, &v3lockpb.UnlockRequest{Key: held.Key})
+		return err
+	})
 
 	first, err := elections(0).Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("el"), Lease: lease(0), Value: []byte("n0")})
 	if err != nil {
@@ -162,24 +150,34 @@ func TestRecipes_threeNodes(t *testing.T) {
 		_, err := elections(1).Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("el"), Lease: lease(1), Value: []byte("n1")})
 		second <- err
 	}()
-	select {
-	case err := <-second:
-		t.Fatalf("Campaign on node 1 while node 0 leads: answered %v", err)
-	case <-time.After(500 * time.Millisecond):
-	}
-	if _, err := elections(0).Resign(ctx, &v3electionpb.ResignRequest{Leader: first.Leader}); err != nil {
-		t.Fatalf("Resign on node 0: %v", err)
-	}
-	select {
-	case err := <-second:
-		if err != nil {
-			t.Fatalf("Campaign on node 1 after the resignation: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Campaign on node 1: no answer 10 s after the resignation")
-	}
+	waitsUntil(t, second, "Campaign on node 1", "the resignation on node 0", func() error {
+		_, err := elections(0).Resign(ctx, &v3electionpb.ResignRequest{Leader: first.Leader})
+		return err
+	})
 	l, err := elections(2).Leader(ctx, &v3electionpb.LeaderRequest{Name: []byte("el")})
 	if err != nil || string(l.Kv.GetValue()) != "n1" {
 		t.Fatalf("Leader on node 2: %v, %v; want n1", l, err)
+	}
+}
+
+// waitsUntil wants the call answering on answer to wait for half a
+// second, then release to succeed, then the call to succeed within 10 s.
+func waitsUntil(t *testing.T, answer <-chan error, call, after string, release func() error) {
+	t.Helper()
+	select {
+	case err := <-answer:
+		t.Fatalf("%s answered before %s: %v", call, after, err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := release(); err != nil {
+		t.Fatalf("%s: %v", after, err)
+	}
+	select {
+	case err := <-answer:
+		if err != nil {
+			t.Fatalf("%s after %s: %v", call, after, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no answer 10 s after %s", call, after)
 	}
 }
