@@ -149,24 +149,18 @@ func (s *Server) Start() error {
 	if s.started {
 		return errors.New("kv: server already started")
 	}
-	var lns []net.Listener
-	for _, u := range s.cfg.ListenClientURLs {
-		addr, secure, err := listenAddr(u)
-		if err != nil {
-			closeAll(lns)
-			return err
-		}
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			closeAll(lns)
-			return fmt.Errorf("kv: listen on %s: %w", u, err)
-		}
-		if secure {
-			ln = tlsListener{ln}
-		}
-		lns = append(lns, ln)
+	lns, err := bindAll(s.cfg.ListenClientURLs, func(ln net.Listener) (net.Listener, error) { return tlsListener{ln}, nil })
+	if err != nil {
+		return err
 	}
-	httpLns, err := s.listenHTTP()
+	// The gateway's own URLs: https:// ones in TLS that offers HTTP/1.1
+	// alone.
+	httpLns, err := bindAll(s.cfg.ListenClientHTTPURLs, func(ln net.Listener) (net.Listener, error) {
+		if s.cfg.GatewayTLS == nil {
+			return nil, errors.New("kv: an https:// client http url needs GatewayTLS")
+		}
+		return tls.NewListener(ln, withALPN(s.cfg.GatewayTLS, "http/1.1")), nil
+	})
 	if err != nil {
 		closeAll(lns)
 		return err
@@ -247,15 +241,12 @@ func (s *Server) serveGRPC(ln net.Listener) {
 	}()
 }
 
-// listenHTTP binds every ListenClientHTTPURL, https:// ones in TLS that
-// offers HTTP/1.1 alone. It fails, binding nothing, if any cannot be bound.
-func (s *Server) listenHTTP() ([]net.Listener, error) {
+// bindAll binds every URL of urls, an https:// one's listener wrapped by
+// secure. It fails, binding nothing, if any cannot be bound.
+func bindAll(urls []string, secure func(net.Listener) (net.Listener, error)) ([]net.Listener, error) {
 	var lns []net.Listener
-	for _, u := range s.cfg.ListenClientHTTPURLs {
-		addr, secure, err := listenAddr(u)
-		if err == nil && secure && s.cfg.GatewayTLS == nil {
-			err = fmt.Errorf("kv: client http url %q is https and the server has no GatewayTLS", u)
-		}
+	for _, u := range urls {
+		addr, https, err := listenAddr(u)
 		if err != nil {
 			closeAll(lns)
 			return nil, err
@@ -265,8 +256,14 @@ func (s *Server) listenHTTP() ([]net.Listener, error) {
 			closeAll(lns)
 			return nil, fmt.Errorf("kv: listen on %s: %w", u, err)
 		}
-		if secure {
-			ln = tls.NewListener(ln, withALPN(s.cfg.GatewayTLS, "http/1.1"))
+		if https {
+			wrapped, err := secure(ln)
+			if err != nil {
+				_ = ln.Close()
+				closeAll(lns)
+				return nil, err
+			}
+			ln = wrapped
 		}
 		lns = append(lns, ln)
 	}
