@@ -120,40 +120,48 @@ func oldest(pfx []byte) *pb.RangeRequest {
 		SortOrder: pb.RangeRequest_ASCEND, SortTarget: pb.RangeRequest_CREATE}
 }
 
+// place is where join left the caller: its key's create revision (rev),
+// the value it held before (was) unless join created it (created), the
+// create revision of the oldest key under the name (first; rev: the
+// caller holds the lock or leads), and the header.
+type place struct {
+	rev, first int64
+	was        []byte
+	created    bool
+	hdr        *pb.ResponseHeader
+}
+
 // join creates h's key with value and h's lease unless it exists (the
 // same lease holding it already), and reads the oldest key under the
-// name. It returns the key's create revision, its value before, whether
-// it was created, the oldest key's create revision (0: none) and the
-// header.
-func (r *recipes) join(ctx context.Context, h holder, value []byte) (rev int64, was []byte, created bool, first int64, hdr *pb.ResponseHeader, err error) {
-	pfx, key, lease := h.pfx, h.key, h.lease
+// name.
+func (r *recipes) join(ctx context.Context, h holder, value []byte) (place, error) {
 	t, err := r.txn(ctx, &pb.TxnRequest{
-		Compare: []*pb.Compare{{Key: key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
+		Compare: []*pb.Compare{{Key: h.key, Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL,
 			TargetUnion: &pb.Compare_CreateRevision{CreateRevision: 0}}},
 		Success: []*pb.RequestOp{
-			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: key, Value: value, Lease: lease}}},
-			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(pfx)}},
+			{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: h.key, Value: value, Lease: h.lease}}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(h.pfx)}},
 		},
 		Failure: []*pb.RequestOp{
-			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: key}}},
-			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(pfx)}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: h.key}}},
+			{Request: &pb.RequestOp_RequestRange{RequestRange: oldest(h.pfx)}},
 		},
 	})
 	if err != nil {
-		return 0, nil, false, 0, nil, err
+		return place{}, err
 	}
-	rev = t.Header.Revision
+	p := place{rev: t.Header.Revision, created: t.Succeeded, hdr: t.Header}
 	if !t.Succeeded {
 		kvs := t.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
-			return 0, nil, false, 0, nil, errLockExpired // gone between compare and read: cannot be
+			return place{}, errLockExpired // gone between compare and read: cannot be
 		}
-		rev, was = kvs[0].CreateRevision, kvs[0].Value
+		p.rev, p.was = kvs[0].CreateRevision, kvs[0].Value
 	}
 	if kvs := t.Responses[1].GetResponseRange().GetKvs(); len(kvs) > 0 {
-		first = kvs[0].CreateRevision
+		p.first = kvs[0].CreateRevision
 	}
-	return rev, was, t.Succeeded, first, t.Header, nil
+	return p, nil
 }
 
 // waitAhead returns once no key under pfx created before rev is left: the
@@ -207,11 +215,12 @@ func (l *lockService) Lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3l
 	if err != nil {
 		return nil, err
 	}
-	rev, _, _, first, hdr, err := l.r.join(ctx, h, nil)
+	p, err := l.r.join(ctx, h, nil)
 	if err != nil {
 		return nil, err
 	}
-	if first != rev {
+	rev, hdr := p.rev, p.hdr
+	if p.first != rev {
 		if _, err := l.r.waitAhead(ctx, h.pfx, rev); err != nil {
 			l.r.release(ctx, h.key, rev)
 			return nil, err
@@ -252,11 +261,12 @@ func (e *electionService) Campaign(ctx context.Context, req *v3electionpb.Campai
 	if err != nil {
 		return nil, err
 	}
-	rev, was, created, _, _, err := e.r.join(ctx, h, req.Value)
+	p, err := e.r.join(ctx, h, req.Value)
 	if err != nil {
 		return nil, err
 	}
-	if !created && !bytes.Equal(was, req.Value) {
+	rev := p.rev
+	if !p.created && !bytes.Equal(p.was, req.Value) {
 		if _, err := e.proclaim(ctx, h.key, rev, h.lease, req.Value); err != nil {
 			e.r.release(ctx, h.key, rev)
 			return nil, err
