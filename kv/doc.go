@@ -6,7 +6,9 @@
 // http:// and https:// client URLs share one gRPC server, as in etcd: the
 // listeners of https:// URLs mark their connections, and the server's
 // credentials (mixedCredentials) run the TLS handshake, with the
-// certificate and client verification of Config.TLS, on marked ones only.
+// certificate and client verification of Config.TLS, on marked ones only;
+// where the JSON gateway shares the URL, its listener has made the
+// handshake already (below), and the credentials take it as it is.
 //
 // # JSON gateway
 //

@@ -234,8 +234,8 @@ type Config struct {
 	ListenClientHTTPURLs []string
 
 	// EnableGRPCGateway serves etcd's JSON gateway (POST /v3/kv/put, ...)
-	// on the http:// client URLs beside gRPC (etcd's
-	// --enable-grpc-gateway, on by default as in etcd).
+	// on the client URLs beside gRPC (etcd's --enable-grpc-gateway, on by
+	// default as in etcd).
 	EnableGRPCGateway bool
 
 	// UnsafeNoFsync writes the queue log under DataDir without ever
@@ -487,7 +487,7 @@ func options(c *Config) []option {
 		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},
-		{"enable-grpc-gateway", "", (*boolValue)(&c.EnableGRPCGateway), "serve etcd's JSON gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch, ...) beside gRPC on the http:// client URLs; =false for gRPC alone", ""},
+		{"enable-grpc-gateway", "", (*boolValue)(&c.EnableGRPCGateway), "serve etcd's JSON gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch, ...) beside gRPC on the client URLs; =false for gRPC alone", ""},
 		{"max-request-bytes", "n", (*intValue)(&c.MaxRequestBytes), "largest client request accepted, in bytes", ""},
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
