@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/kv/mvcc"
 	"chute/kv/v3electionpb"
 	"chute/kv/v3lockpb"
 )
@@ -100,23 +101,9 @@ func holderKey(pfx []byte, lease int64) []byte {
 // prefixOf is name's key prefix: name and "/".
 func prefixOf(name []byte) []byte { return append(bytes.Clone(name), '/') }
 
-// prefixEnd is the range end of the keys starting with pfx, as
-// clientv3's WithPrefix makes it: pfx with its last byte below 0xff
-// incremented and what follows cut; "\x00" (every key) for none.
-func prefixEnd(pfx []byte) []byte {
-	end := bytes.Clone(pfx)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return []byte{0}
-}
-
 // oldest reads the key under pfx created first.
 func oldest(pfx []byte) *pb.RangeRequest {
-	return &pb.RangeRequest{Key: pfx, RangeEnd: prefixEnd(pfx), Limit: 1,
+	return &pb.RangeRequest{Key: pfx, RangeEnd: mvcc.PrefixEnd(pfx), Limit: 1,
 		SortOrder: pb.RangeRequest_ASCEND, SortTarget: pb.RangeRequest_CREATE}
 }
 
@@ -169,7 +156,7 @@ func (r *recipes) join(ctx context.Context, h holder, value []byte) (place, erro
 // them, waits for its deletion, and again.
 func (r *recipes) waitAhead(ctx context.Context, pfx []byte, rev int64) (*pb.ResponseHeader, error) {
 	for {
-		g, err := r.get(ctx, &pb.RangeRequest{Key: pfx, RangeEnd: prefixEnd(pfx), Limit: 1, MaxCreateRevision: rev - 1,
+		g, err := r.get(ctx, &pb.RangeRequest{Key: pfx, RangeEnd: mvcc.PrefixEnd(pfx), Limit: 1, MaxCreateRevision: rev - 1,
 			SortOrder: pb.RangeRequest_DESCEND, SortTarget: pb.RangeRequest_CREATE})
 		if err != nil {
 			return nil, err
@@ -345,7 +332,7 @@ func (e *electionService) Observe(req *v3electionpb.LeaderRequest, stream grpc.S
 		}
 		if len(g.Kvs) == 0 {
 			// No leader: wait for a key under the name, then read again.
-			w := e.r.srv.watchInternal(&pb.WatchCreateRequest{Key: pfx, RangeEnd: prefixEnd(pfx), StartRevision: g.Header.Revision + 1,
+			w := e.r.srv.watchInternal(&pb.WatchCreateRequest{Key: pfx, RangeEnd: mvcc.PrefixEnd(pfx), StartRevision: g.Header.Revision + 1,
 				Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}})
 			err := w.next(ctx, e.r.srv.stop)
 			w.stop()

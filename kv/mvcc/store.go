@@ -253,16 +253,23 @@ func (s *Store) Value(key string) []byte {
 	return nil
 }
 
+// PrefixEnd is the range end of the keys starting with prefix, as
+// clientv3's WithPrefix makes it: prefix with its last byte below 0xff
+// incremented and what follows it cut; "\x00" (every key from prefix
+// on) when every byte is 0xff.
+func PrefixEnd(prefix []byte) []byte {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0xff {
+			return append(bytes.Clone(prefix[:i]), prefix[i]+1)
+		}
+	}
+	return []byte{0}
+}
+
 // Prefix returns the current values of every key starting with prefix.
 // The values are the store's: never modify them.
 func (s *Store) Prefix(prefix string) map[string][]byte {
-	end := []byte{0} // every key from prefix on, when prefix is all 0xff
-	for i := len(prefix) - 1; i >= 0; i-- {
-		if prefix[i] < 0xff {
-			end = append([]byte(prefix[:i]), prefix[i]+1)
-			break
-		}
-	}
+	end := PrefixEnd([]byte(prefix))
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := make(map[string][]byte)
