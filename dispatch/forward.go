@@ -27,6 +27,15 @@ const forwardTimeout = 5 * time.Second
 // batches per frame when they pile up), another reads the results and
 // answers each call by batch id. A broken stream answers every pending
 // call Unavailable and is reopened by the next batch.
+//
+// The frames go on a gRPC stream of the peer link, which the link's TLS
+// and member check already guard. A plain TCP stream of the same
+// frames, length-prefixed, with neither (an experiment, not kept) saved
+// about 6% of the three nodes' CPU on the development machine: under
+// txn-128 from 100 clients, four interleaved pairs, 3.31 against 3.51
+// µs per row of the three (medians); unary, three pairs, within the
+// noise (-5%, -4%, +3%). Not enough to authenticate and bound a second
+// transport for.
 type forwarder struct {
 	m      *Manager
 	member uint64
