@@ -218,9 +218,7 @@
 //     too; etcd counts the puts of the outer txn's branches only.
 //   - Membership comes from gossip: MemberAdd, MemberUpdate and
 //     MemberPromote are refused with a message explaining --join.
-//   - Lock and Election services are not served; the clientv3
-//     concurrency recipes (Mutex, Election) work on KV, Lease and Watch.
-//   - Auth tokens are chute's signed simple tokens (see Auth above);
-//     JWT tokens and a client certificate's CommonName as the user are
-//     not served yet.
+//   - Simple auth tokens are chute's own, HMAC-signed (see Auth above):
+//     grants and revokes do not end them, where etcd ends every token at
+//     any auth change.
 package kv
