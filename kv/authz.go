@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
@@ -30,13 +31,16 @@ type QueueRecords interface {
 }
 
 // openMethods need no user even with auth enabled, as in etcd: logging
-// in, asking whether auth is on, and the calls clients make to find
-// their endpoints.
+// in, asking whether auth is on, the calls clients make to find their
+// endpoints, and gRPC's health service (its Watch too, in
+// authorizer.stream).
 var openMethods = map[string]bool{
-	"/etcdserverpb.Auth/Authenticate":  true,
-	"/etcdserverpb.Auth/AuthStatus":    true,
-	"/etcdserverpb.Maintenance/Status": true,
-	"/etcdserverpb.Cluster/MemberList": true,
+	"/etcdserverpb.Auth/Authenticate":    true,
+	"/etcdserverpb.Auth/AuthStatus":      true,
+	"/etcdserverpb.Maintenance/Status":   true,
+	"/etcdserverpb.Cluster/MemberList":   true,
+	healthpb.Health_Check_FullMethodName: true,
+	healthpb.Health_List_FullMethodName:  true,
 }
 
 // authorizer checks every call against the auth state, as etcd does,
@@ -136,6 +140,9 @@ func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 }
 
 func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if info.FullMethod == healthpb.Health_Watch_FullMethodName {
+		return handler(srv, ss)
+	}
 	u, on, err := z.authenticate(ss.Context())
 	if err != nil {
 		return toGRPC(err)

@@ -121,6 +121,10 @@ type Config struct {
 
 	// Members lists the cluster for MemberList. Nil: this member alone.
 	Members Members
+	// Ready reports whether the node is ready for clients (cmd/chute's
+	// /readyz): gRPC's health service answers SERVING while it and the
+	// server both are. Nil: while the server serves.
+	Ready func() bool
 	// Version is chute's version, logged at start. Empty: "unknown".
 	Version string
 	// Logger receives the server's logs. Nil: discarded.

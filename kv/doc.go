@@ -1,7 +1,7 @@
 // Package kv is chute's etcd: an MVCC key space, kept in memory and
 // applied from a raft log kept on disk, and the etcd v3 gRPC services over
-// it (KV, Watch, Lease, Maintenance, Cluster, Auth, and etcd's Lock and
-// Election), served on every client URL.
+// it (KV, Watch, Lease, Maintenance, Cluster, Auth, etcd's Lock and
+// Election, and gRPC's health service), served on every client URL.
 //
 // http:// and https:// client URLs share one gRPC server, as in etcd: the
 // listeners of https:// URLs mark their connections, and the server's
@@ -65,6 +65,15 @@
 // serves them at etcd's paths (/v3/lock/lock, /v3/election/campaign,
 // ...), from handlers protoc-gen-grpc-gateway generates with the paths
 // of etcd's annotations (kept in a YAML file beside each proto).
+//
+// # Health
+//
+// gRPC's health service (grpc.health.v1.Health), which etcd registers on
+// its client port too, answers for the service name "" only (any other
+// is NotFound, as in etcd's): SERVING while the node is ready
+// (Config.Ready; cmd/chute's /readyz), NOT_SERVING before and once it
+// shuts down, when a Watch gets NOT_SERVING and ends (svc_health.go).
+// It needs no user with auth enabled, as etcd's.
 //
 // # Key space
 //
@@ -221,4 +230,6 @@
 //   - Simple auth tokens are chute's own, HMAC-signed (see Auth above):
 //     grants and revokes do not end them, where etcd ends every token at
 //     any auth change.
+//   - gRPC's health service answers NOT_SERVING until the node is ready;
+//     etcd serves no call at all until then.
 package kv

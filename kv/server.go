@@ -16,6 +16,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 
 	"chute/kv/mvcc"
@@ -126,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
 	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, jwt: cfg.JWT, now: now})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
+	healthpb.RegisterHealthServer(s.grpc, &healthService{srv: s, every: healthWatchEvery})
 	return s, nil
 }
 
