@@ -338,6 +338,9 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	members := &memberList{m: n.members}
 	kcfg.Members = members
 	kcfg.Queues = n.queues
+	// gRPC's health service answers as /readyz; n.ready is set below,
+	// before the server starts.
+	kcfg.Ready = func() bool { return len(n.ready.missing()) == 0 }
 	if n.kv, err = kv.New(kcfg); err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // joinAfterSeed bounds the time from a seed being ready to a node that
@@ -79,6 +80,10 @@ func TestReady_waitsForSeedAndKeySpace(t *testing.T) {
 	if err != nil || code != http.StatusServiceUnavailable || body != want {
 		t.Fatalf("x /readyz without its seed: got %d %q %v, want 503 %q", code, body, err, want)
 	}
+	xcli := clusterClient(t, x.ClientAddr)
+	if got := grpcHealth(t, xcli); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("x gRPC health without its seed: %v, want NOT_SERVING as /readyz", got)
+	}
 
 	// Keys on s1 only: x sees them only by pulling from the cluster.
 	const keys = 500
@@ -98,10 +103,12 @@ func TestReady_waitsForSeedAndKeySpace(t *testing.T) {
 
 	c.start(seedPlan, "--join", s1.GossipAddr)
 	seedReady := time.Now()
-	xcli := clusterClient(t, x.ClientAddr)
 	joined, ready := waitJoinedReady(t, x, seedReady)
 	t.Logf("x joined %v and was ready %v after its seed; it caught up in %v",
 		joined.Round(time.Millisecond), ready.Round(time.Millisecond), (ready - joined).Round(time.Millisecond))
+	if got := grpcHealth(t, xcli); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("x gRPC health once /readyz answered ok: %v, want SERVING", got)
+	}
 	ctx, cancel := rpcCtx()
 	defer cancel()
 	resp, err := xcli.Get(ctx, "k/", clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
