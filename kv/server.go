@@ -127,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	pb.RegisterMaintenanceServer(s.grpc, &maintenanceService{srv: s, store: st, memberID: cfg.MemberID, version: APIVersion})
 	pb.RegisterAuthServer(s.grpc, &authService{srv: s, store: st, auth: s.sm.Auth(), cost: cfg.BcryptCost, ttl: cfg.AuthTokenTTL, jwt: cfg.JWT, now: now})
 	pb.RegisterClusterServer(s.grpc, &clusterService{store: st, members: s.members, remover: cfg.Members})
-	healthpb.RegisterHealthServer(s.grpc, &healthService{srv: s, every: healthWatchEvery})
+	healthpb.RegisterHealthServer(s.grpc, &healthService{srv: s})
 	return s, nil
 }
 

@@ -25,8 +25,6 @@ import (
 type healthService struct {
 	healthpb.UnimplementedHealthServer
 	srv *Server
-	// every is how often Watch looks at the status for a change.
-	every time.Duration
 }
 
 // healthWatchEvery is how often a health Watch looks for a change.
@@ -83,7 +81,7 @@ func (h *healthService) Watch(r *healthpb.HealthCheckRequest, stream grpc.Server
 		last = st
 		return stream.Send(&healthpb.HealthCheckResponse{Status: st})
 	}
-	tick := time.NewTicker(h.every)
+	tick := time.NewTicker(healthWatchEvery)
 	defer tick.Stop()
 	for {
 		if err := send(h.status()); err != nil {
