@@ -36,15 +36,7 @@ func TestHealth_etcdParity(t *testing.T) {
 	for i, p := range []*Proc{StartEtcd(t), StartChute(t)} {
 		got[i] = healthTranscript(t, p)
 	}
-	t.Logf("etcd's answers: %q", got[0])
-	if len(got[0]) != len(got[1]) {
-		t.Fatalf("etcd answered %q, chute %q", got[0], got[1])
-	}
-	for i := range got[0] {
-		if got[0][i] != got[1][i] {
-			t.Errorf("question %d:\n etcd:  %s\n chute: %s", i, got[0][i], got[1][i])
-		}
-	}
+	sameTranscripts(t, got[0], got[1])
 }
 
 // healthTranscript checks "" and an unknown name, and watches both.

@@ -27,14 +27,21 @@ func TestRecipes_etcdParity(t *testing.T) {
 	for i, p := range []*Proc{StartEtcd(t), StartChute(t)} {
 		got[i] = recipeTranscript(t, p)
 	}
-	t.Logf("etcd's answers: %q", got[0])
-	for i := range max(len(got[0]), len(got[1])) {
+	sameTranscripts(t, got[0], got[1])
+}
+
+// sameTranscripts fails t at each step where chute's answer is not
+// etcd's, a missing step answering "".
+func sameTranscripts(t *testing.T, etcd, chute []string) {
+	t.Helper()
+	t.Logf("etcd's answers: %q", etcd)
+	for i := range max(len(etcd), len(chute)) {
 		var e, c string
-		if i < len(got[0]) {
-			e = got[0][i]
+		if i < len(etcd) {
+			e = etcd[i]
 		}
-		if i < len(got[1]) {
-			c = got[1][i]
+		if i < len(chute) {
+			c = chute[i]
 		}
 		if e != c {
 			t.Errorf("step %d:\n etcd:  %s\n chute: %s", i, e, c)
