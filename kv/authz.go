@@ -45,9 +45,11 @@ var openMethods = map[string]bool{
 
 // authorizer checks every call against the auth state, as etcd does,
 // while auth is enabled: the user comes from the call's "token"
-// metadata; KV calls need read or write on their keys, lease revokes
-// write on the lease's keys, other lease calls and watches a user (a
-// watch's keys are checked as it is created), and everything else
+// metadata; KV calls need read or write on their keys (read too for the
+// previous values a put or delete asks for), a put with a lease and a
+// lease revoke write on the lease's keys, a lease's TimeToLive with its
+// keys read on them, other lease calls and watches a user (a watch's
+// keys are checked as it is created), and everything else
 // (maintenance, compaction, auth and membership changes) the root role.
 // It is the outermost check of every service, so a refused call reaches
 // neither the store nor Queues.
@@ -186,23 +188,21 @@ func (z *authorizer) allow(u string, req any) error {
 	case *pb.RangeRequest:
 		return z.auth.Check(u, r.Key, r.RangeEnd, auth.Read)
 	case *pb.PutRequest:
-		return z.allowPut(u, r.Key)
+		return z.allowPut(u, r)
 	case *pb.DeleteRangeRequest:
-		return z.auth.Check(u, r.Key, r.RangeEnd, auth.Write)
+		return z.allowDelete(u, r)
 	case *pb.TxnRequest:
 		return z.allowTxn(u, r)
 	case *pb.LeaseRevokeRequest:
-		info, err := z.store.TimeToLive(r.ID, true)
-		if err != nil {
-			return nil // no such lease: the handler answers
-		}
-		for _, k := range info.Keys {
-			if err := z.auth.Check(u, k, nil, auth.Write); err != nil {
-				return err
-			}
+		return z.allowLeaseKeys(u, r.ID, auth.Write)
+	case *pb.LeaseTimeToLiveRequest:
+		if r.Keys {
+			// Names of keys are theirs to read (etcd 3.4.26, 3.5.9:
+			// CVE-2023-32082).
+			return z.allowLeaseKeys(u, r.ID, auth.Read)
 		}
 		return nil
-	case *pb.LeaseGrantRequest, *pb.LeaseTimeToLiveRequest, *pb.LeaseLeasesRequest:
+	case *pb.LeaseGrantRequest, *pb.LeaseLeasesRequest:
 		return nil
 	case *v3lockpb.LockRequest, *v3lockpb.UnlockRequest, *v3electionpb.CampaignRequest,
 		*v3electionpb.ProclaimRequest, *v3electionpb.ResignRequest, *v3electionpb.LeaderRequest:
@@ -222,11 +222,52 @@ func (z *authorizer) allow(u string, req any) error {
 	return nil
 }
 
-// allowPut checks a put's key, and, for a put that would create a queue,
-// the queue's record.
-func (z *authorizer) allowPut(u string, key []byte) error {
+// allowLeaseKeys checks access a on every key attached to lease id; a
+// lease that does not exist passes, for the handler to answer.
+func (z *authorizer) allowLeaseKeys(u string, id int64, a auth.Access) error {
+	info, err := z.store.TimeToLive(id, true)
+	if err != nil {
+		return nil
+	}
+	for _, k := range info.Keys {
+		if err := z.auth.Check(u, k, nil, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allowDelete checks a delete: write on its keys, and read on them when
+// it asks for their previous values, as in etcd.
+func (z *authorizer) allowDelete(u string, r *pb.DeleteRangeRequest) error {
+	if r.PrevKv {
+		if err := z.auth.Check(u, r.Key, r.RangeEnd, auth.Read); err != nil {
+			return err
+		}
+	}
+	return z.auth.Check(u, r.Key, r.RangeEnd, auth.Write)
+}
+
+// allowPut checks a put as etcd does: write on its key; read on it when
+// it asks for the previous value; with a lease, write on every key the
+// lease holds already (etcd's checkLeasePuts: otherwise a user could
+// attach a key of its own to another's lease, and its owner could no
+// longer revoke it). For a put that would create a queue, write on the
+// queue's record too.
+func (z *authorizer) allowPut(u string, r *pb.PutRequest) error {
+	key := r.Key
 	if err := z.auth.Check(u, key, nil, auth.Write); err != nil {
 		return err
+	}
+	if r.PrevKv {
+		if err := z.auth.Check(u, key, nil, auth.Read); err != nil {
+			return err
+		}
+	}
+	if r.Lease != 0 {
+		if err := z.allowLeaseKeys(u, r.Lease, auth.Write); err != nil {
+			return err
+		}
 	}
 	qr, ok := z.queues.(QueueRecords)
 	if !ok {
@@ -257,9 +298,9 @@ func (z *authorizer) allowTxn(u string, r *pb.TxnRequest) error {
 			case *pb.RequestOp_RequestRange:
 				err = z.auth.Check(u, o.RequestRange.Key, o.RequestRange.RangeEnd, auth.Read)
 			case *pb.RequestOp_RequestPut:
-				err = z.allowPut(u, o.RequestPut.Key)
+				err = z.allowPut(u, o.RequestPut)
 			case *pb.RequestOp_RequestDeleteRange:
-				err = z.auth.Check(u, o.RequestDeleteRange.Key, o.RequestDeleteRange.RangeEnd, auth.Write)
+				err = z.allowDelete(u, o.RequestDeleteRange)
 			case *pb.RequestOp_RequestTxn:
 				err = z.allowTxn(u, o.RequestTxn)
 			}

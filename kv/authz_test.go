@@ -306,3 +306,93 @@ func TestAuthorizer_leaseRevoke(t *testing.T) {
 		t.Fatalf("revoking a lease with keys inside the grant: got %v, want nil", err)
 	}
 }
+
+// TestAuthorizer_prevKVNeedsRead checks that a user with write but no
+// read on /s/ gets no previous value: a put or delete asking for it,
+// alone or in a txn, is denied as in etcd, and leaves the keys as they
+// were; without prev_kv the same writes pass.
+func TestAuthorizer_prevKVNeedsRead(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root := rootClient(t, srv)
+	for _, k := range []string{"/s/1", "/s/2"} {
+		if _, err := root.Put(ctx, k, "secret"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	grantUser(t, root, "writer", "pw", prefixPerm(clientv3.PermWrite, "/s/"))
+	w, err := userClient(t, srv, "writer", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Put(ctx, "/s/1", "x", clientv3.WithPrevKV())
+	wantErr(t, "put with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
+	_, err = w.Delete(ctx, "/s/", clientv3.WithPrefix(), clientv3.WithPrevKV())
+	wantErr(t, "delete with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
+	_, err = w.Txn(ctx).Then(clientv3.OpDelete("/s/2", clientv3.WithPrevKV())).Commit()
+	wantErr(t, "txn delete with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
+	_, err = w.Txn(ctx).Then(clientv3.OpPut("/s/2", "x", clientv3.WithPrevKV())).Commit()
+	wantErr(t, "txn put with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
+	got, err := root.Get(ctx, "/s/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Kvs) != 2 || string(got.Kvs[0].Value) != "secret" || string(got.Kvs[1].Value) != "secret" {
+		t.Fatalf("after the denied calls /s/ holds %v; want both keys unchanged", got.Kvs)
+	}
+	if _, err := w.Put(ctx, "/s/1", "x"); err != nil {
+		t.Fatalf("put without prev_kv, write only: %v", err)
+	}
+	if _, err := w.Txn(ctx).Then(clientv3.OpDelete("/s/2")).Commit(); err != nil {
+		t.Fatalf("txn delete without prev_kv, write only: %v", err)
+	}
+}
+
+// TestAuthorizer_leaseOfAnother checks etcd's lease rules between two
+// users: a put may not attach a key to a lease holding keys the user
+// may not write (its owner could no longer revoke it), and TimeToLive
+// names a lease's keys only to a user who may read them all.
+func TestAuthorizer_leaseOfAnother(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root := rootClient(t, srv)
+	grantUser(t, root, "owner", "pw", prefixPerm(clientv3.PermReadWrite, "/o/"))
+	grantUser(t, root, "other", "pw", prefixPerm(clientv3.PermReadWrite, "/a/"))
+	o, err := userClient(t, srv, "owner", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := userClient(t, srv, "other", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := o.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.Put(ctx, "/o/k", "v", clientv3.WithLease(l.ID)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Put(ctx, "/a/k", "v", clientv3.WithLease(l.ID))
+	wantErr(t, "put on another's lease", err, rpctypes.ErrPermissionDenied)
+	_, err = a.Txn(ctx).Then(clientv3.OpPut("/a/k", "v", clientv3.WithLease(l.ID))).Commit()
+	wantErr(t, "txn put on another's lease", err, rpctypes.ErrPermissionDenied)
+
+	_, err = a.TimeToLive(ctx, l.ID, clientv3.WithAttachedKeys())
+	wantErr(t, "TimeToLive with keys of another's lease", err, rpctypes.ErrPermissionDenied)
+	if ttl, err := a.TimeToLive(ctx, l.ID); err != nil || ttl.TTL <= 0 {
+		t.Fatalf("TimeToLive without keys of another's lease: %v, %v; want its TTL", ttl, err)
+	}
+	ttl, err := o.TimeToLive(ctx, l.ID, clientv3.WithAttachedKeys())
+	if err != nil || len(ttl.Keys) != 1 || string(ttl.Keys[0]) != "/o/k" {
+		t.Fatalf("owner's TimeToLive with keys: %v, %v; want [/o/k]", ttl, err)
+	}
+	if _, err := o.Revoke(ctx, l.ID); err != nil {
+		t.Fatalf("owner revoking its lease: %v", err)
+	}
+	if got, err := root.Get(ctx, "/a/k"); err != nil || got.Count != 0 {
+		t.Fatalf("/a/k after the denied puts: %v, %v; want none", got, err)
+	}
+}

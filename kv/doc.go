@@ -230,6 +230,10 @@
 //   - Simple auth tokens are chute's own, HMAC-signed (see Auth above):
 //     grants and revokes do not end them, where etcd ends every token at
 //     any auth change.
+//   - Inside a txn, a put asking for its previous value needs read on its
+//     key, and a put with a lease write on the lease's keys, as a put
+//     alone does in etcd; etcd 3.4 checks neither inside a txn (a
+//     write-only user read values through them).
 //   - gRPC's health service answers NOT_SERVING until the node is ready;
 //     etcd serves no call at all until then.
 package kv
