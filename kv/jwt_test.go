@@ -49,7 +49,7 @@ func TestAuthService_Authenticate_jwt(t *testing.T) {
 		t.Fatalf("put with the JWT: %v", err)
 	}
 
-	tok, err := srv.sm.Auth().TokenJWT(other, "root", time.Now())
+	tok, err := srv.sm.Auth().TokenJWT(other, "root", srv.sm.Auth().Revision(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,14 +90,15 @@ func (a *authService) Authenticate(ctx context.Context, r *pb.AuthenticateReques
 	if err != nil {
 		return nil, err
 	}
-	if err := a.auth.Authenticate(r.Name, r.Password); err != nil {
+	rev, err := a.auth.Authenticate(r.Name, r.Password)
+	if err != nil {
 		return nil, toGRPC(err)
 	}
 	var tok string
 	if a.jwt != nil {
-		tok, err = a.auth.TokenJWT(a.jwt, r.Name, a.now())
+		tok, err = a.auth.TokenJWT(a.jwt, r.Name, rev, a.now())
 	} else {
-		tok, err = a.auth.Token(r.Name, a.now(), a.ttl)
+		tok, err = a.auth.Token(r.Name, rev, a.now(), a.ttl)
 	}
 	if err != nil {
 		return nil, toGRPC(err)

@@ -196,11 +196,11 @@ func (j *JWT) parse(token string, now time.Time) (string, uint64, error) {
 	return user, uint64(rev), nil
 }
 
-// TokenJWT is Token for JWTs: a token of j for user at the current auth
-// revision. ErrAuthNotEnabled while auth is disabled.
-func (s *Store) TokenJWT(j *JWT, user string, now time.Time) (string, error) {
+// TokenJWT is Token for JWTs: a token of j for user as of auth revision
+// rev (Authenticate's). ErrAuthNotEnabled while auth is disabled.
+func (s *Store) TokenJWT(j *JWT, user string, rev uint64, now time.Time) (string, error) {
 	s.mu.RLock()
-	rev, enabled := s.rev, s.enabled
+	enabled := s.enabled
 	s.mu.RUnlock()
 	if !enabled {
 		return "", ErrAuthNotEnabled

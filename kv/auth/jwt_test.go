@@ -99,7 +99,7 @@ func TestStore_VerifyJWT_methods(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tok, err := s.TokenJWT(signer, "u", now)
+			tok, err := s.TokenJWT(signer, "u", s.Revision(), now)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestStore_VerifyJWT_methods(t *testing.T) {
 				if verifier, err = NewJWT(tc.method, tc.pub, nil, time.Minute); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := s.TokenJWT(verifier, "u", now); !errors.Is(err, ErrVerifyOnly) {
+				if _, err := s.TokenJWT(verifier, "u", s.Revision(), now); !errors.Is(err, ErrVerifyOnly) {
 					t.Errorf("TokenJWT with the public key only: got %v, want %v", err, ErrVerifyOnly)
 				}
 			}
@@ -143,7 +143,7 @@ func TestStore_VerifyJWT_endsWithUser(t *testing.T) {
 	s := jwtStore(t)
 	now := time.Unix(1_700_000_000, 0)
 	tok := func() string {
-		tok, err := s.TokenJWT(j, "u", now)
+		tok, err := s.TokenJWT(j, "u", s.Revision(), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -170,7 +170,7 @@ func TestStore_VerifyJWT_endsWithUser(t *testing.T) {
 	addUser(t, s, "u", "pw")
 	verify("after the user was added again", t2, ErrInvalidToken)
 	apply(t, s, &pb.InternalRaftRequest{AuthDisable: &pb.AuthDisableRequest{}}, nil)
-	if _, err := s.TokenJWT(j, "u", now); !errors.Is(err, ErrAuthNotEnabled) {
+	if _, err := s.TokenJWT(j, "u", s.Revision(), now); !errors.Is(err, ErrAuthNotEnabled) {
 		t.Errorf("TokenJWT with auth disabled: got %v, want %v", err, ErrAuthNotEnabled)
 	}
 }

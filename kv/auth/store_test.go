@@ -94,18 +94,19 @@ func TestStore_Verify_tokens(t *testing.T) {
 	addUser(t, s, RootUser, "pw")
 	addUser(t, s, "a.b", "pw")
 	apply(t, s, &pb.InternalRaftRequest{AuthUserGrantRole: &pb.AuthUserGrantRoleRequest{User: RootUser, Role: RootRole}}, nil)
-	if _, err := s.Token("a.b", time.Unix(0, 0), time.Minute); !errors.Is(err, ErrAuthNotEnabled) {
+	if _, err := s.Token("a.b", s.Revision(), time.Unix(0, 0), time.Minute); !errors.Is(err, ErrAuthNotEnabled) {
 		t.Fatalf("Token while disabled: got %v, want %v", err, ErrAuthNotEnabled)
 	}
 	enable(t, s, nil)
-	if err := s.Authenticate("a.b", "wrong"); !errors.Is(err, ErrAuthFailed) {
+	if _, err := s.Authenticate("a.b", "wrong"); !errors.Is(err, ErrAuthFailed) {
 		t.Fatalf("Authenticate with a wrong password: got %v, want %v", err, ErrAuthFailed)
 	}
-	if err := s.Authenticate("a.b", "pw"); err != nil {
+	rev, err := s.Authenticate("a.b", "pw")
+	if err != nil {
 		t.Fatalf("Authenticate: got %v, want nil", err)
 	}
 	now := time.Unix(1000, 0)
-	tok, err := s.Token("a.b", now, time.Minute)
+	tok, err := s.Token("a.b", rev, now, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +144,64 @@ func TestStore_Restore_roundTrip(t *testing.T) {
 	if string(r.Encode()) != string(s.Encode()) {
 		t.Fatalf("Encode after Restore differs")
 	}
-	if err := r.Authenticate(RootUser, "pw"); err != nil {
+	if _, err := r.Authenticate(RootUser, "pw"); err != nil {
 		t.Fatalf("Authenticate after Restore: got %v, want nil", err)
 	}
 	if err := r.Restore(s.Encode()[:5]); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Restore of a truncated state: got %v, want %v", err, ErrCorrupt)
+	}
+}
+
+// TestStore_tokenOfACheckOvertaken: a token carries the auth revision
+// Authenticate checked the password at, so a password change or a
+// delete and re-add applied while bcrypt compared (the check holds no
+// lock) ends the token issued after it, simple or JWT; a token of an
+// unchanged user stays valid.
+func TestStore_tokenOfACheckOvertaken(t *testing.T) {
+	pub, priv := pemKeys(t, "rsa")
+	j, err := NewJWT("RS256", pub, priv, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	tokens := func(s *Store, rev uint64) (simple, jwt string) {
+		t.Helper()
+		simple, err := s.Token("u", rev, now, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jwt, err = s.TokenJWT(j, "u", rev, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return simple, jwt
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Store)
+		want   error
+	}{
+		{"nothing changed", func(*Store) {}, nil},
+		{"password changed", func(s *Store) {
+			apply(t, s, &pb.InternalRaftRequest{AuthUserChangePassword: &pb.AuthUserChangePasswordRequest{Name: "u", HashedPassword: "x"}}, nil)
+		}, ErrInvalidToken},
+		{"deleted and added again", func(s *Store) {
+			apply(t, s, &pb.InternalRaftRequest{AuthUserDelete: &pb.AuthUserDeleteRequest{Name: "u"}}, nil)
+			addUser(t, s, "u", "other")
+		}, ErrInvalidToken},
+	} {
+		s := jwtStore(t)
+		rev, err := s.Authenticate("u", "pw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc.change(s) // applied while the check ran
+		simple, jwt := tokens(s, rev)
+		if _, err := s.Verify(simple, now); !errors.Is(err, tc.want) {
+			t.Errorf("%s: simple token: got %v, want %v", tc.name, err, tc.want)
+		}
+		if _, err := s.VerifyJWT(j, jwt, now); !errors.Is(err, tc.want) {
+			t.Errorf("%s: JWT: got %v, want %v", tc.name, err, tc.want)
+		}
 	}
 }

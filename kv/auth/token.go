@@ -31,30 +31,37 @@ func HashPassword(password string, cost int) (string, error) {
 	return string(h), nil
 }
 
-// Authenticate checks a user's password: nil, ErrAuthNotEnabled, or
-// ErrAuthFailed (no such user, a user without password, a wrong one).
-func (s *Store) Authenticate(name, password string) error {
+// Authenticate checks a user's password and returns the auth revision
+// of the state it checked: ErrAuthNotEnabled, or ErrAuthFailed (no
+// such user, a user without password, a wrong one). A token for the
+// user carries that revision (Token, TokenJWT), so that a password
+// change or a delete applied while bcrypt compared ends it: the check
+// runs without the lock, for as long as the hash's cost takes.
+func (s *Store) Authenticate(name, password string) (rev uint64, err error) {
 	s.mu.RLock()
 	enabled := s.enabled
 	var hash []byte
 	if u := s.users[name]; u != nil && !u.noPassword {
 		hash = u.hash
 	}
+	rev = s.rev
 	s.mu.RUnlock()
 	if !enabled {
-		return ErrAuthNotEnabled
+		return 0, ErrAuthNotEnabled
 	}
 	if hash == nil || bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil {
-		return ErrAuthFailed
+		return 0, ErrAuthFailed
 	}
-	return nil
+	return rev, nil
 }
 
-// Token returns a token for user, valid until now+ttl on every member
-// that holds this auth state. ErrAuthNotEnabled while auth is disabled.
-func (s *Store) Token(user string, now time.Time, ttl time.Duration) (string, error) {
+// Token returns a token for user as of auth revision rev (Authenticate's),
+// valid until now+ttl on every member that holds this auth state, unless
+// the user's password changed after rev. ErrAuthNotEnabled while auth is
+// disabled.
+func (s *Store) Token(user string, rev uint64, now time.Time, ttl time.Duration) (string, error) {
 	s.mu.RLock()
-	key, rev := s.tokenKey, s.rev
+	key := s.tokenKey
 	enabled := s.enabled
 	s.mu.RUnlock()
 	if !enabled {

@@ -36,10 +36,10 @@ func TestStateMachine_Restore_keepsAuth(t *testing.T) {
 	if !b.Auth().Enabled() || b.Auth().Revision() != a.Auth().Revision() {
 		t.Fatalf("restored auth: enabled %v revision %d, want true and %d", b.Auth().Enabled(), b.Auth().Revision(), a.Auth().Revision())
 	}
-	if err := b.Auth().Authenticate("root", "pw"); err != nil {
+	if _, err := b.Auth().Authenticate("root", "pw"); err != nil {
 		t.Fatalf("Authenticate after restore: got %v, want nil", err)
 	}
-	tok, err := a.Auth().Token("root", sa.cfg.Now(), 60e9)
+	tok, err := a.Auth().Token("root", a.Auth().Revision(), sa.cfg.Now(), 60e9)
 	if err != nil {
 		t.Fatal(err)
 	}
