@@ -16,7 +16,7 @@
 //	/q/{name}                         dispatcher record "<member>;epoch=<n>" (KV)
 //	/q/{name}/c/{id}                  consumer: watch it; its KV value names the member hosting it
 //	/q/{name}/p/{key}                 produce (also producer, i, input)
-//	/q/{name}/{seq}/{key}             delivery key: delete = acknowledge
+//	/q/{name}/{seq}/{key}             delivery key: delete = acknowledge (not of a ClickHouse queue: InvalidArgument)
 //	/q/{name}/dlq/{seq}               dead letter (KV)
 //	/config/queues/{name}             the queue's settings, JSON (KV, checked at put)
 //

@@ -14,6 +14,10 @@ import (
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peer/peerpb"
 )
 
 // slowClickHouse is a fake ClickHouse whose inserts take as long on the
@@ -353,4 +357,35 @@ func TestSpares_keptClearedAndBounded(t *testing.T) {
 	if r := rs.take(0); r != nil {
 		t.Errorf("no rows slice kept: got one of cap %d, want nil", cap(r))
 	}
+}
+
+// TestSink_rowsAreNotAcknowledgedByDelete: a ClickHouse queue's rows
+// leave it by their insert alone. Deleting the delivery key of a queued
+// row (its number is easy to guess), from a client or as a member's
+// ack, is InvalidArgument and drops nothing: the row still lands.
+func TestSink_rowsAreNotAcknowledgedByDelete(t *testing.T) {
+	fake := &failingClickHouse{fail: 1 << 30}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := cli.Put(ctx, "/q/ch:events/p/a", `{"id":1}`); err != nil {
+		t.Fatal(err)
+	}
+	for seq := range uint64(4) {
+		resp, err := cli.Delete(ctx, fmt.Sprintf("/q/ch:events/%d/a", seq+1))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "acknowledged by their insert") {
+			t.Fatalf("delete of delivery %d of a ClickHouse queue: got %v, %v; want InvalidArgument", seq+1, resp, err)
+		}
+		_, err = n.mgr.PeerService().Ack(ctx, &peerpb.AckRequest{Queue: "ch:events", Seq: seq + 1, Tail: "a"})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("a member's ack of delivery %d of a ClickHouse queue: got %v; want InvalidArgument", seq+1, err)
+		}
+	}
+	if d := n.depth("ch:events"); d != 1 {
+		t.Fatalf("depth after the deletes: got %d, want the row still queued", d)
+	}
+	fake.failNext(0)
+	waitFor(t, "the row to land", func() bool { _, rows := fake.counts(); return rows == 1 })
 }

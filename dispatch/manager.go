@@ -1090,9 +1090,15 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 }
 
 // Ack implements kv.Queues: the acknowledgement goes to the queue's
-// dispatcher, wherever the consumer is.
+// dispatcher, wherever the consumer is. A ClickHouse queue's rows are
+// acknowledged by their insert alone: a delete of a delivery key of one
+// is InvalidArgument, or any client that may write the key dropped a
+// row before it landed.
 func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	k := ParseKey(string(key))
+	if err := checkAckable(k.Queue); err != nil {
+		return false, err
+	}
 	if from, ok := m.deliveredBy(k.Queue, string(key)); ok && from != m.cfg.MemberID {
 		return m.ackRemote(ctx, from, k)
 	}
@@ -1101,6 +1107,14 @@ func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 		return m.ackHere(k.Queue, k.Seq, k.Tail), nil
 	}
 	return m.ackRemote(ctx, rec.Member, k)
+}
+
+// checkAckable refuses an acknowledgement of a ClickHouse queue's row.
+func checkAckable(queue string) error {
+	if _, ch := sink.TableOf(queue); ch {
+		return status.Error(codes.InvalidArgument, "etcdserver: "+queue+" is drained into ClickHouse by the cluster; its rows are acknowledged by their insert, not by a delete")
+	}
+	return nil
 }
 
 // ackHere acknowledges a message of a queue held here. A queue this member

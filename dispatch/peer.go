@@ -512,6 +512,9 @@ func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.A
 	if !validQueueName(r.Queue) || r.Tail == "" || strings.Contains(r.Tail, "/") || len(r.Tail) > m.cfg.MaxKeyBytes {
 		return nil, status.Error(codes.InvalidArgument, "dispatch: ack: queue or key outside the key grammar")
 	}
+	if err := checkAckable(r.Queue); err != nil {
+		return nil, err
+	}
 	if err := checkPeerSeq(r.Queue, r.Seq, m.epochOf(r.Queue)); err != nil {
 		return nil, err
 	}
