@@ -315,8 +315,9 @@ func (l *Log) queueLen() int {
 
 // Close stops the writer once the batch it writes is done, writes the
 // pending releases, fsyncs them and closes the files. Appends waiting
-// fail with ErrClosed. Close is idempotent and returns the first
-// call's error.
+// fail with ErrClosed. Releases it could not write (a full disk, a
+// failed log) make it fail: their records come back at the next open.
+// Close is idempotent and returns the first call's error.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.stop)

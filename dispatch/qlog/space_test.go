@@ -99,3 +99,25 @@ func fillToQuota(t *testing.T, l *Log) []uint64 {
 	t.Fatal("appends past the quota: 1000 records taken, want ErrNoSpace")
 	return nil
 }
+
+// A close on a full disk cannot write the pending releases: it says so
+// (ErrNoSpace) rather than close clean, and the records come back at
+// the next open, as the error warns.
+func TestLog_Close_fullDiskReportsReleasesUnwritten(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	fl := &faults{}
+	l, _ := openLog(t, cfg, fl.hooks())
+	a := mustAppend(t, l, rec(1, 100))
+	b := mustAppend(t, l, rec(2, 100))
+	fl.full.Store(true)
+	if err := l.Release(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); !errors.Is(err, ErrNoSpace) {
+		t.Fatalf("close on a full disk with a release pending: %v, want ErrNoSpace", err)
+	}
+	fl.full.Store(false)
+	_, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, map[uint64]string{a: string(rec(1, 100)), b: string(rec(2, 100))})
+}

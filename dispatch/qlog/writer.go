@@ -1,6 +1,7 @@
 package qlog
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -587,9 +588,12 @@ func (l *Log) shutdown() {
 		if err := l.trim(); err != nil {
 			errs = append(errs, err)
 		}
+		// Releases still pending were not written: the log failed, or
+		// the disk is full (the commit put them back and went on). They
+		// come back at the next open, so say so rather than close clean.
 		l.mu.Lock()
-		if l.failed != nil && len(l.pending) > 0 {
-			errs = append(errs, l.failed)
+		if n := len(l.pending); n > 0 {
+			errs = append(errs, fmt.Errorf("qlog: %d releases not written at close: %w", n, cmp.Or(l.failed, ErrNoSpace)))
 		}
 		l.mu.Unlock()
 	}
