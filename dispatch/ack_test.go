@@ -430,6 +430,26 @@ func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
 	}
 }
 
+// TestAck_replicatedForwardedWithEveryBackupPassedOver: a put made on
+// another member is refused as one made on the dispatcher is, when the
+// dispatcher has no member to keep a copy: the forwarding member must
+// not hold copies and answer OK instead, with the message on the
+// dispatcher's disk alone.
+func TestAck_replicatedForwardedWithEveryBackupPassedOver(t *testing.T) {
+	a, b, ctx := replicatedPair(t)
+	putJobs(t, ctx, a, 1)
+	a.mgr.mu.Lock()
+	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.mu.Unlock()
+	_, err := b.cli.Put(ctx, "/q/jobs/p/forwarded", "v")
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("a put on b, forwarded to a with no member to keep a copy: got %v, want Unavailable", err)
+	}
+	if q := b.mgr.lookup("jobs"); q != nil && q.holding() {
+		t.Fatal("b holds copies of the refused put: they would go to a and count as acknowledged")
+	}
+}
+
 // TestAck_replicateGivenUpPassesNobodyOver: a put that gives up (its
 // client went away, or its deadline passed) while its copy is on the
 // way says nothing of the backup, which must stay the backup.

@@ -123,7 +123,10 @@
 //     are bounded by what was inserted or acknowledged but not yet released
 //     (about one ClickHouse batch). A member alone has no backup; one
 //     whose other members all failed to keep copies lately fails the put
-//     (Unavailable) rather than acknowledge it with no copy.
+//     (Unavailable) rather than acknowledge it with no copy. A put to
+//     another member that the dispatcher does not answer OK fails too
+//     (the producer retries), rather than be held as copies: held copies
+//     are no backup, and the dispatcher may hold the message alone.
 //   - inserted (ClickHouse queues): the put returns once its rows are in
 //     ClickHouse; a row ClickHouse refuses fails its put with
 //     InvalidArgument naming the dead letter. A dispatcher that moves ends

@@ -1020,6 +1020,11 @@ func (m *Manager) epochOf(name string) uint64 {
 	return rec.Epoch
 }
 
+// replicatedForwardTimeout is how long a forwarded put of an
+// ack=replicated queue waits for the dispatcher: long enough for it to
+// pass over backups that do not answer (replicate) and answer itself.
+const replicatedForwardTimeout = 30 * time.Second
+
 // produceRemote forwards msgs to the queue's dispatcher, after handing it
 // whatever this member still holds of the queue, so order is kept. When the
 // dispatcher cannot be reached, every alive member keeps a copy until a
@@ -1031,8 +1036,11 @@ func (m *Manager) epochOf(name string) uint64 {
 func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, msgs []incoming, checkRows func() error) (let bool, err error) {
 	ack := m.view(name).set.Ack
 	timeout := forwardTimeout
-	if ack == AckInserted {
+	switch ack {
+	case AckInserted:
 		timeout = ackWaitTimeout // the dispatcher answers once the rows are in ClickHouse
+	case AckReplicated:
+		timeout = replicatedForwardTimeout // it may pass backups over first
 	}
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 320 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
@@ -1074,9 +1082,11 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			}
 			return false, status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
 		}
-		if ack == AckInserted {
+		if ack == AckInserted || ack == AckReplicated {
 			// Copies held here would return before the rows are in
-			// ClickHouse: the producer retries instead.
+			// ClickHouse, or with no backup holding them (the
+			// dispatcher may even have queued them and answered that no
+			// member could keep a copy): the producer retries instead.
 			return false, err
 		}
 		if checkRows != nil {
