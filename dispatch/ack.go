@@ -179,6 +179,7 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 				return nil
 			}
 		}
+		q.unreleased(b, released) // sent again with the next frame
 		if status.Code(err) == codes.ResourceExhausted {
 			return err // the backup is full, as the queue would be: not its fault
 		}
@@ -334,23 +335,34 @@ func (m *Manager) postReset(name string, member uint64) {
 // messages, and does not wait for the answer; a frame that cannot be
 // sent within forwardTimeout is dropped.
 func (m *Manager) post(member uint64, kind peerpb.ForwardKind, queue string, seqs []uint64) {
-	f, err := m.forwarderFor(member)
-	if err != nil {
-		return
-	}
-	b, err := f.batchOf(queue, nil)
-	if err != nil {
-		return
-	}
-	b.Head.Kind, b.Head.Boot, b.Head.Queue, b.Head.Seqs = kind, m.cfg.Boot, queue, seqs
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-	defer cancel()
-	if c, err := f.start(ctx, b); err == nil {
+	if c, err := m.startFrame(member, kind, queue, seqs); err == nil {
 		c.forget()
 	}
 }
 
-// flushReleases tells the queue's backup which copies it may drop.
+// startFrame queues a batch of kind about queue's copies seqs, without
+// messages, on member's stream, waiting at most forwardTimeout for room,
+// and returns the call to wait on.
+func (m *Manager) startFrame(member uint64, kind peerpb.ForwardKind, queue string, seqs []uint64) (*call, error) {
+	f, err := m.forwarderFor(member)
+	if err != nil {
+		return nil, err
+	}
+	b, err := f.batchOf(queue, nil)
+	if err != nil {
+		return nil, err
+	}
+	b.Head.Kind, b.Head.Boot, b.Head.Queue, b.Head.Seqs = kind, m.cfg.Boot, queue, seqs
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	return f.start(ctx, b)
+}
+
+// flushReleases tells the queue's backup which copies it may drop. It
+// does not wait for the answer; releases the backup did not answer OK
+// are released again with the next (unreleasedLocked), or a backup that
+// missed them kept their copies for good and queued them again at a
+// takeover.
 func (m *Manager) flushReleases(q *queue) {
 	q.mu.Lock()
 	seqs := q.released
@@ -361,7 +373,33 @@ func (m *Manager) flushReleases(q *queue) {
 	}
 	q.backupMu.RLock()
 	defer q.backupMu.RUnlock()
-	if b := q.backupMember.Load(); b != 0 {
-		m.post(b, peerpb.ForwardKind_RELEASE, q.name, seqs)
+	b := q.backupMember.Load()
+	if b == 0 {
+		return
+	}
+	c, err := m.startFrame(b, peerpb.ForwardKind_RELEASE, q.name, seqs)
+	if err != nil {
+		q.unreleased(b, seqs)
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		// Ends with the answer, the call's expiry or the forwarder's
+		// close (at shutdown).
+		if err := c.wait(context.Background(), forwardTimeout); err != nil {
+			q.unreleased(b, seqs)
+		}
+	}()
+}
+
+// unreleased puts back releases that backup b did not take, to go with
+// the next frame to it, unless b is no longer the backup: a new one got
+// a full copy without them.
+func (q *queue) unreleased(b uint64, seqs []uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.backupMember.Load() == b {
+		q.released = append(q.released, seqs...)
 	}
 }

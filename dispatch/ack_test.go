@@ -13,6 +13,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"chute/gossip"
 )
 
 func TestParseSettings(t *testing.T) {
@@ -603,4 +605,36 @@ func replicatedPair(t *testing.T) (a, b *member, ctx context.Context) {
 	ctx = testCtx(t, 30*time.Second)
 	replicateJobs(t, ctx, a, b)
 	return a, b, ctx
+}
+
+// TestAck_releasesLostOnABrokenLinkAreSentAgain: releases posted while
+// the link to the backup is down are not lost with their frame: once
+// the link is back the backup drops the copies of the messages that
+// were acknowledged meanwhile, or a takeover would queue them again
+// and they would fill the backup's byte cap.
+func TestAck_releasesLostOnABrokenLinkAreSentAgain(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	px := newLinkProxy(t, b.link.Addrs()[0].String())
+	a.peers.set([]gossip.Peer{{ID: b.id, Addr: px.addr(), Boot: b.mgr.cfg.Boot}})
+	b.peers.set([]gossip.Peer{a.asPeer()})
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 10)
+	if got := backupRowsOf(b, "jobs"); got != 10 {
+		t.Fatalf("b keeps %d copies, want 10", got)
+	}
+	px.setCut(true) // the link from a to b breaks for a while
+	acked := consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, 10, 10*time.Second)
+	if len(acked) != 10 {
+		t.Fatalf("acknowledged %d of 10", len(acked))
+	}
+	time.Sleep(500 * time.Millisecond) // reconcile rounds post the releases into the broken link
+	if got := backupRowsOf(b, "jobs"); got != 10 {
+		t.Fatalf("b keeps %d copies while the link is down, want 10: the test did not break the link", got)
+	}
+	px.setCut(false)
+	waitUntil(t, 20*time.Second, "b to drop the copies of what was acknowledged", func() bool {
+		return backupRowsOf(b, "jobs") == 0
+	})
 }

@@ -3,7 +3,9 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -380,5 +382,87 @@ func checkProducerOrder(t *testing.T, tails []string, producers, each int) {
 		if l != each-1 {
 			t.Fatalf("producer %d: last message %d, want %d", p, l, each-1)
 		}
+	}
+}
+
+// linkProxy passes TCP connections to a member's peer link until it is
+// cut: then it closes every connection and refuses new ones until it is
+// mended. A link that breaks for a moment, shorter than the failure
+// detection, is what it stands for.
+type linkProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+func newLinkProxy(t *testing.T, target string) *linkProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &linkProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		p.setCut(true)
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *linkProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *linkProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		if err != nil || p.cut {
+			p.mu.Unlock()
+			_ = c.Close()
+			if u != nil {
+				_ = u.Close()
+			}
+			continue
+		}
+		p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.copy(u, c)
+		go p.copy(c, u)
+	}
+}
+
+func (p *linkProxy) copy(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	_ = dst.Close()
+	_ = src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// setCut cuts the link (closing what is open) or mends it.
+func (p *linkProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			_ = c.Close()
+		}
+		clear(p.conns)
 	}
 }
