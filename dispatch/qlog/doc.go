@@ -201,7 +201,10 @@
 // middle of an older segment it is damage to the disk: the records after
 // it are lost (their releases too, so some released records may come
 // back), and the later segments are read as usual. A segment whose header
-// is damaged is deleted, with one warning. Then Open replays the live
+// is damaged is deleted, with one warning. A read that fails (EIO, a file
+// system gone) is no damage: Open fails, naming the file, and cuts and
+// deletes nothing, so that the records the disk still holds are there
+// when it can be read again. Then Open replays the live
 // records in seq order, and the writer deletes or compacts what needs it.
 //
 // # Why a log of our own, not bbolt

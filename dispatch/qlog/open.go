@@ -118,7 +118,12 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 	end := fi.Size()
 
 	var hdr [headerSize]byte
-	n, _ := f.ReadAt(hdr[:], 0)
+	n, err := f.ReadAt(hdr[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		// Not damage: deleting the segment for it would lose records
+		// the disk still holds.
+		return false, fmt.Errorf("qlog: reading %s: %w", seg.path, err)
+	}
 	base, herr := parseHeader(hdr[:n])
 	if herr == nil && base < l.next {
 		herr = fmt.Errorf("first seq %d is below the %d the segment before ends at", base, l.next)
@@ -141,6 +146,10 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 		}
 		if err == nil {
 			err = l.apply(seg, fr, off, movedAt)
+		}
+		if rerr := (readError{}); errors.As(err, &rerr) {
+			// Not damage either: fail the open and cut nothing.
+			return false, fmt.Errorf("qlog: reading %s at offset %d: %w", seg.path, off, rerr.err)
 		}
 		if err != nil && zeros(f, off, end) {
 			// Written ahead of the records (Config.PreallocBytes), by a

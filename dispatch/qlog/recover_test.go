@@ -1,7 +1,10 @@
 package qlog
 
 import (
+	"errors"
 	"os"
+	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -160,4 +163,58 @@ func TestLog_Open_damagedHeader(t *testing.T) {
 		t.Errorf("damaged segment still there: %v", err)
 	}
 	mustAppend(t, l, rec(1, 10))
+}
+
+// eioFile fails every read that reaches past off with EIO while armed,
+// as a disk with a bad sector there.
+type eioFile struct {
+	segFile
+	armed *atomic.Bool
+	off   int64
+}
+
+func (f *eioFile) ReadAt(b []byte, off int64) (int, error) {
+	if f.armed.Load() && off+int64(len(b)) > f.off {
+		return 0, &os.PathError{Op: "read", Path: "eio", Err: syscall.EIO}
+	}
+	return f.segFile.ReadAt(b, off)
+}
+
+// TestLog_Open_readErrorIsNoDamage: a read that fails while Open scans a
+// segment, of a frame or of the header, fails the open and leaves the
+// file as it was, with no warning of damage: once the disk reads again,
+// every record is there.
+func TestLog_Open_readErrorIsNoDamage(t *testing.T) {
+	for _, at := range []int64{0, 2000} { // the header; a frame in the middle
+		cfg, warns := testConfig(t)
+		cfg.SegmentBytes = 1 << 20
+		want, file := fillOne(t, cfg, 30, 100)
+		before, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var armed atomic.Bool
+		armed.Store(true)
+		eio := hooks{openFile: func(path string, flag int) (segFile, error) {
+			f, err := openOSFile(path, flag)
+			if err != nil {
+				return nil, err
+			}
+			return &eioFile{segFile: f, armed: &armed, off: at}, nil
+		}}
+		_, err = open(cfg, func(uint64, []byte, *Region) error { return nil }, true, eio)
+		if !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read error at %d: open got %v, want EIO", at, err)
+		}
+		after, err := os.Stat(file)
+		if err != nil || after.Size() != before.Size() {
+			t.Fatalf("read error at %d: the segment went from %d bytes to %v, %v; want it untouched", at, before.Size(), after, err)
+		}
+		if w := warns.take(); len(w) != 0 {
+			t.Errorf("read error at %d: warned of damage: %v", at, w)
+		}
+		armed.Store(false)
+		_, got := openLog(t, cfg, hooks{})
+		checkReplay(t, got, want)
+	}
 }

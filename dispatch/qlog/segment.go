@@ -3,6 +3,7 @@ package qlog
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -130,9 +131,26 @@ func newScanner(f io.ReaderAt, off, end int64) *scanner {
 	return &scanner{r: bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 1<<20), off: off, end: end}
 }
 
+// readError is a read of a segment that failed (EIO, a file system
+// gone): no sign of damage, so nothing of the file may be cut for it.
+type readError struct{ err error }
+
+func (e readError) Error() string { return "read: " + e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// readFailure returns err of a read of a frame the file's size says is
+// there: errTorn when the file ended before it after all, else a
+// readError.
+func readFailure(err error) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errTorn
+	}
+	return readError{err}
+}
+
 // next returns the next frame, io.EOF at the end of the file, errTorn when
-// the file ends inside a frame, another error for a damaged one. The
-// frame's body is valid until the next call.
+// the file ends inside a frame, a readError when reading failed, another
+// error for a damaged one. The frame's body is valid until the next call.
 func (s *scanner) next() (frame, error) {
 	left := s.end - s.off
 	switch {
@@ -142,7 +160,7 @@ func (s *scanner) next() (frame, error) {
 		return frame{}, errTorn
 	}
 	if _, err := io.ReadFull(s.r, s.head[:]); err != nil {
-		return frame{}, err
+		return frame{}, readFailure(err)
 	}
 	n := int64(binary.LittleEndian.Uint32(s.head[:]))
 	if n > left-frameSize {
@@ -154,7 +172,7 @@ func (s *scanner) next() (frame, error) {
 	b := s.buf[:frameSize+int(n)]
 	copy(b, s.head[:])
 	if _, err := io.ReadFull(s.r, b[frameSize:]); err != nil {
-		return frame{}, err
+		return frame{}, readFailure(err)
 	}
 	f, err := parseFrame(b)
 	if err != nil {
