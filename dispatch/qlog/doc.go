@@ -100,11 +100,13 @@
 // development machine's disk 565 puts/s for the two against 750).
 //
 // An append that fails leaves nothing: a write or fsync that failed is cut
-// off the file. When the file system is full (ENOSPC, EDQUOT), or an
-// append would pass Config.QuotaBytes, it fails with ErrNoSpace and the
-// log goes on; any other failure fails the log (ErrFailed): after a
-// failed fsync the kernel's view of the file cannot be trusted, and the
-// caller reopens it, which recovers what reached the disk.
+// off the file. When a write finds the file system full (ENOSPC,
+// EDQUOT), or an append would pass Config.QuotaBytes, it fails with
+// ErrNoSpace and the log goes on; any other failure fails the log
+// (ErrFailed), an fsync that failed for lack of space too: after a
+// failed fsync the kernel's view of the file cannot be trusted (pages
+// it could not write may be dropped as clean), and the caller reopens
+// it, which recovers what reached the disk.
 //
 // # Release and deletion
 //

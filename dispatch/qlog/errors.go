@@ -16,9 +16,10 @@ var (
 	ErrTooLarge = errors.New("qlog: record too large")
 	// ErrClosed: the log is closed.
 	ErrClosed = errors.New("qlog: log closed")
-	// ErrFailed: a write or fsync failed in a way the log cannot undo
-	// (not for lack of space), so it takes no more appends: the caller
-	// reopens it, which recovers what reached the disk.
+	// ErrFailed: a write failed in a way the log cannot undo (not for
+	// lack of space), or an fsync failed (for any reason), so it takes
+	// no more appends: the caller reopens it, which recovers what
+	// reached the disk.
 	ErrFailed = errors.New("qlog: log failed")
 	// ErrInvalidConfig is wrapped by every error Config.Validate returns.
 	ErrInvalidConfig = errors.New("qlog: invalid config")
@@ -28,6 +29,17 @@ var (
 func noSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
+
+// syncFailed is the error of an fsync. After a failed fsync the kernel's
+// view of the file cannot be trusted, whatever the reason: with delayed
+// allocation a full file system fails the fsync, and the pages it could
+// not write may be dropped as clean, under data a later fsync then
+// seems to cover. So it fails the log even as ENOSPC (undo), where a
+// write that failed for lack of space is undone and the log goes on.
+type syncFailed struct{ err error }
+
+func (e syncFailed) Error() string { return e.err.Error() }
+func (e syncFailed) Unwrap() error { return e.err }
 
 // ioError wraps err, an error of a write, fsync or truncate, so that
 // errors.Is matches ErrNoSpace when the file system is full.

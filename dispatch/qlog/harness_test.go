@@ -157,8 +157,9 @@ type faults struct {
 	// syncing gets a value (when it has room) as an fsync starts.
 	syncing chan struct{}
 	// full makes writes store half their bytes and fail with ENOSPC;
-	// fullZeros only the writes of zeros ahead of the head.
-	full, fullZeros atomic.Bool
+	// fullZeros only the writes of zeros ahead of the head; syncFull
+	// fsyncs, as with delayed allocation on a full file system.
+	full, fullZeros, syncFull atomic.Bool
 	// writes counts the writes tried.
 	writes atomic.Int64
 }
@@ -199,6 +200,9 @@ func (f *faultFile) Sync() error {
 	}
 	if h := f.fl.hold.Load(); h != nil {
 		<-*h
+	}
+	if f.fl.syncFull.Load() {
+		return &os.PathError{Op: "fsync", Path: "faulty", Err: syscall.ENOSPC}
 	}
 	f.fl.syncs.Add(1)
 	return f.segFile.Sync()

@@ -121,3 +121,28 @@ func TestLog_Close_fullDiskReportsReleasesUnwritten(t *testing.T) {
 	_, got := openLog(t, cfg, hooks{})
 	checkReplay(t, got, map[uint64]string{a: string(rec(1, 100)), b: string(rec(2, 100))})
 }
+
+// An fsync that fails for lack of space fails the log (ErrFailed), where
+// a write that does is undone (ErrNoSpace, previous test): the kernel
+// may have dropped pages it could not write, so nothing after it can be
+// trusted until the log is opened again.
+func TestLog_Append_fsyncFullFailsTheLog(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.SegmentBytes = 1 << 20
+	fl := &faults{}
+	l, _ := openLog(t, cfg, fl.hooks())
+	r := rec(0, 100)
+	want := map[uint64]string{mustAppend(t, l, r): string(r)}
+	fl.syncFull.Store(true)
+	_, err := l.Append(context.Background(), rec(1, 100))
+	if !errors.Is(err, ErrFailed) || errors.Is(err, ErrNoSpace) {
+		t.Fatalf("append whose fsync found no space: %v, want ErrFailed (not ErrNoSpace)", err)
+	}
+	fl.syncFull.Store(false)
+	if _, err := l.Append(context.Background(), rec(2, 100)); !errors.Is(err, ErrFailed) {
+		t.Fatalf("append after the failed fsync: %v, want ErrFailed until reopened", err)
+	}
+	_ = l.Close()
+	_, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+}

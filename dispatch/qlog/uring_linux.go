@@ -214,7 +214,7 @@ func (r *ring) writeSync(f *os.File, buf []byte, off int64, sync bool) (done boo
 	case int(n) < len(buf):
 		return false, nil
 	case sync && res[1] < 0:
-		return true, &os.PathError{Op: "fdatasync", Path: f.Name(), Err: unix.Errno(-res[1])}
+		return true, syncFailed{&os.PathError{Op: "fdatasync", Path: f.Name(), Err: unix.Errno(-res[1])}}
 	}
 	return true, nil
 }

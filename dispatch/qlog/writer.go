@@ -388,7 +388,10 @@ func (l *Log) writeHead(buf []byte, off int64, sync bool) error {
 	if _, err := w.f.WriteAt(buf, off); err != nil || !sync {
 		return err
 	}
-	return w.f.Sync()
+	if err := w.f.Sync(); err != nil {
+		return syncFailed{err}
+	}
+	return nil
 }
 
 // prealloc follows a write that took the head to end bytes. After one
@@ -460,8 +463,9 @@ func (l *Log) answer(r *appendReq, first uint64, err error) {
 
 // undo cuts what a failed write or fsync may have left at the end of the
 // head, puts rel back with the pending releases, and returns the error
-// for the appends. A full file system leaves the log usable; any other
-// error, or a cut that fails, fails it.
+// for the appends. A write that failed for lack of space leaves the log
+// usable; any other error, a failed fsync (syncFailed) or a cut that
+// fails, fails it.
 func (l *Log) undo(start int64, err error, rel []uint64) error {
 	w := &l.w
 	terr := w.f.Truncate(start)
@@ -469,7 +473,7 @@ func (l *Log) undo(start int64, err error, rel []uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.pending = append(rel, l.pending...)
-	if terr == nil && noSpace(err) {
+	if terr == nil && noSpace(err) && !errors.As(err, new(syncFailed)) {
 		return fmt.Errorf("%w: %s: %w", ErrNoSpace, w.head.path, err)
 	}
 	if terr != nil {
