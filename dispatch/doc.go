@@ -270,6 +270,16 @@
 // data dir (unit tests) everything is in memory, and Shutdown reports the
 // messages it loses.
 //
+// Known limits of at least once, beyond a release lost in a crash: the
+// ids a dispatcher remembers as acknowledged do not go with a handover,
+// so a held copy that reaches the next dispatcher after the previous one
+// had the message acknowledged is delivered (or inserted) again; and a
+// dispatcher frozen (SIGSTOP) or cut off from the other members while it
+// still reaches ClickHouse goes on inserting what it holds until its own
+// key space shows the takeover (the reconcile loop stops its drainer
+// then), while the member that took over inserts the same rows under
+// another dedup token: ClickHouse has no way to fence the old writer.
+//
 // # What other members may send
 //
 // A member is trusted to be a member, not to be correct: the Queues
