@@ -103,7 +103,12 @@ type inflight struct {
 	epoch    uint64 // of the queue's record when the batch was formed, for its token
 	label    string // the table label of its metrics ("db.table" or "_other")
 	attempts int
-	span     trace.Span // nil when tracing is off, or once ended
+	// untokened: an attempt went without a dedup token because the
+	// server could not be asked whether it takes one (drainer.token), so
+	// every later attempt goes without one too: a first attempt that
+	// landed and a retry with a token would be two blocks.
+	untokened bool
+	span      trace.Span // nil when tracing is off, or once ended
 }
 
 // spares are slices of a batch kept by the loop from one batch to the
@@ -642,7 +647,13 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 	for {
 		b.attempts++
 		ctx, cancel := m.insertContext(context.Background())
-		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, d.token(ctx, ep, b.epoch, b.rows))
+		tok := ""
+		if !b.untokened {
+			var asked bool
+			tok, asked = d.token(ctx, ep, b.epoch, b.rows)
+			b.untokened = !asked
+		}
+		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
 		down := m.servers.Record(ep.Addr, res)
 		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
 			d.failing.Store(false)
@@ -701,8 +712,10 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 // first and last numbers, the same at every attempt, so that a batch sent again
 // after a lost answer is not stored twice; "" when the server
 // does not know the setting (ClickHouse before 22.2, Debian's 18.16
-// among them), which is asked once per server.
-func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, rows []row) string {
+// among them), which is asked once per server. asked is false when the
+// server could not be asked (the token is "" then, and the question is
+// asked again for the next batch).
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, rows []row) (tok string, asked bool) {
 	m := d.m
 	m.mu.Lock()
 	known, asked := m.tokenSupport[ep.Addr]
@@ -710,7 +723,7 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	if !asked {
 		ok, err := m.sink.HasSetting(ctx, ep, sink.TokenSetting)
 		if err != nil {
-			return "" // ask again at the next batch
+			return "", false
 		}
 		known = ok
 		m.mu.Lock()
@@ -718,12 +731,12 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 		m.mu.Unlock()
 	}
 	if !known || len(rows) == 0 {
-		return ""
+		return "", true
 	}
 	// The member too: two members claiming a queue at once both take
 	// epoch e+1 and number from the same floor, and a batch of the one
 	// that lost must not pass for one of the winner's.
-	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq)
+	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq), true
 }
 
 // bisect finds the rows of batch b ClickHouse refuses (refusal was its
