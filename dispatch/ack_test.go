@@ -404,7 +404,7 @@ func TestAck_replicateSkipsMessagesGone(t *testing.T) {
 	q.mu.Lock()
 	added := q.enqueueLocked([]incoming{{id: MsgID{Origin: 99, N: 1}, tail: "gone", value: []byte("v")}}, now, arrivedCopy, true)
 	q.mu.Unlock()
-	if len(added) != 1 || !q.ack(added[0].seq, "gone", now) {
+	if len(added) != 1 || !q.ack(added[0].seq, "gone", "", now) {
 		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
 	}
 	if err := a.mgr.replicate(ctx, q, added); err != nil {
@@ -508,7 +508,7 @@ func TestAck_releaseBetweenCopyAndBackup(t *testing.T) {
 	if err := a.mgr.copyTo(ctx, q, b.id); err != nil {
 		t.Fatalf("copyTo: %v", err)
 	}
-	if len(added) != 1 || !q.ack(added[0].seq, "acked", now) {
+	if len(added) != 1 || !q.ack(added[0].seq, "acked", "", now) {
 		t.Fatalf("enqueue and acknowledge a message: added %+v", added)
 	}
 	q.backupMember.Store(b.id)

@@ -188,7 +188,7 @@ func TestQueue_ack_renamedHandover(t *testing.T) {
 				t.Fatalf("%d messages queued, want 2 (the handed-over one renumbered)", n)
 			}
 			for i, tail := range tt.acks {
-				if !q.ack(1, tail, now) {
+				if !q.ack(1, tail, "", now) {
 					t.Fatalf("ack %d of 1/%s removed nothing", i, tail)
 				}
 				q.mu.Lock()

@@ -351,3 +351,44 @@ func TestCluster_fullWaitForwarded(t *testing.T) {
 		t.Fatalf("on a: %d refused and %d waited, want 1 (the put taken after waiting is not one) and 2", refused, waited)
 	}
 }
+
+// TestCluster_ackUnderConsumerKeyRemote: an acknowledgement under a
+// consumer's key made on a member that does not dispatch the queue goes
+// to the dispatcher with the consumer it named, which takes it only for
+// a message out to that consumer.
+func TestCluster_ackUnderConsumerKeyRemote(t *testing.T) {
+	cl := newCluster(t)
+	one := func(c *Config) { c.Prefetch = 1 }
+	a, b := cl.start("a", one), cl.start("b", one)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	wx := a.cli.Watch(ctx, "/q/work/c/x") // a dispatches: it hosts x
+	waitUntil(t, 10*time.Second, "a to dispatch work", func() bool { return strings.HasPrefix(recordOn(b, "work"), fmt.Sprint(a.id)+";") })
+	wy := b.cli.Watch(ctx, "/q/work/c/y") // y streams from a
+	waitUntil(t, 10*time.Second, "two consumers on a", func() bool {
+		for _, q := range a.mgr.Status().Queues {
+			if q.Name == "work" {
+				return q.Consumers == 2
+			}
+		}
+		return false
+	})
+	for _, m := range []string{"m0", "m1"} {
+		if _, err := a.cli.Put(ctx, "/q/work/p/"+m, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, ey := next(t, wx, 10*time.Second), next(t, wy, 10*time.Second)
+	if len(ex) != 1 || len(ey) != 1 {
+		t.Fatalf("x got %d, y got %d; want one each (prefetch 1)", len(ex), len(ey))
+	}
+	ky := ParseKey(string(ey[0].Kv.Key))
+	asX := fmt.Sprintf("/q/work/c/x/%d/%s", ky.Seq, ky.Tail)
+	if r, err := b.cli.Delete(ctx, asX); err != nil || r.Deleted != 0 {
+		t.Fatalf("y's delivery acknowledged on b under x's key: %v, %v; want 0 deleted", r, err)
+	}
+	asY := fmt.Sprintf("/q/work/c/y/%d/%s", ky.Seq, ky.Tail)
+	if r, err := b.cli.Delete(ctx, asY); err != nil || r.Deleted != 1 {
+		t.Fatalf("y's delivery acknowledged on b under y's key: %v, %v; want 1 deleted", r, err)
+	}
+}

@@ -17,6 +17,7 @@
 //	/q/{name}/c/{id}                  consumer: watch it; its KV value names the member hosting it
 //	/q/{name}/p/{key}                 produce (also producer, i, input)
 //	/q/{name}/{seq}/{key}             delivery key: delete = acknowledge (not of a ClickHouse queue: InvalidArgument)
+//	/q/{name}/c/{id}/{seq}/{key}      the same, acknowledging only what is out to consumer {id}
 //	/q/{name}/dlq/{seq}               dead letter (KV)
 //	/config/queues/{name}             the queue's settings, JSON (KV, checked at put)
 //

@@ -1114,7 +1114,7 @@ func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	}
 	rec, ok := m.record(k.Queue)
 	if !ok || rec.Member == m.cfg.MemberID || m.cluster == nil {
-		return m.ackHere(k.Queue, k.Seq, k.Tail), nil
+		return m.ackHere(k.Queue, k.Seq, k.Tail, k.Consumer), nil
 	}
 	return m.ackRemote(ctx, rec.Member, k)
 }
@@ -1131,12 +1131,12 @@ func checkAckable(queue string) error {
 // holds no state of has no message to acknowledge: the ack is not acked,
 // and it creates no queue (a client or a peer naming queues at random
 // must not grow the manager).
-func (m *Manager) ackHere(queue string, seq uint64, tail string) bool {
+func (m *Manager) ackHere(queue string, seq uint64, tail, consumer string) bool {
 	q := m.lookup(queue)
 	if q == nil {
 		return false
 	}
-	return q.ack(seq, tail, m.clock.Now())
+	return q.ack(seq, tail, consumer, m.clock.Now())
 }
 
 // Consume implements kv.Queues: the consumer is recorded in the KV, and

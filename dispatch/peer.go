@@ -509,8 +509,9 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 // one that does (its messages went there).
 func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.AckResponse, error) {
 	m := s.m
-	if !validQueueName(r.Queue) || r.Tail == "" || strings.Contains(r.Tail, "/") || len(r.Tail) > m.cfg.MaxKeyBytes {
-		return nil, status.Error(codes.InvalidArgument, "dispatch: ack: queue or key outside the key grammar")
+	if !validQueueName(r.Queue) || r.Tail == "" || strings.Contains(r.Tail, "/") || len(r.Tail) > m.cfg.MaxKeyBytes ||
+		strings.Contains(r.Consumer, "/") || len(r.Consumer) > m.cfg.MaxKeyBytes {
+		return nil, status.Error(codes.InvalidArgument, "dispatch: ack: queue, key or consumer outside the key grammar")
 	}
 	if err := checkAckable(r.Queue); err != nil {
 		return nil, err
@@ -519,13 +520,13 @@ func (s *queueService) Ack(ctx context.Context, r *peerpb.AckRequest) (*peerpb.A
 		return nil, err
 	}
 	if rec, ok := m.record(r.Queue); ok && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
-		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, m.clock.Now()) {
-			acked, err := m.ackRemote(ctx, rec.Member, Key{Queue: r.Queue, Seq: r.Seq, Tail: r.Tail})
+		if q := m.lookup(r.Queue); q == nil || !q.ackDuringHandover(r.Seq, r.Tail, r.Consumer, m.clock.Now()) {
+			acked, err := m.ackRemote(ctx, rec.Member, Key{Queue: r.Queue, Seq: r.Seq, Tail: r.Tail, Consumer: r.Consumer})
 			return &peerpb.AckResponse{Acked: acked}, err
 		}
 		return &peerpb.AckResponse{Acked: true}, nil
 	}
-	return &peerpb.AckResponse{Acked: m.ackHere(r.Queue, r.Seq, r.Tail)}, nil
+	return &peerpb.AckResponse{Acked: m.ackHere(r.Queue, r.Seq, r.Tail, r.Consumer)}, nil
 }
 
 // forwarderFor returns the forward stream to member, opening it when needed.
@@ -616,7 +617,7 @@ func (m *Manager) ackRemote(ctx context.Context, member uint64, k Key) (bool, er
 	}
 	cctx, cancel := context.WithTimeout(m.outgoing(ctx), forwardTimeout)
 	defer cancel()
-	r, err := peerpb.NewQueuesClient(conn).Ack(cctx, &peerpb.AckRequest{Queue: k.Queue, Seq: k.Seq, Tail: k.Tail})
+	r, err := peerpb.NewQueuesClient(conn).Ack(cctx, &peerpb.AckRequest{Queue: k.Queue, Seq: k.Seq, Tail: k.Tail, Consumer: k.Consumer})
 	if err != nil {
 		return false, status.Error(codes.Unavailable, "dispatch: acknowledging on the dispatcher: "+err.Error())
 	}

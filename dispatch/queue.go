@@ -325,7 +325,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		}
 		if in.seq == 0 {
 			// Not numbered by an earlier dispatcher: no early ack.
-		} else if tail, ok := q.early.get(in.seq); ok && tail == in.tail {
+		} else if ack, ok := q.early.get(in.seq); ok && (ack == in.tail || ack == earlyAck(in.tail, in.consumer)) {
 			q.early.forget(in.seq) // acknowledged before it arrived
 			q.done.add(in.id)
 			releaseLog(q.log, in.lseq)
@@ -483,24 +483,32 @@ func (q *queue) nextConsumerLocked() *consumer {
 }
 
 // ack removes the message seq if its tail matches, wherever it is, and
-// reports whether it did.
-func (q *queue) ack(seq uint64, tail string, now time.Time) bool {
+// reports whether it did; with consumer set, only if it is delivered to
+// that consumer (ackLocked).
+func (q *queue) ack(seq uint64, tail, consumer string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.ackLocked(seq, tail, now, true)
+	return q.ackLocked(seq, tail, consumer, now, true)
 }
 
 // ackLocked removes the message an acknowledgement of number seq with
 // tail names (see renamedLocked), delivers, and reports whether it
-// removed one. With early, an acknowledgement of a number not held here is
-// remembered for a handover still on its way. The caller holds mu.
-func (q *queue) ackLocked(seq uint64, tail string, now time.Time, early bool) bool {
+// removed one. An acknowledgement that names its consumer (a delete of
+// /q/{name}/c/{id}/{seq}/{key}) removes only a message out or parked
+// with that consumer: a consumer allowed to write under its own key
+// alone acknowledges its own deliveries, not another's. With early, an
+// acknowledgement of a number not held here is remembered for a handover
+// still on its way (earlyAck). The caller holds mu.
+func (q *queue) ackLocked(seq uint64, tail, consumer string, now time.Time, early bool) bool {
 	seq = q.renamedLocked(seq, tail)
 	m := q.msgs.get(seq)
 	if m == nil || m.tail != tail {
 		if early && m == nil && seq != 0 {
-			q.early.add(seq, tail)
+			q.early.add(seq, earlyAck(tail, consumer))
 		}
+		return false
+	}
+	if consumer != "" && q.deliveredToLocked(seq, m) != consumer {
 		return false
 	}
 	q.removeLocked(seq, m)
@@ -561,10 +569,33 @@ func (q *queue) drainerLocked() *consumer {
 
 // ackIfHeld acknowledges the message if this member holds it, without
 // remembering a miss.
-func (q *queue) ackIfHeld(seq uint64, tail string, now time.Time) bool {
+func (q *queue) ackIfHeld(seq uint64, tail, consumer string, now time.Time) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.ackLocked(seq, tail, now, false)
+	return q.ackLocked(seq, tail, consumer, now, false)
+}
+
+// deliveredToLocked returns the id of the consumer message seq (m) is
+// out or parked with; "" when it is with none. The caller holds mu.
+func (q *queue) deliveredToLocked(seq uint64, m *message) string {
+	switch m.state {
+	case msgOut:
+		return q.out[seq].c.id
+	case msgParked:
+		return q.parked[seq].consumer
+	}
+	return ""
+}
+
+// earlyAck is what the early acknowledgements remember of one: its tail,
+// and with the consumer it named, "/" and that consumer's id (a tail
+// has no "/"), so that it drops only a message handed over as delivered
+// to that consumer (enqueueLocked).
+func earlyAck(tail, consumer string) string {
+	if consumer == "" {
+		return tail
+	}
+	return tail + "/" + consumer
 }
 
 // renamedLocked returns the number an acknowledgement of seq with tail
@@ -592,10 +623,10 @@ func (q *queue) renamedLocked(seq uint64, tail string) uint64 {
 // ackDuringHandover is ackIfHeld after any handover in progress: a message
 // being handed over is then either still here or already at the new
 // dispatcher, never in between.
-func (q *queue) ackDuringHandover(seq uint64, tail string, now time.Time) bool {
+func (q *queue) ackDuringHandover(seq uint64, tail, consumer string, now time.Time) bool {
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
-	return q.ackIfHeld(seq, tail, now)
+	return q.ackIfHeld(seq, tail, consumer, now)
 }
 
 // isDone reports whether id was acknowledged recently. The caller holds mu.

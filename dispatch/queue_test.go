@@ -430,3 +430,56 @@ func TestQueue_statusCountsHandover(t *testing.T) {
 		t.Fatalf("after the rest was put back: %d rows, %d bytes; want 2 and 6", r, b)
 	}
 }
+
+// TestQueue_ackUnderConsumerKeyIsThatConsumers: a delivery acknowledged
+// under a consumer's key (/q/{name}/c/{id}/{seq}/{key}) is acknowledged
+// only when it is out to that consumer: with write under its own key
+// alone (operations.md's consumer role), a consumer cannot drop another
+// consumer's messages. The short key /q/{name}/{seq}/{key} names no
+// consumer and acknowledges any.
+func TestQueue_ackUnderConsumerKeyIsThatConsumers(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.Prefetch = 1000 })
+	cliA, cliB, prod := n.client(t), n.client(t), n.client(t)
+	ctx := testCtx(t, 20*time.Second)
+	wa := cliA.Watch(ctx, "/q/work/c/a")
+	wb := cliB.Watch(ctx, "/q/work/c/b")
+	waitUntil(t, 5*time.Second, "two consumers", func() bool {
+		st := n.mgr.Status()
+		return len(st.Queues) == 1 && st.Queues[0].Consumers == 2
+	})
+	for i := range 4 {
+		if _, err := prod.Put(ctx, fmt.Sprintf("/q/work/p/m%d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evA, evB := collectN(t, wa, 2, 5*time.Second), collectN(t, wb, 2, 5*time.Second)
+	if len(evA) != 2 || len(evB) != 2 {
+		t.Fatalf("split: a got %d, b got %d; want 2 each", len(evA), len(evB))
+	}
+	under := func(id string, ev *clientv3.Event) string {
+		return strings.Replace(string(ev.Kv.Key), "/q/work/", "/q/work/c/"+id+"/", 1)
+	}
+	del := func(cli *clientv3.Client, key string) int64 {
+		t.Helper()
+		r, err := cli.Delete(ctx, key)
+		if err != nil {
+			t.Fatalf("delete %s: %v", key, err)
+		}
+		return r.Deleted
+	}
+	if d := del(cliA, under("a", evB[0])); d != 0 {
+		t.Fatalf("a acknowledged b's %s under its own key: deleted %d, want 0", evB[0].Kv.Key, d)
+	}
+	if st := n.mgr.Status(); st.Queues[0].Rows != 4 {
+		t.Fatalf("after a's refused ack the queue holds %d, want 4", st.Queues[0].Rows)
+	}
+	if d := del(cliB, under("b", evB[0])); d != 1 {
+		t.Fatalf("b acknowledged its %s under its key: deleted %d, want 1", evB[0].Kv.Key, d)
+	}
+	if d := del(cliA, under("a", evA[0])); d != 1 {
+		t.Fatalf("a acknowledged its %s under its key: deleted %d, want 1", evA[0].Kv.Key, d)
+	}
+	if d := del(cliA, string(evB[1].Kv.Key)); d != 1 {
+		t.Fatalf("a acknowledged b's %s by the short key: deleted %d, want 1", evB[1].Kv.Key, d)
+	}
+}

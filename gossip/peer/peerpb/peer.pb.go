@@ -800,10 +800,14 @@ func (x *Deliveries) GetDeliveries() []*Delivery {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Tail          string                 `protobuf:"bytes,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Seq   uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Tail  string                 `protobuf:"bytes,3,opt,name=tail,proto3" json:"tail,omitempty"`
+	// consumer, when set, is the id the acknowledgement named
+	// (/q/{queue}/c/{consumer}/{seq}/{tail}): it acknowledges only a
+	// message delivered to that consumer.
+	Consumer      string `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -855,6 +859,13 @@ func (x *AckRequest) GetSeq() uint64 {
 func (x *AckRequest) GetTail() string {
 	if x != nil {
 		return x.Tail
+	}
+	return ""
+}
+
+func (x *AckRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
 	}
 	return ""
 }
@@ -1399,12 +1410,13 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"Deliveries\x127\n" +
 	"\n" +
 	"deliveries\x18\x01 \x03(\v2\x17.chute.peer.v1.DeliveryR\n" +
-	"deliveries\"H\n" +
+	"deliveries\"d\n" +
 	"\n" +
 	"AckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
-	"\x04tail\x18\x03 \x01(\tR\x04tail\"#\n" +
+	"\x04tail\x18\x03 \x01(\tR\x04tail\x12\x1a\n" +
+	"\bconsumer\x18\x04 \x01(\tR\bconsumer\"#\n" +
 	"\vAckResponse\x12\x14\n" +
 	"\x05acked\x18\x01 \x01(\bR\x05acked\"\x0f\n" +
 	"\rStatusRequest\"\xa9\x01\n" +
