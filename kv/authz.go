@@ -313,12 +313,18 @@ func (z *authorizer) allowTxn(u string, r *pb.TxnRequest) error {
 }
 
 // allowWatch checks a watch's creation on a stream the authorizer let
-// through: read on its keys. The reason is etcd's for a refused watch:
-// the gRPC error's whole text.
+// through: read on its keys, and write too on a consumer key: a watch
+// there consumes the queue (it takes messages from other consumers
+// until acknowledged or timed out, records the consumer, may claim the
+// queue), which a user who may only read must not do. The reason is
+// etcd's for a refused watch: the gRPC error's whole text.
 func (z *authorizer) allowWatch(ctx context.Context, cr *pb.WatchCreateRequest) (reason string, ok bool) {
 	u, on, err := z.user(ctx)
 	if err == nil && on {
 		err = z.auth.Check(u, cr.Key, cr.RangeEnd, auth.Read)
+	}
+	if err == nil && on && len(cr.RangeEnd) == 0 && z.queues != nil && z.queues.Route(cr.Key) == RouteConsumer {
+		err = z.auth.Check(u, cr.Key, nil, auth.Write)
 	}
 	if err != nil {
 		return toGRPC(err).Error(), false

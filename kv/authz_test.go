@@ -35,6 +35,9 @@ func (q *namedQueues) Route(key []byte) Route {
 	if _, ok := q.RecordKey(key); ok {
 		return RouteProduce
 	}
+	if parts := strings.Split(string(key), "/"); len(parts) == 5 && parts[1] == "q" && parts[3] == "c" {
+		return RouteConsumer // /q/{name}/c/{id}
+	}
 	return RouteKV
 }
 
@@ -394,5 +397,50 @@ func TestAuthorizer_leaseOfAnother(t *testing.T) {
 	}
 	if got, err := root.Get(ctx, "/a/k"); err != nil || got.Count != 0 {
 		t.Fatalf("/a/k after the denied puts: %v, %v; want none", got, err)
+	}
+}
+
+// TestAuthorizer_consumingNeedsWrite checks that a watch of a consumer
+// key, which consumes the queue, needs write on the key besides read: a
+// user who may read the queue namespace (dead letters, records) does
+// not take its messages. Its plain watches of the namespace still work.
+func TestAuthorizer_consumingNeedsWrite(t *testing.T) {
+	srv, cli := startServer(t, func(c *Config) { authConfig(c); c.Queues = &namedQueues{} })
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root := rootClient(t, srv)
+	grantUser(t, root, "reader", "pw", prefixPerm(clientv3.PermRead, "/q/"))
+	grantUser(t, root, "worker", "pw", &clientv3.Permission{PermType: clientv3.PermReadWrite, Key: []byte("/q/jobs/c/w")})
+	rd, err := userClient(t, srv, "reader", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wk, err := userClient(t, srv, "worker", "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := func(what string, wc clientv3.WatchChan) clientv3.WatchResponse {
+		t.Helper()
+		select {
+		case resp := <-wc:
+			return resp
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no answer", what)
+		}
+		return clientv3.WatchResponse{}
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	resp := first("reader's watch of a consumer key", rd.Watch(wctx, "/q/jobs/c/r"))
+	if !resp.Canceled || resp.Err() == nil || resp.Err().Error() != rpctypes.ErrGRPCPermissionDenied.Error() {
+		t.Fatalf("reader's watch of a consumer key: got %+v (err %v), want canceled with %v", resp, resp.Err(), rpctypes.ErrPermissionDenied)
+	}
+	resp = first("worker's watch of its consumer key", wk.Watch(wctx, "/q/jobs/c/w", clientv3.WithCreatedNotify()))
+	if resp.Canceled || !resp.Created {
+		t.Fatalf("worker's watch of its consumer key: got %+v (err %v), want created", resp, resp.Err())
+	}
+	resp = first("reader's watch of the namespace", rd.Watch(wctx, "/q/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
+	if resp.Canceled || !resp.Created {
+		t.Fatalf("reader's watch of the namespace: got %+v (err %v), want created", resp, resp.Err())
 	}
 }

@@ -83,7 +83,7 @@ func TestAuth_consumer_ownKeysOnly(t *testing.T) {
 		{"user", "add", "jobs-app", "--new-user-password=" + authProdPass},
 		{"user", "grant-role", "jobs-app", "jobs-producer"},
 		{"role", "add", "jobs-worker-1"},
-		{"role", "grant-permission", "jobs-worker-1", "read", "/q/jobs/c/worker-1"},
+		{"role", "grant-permission", "jobs-worker-1", "readwrite", "/q/jobs/c/worker-1"},
 		{"role", "grant-permission", "jobs-worker-1", "write", "/q/jobs/c/worker-1/", "--prefix"},
 		{"user", "add", "w1", "--new-user-password=" + authProdPass},
 		{"user", "grant-role", "w1", "jobs-worker-1"},
