@@ -95,15 +95,8 @@ func TestQueue_invalidKeys(t *testing.T) {
 // each get about half; a consumer that goes has its unacknowledged
 // messages delivered to the other, and nothing arrives twice otherwise.
 func TestQueue_twoConsumersShareAndRedeliver(t *testing.T) {
-	n := startNode(t, func(c *Config) { c.Prefetch = 1000 })
-	cliA, cliB, prod := n.client(t), n.client(t), n.client(t)
-	ctx := testCtx(t, 20*time.Second)
-	wa := cliA.Watch(ctx, "/q/work/c/a")
-	wb := cliB.Watch(ctx, "/q/work/c/b")
-	waitUntil(t, 5*time.Second, "two consumers", func() bool {
-		st := n.mgr.Status()
-		return len(st.Queues) == 1 && st.Queues[0].Consumers == 2
-	})
+	_, ctx, prod, a, b := twoConsumers(t)
+	cliA, wa, wb := a.cli, a.wc, b.wc
 	const total = 200
 	for i := range total {
 		if _, err := prod.Put(ctx, fmt.Sprintf("/q/work/p/m%03d", i), "v"); err != nil {
@@ -438,15 +431,8 @@ func TestQueue_statusCountsHandover(t *testing.T) {
 // consumer's messages. The short key /q/{name}/{seq}/{key} names no
 // consumer and acknowledges any.
 func TestQueue_ackUnderConsumerKeyIsThatConsumers(t *testing.T) {
-	n := startNode(t, func(c *Config) { c.Prefetch = 1000 })
-	cliA, cliB, prod := n.client(t), n.client(t), n.client(t)
-	ctx := testCtx(t, 20*time.Second)
-	wa := cliA.Watch(ctx, "/q/work/c/a")
-	wb := cliB.Watch(ctx, "/q/work/c/b")
-	waitUntil(t, 5*time.Second, "two consumers", func() bool {
-		st := n.mgr.Status()
-		return len(st.Queues) == 1 && st.Queues[0].Consumers == 2
-	})
+	n, ctx, prod, a, b := twoConsumers(t)
+	cliA, cliB, wa, wb := a.cli, b.cli, a.wc, b.wc
 	for i := range 4 {
 		if _, err := prod.Put(ctx, fmt.Sprintf("/q/work/p/m%d", i), "v"); err != nil {
 			t.Fatal(err)
@@ -482,4 +468,32 @@ func TestQueue_ackUnderConsumerKeyIsThatConsumers(t *testing.T) {
 	if d := del(cliA, string(evB[1].Kv.Key)); d != 1 {
 		t.Fatalf("a acknowledged b's %s by the short key: deleted %d, want 1", evB[1].Kv.Key, d)
 	}
+}
+
+// consumerOf is a client and its watch of a consumer key.
+type consumerOf struct {
+	cli *clientv3.Client
+	wc  clientv3.WatchChan
+}
+
+// twoConsumers starts a node with prefetch 1000 and consumers a and b
+// of queue work, each on a client of its own, and returns them once the
+// queue has both, with a producer's client and a context of 20 s.
+func twoConsumers(t *testing.T) (n *testNode, ctx context.Context, prod *clientv3.Client, a, b consumerOf) {
+	t.Helper()
+	n = startNode(t, func(c *Config) { c.Prefetch = 1000 })
+	prod = n.client(t)
+	ctx = testCtx(t, 20*time.Second)
+	for _, c := range []struct {
+		to *consumerOf
+		id string
+	}{{&a, "a"}, {&b, "b"}} {
+		c.to.cli = n.client(t)
+		c.to.wc = c.to.cli.Watch(ctx, "/q/work/c/"+c.id)
+	}
+	waitUntil(t, 5*time.Second, "two consumers", func() bool {
+		st := n.mgr.Status()
+		return len(st.Queues) == 1 && st.Queues[0].Consumers == 2
+	})
+	return n, ctx, prod, a, b
 }

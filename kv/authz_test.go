@@ -91,6 +91,17 @@ func grantUser(t *testing.T, root *clientv3.Client, user, pw string, perms ...*c
 	}
 }
 
+// newUser is grantUser, then a client of srv logged in as user.
+func newUser(t *testing.T, srv *Server, root *clientv3.Client, user string, perms ...*clientv3.Permission) *clientv3.Client {
+	t.Helper()
+	grantUser(t, root, user, "pw", perms...)
+	cli, err := userClient(t, srv, user, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cli
+}
+
 func prefixPerm(t authpb.Permission_Type, prefix string) *clientv3.Permission {
 	return &clientv3.Permission{PermType: t, Key: []byte(prefix), RangeEnd: []byte(clientv3.GetPrefixRangeEnd(prefix))}
 }
@@ -324,12 +335,8 @@ func TestAuthorizer_prevKVNeedsRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	grantUser(t, root, "writer", "pw", prefixPerm(clientv3.PermWrite, "/s/"))
-	w, err := userClient(t, srv, "writer", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = w.Put(ctx, "/s/1", "x", clientv3.WithPrevKV())
+	w := newUser(t, srv, root, "writer", prefixPerm(clientv3.PermWrite, "/s/"))
+	_, err := w.Put(ctx, "/s/1", "x", clientv3.WithPrevKV())
 	wantErr(t, "put with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
 	_, err = w.Delete(ctx, "/s/", clientv3.WithPrefix(), clientv3.WithPrevKV())
 	wantErr(t, "delete with prev_kv, write only", err, rpctypes.ErrPermissionDenied)
@@ -361,16 +368,8 @@ func TestAuthorizer_leaseOfAnother(t *testing.T) {
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
 	root := rootClient(t, srv)
-	grantUser(t, root, "owner", "pw", prefixPerm(clientv3.PermReadWrite, "/o/"))
-	grantUser(t, root, "other", "pw", prefixPerm(clientv3.PermReadWrite, "/a/"))
-	o, err := userClient(t, srv, "owner", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := userClient(t, srv, "other", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := newUser(t, srv, root, "owner", prefixPerm(clientv3.PermReadWrite, "/o/"))
+	a := newUser(t, srv, root, "other", prefixPerm(clientv3.PermReadWrite, "/a/"))
 	l, err := o.Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
@@ -409,16 +408,8 @@ func TestAuthorizer_consumingNeedsWrite(t *testing.T) {
 	enableAuth(t, cli)
 	ctx := testCtx(t, 20*time.Second)
 	root := rootClient(t, srv)
-	grantUser(t, root, "reader", "pw", prefixPerm(clientv3.PermRead, "/q/"))
-	grantUser(t, root, "worker", "pw", &clientv3.Permission{PermType: clientv3.PermReadWrite, Key: []byte("/q/jobs/c/w")})
-	rd, err := userClient(t, srv, "reader", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wk, err := userClient(t, srv, "worker", "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rd := newUser(t, srv, root, "reader", prefixPerm(clientv3.PermRead, "/q/"))
+	wk := newUser(t, srv, root, "worker", &clientv3.Permission{PermType: clientv3.PermReadWrite, Key: []byte("/q/jobs/c/w")})
 	first := func(what string, wc clientv3.WatchChan) clientv3.WatchResponse {
 		t.Helper()
 		select {
