@@ -216,6 +216,66 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 	m.unreachable[b] = m.clock.Now().Add(backupPassOver)
 	m.mu.Unlock()
 	q.backupMember.CompareAndSwap(b, 0)
+	q.noteStale(b) // it keeps what it took until told (resetStale)
+}
+
+// noteStale records that member may keep copies of q it should not
+// (queue.stale); 0 is nobody.
+func (q *queue) noteStale(member uint64) {
+	if member == 0 {
+		return
+	}
+	q.staleMu.Lock()
+	defer q.staleMu.Unlock()
+	if q.stale == nil {
+		q.stale = make(map[uint64]bool)
+	}
+	if _, ok := q.stale[member]; !ok {
+		q.stale[member] = false
+	}
+}
+
+// resetStale sends a RESET to each alive member that may keep stale
+// copies of q, one at a time per member, until it answers OK: a copy
+// left on a member that is not the backup would be queued again should
+// it take the queue over, long after its message was acknowledged. The
+// current backup is dropped from the set: it got a RESET before its
+// full copy. Under backupMu, so that a full copy to a member starts
+// after any RESET queued for it here, never before it.
+func (m *Manager) resetStale(q *queue) {
+	q.backupMu.RLock()
+	defer q.backupMu.RUnlock()
+	cur := q.backupMember.Load()
+	q.staleMu.Lock()
+	defer q.staleMu.Unlock()
+	for member, busy := range q.stale {
+		switch {
+		case member == cur:
+			delete(q.stale, member)
+			continue
+		case busy || !m.alive(member):
+			continue // its RESET is on its way; or told once it is back
+		}
+		c, err := m.startFrame(member, peerpb.ForwardKind_RESET, q.name, nil)
+		if err != nil {
+			continue
+		}
+		q.stale[member] = true
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			err := c.wait(context.Background(), forwardTimeout)
+			q.staleMu.Lock()
+			defer q.staleMu.Unlock()
+			if _, ok := q.stale[member]; ok {
+				if err == nil {
+					delete(q.stale, member)
+				} else {
+					q.stale[member] = false
+				}
+			}
+		}()
+	}
 }
 
 // peerCount counts the other alive members, whether passed over or not.
@@ -271,6 +331,8 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 	}
 	if want != 0 {
 		if err := m.copyTo(ctx, q, want); err != nil {
+			// It may keep part of the copy.
+			q.noteStale(want)
 			if ctx.Err() == nil { // not a put that gave up
 				m.passOver(q, want, err)
 			}
@@ -279,9 +341,7 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", gossip.ID(want))
 	}
 	q.backupMember.Store(want)
-	if old != 0 { // its copies are stale now; dropping them is best effort
-		m.postReset(q.name, old)
-	}
+	q.noteStale(old) // its copies are stale now (resetStale)
 	return want, nil
 }
 

@@ -638,3 +638,46 @@ func TestAck_releasesLostOnABrokenLinkAreSentAgain(t *testing.T) {
 		return backupRowsOf(b, "jobs") == 0
 	})
 }
+
+// TestAck_passedOverBackupDropsItsCopies: a backup passed over (its link
+// broke during a put) keeps the copies it took until told otherwise; the
+// dispatcher tells it (RESET) once it can be reached, or it would queue
+// them again, acknowledged long before, should it take the queue over.
+func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	links := map[uint64]*linkProxy{}
+	var peers []gossip.Peer
+	for _, o := range []*member{b, c} {
+		links[o.id] = newLinkProxy(t, o.link.Addrs()[0].String())
+		peers = append(peers, gossip.Peer{ID: o.id, Addr: links[o.id].addr(), Boot: o.mgr.cfg.Boot})
+	}
+	a.peers.set(peers)
+	b.peers.set([]gossip.Peer{a.asPeer(), c.asPeer()})
+	c.peers.set([]gossip.Peer{a.asPeer(), b.asPeer()})
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 3)
+	q := a.mgr.queueFor("jobs")
+	first := map[uint64]*member{b.id: b, c.id: c}[q.backupMember.Load()]
+	if first == nil {
+		t.Fatalf("backup after the puts: %x, want b or c", q.backupMember.Load())
+	}
+	if got := backupRowsOf(first, "jobs"); got != 3 {
+		t.Fatalf("the backup keeps %d copies, want 3", got)
+	}
+	links[first.id].setCut(true)
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/after", "v"); err != nil {
+		t.Fatalf("a put while the backup is cut off: %v (the other member should keep the copy)", err)
+	}
+	if q.backupMember.Load() == first.id {
+		t.Fatal("the backup cut off was not passed over")
+	}
+	a.mgr.mu.Lock()
+	a.mgr.unreachable[first.id] = a.mgr.clock.Now().Add(time.Hour) // not chosen again: nothing else resets it
+	a.mgr.mu.Unlock()
+	links[first.id].setCut(false)
+	waitUntil(t, 20*time.Second, "the member passed over to drop its copies", func() bool {
+		return backupRowsOf(first, "jobs") == 0
+	})
+}

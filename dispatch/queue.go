@@ -161,6 +161,12 @@ type queue struct {
 	// later puts; backupMember is the member holding a full copy, 0 none.
 	backupMu     sync.RWMutex
 	backupMember atomic.Uint64
+	// stale are members that may keep copies of this queue for this
+	// member though they are not its backup (passed over, replaced, a
+	// full copy cut short), until one of them answers a RESET OK
+	// (resetStale); true while one is on its way. Guarded by staleMu.
+	staleMu sync.Mutex
+	stale   map[uint64]bool
 
 	// held are copies kept for a dispatcher that was unreachable, in
 	// arrival order, until they can be handed to the elected one.

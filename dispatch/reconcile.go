@@ -73,9 +73,10 @@ func (m *Manager) reconcileQueue(q *queue) {
 			_, _ = m.ensureBackup(ctx, q)
 			cancel()
 		} else if b := q.backupMember.Swap(0); b != 0 { // no longer replicated
-			m.postReset(q.name, b)
+			q.noteStale(b)
 		}
 		m.flushReleases(q)
+		m.resetStale(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
