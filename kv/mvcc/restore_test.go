@@ -236,3 +236,33 @@ func benchSnapshotStore(b *testing.B) *StateMachine {
 	}
 	return sm
 }
+
+// TestRestore_futureWatchKeepsItsStart: a watch from a revision the
+// member has not reached (a client resuming on a member behind the one
+// it watched) that then restores an older snapshot, and replays the log
+// after it, gets nothing before its start revision, and each revision
+// from it once.
+func TestRestore_futureWatchKeepsItsStart(t *testing.T) {
+	leader, _ := newTestStateMachine(t, Config{MemberID: 1})
+	follower, fs := newTestStateMachine(t, Config{MemberID: 2})
+	for i := range 3 { // revisions 2 to 4 on both
+		put(t, leader, "k", fmt.Sprint(i))
+		put(t, follower, "k", fmt.Sprint(i))
+	}
+	sink := &testSink{limit: 100}
+	fs.Watch(1, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 10}, sink)
+	for i := range 3 { // revisions 5 to 7 on the leader alone
+		put(t, leader, "k", fmt.Sprint("l", i))
+	}
+	if err := follower.Restore(bytes.NewReader(snapshot(t, leader))); err != nil {
+		t.Fatal(err)
+	}
+	fs.syncWatchers()
+	for i := range 5 { // revisions 8 to 12, replayed after the snapshot
+		put(t, follower, "k", fmt.Sprint("f", i))
+	}
+	fs.syncWatchers()
+	if got := eventRevs(sink.take()); fmt.Sprint(got) != "[10 11 12]" {
+		t.Errorf("watch from revision 10 got events at %v, want [10 11 12]", got)
+	}
+}

@@ -230,7 +230,10 @@ func (s *Store) syncOne(w *Watcher) {
 		}
 		w.notified = true
 	}
-	w.minRev = last + 1
+	// Never back: a watch from a revision the store has not reached
+	// yet, made unsynced by a Restore of an older snapshot, would get
+	// revisions before its start from the log replayed after it.
+	w.minRev = max(w.minRev, last+1)
 	if w.minRev > s.rev {
 		delete(s.unsynced, w)
 		s.synced[w] = struct{}{}
