@@ -73,11 +73,18 @@ func (s *Server) runLeader() {
 }
 
 // revokeExpired proposes, in term, the revoke of every lease whose
-// deadline passed.
+// deadline passed. Each is checked again and marked just before its
+// revoke is proposed (MarkRevoking): the revokes of one check commit one
+// after the other, and a keep-alive of a lease later in the list would
+// otherwise be acknowledged and then revoked.
 func (s *Server) revokeExpired(term uint64, now time.Time) {
 	for _, id := range s.store.ExpiredLeases(now, maxRevokesPerTick) {
+		if !s.store.MarkRevoking(id, s.now()) {
+			continue // renewed since the list was made
+		}
 		res := s.writeAsLeader(term, &pb.InternalRaftRequest{LeaseRevoke: &pb.LeaseRevokeRequest{ID: id}})
 		if res.Err != nil && !errors.Is(res.Err, mvcc.ErrLeaseNotFound) {
+			s.store.UnmarkRevoking(id)
 			s.log.Warn("lease not revoked; retrying at the next check", "lease", id, "err", res.Err)
 			return
 		}

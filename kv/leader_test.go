@@ -1,11 +1,18 @@
 package kv
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
 	"chute/internal/testutil"
+	"chute/kv/mvcc"
 )
 
 // TestLeaderDuties_inTheirTerm: the leader records renewals and revokes
@@ -56,5 +63,57 @@ func TestLeaderDuties_inTheirTerm(t *testing.T) {
 		if d != "refused in term 5 revoke" {
 			t.Errorf("after the term ended, a duty was proposed as %q", d)
 		}
+	}
+}
+
+// slowRevokes is oneMember whose revoke of one lease takes a while to
+// commit, as a raft round trip under load does: the leader revokes the
+// expired leases of one check one after the other.
+type slowRevokes struct {
+	*oneMember
+	slowID  int64
+	started chan struct{}
+}
+
+func (c *slowRevokes) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
+	var req pb.InternalRaftRequest
+	if err := proto.Unmarshal(cmd, &req); err == nil && req.LeaseRevoke != nil && req.LeaseRevoke.ID == c.slowID {
+		close(c.started)
+		time.Sleep(300 * time.Millisecond)
+	}
+	return c.oneMember.ProposeAsLeader(ctx, term, cmd)
+}
+
+// TestLeaderDuties_keepAliveDuringRevokes: a keep-alive of an expired
+// lease acknowledged while the leader revokes the leases of one check
+// (lease 200 comes after the slow revoke of 100) is not followed by the
+// revoke of that lease: it is checked again just before its revoke.
+func TestLeaderDuties_keepAliveDuringRevokes(t *testing.T) {
+	c := &slowRevokes{oneMember: newOneMember(5), slowID: 100, started: make(chan struct{})}
+	srv, cli := startServerWith(t, func(cfg *Config) { cfg.LeaseCheckInterval = 20 * time.Millisecond },
+		func(s *Server) { c.srv = s; s.SetConsensus(c) })
+	ctx := testCtx(t, 10*time.Second)
+	for _, id := range []int64{100, 200} {
+		if res := srv.write(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: 1}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if _, err := cli.Put(ctx, "held", "v", clientv3.WithLease(200)); err != nil {
+		t.Fatal(err)
+	}
+	<-c.started // both expired; the leader revokes 100, and 200 is next
+	ka, err := cli.KeepAliveOnce(ctx, 200)
+	if err != nil || ka.TTL <= 0 {
+		t.Fatalf("keep-alive of lease 200 during the revoke of 100: %v, %v; want it renewed", ka, err)
+	}
+	time.Sleep(500 * time.Millisecond) // within the renewed TTL, past the revoke of 100
+	if _, err := srv.store.TimeToLive(200, false); err != nil {
+		t.Fatalf("lease 200 renewed with TTL %d, then gone: %v", ka.TTL, err)
+	}
+	if g, err := cli.Get(ctx, "held"); err != nil || len(g.Kvs) != 1 {
+		t.Fatalf("the renewed lease's key: %v, %v; want it kept", g, err)
+	}
+	if _, err := srv.store.TimeToLive(100, false); !errors.Is(err, mvcc.ErrLeaseNotFound) {
+		t.Fatalf("lease 100, not renewed: %v, want revoked", err)
 	}
 }

@@ -15,6 +15,10 @@ type lease struct {
 	ttl     int64 // granted TTL, seconds
 	expires time.Time
 	keys    map[string]struct{}
+	// revoking: the leader found it expired and proposes its revoke
+	// (MarkRevoking); it is renewed no more, as in etcd, where a
+	// renewal of an expired lease waits for the revoke.
+	revoking bool
 }
 
 // remaining returns the whole seconds left before expiry, as etcd reports it.
@@ -113,11 +117,38 @@ func (s *Store) renew(id int64) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l, ok := s.leases[id]
-	if !ok {
+	if !ok || l.revoking {
 		return 0, ErrLeaseNotFound
 	}
 	l.expires = s.cfg.Now().Add(time.Duration(l.ttl) * time.Second)
 	return l.ttl, nil
+}
+
+// MarkRevoking marks lease id as being revoked, and reports true, when
+// its deadline is at or before now; false when it is gone or was renewed
+// meanwhile. From then on renew refuses it: a keep-alive acknowledged
+// while the leader proposes the revoke would be followed by the revoke.
+// The check and the mark are one step under the store's lock, as renew
+// is.
+func (s *Store) MarkRevoking(id int64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l, ok := s.leases[id]
+	if !ok || now.Before(l.expires) {
+		return false
+	}
+	l.revoking = true
+	return true
+}
+
+// UnmarkRevoking lets lease id be renewed again: its revoke was not
+// committed (this member stopped leading).
+func (s *Store) UnmarkRevoking(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.leases[id]; ok {
+		l.revoking = false
+	}
 }
 
 // LeaseInfo is a lease as TimeToLive reports it.
