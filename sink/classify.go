@@ -169,10 +169,14 @@ var rowMarkers = [][]byte{[]byte("(at row "), []byte("the value of key ")}
 //     value of key K") is ClassData: 18.16 answers an unknown Enum value
 //     with code 49, LOGICAL_ERROR, and a row position;
 //   - then the status decides: an exception inside a 2xx, 408, 429 and 5xx
-//     are ClassTransient; 400 (most likely a row ClickHouse cannot parse)
-//     and 413 (a batch too large for a proxy: halves may pass) are
-//     ClassData; any other status (401, 403, 404, redirects) is
-//     ClassConfig.
+//     are ClassTransient; a 400 with an unknown code, and 413 (a batch too
+//     large for a proxy: halves may pass), are ClassData; any other
+//     status (401, 403, 404, redirects, and a 400 with no code at all)
+//     is ClassConfig. ClickHouse names every error of a row with a code:
+//     a 400 without one is the request's (18.16 answers a request line
+//     past 16 KiB, which long insert settings make, with an empty 400; a
+//     proxy sends one for plain HTTP to an HTTPS port), and as data it
+//     sent every row of the batch to the dead letters, one by one.
 func Classify(status int, headerCode string, body []byte) (Class, int) {
 	if status == 0 {
 		return ClassTransient, 0
@@ -200,7 +204,7 @@ func Classify(status int, headerCode string, body []byte) (Class, int) {
 	switch {
 	case ok2xx, status == 408, status == 429, status >= 500:
 		return ClassTransient, code
-	case status == 400, status == 413:
+	case status == 400 && code != 0, status == 413:
 		return ClassData, code
 	}
 	return ClassConfig, code

@@ -86,8 +86,10 @@ func TestClassify(t *testing.T) {
 		{"404 no code", 404, "", "not found", ClassConfig, 0},
 		{"401 no code", 401, "", "", ClassConfig, 0},
 		{"redirect", 302, "", "", ClassConfig, 0},
-		// 400 and 413 without a code: the rows (or their number).
-		{"400 no code", 400, "", "bad request", ClassData, 0},
+		// A 400 without a code is the request's, not a row's; 413: the
+		// rows' number.
+		{"400 no code", 400, "", "bad request", ClassConfig, 0},
+		{"400 empty", 400, "", "", ClassConfig, 0},
 		{"413", 413, "", "request entity too large", ClassData, 0},
 		// Parsing of the code.
 		{"code not at a line start", 500, "", "error: see Code: 27 somewhere", ClassTransient, 0},

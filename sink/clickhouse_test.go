@@ -268,3 +268,30 @@ func TestClickHouse_memoryLimitIsTransient(t *testing.T) {
 		t.Fatalf("a small row: got %+v, want OK", res)
 	}
 }
+
+// TestClickHouse_longRequestLineIsConfig: 18.16 refuses a request line
+// past 16 KiB with an empty 400, which long insert settings make (they
+// go in the URL, escaped). That says nothing of the rows: it is a config
+// error to retry and report, not data to bisect into dead letters row
+// by row.
+func TestClickHouse_longRequestLineIsConfig(t *testing.T) {
+	srv := chtest.Start(t)
+	srv.Exec(t, "CREATE TABLE default.long (id UInt64) ENGINE = MergeTree ORDER BY id")
+	c := NewClient(ClientConfig{Timeout: 20 * time.Second})
+	ep := chEndpoint(t, srv, "", "")
+	long := map[string]string{}
+	for _, name := range []string{"format_schema", "format_csv_delimiter", "network_compression_method", "count_distinct_implementation",
+		"load_balancing", "distributed_product_mode", "totals_mode", "join_default_strictness"} {
+		long[name] = strings.Repeat("é", 512) // 1 KiB, 3 KiB escaped
+	}
+	s, err := ParseSettings(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep.Settings = s
+	res := c.Insert(context.Background(), ep, Target("default", "long"), [][]byte{[]byte(`{"id":1}`), []byte(`{"id":2}`)}, "")
+	if res.Status != 400 || res.Code != 0 || res.Class != ClassConfig {
+		t.Fatalf("an insert whose request line is past 16 KiB: got status %d code %d class %s (%q), want an empty 400 as config",
+			res.Status, res.Code, res.Class, res.Message)
+	}
+}

@@ -98,8 +98,10 @@
 // number column, 117 for an unknown field), some with a 400 (26, 38, 41,
 // 72), an unknown table with a 404 (60) and a wrong password with a 401
 // (193); the code, not the status, decides. Unknown codes: a message that
-// points at a row ("(at row N)") is data, then 400 and 413 are data, 5xx,
-// 408 and 429 transient, and every other status config. No answer at all
+// points at a row ("(at row N)") is data, then a 400 with a code and 413
+// are data, 5xx, 408 and 429 transient, and every other status config (a
+// 400 with no code too: ClickHouse names a row's error with a code, so
+// that one is the request's, a URL too long or a proxy). No answer at all
 // (refused, reset, timed out) is transient, except a TLS failure (see
 // TLS).
 //
