@@ -60,6 +60,51 @@ func (t *Transport) decodeRequest(b []byte, v any) error {
 	if a, ok := v.(*raft.AppendEntriesRequest); ok && len(a.Entries) > t.cfg.MaxEntries {
 		return fmt.Errorf("%w: %d, more than %d", ErrTooManyEntries, len(a.Entries), t.cfg.MaxEntries)
 	}
+	return checkRequest(v)
+}
+
+// checkRequest refuses what hashicorp/raft panics on instead of refusing:
+// a null entry, a configuration it cannot decode (in an entry or in a
+// snapshot), and the peer changes of before configurations, which no
+// member of chute writes. One such request from a member, or
+// from anyone reaching a peer port without peer certificates or a gossip
+// key, took the process down; a peer is trusted to be a member, not to
+// be correct.
+func checkRequest(v any) error {
+	switch r := v.(type) {
+	case *raft.AppendEntriesRequest:
+		for i, e := range r.Entries {
+			switch {
+			case e == nil:
+				return fmt.Errorf("%w: entry %d is null", ErrMalformed, i)
+			case e.Type == raft.LogAddPeerDeprecated || e.Type == raft.LogRemovePeerDeprecated:
+				return fmt.Errorf("%w: entry %d: a peer change of before configurations", ErrMalformed, i)
+			case e.Type == raft.LogConfiguration:
+				if err := tryConfiguration(e.Data); err != nil {
+					return fmt.Errorf("%w: entry %d: %v", ErrMalformed, i, err)
+				}
+			}
+		}
+	case *raft.InstallSnapshotRequest:
+		// Version 0 carries peers, which raft decodes with an error.
+		if r.SnapshotVersion > 0 {
+			if err := tryConfiguration(r.Configuration); err != nil {
+				return fmt.Errorf("%w: snapshot: %v", ErrMalformed, err)
+			}
+		}
+	}
+	return nil
+}
+
+// tryConfiguration decodes a configuration as raft will, and returns the
+// panic raft.DecodeConfiguration raises on bad bytes as an error.
+func tryConfiguration(b []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("configuration: %v", p)
+		}
+	}()
+	raft.DecodeConfiguration(b)
 	return nil
 }
 
