@@ -55,6 +55,45 @@ func (l limits) checkDelete(r *pb.DeleteRangeRequest) error {
 	return nil
 }
 
+// nestedOpsFactor bounds the compares and ops of a txn and of all the
+// txns nested in it, together, at this many times MaxTxnOps (1024 by
+// default). etcd bounds each level alone, so nesting took a txn within
+// the request limit to about 190,000 ops, and telling whether a key is
+// written twice on one path (writtenKeys, which compares each put with
+// each delete before it) then cost one request minutes of CPU. Nested
+// txns are rare, and small: etcd's recipes, STM and chute's batch
+// produce do not nest.
+const nestedOpsFactor = 8
+
+// checkTxnRequest validates a client's TxnRequest: its ops, nested ones
+// included, at most nestedOpsFactor times MaxTxnOps in all, then
+// checkTxn.
+func (l limits) checkTxnRequest(r *pb.TxnRequest) error {
+	budget := nestedOpsFactor * l.maxTxnOps
+	if !withinOps(r, &budget) {
+		return ErrTooManyOps
+	}
+	return l.checkTxn(r)
+}
+
+// withinOps takes r's compares and ops, nested txns' included, from
+// budget, and reports false as soon as it would go below zero: it never
+// walks more than the budget.
+func withinOps(r *pb.TxnRequest, budget *int) bool {
+	*budget -= len(r.Compare) + len(r.Success) + len(r.Failure)
+	if *budget < 0 {
+		return false
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			if t, ok := op.Request.(*pb.RequestOp_RequestTxn); ok && t.RequestTxn != nil && !withinOps(t.RequestTxn, budget) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // checkTxn validates a TxnRequest and every request nested in it: op counts,
 // each op, and that no key is written twice on one path.
 func (l limits) checkTxn(r *pb.TxnRequest) error {

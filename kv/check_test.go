@@ -2,6 +2,7 @@ package kv
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -67,5 +68,48 @@ func TestLimits_distinctPuts_reusedSet(t *testing.T) {
 		if err := l.checkTxn(&pb.TxnRequest{Success: []*pb.RequestOp{put("c"), put("c")}}); !errors.Is(err, ErrDuplicateKey) {
 			t.Fatalf("round %d, c twice: got %v, want %v", i, err, ErrDuplicateKey)
 		}
+	}
+}
+
+// TestLimits_checkTxnRequest_nestedOps: a txn's ops, nested txns'
+// included, are bounded together at nestedOpsFactor times MaxTxnOps:
+// nesting took a txn within the request limit to about 190,000 ops, and
+// comparing each put with each delete before it cost minutes of CPU.
+// The bound is counted before anything else is looked at; a nested txn
+// at the bound passes.
+func TestLimits_checkTxnRequest_nestedOps(t *testing.T) {
+	l := limits{maxTxnOps: 128, maxKeyBytes: 1024}
+	// nested returns a txn of n nested txns of per ops each, made by op.
+	nested := func(n, per int, op func(i int) *pb.RequestOp) *pb.RequestOp {
+		outer := &pb.TxnRequest{}
+		for i := range n {
+			inner := &pb.TxnRequest{}
+			for j := range per {
+				inner.Success = append(inner.Success, op(i*per+j))
+			}
+			outer.Success = append(outer.Success, &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: inner}})
+		}
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestTxn{RequestTxn: outer}}
+	}
+	del := func(int) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte("a")}}}
+	}
+	put := func(i int) *pb.RequestOp {
+		return &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: fmt.Appendf(nil, "k%d", i)}}}
+	}
+	// The review's request: deletes, then puts, each in nested txns of 128.
+	attack := &pb.TxnRequest{Success: []*pb.RequestOp{nested(860, 128, del), nested(600, 128, put)}}
+	if err := l.checkTxnRequest(attack); !errors.Is(err, ErrTooManyOps) {
+		t.Fatalf("a txn of 186,880 nested ops: got %v, want %v", err, ErrTooManyOps)
+	}
+	// At the bound: 8 nested txns of 127 ops, 1024 in all; one compare
+	// more is one past it.
+	atBound := nested(8, 127, put).GetRequestTxn()
+	if err := l.checkTxnRequest(atBound); err != nil {
+		t.Fatalf("a txn of 1024 ops in all: got %v, want it accepted", err)
+	}
+	atBound.Compare = []*pb.Compare{{Key: []byte("c")}}
+	if err := l.checkTxnRequest(atBound); !errors.Is(err, ErrTooManyOps) {
+		t.Fatalf("a txn of 1025 ops in all: got %v, want %v", err, ErrTooManyOps)
 	}
 }

@@ -86,7 +86,7 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 }
 
 func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
-	if err := k.limits.checkTxn(r); err != nil {
+	if err := k.limits.checkTxnRequest(r); err != nil {
 		return nil, toGRPC(err)
 	}
 	if k.txnQueueKeys(r) {
