@@ -62,7 +62,8 @@ type Endpoint struct {
 // before the host, so "u:p@ss@h" is user "u", password "p@ss"; the user
 // ends at its first ':'. User and password are percent-decoded when they
 // hold valid escapes (write '/', '?', '#' or '%' in a password as %2F, %3F,
-// %23, %25) and taken as written otherwise. Schemes other than http and
+// %23, %25; a '/', '?' or '#' before the '@' is refused, not taken for
+// the end of the host) and taken as written otherwise. Schemes other than http and
 // https are refused. A blank URL is ErrNoURL; any other failure wraps
 // ErrBadURL and never quotes the password.
 func ParseURL(raw string) (Endpoint, error) {
@@ -85,6 +86,13 @@ func ParseURL(raw string) (Endpoint, error) {
 		rest = after
 	}
 	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		if strings.LastIndexByte(rest, '@') > i {
+			// A '/', '?' or '#' before the '@': most likely in the
+			// password (openssl's base64 has '/'), where cutting at it
+			// would take the password's start for the host or the
+			// port, and quote it. Said without quoting anything.
+			return Endpoint{}, fmt.Errorf("%w: a '/', '?' or '#' before the '@': in a user name or password, write them as %%2F, %%3F and %%23", ErrBadURL)
+		}
 		rest = rest[:i]
 	}
 	hostport := rest
