@@ -46,7 +46,8 @@ const elided = "…"
 // line (toLineEnd). 18.16 says "expected X before: <the input that
 // follows>", "JSONEachRow format: <an unknown field's name>" and "Cannot
 // parse uuid <the input>"; newer servers add "parsed text: <input>" in
-// their per-column diagnostics.
+// their per-column diagnostics, and a violated CHECK constraint (469)
+// "Column values: <each column = its value, unquoted>".
 var echoes = []struct {
 	phrase string
 	end    echoEnd
@@ -57,6 +58,7 @@ var echoes = []struct {
 	{"Cannot parse IPv4 ", toContext},
 	{"Cannot parse IPv6 ", toContext},
 	{"parsed text: ", toLineEnd},
+	{"Column values: ", toContext},
 }
 
 type echoEnd int

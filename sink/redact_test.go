@@ -81,6 +81,8 @@ func TestRedactRows_clickhouse1816(t *testing.T) {
 			[]string{"expected ',' before: …", "(at row 1)"}},
 		{"newer server diagnostics alone", "Code: 27. DB::Exception: Cannot parse input:\nRow 1:\nColumn 0,   name: id,   type: UInt64, parsed text: \"MARKER_5f3a\"ERROR\nERROR: garbage after UInt64: \"MARKER_5f3a\"\n: (at row 1)\n. (CANNOT_PARSE_INPUT_ASSERTION_FAILED)",
 			[]string{"Column 0,   name: id,   type: UInt64, parsed text: …\n", "ERROR: garbage after UInt64: \"…\"", "(at row 1)"}},
+		{"469 constraint, unquoted values", "Code: 469. DB::Exception: Constraint `positive` for table default.pay (uuid) is violated at row 1. Expression: (amount > 0). Column values: amount = -41MARKER_5f3a, card = [4111,1111]. (VIOLATED_CONSTRAINT) (version 23.8.1.1 (official build))",
+			[]string{"Constraint `positive` for table default.pay (uuid) is violated at row 1. Expression: (amount > 0). Column values: …", "(VIOLATED_CONSTRAINT)"}},
 		{"60 unknown table, an apostrophe", "Code: 60, e.displayText() = DB::Exception: Table default.later doesn't exist., e.what() = DB::Exception",
 			[]string{"Code: 60, e.displayText() = DB::Exception: Table default.later doesn't exist., e.what() = DB::Exception"}},
 		{"unknown shape with a lone quote", "Code: 999, e.displayText() = DB::Exception: something odd \"MARKER_5f3a: nothing after",
