@@ -147,6 +147,13 @@ var dataCodes = map[int]bool{
 	691: true, // UNKNOWN_ELEMENT_OF_ENUM
 }
 
+// tooManyParts is TOO_MANY_PARTS, which ClickHouse also answers a batch
+// whose rows fall in more than max_partitions_per_insert_block (100 by
+// default, since 19.x) partitions with, saying tooManyPartitions.
+const tooManyParts = 252
+
+var tooManyPartitions = []byte("Too many partitions for single INSERT block")
+
 // rowMarkers are what ClickHouse adds to an exception raised while parsing
 // one row of the input: 18.16 says "(while read the value of key id): (at
 // row 1)", newer servers "(while reading the value of key id): (at row 1)".
@@ -185,6 +192,14 @@ func Classify(status int, headerCode string, body []byte) (Class, int) {
 	ok2xx := status >= 200 && status < 300
 	if ok2xx && code == 0 && !bytes.Contains(body, []byte("DB::Exception")) {
 		return ClassOK, 0
+	}
+	if code == tooManyParts && bytes.Contains(body, tooManyPartitions) {
+		// Not the table's parts waiting to merge (transient), but this
+		// batch's rows in too many partitions: sent again unchanged it
+		// is refused again, for ever; as data it is bisected, and
+		// halves with fewer partitions go in (one row never has more
+		// than one).
+		return ClassData, code
 	}
 	if code != 0 {
 		switch {

@@ -86,6 +86,10 @@ func TestClassify(t *testing.T) {
 		{"404 no code", 404, "", "not found", ClassConfig, 0},
 		{"401 no code", 401, "", "", ClassConfig, 0},
 		{"redirect", 302, "", "", ClassConfig, 0},
+		// 252 is both: parts waiting to merge (transient), and one
+		// batch's rows in too many partitions (halves pass: data).
+		{"252 too many parts", 500, "", "Code: 252. DB::Exception: Too many parts (300). Merges are processing significantly slower than inserts. (TOO_MANY_PARTS)", ClassTransient, 252},
+		{"252 too many partitions", 500, "", "Code: 252. DB::Exception: Too many partitions for single INSERT block (more than 100). The limit is controlled by 'max_partitions_per_insert_block' setting. (TOO_MANY_PARTS)", ClassData, 252},
 		// A 400 without a code is the request's, not a row's; 413: the
 		// rows' number.
 		{"400 no code", 400, "", "bad request", ClassConfig, 0},
