@@ -49,7 +49,11 @@ const maxCheckpointsPerCommand = 1000
 func (s *Server) runLeader() {
 	t := time.NewTicker(s.cfg.LeaseCheckInterval)
 	defer t.Stop()
-	leading := false
+	// ledTerm is the term whose leases were last given their grace: a
+	// term, not a flag, so that leading again in a later term gives it
+	// again, though no check saw this member follow in between (a check
+	// can wait seconds for a commit while leadership goes and comes).
+	var ledTerm uint64
 	for {
 		select {
 		case <-s.stop:
@@ -58,12 +62,12 @@ func (s *Server) runLeader() {
 		}
 		st := s.consensus.Status()
 		if !st.IsLeader {
-			leading = false
+			ledTerm = 0
 			continue
 		}
 		now := s.now()
-		if !leading {
-			leading = true
+		if st.Term != ledTerm {
+			ledTerm = st.Term
 			s.store.ExtendLeases(now.Add(leaderLeaseGrace))
 			s.log.Info("leading the key space: lease deadlines and compaction are this member's")
 		}

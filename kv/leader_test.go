@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,5 +116,55 @@ func TestLeaderDuties_keepAliveDuringRevokes(t *testing.T) {
 	}
 	if _, err := srv.store.TimeToLive(100, false); !errors.Is(err, mvcc.ErrLeaseNotFound) {
 		t.Fatalf("lease 100, not renewed: %v, want revoked", err)
+	}
+}
+
+// heldRevoke is oneMember whose revoke of one lease waits for the test,
+// as a commit can while leadership goes and comes.
+type heldRevoke struct {
+	*oneMember
+	heldID  int64
+	once    sync.Once     // the first revoke of heldID alone waits
+	held    chan struct{} // closed once it waits
+	release chan struct{}
+}
+
+func (c *heldRevoke) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
+	var req pb.InternalRaftRequest
+	if err := proto.Unmarshal(cmd, &req); err == nil && req.LeaseRevoke != nil && req.LeaseRevoke.ID == c.heldID {
+		c.once.Do(func() {
+			close(c.held)
+			<-c.release
+		})
+	}
+	return c.oneMember.ProposeAsLeader(ctx, term, cmd)
+}
+
+// TestLeaderDuties_graceInEachTerm: a member that leads again in a later
+// term gives every lease its grace again, though no lease check saw it
+// follow in between (one waited on a commit meanwhile): a lease whose
+// deadline passed while its holder could find no leader is not revoked
+// at the first check.
+func TestLeaderDuties_graceInEachTerm(t *testing.T) {
+	c := &heldRevoke{oneMember: newOneMember(5), heldID: 100, held: make(chan struct{}), release: make(chan struct{})}
+	srv, _ := startServerWith(t, func(cfg *Config) { cfg.LeaseCheckInterval = 20 * time.Millisecond },
+		func(s *Server) { c.srv = s; s.SetConsensus(c) })
+	ctx := testCtx(t, 10*time.Second)
+	grant := func(id int64) {
+		t.Helper()
+		if res := srv.write(ctx, &pb.InternalRaftRequest{LeaseGrant: &pb.LeaseGrantRequest{ID: id, TTL: 1}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	grant(100)
+	<-c.held // lease 100 expired; the check waits on its revoke
+	grant(200)
+	c.statusTerm.Store(6) // leadership went and came back meanwhile
+	c.setRaftTerm(6)
+	time.Sleep(1200 * time.Millisecond) // lease 200's deadline passes, nobody to renew it
+	close(c.release)                    // the revoke of term 5 is refused
+	time.Sleep(300 * time.Millisecond)  // checks of term 6, within its grace
+	if _, err := srv.store.TimeToLive(200, false); err != nil {
+		t.Fatalf("lease 200, past its deadline when leadership came back: %v; want it given the grace", err)
 	}
 }

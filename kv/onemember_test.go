@@ -19,7 +19,7 @@ import (
 // how each leader duty was proposed.
 type oneMember struct {
 	srv        *Server
-	statusTerm uint64
+	statusTerm atomic.Uint64
 	leader     atomic.Uint64
 
 	mu       sync.Mutex // guards the fields below
@@ -31,7 +31,8 @@ type oneMember struct {
 // newOneMember returns a oneMember leading in term, to be given to srv
 // (Server.SetConsensus) before it starts.
 func newOneMember(term uint64) *oneMember {
-	c := &oneMember{statusTerm: term, raftTerm: term}
+	c := &oneMember{raftTerm: term}
+	c.statusTerm.Store(term)
 	c.leader.Store(0xabcd) // startServerWith's member id
 	return c
 }
@@ -93,7 +94,7 @@ func (c *oneMember) TransferLeader(context.Context, uint64) error { return ErrBa
 
 func (c *oneMember) Status() ConsensusStatus {
 	l := c.leader.Load()
-	return ConsensusStatus{Leader: l, IsLeader: l == c.srv.cfg.MemberID, Term: c.statusTerm}
+	return ConsensusStatus{Leader: l, IsLeader: l == c.srv.cfg.MemberID, Term: c.statusTerm.Load()}
 }
 
 func (c *oneMember) setRaftTerm(term uint64) {
