@@ -19,7 +19,7 @@ import (
 // (MaxTxnOps, 128 by default) per produce batch.
 const (
 	// peerCallMessages bounds the messages of one ForwardBatch or Hold.
-	peerCallMessages = 4096
+	peerCallMessages = peerpb.MaxBatchMessages
 	// peerCallSeqs bounds the numbers one RELEASE names: far above the
 	// acknowledgements of a flush interval.
 	peerCallSeqs = 1 << 20

@@ -53,7 +53,7 @@ type forwarder struct {
 }
 
 // forwardFrameBatches bounds the batches in one frame.
-const forwardFrameBatches = 256
+const forwardFrameBatches = peerpb.MaxFrameBatches
 
 func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
 	conn, err := peer.Dial(addr, m.dialOpts...)

@@ -2,6 +2,7 @@ package peerpb
 
 import (
 	"errors"
+	"fmt"
 	"unicode/utf8"
 	"unsafe"
 
@@ -11,6 +12,22 @@ import (
 
 // errFrame is a ForwardFrame that does not decode.
 var errFrame = errors.New("peerpb: ForwardFrame does not decode")
+
+// Bounds of a received ForwardFrame, checked once its batches and
+// messages are counted and before anything is made for them: a message
+// of two bytes on the wire is a QueueMessage of about 150 in memory, so
+// a frame within the peer link's 64 MiB of empty messages made gigabytes
+// before the receiver's own bounds looked at it. A member packs at most
+// MaxFrameBatches batches in a frame and MaxBatchMessages messages in a
+// batch (dispatch's forwardFrameBatches and peerCallMessages).
+const (
+	MaxFrameBatches  = 256
+	MaxBatchMessages = 4096
+)
+
+// ErrFrameBounds is wrapped by the error of a frame past MaxFrameBatches
+// or MaxBatchMessages, which proto.Unmarshal would decode.
+var ErrFrameBounds = errors.New("peerpb: ForwardFrame past its bounds")
 
 // RecvFrame is a ForwardFrame as the dispatcher receives it: decoded
 // from a buffer of the peer codec's pool (UnmarshalPooled), into arrays
@@ -84,6 +101,14 @@ func (r *RecvFrame) decode(b []byte) error {
 		return err
 	}
 	nb := len(counts)
+	if nb > MaxFrameBatches {
+		return fmt.Errorf("%w: %d batches, at most %d", ErrFrameBounds, nb, MaxFrameBatches)
+	}
+	for _, c := range counts {
+		if c > MaxBatchMessages {
+			return fmt.Errorf("%w: a batch of %d messages, at most %d", ErrFrameBounds, c, MaxBatchMessages)
+		}
+	}
 	a := r.slabs.reserve(nb, nm)
 	if nb > 0 {
 		x.Batches = a.bptrs[:0:nb]

@@ -2,6 +2,7 @@ package peerpb
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -217,6 +218,56 @@ func TestRecvFrame_refuses(t *testing.T) {
 	}
 }
 
+// TestRecvFrame_bounds: a frame of more than MaxFrameBatches batches, or
+// with a batch of more than MaxBatchMessages messages, is refused once
+// counted, before its messages are made: a batch of a million empty
+// messages (2 MiB on the wire, within the peer link's 64 MiB) made
+// 150 MB of them before the receiver's bounds looked. At the bounds a
+// frame decodes.
+func TestRecvFrame_bounds(t *testing.T) {
+	batch := func(msgs int) []byte {
+		var v []byte
+		for range msgs {
+			v = protowire.AppendTag(v, 2, protowire.BytesType)
+			v = protowire.AppendBytes(v, nil) // an empty message
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), v)
+	}
+	frame := func(batches, msgs int) []byte {
+		var b []byte
+		for range batches {
+			b = append(b, batch(msgs)...)
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name string
+		wire []byte
+		bad  bool
+	}{
+		{"batches at the bound", frame(MaxFrameBatches, 1), false},
+		{"messages at the bound", frame(1, MaxBatchMessages), false},
+		{"a batch too many", frame(MaxFrameBatches+1, 1), true},
+		{"a message too many", frame(1, MaxBatchMessages+1), true},
+	} {
+		err := (&RecvFrame{}).UnmarshalPooled(mem.SliceBuffer(tc.wire))
+		if tc.bad != errors.Is(err, ErrFrameBounds) || !tc.bad && err != nil {
+			t.Errorf("%s: got %v, want bounds error %v", tc.name, err, tc.bad)
+		}
+	}
+	huge := frame(1, 1<<20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := (&RecvFrame{}).UnmarshalPooled(mem.SliceBuffer(huge))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrFrameBounds) {
+		t.Fatalf("a batch of 2^20 messages: got %v, want a bounds error", err)
+	}
+	if made := after.TotalAlloc - before.TotalAlloc; made > 1<<20 {
+		t.Errorf("refusing a frame of %d bytes made %d bytes", len(huge), made)
+	}
+}
+
 // FuzzRecvFrame: any bytes decode as proto.Unmarshal
 // decodes them, unknown fields aside, or fail as it fails; and what
 // decodes encodes by hand as proto.Marshal encodes it (AppendEncoded).
@@ -230,6 +281,9 @@ func FuzzRecvFrame(f *testing.F) {
 		var got RecvFrame
 		werr := proto.Unmarshal(b, &want)
 		gerr := got.UnmarshalPooled(mem.SliceBuffer(b))
+		if errors.Is(gerr, ErrFrameBounds) {
+			return // proto.Unmarshal has no such bounds (TestRecvFrame_bounds)
+		}
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("UnmarshalPooled error %v, proto.Unmarshal error %v", gerr, werr)
 		}
