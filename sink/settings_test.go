@@ -49,6 +49,10 @@ func TestParseSettings_refuses(t *testing.T) {
 		{"session_id", "x", `name "session_id"`},
 		{TokenSetting, "x", `name "insert_deduplication_token"`},
 		{"param_id", "1", `name "param_id"`},
+		// A batch must stay one block: all or nothing.
+		{"max_insert_block_size", "10", `name "max_insert_block_size"`},
+		{"min_insert_block_size_rows", "10", `name "min_insert_block_size_rows"`},
+		{"min_insert_block_size_bytes", "10", `name "min_insert_block_size_bytes"`},
 		{"max_threads", strings.Repeat("9", MaxSettingValue+1), "at most 1024"},
 		{"max_threads", "1\n2", "control byte 0x0a"},
 		{"max_threads", "1\x7f", "control byte 0x7f"},
