@@ -3,6 +3,7 @@ package raftpeer
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -54,5 +55,45 @@ func TestDecodeRequest_refusesWhatRaftPanicsOn(t *testing.T) {
 		if !tc.bad && err != nil {
 			t.Errorf("%s: got %v, want it accepted", tc.name, err)
 		}
+	}
+}
+
+// TestSnapshotReader_wholeDeadline: chunks that each come within the
+// per-chunk timeout do not hold raft's read past the whole snapshot's
+// deadline: a peer trickling a byte now and then stalled raft's main
+// loop for as long as it liked.
+func TestSnapshotReader_wholeDeadline(t *testing.T) {
+	r := &snapshotReader{chunks: make(chan []byte), stop: make(chan struct{}),
+		timeout: 200 * time.Millisecond, deadline: time.Now().Add(400 * time.Millisecond)}
+	quit := make(chan struct{})
+	fed := make(chan struct{})
+	go func() { // a byte every 50 ms, well within the per-chunk timeout
+		defer close(fed)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+			}
+			select {
+			case r.chunks <- []byte{1}:
+			case <-quit:
+				return
+			}
+		}
+	}()
+	defer func() { close(quit); <-fed }()
+	start := time.Now()
+	var err error
+	for n := 0; err == nil && n < 40; n++ { // 2 s of bytes
+		_, err = r.Read(make([]byte, 1))
+	}
+	if !errors.Is(err, ErrStalled) {
+		t.Fatalf("reading a trickled snapshot: got %v, want ErrStalled", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("the read ended after %v; want about the deadline, 400ms", d)
 	}
 }

@@ -102,7 +102,8 @@ func (s *service) InstallSnapshot(stream grpc.ClientStreamingServer[peerpb.Snaps
 	if req.Size < 0 || req.Size > t.cfg.MaxSnapshotBytes {
 		return toStatus(fmt.Errorf("%w: announced %d bytes, at most %d", ErrSnapshotTooLarge, req.Size, t.cfg.MaxSnapshotBytes))
 	}
-	in := &snapshotReader{chunks: make(chan []byte), stop: t.ctx.Done(), timeout: t.cfg.Timeout}
+	in := &snapshotReader{chunks: make(chan []byte), stop: t.ctx.Done(), timeout: t.cfg.Timeout,
+		deadline: time.Now().Add(t.snapshotTimeout(req.Size))}
 	respCh := make(chan raft.RPCResponse, 1)
 	if err := t.dispatch(ctx, raft.RPC{Command: &req, Reader: in, RespChan: respCh}, false); err != nil {
 		return toStatus(err)

@@ -57,6 +57,11 @@ type snapshotReader struct {
 	end     error // why the stream ended, nil when it ended as announced
 	stop    <-chan struct{}
 	timeout time.Duration
+	// deadline ends the whole snapshot, as snapshotTimeout ends the
+	// sender's call: a peer sending a byte now and then, each within
+	// timeout, held raft's goroutine (which installs snapshots in its
+	// main loop) for as long as it liked.
+	deadline time.Time
 
 	// Read's own, used by raft's goroutine only.
 	buf []byte
@@ -76,7 +81,11 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 		return 0, r.err
 	}
 	if len(r.buf) == 0 {
-		timer := time.NewTimer(r.timeout)
+		wait, whole := r.timeout, false
+		if left := time.Until(r.deadline); !r.deadline.IsZero() && left < wait {
+			wait, whole = max(left, 0), true
+		}
+		timer := time.NewTimer(wait)
 		defer timer.Stop()
 		select {
 		case b, ok := <-r.chunks:
@@ -90,6 +99,9 @@ func (r *snapshotReader) Read(p []byte) (int, error) {
 			}
 		case <-timer.C:
 			r.err = fmt.Errorf("%w: no snapshot chunk within %v", ErrStalled, r.timeout)
+			if whole {
+				r.err = fmt.Errorf("%w: the snapshot did not arrive whole in time", ErrStalled)
+			}
 		case <-r.stop:
 			r.err = raft.ErrTransportShutdown
 		}
