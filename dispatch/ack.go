@@ -261,10 +261,7 @@ func (m *Manager) resetStale(q *queue) {
 			continue
 		}
 		q.stale[member] = true
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			err := c.wait(context.Background(), forwardTimeout)
+		m.onAnswer(c, func(err error) {
 			q.staleMu.Lock()
 			defer q.staleMu.Unlock()
 			if _, ok := q.stale[member]; ok {
@@ -274,8 +271,19 @@ func (m *Manager) resetStale(q *queue) {
 					q.stale[member] = false
 				}
 			}
-		}()
+		})
 	}
+}
+
+// onAnswer waits for c's answer in a goroutine of the manager and calls
+// done with it (nil: answered OK). The wait ends with the answer, the
+// call's expiry or the forwarder's close (at shutdown).
+func (m *Manager) onAnswer(c *call, done func(error)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		done(c.wait(context.Background(), forwardTimeout))
+	}()
 }
 
 // peerCount counts the other alive members, whether passed over or not.
@@ -420,9 +428,8 @@ func (m *Manager) startFrame(member uint64, kind peerpb.ForwardKind, queue strin
 
 // flushReleases tells the queue's backup which copies it may drop. It
 // does not wait for the answer; releases the backup did not answer OK
-// are released again with the next (unreleasedLocked), or a backup that
-// missed them kept their copies for good and queued them again at a
-// takeover.
+// go with the next frame to it (unreleased), or a backup that missed
+// them kept their copies for good and queued them again at a takeover.
 func (m *Manager) flushReleases(q *queue) {
 	q.mu.Lock()
 	seqs := q.released
@@ -442,15 +449,11 @@ func (m *Manager) flushReleases(q *queue) {
 		q.unreleased(b, seqs)
 		return
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		// Ends with the answer, the call's expiry or the forwarder's
-		// close (at shutdown).
-		if err := c.wait(context.Background(), forwardTimeout); err != nil {
+	m.onAnswer(c, func(err error) {
+		if err != nil {
 			q.unreleased(b, seqs)
 		}
-	}()
+	})
 }
 
 // unreleased puts back releases that backup b did not take, to go with
