@@ -67,20 +67,21 @@ func TestLeaderDuties_inTheirTerm(t *testing.T) {
 	}
 }
 
-// slowRevokes is oneMember whose revoke of one lease takes a while to
-// commit, as a raft round trip under load does: the leader revokes the
-// expired leases of one check one after the other.
-type slowRevokes struct {
+// revokeHook is oneMember that runs hook, once, as the revoke of lease
+// id is proposed, before it commits: a commit that takes a while, as a
+// raft round trip under load, or that waits while leadership goes and
+// comes.
+type revokeHook struct {
 	*oneMember
-	slowID  int64
-	started chan struct{}
+	id   int64
+	once sync.Once
+	hook func()
 }
 
-func (c *slowRevokes) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
+func (c *revokeHook) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
 	var req pb.InternalRaftRequest
-	if err := proto.Unmarshal(cmd, &req); err == nil && req.LeaseRevoke != nil && req.LeaseRevoke.ID == c.slowID {
-		close(c.started)
-		time.Sleep(300 * time.Millisecond)
+	if err := proto.Unmarshal(cmd, &req); err == nil && req.LeaseRevoke != nil && req.LeaseRevoke.ID == c.id {
+		c.once.Do(c.hook)
 	}
 	return c.oneMember.ProposeAsLeader(ctx, term, cmd)
 }
@@ -90,7 +91,8 @@ func (c *slowRevokes) ProposeAsLeader(ctx context.Context, term uint64, cmd []by
 // (lease 200 comes after the slow revoke of 100) is not followed by the
 // revoke of that lease: it is checked again just before its revoke.
 func TestLeaderDuties_keepAliveDuringRevokes(t *testing.T) {
-	c := &slowRevokes{oneMember: newOneMember(5), slowID: 100, started: make(chan struct{})}
+	started := make(chan struct{})
+	c := &revokeHook{oneMember: newOneMember(5), id: 100, hook: func() { close(started); time.Sleep(300 * time.Millisecond) }}
 	srv, cli := startServerWith(t, func(cfg *Config) { cfg.LeaseCheckInterval = 20 * time.Millisecond },
 		func(s *Server) { c.srv = s; s.SetConsensus(c) })
 	ctx := testCtx(t, 10*time.Second)
@@ -102,7 +104,7 @@ func TestLeaderDuties_keepAliveDuringRevokes(t *testing.T) {
 	if _, err := cli.Put(ctx, "held", "v", clientv3.WithLease(200)); err != nil {
 		t.Fatal(err)
 	}
-	<-c.started // both expired; the leader revokes 100, and 200 is next
+	<-started // both expired; the leader revokes 100, and 200 is next
 	ka, err := cli.KeepAliveOnce(ctx, 200)
 	if err != nil || ka.TTL <= 0 {
 		t.Fatalf("keep-alive of lease 200 during the revoke of 100: %v, %v; want it renewed", ka, err)
@@ -119,34 +121,14 @@ func TestLeaderDuties_keepAliveDuringRevokes(t *testing.T) {
 	}
 }
 
-// heldRevoke is oneMember whose revoke of one lease waits for the test,
-// as a commit can while leadership goes and comes.
-type heldRevoke struct {
-	*oneMember
-	heldID  int64
-	once    sync.Once     // the first revoke of heldID alone waits
-	held    chan struct{} // closed once it waits
-	release chan struct{}
-}
-
-func (c *heldRevoke) ProposeAsLeader(ctx context.Context, term uint64, cmd []byte) error {
-	var req pb.InternalRaftRequest
-	if err := proto.Unmarshal(cmd, &req); err == nil && req.LeaseRevoke != nil && req.LeaseRevoke.ID == c.heldID {
-		c.once.Do(func() {
-			close(c.held)
-			<-c.release
-		})
-	}
-	return c.oneMember.ProposeAsLeader(ctx, term, cmd)
-}
-
 // TestLeaderDuties_graceInEachTerm: a member that leads again in a later
 // term gives every lease its grace again, though no lease check saw it
 // follow in between (one waited on a commit meanwhile): a lease whose
 // deadline passed while its holder could find no leader is not revoked
 // at the first check.
 func TestLeaderDuties_graceInEachTerm(t *testing.T) {
-	c := &heldRevoke{oneMember: newOneMember(5), heldID: 100, held: make(chan struct{}), release: make(chan struct{})}
+	held, release := make(chan struct{}), make(chan struct{})
+	c := &revokeHook{oneMember: newOneMember(5), id: 100, hook: func() { close(held); <-release }}
 	srv, _ := startServerWith(t, func(cfg *Config) { cfg.LeaseCheckInterval = 20 * time.Millisecond },
 		func(s *Server) { c.srv = s; s.SetConsensus(c) })
 	ctx := testCtx(t, 10*time.Second)
@@ -157,12 +139,12 @@ func TestLeaderDuties_graceInEachTerm(t *testing.T) {
 		}
 	}
 	grant(100)
-	<-c.held // lease 100 expired; the check waits on its revoke
+	<-held // lease 100 expired; the check waits on its revoke
 	grant(200)
 	c.statusTerm.Store(6) // leadership went and came back meanwhile
 	c.setRaftTerm(6)
 	time.Sleep(1200 * time.Millisecond) // lease 200's deadline passes, nobody to renew it
-	close(c.release)                    // the revoke of term 5 is refused
+	close(release)                      // the revoke of term 5 is refused
 	time.Sleep(300 * time.Millisecond)  // checks of term 6, within its grace
 	if _, err := srv.store.TimeToLive(200, false); err != nil {
 		t.Fatalf("lease 200, past its deadline when leadership came back: %v; want it given the grace", err)
