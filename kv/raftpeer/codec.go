@@ -49,18 +49,44 @@ func (t *Transport) decode(b []byte, v any) error {
 }
 
 // decodeRequest checks the size of a received request and decodes it into
-// v; an AppendEntries is also checked for its number of entries.
+// v; an AppendEntries is also checked for its number of entries, counted
+// before any entry is made.
 func (t *Transport) decodeRequest(b []byte, v any) error {
 	if len(b) > t.cfg.MaxMessageBytes {
 		return fmt.Errorf("%w: %d bytes, more than %d", ErrMessageTooLarge, len(b), t.cfg.MaxMessageBytes)
 	}
+	if _, ok := v.(*raft.AppendEntriesRequest); ok {
+		if err := t.countEntries(b); err != nil {
+			return err
+		}
+	}
 	if err := t.decode(b, v); err != nil {
 		return err
 	}
-	if a, ok := v.(*raft.AppendEntriesRequest); ok && len(a.Entries) > t.cfg.MaxEntries {
-		return fmt.Errorf("%w: %d, more than %d", ErrTooManyEntries, len(a.Entries), t.cfg.MaxEntries)
-	}
 	return checkRequest(v)
+}
+
+// entryCount is an AppendEntries with its entries decoded to nothing:
+// the decoder skips each one and a slice of empty structs takes no
+// memory, so however many there are, counting them costs no more than
+// reading the bytes.
+type entryCount struct {
+	Entries []struct{}
+}
+
+// countEntries refuses an AppendEntries carrying more than MaxEntries
+// entries before the real decode makes them. An empty entry is one byte
+// of msgpack and about 160 bytes decoded, so checking after the decode
+// let one 64 MiB request make some 10 GiB.
+func (t *Transport) countEntries(b []byte) error {
+	var c entryCount
+	if err := t.decode(b, &c); err != nil {
+		return err
+	}
+	if len(c.Entries) > t.cfg.MaxEntries {
+		return fmt.Errorf("%w: %d, more than %d", ErrTooManyEntries, len(c.Entries), t.cfg.MaxEntries)
+	}
+	return nil
 }
 
 // checkRequest refuses what hashicorp/raft panics on instead of refusing:

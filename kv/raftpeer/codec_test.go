@@ -2,6 +2,7 @@ package raftpeer
 
 import (
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -95,5 +96,34 @@ func TestSnapshotReader_wholeDeadline(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Fatalf("the read ended after %v; want about the deadline, 400ms", d)
+	}
+}
+
+// TestDecodeRequest_countsEntriesBeforeMakingThem: an AppendEntries of
+// many empty entries (one byte each in msgpack, some 160 bytes decoded)
+// is refused as too many without decoding them: the check used to come
+// after the decode, so a request within MaxMessageBytes made about 160
+// times its size in memory first.
+func TestDecodeRequest_countsEntriesBeforeMakingThem(t *testing.T) {
+	tr := newTransport(t, testutil.FreeAddr(t), nil)
+	const n = 200_000
+	b, err := tr.encode(&struct { // each entry an empty map, as a peer may write it
+		RPCHeader raft.RPCHeader
+		Term      uint64
+		Entries   []struct{}
+	}{raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax}, 5, make([]struct{}, n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	err = tr.decodeRequest(b, &raft.AppendEntriesRequest{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooManyEntries) {
+		t.Fatalf("%d entries: got %v, want ErrTooManyEntries", n, err)
+	}
+	if made := after.TotalAlloc - before.TotalAlloc; made > 4*uint64(len(b))+1<<20 {
+		t.Fatalf("refusing a %d-byte request of %d entries allocated %d bytes; want about its size", len(b), n, made)
 	}
 }
