@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -287,6 +288,7 @@ const forwardWindow = 1
 func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, peerpb.ForwardResults], first *peerpb.SendBatch) error {
 	recvErr := make(chan error, 1)
 	var applied atomic.Uint64        // frames the dispatcher has applied, from its answers
+	var sent atomic.Uint64           // frames written, counted before each is
 	opened := make(chan struct{}, 1) // a token when applied moved on
 	f.m.wg.Add(1)
 	go func() {
@@ -300,6 +302,11 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			for _, r := range res.Results {
 				f.complete(r)
 			}
+			if res.Applied > sent.Load() {
+				// sent-applied would wrap and shut the window for good.
+				recvErr <- fmt.Errorf("dispatch: the dispatcher answered for %d frames, %d sent", res.Applied, sent.Load())
+				return
+			}
 			if res.Applied > applied.Load() {
 				applied.Store(res.Applied)
 				select {
@@ -310,10 +317,9 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 		}
 	}()
 	next := first
-	var sent uint64
 	var frame peerpb.SendFrame
 	for {
-		for sent-applied.Load() >= forwardWindow {
+		for sent.Load()-applied.Load() >= forwardWindow {
 			select {
 			case <-opened:
 			case err := <-recvErr:
@@ -340,6 +346,8 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 				break more
 			}
 		}
+		// Counted first: the answer may come before SendMsg returns.
+		sent.Add(1)
 		// kv's codec encodes the frame (SendFrame.AppendEncoded) before
 		// SendMsg returns: the batches are free again then.
 		if err := stream.SendMsg(&frame); err != nil {
@@ -349,7 +357,6 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			f.release(b)
 			frame.Batches[i] = nil
 		}
-		sent++
 		if next != nil {
 			continue
 		}

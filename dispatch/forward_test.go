@@ -246,3 +246,31 @@ func TestForwarder_batchOf(t *testing.T) {
 		t.Errorf("batchOf and release: %.1f allocations a batch, want none (the batch used again)", allocs)
 	}
 }
+
+// TestForwarder_pump_appliedPastSent: a dispatcher answering that it
+// applied more frames than were sent ends the stream (to be opened
+// again) instead of wrapping the window's count, which shut the window
+// for as long as the stream lived: every put after it waited out its
+// timeout.
+func TestForwarder_pump_appliedPastSent(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{clock: clockwork.NewFakeClock()}
+	f := &forwarder{m: m, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.SendBatch, 64), pending: make(map[uint64]*call)}
+	stream := &fakeForwardStream{frames: make(chan []uint64, 16), answers: make(chan *peerpb.ForwardResults, 16), ctx: ctx}
+	done := make(chan error, 1)
+	go func() { done <- f.pump(stream, &peerpb.SendBatch{}) }()
+	t.Cleanup(func() {
+		cancel()
+		m.wg.Wait()
+	})
+	<-stream.frames
+	stream.answers <- &peerpb.ForwardResults{Applied: 2}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "2 frames, 1 sent") {
+			t.Fatalf("pump ended with %v, want the count named", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream went on after the dispatcher answered for frames never sent")
+	}
+}
