@@ -103,6 +103,7 @@ type Result struct {
 	// Detail is ClickHouse's error text with the row data it quotes,
 	// the password still redacted, trimmed and cut to about 512 bytes:
 	// for the dead letter of a refused row, which holds the row anyway.
+	// The rows after the refused one are cut out (cutFollowingRows).
 	// It equals Message for a transport error; "" when OK.
 	Detail string
 	// Err is the transport error (connect, TLS, send, read, timeout,
@@ -265,7 +266,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 	res.Class, res.Code = Classify(status, code, answer)
 	if res.Class != ClassOK {
 		full := Redact(string(answer), ep)
-		res.Detail = truncate([]byte(full))
+		res.Detail = truncate([]byte(cutFollowingRows(full)))
 		res.Message = truncate([]byte(RedactRows(full))) // before the cut, which may split a quote
 		if res.Message == "" {
 			res.Message = fmt.Sprintf("HTTP %d with no body", status)

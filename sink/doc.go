@@ -158,7 +158,9 @@
 // it is cut to about 512 bytes after that. What RedactRows does not
 // recognise loses the rest of the text, never keeps data. Result.Detail
 // keeps ClickHouse's text with the data (password redacted, cut to 512
-// bytes) for the one place that holds the row anyway: its dead letter.
+// bytes) for the one place that holds the row anyway: its dead letter;
+// the rows after the refused one, which ClickHouse copies too, are cut
+// out of it.
 //
 // # Time
 //

@@ -192,3 +192,48 @@ func closingQuote(s string, i int) int {
 	}
 	return -1
 }
+
+// cutFollowingRows returns a ClickHouse error text with the rows after
+// the refused one cut out of its "before: " echo, which copies the input
+// from where reading stopped to the end of the request (18.16: 'expected
+// " before: x2","s":"b"}\n{"id":3,...}\n'). A dead letter holds its own
+// row and Result.Detail goes into it; the rows after are other puts',
+// which bisection goes on to insert. ClickHouse writes a line feed in the echo as
+// \n and a backslash as \\, so the first \n not escaped ends the row: the
+// echo is cut there and "…" put in place of the rest.
+func cutFollowingRows(s string) string {
+	const phrase = " before: "
+	var b strings.Builder
+	for {
+		i := strings.Index(s, phrase)
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		from := i + len(phrase)
+		end := echoEndAt(s, from, toContext)
+		b.WriteString(s[:from])
+		if lf := escapedLineFeed(s[from:end]); lf >= 0 {
+			b.WriteString(s[from : from+lf+2])
+			b.WriteString(elided)
+		} else {
+			b.WriteString(s[from:end])
+		}
+		s = s[end:]
+	}
+}
+
+// escapedLineFeed returns where the first \n that is not an escaped
+// backslash followed by n starts in s, or -1.
+func escapedLineFeed(s string) int {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != '\\' {
+			continue
+		}
+		if s[i+1] == 'n' {
+			return i
+		}
+		i++ // an escape of two characters: \\, \t, \r...
+	}
+	return -1
+}

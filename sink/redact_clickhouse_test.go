@@ -71,4 +71,16 @@ func TestClickHouse_redactRows(t *testing.T) {
 			t.Errorf("%s: ResultError %q holds the row's data", tt.row, e)
 		}
 	}
+
+	// 18.16 copies the input from where it stopped to the end of the
+	// request: the rows after the refused one are not its dead letter's.
+	const next = "NEXT_ROW_c41d"
+	rows := [][]byte{[]byte(`{}`), []byte(`{"id":"MARKER_5f3a","s":"x\\n"}`), []byte(`{"id":3,"s":"` + next + `"}`)}
+	res := c.Insert(context.Background(), ep, Target("", "typed"), rows, "")
+	if res.Code != 27 || !strings.Contains(res.Detail, marker) || !strings.Contains(res.Detail, "(at row 2)") {
+		t.Fatalf("a refused row before another: code %d, Detail %q; want 27 with the refused row's data", res.Code, res.Detail)
+	}
+	if strings.Contains(res.Detail, next) {
+		t.Errorf("Detail %q holds the next row's data", res.Detail)
+	}
 }

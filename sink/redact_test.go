@@ -123,3 +123,27 @@ func FuzzRedactRows(f *testing.F) {
 		}
 	})
 }
+
+// TestCutFollowingRows: the "before: " echo of a refused row keeps the
+// rest of that row and loses the rows after it, which 18.16 copies up to
+// the end of the request; an escaped backslash before an n does not end
+// the row. The texts are 18.16's and a newer server's answers.
+func TestCutFollowingRows(t *testing.T) {
+	for _, tt := range []struct{ in, want string }{
+		{`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected " before: x2","s":"b"}\n{"id":3,"s":"NEXT_ROW"}\n: (while read the value of key id): (at row 2)` + "\n, e.what() = DB::Exception",
+			`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected " before: x2","s":"b"}\n…: (while read the value of key id): (at row 2)` + "\n, e.what() = DB::Exception"},
+		{`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected " before: x2","s":"b\\nc\\\\d"}\n{"id":3,"s":"NEXT_ROW"}\n: (while read the value of key id): (at row 2)`,
+			`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected " before: x2","s":"b\\nc\\\\d"}\n…: (while read the value of key id): (at row 2)`},
+		{`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: \n{"id":3,"s":"NEXT_ROW"}\n: (at row 2)`,
+			`Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected , before: \n…: (at row 2)`},
+		{`Code: 27. DB::Exception: Cannot parse input: expected '"' before: 'x}\n{"id":3,"s":"NEXT_ROW"}\n': (while reading the value of key id): (at row 1)`,
+			`Code: 27. DB::Exception: Cannot parse input: expected '"' before: 'x}\n…: (while reading the value of key id): (at row 1)`},
+		{`Code: 117, e.displayText() = DB::Exception: Unknown field found while parsing JSONEachRow format: zz: (at row 2)`,
+			`Code: 117, e.displayText() = DB::Exception: Unknown field found while parsing JSONEachRow format: zz: (at row 2)`},
+		{`Code: 27, expected , before: x"}`, `Code: 27, expected , before: x"}`},
+	} {
+		if got := cutFollowingRows(tt.in); got != tt.want {
+			t.Errorf("cutFollowingRows(%q)\n got %q\nwant %q", tt.in, got, tt.want)
+		}
+	}
+}
