@@ -2,6 +2,8 @@ package mvcc
 
 import (
 	"sort"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // compact discards history below rev: reads and watches that start before
@@ -35,8 +37,19 @@ func (s *Store) compactLocked(rev int64) error {
 		s.tree.Delete(ki)
 	}
 	// Keep the log records at rev and after: a watch may start at rev.
+	// The deletes at rev go, as their tombstones did (keyIndex.compact):
+	// etcd's compaction removes them from its backend, and a member
+	// restored from a snapshot rebuilds its log from the revisions kept,
+	// so a watch from rev sees no DELETE at rev on any member.
 	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev >= rev })
-	n := copy(s.log, s.log[i:])
+	n := 0
+	for _, r := range s.log[i:] {
+		if r.rev == rev && r.typ == mvccpb.DELETE {
+			continue
+		}
+		s.log[n] = r
+		n++
+	}
 	clear(s.log[n:])
 	s.log = s.log[:n]
 	if cap(s.log) > 4*len(s.log)+1024 {
