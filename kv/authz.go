@@ -134,11 +134,39 @@ func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerI
 		return nil, toGRPC(err)
 	}
 	if on {
-		if err := z.allow(u, req); err != nil {
+		if ctx, err = z.checked(ctx, u, req); err != nil {
 			return nil, toGRPC(err)
 		}
 	}
 	return handler(ctx, req)
+}
+
+// checkedBy says who a call was checked for and at which auth revision.
+// A write carries it into its command (Server.writeBy), and the apply
+// refuses the command if the auth state changed since (as etcd's apply
+// does); a read is refused after it if so (Server.authMoved).
+type checkedBy struct {
+	user string
+	rev  uint64
+}
+
+type checkedByKey struct{}
+
+// checked checks req of user u (allow) and returns ctx carrying whom it
+// checked at which auth revision. The revision is read first: a change
+// applied during the check makes the stamp old, never the check.
+func (z *authorizer) checked(ctx context.Context, u string, req any) (context.Context, error) {
+	rev := z.auth.Revision()
+	if err := z.allow(u, req); err != nil {
+		return ctx, err
+	}
+	return context.WithValue(ctx, checkedByKey{}, checkedBy{user: u, rev: rev}), nil
+}
+
+// checkedFrom returns what checked put in ctx, if it checked its call.
+func checkedFrom(ctx context.Context) (checkedBy, bool) {
+	c, ok := ctx.Value(checkedByKey{}).(checkedBy)
+	return c, ok
 }
 
 func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {

@@ -194,6 +194,17 @@
 // the user's name as etcd.user; passwords and tokens are never logged,
 // traced or quoted in errors.
 //
+// As in etcd, a check is made again where an auth change could overtake
+// it. A write carries the user and the auth revision of its check in its
+// command's header, and its apply refuses it with "etcdserver: revision
+// of auth store is old" when an auth change was applied since (clientv3
+// logs in again and retries, and the retry is checked afresh); a lease
+// revoke, or a put with a lease, is checked again at apply for write on
+// the lease's keys, which another client may have attached meanwhile. A
+// read, or a read-only txn, is refused the same way after it is read if
+// this member's auth revision moved during it. A member behind on its
+// log thus cannot let through what the log has already revoked.
+//
 // # Availability
 //
 // The key space is consistent first (CP): without a leader (a member cut

@@ -70,6 +70,7 @@ var authErrors = []struct{ err, grpc error }{
 	{auth.ErrAuthNotEnabled, rpctypes.ErrGRPCAuthNotEnabled},
 	{auth.ErrPermissionDenied, rpctypes.ErrGRPCPermissionDenied},
 	{auth.ErrInvalidToken, rpctypes.ErrGRPCInvalidAuthToken},
+	{auth.ErrAuthOldRevision, rpctypes.ErrGRPCAuthOldRevision},
 	{auth.ErrVerifyOnly, errGRPCVerifyOnly},
 	{ErrHashPassword, errGRPCHashPassword},
 }

@@ -8,6 +8,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/protobuf/proto"
 
+	"chute/kv/auth"
 	"chute/kv/mvcc"
 )
 
@@ -49,6 +50,10 @@ func (s *Server) writeAsLeader(term uint64, req *pb.InternalRaftRequest) mvcc.Re
 // writeBy is write with the consensus's propose given.
 func (s *Server) writeBy(ctx context.Context, req *pb.InternalRaftRequest, propose func(context.Context, []byte) error) mvcc.Result {
 	sm := s.sm
+	if c, ok := checkedFrom(ctx); ok {
+		// The apply checks again at this revision (StateMachine.checkAuth).
+		req.Header = &pb.RequestHeader{Username: c.user, AuthRevision: c.rev}
+	}
 	if s.consensus == nil {
 		s.localMu.Lock()
 		defer s.localMu.Unlock()
@@ -167,4 +172,15 @@ func (s *Server) caughtUp(ctx context.Context) bool {
 		return false
 	}
 	return true
+}
+
+// authMoved returns auth.ErrAuthOldRevision when ctx's call was checked
+// at an auth revision this member has since passed, as etcd answers a
+// read whose check an auth change overtook: the answer may hold what
+// the change took away. The client logs in again and retries.
+func (s *Server) authMoved(ctx context.Context) error {
+	if c, ok := checkedFrom(ctx); ok && c.rev != s.sm.Auth().Revision() {
+		return auth.ErrAuthOldRevision
+	}
+	return nil
 }

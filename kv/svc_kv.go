@@ -31,6 +31,9 @@ func (k *kvService) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRes
 		}
 	}
 	resp, rev, err := k.store.Range(r)
+	if err == nil {
+		err = k.srv.authMoved(ctx)
+	}
 	if err != nil {
 		return nil, toGRPC(err)
 	}
@@ -102,6 +105,9 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 			return nil, toGRPC(err)
 		}
 		resp, rev, err := k.store.Txn(r)
+		if err == nil {
+			err = k.srv.authMoved(ctx)
+		}
 		if err != nil {
 			return nil, toGRPC(err)
 		}

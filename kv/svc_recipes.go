@@ -58,7 +58,7 @@ func callAs[Req, Resp any](r *recipes, ctx context.Context, req Req, do func(con
 		return zero, toGRPC(err)
 	}
 	if on {
-		if err := r.z.allow(u, req); err != nil {
+		if ctx, err = r.z.checked(ctx, u, req); err != nil {
 			return zero, toGRPC(err)
 		}
 	}

@@ -21,5 +21,6 @@ var (
 	ErrAuthNotEnabled       = errors.New("auth: authentication is not enabled")
 	ErrPermissionDenied     = errors.New("auth: permission denied")
 	ErrInvalidToken         = errors.New("auth: invalid auth token")
+	ErrAuthOldRevision      = errors.New("auth: revision in header is old")
 	ErrCorrupt              = errors.New("auth: state is corrupt")
 )

@@ -154,6 +154,9 @@ func (m *StateMachine) ApplyLocal(req *pb.InternalRaftRequest) Result {
 // applyRequest applies one decoded command to the store.
 func (m *StateMachine) applyRequest(req *pb.InternalRaftRequest) Result {
 	s := m.s
+	if err := m.checkAuth(req); err != nil {
+		return Result{Err: err, Rev: s.Rev()}
+	}
 	if s.NoSpace() && growsData(req) {
 		return Result{Err: ErrNoSpace, Rev: s.Rev()}
 	}
@@ -300,4 +303,78 @@ func (m *StateMachine) RenewLease(id int64) (int64, error) {
 		return 0, err // not renewed: no TTL to report
 	}
 	return ttl, nil
+}
+
+// checkAuth checks again, at apply, a client's write that kv checked
+// before proposing it, as etcd's apply does: the command's header names
+// the user and the auth revision of that check (kv stamps it while auth
+// is enabled). A put, delete, txn or lease revoke is refused with
+// auth.ErrAuthOldRevision when an auth change was applied since, which
+// may have taken the permission away (the client logs in again and
+// retries, as clientv3 does); and a revoke, or a put with a lease, with
+// auth.ErrPermissionDenied when the lease now holds a key the user may
+// not write, attached since the check. Every member applies the same
+// commands to the same auth state, so every member decides alike.
+func (m *StateMachine) checkAuth(req *pb.InternalRaftRequest) error {
+	h := req.Header
+	if h == nil || h.AuthRevision == 0 {
+		return nil
+	}
+	if req.Put == nil && req.DeleteRange == nil && req.Txn == nil && req.LeaseRevoke == nil {
+		return nil
+	}
+	if !m.auth.Enabled() {
+		return nil
+	}
+	if h.AuthRevision < m.auth.Revision() {
+		return auth.ErrAuthOldRevision
+	}
+	switch {
+	case req.LeaseRevoke != nil:
+		return m.checkLeaseKeys(h.Username, req.LeaseRevoke.ID)
+	case req.Put != nil:
+		return m.checkLeaseKeys(h.Username, req.Put.Lease)
+	case req.Txn != nil:
+		return m.checkTxnLeases(h.Username, req.Txn)
+	}
+	return nil
+}
+
+// checkTxnLeases checks write on the keys of the lease of every put in
+// both branches of r, nested txns included.
+func (m *StateMachine) checkTxnLeases(user string, r *pb.TxnRequest) error {
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		for _, op := range ops {
+			var err error
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestPut:
+				err = m.checkLeaseKeys(user, o.RequestPut.Lease)
+			case *pb.RequestOp_RequestTxn:
+				err = m.checkTxnLeases(user, o.RequestTxn)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// checkLeaseKeys checks that user may write every key attached to lease
+// id; no lease (0, or one that does not exist) passes, for the apply to
+// answer.
+func (m *StateMachine) checkLeaseKeys(user string, id int64) error {
+	if id == 0 {
+		return nil
+	}
+	info, err := m.s.TimeToLive(id, true)
+	if err != nil {
+		return nil
+	}
+	for _, k := range info.Keys {
+		if err := m.auth.Check(user, k, nil, auth.Write); err != nil {
+			return err
+		}
+	}
+	return nil
 }
