@@ -142,3 +142,16 @@ func TestAuth_leaseRevokeCheckedAtApply(t *testing.T) {
 		t.Fatalf("/b/1 after the refused revoke: %v, %v; want it kept", g, err)
 	}
 }
+
+// TestAuth_ownWriteNotTheCallers: a write of the node's own made under
+// a client call's context (dispatch claims a queue's record during a
+// put) is not checked as the client's at apply: an auth change since the
+// client's check does not fail it.
+func TestAuth_ownWriteNotTheCallers(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := context.WithValue(testCtx(t, 10*time.Second), checkedByKey{}, checkedBy{user: "writer", rev: 1})
+	if err := srv.Put(ctx, "/q/x", []byte("1;epoch=1")); err != nil {
+		t.Fatalf("the node's own put under a client's context checked at auth revision 1: %v, want nil", err)
+	}
+}
