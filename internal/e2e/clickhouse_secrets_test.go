@@ -22,7 +22,8 @@ import (
 // a inserts rows, then fails on a missing table (code 60) and refuses a
 // row (code 27, a dead letter); b fails with code 193; c cannot connect.
 // No password, in any spelling, nor the Authorization value, appears in
-// any node's log, /status, /metrics or keys (dead letters included), nor
+// any node's log, /status, /metrics, /debug/pprof/cmdline (whose command
+// line has the URL) or keys (dead letters included), nor
 // in any span the nodes export (all three trace to one OTLP receiver).
 func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 	t.Parallel()
@@ -80,6 +81,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 			fmt.Fprintf(&all, "%s\n%s\n", k, v)
 		}
 		places["keys and values"] = all.String()
+		places["/debug/pprof/cmdline"] = httpAny(t, "http://"+p.MetricsAddr+"/debug/pprof/cmdline")
 		places["etcdctl get --prefix /q/"] = ctlOK(t, p, "", "get", "--prefix", "/q/")
 		for where, text := range places {
 			for _, s := range secrets {
@@ -135,6 +137,21 @@ func httpGet(t testing.TB, url string) string {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return string(body)
+}
+
+// httpAny returns the body of GET url, whatever its status.
+func httpAny(t testing.TB, url string) string {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: statusTimeout}).Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 	return string(body)
 }
