@@ -168,11 +168,16 @@ func (s *Source) serverConfig(st *state) (*tls.Config, error) {
 		c.ClientAuth, c.ClientCAs = tls.VerifyClientCertIfGiven, st.pool
 	}
 	if s.files.AllowedCN != "" || s.files.AllowedHostname != "" || st.crl != nil {
-		c.VerifyPeerCertificate = func(_ [][]byte, chains [][]*x509.Certificate) error {
-			if len(chains) == 0 || len(chains[0]) == 0 {
+		// VerifyConnection, not VerifyPeerCertificate: Go calls the
+		// latter on full handshakes only, so a client that resumed a
+		// session (tickets last 7 days) got past a name or a revocation
+		// list changed since it first connected. (Go itself verifies a
+		// resumed session's chains against the CAs trusted now.)
+		c.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
 				return nil // no certificate offered where none is required
 			}
-			return s.checkClient(chains[0][0], st.crl)
+			return s.checkClient(cs.PeerCertificates[0], st.crl)
 		}
 	}
 	return c, nil

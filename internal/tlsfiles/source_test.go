@@ -293,3 +293,74 @@ func TestParse(t *testing.T) {
 		t.Error("unknown suite: nil error")
 	}
 }
+
+// resumed connects with client, whose session cache it keeps, and
+// returns the server's verdict and whether the session was resumed. The
+// client reads once, which takes in TLS 1.3's session ticket.
+func resumed(t *testing.T, server, client *tls.Config) (serverErr error, didResume bool) {
+	t.Helper()
+	a, b := tcpPair(t)
+	done := make(chan error, 1)
+	go func() {
+		s := tls.Server(a, server)
+		err := s.Handshake()
+		if err == nil {
+			_, err = s.Write([]byte{1})
+		}
+		if err == nil {
+			_, err = s.Read(make([]byte, 1))
+		}
+		_ = a.Close()
+		done <- err
+	}()
+	cc := tls.Client(b, client)
+	if err := cc.Handshake(); err == nil {
+		didResume = cc.ConnectionState().DidResume
+		if _, err := cc.Read(make([]byte, 1)); err == nil {
+			_, _ = cc.Write([]byte{1})
+		}
+	}
+	_ = b.Close()
+	return <-done, didResume
+}
+
+// TestSource_revocationOfAResumedSession: a client certificate revoked
+// after its session began is refused when the client resumes that
+// session, as on a new handshake. Go checks VerifyPeerCertificate on
+// full handshakes only: the resumption got in without a certificate.
+func TestSource_revocationOfAResumedSession(t *testing.T) {
+	ca := testcerts.NewCA(t, "ca")
+	cl := newFiles(t, ca, "client")
+	data, _ := os.ReadFile(cl.cert)
+	block, _ := pem.Decode(data)
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf := newFiles(t, ca, "server").files
+	sf.CRLFile = ca.WriteCRL(t, t.TempDir(), "crl")
+	srv := mustSource(t, sf)
+	clock := time.Now()
+	srv.now = func() time.Time { return clock }
+	client := mustSource(t, cl.files).ClientConfig("127.0.0.1")
+	client.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	server := srv.ServerConfig() // one listener's: its ticket keys
+
+	if se, again := resumed(t, server, client); se != nil || again {
+		t.Fatalf("first connection: server %v, resumed %v; want a full handshake accepted", se, again)
+	}
+	if se, again := resumed(t, server, client); se != nil || !again {
+		t.Fatalf("second connection: server %v, resumed %v; want the session resumed and accepted", se, again)
+	}
+	crl, err := os.ReadFile(ca.WriteCRL(t, t.TempDir(), "crl", leaf.SerialNumber))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sf.CRLFile, crl, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clock = clock.Add(checkInterval)
+	if se, _ := resumed(t, server, client); se == nil || !strings.Contains(se.Error(), "revoked") {
+		t.Fatalf("resuming with a certificate revoked since: server %v, want it refused as revoked", se)
+	}
+}
