@@ -59,11 +59,15 @@ type authorizer struct {
 	store  *mvcc.Store
 	queues Queues // nil: no queue namespace
 	now    func() time.Time
+	// certUsers: a verified client certificate's CN is the caller of a
+	// call without a token (Config.ClientCertAuth).
+	certUsers bool
 }
 
 // user returns the caller of ctx and whether auth is enabled: with auth
-// enabled, the user of the call's token, else the CommonName of its
-// verified client certificate (tlsUser), else ErrUserEmpty; and
+// enabled, the user of the call's token, else, with --client-cert-auth
+// (certUsers), the CommonName of its verified client certificate
+// (tlsUser), else ErrUserEmpty; and
 // ErrInvalidToken with a bad token. A certificate's CN that names no
 // user is returned as is: every check refuses it (permission denied),
 // as etcd does.
@@ -78,7 +82,7 @@ func (z *authorizer) user(ctx context.Context) (string, bool, error) {
 		toks = md.Get(rpctypes.TokenFieldNameSwagger)
 	}
 	if len(toks) == 0 || toks[0] == "" {
-		if cn := tlsUser(ctx); cn != "" {
+		if cn := tlsUser(ctx); cn != "" && z.certUsers {
 			return cn, true, nil
 		}
 		return "", true, auth.ErrUserEmpty

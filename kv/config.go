@@ -53,6 +53,11 @@ type Config struct {
 	// TLS serves the https:// client URLs; http:// ones stay plain, as in
 	// etcd. Nil: an https:// URL is invalid.
 	TLS credentials.TransportCredentials
+	// ClientCertAuth makes the CommonName of a client certificate TLS
+	// verified the caller of a call without a token, with auth enabled
+	// (etcd's --client-cert-auth). False: a certificate names nobody,
+	// as in etcd, even one verified against a trusted CA.
+	ClientCertAuth bool
 	// NoGateway serves gRPC alone on the client URLs (etcd's
 	// --enable-grpc-gateway=false). False: etcd's JSON gateway answers
 	// HTTP/1.1 requests under /v3/ there too, as etcd's does.

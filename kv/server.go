@@ -90,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	z := &authorizer{auth: s.sm.Auth(), jwt: cfg.JWT, store: st, queues: cfg.Queues, now: now}
+	z := &authorizer{auth: s.sm.Auth(), jwt: cfg.JWT, store: st, queues: cfg.Queues, now: now, certUsers: cfg.ClientCertAuth}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes, keySets: &sync.Pool{}}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),

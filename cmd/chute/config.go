@@ -1122,6 +1122,7 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.LeaderCheckInterval = raftTimings(c.GossipProfile).ElectionTimeout
 	k.Version = version
 	k.TLS = creds
+	k.ClientCertAuth = c.ClientTLS.ClientCertAuth
 	return k
 }
 

@@ -84,3 +84,31 @@ func TestAuth_certCN_user(t *testing.T) {
 		"--client-cert-auth", "--trusted-ca-file", srv.caFile)
 	certUserCheck(t, srv, "http://"+plain, "https://"+secure)
 }
+
+// TestAuth_certCN_onlyWithClientCertAuth: with --trusted-ca-file but
+// without --client-cert-auth, a verified client certificate names no
+// user, as in etcd, which reads the CN only with --client-cert-auth: a
+// call with the CN=app certificate and no password answers user name is
+// empty. The CN used to log it in, a certificate that no CRL could
+// revoke (--client-crl-file needs --client-cert-auth).
+func TestAuth_certCN_onlyWithClientCertAuth(t *testing.T) {
+	t.Parallel()
+	srv := newCertSet(t, "client CA", "server")
+	secure, plain := testutil.FreeAddr(t), testutil.FreeAddr(t)
+	StartChute(t,
+		"--listen-client-urls", "https://"+secure+",http://"+plain,
+		"--cert-file", srv.cert, "--key-file", srv.key, "--trusted-ca-file", srv.caFile)
+	etcdctl := lookTool(t, "etcdctl")
+	for _, args := range appAuthSetup() {
+		if res, err := runEtcdctl(etcdctl, "http://"+plain, "", args...); err != nil || res.Code != 0 {
+			t.Fatalf("etcdctl %q: %v, %+v", args, err, res)
+		}
+	}
+	appCert, appKey := srv.issue(t, "app")
+	app := tlsClient(t, srv.caFile, appCert, appKey, "https://"+secure)
+	ctx, cancel := rpcCtx()
+	defer cancel()
+	if _, err := app.Put(ctx, "app/a", "1"); err == nil || err.Error() != "etcdserver: user name is empty" {
+		t.Fatalf("certificate CN=app without --client-cert-auth: put app/a: got %v, want user name is empty", err)
+	}
+}
