@@ -113,9 +113,7 @@ func newKeySpace(cfg Config, kvs *kv.Server, m *gossip.Membership, ps *peer.Serv
 // defaults on a LAN, shorter timeouts for a test cluster on one machine.
 func raftTimings(profile string) *raft.Config {
 	rc := raft.DefaultConfig()
-	// kv/raftpeer: requests of MaxAppendEntries commands of the largest
-	// size must stay within the peer link's message limit.
-	rc.MaxAppendEntries = 32
+	rc.MaxAppendEntries = raftkv.MaxAppendEntries
 	// Proposals waiting while the leader writes are taken together, up
 	// to MaxAppendEntries, into one log write and one sync.
 	rc.BatchApplyCh = true

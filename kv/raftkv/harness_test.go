@@ -58,7 +58,7 @@ func testRaftConfig() *raft.Config {
 	c.ElectionTimeout = 300 * time.Millisecond
 	c.LeaderLeaseTimeout = 250 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
-	c.MaxAppendEntries = 32
+	c.MaxAppendEntries = MaxAppendEntries
 	return c
 }
 

@@ -127,3 +127,34 @@ func TestDecodeRequest_countsEntriesBeforeMakingThem(t *testing.T) {
 		t.Fatalf("refusing a %d-byte request of %d entries allocated %d bytes; want about its size", len(b), n, made)
 	}
 }
+
+// TestEntriesPerRequest_fits: an AppendEntries of EntriesPerRequest
+// entries of the largest command encodes within the message bound, as
+// raft's leader sends it (each entry with its term, index, type and
+// append time), and is accepted by the receiver's checks.
+func TestEntriesPerRequest_fits(t *testing.T) {
+	tr := newTransport(t, testutil.FreeAddr(t), nil)
+	const entryBytes = 2<<20 + 256<<10 // raftkv.DefaultMaxCommandBytes
+	n := EntriesPerRequest(DefaultMaxMessageBytes, entryBytes)
+	if n < 16 {
+		t.Fatalf("EntriesPerRequest = %d, want at least 16 of %d bytes in %d", n, entryBytes, DefaultMaxMessageBytes)
+	}
+	data := make([]byte, entryBytes)
+	logs := make([]*raft.Log, n)
+	for i := range logs {
+		logs[i] = &raft.Log{Index: 1<<40 + uint64(i), Term: 1 << 30, Type: raft.LogCommand, Data: data, AppendedAt: time.Now()}
+	}
+	req := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: make([]byte, 64), Addr: make([]byte, 64)},
+		Term: 1 << 30, PrevLogEntry: 1 << 40, PrevLogTerm: 1 << 30, Entries: logs, LeaderCommitIndex: 1 << 40}
+	b, err := tr.encodeRequest(req)
+	if err != nil {
+		t.Fatalf("%d entries of %d bytes: %v", n, entryBytes, err)
+	}
+	if err := tr.decodeRequest(b, &raft.AppendEntriesRequest{}); err != nil {
+		t.Fatalf("%d entries of %d bytes: refused by the receiver: %v", n, entryBytes, err)
+	}
+	req.Entries = append(req.Entries, logs[0], logs[1])
+	if _, err := tr.encodeRequest(req); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("%d entries: got %v, want ErrMessageTooLarge (the count is not far below the bound)", n+2, err)
+	}
+}

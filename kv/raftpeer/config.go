@@ -37,7 +37,7 @@ type Config struct {
 	// MaxMessageBytes bounds one encoded request, sent or received. It
 	// must hold raft's largest AppendEntries (MaxAppendEntries entries of
 	// the largest command) and stay within the peer listener's message
-	// limit. Zero: 64 MiB, the peer listener's.
+	// limit. Zero: DefaultMaxMessageBytes, the peer listener's.
 	MaxMessageBytes int
 	// MaxEntries bounds the entries of one received AppendEntries. Zero:
 	// 1024, the most raft's MaxAppendEntries allows.
@@ -84,7 +84,7 @@ func (c Config) withDefaults() Config {
 		c.MaxInFlight = 2
 	}
 	if c.MaxMessageBytes == 0 {
-		c.MaxMessageBytes = 64 << 20
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.MaxEntries == 0 {
 		c.MaxEntries = 1024
@@ -99,4 +99,23 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// DefaultMaxMessageBytes is Config.MaxMessageBytes when zero: the peer
+// listener's message limit.
+const DefaultMaxMessageBytes = 64 << 20
+
+// EntriesPerRequest returns how many log entries, each of entryBytes of
+// data, one AppendEntries may carry within maxMessageBytes once encoded.
+// raft's MaxAppendEntries must be at most that for the largest entry:
+// raft sends a follower behind it that many entries in one request, the
+// transport refuses a request over the bound (ErrMessageTooLarge), and
+// raft sends the same request again for ever, so the follower never gets
+// past those entries (and a cluster needing it for a quorum commits
+// nothing).
+func EntriesPerRequest(maxMessageBytes, entryBytes int) int {
+	// Room for msgpack's field names and numbers, generously: about
+	// 80 bytes an entry and 200 a request, measured.
+	const perEntry, perRequest = 1 << 10, 64 << 10
+	return (maxMessageBytes - perRequest) / (entryBytes + perEntry)
 }
