@@ -65,8 +65,24 @@ func testRaftConfig() *raft.Config {
 // startMember runs a member named name; mutate adjusts its Config.
 func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	t.Helper()
-	m := &member{name: name, member: gossip.MemberID(name), addr: testutil.FreeAddr(t), sm: newTestSM()}
-	m.id = raft.ServerID(fmt.Sprintf("%016x-%08x", m.member, 0xabc))
+	return startOn(t, name, testutil.FreeAddr(t), 0xabc, newDisk(), mutate)
+}
+
+// disk is what survives a member's restart: its raft stores.
+type disk struct {
+	store *raft.InmemStore
+	snaps *raft.InmemSnapshotStore
+}
+
+func newDisk() *disk { return &disk{store: raft.NewInmemStore(), snaps: raft.NewInmemSnapshotStore()} }
+
+// startOn runs member name at addr on d, with server id suffix sfx: a
+// restart keeps d and sfx; a member whose data dir was wiped has a new
+// disk and, as raftnode mints one, a new suffix.
+func startOn(t *testing.T, name, addr string, sfx uint32, d *disk, mutate func(*Config)) *member {
+	t.Helper()
+	m := &member{name: name, member: gossip.MemberID(name), addr: addr, sm: newTestSM()}
+	m.id = raft.ServerID(fmt.Sprintf("%016x-%08x", m.member, sfx))
 	t.Cleanup(func() {
 		m.stop(t)
 		if t.Failed() {
@@ -83,11 +99,11 @@ func startMember(t *testing.T, name string, mutate func(*Config)) *member {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tr.SetLocalID(m.id) // as raftnode.New does
 	rc := testRaftConfig()
 	rc.LocalID = m.id
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: name, Output: &m.log, Level: hclog.Info})
-	store := raft.NewInmemStore()
-	m.raft, err = raft.NewRaft(rc, NewFSM(m.sm), store, store, raft.NewInmemSnapshotStore(), tr)
+	m.raft, err = raft.NewRaft(rc, NewFSM(m.sm), d.store, d.store, d.snaps, tr)
 	if err != nil {
 		_ = tr.Close()
 		t.Fatal(err)

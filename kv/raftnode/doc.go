@@ -33,7 +33,11 @@
 // random hex digits minted when the stable store is created and kept in
 // it. A wiped data dir is thus a new server, even for the same member
 // name: it cannot vote twice in a term it forgot, and the leader
-// replaces the old server (see Reconcile).
+// replaces the old server (see Reconcile). raft sends to an address and
+// counts the answer as the server it meant, so New tells a transport
+// that can check (raftpeer.Transport.SetLocalID) which server it is:
+// the requests for the old server, at the same address, are refused,
+// not answered with none of its votes or log.
 //
 // # Tags
 //

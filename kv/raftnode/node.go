@@ -59,6 +59,11 @@ func New(cfg Config) (*Node, error) {
 	}
 	rc.LocalID = st.id
 	rc.Logger = hc
+	if tr, ok := cfg.Transport.(interface{ SetLocalID(raft.ServerID) }); ok {
+		// Requests for the server this data dir held before, if it was
+		// replaced, are refused from now on (raftpeer.SetLocalID).
+		tr.SetLocalID(st.id)
+	}
 	if cfg.ForceNewCluster && st.hadState {
 		alone := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: st.id, Address: cfg.LocalAddr}}}
 		if err := raft.RecoverCluster(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport, alone); err != nil {

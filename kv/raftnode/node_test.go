@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"chute/kv/raftpeer"
 )
 
 // TestNode_bootstrapExpect_anyOrder starts three members expecting three
@@ -142,5 +144,33 @@ func TestNode_Tags_unjoinedSeedBlocksBootstrap(t *testing.T) {
 	waitConfiguration(t, w, want)
 	if got := strings.Count(seed.log.String(), "bootstrapped raft cluster"); got != 0 {
 		t.Errorf("seed bootstrapped %d times; want it added by x", got)
+	}
+}
+
+// localIDRecorder is a transport that records the server id New gives
+// it.
+type localIDRecorder struct {
+	*raftpeer.Transport
+	id raft.ServerID
+}
+
+func (r *localIDRecorder) SetLocalID(id raft.ServerID) {
+	r.id = id
+	r.Transport.SetLocalID(id)
+}
+
+// TestNode_transportKnowsItsServer: New tells its transport the server
+// id of its data dir, so that a member whose data dir was replaced
+// refuses the requests for the server it was (raftpeer.SetLocalID).
+func TestNode_transportKnowsItsServer(t *testing.T) {
+	w := &world{}
+	m := newMember(t, w, "a")
+	var rec *localIDRecorder
+	m.start(t, w, true, func(c *Config) {
+		rec = &localIDRecorder{Transport: c.Transport.(*raftpeer.Transport)}
+		c.Transport = rec
+	})
+	if rec.id == "" || rec.id != m.node.ID() {
+		t.Fatalf("the transport was told server %q; the node is %q", rec.id, m.node.ID())
 	}
 }

@@ -27,6 +27,9 @@ var (
 	// ErrStalled: raft did not take a request, or a snapshot chunk did not
 	// come, within Config.Timeout.
 	ErrStalled = errors.New("raftpeer: stalled")
+	// ErrNotAddressee: a request for another raft server than this one
+	// (Transport.SetLocalID).
+	ErrNotAddressee = errors.New("raftpeer: request for another server")
 	// ErrRemote wraps the error a peer's raft answered with.
 	ErrRemote = errors.New("raftpeer: peer answered")
 )
@@ -41,6 +44,8 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrSnapshotSize):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrNotAddressee):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrStalled), errors.Is(err, raft.ErrTransportShutdown):
 		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -33,7 +33,7 @@ type pipeline struct {
 
 // AppendEntriesPipeline opens a pipeline to target, or returns
 // raft.ErrPipelineReplicationNotSupported when MaxInFlight is 1.
-func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
+func (t *Transport) AppendEntriesPipeline(id raft.ServerID, target raft.ServerAddress) (raft.AppendPipeline, error) {
 	if t.cfg.MaxInFlight < 2 {
 		return nil, raft.ErrPipelineReplicationNotSupported
 	}
@@ -41,7 +41,7 @@ func (t *Transport) AppendEntriesPipeline(_ raft.ServerID, target raft.ServerAdd
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(t.callContext())
+	ctx, cancel := context.WithCancel(t.callContext(id))
 	opening := time.AfterFunc(t.cfg.Timeout, cancel)
 	stream, err := c.AppendEntriesPipeline(ctx)
 	if !opening.Stop() || err != nil {

@@ -187,6 +187,9 @@ func (t *Transport) serve(ctx context.Context, cmd any, heartbeat bool) (*peerpb
 // dispatch hands rpc to raft, waiting at most Timeout for raft to take it.
 // raft answers on rpc.RespChan, which must hold one answer.
 func (t *Transport) dispatch(ctx context.Context, rpc raft.RPC, heartbeat bool) error {
+	if err := t.checkAddressee(ctx); err != nil {
+		return err
+	}
 	if heartbeat {
 		if fn := t.heartbeatHandler(); fn != nil {
 			fn(rpc)

@@ -3,13 +3,16 @@ package raftpeer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
@@ -39,6 +42,8 @@ type Transport struct {
 	closed    bool
 
 	answers answers // the AppendEntries requests peers accepted: Accepted
+
+	localID atomic.Pointer[raft.ServerID] // SetLocalID's: the server requests must be for
 }
 
 var (
@@ -138,15 +143,46 @@ func (t *Transport) client(target raft.ServerAddress) (peerpb.RaftClient, error)
 
 // callContext returns a context for one call to a peer: this member's
 // identity, ended by Close.
-func (t *Transport) callContext() context.Context {
-	return peer.OutgoingContext(t.ctx, t.cfg.ClusterID, t.cfg.MemberID)
+func (t *Transport) callContext(to raft.ServerID) context.Context {
+	ctx := peer.OutgoingContext(t.ctx, t.cfg.ClusterID, t.cfg.MemberID)
+	if to != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, mdServer, string(to))
+	}
+	return ctx
+}
+
+// mdServer is the peer metadata that names the raft server a request is
+// for: raft sends to an address, and counts the answer (a vote, an
+// append) as that server's.
+const mdServer = "chute-raft-server"
+
+// SetLocalID makes the transport refuse the requests for any other raft
+// server (ErrNotAddressee): a member restarted on an empty data dir
+// under its name is a new server at the old one's address, and would
+// otherwise answer for the old one, voting with none of its memory (two
+// leaders in a term) and acknowledging appends it never kept. Requests
+// that name no server (from members before this check) are served.
+func (t *Transport) SetLocalID(id raft.ServerID) { t.localID.Store(&id) }
+
+// checkAddressee refuses a request for another server than this one.
+func (t *Transport) checkAddressee(ctx context.Context) error {
+	local := t.localID.Load()
+	if local == nil {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if to := md.Get(mdServer); len(to) > 0 && to[0] != string(*local) {
+		return fmt.Errorf("%w: a request for raft server %.80q reached %q (its data dir replaced?)", ErrNotAddressee, to[0], *local)
+	}
+	return nil
 }
 
 // unaryMethod is one of the Raft service's unary methods.
 type unaryMethod func(peerpb.RaftClient, context.Context, *peerpb.RaftRequest, ...grpc.CallOption) (*peerpb.RaftResponse, error)
 
-// call sends args to target with method and fills resp, within Timeout.
-func (t *Transport) call(target raft.ServerAddress, method unaryMethod, args, resp any) error {
+// call sends args to server id at target with method and fills resp,
+// within Timeout.
+func (t *Transport) call(id raft.ServerID, target raft.ServerAddress, method unaryMethod, args, resp any) error {
 	c, err := t.client(target)
 	if err != nil {
 		return err
@@ -155,7 +191,7 @@ func (t *Transport) call(target raft.ServerAddress, method unaryMethod, args, re
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(t.callContext(), t.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(t.callContext(id), t.cfg.Timeout)
 	defer cancel()
 	out, err := method(c, ctx, &peerpb.RaftRequest{Msgpack: msg})
 	if err != nil {
@@ -165,9 +201,9 @@ func (t *Transport) call(target raft.ServerAddress, method unaryMethod, args, re
 }
 
 // AppendEntries sends one AppendEntries request and waits for the answer.
-func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+func (t *Transport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	seq := t.answers.number()
-	if err := t.call(target, peerpb.RaftClient.AppendEntries, args, resp); err != nil {
+	if err := t.call(id, target, peerpb.RaftClient.AppendEntries, args, resp); err != nil {
 		return err
 	}
 	t.answers.record(target, args.Term, seq, resp)
@@ -175,24 +211,24 @@ func (t *Transport) AppendEntries(_ raft.ServerID, target raft.ServerAddress, ar
 }
 
 // RequestVote asks target for its vote.
-func (t *Transport) RequestVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
-	return t.call(target, peerpb.RaftClient.RequestVote, args, resp)
+func (t *Transport) RequestVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestVoteRequest, resp *raft.RequestVoteResponse) error {
+	return t.call(id, target, peerpb.RaftClient.RequestVote, args, resp)
 }
 
 // RequestPreVote asks target whether it would vote.
-func (t *Transport) RequestPreVote(_ raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
-	return t.call(target, peerpb.RaftClient.RequestPreVote, args, resp)
+func (t *Transport) RequestPreVote(id raft.ServerID, target raft.ServerAddress, args *raft.RequestPreVoteRequest, resp *raft.RequestPreVoteResponse) error {
+	return t.call(id, target, peerpb.RaftClient.RequestPreVote, args, resp)
 }
 
 // TimeoutNow tells target to start an election now: a leadership transfer.
-func (t *Transport) TimeoutNow(_ raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
-	return t.call(target, peerpb.RaftClient.TimeoutNow, args, resp)
+func (t *Transport) TimeoutNow(id raft.ServerID, target raft.ServerAddress, args *raft.TimeoutNowRequest, resp *raft.TimeoutNowResponse) error {
+	return t.call(id, target, peerpb.RaftClient.TimeoutNow, args, resp)
 }
 
 // InstallSnapshot sends args and then data, read to its end, in chunks of
 // SnapshotChunkBytes. The call may last Timeout for every 256 KiB of the
 // announced size, at least Timeout, as with raft's NetworkTransport.
-func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
+func (t *Transport) InstallSnapshot(id raft.ServerID, target raft.ServerAddress, args *raft.InstallSnapshotRequest, resp *raft.InstallSnapshotResponse, data io.Reader) error {
 	c, err := t.client(target)
 	if err != nil {
 		return err
@@ -201,7 +237,7 @@ func (t *Transport) InstallSnapshot(_ raft.ServerID, target raft.ServerAddress, 
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(t.callContext(), t.snapshotTimeout(args.Size))
+	ctx, cancel := context.WithTimeout(t.callContext(id), t.snapshotTimeout(args.Size))
 	defer cancel()
 	stream, err := c.InstallSnapshot(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -80,6 +81,13 @@ func (f *fakeRaft) answer(rpc raft.RPC) {
 
 // unluckyTerm is a term fakeRaft refuses to vote in, with an error.
 const unluckyTerm = 13
+
+// all returns the commands received so far.
+func (f *fakeRaft) all() []any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]any(nil), f.got...)
+}
 
 func (f *fakeRaft) last() any {
 	f.mu.Lock()
@@ -390,5 +398,57 @@ func TestService_callerRefused(t *testing.T) {
 	}
 	if got := fake.last(); got != nil {
 		t.Fatalf("raft got %T from a refused caller, want nothing", got)
+	}
+}
+
+// TestTransport_requestsForAnotherServer: a transport given its server
+// id refuses every request for another server (a member whose data dir
+// was replaced under its name, at the old server's address), heartbeats
+// and pipelines and snapshots included, before raft sees them, and
+// serves the requests for itself and those that name no server.
+func TestTransport_requestsForAnotherServer(t *testing.T) {
+	server := servedTransport(t, nil)
+	fake := serveFake(t, server)
+	server.SetLocalID("new")
+	client := newTransport(t, testutil.FreeAddr(t), nil)
+	target := server.LocalAddr()
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("client"), Addr: []byte(client.LocalAddr())}
+	refused := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), `"old"`) {
+			t.Errorf("%s for server old: got %v, want FailedPrecondition naming it", what, err)
+		}
+	}
+	var vote raft.RequestVoteResponse
+	refused("RequestVote", client.RequestVote("old", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4}, &vote))
+	var pre raft.RequestPreVoteResponse
+	refused("RequestPreVote", client.RequestPreVote("old", target, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: 4}, &pre))
+	var app raft.AppendEntriesResponse
+	refused("AppendEntries", client.AppendEntries("old", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: entries(1, 10)}, &app))
+	refused("heartbeat", client.AppendEntries("old", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}, &app))
+	var snap raft.InstallSnapshotResponse
+	refused("InstallSnapshot", client.InstallSnapshot("old", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: 3, Size: 3,
+		Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1"}}})}, &snap, bytes.NewReader([]byte("abc"))))
+	p, err := client.AppendEntriesPipeline("old", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: entries(1, 10)}, &raft.AppendEntriesResponse{}); err == nil {
+		select {
+		case <-p.Consumer():
+			refused("a pipeline's AppendEntries", f.Error())
+		case <-time.After(10 * time.Second):
+			t.Error("a pipeline's AppendEntries for server old: no answer in 10s")
+		}
+	}
+	_ = p.Close()
+	if n := len(fake.all()); n != 0 {
+		t.Fatalf("raft got %d requests for another server", n)
+	}
+	if err := client.RequestVote("new", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4}, &vote); err != nil || !vote.Granted {
+		t.Fatalf("RequestVote for server new: %+v %v, want served", vote, err)
+	}
+	if err := client.RequestVote("", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 5}, &vote); err != nil || !vote.Granted {
+		t.Fatalf("RequestVote naming no server: %+v %v, want served", vote, err)
 	}
 }

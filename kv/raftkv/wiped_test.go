@@ -1,0 +1,76 @@
+package raftkv
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"chute/internal/testutil"
+)
+
+// TestWipedMember_doesNotVoteAsItsOldServer: a member restarted on an
+// empty data dir under its name (a new server id at the old address)
+// does not answer for its old server. Before, it granted the old
+// server's vote with no memory of it: with m1 down, m2, which missed an
+// acknowledged write, was elected by the wiped m3 and the write was
+// lost. Now m2 cannot lead until m1 is back, and the write survives.
+func TestWipedMember_doesNotVoteAsItsOldServer(t *testing.T) {
+	addrs := []string{testutil.FreeAddr(t), testutil.FreeAddr(t), testutil.FreeAddr(t)}
+	disks := []*disk{newDisk(), newDisk(), newDisk()}
+	ms := make([]*member, 3)
+	var servers []raft.Server
+	for i := range ms {
+		ms[i] = startOn(t, fmt.Sprintf("m%d", i+1), addrs[i], 0xabc, disks[i], nil)
+		servers = append(servers, raft.Server{ID: ms[i].id, Address: raft.ServerAddress(ms[i].addr)})
+	}
+	if err := ms[0].raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "m1 leads", func() error {
+		leader := waitLeader(t, ms...)
+		if leader == ms[0] {
+			return nil
+		}
+		_ = leader.c.TransferLeader(testCtx(t), ms[0].member)
+		return fmt.Errorf("%s leads", leader.name)
+	})
+	if err := ms[0].c.Propose(testCtx(t), []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	waitCmds(t, []string{"before"}, ms...)
+
+	ms[1].stop(t) // m2 misses the next write
+	if err := ms[0].c.Propose(testCtx(t), []byte("acked")); err != nil {
+		t.Fatal(err)
+	}
+	ms[2].stop(t) // acknowledged on m1 and m3; then m3's data dir is wiped
+	m3 := startOn(t, "m3", addrs[2], 0xdef, newDisk(), nil)
+	ms[0].stop(t) // m1 crashes; m2 comes back on its own disk
+	m2 := startOn(t, "m2", addrs[1], 0xabc, disks[1], nil)
+
+	// m2 would win within an election or two with m3's old vote.
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if m2.raft.State() == raft.Leader {
+			t.Fatalf("m2, which missed the acknowledged write, leads with the wiped m3's vote; m2 applied %q", m2.sm.cmds())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	m1 := startOn(t, "m1", addrs[0], 0xabc, disks[0], nil)
+	leader := waitLeader(t, m1, m2)
+	if err := leader.c.Propose(testCtx(t), []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 20*time.Second, "m1 and m2 apply the acknowledged write", func() error {
+		for _, m := range []*member{m1, m2} {
+			if got := m.sm.cmds(); !slices.Contains(got, "acked") || !slices.Contains(got, "after") {
+				return fmt.Errorf("%s applied %q", m.name, got)
+			}
+		}
+		return nil
+	})
+	_ = m3
+}
