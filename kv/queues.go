@@ -54,6 +54,15 @@ type Queues interface {
 	Consume(key []byte, d Deliveries) (cancel func(), err error)
 }
 
+// ConsumerChecker is what a Queues implements so that a consumer key it
+// would refuse is refused as etcd refuses a watch, before the watch is
+// created: Consume's own refusals come after.
+type ConsumerChecker interface {
+	// CheckConsumer returns the error Consume would refuse key with
+	// (InvalidArgument) without registering anything. It is cheap.
+	CheckConsumer(key []byte) error
+}
+
 // Deliveries receives a consumer's messages as the PUT events of its
 // watch. Deliver never blocks and never refuses: the queue bounds how many
 // unacknowledged messages a consumer holds.

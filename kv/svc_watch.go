@@ -181,8 +181,19 @@ func (st *watchStream) taken(id int64) bool {
 }
 
 // consume registers the watch of a consumer key with the queues instead of
-// the store: its events are the queue's deliveries. The caller holds mu.
+// the store: its events are the queue's deliveries. A consumer key the
+// queues refuse (ConsumerChecker) is answered as etcd refuses a watch,
+// created and canceled at once with the reason: clientv3 drops a cancel
+// that follows a created answer without a word, and its channel just
+// closed. The created answer goes before Consume, which may take a
+// while (a claim of the queue) and deliver at once. The caller holds mu.
 func (st *watchStream) consume(id int64, key []byte) {
+	if cc, ok := st.queues.(ConsumerChecker); ok {
+		if err := cc.CheckConsumer(key); err != nil {
+			st.refuse(id, err.Error())
+			return
+		}
+	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Created: true})
 	cancel, err := st.queues.Consume(key, consumerSink{id: id, st: st})
 	if err != nil {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/internal/testutil"
 )
@@ -226,5 +230,50 @@ func TestWatch_ids(t *testing.T) {
 	}
 	if got := describe(collect(t, b, 1, 5*time.Second)); got != "PUT b=1@2;" {
 		t.Fatalf("watch b: got %q", got)
+	}
+}
+
+// refusingQueues is namedQueues that refuses consumer "no"
+// (ConsumerChecker) and delivers one message to any other consumer
+// before Consume returns, as a dispatcher holding messages may.
+type refusingQueues struct{ namedQueues }
+
+var _ ConsumerChecker = (*refusingQueues)(nil)
+
+func (q *refusingQueues) CheckConsumer(key []byte) error {
+	if strings.HasSuffix(string(key), "/no") {
+		return status.Error(codes.InvalidArgument, "etcdserver: refused for the test")
+	}
+	return nil
+}
+
+func (q *refusingQueues) Consume(key []byte, d Deliveries) (func(), error) {
+	if err := q.CheckConsumer(key); err != nil {
+		return nil, err
+	}
+	d.Deliver([]*mvccpb.KeyValue{{Key: []byte("/q/jobs/1/k"), Value: []byte("v")}})
+	return func() {}, nil
+}
+
+// TestWatch_consumerRefusedOrServed: a consumer the queues refuse is
+// answered as etcd refuses a watch, created and canceled at once with
+// the reason, which clientv3 shows; it used to be created, then
+// canceled, and clientv3 closed the channel without a word. Another is
+// created, and a message delivered while Consume registers it comes
+// after that.
+func TestWatch_consumerRefusedOrServed(t *testing.T) {
+	_, cli := startServer(t, func(c *Config) { c.Queues = &refusingQueues{} })
+	ctx, cancel := context.WithCancel(testCtx(t, 10*time.Second))
+	defer cancel()
+	resp, ok := <-cli.Watch(ctx, "/q/jobs/c/no")
+	if !ok || !resp.Canceled || resp.Err() == nil || !strings.Contains(resp.Err().Error(), "refused for the test") {
+		t.Fatalf("a refused consumer: got %+v (open %v, err %v), want canceled with the reason", resp, ok, resp.Err())
+	}
+	wc := cli.Watch(ctx, "/q/jobs/c/yes", clientv3.WithCreatedNotify())
+	if resp := <-wc; !resp.Created || len(resp.Events) != 0 {
+		t.Fatalf("a consumer's first answer: %+v, want created", resp)
+	}
+	if resp := <-wc; len(resp.Events) != 1 || string(resp.Events[0].Kv.Key) != "/q/jobs/1/k" {
+		t.Fatalf("a consumer's second answer: %+v, want the delivery", resp)
 	}
 }
