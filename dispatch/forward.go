@@ -399,7 +399,7 @@ func (f *forwarder) batchOf(name string, msgs []incoming) (*peerpb.SendBatch, er
 		q.Tail, q.Value, q.Origin, q.N, q.Seq = in.tail, in.value, in.id.Origin, in.id.N, in.seq
 		q.Consumer, q.Attempts = in.consumer, int64(in.attempts)
 		if !b.AddMessage(&q, true) {
-			return nil, status.Errorf(codes.InvalidArgument, "etcdserver: queue %s: key %q is not UTF-8: it cannot be forwarded to the dispatcher", name, in.tail)
+			return nil, errKeyNotUTF8(name, in.tail)
 		}
 	}
 	return b, nil
@@ -425,7 +425,11 @@ func (f *forwarder) release(b *peerpb.SendBatch) {
 }
 
 func errQueueNotUTF8(name string) error {
-	return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: it cannot be forwarded to the dispatcher", name)
+	return status.Errorf(codes.InvalidArgument, "etcdserver: queue name %q is not UTF-8: members pass queue keys as UTF-8", name)
+}
+
+func errKeyNotUTF8(name, tail string) error {
+	return status.Errorf(codes.InvalidArgument, "etcdserver: queue %q: key %q is not UTF-8: members pass queue keys as UTF-8", name, tail)
 }
 
 func errString(err error) string {

@@ -40,6 +40,37 @@ func TestCluster_forwardKeyNotUTF8(t *testing.T) {
 	}
 }
 
+// TestCluster_keyNotUTF8OnTheDispatcher: the dispatcher's own member
+// refuses a key, queue name or consumer id that is not UTF-8 as a
+// forwarding member does. It used to keep such a message, which no
+// handover, backup or forward can carry: once the queue moved, its
+// handover failed for good and the messages after it stayed behind,
+// delivered to nobody.
+func TestCluster_keyNotUTF8OnTheDispatcher(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"/q/jobs/p/\xff\xfe", "/q/j\xffobs/p/k"} {
+		if _, err := a.cli.Put(ctx, key, "v"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "not UTF-8") {
+			t.Errorf("put to %q on the dispatcher's member: got %v, want InvalidArgument, not UTF-8", key, err)
+		}
+	}
+	txn := a.cli.Txn(ctx).Then(clientv3.OpPut("/q/jobs/p/ok", "v"), clientv3.OpPut("/q/jobs/p/\xff", "v"))
+	if _, err := txn.Commit(); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("a txn with a key not UTF-8: got %v, want InvalidArgument", err)
+	}
+	if q, _ := queueOn(a, "jobs"); q.Rows != 1 {
+		t.Errorf("the queue's rows: got %d, want 1 (first)", q.Rows)
+	}
+	resp := <-a.cli.Watch(ctx, "/q/jobs/c/\xff")
+	if resp.Err() == nil || !strings.Contains(resp.Err().Error(), "not UTF-8") {
+		t.Errorf("a consumer id not UTF-8: watch answered %+v %v (canceled %v), want refused", resp, resp.Err(), resp.Canceled)
+	}
+}
+
 // TestCluster_forwardedTxnRowsChecked: a forwarding member leaves the
 // check of a txn's ClickHouse rows to the queue's dispatcher, yet the
 // client sees what it would see from the dispatcher's own member: a txn

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/jonboulle/clockwork"
@@ -344,8 +345,9 @@ type Manager struct {
 }
 
 var (
-	_ kv.Queues       = (*Manager)(nil)
-	_ kv.QueueRecords = (*Manager)(nil)
+	_ kv.Queues          = (*Manager)(nil)
+	_ kv.QueueRecords    = (*Manager)(nil)
+	_ kv.ConsumerChecker = (*Manager)(nil)
 )
 
 // New builds a manager; Start gives it the KV and starts its timers.
@@ -602,6 +604,9 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 			// name one queue 128 times.
 			k.Tail = tail
 			b.queue[i] = b.queue[i-1]
+			if bad == nil && !utf8.ValidString(tail) {
+				bad = errKeyNotUTF8(k.Queue, tail)
+			}
 		} else {
 			k = ParseKey(key)
 			k.Queue = b.name(i, k.Queue)
@@ -1144,12 +1149,9 @@ func (m *Manager) ackHere(queue string, seq uint64, tail, consumer string) bool 
 // dispatcher's stream otherwise; the reconcile loop rebinds it when the
 // dispatcher changes.
 func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
-	k := ParseKey(string(key))
-	if k.Kind != KindConsumer {
-		return nil, status.Error(codes.InvalidArgument, "etcdserver: not a consumer key: "+string(key))
-	}
-	if _, ch := sink.TableOf(k.Queue); ch {
-		return nil, status.Error(codes.InvalidArgument, "etcdserver: "+k.Queue+" is drained into ClickHouse by the cluster; it takes no consumers")
+	k, err := checkConsumer(key)
+	if err != nil {
+		return nil, err
 	}
 	lc := &localConsumer{m: m, queue: k.Queue, c: &consumer{id: k.Consumer, prefix: k.Prefix, out: d, unacked: make(map[uint64]*message)}}
 	m.putConsumer(k)
@@ -1184,6 +1186,32 @@ func (m *Manager) putConsumer(k Key) {
 	if err := m.records.Put(ctx, consumerPrefix(k.Queue)+k.Consumer, []byte(strconv.FormatUint(m.cfg.MemberID, 10))); err != nil {
 		m.log.Warn("consumer record not written", "queue", k.Queue, "consumer", k.Consumer, "err", err)
 	}
+}
+
+// CheckConsumer returns the error Consume refuses key with, if any
+// (kv.ConsumerChecker).
+func (m *Manager) CheckConsumer(key []byte) error {
+	_, err := checkConsumer(key)
+	return err
+}
+
+// checkConsumer parses a consumer key, refusing one that is not, whose
+// queue name or consumer id is not UTF-8 (members pass them as UTF-8),
+// or of a ClickHouse queue.
+func checkConsumer(key []byte) (Key, error) {
+	k := ParseKey(string(key))
+	switch {
+	case k.Kind != KindConsumer:
+		return k, status.Error(codes.InvalidArgument, "etcdserver: not a consumer key: "+string(key))
+	case !utf8.ValidString(k.Queue):
+		return k, errQueueNotUTF8(k.Queue)
+	case !utf8.ValidString(k.Consumer):
+		return k, status.Errorf(codes.InvalidArgument, "etcdserver: consumer id %q is not UTF-8: members pass queue keys as UTF-8", k.Consumer)
+	}
+	if _, ch := sink.TableOf(k.Queue); ch {
+		return k, status.Error(codes.InvalidArgument, "etcdserver: "+k.Queue+" is drained into ClickHouse by the cluster; it takes no consumers")
+	}
+	return k, nil
 }
 
 // deleteConsumer deletes the record of a consumer that left, within

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"fmt"
 	"sync"
+	"unicode/utf8"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
@@ -14,7 +15,10 @@ import (
 // errEmptyQueueName refuses a put to /q//p/{key}.
 var errEmptyQueueName = status.Error(codes.InvalidArgument, "etcdserver: the queue name is empty: a producer key is /q/{name}/p/{key}")
 
-// checkProduce refuses a put that is not to a producer key, to a queue
+// checkProduce refuses a put that is not to a producer key, whose queue
+// name or key is not UTF-8 (on every member alike: the dispatcher's own
+// could keep such a message, but never hand it over, back it up or
+// forward it, and it stopped its queue's handover for good), to a queue
 // whose name is empty or, for a ClickHouse queue, names no table a put
 // may reach (checkQueueName), or whose value is not a row of its
 // ClickHouse queue (sink.ValidateRow). Every error is InvalidArgument.
@@ -33,6 +37,9 @@ func (m *Manager) checkProduce(p *pb.PutRequest, k Key) error {
 func (m *Manager) checkProducer(p *pb.PutRequest, k Key) (bool, error) {
 	if k.Kind != KindProduce {
 		return false, status.Error(codes.InvalidArgument, "etcdserver: not a producer key: "+string(p.Key))
+	}
+	if !utf8.ValidString(k.Tail) {
+		return false, errKeyNotUTF8(k.Queue, k.Tail)
 	}
 	return m.checkQueueName(k.Queue)
 }
@@ -55,6 +62,9 @@ func checkRow(p *pb.PutRequest) error {
 func (m *Manager) checkQueueName(name string) (bool, error) {
 	if name == "" {
 		return false, errEmptyQueueName
+	}
+	if !utf8.ValidString(name) {
+		return false, errQueueNotUTF8(name)
 	}
 	table, ch := sink.TableOf(name)
 	if !ch {
