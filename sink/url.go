@@ -125,10 +125,16 @@ func ParseURLs(raw string) ([]Endpoint, error) {
 		}
 		ep, err := ParseURL(item)
 		if err != nil {
-			if strings.Contains(raw, ",") {
-				err = fmt.Errorf("%w (url %d of the list)", err, n)
+			if !strings.Contains(raw, ",") {
+				return nil, err
 			}
-			return nil, err
+			if !strings.Contains(item, "@") && strings.Contains(raw, "@") {
+				// Maybe a URL split at a comma in its password: what
+				// ParseURL took for host and port is then the user and
+				// the password's start. Quote nothing of it.
+				return nil, fmt.Errorf("%w: url %d of the list does not parse (a comma in a password is written %%2C)", ErrBadURL, n)
+			}
+			return nil, fmt.Errorf("%w (url %d of the list)", err, n)
 		}
 		for _, prev := range eps {
 			if prev.Addr == ep.Addr {
