@@ -46,6 +46,10 @@ type Config struct {
 	// ServerName is the name ClickHouse's certificate must hold, instead
 	// of the URL's host. Empty: the URL's host.
 	ServerName string
+
+	// Suite is the node's TLS versions and cipher suites, which an https
+	// ClickHouse is spoken to with too. Zero: TLS 1.2 at least.
+	Suite tlsfiles.Suite
 }
 
 // DefaultConfig returns no URL and DefaultDatabase.
@@ -107,16 +111,18 @@ func (c Config) Validate() error {
 
 // TLSConfig reads the TLS files and returns the configuration an https
 // ClickHouse is verified with: RootCAs from CAFile (nil, the system's
-// roots, without one), the client certificate, ServerName, TLS 1.2 at
-// least. It returns nil when no TLS setting is given. Its errors are
+// roots, without one), the client certificate, ServerName, Suite's
+// versions and cipher suites (TLS 1.2 at least). It returns nil when no
+// TLS setting is given. Its errors are
 // *FieldErrors, one per file at fault, holding paths but never the URL.
 // Call it at start and at every reload, so renewed files take effect
 // without a restart.
 func (c Config) TLSConfig() (*tls.Config, error) {
-	if !c.tlsSet() {
+	if !c.tlsSet() && c.Suite.IsZero() {
 		return nil, nil
 	}
-	cfg := &tls.Config{ServerName: c.ServerName, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{ServerName: c.ServerName}
+	c.Suite.Apply(cfg)
 	var errs []error
 	bad := func(field string, err error) { errs = append(errs, &FieldError{Pkg: "sink", Field: field, Err: err}) }
 	if c.CAFile != "" {

@@ -1146,9 +1146,12 @@ func (c Config) dispatchConfig() dispatch.Config {
 	}
 }
 
-// sinkConfig is c's ClickHouse configuration.
+// sinkConfig is c's ClickHouse configuration. The TLS suite's errors
+// are the flags' own (tlsSuite), reported by Validate.
 func (c Config) sinkConfig() sink.Config {
+	suite, _ := c.tlsSuite()
 	return sink.Config{
+		Suite:       suite,
 		URL:         c.ClickHouseURL,
 		Settings:    c.ClickHouseSettings,
 		Compression: c.ClickHouseCompression,

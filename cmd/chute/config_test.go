@@ -1114,6 +1114,23 @@ func TestConfig_clickhouseTLS(t *testing.T) {
 	if cfg, err := c.clickhouseTLS(); err != nil || cfg.RootCAs != nil {
 		t.Fatalf("no CA file: got RootCAs %v, %v; want nil (the system's roots)", cfg.RootCAs, err)
 	}
+	// The node's TLS versions and cipher suites bind the ClickHouse
+	// dialer too, with no ClickHouse TLS file as well: it spoke TLS 1.2
+	// to a server under --tls-min-version TLS1.3.
+	c.ClickHouseCertFile, c.ClickHouseKeyFile, c.ClickHouseServerName = "", "", ""
+	c.TLSMinVersion, c.TLSMaxVersion = "TLS1.2", "TLS1.2"
+	c.CipherSuites = []string{"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"}
+	cfg, err = c.clickhouseTLS()
+	if err != nil || cfg == nil {
+		t.Fatalf("--tls-max-version alone: got %v, %v; want a config", cfg, err)
+	}
+	if cfg.MinVersion != tls.VersionTLS12 || cfg.MaxVersion != tls.VersionTLS12 || len(cfg.CipherSuites) != 1 || cfg.CipherSuites[0] != tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 {
+		t.Fatalf("got versions %x-%x, suites %x; want the flags'", cfg.MinVersion, cfg.MaxVersion, cfg.CipherSuites)
+	}
+	c.TLSMinVersion, c.TLSMaxVersion, c.CipherSuites = "TLS1.3", "", nil
+	if cfg, err := c.clickhouseTLS(); err != nil || cfg.MinVersion != tls.VersionTLS13 {
+		t.Fatalf("--tls-min-version TLS1.3: got %v, %v; want MinVersion TLS 1.3", cfg, err)
+	}
 }
 
 func TestConfig_dispatchConfig_pacing(t *testing.T) {

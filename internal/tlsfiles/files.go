@@ -53,8 +53,8 @@ func (f Files) Empty() bool {
 		f.ClientCertFile == "" && f.ClientKeyFile == ""
 }
 
-// Suite is what every TLS endpoint of a node shares: protocol versions and
-// cipher suites.
+// Suite is what every TLS endpoint of a node shares, listeners and
+// dialers (ClickHouse's too): protocol versions and cipher suites.
 type Suite struct {
 	// MinVersion is the lowest TLS version spoken. Zero: TLS 1.2.
 	MinVersion uint16
@@ -65,13 +65,20 @@ type Suite struct {
 	CipherSuites []uint16
 }
 
-func (s Suite) apply(c *tls.Config) {
+// Apply sets the versions and cipher suites of c: those of s, TLS 1.2
+// at least.
+func (s Suite) Apply(c *tls.Config) {
 	c.MinVersion = s.MinVersion
 	if c.MinVersion == 0 {
 		c.MinVersion = tls.VersionTLS12
 	}
 	c.MaxVersion = s.MaxVersion
 	c.CipherSuites = s.CipherSuites
+}
+
+// IsZero reports whether s sets nothing: Go's defaults, TLS 1.2 at least.
+func (s Suite) IsZero() bool {
+	return s.MinVersion == 0 && s.MaxVersion == 0 && len(s.CipherSuites) == 0
 }
 
 // ParseVersion parses etcd's names of TLS versions: TLS1.2 or TLS1.3

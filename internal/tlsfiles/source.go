@@ -148,7 +148,7 @@ func (s *Source) current() *state {
 // the certificate and trust held at that moment.
 func (s *Source) ServerConfig() *tls.Config {
 	c := &tls.Config{}
-	s.suite.apply(c)
+	s.suite.Apply(c)
 	c.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
 		return s.serverConfig(s.current())
 	}
@@ -160,7 +160,7 @@ func (s *Source) serverConfig(st *state) (*tls.Config, error) {
 		return nil, errNoCertificate
 	}
 	c := &tls.Config{Certificates: []tls.Certificate{*st.cert}}
-	s.suite.apply(c)
+	s.suite.Apply(c)
 	switch {
 	case s.files.ClientCertAuth:
 		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, st.pool
@@ -209,7 +209,7 @@ func (s *Source) ClientConfig(serverName string) *tls.Config {
 	if s.serverName != "" {
 		c.ServerName = s.serverName
 	}
-	s.suite.apply(c)
+	s.suite.Apply(c)
 	if st.clientCert != nil {
 		c.Certificates = []tls.Certificate{*st.clientCert}
 	}
