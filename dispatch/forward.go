@@ -40,6 +40,7 @@ const forwardTimeout = 5 * time.Second
 type forwarder struct {
 	m      *Manager
 	member uint64
+	addr   string // the member's peer address dialed
 	conn   *grpc.ClientConn
 	ctx    context.Context // carries this member's identity; cancelled by close
 	cancel context.CancelFunc
@@ -63,7 +64,7 @@ func (m *Manager) newForwarder(member uint64, addr string) (*forwarder, error) {
 	}
 	ctx, cancel := context.WithCancel(peer.OutgoingContext(context.Background(), m.cfg.ClusterID, m.cfg.MemberID))
 	f := &forwarder{
-		m: m, member: member, conn: conn, ctx: ctx, cancel: cancel,
+		m: m, member: member, addr: addr, conn: conn, ctx: ctx, cancel: cancel,
 		sendC:   make(chan *peerpb.SendBatch, 1024),
 		pending: make(map[uint64]*call),
 	}

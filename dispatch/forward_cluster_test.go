@@ -147,3 +147,32 @@ func TestCluster_forwardedTxnRowsChecked(t *testing.T) {
 		t.Errorf("b holds %d copies of a good txn, want 2", n)
 	}
 }
+
+// TestCluster_forwarderFollowsANewAddress: a member back under its name
+// at another peer address (its process restarted elsewhere before serf
+// reported it gone) is reached there: the reconcile round drops the
+// stream to the old address. It was kept, dialing the old address, for
+// as long as the member stayed alive.
+func TestCluster_forwarderFollowsANewAddress(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	f, err := a.mgr.forwarderFor(b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.stop()
+	b2 := cl.start("b", nil)
+	connect(a, b2)
+	if f.addr == b2.asPeer().Addr {
+		t.Fatalf("the restarted member listens at %s, the old address", f.addr)
+	}
+	a.mgr.reconcile()
+	f2, err := a.mgr.forwarderFor(b2.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f2 == f || f2.addr != b2.asPeer().Addr {
+		t.Fatalf("forwarder to b dials %s after the round, want %s", f2.addr, b2.asPeer().Addr)
+	}
+}

@@ -35,6 +35,7 @@ func (m *Manager) reconcile() {
 	if m.records == nil {
 		return
 	}
+	m.pruneForwarders() // first: the queues' rounds then reach members where they are now
 	for _, q := range m.snapshot() {
 		m.reconcileQueue(q)
 	}
@@ -54,7 +55,6 @@ func (m *Manager) reconcile() {
 	for _, lc := range locals {
 		m.bind(lc, m.dispatcherOf(context.Background(), lc.queue, claimAsProducer))
 	}
-	m.pruneForwarders()
 }
 
 // reconcileQueue hands over or claims one queue.
@@ -156,12 +156,15 @@ func chunkEnd(msgs []incoming, i int) int {
 	return j
 }
 
-// pruneForwarders closes the forward streams of members that are gone.
+// pruneForwarders closes the forward streams of members that are gone,
+// or that are back at another peer address (a process restarted
+// elsewhere under its name before serf reported it gone): the stream
+// dialed the old address for as long as the member stayed alive.
 func (m *Manager) pruneForwarders() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, f := range m.forwarders {
-		if _, ok := m.peerAddr(id); !ok {
+		if addr, ok := m.peerAddr(id); !ok || addr != f.addr {
 			f.close()
 			delete(m.forwarders, id)
 		}
