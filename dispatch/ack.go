@@ -328,14 +328,18 @@ func (m *Manager) backupCandidate() uint64 {
 // giving a new one a full copy first, and returns it (0: none).
 func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 	want := m.backupCandidate()
-	if q.backupMember.Load() == want {
+	boot := m.peerBoot(want)
+	if q.backupMember.Load() == want && q.backupRun(boot) {
 		return want, nil
 	}
 	q.backupMu.Lock()
 	defer q.backupMu.Unlock()
 	old := q.backupMember.Load()
-	if old == want {
+	if old == want && q.backupRun(boot) {
 		return want, nil
+	}
+	if old == want && want != 0 {
+		m.log.Info("backup restarted: it gets a full copy again", "queue", q.name, "backup", gossip.ID(want))
 	}
 	if want != 0 {
 		if err := m.copyTo(ctx, q, want); err != nil {
@@ -349,8 +353,19 @@ func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
 		m.log.Info("backup holds a full copy of the queue", "queue", q.name, "backup", gossip.ID(want))
 	}
 	q.backupMember.Store(want)
-	q.noteStale(old) // its copies are stale now (resetStale)
+	q.backupBoot.Store(&boot)
+	if old != want {
+		q.noteStale(old) // its copies are stale now (resetStale)
+	}
 	return want, nil
+}
+
+// backupRun reports whether the queue's backup took its full copy in
+// run boot of its process (peerBoot's); a run not known on either side
+// counts as the same.
+func (q *queue) backupRun(boot string) bool {
+	had := q.backupBoot.Load()
+	return had == nil || *had == "?" || *had == "" || boot == "?" || boot == "" || *had == boot
 }
 
 // copyTo sends member a full copy of the queue: RESET, then BACKUP frames.

@@ -384,6 +384,46 @@ func TestAck_replicatedSurvivesQuickRestart(t *testing.T) {
 	}
 }
 
+// TestAck_backupQuickRestartGetsAFullCopy: the backup of an
+// ack=replicated queue restarts under its name before serf reports it
+// failed. Its queue log gives its copies back as held ones, which it
+// hands to the dispatcher and drops, so the dispatcher sends it a full
+// copy again once serf shows the new run; when the dispatcher is then
+// killed, the backup takes the queue over with every acknowledged
+// message. The dispatcher used to keep counting the restarted member as
+// a backup with copies: none of the 15 came back.
+func TestAck_backupQuickRestartGetsAFullCopy(t *testing.T) {
+	run := func(boot, dir string) func(*Config) {
+		return func(c *Config) { c.Boot = boot; c.DataDir = dir }
+	}
+	dirs := map[string]string{"a": t.TempDir(), "b": t.TempDir(), "c": t.TempDir()}
+	cl := newCluster(t)
+	a, b, c := cl.start("a", run("a1", dirs["a"])), cl.start("b", run("b1", dirs["b"])), cl.start("c", run("c1", dirs["c"]))
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 15)
+	backup, other := b, c
+	if a.mgr.backupCandidate() == c.id {
+		backup, other = c, b
+	}
+	if got := backupRowsOf(backup, "jobs"); got != 15 {
+		t.Fatalf("backup keeps %d copies, want 15", got)
+	}
+	backup.stop()
+	backup2 := cl.start(backup.name, run(backup.name+"2", dirs[backup.name]))
+	connect(a, backup2, other) // serf never reported it failed
+	waitUntil(t, 10*time.Second, "the restarted backup keeping a full copy again", func() bool {
+		return backupRowsOf(backup2, "jobs") == 15
+	})
+	a.stop()
+	connect(backup2, other)
+	tails := consumeAll(t, ctx, other.cli.Watch(ctx, "/q/jobs/c/y"), other.cli, 15, 15*time.Second)
+	if len(tails) != 15 {
+		t.Fatalf("after the dispatcher was killed: got %d of the 15 acknowledged messages", len(tails))
+	}
+}
+
 // TestAck_replicateSkipsMessagesGone: a dispatcher that has no backup
 // yet (it just started) may deliver a message and have it acknowledged
 // before the put or handover that queued it sends the backup its copy.

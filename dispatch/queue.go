@@ -161,6 +161,11 @@ type queue struct {
 	// later puts; backupMember is the member holding a full copy, 0 none.
 	backupMu     sync.RWMutex
 	backupMember atomic.Uint64
+	// backupBoot is the run of backupMember's process (its serf boot tag)
+	// when it took the full copy: a backup back under its name lost what
+	// it kept (its log gives the copies back as held ones), and gets a
+	// full copy again. Set with backupMember, under backupMu.
+	backupBoot atomic.Pointer[string]
 	// stale are members that may keep copies of this queue for this
 	// member though they are not its backup (passed over, replaced, a
 	// full copy cut short), until one of them answers a RESET OK
