@@ -36,13 +36,15 @@ func TestLargeEntries_reachAJoiningVoter(t *testing.T) {
 	if err := m1.raft.AddVoter(m2.id, raft.ServerAddress(m2.addr), 0, 10*time.Second).Error(); err != nil {
 		t.Fatalf("adding the second voter: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := m1.c.Propose(ctx, []byte("small")); err != nil {
-		t.Fatalf("a small write after the second voter joined: %v", err)
-	}
+	// Catching up moves 72 MiB: under the race detector and make test's
+	// load that takes seconds, beyond one write's apply timeout.
+	testutil.Eventually(t, 60*time.Second, "a small write after the second voter joined", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return m1.c.Propose(ctx, []byte("small"))
+	})
 	want := m1.sm.Applied()
-	testutil.EventuallyTrue(t, 10*time.Second, "the new voter applies what the leader did", func() bool {
+	testutil.EventuallyTrue(t, 30*time.Second, "the new voter applies what the leader did", func() bool {
 		return m2.sm.Applied() >= want
 	})
 }
