@@ -392,3 +392,52 @@ func TestCluster_ackUnderConsumerKeyRemote(t *testing.T) {
 		t.Fatalf("y's delivery acknowledged on b under y's key: %v, %v; want 1 deleted", r, err)
 	}
 }
+
+// TestCluster_ackAfterTheDeliveringDispatcherDied: a consumer
+// acknowledges a message whose dispatcher serf has since reported gone;
+// the acknowledgement goes to the queue's dispatcher now (the backup that
+// took it over), not to the dead one, and the message is not delivered
+// again. It went to the dead member, and the client saw Unavailable.
+func TestCluster_ackAfterTheDeliveringDispatcherDied(t *testing.T) {
+	cl := newCluster(t)
+	one := func(c *Config) { c.Prefetch = 1 }
+	a, b, c := cl.start("a", one), cl.start("b", one), cl.start("c", one)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	wx := a.cli.Watch(ctx, "/q/jobs/c/x") // a dispatches: it hosts x
+	waitUntil(t, 10*time.Second, "a to dispatch jobs", func() bool { return strings.HasPrefix(recordOn(b, "jobs"), fmt.Sprint(a.id)+";") })
+	wy := b.cli.Watch(ctx, "/q/jobs/c/y") // y streams from a
+	waitUntil(t, 10*time.Second, "two consumers on a", func() bool {
+		q, _ := queueOn(a, "jobs")
+		return q.Consumers == 2
+	})
+	for _, m := range []string{"m0", "m1"} {
+		if _, err := a.cli.Put(ctx, "/q/jobs/p/"+m, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, ey := next(t, wx, 10*time.Second), next(t, wy, 10*time.Second)
+	if len(ex) != 1 || len(ey) != 1 {
+		t.Fatalf("x got %d, y got %d; want one each (prefetch 1)", len(ex), len(ey))
+	}
+	mine := ParseKey(string(ey[0].Kv.Key)).Tail
+	a.stop()
+	connect(b, c) // serf reports a gone
+	waitUntil(t, 20*time.Second, "a backup to take jobs over", func() bool {
+		rec, ok := ParseRecord(recordOn(b, "jobs"))
+		return ok && rec.Member != a.id && rec.Epoch >= 2
+	})
+	if r, err := b.cli.Delete(ctx, string(ey[0].Kv.Key)); err != nil || r.Deleted != 1 {
+		t.Fatalf("acknowledging %s after its dispatcher died: %v, %v; want 1 deleted", ey[0].Kv.Key, r, err)
+	}
+	select {
+	case resp := <-wy:
+		for _, ev := range resp.Events {
+			if ParseKey(string(ev.Kv.Key)).Tail == mine {
+				t.Fatalf("%s, acknowledged, delivered again as %s", mine, ev.Kv.Key)
+			}
+		}
+	case <-time.After(2 * time.Second):
+	}
+}

@@ -1114,7 +1114,9 @@ func (m *Manager) Ack(ctx context.Context, key []byte) (bool, error) {
 	if err := checkAckable(k.Queue); err != nil {
 		return false, err
 	}
-	if from, ok := m.deliveredBy(k.Queue, string(key)); ok && from != m.cfg.MemberID {
+	if from, ok := m.deliveredBy(k.Queue, string(key)); ok && from != m.cfg.MemberID && m.alive(from) {
+		// To the dispatcher that delivered it; one serf reports gone
+		// handed nothing over, and the record names who has the queue.
 		return m.ackRemote(ctx, from, k)
 	}
 	rec, ok := m.record(k.Queue)
