@@ -424,9 +424,17 @@ func TestCluster_ackAfterTheDeliveringDispatcherDied(t *testing.T) {
 	mine := ParseKey(string(ey[0].Kv.Key)).Tail
 	a.stop()
 	connect(b, c) // serf reports a gone
-	waitUntil(t, 20*time.Second, "a backup to take jobs over", func() bool {
+	waitUntil(t, 20*time.Second, "a backup to take jobs over, with both messages", func() bool {
 		rec, ok := ParseRecord(recordOn(b, "jobs"))
-		return ok && rec.Member != a.id && rec.Epoch >= 2
+		if !ok || rec.Member == a.id || rec.Epoch < 2 {
+			return false
+		}
+		for _, m := range []*member{b, c} {
+			if q, _ := queueOn(m, "jobs"); m.id == rec.Member && q.Rows == 2 {
+				return true
+			}
+		}
+		return false
 	})
 	if r, err := b.cli.Delete(ctx, string(ey[0].Kv.Key)); err != nil || r.Deleted != 1 {
 		t.Fatalf("acknowledging %s after its dispatcher died: %v, %v; want 1 deleted", ey[0].Kv.Key, r, err)
