@@ -23,15 +23,15 @@ const (
 	DefaultMaxCommandBytes = 2<<20 + 256<<10
 	// MaxAppendEntries is what raft's Config.MaxAppendEntries should be:
 	// the entries one AppendEntries carries to a follower catching up.
-	// Eight of DefaultMaxCommandBytes make 18 MiB: within the peer
-	// link's 64 MiB message bound (raft resends a refused request
-	// unchanged for ever, so 32 of them stopped a follower for good),
-	// and short enough on the wire that a leader catching a member up
-	// still hears from its quorum within a leader lease (16 lost
-	// leadership in a test on this machine, with the 250 ms lease of the
-	// fast profile). The leader has at most maxEntriesInFlight packed
+	// Four of DefaultMaxCommandBytes make 9 MiB: within the peer link's
+	// 64 MiB message bound (raft resends a refused request unchanged for
+	// ever, so 32 of them stopped a follower for good), and short enough
+	// on the wire that a leader catching a member up still hears from its
+	// quorum within a leader lease (16 lost leadership in a test on this
+	// machine with the fast profile's 250 ms lease, and 8 under the race
+	// detector). The leader has at most maxEntriesInFlight (4) packed
 	// entries to take together otherwise, so it costs nothing there.
-	MaxAppendEntries = 8
+	MaxAppendEntries = 4
 	// DefaultTryTimeout is raft's default heartbeat timeout: a leader
 	// that has not answered a read or a renewal by then is as likely
 	// gone as a follower's raft thinks it is.

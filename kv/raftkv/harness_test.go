@@ -81,6 +81,12 @@ func newDisk() *disk { return &disk{store: raft.NewInmemStore(), snaps: raft.New
 // disk and, as raftnode mints one, a new suffix.
 func startOn(t *testing.T, name, addr string, sfx uint32, d *disk, mutate func(*Config)) *member {
 	t.Helper()
+	return startRaft(t, name, addr, sfx, d, mutate, nil)
+}
+
+// startRaft is startOn with raft's configuration adjusted by tune.
+func startRaft(t *testing.T, name, addr string, sfx uint32, d *disk, mutate func(*Config), tune func(*raft.Config)) *member {
+	t.Helper()
 	m := &member{name: name, member: gossip.MemberID(name), addr: addr, sm: newTestSM()}
 	m.id = raft.ServerID(fmt.Sprintf("%016x-%08x", m.member, sfx))
 	t.Cleanup(func() {
@@ -101,6 +107,9 @@ func startOn(t *testing.T, name, addr string, sfx uint32, d *disk, mutate func(*
 	}
 	tr.SetLocalID(m.id) // as raftnode.New does
 	rc := testRaftConfig()
+	if tune != nil {
+		tune(rc)
+	}
 	rc.LocalID = m.id
 	rc.Logger = hclog.New(&hclog.LoggerOptions{Name: name, Output: &m.log, Level: hclog.Info})
 	m.raft, err = raft.NewRaft(rc, NewFSM(m.sm), d.store, d.store, d.snaps, tr)

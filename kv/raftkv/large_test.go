@@ -17,11 +17,17 @@ import (
 // commits again. With MaxAppendEntries at 32, 32 such entries made a
 // request over the transport's 64 MiB bound; raft resent it unchanged
 // for ever, so the second voter never caught up and nothing committed.
-// At 16 the requests fit, but took longer than the leader lease.
+// At 16 the requests fit, but took longer than the fast lease.
 func TestLargeEntries_reachAJoiningVoter(t *testing.T) {
 	big := func(c *Config) { c.MaxCommandBytes = DefaultMaxCommandBytes }
-	m1 := startMember(t, "m1", big)
-	m2 := startMember(t, "m2", big)
+	// A lease of seconds: under the race detector and make test's load,
+	// encoding requests of 9 MiB outlasted the loopback lease of 250 ms,
+	// and the leader stepped down before every catch-up finished.
+	lease := func(c *raft.Config) {
+		c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, 2*time.Second
+	}
+	m1 := startRaft(t, "m1", testutil.FreeAddr(t), 0xabc, newDisk(), big, lease)
+	m2 := startRaft(t, "m2", testutil.FreeAddr(t), 0xabc, newDisk(), big, lease)
 	if err := m1.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: m1.id, Address: raft.ServerAddress(m1.addr)}}}).Error(); err != nil {
 		t.Fatal(err)
 	}
