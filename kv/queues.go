@@ -70,6 +70,20 @@ type Deliveries interface {
 	Deliver(kvs []*mvccpb.KeyValue)
 }
 
+// Stallable is what a Deliveries implements so that the queue can tell a
+// consumer that does not read: messages delivered to it still wait to be
+// written to its client when its deliveries expire. Redelivering to it
+// would only pile copies up in memory, one per visibility timeout for
+// as long as its connection stays open (a frozen process keeps it so).
+type Stallable interface {
+	// Backlog returns how many messages delivered are not yet written
+	// to the client.
+	Backlog() int
+	// Stall ends the consumer's watch with reason, as the queue has
+	// removed it (its messages went to others). It does not block.
+	Stall(reason string)
+}
+
 // errNotSynced refuses a put to a queue on a member whose key space has
 // not caught up since it started: the queue's settings (its ack mode)
 // are not known yet.

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
@@ -19,10 +20,25 @@ const sendQueueEvents = 128
 // are always taken, since each answers a request of the client.
 type sendQueue struct {
 	mu     sync.Mutex // guards items, events, closed
-	items  []*pb.WatchResponse
+	items  []queued
 	events int
 	closed bool
 	ready  chan struct{} // capacity 1: something was queued
+}
+
+// queued is a response waiting, and for a consumer's delivery the count
+// of its watch's messages not yet written, which the send loop lowers
+// once it wrote them.
+type queued struct {
+	resp    *pb.WatchResponse
+	backlog *atomic.Int64 // nil but for deliveries
+}
+
+// sent notes that the response was written.
+func (it queued) sent() {
+	if it.backlog != nil {
+		it.backlog.Add(-int64(len(it.resp.Events)))
+	}
 }
 
 var _ mvcc.WatchSink = (*sendQueue)(nil)
@@ -41,7 +57,7 @@ func (q *sendQueue) PushEvents(resp *pb.WatchResponse) bool {
 	if q.events >= sendQueueEvents {
 		return false
 	}
-	q.items = append(q.items, resp)
+	q.items = append(q.items, queued{resp: resp})
 	q.events++
 	q.signal()
 	return true
@@ -49,12 +65,21 @@ func (q *sendQueue) PushEvents(resp *pb.WatchResponse) bool {
 
 // PushControl queues a response whatever the queue holds.
 func (q *sendQueue) PushControl(resp *pb.WatchResponse) {
+	q.pushCounted(resp, nil)
+}
+
+// pushCounted queues a response whatever the queue holds; its events
+// count in backlog until they are written.
+func (q *sendQueue) pushCounted(resp *pb.WatchResponse, backlog *atomic.Int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
 		return
 	}
-	q.items = append(q.items, resp)
+	if backlog != nil {
+		backlog.Add(int64(len(resp.Events)))
+	}
+	q.items = append(q.items, queued{resp: resp, backlog: backlog})
 	q.signal()
 }
 
@@ -66,7 +91,7 @@ func (q *sendQueue) signal() {
 }
 
 // take removes and returns everything queued.
-func (q *sendQueue) take() []*pb.WatchResponse {
+func (q *sendQueue) take() []queued {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items

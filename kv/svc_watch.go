@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -93,10 +94,11 @@ func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, p
 			}
 			recvErr = nil // the client closed its side; keep sending until it goes
 		case <-st.queue.ready:
-			for _, resp := range st.queue.take() {
-				if err := stream.Send(resp); err != nil {
+			for _, it := range st.queue.take() {
+				if err := stream.Send(it.resp); err != nil {
 					return err
 				}
+				it.sent()
 			}
 		}
 	}
@@ -195,7 +197,7 @@ func (st *watchStream) consume(id int64, key []byte) {
 		}
 	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Created: true})
-	cancel, err := st.queues.Consume(key, consumerSink{id: id, st: st})
+	cancel, err := st.queues.Consume(key, &consumerSink{id: id, st: st})
 	if err != nil {
 		st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true, CancelReason: err.Error()})
 		return
@@ -205,16 +207,37 @@ func (st *watchStream) consume(id int64, key []byte) {
 
 // consumerSink turns a queue's deliveries into PUT events of one watch.
 type consumerSink struct {
-	id int64
-	st *watchStream
+	id      int64
+	st      *watchStream
+	backlog atomic.Int64 // messages delivered, not yet written to the client
+	stalled atomic.Bool  // Stall ended the watch: deliveries are dropped
 }
 
-func (c consumerSink) Deliver(kvs []*mvccpb.KeyValue) {
+var _ Stallable = (*consumerSink)(nil)
+
+func (c *consumerSink) Deliver(kvs []*mvccpb.KeyValue) {
+	if c.stalled.Load() {
+		return // the queue removed the consumer: nothing is delivered after
+	}
 	evs := make([]*mvccpb.Event, len(kvs))
 	for i, kv := range kvs {
 		evs[i] = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv}
 	}
-	c.st.queue.PushControl(&pb.WatchResponse{Header: c.st.store.Header(c.st.store.Rev()), WatchId: c.id, Events: evs})
+	c.st.queue.pushCounted(&pb.WatchResponse{Header: c.st.store.Header(c.st.store.Rev()), WatchId: c.id, Events: evs}, &c.backlog)
+}
+
+// Backlog implements Stallable.
+func (c *consumerSink) Backlog() int { return int(c.backlog.Load()) }
+
+// Stall implements Stallable: the watch is answered canceled with
+// reason after what it was sent before. Its entry stays in the stream
+// until the client cancels it or the stream ends (Stall is called under
+// the queue's lock, which the stream's own lock comes before).
+func (c *consumerSink) Stall(reason string) {
+	if c.stalled.Swap(true) {
+		return
+	}
+	c.st.queue.PushControl(&pb.WatchResponse{Header: c.st.store.Header(c.st.store.Rev()), WatchId: c.id, Canceled: true, CancelReason: reason})
 }
 
 // refuse answers a create that cannot be served as etcd does: created and
