@@ -3,12 +3,16 @@ package dispatch
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/gossip/peer"
 	"chute/gossip/peer/peerpb"
+	"chute/kv"
 )
 
 // localConsumer is a consumer watch on this member. It is bound either to
@@ -193,7 +197,36 @@ func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member 
 			lc.noteFrom(string(d.Key), member)
 		}
 		lc.c.out.Deliver(kvs)
+		if !lc.waitForClient(ctx) {
+			return
+		}
 	}
+}
+
+// relayBacklog is how many messages a remote consumer's watch may have
+// waiting for its client before the relay stops reading the stream.
+const relayBacklog = 1024
+
+// waitForClient holds the relay while the watch's client is relayBacklog
+// messages behind, so that a client that does not read leaves them on
+// the dispatcher's side of the stream, where its deliveries expire and
+// the dispatcher removes it (queue.stalledLocked), rather than pile up
+// here, a copy per visibility timeout. It reports false when ctx ended.
+func (lc *localConsumer) waitForClient(ctx context.Context) bool {
+	st, ok := lc.c.out.(kv.Stallable)
+	if !ok {
+		return true
+	}
+	for st.Backlog() >= relayBacklog {
+		t := lc.m.clock.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.Chan():
+		}
+	}
+	return true
 }
 
 // localConsumers counts the consumer watches of a queue on this member.
@@ -211,14 +244,26 @@ func (m *Manager) localConsumers(name string) int {
 
 // streamSink is a remote consumer's Deliveries on its dispatcher: it
 // queues batches for the Consume stream's sender. The queue bounds the
-// messages outstanding by the prefetch, so the list stays small.
+// messages outstanding by the prefetch, and removes a consumer whose
+// deliveries expire while some still wait here (kv.Stallable: its member
+// does not read the stream), so the list stays small.
 type streamSink struct {
-	mu    sync.Mutex
-	items [][]*mvccpb.KeyValue
-	ready chan struct{}
+	mu      sync.Mutex // guards items
+	items   [][]*mvccpb.KeyValue
+	ready   chan struct{}
+	backlog atomic.Int64  // messages queued or being sent, not yet sent
+	stalled chan struct{} // closed by Stall: the sender ends the stream
+	once    sync.Once
+}
+
+var _ kv.Stallable = (*streamSink)(nil)
+
+func newStreamSink() *streamSink {
+	return &streamSink{ready: make(chan struct{}, 1), stalled: make(chan struct{})}
 }
 
 func (s *streamSink) Deliver(kvs []*mvccpb.KeyValue) {
+	s.backlog.Add(int64(len(kvs)))
 	s.mu.Lock()
 	s.items = append(s.items, kvs)
 	s.mu.Unlock()
@@ -234,6 +279,23 @@ func (s *streamSink) take() [][]*mvccpb.KeyValue {
 	items := s.items
 	s.items = nil
 	return items
+}
+
+// Backlog implements kv.Stallable.
+func (s *streamSink) Backlog() int { return int(s.backlog.Load()) }
+
+// Stall implements kv.Stallable: the Consume stream ends, with reason.
+func (s *streamSink) Stall(string) { s.once.Do(func() { close(s.stalled) }) }
+
+// err is the error a Consume stream ends with when sending failed with
+// err: why the consumer was removed, if it was.
+func (s *streamSink) err(err error) error {
+	select {
+	case <-s.stalled:
+		return status.Error(codes.Aborted, errStalled)
+	default:
+		return err
+	}
 }
 
 // reconcileRemoteTimeout bounds one handover or hold call.

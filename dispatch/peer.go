@@ -472,7 +472,7 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 	q.mu.Lock()
 	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 	q.mu.Unlock()
-	sink := &streamSink{ready: make(chan struct{}, 1)}
+	sink := newStreamSink()
 	c := &consumer{id: r.Consumer, prefix: r.Prefix, out: sink, unacked: make(map[uint64]*message)}
 	q.addConsumer(c, m.clock.Now())
 	defer q.removeConsumer(c, m.clock.Now())
@@ -482,6 +482,8 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 			return nil
 		case <-m.stop:
 			return status.Error(codes.Unavailable, "dispatch: member stopping")
+		case <-sink.stalled:
+			return status.Error(codes.Aborted, errStalled)
 		case <-sink.ready:
 			for _, kvs := range sink.take() {
 				out := &peerpb.Deliveries{}
@@ -489,7 +491,7 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 				for _, kv := range kvs {
 					if len(out.Deliveries) > 0 && bytes+len(kv.Value) > maxFrameBytes {
 						if err := stream.Send(out); err != nil {
-							return err
+							return sink.err(err)
 						}
 						out, bytes = &peerpb.Deliveries{}, 0
 					}
@@ -497,8 +499,9 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 					bytes += len(kv.Value)
 				}
 				if err := stream.Send(out); err != nil {
-					return err
+					return sink.err(err)
 				}
+				sink.backlog.Add(-int64(len(kvs)))
 			}
 		}
 	}

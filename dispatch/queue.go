@@ -835,11 +835,15 @@ func (q *queue) expire(now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	deadline := now.Add(-q.lim.visibility).UnixNano()
-	for _, c := range q.consumers {
+	expired := func(d delivery) bool { return d.sentAt < deadline }
+	for _, c := range slices.Clone(q.consumers) {
 		if c.drain != nil {
 			continue
 		}
-		q.releaseLocked(c, func(d delivery) bool { return d.sentAt < deadline })
+		if q.stalledLocked(c, expired) {
+			continue
+		}
+		q.releaseLocked(c, expired)
 	}
 	for seq, p := range q.parked {
 		if m := q.msgs.get(seq); m == nil || p.sentAt < deadline {
@@ -851,6 +855,42 @@ func (q *queue) expire(now time.Time) {
 		}
 	}
 	q.deliverLocked(now)
+}
+
+// errStalled is why a consumer that does not read is removed.
+const errStalled = "etcdserver: the consumer did not read its deliveries within the queue's visibility timeout; they went to other consumers: watch again"
+
+// stalledLocked removes consumer c when a delivery of its expired while
+// messages delivered to it still wait to be written to its client
+// (kv.Stallable): redelivering to it piled copies up in its buffers, one
+// per visibility timeout for as long as its connection stayed open (a
+// frozen process keeps it so), while it kept its share of the queue.
+// Its messages are ready for the others, and its watch or stream ends
+// saying why. It reports whether it removed c. The caller holds mu.
+func (q *queue) stalledLocked(c *consumer, expired func(delivery) bool) bool {
+	st, ok := c.out.(kv.Stallable)
+	if !ok || st.Backlog() == 0 {
+		return false
+	}
+	due := false
+	for seq := range c.unacked {
+		if expired(q.out[seq]) {
+			due = true
+			break
+		}
+	}
+	if !due {
+		return false
+	}
+	for i, o := range q.consumers {
+		if o == c {
+			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
+			break
+		}
+	}
+	q.releaseLocked(c, func(delivery) bool { return true })
+	st.Stall(errStalled)
+	return true
 }
 
 // releaseLocked returns the messages c holds whose delivery matches to the

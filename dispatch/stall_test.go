@@ -1,0 +1,144 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip/peer/peerpb"
+)
+
+// stuckStream is a Consume stream whose peer stopped reading (SIGSTOP,
+// or a link that stalls without closing): Send blocks until ctx ends.
+type stuckStream struct {
+	ctx   context.Context
+	sends chan struct{}
+}
+
+var _ grpc.ServerStreamingServer[peerpb.Deliveries] = (*stuckStream)(nil)
+
+func (s *stuckStream) Send(*peerpb.Deliveries) error {
+	select {
+	case s.sends <- struct{}{}:
+	default:
+	}
+	<-s.ctx.Done()
+	return s.ctx.Err()
+}
+func (s *stuckStream) SetHeader(metadata.MD) error  { return nil }
+func (s *stuckStream) SendHeader(metadata.MD) error { return nil }
+func (s *stuckStream) SetTrailer(metadata.MD)       {}
+func (s *stuckStream) Context() context.Context     { return s.ctx }
+func (s *stuckStream) SendMsg(any) error            { return nil }
+func (s *stuckStream) RecvMsg(any) error            { return nil }
+
+// workStatus returns what /status shows of queue work on n.
+func workStatus(n *testNode) QueueStatus {
+	for _, q := range n.mgr.Status().Queues {
+		if q.Name == "work" {
+			return q
+		}
+	}
+	return QueueStatus{}
+}
+
+// putWork puts n messages of size bytes to queue work.
+func putWork(t *testing.T, n *testNode, count, size int) {
+	t.Helper()
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	val := strings.Repeat("x", size)
+	for i := range count {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/work/p/m%02d", i), val); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestStall_remoteConsumerNotReading: a remote consumer whose member
+// stopped reading its Consume stream, its deliveries expiring with some
+// still waiting to be sent, is removed: its stream ends Aborted saying
+// why, and its messages go to the next consumer. It used to stay, and
+// every visibility timeout its messages were delivered to it again, a
+// copy more each time in its stream's buffer.
+func TestStall_remoteConsumerNotReading(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	n := startNode(t, func(c *Config) { c.Visibility = time.Minute; c.Clock = clk; c.Prefetch = 64 })
+	putWork(t, n, 64, 10<<10)
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &stuckStream{ctx: sctx, sends: make(chan struct{}, 1)}
+	done := make(chan error, 1)
+	go func() {
+		done <- n.mgr.PeerService().Consume(&peerpb.ConsumeRequest{Queue: "work", Consumer: "far", Prefix: "q"}, st)
+	}()
+	<-st.sends // the first batch is on its way, and stuck
+	clk.Advance(time.Minute + time.Second)
+	n.mgr.expireAll(clk.Now())
+	if q := workStatus(n); q.Consumers != 0 || q.Unacked != 0 {
+		t.Fatalf("after its deliveries expired unsent: %d consumers, %d unacked; want the consumer removed", q.Consumers, q.Unacked)
+	}
+	cancel() // the connection goes at last: the stuck Send returns
+	select {
+	case err := <-done:
+		if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "did not read") {
+			t.Fatalf("the stalled consumer's stream ended with %v, want Aborted saying why", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stalled consumer's stream did not end")
+	}
+	wc := n.client(t).Watch(testCtx(t, 30*time.Second), "/q/work/c/near")
+	if got := collectN(t, wc, 64, 10*time.Second); len(got) != 64 {
+		t.Fatalf("the next consumer got %d of the 64 messages", len(got))
+	}
+}
+
+// TestStall_watchNotRead: a consumer watch on the dispatcher's member
+// whose client reads nothing (a raw stream never received from: a frozen
+// process keeps its connection) is removed once its deliveries expire
+// with some still unsent; its messages go to the next consumer and no
+// more pile up for it. It used to be given its prefetch again every
+// visibility timeout, into its stream's unbounded send queue.
+func TestStall_watchNotRead(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	n := startNode(t, func(c *Config) { c.Visibility = time.Minute; c.Clock = clk; c.Prefetch = 64 })
+	putWork(t, n, 64, 100<<10) // 6.4 MiB: far past the stream's flow-control window
+	conn, err := grpc.NewClient(n.kv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ws, err := pb.NewWatchClient(conn).Watch(sctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("/q/work/c/hung")}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the consumer holding its prefetch", func() bool {
+		q := workStatus(n)
+		return q.Consumers == 1 && q.Unacked == 64
+	})
+	clk.Advance(time.Minute + time.Second)
+	n.mgr.expireAll(clk.Now())
+	q := workStatus(n)
+	if q.Consumers != 0 || q.Unacked != 0 {
+		t.Fatalf("after its deliveries expired unsent: %d consumers, %d unacked; want the consumer removed", q.Consumers, q.Unacked)
+	}
+	wc := n.client(t).Watch(testCtx(t, 30*time.Second), "/q/work/c/next")
+	if got := collectN(t, wc, 64, 10*time.Second); len(got) != 64 {
+		t.Fatalf("the next consumer got %d of the 64 messages", len(got))
+	}
+}
