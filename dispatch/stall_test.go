@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -140,5 +142,53 @@ func TestStall_watchNotRead(t *testing.T) {
 	wc := n.client(t).Watch(testCtx(t, 30*time.Second), "/q/work/c/next")
 	if got := collectN(t, wc, 64, 10*time.Second); len(got) != 64 {
 		t.Fatalf("the next consumer got %d of the 64 messages", len(got))
+	}
+}
+
+// fakeStallable is a Deliveries whose backlog the test sets.
+type fakeStallable struct{ backlog atomic.Int64 }
+
+func (f *fakeStallable) Deliver([]*mvccpb.KeyValue) {}
+func (f *fakeStallable) Backlog() int               { return int(f.backlog.Load()) }
+func (f *fakeStallable) Stall(string)               {}
+
+// TestStall_relayWaitsForItsClient: a member relaying a remote
+// dispatcher's deliveries to a watch stops reading the stream while the
+// watch's client is relayBacklog messages behind, and goes on once it
+// caught up; the wait ends with its context.
+func TestStall_relayWaitsForItsClient(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	out := &fakeStallable{}
+	lc := &localConsumer{m: &Manager{clock: clk}, c: &consumer{out: out}}
+	if !lc.waitForClient(context.Background()) {
+		t.Fatal("no backlog: the relay waited")
+	}
+	out.backlog.Store(relayBacklog)
+	res := make(chan bool, 1)
+	go func() { res <- lc.waitForClient(context.Background()) }()
+	if err := clk.BlockUntilContext(testCtx(t, 10*time.Second), 1); err != nil {
+		t.Fatalf("the relay does not wait: %v", err)
+	}
+	select {
+	case <-res:
+		t.Fatal("the relay went on with its client relayBacklog messages behind")
+	default:
+	}
+	out.backlog.Store(relayBacklog - 1)
+	clk.Advance(time.Second)
+	select {
+	case ok := <-res:
+		if !ok {
+			t.Fatal("the relay reported its context ended")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not go on once its client caught up")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out.backlog.Store(relayBacklog)
+	go func() { res <- lc.waitForClient(ctx) }()
+	cancel()
+	if ok := <-res; ok {
+		t.Fatal("the relay's wait went on past its context")
 	}
 }
