@@ -819,6 +819,13 @@ func (q *queue) addConsumer(c *consumer, now time.Time) {
 func (q *queue) removeConsumer(c *consumer, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.dropConsumerLocked(c)
+	q.deliverLocked(now)
+}
+
+// dropConsumerLocked takes c out of the consumers and makes what it
+// holds ready. The caller holds mu.
+func (q *queue) dropConsumerLocked(c *consumer) {
 	for i, o := range q.consumers {
 		if o == c {
 			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
@@ -826,7 +833,6 @@ func (q *queue) removeConsumer(c *consumer, now time.Time) {
 		}
 	}
 	q.releaseLocked(c, func(delivery) bool { return true })
-	q.deliverLocked(now)
 }
 
 // expire makes messages unacknowledged past the visibility timeout ready
@@ -882,13 +888,7 @@ func (q *queue) stalledLocked(c *consumer, expired func(delivery) bool) bool {
 	if !due {
 		return false
 	}
-	for i, o := range q.consumers {
-		if o == c {
-			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
-			break
-		}
-	}
-	q.releaseLocked(c, func(delivery) bool { return true })
+	q.dropConsumerLocked(c)
 	st.Stall(errStalled)
 	return true
 }

@@ -81,7 +81,7 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 			fmt.Fprintf(&all, "%s\n%s\n", k, v)
 		}
 		places["keys and values"] = all.String()
-		places["/debug/pprof/cmdline"] = httpAny(t, "http://"+p.MetricsAddr+"/debug/pprof/cmdline")
+		_, places["/debug/pprof/cmdline"] = httpAnswer(t, "http://"+p.MetricsAddr+"/debug/pprof/cmdline")
 		places["etcdctl get --prefix /q/"] = ctlOK(t, p, "", "get", "--prefix", "/q/")
 		for where, text := range places {
 			for _, s := range secrets {
@@ -129,20 +129,15 @@ func TestClickHouse_passwordNeverLeaks(t *testing.T) {
 // httpGet returns the body of a 200 answer to GET url.
 func httpGet(t testing.TB, url string) string {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: statusTimeout}).Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	code, body := httpAnswer(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %.200s", url, code, body)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
-	}
-	return string(body)
+	return body
 }
 
-// httpAny returns the body of GET url, whatever its status.
-func httpAny(t testing.TB, url string) string {
+// httpAnswer returns the status and body of GET url.
+func httpAnswer(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := (&http.Client{Timeout: statusTimeout}).Get(url)
 	if err != nil {
@@ -153,5 +148,5 @@ func httpAny(t testing.TB, url string) string {
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	return string(body)
+	return resp.StatusCode, string(body)
 }

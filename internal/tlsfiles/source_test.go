@@ -147,15 +147,28 @@ func TestSource_allowedNames(t *testing.T) {
 	}
 }
 
-func TestSource_revocationList(t *testing.T) {
-	ca := testcerts.NewCA(t, "ca")
-	cl := newFiles(t, ca, "client")
-	data, _ := os.ReadFile(cl.cert)
+// leafOf parses the first certificate of a PEM file.
+func leafOf(t *testing.T, file string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
 	block, _ := pem.Decode(data)
+	if block == nil {
+		t.Fatalf("%s: no PEM block", file)
+	}
 	leaf, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return leaf
+}
+
+func TestSource_revocationList(t *testing.T) {
+	ca := testcerts.NewCA(t, "ca")
+	cl := newFiles(t, ca, "client")
+	leaf := leafOf(t, cl.cert)
 	crlFile := ca.WriteCRL(t, cl.dir, "crl", leaf.SerialNumber)
 	sf := newFiles(t, ca, "server").files
 	sf.CRLFile = crlFile
@@ -331,12 +344,7 @@ func resumed(t *testing.T, server, client *tls.Config) (serverErr error, didResu
 func TestSource_revocationOfAResumedSession(t *testing.T) {
 	ca := testcerts.NewCA(t, "ca")
 	cl := newFiles(t, ca, "client")
-	data, _ := os.ReadFile(cl.cert)
-	block, _ := pem.Decode(data)
-	leaf, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaf := leafOf(t, cl.cert)
 	sf := newFiles(t, ca, "server").files
 	sf.CRLFile = ca.WriteCRL(t, t.TempDir(), "crl")
 	srv := mustSource(t, sf)
