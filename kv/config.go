@@ -3,6 +3,7 @@ package kv
 import (
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -108,6 +109,23 @@ type Config struct {
 	// Zero: 1s.
 	LeaderCheckInterval time.Duration
 
+	// MaxConcurrentStreams bounds the streams (calls) one client
+	// connection may have open at once (etcd's --max-concurrent-streams).
+	// Zero: no bound but gRPC's own, 2^32-1, as etcd.
+	MaxConcurrentStreams uint32
+	// KeepaliveMinTime is how often a client may ping the server at most
+	// (etcd's --grpc-keepalive-min-time); one that pings more often is
+	// sent away. Zero: 1s, below the 2s etcdctl pings every (etcd's
+	// default is 5s).
+	KeepaliveMinTime time.Duration
+	// KeepaliveInterval is how long a connection may stay silent before
+	// the server pings it (etcd's --grpc-keepalive-interval), and
+	// KeepaliveTimeout how long it then waits for the answer before it
+	// closes the connection (--grpc-keepalive-timeout): a frozen client,
+	// or one behind a link that stalls without closing, is found so, and
+	// its watches and consumers end. Zero: 2h and 20s, etcd's defaults.
+	KeepaliveInterval, KeepaliveTimeout time.Duration
+
 	// BcryptCost is the cost of the bcrypt hashes of passwords (etcd's
 	// --bcrypt-cost, 4 to 31). Zero: DefaultBcryptCost.
 	BcryptCost int
@@ -198,6 +216,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaderCheckInterval == 0 {
 		c.LeaderCheckInterval = time.Second
+	}
+	if c.MaxConcurrentStreams == 0 {
+		c.MaxConcurrentStreams = math.MaxUint32
+	}
+	if c.KeepaliveMinTime == 0 {
+		c.KeepaliveMinTime = time.Second
+	}
+	if c.KeepaliveInterval == 0 {
+		c.KeepaliveInterval = 2 * time.Hour
+	}
+	if c.KeepaliveTimeout == 0 {
+		c.KeepaliveTimeout = 20 * time.Second
 	}
 	if c.BcryptCost == 0 {
 		c.BcryptCost = DefaultBcryptCost

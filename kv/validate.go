@@ -63,6 +63,9 @@ func (c Config) Validate() error {
 		setting.Num("WatchProgressInterval", c.WatchProgressInterval),
 		setting.Num("LeaseCheckInterval", c.LeaseCheckInterval),
 		setting.Num("LeaderCheckInterval", c.LeaderCheckInterval),
+		setting.Num("KeepaliveMinTime", c.KeepaliveMinTime),
+		setting.Num("KeepaliveInterval", c.KeepaliveInterval),
+		setting.Num("KeepaliveTimeout", c.KeepaliveTimeout),
 	)...)
 	errs = append(errs, setting.Negative("kv", setting.Num("AuthTokenTTL", c.AuthTokenTTL))...)
 	if c.BcryptCost != 0 && (c.BcryptCost < bcrypt.MinCost || c.BcryptCost > bcrypt.MaxCost) {

@@ -162,6 +162,18 @@ type Config struct {
 	// is invalid.
 	MaxKeyBytes int
 
+	// MaxConcurrentStreams bounds the calls one client connection may
+	// have open at once (etcd's --max-concurrent-streams), 1 to
+	// 4294967295. Default 4294967295.
+	MaxConcurrentStreams int64
+
+	// GRPCKeepaliveMinTime, GRPCKeepaliveInterval and
+	// GRPCKeepaliveTimeout are etcd's --grpc-keepalive-*: the least time
+	// between a client's pings (default 1s, etcd's 5s), the silence after
+	// which the server pings a connection (2h) and the wait for its answer
+	// before the connection is closed (20s). Zero is invalid.
+	GRPCKeepaliveMinTime, GRPCKeepaliveInterval, GRPCKeepaliveTimeout time.Duration
+
 	// HistoryRevisions is how many revisions of history the KV keeps at
 	// least; older ones are compacted automatically. Default 100000.
 	// Zero: never compact automatically.
@@ -297,14 +309,19 @@ func DefaultConfig() Config {
 		EnableGRPCGateway: true,
 		MaxTxnOps:         128,
 		MaxKeyBytes:       1024,
-		HistoryRevisions:  100000,
-		AuthToken:         "simple",
-		BcryptCost:        kv.DefaultBcryptCost,
-		AuthTokenTTL:      int(kv.DefaultAuthTokenTTL / time.Second),
-		GossipProfile:     "lan",
-		BootstrapExpect:   1,
-		RaftVoters:        3,
-		DeadServerGrace:   time.Minute,
+
+		MaxConcurrentStreams:  math.MaxUint32,
+		GRPCKeepaliveMinTime:  time.Second,
+		GRPCKeepaliveInterval: 2 * time.Hour,
+		GRPCKeepaliveTimeout:  20 * time.Second,
+		HistoryRevisions:      100000,
+		AuthToken:             "simple",
+		BcryptCost:            kv.DefaultBcryptCost,
+		AuthTokenTTL:          int(kv.DefaultAuthTokenTTL / time.Second),
+		GossipProfile:         "lan",
+		BootstrapExpect:       1,
+		RaftVoters:            3,
+		DeadServerGrace:       time.Minute,
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  sink.DefaultCompression.String(),
@@ -389,6 +406,17 @@ func (c Config) Validate() error {
 	}
 	if c.DeadServerGrace == 0 {
 		bad("raft-dead-server-grace", "0 is not positive")
+	}
+	if c.MaxConcurrentStreams < 1 || c.MaxConcurrentStreams > math.MaxUint32 {
+		bad("max-concurrent-streams", "%d is outside 1..%d", c.MaxConcurrentStreams, uint32(math.MaxUint32))
+	}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"grpc-keepalive-min-time", c.GRPCKeepaliveMinTime}, {"grpc-keepalive-interval", c.GRPCKeepaliveInterval}, {"grpc-keepalive-timeout", c.GRPCKeepaliveTimeout}} {
+		if d.v <= 0 {
+			bad(d.flag, "%v is not positive", d.v)
+		}
 	}
 	if c.ClickHouseBatchInterval == 0 {
 		bad("clickhouse-batch-interval", "0 is not positive")
@@ -491,6 +519,10 @@ func options(c *Config) []option {
 		{"max-request-bytes", "n", (*intValue)(&c.MaxRequestBytes), "largest client request accepted, in bytes", ""},
 		{"max-txn-ops", "n", (*intValue)(&c.MaxTxnOps), "most operations in one transaction", ""},
 		{"max-key-bytes", "n", (*intValue)(&c.MaxKeyBytes), "longest key accepted, in bytes", ""},
+		{"max-concurrent-streams", "n", (*int64Value)(&c.MaxConcurrentStreams), "most calls one client connection may have open at once", ""},
+		{"grpc-keepalive-min-time", "duration", (*durationValue)(&c.GRPCKeepaliveMinTime), "least time between a client's keepalive pings; one pinging more often is sent away", ""},
+		{"grpc-keepalive-interval", "duration", (*durationValue)(&c.GRPCKeepaliveInterval), "silence after which the server pings a client connection", ""},
+		{"grpc-keepalive-timeout", "duration", (*durationValue)(&c.GRPCKeepaliveTimeout), "wait for a ping's answer before the connection is closed", ""},
 		{"history-revisions", "n", (*int64Value)(&c.HistoryRevisions), "revisions of history kept before automatic compaction; 0 never compacts", ""},
 		{"auth-token", "simple", (*stringValue)(&c.AuthToken), "token type: simple (signed tokens every member accepts) or jwt,pub-key=<file>,priv-key=<file>,sign-method=<alg>[,ttl=<duration>]", ""},
 		{"bcrypt-cost", "n", (*intValue)(&c.BcryptCost), "bcrypt cost of password hashes, 4 to 31", ""},
@@ -901,6 +933,9 @@ func kvFlags() map[string]flagOf {
 		"MaxTxnOps":            {name: "max-txn-ops"},
 		"MaxKeyBytes":          {name: "max-key-bytes"},
 		"HistoryRevisions":     {name: "history-revisions"},
+		"KeepaliveMinTime":     {name: "grpc-keepalive-min-time"},
+		"KeepaliveInterval":    {name: "grpc-keepalive-interval"},
+		"KeepaliveTimeout":     {name: "grpc-keepalive-timeout"},
 		"BcryptCost":           {name: "bcrypt-cost"},
 		"AuthTokenTTL":         {name: "auth-token-ttl"},
 	}
@@ -1114,6 +1149,12 @@ func (c Config) kvConfig(creds credentials.TransportCredentials) kv.Config {
 	k.ListenClientHTTPURLs = c.ListenClientHTTPURLs
 	k.MaxTxnOps = c.MaxTxnOps
 	k.MaxKeyBytes = c.MaxKeyBytes
+	if c.MaxConcurrentStreams >= 1 && c.MaxConcurrentStreams <= math.MaxUint32 { // Validate says otherwise
+		k.MaxConcurrentStreams = uint32(c.MaxConcurrentStreams)
+	}
+	k.KeepaliveMinTime = c.GRPCKeepaliveMinTime
+	k.KeepaliveInterval = c.GRPCKeepaliveInterval
+	k.KeepaliveTimeout = c.GRPCKeepaliveTimeout
 	k.HistoryRevisions = c.HistoryRevisions
 	k.BcryptCost = c.BcryptCost
 	k.AuthTokenTTL = time.Duration(c.AuthTokenTTL) * time.Second

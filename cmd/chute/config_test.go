@@ -8,6 +8,7 @@ import (
 	"flag"
 	"log/slog"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -75,12 +76,18 @@ func TestDefaultConfig(t *testing.T) {
 		MaxKeyBytes:       1024,
 		HistoryRevisions:  100000,
 		AuthToken:         "simple",
-		BcryptCost:        10,
-		AuthTokenTTL:      300,
-		GossipProfile:     "lan",
-		BootstrapExpect:   1,
-		RaftVoters:        3,
-		DeadServerGrace:   time.Minute,
+
+		MaxConcurrentStreams:  math.MaxUint32,
+		GRPCKeepaliveMinTime:  time.Second,
+		GRPCKeepaliveInterval: 2 * time.Hour,
+		GRPCKeepaliveTimeout:  20 * time.Second,
+
+		BcryptCost:      10,
+		AuthTokenTTL:    300,
+		GossipProfile:   "lan",
+		BootstrapExpect: 1,
+		RaftVoters:      3,
+		DeadServerGrace: time.Minute,
 
 		SelfSignedCertValidity: 1,
 		ClickHouseCompression:  "auto",
@@ -186,6 +193,10 @@ func everyOption(t *testing.T) []optionCase {
 		{"enable-grpc-gateway", "false", func(c *Config) { c.EnableGRPCGateway = false }, nil},
 		{"max-txn-ops", "64", func(c *Config) { c.MaxTxnOps = 64 }, nil},
 		{"max-key-bytes", "2048", func(c *Config) { c.MaxKeyBytes = 2048 }, nil},
+		{"max-concurrent-streams", "100", func(c *Config) { c.MaxConcurrentStreams = 100 }, nil},
+		{"grpc-keepalive-min-time", "5s", func(c *Config) { c.GRPCKeepaliveMinTime = 5 * time.Second }, nil},
+		{"grpc-keepalive-interval", "1m", func(c *Config) { c.GRPCKeepaliveInterval = time.Minute }, nil},
+		{"grpc-keepalive-timeout", "3s", func(c *Config) { c.GRPCKeepaliveTimeout = 3 * time.Second }, nil},
 		{"history-revisions", "5000000000", func(c *Config) { c.HistoryRevisions = 5000000000 }, nil},
 		{"gossip-profile", "fast", func(c *Config) { c.GossipProfile = "fast" }, nil},
 		{"auth-token", "simple", func(c *Config) { c.AuthToken = "simple" }, nil},
@@ -616,6 +627,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"empty host", func(c *Config) { c.GossipAdvertise = ":7946" }, "--gossip-advertise: advertise address \":7946\": host is empty"},
 		{"empty clickhouse host", func(c *Config) { c.ClickHouseURL = "http://:8123" }, "--clickhouse-url: sink: bad clickhouse url: no host"},
 		{"max-txn-ops 0", func(c *Config) { c.MaxTxnOps = 0 }, "--max-txn-ops: 0 is not positive"},
+		{"max-concurrent-streams 0", func(c *Config) { c.MaxConcurrentStreams = 0 }, "--max-concurrent-streams: 0 is outside 1..4294967295"},
+		{"max-concurrent-streams past uint32", func(c *Config) { c.MaxConcurrentStreams = 1 << 32 }, "--max-concurrent-streams: 4294967296 is outside"},
+		{"grpc-keepalive-timeout 0", func(c *Config) { c.GRPCKeepaliveTimeout = 0 }, "--grpc-keepalive-timeout: 0s is not positive"},
 		{"batch interval 0", func(c *Config) { c.ClickHouseBatchInterval = 0 }, "--clickhouse-batch-interval: 0 is not positive"},
 		{"batch interval negative", func(c *Config) { c.ClickHouseBatchInterval = -time.Second }, "--clickhouse-batch-interval: "},
 		{"inserts per second 0", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0 }, "--clickhouse-max-inserts-per-second: 0 is not positive"},
