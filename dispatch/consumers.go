@@ -191,15 +191,19 @@ func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member 
 			}
 			return
 		}
+		// Before the batch goes in: a stream the dispatcher ends while
+		// this waits takes the batch with it (the dispatcher delivers
+		// its messages again), where after it the client's backlog grew
+		// by a batch with each new stream.
+		if !lc.waitForClient(ctx) {
+			return
+		}
 		kvs := make([]*mvccpb.KeyValue, len(batch.Deliveries))
 		for i, d := range batch.Deliveries {
 			kvs[i] = &mvccpb.KeyValue{Key: d.Key, Value: d.Value, Version: d.Attempt}
 			lc.noteFrom(string(d.Key), member)
 		}
 		lc.c.out.Deliver(kvs)
-		if !lc.waitForClient(ctx) {
-			return
-		}
 	}
 }
 
