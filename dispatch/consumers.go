@@ -115,10 +115,7 @@ func (m *Manager) bind(lc *localConsumer, rec Record) {
 			}
 			lc.attached = q
 			m.mu.Unlock()
-			q.mu.Lock()
-			q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
-			q.mu.Unlock()
-			q.addConsumer(lc.c, m.clock.Now())
+			m.attachHere(lc, q, rec)
 			return
 		}
 		m.mu.Unlock()
@@ -231,6 +228,24 @@ func (lc *localConsumer) waitForClient(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// attachHere registers lc's consumer with q, which bind has just
+// published as lc.attached, this member dispatching it in rec's epoch. A
+// stop in between (the watch cancelled) found nothing to remove: the
+// consumer is taken out again then, or it stayed with no watch, its
+// share of the queue delivered to nobody until each visibility timeout.
+func (m *Manager) attachHere(lc *localConsumer, q *queue, rec Record) {
+	q.mu.Lock()
+	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	q.mu.Unlock()
+	q.addConsumer(lc.c, m.clock.Now())
+	m.mu.Lock()
+	gone := lc.attached != q // stopped, or bound elsewhere meanwhile
+	m.mu.Unlock()
+	if gone {
+		q.removeConsumer(lc.c, m.clock.Now())
+	}
 }
 
 // localConsumers counts the consumer watches of a queue on this member.
