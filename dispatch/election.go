@@ -176,7 +176,7 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
 			return rec
 		}
-		next := Record{Member: m.cfg.MemberID, Epoch: epoch}
+		next := rec.movedTo(m.cfg.MemberID, epoch)
 		if !ok {
 			raw = nil
 		}
@@ -207,7 +207,7 @@ func (m *Manager) claimFrom(ctx context.Context, name string, member uint64) (Re
 		m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
 		return rec, nil
 	}
-	next := Record{Member: m.cfg.MemberID, Epoch: epoch}
+	next := rec.movedTo(m.cfg.MemberID, epoch)
 	written, err := m.writeRecord(ctx, name, raw, next)
 	if err != nil {
 		return rec, err

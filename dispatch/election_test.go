@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,5 +87,31 @@ func TestManager_view_followsTheKeySpace(t *testing.T) {
 	}
 	if got := n.mgr.view("jobs").rec; got != next {
 		t.Errorf("record after a claim by another member: got %+v, want %+v", got, next)
+	}
+}
+
+// TestCluster_claimKeepsTheRecordsOptions: a claim of a queue whose
+// dispatcher is gone keeps the record's reply_to and pinned; it wrote
+// the member and epoch alone, dropping them.
+func TestCluster_claimKeepsTheRecordsOptions(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/1", "v"); err != nil { // a claims jobs
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Put(ctx, "/q/jobs", fmt.Sprintf("%d;epoch=1;reply_to=replies;pinned", a.id)); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the record on b", func() bool { return strings.Contains(recordOn(b, "jobs"), "pinned") })
+	a.stop()
+	connect(b)                                                    // serf reports a gone
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/2", "v"); err != nil { // b claims jobs
+		t.Fatal(err)
+	}
+	rec, ok := ParseRecord(recordOn(b, "jobs"))
+	if !ok || rec.Member != b.id || rec.Epoch != 2 || rec.ReplyTo != "replies" || !rec.Pinned {
+		t.Fatalf("record after b's claim: %q, want b at epoch 2 with reply_to=replies and pinned", recordOn(b, "jobs"))
 	}
 }

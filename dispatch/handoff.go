@@ -170,7 +170,7 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 	if !more {
 		return 0, false // the last epoch: the queue stays here
 	}
-	next := Record{Member: to, Epoch: epoch}
+	next := rec.movedTo(to, epoch)
 	raw := []byte(rec.String())
 	if cur := m.records.Get(RecordKey(q.name)); cur != nil {
 		raw = cur

@@ -23,6 +23,13 @@ type Record struct {
 	Pinned  bool
 }
 
+// movedTo returns the record of the queue dispatched by member in epoch,
+// keeping r's reply_to and pinned: a claim or a handover changes who
+// dispatches, not what the record says of the queue.
+func (r Record) movedTo(member, epoch uint64) Record {
+	return Record{Member: member, Epoch: epoch, ReplyTo: r.ReplyTo, Pinned: r.Pinned}
+}
+
 // ParseRecord parses a record; ok is false when the member id is missing,
 // zero or not a number, or the epoch is not a number up to maxEpoch (the
 // last epoch that numbers messages), so no epoch read can wrap.
