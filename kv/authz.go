@@ -257,16 +257,7 @@ func (z *authorizer) allow(u string, req any) error {
 // allowLeaseKeys checks access a on every key attached to lease id; a
 // lease that does not exist passes, for the handler to answer.
 func (z *authorizer) allowLeaseKeys(u string, id int64, a auth.Access) error {
-	info, err := z.store.TimeToLive(id, true)
-	if err != nil {
-		return nil
-	}
-	for _, k := range info.Keys {
-		if err := z.auth.Check(u, k, nil, a); err != nil {
-			return err
-		}
-	}
-	return nil
+	return mvcc.LeaseKeysAllowed(z.store, z.auth, u, id, a)
 }
 
 // allowDelete checks a delete: write on its keys, and read on them when

@@ -86,11 +86,12 @@ func (s *Server) Writable() bool {
 }
 
 // writeOwn runs a write of this node's own (another package's, or the
-// leader's duties), under ctx (whose client call, if any, it is not), bounded by internalWriteTimeout when ctx
-// has no deadline. Without a known leader it fails at once with
-// ErrNoLeader instead of waiting for an election: its callers
-// (dispatch's claims) have a way on meanwhile, such as holding a queue's
-// messages as copies, and a producer's put must not wait for raft.
+// leader's duties), under ctx (whose client call, if any, it is not),
+// bounded by internalWriteTimeout when ctx has no deadline. Without a
+// known leader it fails at once with ErrNoLeader instead of waiting for
+// an election: its callers (dispatch's claims) have a way on meanwhile,
+// such as holding a queue's messages as copies, and a producer's put
+// must not wait for raft.
 func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Result {
 	if s.consensus != nil && s.consensus.Status().Leader == 0 {
 		return mvcc.Result{Err: ErrNoLeader}

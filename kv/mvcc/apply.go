@@ -361,18 +361,25 @@ func (m *StateMachine) checkTxnLeases(user string, r *pb.TxnRequest) error {
 }
 
 // checkLeaseKeys checks that user may write every key attached to lease
-// id; no lease (0, or one that does not exist) passes, for the apply to
-// answer.
+// id (LeaseKeysAllowed).
 func (m *StateMachine) checkLeaseKeys(user string, id int64) error {
+	return LeaseKeysAllowed(m.s, m.auth, user, id, auth.Write)
+}
+
+// LeaseKeysAllowed checks that user has access a on every key attached
+// to lease id in s, by the permissions of as: kv's authorizer before a
+// call, the apply after it. No lease (0, or one that does not exist)
+// passes, for the call to answer.
+func LeaseKeysAllowed(s *Store, as *auth.Store, user string, id int64, a auth.Access) error {
 	if id == 0 {
 		return nil
 	}
-	info, err := m.s.TimeToLive(id, true)
+	info, err := s.TimeToLive(id, true)
 	if err != nil {
 		return nil
 	}
 	for _, k := range info.Keys {
-		if err := m.auth.Check(user, k, nil, auth.Write); err != nil {
+		if err := as.Check(user, k, nil, a); err != nil {
 			return err
 		}
 	}
