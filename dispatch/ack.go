@@ -297,38 +297,42 @@ func (m *Manager) peerCount() int {
 // backupCandidate returns the member that should hold copies of what this
 // member dispatches: the next alive member after it in member-id order,
 // skipping those passed over; 0 when there is none.
-func (m *Manager) backupCandidate() uint64 {
+func (m *Manager) backupCandidate() uint64 { return m.backupCandidatePeer().ID }
+
+// backupCandidatePeer is backupCandidate with the member's run (Boot); a
+// zero Peer when there is none.
+func (m *Manager) backupCandidatePeer() gossip.Peer {
 	if m.cluster == nil {
-		return 0
+		return gossip.Peer{}
 	}
 	peers := m.cluster.Peers()
-	ids := make([]uint64, 0, len(peers))
+	cands := make([]gossip.Peer, 0, len(peers))
 	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
 		if until, ok := m.unreachable[p.ID]; ok && now.Before(until) {
 			continue
 		}
-		ids = append(ids, p.ID)
+		cands = append(cands, p)
 	}
 	m.mu.Unlock()
-	if len(ids) == 0 {
-		return 0
+	if len(cands) == 0 {
+		return gossip.Peer{}
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
-		if id > m.cfg.MemberID {
-			return id
+	sort.Slice(cands, func(i, j int) bool { return cands[i].ID < cands[j].ID })
+	for _, p := range cands {
+		if p.ID > m.cfg.MemberID {
+			return p
 		}
 	}
-	return ids[0]
+	return cands[0]
 }
 
 // ensureBackup makes sure the queue's backup is the current candidate,
 // giving a new one a full copy first, and returns it (0: none).
 func (m *Manager) ensureBackup(ctx context.Context, q *queue) (uint64, error) {
-	want := m.backupCandidate()
-	boot := m.peerBoot(want)
+	cand := m.backupCandidatePeer()
+	want, boot := cand.ID, runOf(cand)
 	if q.backupMember.Load() == want && q.backupRun(boot) {
 		return want, nil
 	}

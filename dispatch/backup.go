@@ -205,13 +205,19 @@ func (m *Manager) peerBoot(id uint64) string {
 	}
 	for _, p := range m.cluster.Peers() {
 		if p.ID == id {
-			if p.Boot == "" {
-				return "?" // alive, run unknown
-			}
-			return p.Boot
+			return runOf(p)
 		}
 	}
 	return ""
+}
+
+// runOf returns the run of an alive peer's process, "?" when it does not
+// say.
+func runOf(p gossip.Peer) string {
+	if p.Boot == "" {
+		return "?"
+	}
+	return p.Boot
 }
 
 // takeOver moves the copies kept for a dispatcher that is gone (or that
