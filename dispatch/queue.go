@@ -842,7 +842,8 @@ func (q *queue) expire(now time.Time) {
 	defer q.mu.Unlock()
 	deadline := now.Add(-q.lim.visibility).UnixNano()
 	expired := func(d delivery) bool { return d.sentAt < deadline }
-	for _, c := range slices.Clone(q.consumers) {
+	for i := len(q.consumers) - 1; i >= 0; i-- { // backwards: stalledLocked may take out the i-th
+		c := q.consumers[i]
 		if c.drain != nil {
 			continue
 		}
