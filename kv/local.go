@@ -39,6 +39,20 @@ func (s *Server) CompareAndPut(ctx context.Context, key string, old, value []byt
 	return res.Resp.(*pb.TxnResponse).Succeeded, nil
 }
 
+// CompareAndDelete deletes key when its current value equals old, as a
+// write of the whole cluster, and reports whether it deleted it. Errors
+// are CompareAndPut's.
+func (s *Server) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
+	res := s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{
+		Compare: []*pb.Compare{{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: old}}},
+		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}}},
+	}})
+	if res.Err != nil {
+		return false, res.Err
+	}
+	return res.Resp.(*pb.TxnResponse).Succeeded, nil
+}
+
 // Put sets key to value as a write of the whole cluster. Errors are
 // CompareAndPut's.
 func (s *Server) Put(ctx context.Context, key string, value []byte) error {

@@ -76,3 +76,36 @@ func TestServer_Apply(t *testing.T) {
 		t.Fatalf("/new/0 after its delete: got %q, want none", v)
 	}
 }
+
+// TestServer_CompareAndDelete checks that CompareAndDelete deletes a key
+// only while it holds the value compared, and never a missing one.
+func TestServer_CompareAndDelete(t *testing.T) {
+	srv, cli := startServer(t, nil)
+	ctx := testCtx(t, 20*time.Second)
+	if _, err := cli.Put(ctx, "/r", "1;epoch=2"); err != nil {
+		t.Fatal(err)
+	}
+	exists := true
+	for _, c := range []struct {
+		key, old string
+		want     bool
+	}{
+		{"/r", "1;epoch=1", false}, // claimed again since it was read
+		{"/missing", "", false},
+		{"/r", "1;epoch=2", true},
+		{"/r", "1;epoch=2", false}, // gone
+	} {
+		deleted, err := srv.CompareAndDelete(ctx, c.key, []byte(c.old))
+		if err != nil || deleted != c.want {
+			t.Fatalf("CompareAndDelete(%s, %q): %v, %v; want %v", c.key, c.old, deleted, err, c.want)
+		}
+		exists = exists && !deleted
+		r, err := cli.Get(ctx, "/r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(r.Kvs) == 1; got != exists {
+			t.Fatalf("after CompareAndDelete(%s, %q): /r exists %v, want %v", c.key, c.old, got, exists)
+		}
+	}
+}
