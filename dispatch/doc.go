@@ -60,6 +60,10 @@
 // for concurrent claims any deterministic winner converges, so the KV's
 // rule is used as it is.)
 //
+// A queue that holds nothing and was not used for a minute is forgotten:
+// every member drops its state, and the dispatcher deletes its record
+// (forget.go). The next put claims it again.
+//
 // A non-dispatcher forwards puts over one long-lived stream per
 // dispatcher and answers the producer once the dispatcher holds them. At
 // most one frame of a stream waits to be applied (the dispatcher counts

@@ -181,7 +181,8 @@ func (d *drainer) wake() {
 // under the queue's handoverMu: a handover (which stops the drainer, then
 // takes the messages) either comes after and stops it, or came before and
 // moved the record, so no drainer inserts rows that went to the next
-// dispatcher. Callers do not hold handoverMu.
+// dispatcher. Callers do not hold handoverMu. Once the drainer is in
+// drainers, the member does not forget q (forget.go).
 func (m *Manager) ensureDrainer(q *queue) {
 	table, ok := sink.TableOf(q.name)
 	if !ok {
@@ -199,7 +200,9 @@ func (m *Manager) ensureDrainer(q *queue) {
 		return
 	}
 	m.mu.Lock()
-	if _, running := m.drainers[q.name]; running {
+	if _, running := m.drainers[q.name]; running || m.queues[q.name] != q {
+		// Or q was forgotten since the caller looked it up: the reconcile
+		// round starts the drainer of the queue that replaced it.
 		m.mu.Unlock()
 		return
 	}

@@ -91,6 +91,19 @@ type viewCache struct {
 	byName map[string]*keysView
 }
 
+// maxCachedNames bounds the queue names the views and the settings
+// caches each keep; past it, the cache starts again. A member forgets
+// the entries of the queues it forgets, and keeps others for queues it
+// only forwards to.
+const maxCachedNames = 1 << 14
+
+// forget drops name's view.
+func (c *viewCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byName, name)
+}
+
 // view returns the queue's record and settings as the KV holds them now.
 func (m *Manager) view(name string) *keysView {
 	if m.records == nil {
@@ -109,8 +122,8 @@ func (m *Manager) view(name string) *keysView {
 	rec, ok := ParseRecord(string(raw))
 	v = &keysView{changes: n, raw: raw, rec: rec, ok: ok, set: m.settingsOf(name)}
 	c.mu.Lock()
-	if c.byName == nil {
-		c.byName = make(map[string]*keysView)
+	if c.byName == nil || len(c.byName) >= maxCachedNames {
+		c.byName = make(map[string]*keysView) // names come from clients: a cache, never a memory of them all
 	}
 	if old := c.byName[name]; old == nil || old.changes <= n {
 		c.byName[name] = v

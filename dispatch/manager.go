@@ -257,6 +257,9 @@ type RecordStore interface {
 	// CompareAndPut sets key to value when its value is old (nil: the
 	// key does not exist), and reports whether it did.
 	CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error)
+	// CompareAndDelete deletes key when its value is old, and reports
+	// whether it did.
+	CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error)
 	Put(ctx context.Context, key string, value []byte) error
 	Delete(ctx context.Context, key string) error
 	// Apply deletes deletes and puts puts as one write (one raft
@@ -326,6 +329,12 @@ type Manager struct {
 	// rehomed is the queue log's deleted segments at the last
 	// rehomeValues; the reconcile loop's alone.
 	rehomed uint64
+	// tick is the start of the last reconcile round (m.clock, unix
+	// nanoseconds), which queues are stamped with when looked up
+	// (queue.lastUse): a clock read per put would cost more. A use counts
+	// from the start of the round it came in, at most ReconcileInterval
+	// early.
+	tick atomic.Int64
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -378,6 +387,7 @@ func New(cfg Config) (*Manager, error) {
 		m.tracer = cfg.Tracer.Tracer("chute/dispatch")
 	}
 	m.counter.Store(uint64(time.Now().UnixNano())) // the wall clock, even under a fake one: see counter
+	m.tick.Store(m.clock.Now().UnixNano())
 	var err error
 	if m.inserts, err = newInsertMetrics(cfg.Meter, cfg.MetricsMaxTables); err != nil {
 		return nil, fmt.Errorf("dispatch: metrics: %w", err)
@@ -537,6 +547,9 @@ func (m *Manager) RecordKey(key []byte) ([]byte, bool) {
 func (m *Manager) queueFor(name string) *queue {
 	m.mu.RLock()
 	q, ok := m.queues[name]
+	if ok {
+		m.used(q)
+	}
 	m.mu.RUnlock()
 	if ok {
 		return q
@@ -549,6 +562,7 @@ func (m *Manager) queueFor(name string) *queue {
 		q.log = m.qlog
 		m.queues[name] = q
 	}
+	m.used(q)
 	return q
 }
 
@@ -556,7 +570,35 @@ func (m *Manager) queueFor(name string) *queue {
 func (m *Manager) lookup(name string) *queue {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.queues[name]
+	q := m.queues[name]
+	if q != nil {
+		m.used(q)
+	}
+	return q
+}
+
+// used stamps q as looked up now. The caller holds mu, read or write, so
+// that forget, which holds it to write, sees the stamp of every lookup
+// that found q before it.
+func (m *Manager) used(q *queue) {
+	if t := m.tick.Load(); q.lastUse.Load() != t { // one write per round: puts share the cache line
+		q.lastUse.Store(t)
+	}
+}
+
+// lockCurrent locks q, looked up by the caller to add to it, and returns
+// it; or, when the member forgot q since (forget.go), the queue that
+// replaced it, locked. That one was just looked up: it cannot be
+// forgotten before forgetAfter passes.
+func (m *Manager) lockCurrent(q *queue) *queue {
+	q.mu.Lock()
+	if !q.forgotten {
+		return q
+	}
+	q.mu.Unlock()
+	q = m.queueFor(q.name)
+	q.mu.Lock()
+	return q
 }
 
 // errOverCap is etcd's "too many requests": the queue is at its byte cap.
@@ -998,7 +1040,7 @@ func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming
 
 // enqueuePersisted is enqueueLocal once msgs are in the queue log.
 func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
-	q.mu.Lock()
+	q = m.lockCurrent(q) // the fsync may have outlasted q
 	defer q.mu.Unlock()
 	// Read under the lock a handover takes; a changed settings key
 	// applies to this put.

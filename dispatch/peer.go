@@ -432,7 +432,7 @@ func (m *Manager) holdHere(ctx context.Context, name string, msgs []incoming) er
 		return err
 	}
 	set := m.settingsAt(name, q.settingsKey)
-	q.mu.Lock()
+	q = m.lockCurrent(q) // the fsync may have outlasted q
 	defer q.mu.Unlock()
 	q.applySettingsLocked(set, m.clock.Now())
 	if !q.roomLocked(msgs) {
@@ -468,13 +468,12 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 	if !ok || rec.Member != m.cfg.MemberID {
 		return status.Error(codes.FailedPrecondition, "dispatch: not the dispatcher of "+r.Queue)
 	}
-	q := m.queueFor(r.Queue)
-	q.mu.Lock()
-	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
-	q.mu.Unlock()
 	sink := newStreamSink()
 	c := &consumer{id: r.Consumer, prefix: r.Prefix, out: sink, unacked: make(map[uint64]*message)}
-	q.addConsumer(c, m.clock.Now())
+	q := m.lockCurrent(m.queueFor(r.Queue))
+	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	q.addConsumerLocked(c, m.clock.Now())
+	q.mu.Unlock()
 	defer q.removeConsumer(c, m.clock.Now())
 	for {
 		select {

@@ -121,6 +121,11 @@ type queue struct {
 	// them.
 	handoverMu sync.Mutex
 
+	// lastUse is when the member last looked the queue up (queueFor,
+	// lookup), as Manager.tick said then: a queue unused for forgetAfter
+	// and holding nothing is forgotten (forget.go).
+	lastUse atomic.Int64
+
 	mu      sync.Mutex // guards everything below
 	set     Settings   // from /config/queues/{name}, refreshed by reconcile
 	lim     limits     // of set
@@ -153,6 +158,10 @@ type queue struct {
 	stats     queueStats
 
 	lastInsertError *InsertError // of its drainer; nil when none failed
+
+	// forgotten is set when the member forgot the queue: whoever looked
+	// it up before takes the queue that replaced it (lockCurrent).
+	forgotten bool
 
 	waiters  map[uint64]*putWaiter // by seq: puts waiting for their rows (ack=inserted)
 	released []uint64              // seqs left since the backup was last told
@@ -802,6 +811,11 @@ func (q *queue) holding() bool {
 func (q *queue) addConsumer(c *consumer, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.addConsumerLocked(c, now)
+}
+
+// addConsumerLocked is addConsumer for a caller holding mu.
+func (q *queue) addConsumerLocked(c *consumer, now time.Time) {
 	q.consumers = append(q.consumers, c)
 	for seq, p := range q.parked { // messages handed over while it held them
 		if m := q.msgs.get(seq); m != nil && c.drain == nil && p.consumer == c.id {

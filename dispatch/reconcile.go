@@ -35,10 +35,13 @@ func (m *Manager) reconcile() {
 	if m.records == nil {
 		return
 	}
+	m.tick.Store(m.clock.Now().UnixNano())
 	m.pruneForwarders() // first: the queues' rounds then reach members where they are now
-	for _, q := range m.snapshot() {
+	qs := m.snapshot()
+	for _, q := range qs {
 		m.reconcileQueue(q)
 	}
+	m.forgetIdle(qs)
 	m.reconcileBackups()
 	m.sweepDeadLetters()
 	m.rehomeValues()

@@ -323,6 +323,13 @@ type cachedSettings struct {
 	s   Settings
 }
 
+// forget drops name's settings.
+func (c *settingsCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.byName, name)
+}
+
 // settingsOf returns a queue's current settings. A stored value that does
 // not parse (it was checked when put, so only a value written by an older
 // version could) leaves the defaults, with a warning.
@@ -355,8 +362,8 @@ func (m *Manager) settingsAt(name, key string) Settings {
 			s = def
 		}
 	}
-	if c.byName == nil {
-		c.byName = make(map[string]cachedSettings)
+	if c.byName == nil || len(c.byName) >= maxCachedNames {
+		c.byName = make(map[string]cachedSettings) // as viewCache
 	}
 	c.byName[name] = cachedSettings{raw: bytes.Clone(raw), s: s}
 	return s

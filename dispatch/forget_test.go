@@ -1,0 +1,173 @@
+package dispatch
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// queueNames returns the names of the queues m holds, sorted, without
+// stamping them as used.
+func queueNames(m *Manager) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var names []string
+	for name := range m.queues {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// startForgetting starts a node on a fake clock whose reconcile rounds the
+// test runs.
+func startForgetting(t *testing.T) (*testNode, *clockwork.FakeClock, *clientv3.Client) {
+	clk := clockwork.NewFakeClock()
+	n := startNode(t, func(c *Config) { c.Clock = clk; c.ReconcileInterval = time.Hour })
+	return n, clk, n.client(t)
+}
+
+// TestForget_idleQueue checks that a member forgets a queue that holds
+// nothing once it has not been used for forgetAfter: its state, its
+// cached view and settings, and its record, which the next put writes
+// again. A queue with a message or a consumer, or used since, is kept.
+func TestForget_idleQueue(t *testing.T) {
+	n, clk, cli := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	for _, key := range []string{"/q/idle/p/1", "/q/kept/p/1", "/q/watched/p/1", "/q/recent/p/1"} {
+		if _, err := cli.Put(ctx, key, "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ack := func(wc clientv3.WatchChan) {
+		t.Helper()
+		ev := collectN(t, wc, 1, 10*time.Second)[0]
+		if r, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil || r.Deleted != 1 {
+			t.Fatalf("ack %s: %v, %v", ev.Kv.Key, r, err)
+		}
+	}
+	idleCtx, leave := context.WithCancel(ctx)
+	ack(cli.Watch(idleCtx, "/q/idle/c/x"))
+	leave()
+	recentCtx, leaveRecent := context.WithCancel(ctx)
+	ack(cli.Watch(recentCtx, "/q/recent/c/x"))
+	leaveRecent()
+	ack(cli.Watch(ctx, "/q/watched/c/x")) // stays
+	waitFor(t, "the consumers that left removed", func() bool {
+		return n.mgr.localConsumers("idle") == 0 && n.mgr.localConsumers("recent") == 0
+	})
+
+	n.mgr.reconcile()
+	if got := queueNames(n.mgr); len(got) != 4 {
+		t.Fatalf("queues before forgetAfter: %v, want all 4", got)
+	}
+	clk.Advance(forgetAfter - time.Second)
+	n.mgr.reconcile()
+	n.mgr.lookup("recent") // used: a minute from now
+	clk.Advance(time.Second)
+	n.mgr.reconcile()
+	if got, want := queueNames(n.mgr), []string{"kept", "recent", "watched"}; !slices.Equal(got, want) {
+		t.Fatalf("queues after forgetAfter: %v, want %v", got, want)
+	}
+	for name, want := range map[string]int64{"idle": 0, "kept": 1, "watched": 1, "recent": 1} {
+		r, err := cli.Get(ctx, RecordKey(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Count != want {
+			t.Fatalf("record of %s: %d, want %d", name, r.Count, want)
+		}
+	}
+	n.mgr.views.mu.RLock()
+	_, viewed := n.mgr.views.byName["idle"]
+	n.mgr.views.mu.RUnlock()
+	n.mgr.settings.mu.RLock()
+	_, set := n.mgr.settings.byName["idle"]
+	n.mgr.settings.mu.RUnlock()
+	if viewed || set {
+		t.Fatalf("caches of a forgotten queue: view kept %v, settings kept %v", viewed, set)
+	}
+
+	// The name works as a new queue: claimed again, its message delivered.
+	if _, err := cli.Put(ctx, "/q/idle/p/2", "w"); err != nil {
+		t.Fatal(err)
+	}
+	if rec := string(n.kv.Get(RecordKey("idle"))); rec != "7;epoch=1" {
+		t.Fatalf("record after the next put: %q, want 7;epoch=1", rec)
+	}
+	if ev := collectN(t, cli.Watch(ctx, "/q/idle/c/x"), 1, 10*time.Second)[0]; string(ev.Kv.Value) != "w" {
+		t.Fatalf("delivered %s=%s, want the new put's w", ev.Kv.Key, ev.Kv.Value)
+	}
+}
+
+// TestForget_lookedUpBefore checks that what is added to a queue looked
+// up before the member forgot it (a put whose fsync took that long) goes
+// to the queue that replaced it, where a consumer gets it, rather than
+// to the forgotten one, where nobody would.
+func TestForget_lookedUpBefore(t *testing.T) {
+	n, clk, cli := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	q := n.mgr.queueFor("late")
+	clk.Advance(forgetAfter)
+	n.mgr.reconcile()
+	q.mu.Lock()
+	forgotten := q.forgotten
+	q.mu.Unlock()
+	if !forgotten || len(queueNames(n.mgr)) != 0 {
+		t.Fatalf("queue unused for forgetAfter: forgotten %v, queues %v", forgotten, queueNames(n.mgr))
+	}
+	msg := []incoming{{id: MsgID{Origin: 7, N: 1}, tail: "1", value: []byte("v")}}
+	if _, err := n.mgr.enqueuePersisted(q, "late", msg, arrivedLocal); err != nil {
+		t.Fatal(err)
+	}
+	if q.msgs.len() != 0 {
+		t.Fatal("the message went to the forgotten queue")
+	}
+	if ev := collectN(t, cli.Watch(ctx, "/q/late/c/x"), 1, 10*time.Second)[0]; string(ev.Kv.Key) != "/q/late/1/1" {
+		t.Fatalf("delivered %s, want /q/late/1/1", ev.Kv.Key)
+	}
+}
+
+// TestForget_forwardedAfter checks that a put through another member
+// after the dispatcher forgot the queue and deleted its record claims it
+// there and reaches a consumer on the first member.
+func TestForget_forwardedAfter(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	byTest := func(c *Config) { c.Clock = clk; c.ReconcileInterval = time.Hour }
+	cl := newCluster(t)
+	a, b := cl.start("a", byTest), cl.start("b", byTest)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := b.cli.Put(ctx, "/q/rr/p/1", "v"); err != nil { // claimed by b: a forwards
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Put(ctx, "/q/rr/p/2", "v"); err != nil {
+		t.Fatal(err)
+	}
+	wctx, leave := context.WithCancel(ctx)
+	for _, ev := range collectN(t, b.cli.Watch(wctx, "/q/rr/c/x"), 2, 10*time.Second) {
+		if r, err := b.cli.Delete(ctx, string(ev.Kv.Key)); err != nil || r.Deleted != 1 {
+			t.Fatalf("ack %s: %v, %v", ev.Kv.Key, r, err)
+		}
+	}
+	leave()
+	waitFor(t, "the consumer removed", func() bool { return b.mgr.localConsumers("rr") == 0 })
+	clk.Advance(forgetAfter)
+	a.mgr.reconcile()
+	b.mgr.reconcile()
+	if len(queueNames(b.mgr)) != 0 || recordOn(a, "rr") != "" {
+		t.Fatalf("after forgetAfter: b holds %v, record %q; want none", queueNames(b.mgr), recordOn(a, "rr"))
+	}
+	wc := a.cli.Watch(ctx, "/q/rr/c/y")
+	if _, err := b.cli.Put(ctx, "/q/rr/p/3", "w"); err != nil {
+		t.Fatal(err)
+	}
+	a.mgr.reconcile() // binds the consumer to b's queue
+	if ev := collectN(t, wc, 1, 10*time.Second)[0]; string(ev.Kv.Value) != "w" {
+		t.Fatalf("delivered %s=%s, want w", ev.Kv.Key, ev.Kv.Value)
+	}
+}
