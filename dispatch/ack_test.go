@@ -721,3 +721,56 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 		return backupRowsOf(first, "jobs") == 0
 	})
 }
+
+// TestAck_duringTakeover checks that an acknowledgement reaching the
+// backup after it claimed the queue of a failed dispatcher, and before it
+// queued its copies, is remembered: the acknowledged message is dropped
+// when the copies are queued, not delivered again. The backup held no
+// state of the queue before (it only kept copies).
+func TestAck_duringTakeover(t *testing.T) {
+	cl := newCluster(t)
+	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs the rounds
+	a, b, c := cl.start("a", byTest), cl.start("b", byTest), cl.start("c", byTest)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	const n = 5
+	putJobs(t, ctx, a, n)
+	backup, other := b, c
+	if a.mgr.backupCandidate() == c.id {
+		backup, other = c, b
+	}
+	if got := backupRowsOf(backup, "jobs"); got != n {
+		t.Fatalf("backup %s holds %d copies, want %d", backup.name, got, n)
+	}
+	evs := collectN(t, a.cli.Watch(ctx, "/q/jobs/c/x"), n, 10*time.Second) // none acknowledged
+
+	a.stop()
+	connect(b, c)
+	if rec := backup.mgr.dispatcherOf(ctx, "jobs", claimAsProducer); rec.Member != backup.id {
+		t.Fatalf("backup's claim: record %+v", rec)
+	}
+	if backup.mgr.lookup("jobs") != nil {
+		t.Fatal("the backup holds state of the queue before taking it over; the test needs it not to")
+	}
+	acked := ParseKey(string(evs[0].Kv.Key))
+	if _, err := other.cli.Delete(ctx, string(evs[0].Kv.Key)); err != nil { // to the backup: the record names it now
+		t.Fatal(err)
+	}
+	backup.mgr.reconcile() // takes the copies over
+	q := backup.mgr.lookup("jobs")
+	if q == nil {
+		t.Fatal("no queue on the backup after its takeover")
+	}
+	q.mu.Lock()
+	depth := q.msgs.len()
+	q.mu.Unlock()
+	if depth != n-1 {
+		t.Fatalf("queue after the takeover holds %d messages, want %d: %s was acknowledged", depth, n-1, acked.Tail)
+	}
+	for _, tl := range consumeAll(t, ctx, backup.cli.Watch(ctx, "/q/jobs/c/y"), backup.cli, n-1, 10*time.Second) {
+		if tl == acked.Tail {
+			t.Fatalf("%s delivered again after it was acknowledged", tl)
+		}
+	}
+}

@@ -1177,13 +1177,20 @@ func checkAckable(queue string) error {
 }
 
 // ackHere acknowledges a message of a queue held here. A queue this member
-// holds no state of has no message to acknowledge: the ack is not acked,
-// and it creates no queue (a client or a peer naming queues at random
-// must not grow the manager).
+// holds no state of has no message to acknowledge: the ack is not acked.
+// When the record names this member, the messages may be on their way (a
+// takeover from a backup's copies, a handover): the queue is made, so
+// that it remembers the ack and drops the message when it arrives
+// (queue.early), rather than deliver it again. Otherwise it makes no
+// queue: a client or a peer naming queues at random must not grow the
+// manager.
 func (m *Manager) ackHere(queue string, seq uint64, tail, consumer string) bool {
 	q := m.lookup(queue)
 	if q == nil {
-		return false
+		if rec, ok := m.record(queue); !ok || rec.Member != m.cfg.MemberID {
+			return false
+		}
+		q = m.queueFor(queue)
 	}
 	return q.ack(seq, tail, consumer, m.clock.Now())
 }
