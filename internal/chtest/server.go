@@ -48,6 +48,7 @@ type Server struct {
 	bin    string
 	dir    string
 	ports  ports
+	opts   Options // of Start, for the config Restart may write again
 	client *http.Client
 
 	// lifecycle serializes Stop, Kill, Restart and cleanup, so one process
@@ -105,7 +106,7 @@ func Start(t testing.TB, opts ...Options) *Server {
 		t.Fatal(missingBinary)
 	}
 	s := newServer(nil)
-	s.bin, s.dir = bin, t.TempDir()
+	s.bin, s.dir, s.opts = bin, t.TempDir(), o
 	// Registered after t.TempDir, so it runs before the directory goes.
 	t.Cleanup(func() { s.cleanup(t) })
 
@@ -329,6 +330,8 @@ func (s *Server) HTTPAddr() string {
 // TCPAddr is the server's native-protocol address, "127.0.0.1:port", for
 // clickhouse-client --host 127.0.0.1 --port port.
 func (s *Server) TCPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.ports.TCP))
 }
 
@@ -392,9 +395,12 @@ func (s *Server) Kill(t testing.TB) {
 	}
 }
 
-// Restart starts the server again on the same ports, configuration and
-// data directory and waits for /ping. A running server is stopped first,
-// as Stop does.
+// Restart starts the server again on the same HTTP (and HTTPS) port,
+// configuration and data directory and waits for /ping. A running server
+// is stopped first, as Stop does. The native protocol's port (TCPAddr)
+// may change: while the server was down, another process may have been
+// given it as the local port of a connection (it is in the kernel's
+// ephemeral range), and nothing here needs it kept.
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.needsProcess(t, "Restart")
@@ -405,9 +411,38 @@ func (s *Server) Restart(t testing.TB) {
 	} else if !graceful {
 		t.Logf("chtest: clickhouse-server ignored SIGTERM for %v; killed", stopTimeout)
 	}
-	if err := s.launch(); err != nil {
-		t.Fatalf("chtest: restart clickhouse-server on %s: %v\n%s", s.HTTPAddr(), err, s.errLogTail())
+	for attempt := 1; ; attempt++ {
+		err := s.launch()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errPortInUse) || attempt == launchAttempts {
+			t.Fatalf("chtest: restart clickhouse-server on %s: %v\n%s", s.HTTPAddr(), err, s.errLogTail())
+		}
+		if err := s.newTCPPort(); err != nil {
+			t.Fatalf("chtest: restart clickhouse-server on %s: %v", s.HTTPAddr(), err)
+		}
 	}
+}
+
+// newTCPPort moves the native protocol to another free port, keeping the
+// others, and writes the config again. The caller holds lifecycle.
+func (s *Server) newTCPPort() error {
+	for range launchAttempts {
+		p, err := freePorts(false)
+		if err != nil {
+			return err
+		}
+		for _, port := range []int{p.HTTP, p.TCP} {
+			if port != s.ports.HTTP && port != s.ports.HTTPS && port != s.ports.TCP {
+				s.mu.Lock()
+				s.ports.TCP = port
+				s.mu.Unlock()
+				return writeConfig(s.dir, s.ports, s.opts)
+			}
+		}
+	}
+	return errors.New("no free port for the native protocol")
 }
 
 // errLogTail returns the last errLogTail lines of the server's error log,

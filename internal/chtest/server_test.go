@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"runtime"
@@ -151,6 +152,32 @@ func TestServer_KillRestart(t *testing.T) {
 	s.Restart(t) // restarting a running server stops it first
 	if got := s.Count(t, "t"); got != 2 {
 		t.Fatalf("Count after Restart of a running server: got %d, want 2", got)
+	}
+}
+
+// TestServer_RestartNativePortTaken checks that Restart starts the server
+// on its HTTP port when another process took its native protocol's port
+// while it was down (the port is in the ephemeral range, where the kernel
+// picks the local ports of connections).
+func TestServer_RestartNativePortTaken(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	addr, native := s.HTTPAddr(), s.TCPAddr()
+	s.Kill(t)
+	l, err := net.Listen("tcp", native)
+	if err != nil {
+		t.Fatalf("taking the native port %s: %v", native, err)
+	}
+	defer l.Close()
+	s.Restart(t)
+	if s.HTTPAddr() != addr {
+		t.Fatalf("HTTPAddr after Restart: got %s, want %s", s.HTTPAddr(), addr)
+	}
+	if s.TCPAddr() == native {
+		t.Fatalf("TCPAddr after Restart: still %s, which another process holds", native)
+	}
+	if got := s.Query(t, "SELECT 1"); got != "1" {
+		t.Fatalf("SELECT 1 after Restart: %q", got)
 	}
 }
 
