@@ -127,11 +127,14 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 }
 
 // idleLocked reports whether q holds nothing: no message, copy, consumer,
-// waiting put, backup, release to send or member to reset. The caller
-// holds mu.
+// put waiting for its rows, backup, release to send or member to reset.
+// A put waiting for room (freed) may wait on a forgotten queue: the
+// dispatcher of a full queue is often another member, whose frees never
+// close freed here, and the put asks again after each step
+// (waitForRoom). The caller holds mu.
 func (q *queue) idleLocked() bool {
 	if q.msgs.len() != 0 || len(q.held) != 0 || q.handing != 0 || q.bytes != 0 || len(q.consumers) != 0 ||
-		len(q.out) != 0 || len(q.parked) != 0 || len(q.waiters) != 0 || q.freed != nil ||
+		len(q.out) != 0 || len(q.parked) != 0 || len(q.waiters) != 0 ||
 		len(q.released) != 0 || q.renamed != nil || q.backupMember.Load() != 0 {
 		return false
 	}

@@ -104,6 +104,19 @@ func TestForget_idleQueue(t *testing.T) {
 	}
 }
 
+// TestForget_afterWaitingForRoom checks that a queue a put waited on for
+// room is forgotten once idle: on a member that forwards to the queue's
+// dispatcher, nothing frees bytes to end that wait here.
+func TestForget_afterWaitingForRoom(t *testing.T) {
+	n, clk, _ := startForgetting(t)
+	n.mgr.queueFor("full").roomSignal() // as waitForRoom does
+	clk.Advance(forgetAfter)
+	n.mgr.reconcile()
+	if got := queueNames(n.mgr); len(got) != 0 {
+		t.Fatalf("queues after forgetAfter: %v, want none", got)
+	}
+}
+
 // TestForget_lookedUpBefore checks that what is added to a queue looked
 // up before the member forgot it (a put whose fsync took that long) goes
 // to the queue that replaced it, where a consumer gets it, rather than
