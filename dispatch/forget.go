@@ -131,11 +131,12 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 // A put waiting for room (freed) may wait on a forgotten queue: the
 // dispatcher of a full queue is often another member, whose frees never
 // close freed here, and the put asks again after each step
-// (waitForRoom). The caller holds mu.
+// (waitForRoom). Nor do renamed numbers keep it: they name messages of
+// the queue, and it has none left. The caller holds mu.
 func (q *queue) idleLocked() bool {
 	if q.msgs.len() != 0 || len(q.held) != 0 || q.handing != 0 || q.bytes != 0 || len(q.consumers) != 0 ||
 		len(q.out) != 0 || len(q.parked) != 0 || len(q.waiters) != 0 ||
-		len(q.released) != 0 || q.renamed != nil || q.backupMember.Load() != 0 {
+		len(q.released) != 0 || q.backupMember.Load() != 0 {
 		return false
 	}
 	if !q.staleMu.TryLock() {

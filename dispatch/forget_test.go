@@ -104,12 +104,17 @@ func TestForget_idleQueue(t *testing.T) {
 	}
 }
 
-// TestForget_afterWaitingForRoom checks that a queue a put waited on for
+// TestForget_leftBehind checks that a queue a put waited on for
 // room is forgotten once idle: on a member that forwards to the queue's
-// dispatcher, nothing frees bytes to end that wait here.
-func TestForget_afterWaitingForRoom(t *testing.T) {
+// dispatcher, nothing frees bytes to end that wait here. Renamed numbers
+// left behind do not keep it either.
+func TestForget_leftBehind(t *testing.T) {
 	n, clk, _ := startForgetting(t)
-	n.mgr.queueFor("full").roomSignal() // as waitForRoom does
+	q := n.mgr.queueFor("full")
+	q.roomSignal() // as waitForRoom does
+	q.mu.Lock()
+	q.renamed = map[uint64]renaming{3: {tail: "k", to: 7}} // left by a message delivered again under its new number
+	q.mu.Unlock()
 	clk.Advance(forgetAfter)
 	n.mgr.reconcile()
 	if got := queueNames(n.mgr); len(got) != 0 {
