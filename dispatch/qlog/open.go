@@ -174,6 +174,15 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 			break
 		}
 	}
+	if !l.cfg.NoSync {
+		// What a process killed before its fsync wrote is read here from
+		// the page cache, and counted on: a moved copy clears its
+		// original, whose segment is then deleted. A machine crash
+		// after that would lose both.
+		if err := f.Sync(); err != nil {
+			return false, fmt.Errorf("qlog: sync %s: %w", seg.path, err)
+		}
+	}
 	seg.size = end
 	l.size += end
 	l.next = seg.base + seg.n

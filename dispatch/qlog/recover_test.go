@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
+
+	"chute/internal/testutil"
 )
 
 // fillOne appends n records of size bytes to a log with one segment and
@@ -217,4 +220,48 @@ func TestLog_Open_readErrorIsNoDamage(t *testing.T) {
 		_, got := openLog(t, cfg, hooks{})
 		checkReplay(t, got, want)
 	}
+}
+
+// TestOpen_syncsWhatItReads: a process killed during a compaction commit,
+// after the moved copies were written and before their fsync, leaves them
+// in the page cache only. Open counts them as the live copies and the
+// writer deletes the originals' segment: unless Open fsyncs what it read,
+// a machine crash then loses both.
+func TestOpen_syncsWhatItReads(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.PreallocBytes = -1
+	l, _ := openLog(t, cfg, hooks{})
+	keep := rec(0, 100)
+	keepSeq := mustAppend(t, l, keep)
+	var drop []uint64
+	for i := 1; len(segFiles(t, cfg.Dir)) < 6; i++ {
+		drop = append(drop, mustAppend(t, l, rec(i, 100)))
+	}
+	first := segFiles(t, cfg.Dir)[0]
+	saved, err := os.ReadFile(first) // sealed and fsynced
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(drop...); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "the kept record moved and its segment deleted", func() bool {
+		_, err := os.Stat(first)
+		return os.IsNotExist(err) && l.Stats().Moved > 0
+	})
+	l.crashOnClose.Store(true)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// As a kill after the moved copy was written, before its fsync and
+	// the original's deletion.
+	if err := os.WriteFile(first, saved, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	fl := &faults{}
+	_, got := openLog(t, cfg, fl.hooks())
+	if n := fl.syncs.Load(); n == 0 {
+		t.Fatal("Open read the moved copy of a record and fsynced nothing: the writer deletes the original next")
+	}
+	checkReplay(t, got, map[uint64]string{keepSeq: string(keep)})
 }
