@@ -180,11 +180,11 @@ type deadLetter struct {
 // storeLetters stores the rows ClickHouse refused in a batch as dead
 // letters, deleting the oldest letters past the queue's dlq_max_rows in
 // the same write, and reports the indexes (into rows) of the refused rows
-// that are not settled: those whose letter a NOSPACE alarm refused stay
-// queued, to be refused and stored again once the alarm is disarmed, as a
-// put answered OK must not be lost for want of space. A write that fails
-// otherwise drops its rows (logged at ERROR; the process then exits
-// non-zero), as a letter that cannot be written may never be.
+// that are not settled: those whose letter was not written stay queued, to
+// be refused and stored again after a pause, as a put answered OK must
+// not be lost for want of space (a NOSPACE alarm, until it is disarmed)
+// or of a leader (an election, a partition, a timeout, the node
+// stopping).
 func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.Refused, target string, ep sink.Endpoint) (waiting map[int]bool) {
 	if len(refused) == 0 {
 		return nil
@@ -230,56 +230,49 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 	}
 	// Its own bound: the bisection may have spent the insert's.
 	ctx = context.WithoutCancel(ctx)
-	off, stored, deleted, failed := 0, 0, 0, false
+	off, stored, deleted := 0, 0, 0
 	waiting = make(map[int]bool)
 	for i, w := range splitWrites(puts, deletes) {
 		wctx, cancel := context.WithTimeout(ctx, recordWriteTimeout)
 		err := m.records.Apply(wctx, w.puts, w.deletes)
 		cancel()
-		chunk := put[off : off+len(w.puts)]
-		switch {
-		case errors.Is(err, kv.ErrNoSpace):
-			// This write and the ones after it (also puts) wait; so do
-			// the letters not to be written at all, unless an earlier
-			// write went: the next try trims again.
-			for _, l := range put[off:] {
-				waiting[l.index] = true
-			}
-			if i == 0 {
-				for _, l := range letters {
-					if l.skip {
-						waiting[l.index] = true
-					}
-				}
-				skipped = 0
-			}
-			m.log.Log(ctx, m.warns.level("dead letter nospace "+d.q.name, m.clock.Now()),
-				"rows refused by ClickHouse; dead letters wait for the NOSPACE alarm to be disarmed, the rows stay queued",
-				"queue", d.q.name, "table", target, "rows", len(put)-off, "code", refused[0].Result.Code)
-			b.loaded = false
-			d.settleLetters(letters, waiting, stored, deleted, skipped, target, refused[0].Result.Code)
-			return waiting
-		case err != nil:
-			m.log.Error("rows refused by ClickHouse; dead letters not written, the rows are dropped", "queue", d.q.name, "table", target,
-				"rows", len(chunk), "deletes", len(w.deletes), "err", err)
-			m.dropped.Add(uint64(len(chunk))) // the process exits non-zero (Shutdown)
-			failed = true
-		default:
+		if err == nil {
 			stored += len(w.puts)
 			deleted += len(w.deletes)
+			off += len(w.puts)
+			continue
 		}
-		off += len(w.puts)
-	}
-	if failed {
+		// This write and the ones after it (also puts) wait; so do the
+		// letters not to be written at all, unless an earlier write
+		// went: the next try trims again. A write that timed out may
+		// still be committed: the letter written again replaces it.
+		for _, l := range put[off:] {
+			waiting[l.index] = true
+		}
+		if i == 0 {
+			for _, l := range letters {
+				if l.skip {
+					waiting[l.index] = true
+				}
+			}
+			skipped = 0
+		}
+		msg := "rows refused by ClickHouse; dead letters not written, the rows stay queued and are tried again"
+		if errors.Is(err, kv.ErrNoSpace) {
+			msg = "rows refused by ClickHouse; dead letters wait for the NOSPACE alarm to be disarmed, the rows stay queued"
+		}
+		m.log.Log(ctx, m.warns.level("dead letter not written "+d.q.name, m.clock.Now()), msg,
+			"queue", d.q.name, "table", target, "rows", len(put)-off, "code", refused[0].Result.Code, "err", err)
 		b.loaded = false
-	} else {
-		kept := slices.DeleteFunc(have, func(s uint64) bool { _, found := slices.BinarySearch(del, s); return found })
-		for _, l := range put {
-			kept = append(kept, l.seq)
-		}
-		slices.Sort(kept)
-		b.seqs = kept
+		d.settleLetters(letters, waiting, stored, deleted, skipped, target, refused[0].Result.Code)
+		return waiting
 	}
+	kept := slices.DeleteFunc(have, func(s uint64) bool { _, found := slices.BinarySearch(del, s); return found })
+	for _, l := range put {
+		kept = append(kept, l.seq)
+	}
+	slices.Sort(kept)
+	b.seqs = kept
 	d.settleLetters(letters, waiting, stored, deleted, skipped, target, refused[0].Result.Code)
 	return waiting
 }

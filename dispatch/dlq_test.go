@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,5 +312,75 @@ func TestDrainer_sweepLetters_ttl(t *testing.T) {
 	}
 	if body := metricsText(t, providers); !strings.Contains(body, `chute_dead_letters_dropped_total{queue="ch:ttl",reason="ttl"} 2`) {
 		t.Errorf("/metrics lacks 2 letters dropped for ttl")
+	}
+}
+
+// leaderlessLetters is a node's KV whose first write of dead letters
+// fails as during a raft election (kv.ErrNoLeader); the next commits.
+type leaderlessLetters struct {
+	*kv.Server
+	failed atomic.Int32
+}
+
+func (s *leaderlessLetters) Apply(ctx context.Context, puts []kv.KeyValue, deletes []string) error {
+	if len(puts) > 0 && strings.Contains(puts[0].Key, "/dlq/") && s.failed.Add(1) == 1 {
+		return kv.ErrNoLeader
+	}
+	return s.Server.Apply(ctx, puts, deletes)
+}
+
+// TestDeadLetters_writeFailsForAMoment checks that a refused row whose
+// dead letter could not be written for a moment (no leader) stays queued
+// and is stored at the next try, and that an ack=inserted put is answered
+// with a letter that exists. The row used to be dropped, and the put told
+// it was stored.
+func TestDeadLetters_writeFailsForAMoment(t *testing.T) {
+	fake := &pickyClickHouse{up: true}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	ch := &chURL{url: srv.URL, db: "default"}
+	mgr, err := New(Config{MemberID: 7, Visibility: time.Minute, ClickHouse: ch.get, ClickHouseTLS: ch.tlsConfig, ClickHouseOptions: ch.options,
+		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, InsertTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcfg := kv.DefaultConfig()
+	kcfg.MemberID, kcfg.ListenClientURLs, kcfg.Queues = 7, []string{"http://127.0.0.1:0"}, mgr
+	ksrv, err := kv.New(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ksrv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	records := &leaderlessLetters{Server: ksrv}
+	mgr.Start(records, nil)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = ksrv.Shutdown(ctx)
+		_ = mgr.Shutdown(ctx)
+	})
+	cli := (&testNode{kv: ksrv, mgr: mgr}).client(t)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"ack":"inserted"}`); err != nil {
+		t.Fatal(err)
+	}
+	_, perr := cli.Put(ctx, "/q/ch:events/p/k", `{"id":2,"s":"bad"}`)
+	if records.failed.Load() < 2 {
+		t.Fatalf("dead letter writes: %d, want the failed one and another", records.failed.Load())
+	}
+	if perr == nil || !strings.Contains(perr.Error(), "/q/ch:events/dlq/") {
+		t.Fatalf("the put of a refused row: %v, want its dead letter named", perr)
+	}
+	letters, err := cli.Get(ctx, "/q/ch:events/dlq/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(letters.Kvs) != 1 || !strings.Contains(perr.Error(), string(letters.Kvs[0].Key)) {
+		t.Fatalf("the put was told %v; dead letters stored: %d", perr, len(letters.Kvs))
+	}
+	if n := mgr.dropped.Load(); n != 0 {
+		t.Fatalf("%d acknowledged rows dropped", n)
 	}
 }

@@ -217,10 +217,9 @@
 //     expires. It runs only while the member dispatches the queue.
 //   - Dropped letters count in chute.dead_letters.dropped {queue,reason}
 //     and are logged at WARN at most once a minute per queue.
-//   - A NOSPACE alarm refuses a write whole: its rows stay queued and are
-//     refused and stored again once it is disarmed. Any other failed
-//     write drops its rows, logged at ERROR (the process exits non-zero),
-//     as before: a letter that cannot be written may never be.
+//   - A write that fails (a NOSPACE alarm, no leader, a timeout, the node
+//     stopping) keeps its rows queued: they are refused and stored again
+//     after a pause (once a NOSPACE alarm is disarmed).
 //
 // # On disk
 //
