@@ -1187,6 +1187,9 @@ func checkAckable(queue string) error {
 func (m *Manager) ackHere(queue string, seq uint64, tail, consumer string) bool {
 	q := m.lookup(queue)
 	if q == nil {
+		if m.records == nil {
+			return false // no key space: no record names it
+		}
 		if rec, ok := m.record(queue); !ok || rec.Member != m.cfg.MemberID {
 			return false
 		}
