@@ -307,3 +307,36 @@ func TestDeadLetters_userDeleteKeepsBound(t *testing.T) {
 	putBad(1)
 	check("1 more", append(seqRange(9, 17), 18))
 }
+
+// TestDeadLetters_badSettingBlamesNoRow checks, on the real 18.16, that a
+// queue's insert setting the server cannot parse (it answers 400, code
+// 72, a parse error, whatever the rows) keeps the rows queued rather than
+// sending each to the dead letters, past dlq_max_rows for good; once the
+// setting is fixed they land.
+func TestDeadLetters_badSettingBlamesNoRow(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.setbad (id UInt64) ENGINE = MergeTree ORDER BY id")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, time.Minute)
+	if _, err := cli.Put(ctx, SettingsKey("ch:setbad"), `{"settings":{"insert_distributed_sync":-1}}`); err != nil {
+		t.Fatal(err)
+	}
+	rows := make([]string, 8)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"id":%d}`, i)
+	}
+	putRows(t, ctx, cli, "ch:setbad", rows)
+	waitUntil(t, 20*time.Second, "an insert refused", func() bool {
+		e := n.mgr.lookup("ch:setbad").status().LastInsertError
+		return e != nil && e.Code == 72
+	})
+	time.Sleep(500 * time.Millisecond) // a bisection would have run by now
+	if seqs := letterSeqs(t, ctx, cli, "ch:setbad"); len(seqs) != 0 || n.depth("ch:setbad") != len(rows) {
+		t.Fatalf("with a setting the server refuses: %d dead letters, %d rows queued; want 0 and %d", len(seqs), n.depth("ch:setbad"), len(rows))
+	}
+	if _, err := cli.Put(ctx, SettingsKey("ch:setbad"), `{}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the rows in the table", func() bool { return ch.Count(t, "default.setbad") == len(rows) })
+}

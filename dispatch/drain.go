@@ -657,6 +657,9 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			b.untokened = !asked
 		}
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
+		if res.Class == sink.ClassData && !res.NamesRow() {
+			res = d.blameRequest(ctx, ep, target, res)
+		}
 		down := m.servers.Record(ep.Addr, res)
 		if res.Class == sink.ClassOK || res.Class == sink.ClassData {
 			d.failing.Store(false)
@@ -708,6 +711,22 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false, false, 0
 	}
+}
+
+// blameRequest returns res, a data error of a batch that names no row,
+// as a config error when the same insert with no row is refused too: the
+// request is at fault (a queue's insert setting the server cannot parse,
+// whose answer is a parse error, 18.16's code 72), and bisecting would
+// send every row of the batch to the dead letters. The rows stay queued
+// and are tried again; /status and the log say why.
+func (d *drainer) blameRequest(ctx context.Context, ep sink.Endpoint, target string, res sink.Result) sink.Result {
+	probe := d.m.sink.Insert(ctx, ep, target, nil, "")
+	if probe.Class == sink.ClassOK {
+		return res
+	}
+	res.Class = sink.ClassConfig
+	res.Message += " (an insert with no row is refused too: check the queue's insert settings)"
+	return res
 }
 
 // token returns the batch's insert_deduplication_token, derived from the

@@ -260,7 +260,7 @@ func (f *pickyClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-ClickHouse-Exception-Code", "27")
 		w.WriteHeader(http.StatusBadRequest)
 		fmt.Fprintln(w, "Code: 27, e.displayText() = DB::Exception: Cannot parse input")
-	default:
+	case strings.TrimSpace(body) != "": // an insert with no row stores nothing
 		f.rows = append(f.rows, strings.Split(strings.TrimSpace(body), "\n")...)
 	}
 }

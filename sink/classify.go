@@ -159,6 +159,20 @@ var tooManyPartitions = []byte("Too many partitions for single INSERT block")
 // row 1)", newer servers "(while reading the value of key id): (at row 1)".
 var rowMarkers = [][]byte{[]byte("(at row "), []byte("the value of key ")}
 
+// NamesRow reports whether the answer points at a row of the request, as
+// ClickHouse's errors of one row do ("(at row N)", "the value of key
+// K"). A data error that names none may be the request's: a setting
+// value the server cannot parse is answered with a parse error whatever
+// the rows (18.16: 400, code 72).
+func (r Result) NamesRow() bool {
+	for _, m := range rowMarkers {
+		if strings.Contains(r.Message, string(m)) {
+			return true
+		}
+	}
+	return false
+}
+
 // Classify sorts one answer of ClickHouse and returns its class and its
 // exception code (0 when there is none). status 0 means no answer at all
 // (a network error or a timeout): ClassTransient. The code is headerCode
