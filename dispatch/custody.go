@@ -393,7 +393,7 @@ func releaseLog(l *qlog.Log, seqs ...uint64) {
 
 // logError maps an error of the queue log to the put's: a full disk or
 // quota is etcd's "database space exceeded" (and OnNoSpace is called),
-// anything else Unavailable.
+// anything else Unavailable; a log failed for good calls OnLogFailed.
 func (m *Manager) logError(name string, err error) error {
 	switch {
 	case errors.Is(err, qlog.ErrNoSpace):
@@ -406,6 +406,13 @@ func (m *Manager) logError(name string, err error) error {
 		return status.FromContextError(err).Err()
 	case errors.Is(err, qlog.ErrTooLarge):
 		return status.Error(codes.InvalidArgument, "etcdserver: "+err.Error())
+	case errors.Is(err, qlog.ErrFailed):
+		m.logFailedOnce.Do(func() {
+			m.log.Error("queue log failed: puts are refused until the node starts again", "err", err)
+			if m.cfg.OnLogFailed != nil {
+				m.cfg.OnLogFailed(err)
+			}
+		})
 	}
 	m.log.Log(context.Background(), m.warns.level("qlog "+name, m.clock.Now()), "queue log append failed", "queue", name, "err", err)
 	return status.Error(codes.Unavailable, "dispatch: queue log: "+err.Error())

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/dispatch/qlog"
 	"chute/gossip/peer/peerpb"
@@ -458,5 +460,34 @@ func TestAppendBufs_frameSizedReused(t *testing.T) {
 	}
 	if !reused {
 		t.Errorf("a %d-byte record buffer was never reused in 8 appends", size)
+	}
+}
+
+// TestLogError_failedLogStopsTheNode checks that a queue log failed for
+// good (a failed fsync) is reported once to OnLogFailed, which stops the
+// node so that a restart recovers the log (as etcd exits when its WAL
+// cannot be synced), while each put that meets it is Unavailable.
+func TestLogError_failedLogStopsTheNode(t *testing.T) {
+	var calls atomic.Int32
+	m, err := New(Config{MemberID: 7, OnLogFailed: func(err error) {
+		if !errors.Is(err, qlog.ErrFailed) {
+			t.Errorf("OnLogFailed(%v), want qlog.ErrFailed", err)
+		}
+		calls.Add(1)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := fmt.Errorf("qlog: fsync: input/output error: %w", qlog.ErrFailed)
+	for range 3 {
+		if err := m.logError("jobs", failed); status.Code(err) != codes.Unavailable {
+			t.Fatalf("a put meeting a failed log: %v, want Unavailable", err)
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("OnLogFailed called %d times, want once", n)
+	}
+	if err := m.logError("jobs", qlog.ErrNoSpace); err == nil || calls.Load() != 1 {
+		t.Fatalf("a full log: %v, OnLogFailed calls %d; want NOSPACE and no call", err, calls.Load())
 	}
 }

@@ -168,6 +168,11 @@ type Config struct {
 	// OnNoSpace is called when a put fails for lack of space in the
 	// queue log (QuotaBytes or a full file system). Nil: nothing.
 	OnNoSpace func()
+	// OnLogFailed is called once when the queue log fails for good (a
+	// failed fsync: qlog.ErrFailed): every later put is refused until the
+	// process starts again, which recovers what reached the disk, as etcd
+	// exits when its WAL cannot be synced. Nil: nothing.
+	OnLogFailed func(error)
 	// QueueLogSegmentBytes is the size of the queue log's segment files
 	// (qlog.Config.SegmentBytes; at least 1 KiB). Zero: 64 MiB.
 	QueueLogSegmentBytes int64
@@ -342,6 +347,8 @@ type Manager struct {
 
 	closeOnce sync.Once
 	closeErr  error // of closeLog
+
+	logFailedOnce sync.Once // calls cfg.OnLogFailed
 
 	// flushing is closed when the member leaves (Handoff): drainers
 	// insert without waiting for their batch interval.

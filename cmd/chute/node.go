@@ -53,6 +53,7 @@ type node struct {
 	kv         *kv.Server
 	http       *http.Server
 	httpErr    chan error
+	logFailed  chan error     // the queue log failed for good (dispatch.Config.OnLogFailed)
 	wg         sync.WaitGroup // the membership event loop
 	stopEvents func()
 	clickhouse *clickhouseSettings
@@ -224,6 +225,11 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 		case err := <-n.httpErr:
 			runErr = fmt.Errorf("metrics listener: %w", err)
 			n.http = nil
+		case err := <-n.logFailed:
+			// As etcd exits when its WAL cannot be synced: a restart
+			// recovers what reached the disk, and puts are taken again.
+			runErr = fmt.Errorf("queue log failed: %w", err)
+			logger.Error("queue log failed: shutting down so that a restart recovers it", "err", err)
 		case <-n.members.Stopped():
 			runErr = n.members.Err()
 			logger.Error("gossip stopped, node is out of the cluster: shutting down", "err", runErr)
@@ -273,7 +279,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1), tls: tlsSrc}
+	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1), logFailed: make(chan error, 1), tls: tlsSrc}
 	defer func() {
 		if err != nil { // release what was built, in the reverse order
 			n.release()
@@ -318,7 +324,8 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	dcfg.Meter = providers.MeterProvider()
 	dcfg.Tracer = providers.TracerProvider()
 	dcfg.Logger = logger.With("component", "dispatch")
-	dcfg.OnNoSpace = n.raiseNoSpace // n.kv is set before anything puts
+	dcfg.OnNoSpace = n.raiseNoSpace                           // n.kv is set before anything puts
+	dcfg.OnLogFailed = func(err error) { n.logFailed <- err } // once
 	if n.queues, err = dispatch.New(dcfg); err != nil {
 		return nil, err
 	}
