@@ -276,13 +276,24 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 			}
 		} else {
 			m.backupMu.Lock() // keep the rest for the next round
-			if m.backups[k] == nil {
-				rest := &backupSet{msgs: make(map[uint64]incoming), released: set.released, seen: set.seen}
-				for _, in := range msgs[i:] {
-					rest.msgs[in.seq] = in
-					rest.bytes += int64(len(in.value) + len(in.tail))
-				}
+			rest := m.backups[k]
+			if rest == nil {
+				rest = &backupSet{msgs: make(map[uint64]incoming), released: set.released, seen: set.seen}
 				m.backups[k] = rest
+			}
+			// Into a set made meanwhile, too (frames of the same run
+			// came): dropped, the copies' records stayed in the log.
+			for _, in := range msgs[i:] {
+				if _, dup := rest.msgs[in.seq]; dup {
+					m.release(in.lseq)
+					continue
+				}
+				if _, gone := rest.released.get(in.seq); gone {
+					m.release(in.lseq)
+					continue
+				}
+				rest.msgs[in.seq] = in
+				rest.bytes += int64(len(in.value) + len(in.tail))
 			}
 			m.backupMu.Unlock()
 			return
