@@ -123,7 +123,10 @@ func (w *writer) abortCompaction() {
 }
 
 // startCompaction starts a compaction of the oldest segment when the log
-// holds much more than its live records.
+// holds much more than its live records, or when it nears its quota with
+// a segment's worth of released records to reclaim: the ratio alone
+// never came due once the live records passed about half the quota, and
+// appends were refused for good with half of it reclaimable.
 func (l *Log) startCompaction() {
 	w := &l.w
 	if w.compact != nil || w.paused {
@@ -135,8 +138,10 @@ func (l *Log) startCompaction() {
 	for _, s := range l.segs {
 		live += s.liveBytes()
 	}
-	due := len(l.segs) > 1 && !seg.stuck &&
-		float64(l.size) > l.cfg.CompactRatio*float64(live)+float64(l.cfg.SegmentBytes)
+	segBytes, quota := l.cfg.SegmentBytes, l.cfg.QuotaBytes
+	byRatio := float64(l.size) > l.cfg.CompactRatio*float64(live)+float64(segBytes)
+	byQuota := quota > 0 && l.size+segBytes > quota && l.size-live >= segBytes
+	due := len(l.segs) > 1 && !seg.stuck && (byRatio || byQuota)
 	l.mu.Unlock()
 	if !due {
 		return

@@ -146,3 +146,56 @@ func TestLog_Append_fsyncFullFailsTheLog(t *testing.T) {
 	_, got := openLog(t, cfg, hooks{})
 	checkReplay(t, got, want)
 }
+
+// TestLog_quotaCompactsWhenNear: records kept and records released
+// alternate until the quota refuses an append. The ratio (CompactRatio
+// times the live bytes and a segment) lies above the quota once the live
+// records pass about half of it: without a compaction due by the quota,
+// appends were refused for good with half the quota reclaimable. Now the
+// quota refuses only once live records fill most of it.
+func TestLog_quotaCompactsWhenNear(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QuotaBytes = 64 << 10 // segments of 4 KiB
+	l, _ := openLog(t, cfg, hooks{})
+	live := 0
+	for i := 0; i < 1000; i++ {
+		if _, err := l.Append(t.Context(), rec(2*i, 300)); errors.Is(err, ErrNoSpace) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		live += dataFrameSize(300)
+		drop, err := l.Append(t.Context(), rec(2*i+1, 300))
+		if errors.Is(err, ErrNoSpace) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(drop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if live < int(cfg.QuotaBytes)*7/10 {
+		t.Fatalf("the quota of %d bytes refused appends with %d live: the released records were never reclaimed", cfg.QuotaBytes, live)
+	}
+}
+
+// TestLog_quotaDeletesReleasedHeadFirst: every record released, an
+// append that fits the quota alone rolls the head; the sealed head, whose
+// records are all released, counted against the quota until the next
+// round deleted it, and the append was refused.
+func TestLog_quotaDeletesReleasedHeadFirst(t *testing.T) {
+	cfg, _ := testConfig(t)
+	cfg.QuotaBytes = 8 << 10 // segments of 2 KiB
+	l, _ := openLog(t, cfg, hooks{})
+	seq := mustAppend(t, l, rec(1, 4080)) // larger than a segment: a head of its own
+	if err := l.Release(seq); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, 5*time.Second, "the release written", func() bool {
+		return l.Stats().Live == 0 && l.Stats().Commits >= 2
+	})
+	if _, err := l.Append(t.Context(), rec(2, 4080)); err != nil { // 4113 bytes of 8192
+		t.Fatalf("an append to a log with nothing live: %v (stats %+v)", err, l.Stats())
+	}
+}

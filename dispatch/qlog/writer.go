@@ -264,10 +264,18 @@ func (l *Log) commit(reqs []*appendReq) {
 	var taken []*appendReq
 	offs := w.offs[:0] // of the records of the mapped appends taken, in order
 	nrec := 0
+	maintained := false
 	for i, r := range reqs {
 		if len(taken) > 0 && int64(len(buf)+r.bytes) > room {
 			w.carry = append(w.carry, reqs[i:]...)
 			break
+		}
+		if q := l.cfg.QuotaBytes; q > 0 && size+int64(len(buf)+r.bytes) > q && !maintained {
+			// Segments released since the last round (the one a roll
+			// just sealed, say) still count: deleted first, they may
+			// leave room.
+			l.maintain()
+			size, maintained = l.Size(), true
 		}
 		if q := l.cfg.QuotaBytes; q > 0 && size+int64(len(buf)+r.bytes) > q {
 			l.answer(r, 0, fmt.Errorf("%w: the log would pass its quota of %d bytes", ErrNoSpace, q))
