@@ -340,3 +340,38 @@ func TestDeadLetters_badSettingBlamesNoRow(t *testing.T) {
 	}
 	waitUntil(t, 30*time.Second, "the rows in the table", func() bool { return ch.Count(t, "default.setbad") == len(rows) })
 }
+
+// TestDeadLetters_viewFailureKeepsRowsOnce checks, on the real 18.16, a
+// materialized view that fails on a row: the server answers 400 (code 6,
+// "while pushing to view") with the block already in the source table.
+// The rows count as inserted, once each, with no dead letter; before,
+// the batch was bisected, each part written again, and the row stored as
+// a dead letter though it was in the table.
+func TestDeadLetters_viewFailureKeepsRowsOnce(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.vsrc (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
+	ch.Exec(t, "CREATE TABLE default.vdst (id UInt64, n UInt64) ENGINE = MergeTree ORDER BY id")
+	ch.Exec(t, "CREATE MATERIALIZED VIEW default.vmv TO default.vdst AS SELECT id, toUInt64(s) AS n FROM default.vsrc")
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, time.Minute)
+	rows := make([]string, 8)
+	for i := range rows {
+		s := fmt.Sprint(i)
+		if i == 5 {
+			s = "abc" // the view cannot make a UInt64 of it
+		}
+		rows[i] = fmt.Sprintf(`{"id":%d,"s":"%s"}`, i, s)
+	}
+	putRows(t, ctx, cli, "ch:vsrc", rows)
+	waitUntil(t, 30*time.Second, "the queue to empty", func() bool { return n.depth("ch:vsrc") == 0 })
+	if got := ch.Query(t, "SELECT count(), uniqExact(id) FROM default.vsrc"); got != "8\t8" {
+		t.Fatalf("source table holds count, distinct ids = %q, want 8 of 8", got)
+	}
+	if seqs := letterSeqs(t, ctx, cli, "ch:vsrc"); len(seqs) != 0 {
+		t.Fatalf("dead letters %v for rows that are in the table", seqs)
+	}
+	if e := n.mgr.lookup("ch:vsrc").status().LastInsertError; e == nil || e.Code != 6 {
+		t.Fatalf("last insert error %+v, want the view's (code 6)", e)
+	}
+}

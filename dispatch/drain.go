@@ -657,6 +657,9 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			b.untokened = !asked
 		}
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
+		if res.Landed {
+			res = d.viewFailed(target, ep, len(b.rows), res)
+		}
 		if res.Class == sink.ClassData && !res.NamesRow() {
 			res = d.blameRequest(ctx, ep, target, res)
 		}
@@ -711,6 +714,20 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false, false, 0
 	}
+}
+
+// viewFailed returns res, an error a materialized view of the table
+// raised once the rows were in it (sink.Result.Landed), as the success
+// it is for the queue's table: sent again, or bisected into dead letters,
+// the rows would be in the table twice or more. The view misses them:
+// logged, and kept as the queue's last insert error for /status.
+func (d *drainer) viewFailed(target string, ep sink.Endpoint, rows int, res sink.Result) sink.Result {
+	m := d.m
+	d.setLastError(target, res)
+	m.log.Log(context.Background(), m.warns.level("view "+d.q.name, m.clock.Now()),
+		"rows inserted, but a materialized view of the table failed on them: the view misses them", "queue", d.q.name, "table", target,
+		"endpoint", ep.String(), "rows", rows, "code", res.Code, "err", res.Message)
+	return sink.Result{Status: res.Status, Class: sink.ClassOK, Duration: res.Duration, WireBytes: res.WireBytes}
 }
 
 // blameRequest returns res, a data error of a batch that names no row,
@@ -783,6 +800,9 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 		rctx, cancel := m.insertContext(context.WithoutCancel(ctx))
 		defer cancel()
 		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, "")
+		if last.Landed {
+			last = d.viewFailed(target, ep, len(part), last)
+		}
 		if b.span != nil {
 			b.span.AddEvent("clickhouse.bisect", trace.WithAttributes(attribute.Int("chute.batch.rows", len(part)),
 				attribute.String("chute.insert.outcome", last.Class.String()), attribute.Int("db.response.status_code", last.Code)))

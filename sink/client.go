@@ -110,6 +110,11 @@ type Result struct {
 	// cancellation); nil when an answer came. It wraps ErrTimeout on a
 	// timeout and the context's error when ctx ended the request.
 	Err error
+	// Landed is set on an error raised while pushing the inserted block
+	// to a materialized view ("while pushing to view"): the block is in
+	// the table already (18.16 writes it before the views, and a batch is
+	// one block), and sent again it would be there twice.
+	Landed bool
 	// Duration is the time from the start of the request to its end.
 	Duration time.Duration
 	// WireBytes is the size of the request body as sent, after
@@ -265,6 +270,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 	}
 	res.Class, res.Code = Classify(status, code, answer)
 	if res.Class != ClassOK {
+		res.Landed = bytes.Contains(answer, pushingToView)
 		full := Redact(string(answer), ep)
 		res.Detail = truncate([]byte(cutFollowingRows(full)))
 		res.Message = truncate([]byte(RedactRows(full))) // before the cut, which may split a quote
@@ -275,6 +281,10 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 	}
 	return res, answer
 }
+
+// pushingToView marks an exception a materialized view raised after the
+// block went into its source table (Result.Landed).
+var pushingToView = []byte("while pushing to view")
 
 // roundTrip sends one request on a new connection and reads the answer.
 // The connection is closed when ctx ends, so a cancelled caller does not
