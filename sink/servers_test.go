@@ -80,6 +80,26 @@ func TestServers_Record_transientMarksDownOthersStayUp(t *testing.T) {
 	}
 }
 
+// TestServers_Record_queryLimitsKeepTheServerUp: a batch over its query's
+// own limits (time, memory "for query") is refused every time it is sent;
+// marking the server down for it made every queue wait. The server's
+// total memory is the server's: down.
+func TestServers_Record_queryLimitsKeepTheServerUp(t *testing.T) {
+	s, _ := threeServers(t)
+	for _, res := range []Result{
+		{Class: ClassTransient, Code: 241, Message: "Code: 241, e.displayText() = DB::Exception: Memory limit (for query) exceeded: would use 9.54 GiB, maximum: 9.31 GiB"},
+		{Class: ClassTransient, Code: 159, Message: "Code: 159, e.displayText() = DB::Exception: Timeout exceeded: elapsed 5.0 seconds, maximum: 5"},
+	} {
+		if d := s.Record("a:1", res); d != 0 || !s.State()[0].Up {
+			t.Fatalf("code %d: down %v, state %+v; want the server up", res.Code, d, s.State()[0])
+		}
+	}
+	total := Result{Class: ClassTransient, Code: 241, Message: "Code: 241, e.displayText() = DB::Exception: Memory limit (total) exceeded: would use 30.00 GiB"}
+	if d := s.Record("a:1", total); d == 0 {
+		t.Fatal("the server's total memory exceeded: got up, want down")
+	}
+}
+
 func TestServers_Record_backoffDoublesToMaxAndResets(t *testing.T) {
 	s, clk := threeServers(t)
 	want := []time.Duration{1, 2, 4, 8, 16, 30, 30}
