@@ -317,10 +317,11 @@ func uvarintLen(x uint64) int { return (bits.Len64(x|1) + 6) / 7 }
 // file's disk space until nothing references it, and a message can stay
 // queued long after its record was moved by compaction. It runs in the
 // reconcile loop, and walks the queues only when a segment was deleted
-// since its last run. The messages of ClickHouse queues are left alone:
-// a drainer reads its rows' values without the queue's lock, and may
-// still be inserting rows that its removal made ready again, so a value
-// swapped under it could lose its mapping while in use.
+// since its last run. Of a ClickHouse queue it copies the rows not yet
+// delivered to the drainer, and asks the drainer for the others
+// (rehomeDrained): a batch in flight reads its rows' values without the
+// queue's lock. Left alone, a row queued while ClickHouse is down kept a
+// deleted segment on disk (64 MiB), past --quota-backend-bytes.
 func (m *Manager) rehomeValues() {
 	if m.qlog == nil {
 		return
@@ -334,13 +335,21 @@ func (m *Manager) rehomeValues() {
 		_, drained := sink.TableOf(q.name)
 		q.mu.Lock()
 		for _, msg := range q.msgs.all() {
-			if !drained && msg.region.Deleted() {
+			if (!drained || msg.state != msgDrained) && msg.region.Deleted() {
 				msg.value, msg.region = slices.Clone(msg.value), nil
 			}
 		}
 		rehomeIncoming(q.held)
 		q.mu.Unlock()
 	}
+	m.mu.RLock()
+	for _, d := range m.drainers {
+		select {
+		case d.rehome <- struct{}{}:
+		default:
+		}
+	}
+	m.mu.RUnlock()
 	m.backupMu.Lock()
 	for _, set := range m.backups {
 		for seq, in := range set.msgs {

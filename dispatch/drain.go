@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,10 @@ type drainer struct {
 
 	ready chan struct{} // capacity 1: rows arrived
 	sweep chan struct{} // capacity 1: time to look for dead letters to delete (dlq.go)
+	// rehome (capacity 1): the queue log deleted segments; the loop
+	// copies the values of its rows in no batch to the heap
+	// (rehomeDrained).
+	rehome chan struct{}
 	// settled carries each batch back from its goroutine, once; its
 	// capacity is the most batches ever in flight, so a send never
 	// blocks.
@@ -206,7 +211,7 @@ func (m *Manager) ensureDrainer(q *queue) {
 		m.mu.Unlock()
 		return
 	}
-	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), sweep: make(chan struct{}, 1),
+	d := &drainer{m: m, q: q, table: table, ready: make(chan struct{}, 1), sweep: make(chan struct{}, 1), rehome: make(chan struct{}, 1),
 		settled: make(chan *inflight, maxInflightInserts), stop: make(chan struct{}), done: make(chan struct{})}
 	d.c = &consumer{id: "clickhouse", prefix: "q", drain: d}
 	m.drainers[q.name] = d
@@ -267,6 +272,8 @@ func (d *drainer) run() {
 			d.sweepLetters()
 			d.lettersMu.Unlock()
 		case <-d.ready:
+		case <-d.rehome:
+			d.rehomeDrained()
 		case b := <-d.settled:
 			d.land(b)
 		case <-tick:
@@ -277,6 +284,23 @@ func (d *drainer) run() {
 		}
 		if d.stopped() {
 			return
+		}
+	}
+}
+
+// rehomeDrained copies to the heap the values, still views of segments
+// the queue log deleted, of the rows delivered to the drainer and in no
+// batch in flight (rehomeValues does the queue's other rows). In the
+// loop: a batch in flight reads its rows' values without the queue's
+// lock, and only the loop starts batches. The rows of a batch in flight
+// keep their segments until it lands.
+func (d *drainer) rehomeDrained() {
+	q := d.q
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for seq, msg := range q.msgs.all() {
+		if msg.state == msgDrained && msg.region.Deleted() && !inFlight(d.flight, seq) {
+			msg.value, msg.region = slices.Clone(msg.value), nil
 		}
 	}
 }
