@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -802,6 +803,23 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq), true
 }
 
+// partToken returns the deduplication token of the part idx (indexes into
+// b.rows, ascending) of a bisection of b: its first and last numbers and
+// its count, so that no two parts share one. Without one, a table that
+// deduplicates (Replicated*MergeTree, non_replicated_deduplication_window)
+// took two parts of equal rows for one and dropped the second, which was
+// counted inserted. "" when b goes without tokens.
+func (d *drainer) partToken(ctx context.Context, ep sink.Endpoint, b *inflight, idx []int) string {
+	if b.untokened || len(idx) == 0 {
+		return ""
+	}
+	tok, _ := d.token(ctx, ep, b.epoch, []row{b.rows[idx[0]], b.rows[idx[len(idx)-1]]})
+	if tok == "" {
+		return ""
+	}
+	return tok + ":" + strconv.Itoa(len(idx))
+}
+
 // bisect finds the rows of batch b ClickHouse refuses (refusal was its
 // answer to the whole batch), inserts the others, turns the refused ones
 // into dead letters (dlq.go), and ends the batch's span. Rows whose dead
@@ -819,11 +837,11 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 	// the bisection between requests, never during one.
 	ctx, stop := d.stopContext()
 	defer stop()
-	insert := func(ctx context.Context, part [][]byte) sink.Result {
+	insert := func(ctx context.Context, idx []int, part [][]byte) sink.Result {
 		b.attempts++
 		rctx, cancel := m.insertContext(context.WithoutCancel(ctx))
 		defer cancel()
-		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, "")
+		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, d.partToken(rctx, ep, b, idx))
 		if last.Landed {
 			last = d.viewFailed(target, ep, len(part), last)
 		}

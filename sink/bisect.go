@@ -10,9 +10,10 @@ import (
 
 // Inserter sends rows as one batch, typically a closure over
 // Client.Insert with the endpoint and target bound. rows are some of the
-// rows given to Bisect, in their order, in a slice of Bisect's; the
-// Inserter must not keep or change it.
-type Inserter func(ctx context.Context, rows [][]byte) Result
+// rows given to Bisect, in their order, in a slice of Bisect's, and idx
+// their indexes there (for a deduplication token of the part); the
+// Inserter must not keep or change either.
+type Inserter func(ctx context.Context, idx []int, rows [][]byte) Result
 
 // Refused is a row ClickHouse refused with a data error.
 type Refused struct {
@@ -250,7 +251,7 @@ func (b *bisector) send(idx []int) (res Result, ok bool, err error) {
 	for i, j := range idx {
 		rows[i] = b.rows[j]
 	}
-	res = b.insert(b.ctx, rows)
+	res = b.insert(b.ctx, idx, rows)
 	switch {
 	case res.OK():
 		for _, j := range idx {

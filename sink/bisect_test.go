@@ -63,6 +63,11 @@ func refusal(pos int) Result {
 		Message: fmt.Sprintf("Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \" before: bad: (while read the value of key n): (at row %d)\n, e.what() = DB::Exception", pos)}
 }
 
+// inserter is insert as an Inserter.
+func (f *fakeTable) inserter(ctx context.Context, _ []int, rows [][]byte) Result {
+	return f.insert(ctx, rows)
+}
+
 func (f *fakeTable) insert(_ context.Context, rows [][]byte) Result {
 	f.requests++
 	f.sent += len(rows)
@@ -156,7 +161,7 @@ func TestBisect_oneBadRowAmongThousand(t *testing.T) {
 		for _, bad := range []int{0, 1, 499, 500, 617, 998, 999} {
 			f := &fakeTable{t: t, bad: map[int]bool{bad: true}, noMarker: noMarker}
 			rows := rowsN(n)
-			refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+			refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 			if err != nil {
 				t.Fatalf("bad row %d: %v", bad, err)
 			}
@@ -181,7 +186,7 @@ func TestBisect_everyPlacement(t *testing.T) {
 				for b := a; b < n; b++ { // a == b: one bad row
 					f := &fakeTable{t: t, bad: map[int]bool{a: true, b: true}, noMarker: noMarker}
 					rows := rowsN(n)
-					refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+					refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 					if err != nil {
 						t.Fatalf("n=%d bad=%d,%d: %v", n, a, b, err)
 					}
@@ -209,7 +214,7 @@ func TestBisect_runsOfBadRows(t *testing.T) {
 			}
 		}
 		rows := rowsN(n)
-		refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+		refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +237,7 @@ func TestBisect_runsOfBadRows(t *testing.T) {
 func TestBisect_chunkRelativeNumbers(t *testing.T) {
 	rows := bigRowsN(3000, 1000) // about 3 MiB
 	f := &fakeTable{t: t, bad: map[int]bool{1100: true, 1500: true, 2999: true}, chunkRows: 1000}
-	refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+	refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +255,7 @@ func TestBisect_allBad(t *testing.T) {
 			f.bad[i] = true
 		}
 		rows := rowsN(n)
-		refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+		refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 		if err != nil || len(refused) != n {
 			t.Fatalf("got %d refused, %v; want %d, nil", len(refused), err, n)
 		}
@@ -265,7 +270,7 @@ func TestBisect_allBad(t *testing.T) {
 func TestBisect_singleRowNotSentAgain(t *testing.T) {
 	f := &fakeTable{t: t, bad: map[int]bool{0: true}, noMarker: true}
 	rows := rowsN(1)
-	refused, err := Bisect(context.Background(), f.insert, rows, f.first(rows))
+	refused, err := Bisect(context.Background(), f.inserter, rows, f.first(rows))
 	if err != nil || len(refused) != 1 || f.requests != 0 {
 		t.Fatalf("got refused %+v, err %v, %d requests; want row 0, nil, 0", refused, err, f.requests)
 	}
@@ -274,7 +279,7 @@ func TestBisect_singleRowNotSentAgain(t *testing.T) {
 // Without the batch's answer, a single row is sent on its own.
 func TestBisect_noRefusalGiven(t *testing.T) {
 	f := &fakeTable{t: t, bad: map[int]bool{0: true, 5: true}}
-	refused, err := Bisect(context.Background(), f.insert, rowsN(8), Result{})
+	refused, err := Bisect(context.Background(), f.inserter, rowsN(8), Result{})
 	if err != nil || len(refused) != 2 {
 		t.Fatalf("got refused %+v, err %v; want rows 0 and 5", refused, err)
 	}
@@ -283,7 +288,7 @@ func TestBisect_noRefusalGiven(t *testing.T) {
 
 func TestBisect_empty(t *testing.T) {
 	f := &fakeTable{t: t}
-	refused, err := Bisect(context.Background(), f.insert, nil, refusal(1))
+	refused, err := Bisect(context.Background(), f.inserter, nil, refusal(1))
 	if refused != nil || err != nil || f.requests != 0 {
 		t.Fatalf("got %v, %v, %d requests", refused, err, f.requests)
 	}
@@ -294,7 +299,7 @@ func TestBisect_empty(t *testing.T) {
 func TestBisect_halvesAllGoIn(t *testing.T) {
 	const n = 10
 	f := &fakeTable{t: t, bad: map[int]bool{}}
-	refused, err := Bisect(context.Background(), f.insert, rowsN(n), Result{Status: 413, Class: ClassData, Message: "too large"})
+	refused, err := Bisect(context.Background(), f.inserter, rowsN(n), Result{Status: 413, Class: ClassData, Message: "too large"})
 	if err != nil || len(refused) != 0 || len(f.inserted) != n {
 		t.Fatalf("got refused %v, err %v, %d inserted", refused, err, len(f.inserted))
 	}
@@ -314,7 +319,7 @@ func TestBisect_rowsPutAsideFail(t *testing.T) {
 		}
 		return Result{}, false
 	}
-	refused, err := Bisect(context.Background(), f.insert, rows, first)
+	refused, err := Bisect(context.Background(), f.inserter, rows, first)
 	if err != nil || len(refused) != 1 || refused[0].Index != 40 {
 		t.Fatalf("got refused %+v, err %v; want row 40", refused, err)
 	}
@@ -335,7 +340,7 @@ func TestBisect_transientStops(t *testing.T) {
 					}
 					return Result{}, false
 				}
-				refused, err := Bisect(context.Background(), f.insert, rows, first)
+				refused, err := Bisect(context.Background(), f.inserter, rows, first)
 				var be *BisectError
 				if !errors.As(err, &be) {
 					if err == nil && f.requests < stopAt {
@@ -371,7 +376,7 @@ func TestBisect_contextEnds(t *testing.T) {
 		}
 		return Result{}, false
 	}
-	refused, err := Bisect(ctx, f.insert, rows, first)
+	refused, err := Bisect(ctx, f.inserter, rows, first)
 	var be *BisectError
 	if !errors.As(err, &be) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want a *BisectError wrapping context.Canceled", err)

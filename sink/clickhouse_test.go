@@ -172,11 +172,11 @@ func TestClickHouse(t *testing.T) {
 		rows[bad] = []byte(`{"id":"not a number","s":"bad"}`)
 		target := Target("", "bis")
 		requests := 0
-		insert := func(ctx context.Context, part [][]byte) Result {
+		insert := func(ctx context.Context, _ []int, part [][]byte) Result {
 			requests++
 			return c.Insert(ctx, ep, target, part, "")
 		}
-		first := insert(ctx, rows)
+		first := insert(ctx, nil, rows)
 		if first.Class != ClassData {
 			t.Fatalf("the whole batch: got %+v, want a data error", first)
 		}
