@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -685,6 +686,12 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 		if res.Landed {
 			res = d.viewFailed(target, ep, len(b.rows), res)
 		}
+		if tok != "" && res.Code == codeUnknownSetting && strings.Contains(res.Message, sink.TokenSetting) {
+			// Another server at the address (a rollback): asked again.
+			m.mu.Lock()
+			delete(m.tokenSupport, ep.Addr)
+			m.mu.Unlock()
+		}
 		if res.Class == sink.ClassData && !res.NamesRow() {
 			res = d.blameRequest(ctx, ep, target, res)
 		}
@@ -802,6 +809,9 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	// that lost must not pass for one of the winner's.
 	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq), true
 }
+
+// codeUnknownSetting is ClickHouse's UNKNOWN_SETTING.
+const codeUnknownSetting = 115
 
 // partToken returns the deduplication token of the part idx (indexes into
 // b.rows, ascending) of a bisection of b: its first and last numbers and

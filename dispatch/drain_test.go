@@ -457,3 +457,64 @@ func TestDrainer_bisectPartsCarryTokens(t *testing.T) {
 		t.Fatalf("the table holds %d of the 8 good rows", stored)
 	}
 }
+
+// rolledBackClickHouse is a fake ClickHouse that knows
+// insert_deduplication_token until rolled back to a version that does
+// not (18.16 is one), at the same address.
+type rolledBackClickHouse struct {
+	mu     sync.Mutex
+	old    bool
+	stored int
+}
+
+func (f *rolledBackClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if strings.Contains(string(b), "system.settings") {
+		if f.old {
+			fmt.Fprintln(w, "0")
+		} else {
+			fmt.Fprintln(w, "1")
+		}
+		return
+	}
+	if f.old && r.URL.Query().Has("insert_deduplication_token") {
+		w.Header().Set("X-ClickHouse-Exception-Code", "115")
+		w.WriteHeader(http.StatusNotFound)
+		fmt.Fprintln(w, "Code: 115, e.displayText() = DB::Exception: Unknown setting insert_deduplication_token")
+		return
+	}
+	if rows := strings.TrimSpace(string(b)); rows != "" {
+		f.stored += len(strings.Split(rows, "\n"))
+	}
+}
+
+// TestDrainer_tokenSupportAskedAgain: a server that knew the dedup token
+// is replaced at its address by one that does not (a rollback). The
+// answer was remembered for good, and every batch refused as a config
+// error: the queue stalled until the node restarted.
+func TestDrainer_tokenSupportAskedAgain(t *testing.T) {
+	fake := &rolledBackClickHouse{}
+	srv := httptest.NewServer(fake)
+	t.Cleanup(srv.Close)
+	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := cli.Put(ctx, "/q/ch:t/p/1", `{"n":1}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the first row in", func() bool { return n.depth("ch:t") == 0 })
+	fake.mu.Lock()
+	fake.old = true
+	fake.mu.Unlock()
+	if _, err := cli.Put(ctx, "/q/ch:t/p/2", `{"n":2}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the row put after the rollback in", func() bool { return n.depth("ch:t") == 0 })
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if fake.stored != 2 {
+		t.Fatalf("stored %d rows, want 2", fake.stored)
+	}
+}
