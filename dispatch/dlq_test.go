@@ -338,30 +338,13 @@ func TestDeadLetters_writeFailsForAMoment(t *testing.T) {
 	fake := &pickyClickHouse{up: true}
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	ch := &chURL{url: srv.URL, db: "default"}
-	mgr, err := New(Config{MemberID: 7, Visibility: time.Minute, ClickHouse: ch.get, ClickHouseTLS: ch.tlsConfig, ClickHouseOptions: ch.options,
-		RetryMin: 50 * time.Millisecond, RetryMax: 500 * time.Millisecond, InsertTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kcfg := kv.DefaultConfig()
-	kcfg.MemberID, kcfg.ListenClientURLs, kcfg.Queues = 7, []string{"http://127.0.0.1:0"}, mgr
-	ksrv, err := kv.New(kcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ksrv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	records := &leaderlessLetters{Server: ksrv}
-	mgr.Start(records, nil)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = ksrv.Shutdown(ctx)
-		_ = mgr.Shutdown(ctx)
+	var records *leaderlessLetters
+	n := startSinkNodeOn(t, &chURL{url: srv.URL, db: "default"}, func(s *kv.Server) RecordStore {
+		records = &leaderlessLetters{Server: s}
+		return records
 	})
-	cli := (&testNode{kv: ksrv, mgr: mgr}).client(t)
+	mgr := n.mgr
+	cli := n.client(t)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := cli.Put(ctx, SettingsKey("ch:events"), `{"ack":"inserted"}`); err != nil {
 		t.Fatal(err)

@@ -243,11 +243,25 @@ type pickyClickHouse struct {
 	refused int // inserts refused with code 27
 }
 
-func (f *pickyClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+// insertBody reads the body of a request to a fake ClickHouse, and
+// answers the question whether it knows insert_deduplication_token
+// (knowsToken) when that is what it is: ok is then false.
+func insertBody(w http.ResponseWriter, r *http.Request, knowsToken bool) (body string, ok bool) {
 	b, _ := io.ReadAll(r.Body)
-	body := string(b)
-	if strings.Contains(body, "system.settings") {
-		fmt.Fprintln(w, "0")
+	if strings.Contains(string(b), "system.settings") {
+		if knowsToken {
+			fmt.Fprintln(w, "1")
+		} else {
+			fmt.Fprintln(w, "0")
+		}
+		return "", false
+	}
+	return string(b), true
+}
+
+func (f *pickyClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := insertBody(w, r, false)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -402,10 +416,8 @@ type dedupClickHouse struct {
 }
 
 func (f *dedupClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	body := string(b)
-	if strings.Contains(body, "system.settings") {
-		fmt.Fprintln(w, "1")
+	body, ok := insertBody(w, r, true)
+	if !ok {
 		return
 	}
 	f.mu.Lock()
@@ -468,15 +480,10 @@ type rolledBackClickHouse struct {
 }
 
 func (f *rolledBackClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if strings.Contains(string(b), "system.settings") {
-		if f.old {
-			fmt.Fprintln(w, "0")
-		} else {
-			fmt.Fprintln(w, "1")
-		}
+	body, ok := insertBody(w, r, !f.old)
+	if !ok {
 		return
 	}
 	if f.old && r.URL.Query().Has("insert_deduplication_token") {
@@ -485,7 +492,7 @@ func (f *rolledBackClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request)
 		fmt.Fprintln(w, "Code: 115, e.displayText() = DB::Exception: Unknown setting insert_deduplication_token")
 		return
 	}
-	if rows := strings.TrimSpace(string(b)); rows != "" {
+	if rows := strings.TrimSpace(body); rows != "" {
 		f.stored += len(strings.Split(rows, "\n"))
 	}
 }

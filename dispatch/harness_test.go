@@ -23,6 +23,14 @@ type testNode struct {
 // config mutate may change.
 func startNode(t *testing.T, mutate func(*Config)) *testNode {
 	t.Helper()
+	return startNodeOn(t, mutate, nil)
+}
+
+// startNodeOn is startNode with the manager reading and writing the key
+// space through records(srv) (nil: srv itself), which may fail some
+// writes as a cluster would.
+func startNodeOn(t *testing.T, mutate func(*Config), records func(*kv.Server) RecordStore) *testNode {
+	t.Helper()
 	cfg := Config{MemberID: 7, Visibility: time.Minute} // no redelivery in a loaded test run unless a test asks
 	if mutate != nil {
 		mutate(&cfg)
@@ -45,7 +53,11 @@ func startNode(t *testing.T, mutate func(*Config)) *testNode {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	mgr.Start(srv, nil)
+	var rs RecordStore = srv
+	if records != nil {
+		rs = records(srv)
+	}
+	mgr.Start(rs, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

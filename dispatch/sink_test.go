@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"chute/kv"
 	"chute/sink"
 )
 
@@ -44,7 +45,13 @@ func (c *chURL) get() (string, string) {
 // startSinkNode starts one node draining ClickHouse queues into ch;
 // mutate may change its config further.
 func startSinkNode(t *testing.T, settings *chURL, mutate ...func(*Config)) *testNode {
-	return startNode(t, func(c *Config) {
+	return startSinkNodeOn(t, settings, nil, mutate...)
+}
+
+// startSinkNodeOn is startSinkNode with the key space through records
+// (startNodeOn).
+func startSinkNodeOn(t *testing.T, settings *chURL, records func(*kv.Server) RecordStore, mutate ...func(*Config)) *testNode {
+	return startNodeOn(t, func(c *Config) {
 		c.ClickHouse = settings.get
 		c.ClickHouseTLS = settings.tlsConfig
 		c.ClickHouseOptions = settings.options
@@ -54,7 +61,7 @@ func startSinkNode(t *testing.T, settings *chURL, mutate ...func(*Config)) *test
 		for _, f := range mutate {
 			f(c)
 		}
-	})
+	}, records)
 }
 
 // TestSink_refusesBadValues checks put-time validation: values that are not
