@@ -42,6 +42,11 @@ func (l *Log) maintain() {
 			s.region.deleted.Store(true)
 		}
 		l.mu.Lock()
+		// Cleared first: the slice's array, which keeps the place,
+		// would keep the segment and its Region reachable, and with it
+		// the deleted file's mapping and disk space, until an append
+		// moves the array.
+		l.segs[0] = nil
 		l.segs = l.segs[1:]
 		l.size -= s.size
 		l.stats.Deleted++
