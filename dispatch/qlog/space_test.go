@@ -3,10 +3,7 @@ package qlog
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -224,24 +221,6 @@ func TestLog_deletedSegmentsLetGo(t *testing.T) {
 	testutil.EventuallyTrue(t, 5*time.Second, "segments deleted", func() bool { return l.Stats().Deleted >= 4 })
 	testutil.EventuallyTrue(t, 5*time.Second, "the deleted segments' files closed", func() bool {
 		runtime.GC()
-		return deletedOpen(t, cfg.Dir) == 0
+		return testutil.DeletedOpen(t, cfg.Dir) == 0
 	})
-}
-
-// deletedOpen counts the files under dir this process holds open though
-// they were deleted.
-func deletedOpen(t *testing.T, dir string) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatalf("reading the process's open files: %v", err)
-	}
-	n := 0
-	for _, e := range ents {
-		target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
-		if err == nil && strings.HasPrefix(target, dir+"/") && strings.HasSuffix(target, " (deleted)") {
-			n++
-		}
-	}
-	return n
 }
