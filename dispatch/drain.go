@@ -312,14 +312,14 @@ func (d *drainer) rehomeDrained() {
 func (d *drainer) land(b *inflight) {
 	for i, f := range d.flight {
 		if f == b {
-			d.flight = append(d.flight[:i], d.flight[i+1:]...)
+			d.flight = slices.Delete(d.flight, i, i+1) // clears the place it frees: the batch's regions go
 			d.flightN -= len(b.rows)
 			break
 		}
 	}
 	d.rowsKept.keep(b.rows)
 	d.valsKept.keep(b.values)
-	b.rows, b.values = nil, nil
+	b.rows, b.values, b.reader = nil, nil, nil
 }
 
 // startBatches starts the batches that may start now and returns how

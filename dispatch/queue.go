@@ -842,7 +842,7 @@ func (q *queue) removeConsumer(c *consumer, now time.Time) {
 func (q *queue) dropConsumerLocked(c *consumer) {
 	for i, o := range q.consumers {
 		if o == c {
-			q.consumers = append(q.consumers[:i], q.consumers[i+1:]...)
+			q.consumers = slices.Delete(q.consumers, i, i+1) // clears the place it frees
 			break
 		}
 	}

@@ -3,9 +3,12 @@ package dispatch
 import (
 	"fmt"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 // TestRehome_clickHouseRowsFreeDeletedSegments: while ClickHouse is down,
@@ -20,8 +23,9 @@ func TestRehome_clickHouseRowsFreeDeletedSegments(t *testing.T) {
 	down := &pickyClickHouse{} // answers 503 to every insert
 	srv := httptest.NewServer(down)
 	t.Cleanup(srv.Close)
+	dir := t.TempDir()
 	n := startSinkNode(t, &chURL{url: srv.URL, db: "default"}, func(c *Config) {
-		c.DataDir, c.NoSync, c.QueueLogSegmentBytes, c.QuotaBytes = t.TempDir(), true, segment, quota
+		c.DataDir, c.NoSync, c.QueueLogSegmentBytes, c.QuotaBytes = dir, true, segment, quota
 		c.RetryMin, c.RetryMax = time.Hour, time.Hour // the batches in flight stay as they formed
 	})
 	cli := n.client(t)
@@ -64,6 +68,11 @@ func TestRehome_clickHouseRowsFreeDeletedSegments(t *testing.T) {
 		return k
 	}
 	waitUntil(t, 20*time.Second, "the rows in no batch copied off the deleted segments", func() bool { return onDeleted() <= 1 })
+	// And the files let go: the batch's row keeps one.
+	waitUntil(t, 20*time.Second, "the deleted segments' files closed", func() bool {
+		runtime.GC()
+		return testutil.DeletedOpen(t, dir) <= 1
+	})
 	if st := n.mgr.qlog.Stats(); st.Deleted < 30 {
 		t.Fatalf("stats %+v: want most segments deleted", st)
 	}
