@@ -51,9 +51,12 @@ func TestWipedMember_doesNotVoteAsItsOldServer(t *testing.T) {
 	})
 
 	ms[1].stop(t) // m2 misses the next write
-	if err := ms[0].c.Propose(testCtx(t), []byte("acked")); err != nil {
-		t.Fatal(err)
-	}
+	// Committed by m1 and m3, whichever leads them: on a loaded machine
+	// m1 may step down during the write (a slow heartbeat), and the
+	// write is asked again.
+	testutil.Eventually(t, 20*time.Second, "the write committed without m2", func() error {
+		return waitLeader(t, ms[0], ms[2]).c.Propose(testCtx(t), []byte("acked"))
+	})
 	ms[2].stop(t) // acknowledged on m1 and m3; then m3's data dir is wiped
 	m3 := startOn(t, "m3", addrs[2], 0xdef, newDisk(), nil)
 	ms[0].stop(t) // m1 crashes; m2 comes back on its own disk
