@@ -19,6 +19,18 @@ import (
 	chuteotel "chute/otel"
 )
 
+// startTableNode starts a ClickHouse with the tables ddl creates and a
+// node draining into it, with a client and a minute for the test.
+func startTableNode(t *testing.T, ddl ...string) (*chtest.Server, *testNode, *clientv3.Client, context.Context) {
+	t.Helper()
+	ch := chtest.Start(t)
+	for _, q := range ddl {
+		ch.Exec(t, q)
+	}
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
+	return ch, n, n.client(t), testCtx(t, time.Minute)
+}
+
 // putRows puts rows to queue's producer keys in txns of 128 puts, key i
 // for row i.
 func putRows(t *testing.T, ctx context.Context, cli *clientv3.Client, queue string, rows []string) {
@@ -235,11 +247,7 @@ func TestDeadLetters_shutdownStopsBisection(t *testing.T) {
 // bisected batch are one write of the key space (one raft entry), not
 // one per row.
 func TestDeadLetters_oneWritePerBatch(t *testing.T) {
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default.batch (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
-	cli := n.client(t)
-	ctx := testCtx(t, time.Minute)
+	ch, n, cli, ctx := startTableNode(t, "CREATE TABLE default.batch (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
 	putRows(t, ctx, cli, "ch:batch", []string{`{"id":1000,"n":1}`}) // claims the queue: a write of its own
 	waitCount(t, ch, "default.batch", 1, 10*time.Second)
 	applied := n.kv.StateMachine().Applied()
@@ -266,11 +274,7 @@ func TestDeadLetters_oneWritePerBatch(t *testing.T) {
 // letters do not push out the ones left while there is room, and past
 // the max the oldest by number go, "9" before "10".
 func TestDeadLetters_userDeleteKeepsBound(t *testing.T) {
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default.bound (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
-	cli := n.client(t)
-	ctx := testCtx(t, time.Minute)
+	_, n, cli, ctx := startTableNode(t, "CREATE TABLE default.bound (id UInt64, n UInt32) ENGINE = MergeTree ORDER BY id")
 	if _, err := cli.Put(ctx, SettingsKey("ch:bound"), `{"dlq_max_rows":10}`); err != nil {
 		t.Fatal(err)
 	}
@@ -314,11 +318,7 @@ func TestDeadLetters_userDeleteKeepsBound(t *testing.T) {
 // sending each to the dead letters, past dlq_max_rows for good; once the
 // setting is fixed they land.
 func TestDeadLetters_badSettingBlamesNoRow(t *testing.T) {
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default.setbad (id UInt64) ENGINE = MergeTree ORDER BY id")
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
-	cli := n.client(t)
-	ctx := testCtx(t, time.Minute)
+	ch, n, cli, ctx := startTableNode(t, "CREATE TABLE default.setbad (id UInt64) ENGINE = MergeTree ORDER BY id")
 	if _, err := cli.Put(ctx, SettingsKey("ch:setbad"), `{"settings":{"insert_distributed_sync":-1}}`); err != nil {
 		t.Fatal(err)
 	}
@@ -348,13 +348,7 @@ func TestDeadLetters_badSettingBlamesNoRow(t *testing.T) {
 // the batch was bisected, each part written again, and the row stored as
 // a dead letter though it was in the table.
 func TestDeadLetters_viewFailureKeepsRowsOnce(t *testing.T) {
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default.vsrc (id UInt64, s String) ENGINE = MergeTree ORDER BY id")
-	ch.Exec(t, "CREATE TABLE default.vdst (id UInt64, n UInt64) ENGINE = MergeTree ORDER BY id")
-	ch.Exec(t, "CREATE MATERIALIZED VIEW default.vmv TO default.vdst AS SELECT id, toUInt64(s) AS n FROM default.vsrc")
-	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"})
-	cli := n.client(t)
-	ctx := testCtx(t, time.Minute)
+	ch, n, cli, ctx := startTableNode(t, "CREATE TABLE default.vsrc (id UInt64, s String) ENGINE = MergeTree ORDER BY id", "CREATE TABLE default.vdst (id UInt64, n UInt64) ENGINE = MergeTree ORDER BY id", "CREATE MATERIALIZED VIEW default.vmv TO default.vdst AS SELECT id, toUInt64(s) AS n FROM default.vsrc")
 	rows := make([]string, 8)
 	for i := range rows {
 		s := fmt.Sprint(i)
