@@ -107,6 +107,16 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 		m.unpersist(copies)
 		return errOverCap
 	}
+	set.keep(m, copies)
+	if len(set.msgs) == 0 && b.Kind == peerpb.ForwardKind_RESET && len(b.Messages) == 0 {
+		delete(m.backups, key)
+	}
+	return nil
+}
+
+// keep adds copies to set, but for those it holds or had released, whose
+// records are released. The caller holds backupMu.
+func (set *backupSet) keep(m *Manager, copies []incoming) {
 	for _, in := range copies {
 		if _, gone := set.released.get(in.seq); gone {
 			m.release(in.lseq)
@@ -119,10 +129,6 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 		set.msgs[in.seq] = in
 		set.bytes += int64(len(in.value) + len(in.tail))
 	}
-	if len(set.msgs) == 0 && b.Kind == peerpb.ForwardKind_RESET && len(b.Messages) == 0 {
-		delete(m.backups, key)
-	}
-	return nil
 }
 
 // releaseAll releases the records of the copies in set, which is dropped.
@@ -283,18 +289,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 			}
 			// Into a set made meanwhile, too (frames of the same run
 			// came): dropped, the copies' records stayed in the log.
-			for _, in := range msgs[i:] {
-				if _, dup := rest.msgs[in.seq]; dup {
-					m.release(in.lseq)
-					continue
-				}
-				if _, gone := rest.released.get(in.seq); gone {
-					m.release(in.lseq)
-					continue
-				}
-				rest.msgs[in.seq] = in
-				rest.bytes += int64(len(in.value) + len(in.tail))
-			}
+			rest.keep(m, msgs[i:])
 			m.backupMu.Unlock()
 			return
 		}
