@@ -25,28 +25,29 @@ func (s *Server) Changes() uint64 { return s.store.Changes() }
 // committed later. A ctx without a deadline is bounded by
 // internalWriteTimeout.
 func (s *Server) CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error) {
-	cmp := &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: old}}
+	cmp := valueIs(key, old)
 	if old == nil {
 		cmp = &pb.Compare{Key: []byte(key), Target: pb.Compare_CREATE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_CreateRevision{}}
 	}
-	res := s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{
-		Compare: []*pb.Compare{cmp},
-		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}}},
-	}})
-	if res.Err != nil {
-		return false, res.Err
-	}
-	return res.Resp.(*pb.TxnResponse).Succeeded, nil
+	return s.writeIf(ctx, cmp, &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte(key), Value: value}}})
 }
 
 // CompareAndDelete deletes key when its current value equals old, as a
 // write of the whole cluster, and reports whether it deleted it. Errors
 // are CompareAndPut's.
 func (s *Server) CompareAndDelete(ctx context.Context, key string, old []byte) (bool, error) {
-	res := s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{
-		Compare: []*pb.Compare{{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: old}}},
-		Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}}},
-	}})
+	return s.writeIf(ctx, valueIs(key, old), &pb.RequestOp{Request: &pb.RequestOp_RequestDeleteRange{RequestDeleteRange: &pb.DeleteRangeRequest{Key: []byte(key)}}})
+}
+
+// valueIs compares key's value with v.
+func valueIs(key string, v []byte) *pb.Compare {
+	return &pb.Compare{Key: []byte(key), Target: pb.Compare_VALUE, Result: pb.Compare_EQUAL, TargetUnion: &pb.Compare_Value{Value: v}}
+}
+
+// writeIf makes op when cmp holds, as one txn of the whole cluster, and
+// reports whether it did.
+func (s *Server) writeIf(ctx context.Context, cmp *pb.Compare, op *pb.RequestOp) (bool, error) {
+	res := s.writeOwn(ctx, &pb.InternalRaftRequest{Txn: &pb.TxnRequest{Compare: []*pb.Compare{cmp}, Success: []*pb.RequestOp{op}}})
 	if res.Err != nil {
 		return false, res.Err
 	}
