@@ -335,8 +335,8 @@ func (m *Manager) rehomeValues() {
 		_, drained := sink.TableOf(q.name)
 		q.mu.Lock()
 		for _, msg := range q.msgs.all() {
-			if (!drained || msg.state != msgDrained) && msg.region.Deleted() {
-				msg.value, msg.region = slices.Clone(msg.value), nil
+			if !drained || msg.state != msgDrained {
+				msg.rehome()
 			}
 		}
 		rehomeIncoming(q.held)

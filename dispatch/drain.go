@@ -302,7 +302,7 @@ func (d *drainer) rehomeDrained() {
 	defer q.mu.Unlock()
 	for seq, msg := range q.msgs.all() {
 		if msg.state == msgDrained && msg.region.Deleted() && !inFlight(d.flight, seq) {
-			msg.value, msg.region = slices.Clone(msg.value), nil
+			msg.rehome()
 		}
 	}
 }

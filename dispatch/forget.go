@@ -55,8 +55,8 @@ func (m *Manager) forgetIdle(qs []*queue) {
 }
 
 // forget forgets q, last used at seen, if it holds nothing and nothing
-// used it since: first its record, when it names this member alone and
-// *deletes allows one more, then the queue. A record not deleted keeps
+// used it since: first its record, when it names this member and no more
+// and *deletes allows one more, then the queue. A record not deleted keeps
 // the queue for a later round; a put that comes between the two claims
 // the queue again (or finds it here, if it came first), and the queue
 // is kept. It reports false when deleting the record failed.

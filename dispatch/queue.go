@@ -48,6 +48,15 @@ type message struct {
 
 func (m *message) size() int64 { return int64(len(m.value) + len(m.tail)) }
 
+// rehome copies the value to the Go heap when it is a view of a segment
+// the queue log deleted, whose disk space the mapping keeps. The caller
+// holds the queue's mu, and no batch in flight reads the message.
+func (m *message) rehome() {
+	if m.region.Deleted() {
+		m.value, m.region = slices.Clone(m.value), nil
+	}
+}
+
 // heapValue returns the value on the Go heap: a copy when it is a view of
 // the queue log, which is valid only while the message is reachable.
 func (m *message) heapValue() []byte {
