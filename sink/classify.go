@@ -159,6 +159,21 @@ var tooManyPartitions = []byte("Too many partitions for single INSERT block")
 // row 1)", newer servers "(while reading the value of key id): (at row 1)".
 var rowMarkers = [][]byte{[]byte("(at row "), []byte("the value of key ")}
 
+// OverQueryLimit reports whether r is a limit of the query that
+// ClickHouse answered: its max_execution_time (TIMEOUT_EXCEEDED, 159) or
+// its own max_memory_usage ("Memory limit (for query) exceeded", 241),
+// not the server's total memory ("(total)"), which concerns every batch.
+// The same request fails again; a smaller one may not.
+func (r Result) OverQueryLimit() bool {
+	switch r.Code {
+	case 159:
+		return true
+	case 241:
+		return strings.Contains(r.Message, "(for query)")
+	}
+	return false
+}
+
 // NamesRow reports whether the answer points at a row of the request, as
 // ClickHouse's errors of one row do ("(at row N)", "the value of key
 // K"). A data error that names none may be the request's: a setting

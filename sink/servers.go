@@ -3,7 +3,6 @@ package sink
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 )
@@ -158,7 +157,7 @@ func (s *Servers) Pick(tried ...string) (ep Endpoint, wait time.Duration, ok boo
 // and returns 0. A failure of a server already down (a batch sent before
 // another's failure marked it) counts once: it returns the rest of the
 // period and does not lengthen it. A transient failure of the query, not
-// the server (queryFailed: its own time or memory limit), marks it up:
+// the server (Result.OverQueryLimit: its own time or memory limit), marks it up:
 // every batch of every queue would wait out its down period for one
 // batch too large for the limits. A server no longer Set is ignored.
 func (s *Servers) Record(addr string, res Result) time.Duration {
@@ -173,7 +172,7 @@ func (s *Servers) Record(addr string, res Result) time.Duration {
 		sv.batches[c]++
 	}
 	sv.wire += uint64(res.WireBytes)
-	if res.Class != ClassTransient || queryFailed(res) {
+	if res.Class != ClassTransient || res.OverQueryLimit() {
 		sv.fails, sv.downUntil = 0, time.Time{}
 		return 0
 	}
@@ -189,20 +188,6 @@ func (s *Servers) Record(addr string, res Result) time.Duration {
 	down = min(down, s.downMax)
 	sv.downUntil = now.Add(down)
 	return down
-}
-
-// queryFailed reports whether res is a limit of the query that ClickHouse
-// answered: its max_execution_time (TIMEOUT_EXCEEDED, 159) or its own
-// max_memory_usage ("Memory limit (for query) exceeded", 241), not the
-// server's total memory ("(total)"), which concerns every batch.
-func queryFailed(res Result) bool {
-	switch res.Code {
-	case 159:
-		return true
-	case 241:
-		return strings.Contains(res.Message, "(for query)")
-	}
-	return false
 }
 
 // ServerState is one server as /status shows it.
