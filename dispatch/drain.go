@@ -96,6 +96,8 @@ type drainer struct {
 	// an insert ClickHouse took or refused as data: a member leaving
 	// does not wait to flush a failing queue (flushLeft).
 	failing atomic.Bool
+
+	rowCap rowCap // of batches, while ClickHouse's query limits refuse larger ones
 }
 
 // inflight is a batch: fixed from its first attempt to its last, so a
@@ -110,6 +112,7 @@ type inflight struct {
 	epoch    uint64 // of the queue's record when the batch was formed, for its token
 	label    string // the table label of its metrics ("db.table" or "_other")
 	attempts int
+	limited  int // attempts refused by ClickHouse's limits of one query
 	// untokened: an attempt went without a dedup token because the
 	// server could not be asked whether it takes one (drainer.token), so
 	// every later attempt goes without one too: a first attempt that
@@ -326,6 +329,7 @@ func (d *drainer) land(b *inflight) {
 // long until the next one may (0: none waits for the clock, only for
 // rows or for a batch to settle).
 func (d *drainer) startBatches(set Settings) time.Duration {
+	set.BatchRows = d.rowCap.limit(set.BatchRows)
 	for {
 		select {
 		case b := <-d.settled: // its slot and its rows are free
@@ -707,6 +711,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 		switch res.Class {
 		case sink.ClassOK:
 			d.drop(b.rows)
+			d.rowCap.landed(len(b.rows), set.BatchRows)
 			d.recovered(target)
 			m.inserts.inserted(ctx, b.label, len(b.rows), b.bytes)
 			m.inserts.batches.Add(ctx, 1, metric.WithAttributes(attribute.String("table", b.label), attribute.String("outcome", "ok")))
@@ -740,12 +745,32 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 				"endpoint", ep.String(), "retry_in", wait, "code", res.Code, "status", res.Status, "err", res.Message)
 			return false, false, wait
 		}
+		if res.OverQueryLimit() && len(b.rows) > 1 {
+			if b.limited++; b.limited >= splitAfter {
+				d.split(b, target, ep, res)
+				return true, false, 0 // a pause, then the rows form smaller batches
+			}
+		}
 		insertAttempt(b.span, "clickhouse.retry", b.attempts, len(b.rows), res)
 		d.failing.Store(true)
 		d.warnState(res.Class, "insert failed; retrying", "queue", d.q.name, "table", target,
 			"endpoint", ep.String(), "code", res.Code, "status", res.Status, "err", res.Message)
 		return false, false, 0
 	}
+}
+
+// split gives up batch b, which ClickHouse's limits of one query refused
+// splitAfter times (res the last answer): its rows stay queued, and the
+// queue's batches are capped at half of it (rowCap).
+func (d *drainer) split(b *inflight, target string, ep sink.Endpoint, res sink.Result) {
+	m := d.m
+	next := d.rowCap.refused(len(b.rows))
+	d.failing.Store(true)
+	m.inserts.batches.Add(context.Background(), 1, metric.WithAttributes(attribute.String("table", b.label), attribute.String("outcome", "retry")))
+	endInsert(b.span, b.attempts, res, 0)
+	b.span = nil
+	d.warnState(res.Class, "insert over ClickHouse's limits of one query; its rows go again in smaller batches", "queue", d.q.name, "table", target,
+		"endpoint", ep.String(), "rows", len(b.rows), "next_rows", next, "code", res.Code, "err", res.Message)
 }
 
 // viewFailed returns res, an error a materialized view of the table
