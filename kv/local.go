@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -122,6 +123,17 @@ func (s *Server) writeOwn(ctx context.Context, req *pb.InternalRaftRequest) mvcc
 		defer cancel()
 	}
 	return s.write(ctx, req)
+}
+
+// Page returns the current keys and values from from (included) to end
+// (excluded; not empty), in key order, at most limit of them; the
+// values are copies.
+func (s *Server) Page(from, end string, limit int) []KeyValue {
+	var out []KeyValue
+	s.store.Page([]byte(from), []byte(end), limit, func(key string, value []byte) {
+		out = append(out, KeyValue{Key: key, Value: bytes.Clone(value)})
+	})
+	return out
 }
 
 // Prefix returns the current values of every key starting with prefix.

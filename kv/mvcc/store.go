@@ -282,6 +282,27 @@ func (s *Store) Prefix(prefix string) map[string][]byte {
 	return out
 }
 
+// Page calls fn with the current value of each key from from (included)
+// to end (excluded; not empty), in key order, at most limit of them, under the
+// store's read lock: fn must not call the store, nor keep value, which is
+// the store's. A caller reading a long range pages through it, so that
+// writes are not held up for the whole of it.
+func (s *Store) Page(from, end []byte, limit int, fn func(key string, value []byte)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	n := 0
+	s.ascend(KeyRange{Key: from, End: end}, func(ki *keyIndex) bool {
+		if n >= limit {
+			return false
+		}
+		if kv := ki.latest(); kv != nil {
+			fn(ki.key, kv.Value)
+			n++
+		}
+		return true
+	})
+}
+
 // sortKVs orders kvs as a RangeRequest asks.
 func sortKVs(kvs []*mvccpb.KeyValue, target sortTarget, descend bool) {
 	less := func(a, b *mvccpb.KeyValue) int {
