@@ -62,7 +62,9 @@
 //
 // A queue that holds nothing and was not used for a minute is forgotten:
 // every member drops its state, and the dispatcher deletes its record
-// (forget.go). The next put claims it again.
+// (forget.go). The next put claims it again. Records naming this member
+// of queues it holds nothing of (idle at a restart) are adopted, then
+// forgotten the same way (adopt.go).
 //
 // A non-dispatcher forwards puts over one long-lived stream per
 // dispatcher and answers the producer once the dispatcher holds them. At

@@ -273,6 +273,9 @@ type RecordStore interface {
 	// size of one raft command (dlq.go).
 	Apply(ctx context.Context, puts []kv.KeyValue, deletes []string) error
 	Prefix(prefix string) map[string][]byte
+	// Page returns the keys and values from from to end (excluded), in
+	// key order, at most limit of them.
+	Page(from, end string, limit int) []kv.KeyValue
 	// Writable reports whether a write can commit now: a leader is
 	// known. Claims are not tried without one.
 	Writable() bool
@@ -340,6 +343,11 @@ type Manager struct {
 	// from the start of the round it came in, at most ReconcileInterval
 	// early.
 	tick atomic.Int64
+	// adoptAt is when the reconcile loop next looks for records to
+	// adopt, from adoptFrom on ("": from the first); the loop's alone
+	// (adopt.go).
+	adoptAt   time.Time
+	adoptFrom string
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -431,6 +439,7 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
 	m.cluster = cluster
+	m.adoptAt = m.clock.Now().Add(adoptEvery)
 	m.loadRecovered()
 	m.wg.Add(2)
 	go func() {

@@ -42,6 +42,7 @@ func (m *Manager) reconcile() {
 		m.reconcileQueue(q)
 	}
 	m.forgetIdle(qs)
+	m.adoptRecords()
 	m.reconcileBackups()
 	m.sweepDeadLetters()
 	m.rehomeValues()

@@ -1,0 +1,61 @@
+package dispatch
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestAdopt_recordsOfQueuesNotHeld: the records naming this member of
+// queues it holds no state of (dispatched before a restart, never used
+// since) are adopted adoptEvery after Start and deleted once the queues
+// have been idle for forgetAfter; before, they stayed for ever. Records
+// naming another member, pinned ones, those of ClickHouse queues and the
+// keys below a record are left alone, and a record after a queue's keys
+// is found.
+func TestAdopt_recordsOfQueuesNotHeld(t *testing.T) {
+	n, clk, _ := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	keys := map[string]string{
+		"/q/aaa":          "7;epoch=2",
+		"/q/aaa/dlq/0001": "x", // below a record: not one
+		"/q/bbb":          "7;epoch=5",
+		"/q/other":        "8;epoch=1",
+		"/q/pinned":       "7;epoch=1;pinned",
+		"/q/ch:events":    "7;epoch=1",
+		"/q/zzz":          "7;epoch=9",
+		"/q/zzz/dlq/0001": "x",
+	}
+	for k, v := range keys {
+		if err := n.kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.mgr.reconcile()
+	if got := queueNames(n.mgr); len(got) != 0 {
+		t.Fatalf("queues before adoptEvery: %v, want none", got)
+	}
+	clk.Advance(adoptEvery)
+	n.mgr.reconcile()
+	if got, want := queueNames(n.mgr), []string{"aaa", "bbb", "zzz"}; !slices.Equal(got, want) {
+		t.Fatalf("queues adopted: %v, want %v", got, want)
+	}
+	clk.Advance(forgetAfter)
+	n.mgr.reconcile()
+	if got := queueNames(n.mgr); len(got) != 0 {
+		t.Fatalf("queues after forgetAfter: %v, want none", got)
+	}
+	for k, v := range keys {
+		got := n.kv.Get(k)
+		switch k {
+		case "/q/aaa", "/q/bbb", "/q/zzz":
+			if got != nil {
+				t.Errorf("%s: %q, want deleted", k, got)
+			}
+		default:
+			if string(got) != v {
+				t.Errorf("%s: %q, want %q kept", k, got, v)
+			}
+		}
+	}
+}
