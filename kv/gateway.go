@@ -167,6 +167,10 @@ const healthTimeout = time.Second
 // (503) while an alarm is raised, while this member knows no leader, or
 // when a linearizable read does not come back within healthTimeout;
 // true (200) otherwise. The reason is etcd 3.5's field.
+// HealthHandler serves etcd's /health (GET alone), as the client URLs
+// do, for other listeners of the node (etcd's --listen-metrics-urls).
+func (s *Server) HealthHandler() http.Handler { return getOnly(s.serveHealth) }
+
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	reason := ""
 	alarms := s.store.Alarms(pb.AlarmType_NONE)

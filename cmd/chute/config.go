@@ -142,6 +142,12 @@ type Config struct {
 	// server.
 	MetricsListen string
 
+	// ListenMetricsURLs are etcd's --listen-metrics-urls: each serves
+	// /metrics and etcd's /health (with /livez and /readyz), and nothing
+	// else, so that a Prometheus job and a health check written for etcd
+	// find them. https:// ones use the client certificate, as etcd's do.
+	ListenMetricsURLs []string
+
 	// ConfigFile is the YAML file the configuration was read from, re-read
 	// on SIGHUP. Empty: no file.
 	ConfigFile string
@@ -386,6 +392,11 @@ func (c Config) Validate() error {
 			bad("metrics-listen", "%q: %v", c.MetricsListen, err)
 		}
 	}
+	for _, raw := range c.ListenMetricsURLs {
+		if _, err := setting.CheckURL(raw); err != nil {
+			bad("listen-metrics-urls", "%v", err)
+		}
+	}
 	switch c.LogLevel {
 	case slog.LevelDebug, slog.LevelInfo, slog.LevelWarn, slog.LevelError:
 	default:
@@ -512,6 +523,7 @@ func options(c *Config) []option {
 		{"clickhouse-max-inserts-per-second", "rate", (*floatValue)(&c.ClickHouseMaxInsertsPerSecond), "most insert starts a second of one busy ClickHouse queue whose settings do not say max_inserts_per_second; fractions allowed", ""},
 		{"clickhouse-max-inflight-inserts", "n", (*intValue)(&c.ClickHouseMaxInflightInserts), "most batches of one ClickHouse queue in ClickHouse at once, 1 to 16, where its settings do not say max_inflight_inserts", ""},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
+		{"listen-metrics-urls", "urls", (*listValue)(&c.ListenMetricsURLs), "etcd's metrics listeners, comma list: /metrics and /health (/livez, /readyz) alone, as etcd serves them there; https:// ones use the client certificate", ""},
 		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},

@@ -184,6 +184,9 @@ func everyOption(t *testing.T) []optionCase {
 		{"clickhouse-max-inserts-per-second", "0.5", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0.5 }, nil},
 		{"clickhouse-max-inflight-inserts", "4", func(c *Config) { c.ClickHouseMaxInflightInserts = 4 }, nil},
 		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
+		{"listen-metrics-urls", "http://127.0.0.1:2381,http://[::1]:2381", func(c *Config) {
+			c.ListenMetricsURLs = []string{"http://127.0.0.1:2381", "http://[::1]:2381"}
+		}, nil},
 		{"metrics-max-tables", "20", func(c *Config) { c.MetricsMaxTables = 20 }, nil},
 		{"clickhouse-allow-tables", "default.*, system.query_log", func(c *Config) {
 			c.ClickHouseAllowTables = []string{"default.*", "system.query_log"}
@@ -569,6 +572,8 @@ func TestLoadConfig_invalid(t *testing.T) {
 		{"bad gossip-listen", []string{"--gossip-listen=7946"}, nil, []string{"--gossip-listen", "host:port"}},
 		{"bad join", []string{"--join=a:1,b"}, nil, []string{"--join", `"b"`}},
 		{"bad metrics-listen", []string{"--metrics-listen=:x"}, nil, []string{"--metrics-listen"}},
+		{"listen-metrics-urls path", []string{"--listen-metrics-urls=http://127.0.0.1:2381/metrics"}, nil, []string{"--listen-metrics-urls", "path"}},
+		{"listen-metrics-urls scheme", []string{"--listen-metrics-urls=unix:///x"}, nil, []string{"--listen-metrics-urls", "scheme"}},
 		{"clickhouse-url scheme", []string{"--clickhouse-url=tcp://h:9000"}, nil, []string{"--clickhouse-url", "scheme"}},
 		{"clickhouse-url list element", []string{"--clickhouse-url=http://a:1,tcp://u:s3cret@h:9000"}, nil, []string{"--clickhouse-url", "scheme", "url 2 of the list"}},
 		{"clickhouse-url duplicate", []string{"--clickhouse-url=http://a:1,a:1"}, nil, []string{"--clickhouse-url", "a:1 appears twice"}},

@@ -31,7 +31,6 @@ func etcdFlags() []etcdFlag {
 		{"heartbeat-interval", false},
 		{"election-timeout", false},
 		{"initial-election-tick-advance", true},
-		{"listen-metrics-urls", false},
 		{"max-snapshots", false},
 		{"max-wals", false},
 		{"backend-bbolt-freelist-type", false},

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,15 +45,19 @@ const handoffTimeout = 6 * time.Second
 // node is one running chute: membership, replication, the etcd API, the
 // operator HTTP endpoints and telemetry.
 type node struct {
-	log        *slog.Logger
-	providers  *chuteotel.Providers
-	members    *gossip.Membership
-	peer       *peer.Server // the peer link's listener
-	keySpace   *keySpace    // raft under the key space
-	queues     *dispatch.Manager
-	kv         *kv.Server
-	http       *http.Server
+	log       *slog.Logger
+	providers *chuteotel.Providers
+	members   *gossip.Membership
+	peer      *peer.Server // the peer link's listener
+	keySpace  *keySpace    // raft under the key space
+	queues    *dispatch.Manager
+	kv        *kv.Server
+	// servers are the HTTP servers of --metrics-listen and of each
+	// --listen-metrics-urls; httpErr carries the error each Serve returns,
+	// and serving counts those not received yet.
+	servers    []*http.Server
 	httpErr    chan error
+	serving    int
 	logFailed  chan error     // the queue log failed for good (dispatch.Config.OnLogFailed)
 	wg         sync.WaitGroup // the membership event loop
 	stopEvents func()
@@ -224,7 +229,7 @@ func runNode(ctx context.Context, cfg Config, logger *slog.Logger, reload <-chan
 			n.tls.reload(logger)
 		case err := <-n.httpErr:
 			runErr = fmt.Errorf("metrics listener: %w", err)
-			n.http = nil
+			n.serving--
 		case err := <-n.logFailed:
 			// As etcd exits when its WAL cannot be synced: a restart
 			// recovers what reached the disk, and puts are taken again.
@@ -279,7 +284,7 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1), logFailed: make(chan error, 1), tls: tlsSrc}
+	n := &node{log: logger, providers: providers, httpErr: make(chan error, 1+len(cfg.ListenMetricsURLs)), logFailed: make(chan error, 1), tls: tlsSrc}
 	defer func() {
 		if err != nil { // release what was built, in the reverse order
 			n.release()
@@ -362,16 +367,63 @@ func newNode(cfg Config, logger *slog.Logger) (_ *node, err error) {
 		if lerr != nil {
 			return nil, fmt.Errorf("metrics listener %s: %w", cfg.MetricsListen, lerr)
 		}
-		n.http = &http.Server{Handler: n.opsHandler(), ReadHeaderTimeout: 10 * time.Second}
+		var tlsCfg *tls.Config
 		if n.tls.metrics != nil {
-			n.http.TLSConfig = n.tls.metrics.ServerConfig()
-			go func() { n.httpErr <- n.http.ServeTLS(ln, "", "") }()
-		} else {
-			go func() { n.httpErr <- n.http.Serve(ln) }()
+			tlsCfg = n.tls.metrics.ServerConfig()
 		}
-		logger.Info("serving metrics", "addr", ln.Addr().String(), "tls", n.tls.metrics != nil)
+		n.serveHTTP(ln, n.opsHandler(), tlsCfg)
+		logger.Info("serving metrics", "addr", ln.Addr().String(), "tls", tlsCfg != nil)
+	}
+	for _, raw := range cfg.ListenMetricsURLs {
+		u, perr := url.Parse(raw) // Validate checked it
+		if perr != nil {
+			return nil, fmt.Errorf("--listen-metrics-urls %q: %w", raw, perr)
+		}
+		ln, lerr := net.Listen("tcp", u.Host)
+		if lerr != nil {
+			return nil, fmt.Errorf("--listen-metrics-urls %s: %w", raw, lerr)
+		}
+		var tlsCfg *tls.Config
+		if u.Scheme == "https" {
+			tlsCfg = n.tls.client.ServerConfig() // Validate asked for a client certificate
+		}
+		n.serveHTTP(ln, n.etcdMetricsHandler(), tlsCfg)
+		logger.Info("serving etcd's metrics endpoints", "url", raw, "addr", ln.Addr().String())
 	}
 	return n, nil
+}
+
+// serveHTTP serves h on ln, in TLS when tlsCfg is not nil, until
+// shutdown; the error Serve returns goes to httpErr.
+func (n *node) serveHTTP(ln net.Listener, h http.Handler, tlsCfg *tls.Config) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
+	n.servers = append(n.servers, srv)
+	n.serving++
+	go func() {
+		if tlsCfg != nil {
+			n.httpErr <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		n.httpErr <- srv.Serve(ln)
+	}()
+}
+
+// etcdMetricsHandler serves what etcd serves on --listen-metrics-urls:
+// /metrics, and /health as on the client URLs; /livez and /readyz are
+// this node's /healthz and /readyz. Nothing else: /status and the
+// profiles stay on --metrics-listen.
+func (n *node) etcdMetricsHandler() http.Handler {
+	ops := n.opsHandler()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", n.providers.MetricsHandler())
+	mux.Handle("GET /health", n.kv.HealthHandler())
+	mux.Handle("GET /readyz", ops)
+	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.URL.Path = "/healthz"
+		ops.ServeHTTP(w, r)
+	})
+	return mux
 }
 
 // raiseNoSpace raises etcd's NOSPACE alarm when the queue log's disk or
@@ -393,6 +445,9 @@ func (n *node) raiseNoSpace() {
 func (n *node) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	for _, srv := range n.servers {
+		_ = srv.Close()
+	}
 	if n.kv != nil {
 		_ = n.kv.Shutdown(ctx)
 	}
@@ -485,10 +540,12 @@ func (n *node) shutdown() error {
 		n.stopEvents()
 	}
 	n.wg.Wait()
-	if n.http != nil {
-		if err := n.http.Shutdown(ctx); err != nil {
+	for _, srv := range n.servers {
+		if err := srv.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	for ; n.serving > 0; n.serving-- {
 		if err := <-n.httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}

@@ -48,7 +48,12 @@ func (c Config) validateTLS() []error {
 	if c.AutoTLS && ct.ClientCertAuth {
 		bad("client-cert-auth", "cannot verify self-signed certificates: use --cert-file with --trusted-ca-file")
 	}
-	if !slices.ContainsFunc(c.ListenClientURLs, isHTTPS) && !slices.ContainsFunc(c.ListenClientHTTPURLs, isHTTPS) {
+	clientCert := ct.CertFile != "" || ct.KeyFile != "" || c.AutoTLS
+	if s := slices.IndexFunc(c.ListenMetricsURLs, isHTTPS); s >= 0 && !clientCert {
+		bad("listen-metrics-urls", "%q is https: give --cert-file and --key-file, or --auto-tls", c.ListenMetricsURLs[s])
+	}
+	if !slices.ContainsFunc(c.ListenClientURLs, isHTTPS) && !slices.ContainsFunc(c.ListenClientHTTPURLs, isHTTPS) &&
+		!slices.ContainsFunc(c.ListenMetricsURLs, isHTTPS) {
 		for _, f := range []struct {
 			name  string
 			given bool
@@ -58,7 +63,7 @@ func (c Config) validateTLS() []error {
 			{"client-crl-file", ct.CRLFile != ""}, {"client-cert-allowed-hostname", ct.AllowedHostname != ""},
 		} {
 			if f.given {
-				bad(f.name, "no https:// URL in --listen-client-urls or --listen-client-http-urls to apply it to")
+				bad(f.name, "no https:// URL in --listen-client-urls, --listen-client-http-urls or --listen-metrics-urls to apply it to")
 			}
 		}
 	}
@@ -157,7 +162,7 @@ func newTLSSources(c Config, log *slog.Logger) (tlsSources, error) {
 			return t, err
 		}
 	case c.AutoTLS:
-		if t.client, err = tlsfiles.SelfSigned(urlHosts(c.ListenClientURLs, c.ListenClientHTTPURLs, c.AdvertiseClientURLs), validity, suite); err != nil {
+		if t.client, err = tlsfiles.SelfSigned(urlHosts(c.ListenClientURLs, c.ListenClientHTTPURLs, c.AdvertiseClientURLs, c.ListenMetricsURLs), validity, suite); err != nil {
 			return t, err
 		}
 		log.Warn("--auto-tls: serving the etcd API with a self-signed certificate; clients cannot verify this node")

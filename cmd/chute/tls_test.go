@@ -178,6 +178,7 @@ func TestRun_securityFlagsFailClosed(t *testing.T) {
 		{"metrics-cert-file", []string{"--metrics-cert-file", f.cert}},
 		{"metrics-cert-file", []string{"--metrics-listen=", "--metrics-cert-file", f.cert, "--metrics-key-file", f.key}},
 		{"metrics-key-file", []string{"--metrics-key-file", f.key}},
+		{"listen-metrics-urls", []string{"--listen-metrics-urls", "https://127.0.0.1:2381"}},
 		{"cors", []string{"--cors", "*"}},
 		{"host-whitelist", []string{"--host-whitelist", "*"}},
 		{"client-cert-file", []string{"--client-cert-file", f.cert}},
