@@ -25,7 +25,7 @@ func TestConfig_Validate_cases(t *testing.T) {
 		{"https with files", func(c *Config) {
 			c.URL, c.CAFile, c.CertFile, c.KeyFile, c.ServerName = "https://h", caFile, cert, key, "ch"
 		}, "", ""},
-		{"port 0", func(c *Config) { c.URL = "http://h:0" }, "URL", `port "0"`},
+		{"port 0", func(c *Config) { c.URL = "http://h:0" }, "URL", "port: want 1-65535"},
 		{"port too big", func(c *Config) { c.URL = "http://h:65536" }, "URL", "1-65535"},
 		{"scheme", func(c *Config) { c.URL = "tcp://h:9000" }, "URL", "scheme"},
 		{"no host", func(c *Config) { c.URL = "http://:8123" }, "URL", "no host"},

@@ -95,14 +95,15 @@ func ParseURL(raw string) (Endpoint, error) {
 		}
 		rest = rest[:i]
 	}
-	hostport := rest
+	hostport, hasUser := rest, false
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		hasUser = true
 		userinfo := rest[:i]
 		hostport = rest[i+1:]
 		user, pass, _ := strings.Cut(userinfo, ":")
 		ep.User, ep.Password = unescapeUserinfo(user), unescapeUserinfo(pass)
 	}
-	addr, err := hostPort(hostport, port)
+	addr, err := hostPort(hostport, port, hasUser)
 	if err != nil {
 		return Endpoint{}, err
 	}
@@ -161,7 +162,14 @@ func unescapeUserinfo(s string) string {
 }
 
 // hostPort returns hostport with defPort added when it has no port.
-func hostPort(hostport, defPort string) (string, error) {
+// Without a user before it (hasUser), its errors quote nothing after a
+// ':': in a URL whose '@' was lost ("http://user:pass"), that part is a
+// password, and errors reach stderr and the log.
+func hostPort(hostport, defPort string, hasUser bool) (string, error) {
+	userHint, shown := " (a user and password go before an '@': user:password@host:port)", func(string) string { return "" }
+	if hasUser {
+		userHint, shown = "", func(s string) string { return fmt.Sprintf(" %q", s) }
+	}
 	if hostport == "" {
 		return "", fmt.Errorf("%w: no host", ErrBadURL)
 	}
@@ -171,7 +179,7 @@ func hostPort(hostport, defPort string) (string, error) {
 	case strings.HasPrefix(hostport, "["):
 		end := strings.IndexByte(hostport, ']')
 		if end < 0 {
-			return "", fmt.Errorf("%w: %q: missing ']'", ErrBadURL, hostport)
+			return "", fmt.Errorf("%w: an IPv6 host without its ']'", ErrBadURL)
 		}
 		host = strings.Replace(hostport[1:end], "%25", "%", 1) // a zone, as RFC 6874 writes it
 		switch tail := hostport[end+1:]; {
@@ -179,7 +187,7 @@ func hostPort(hostport, defPort string) (string, error) {
 		case tail[0] == ':':
 			port = tail[1:]
 		default:
-			return "", fmt.Errorf("%w: %q: junk after ']'", ErrBadURL, hostport)
+			return "", fmt.Errorf("%w: junk after the IPv6 host's ']', want ]:port", ErrBadURL)
 		}
 	case strings.Count(hostport, ":") > 1:
 		host = hostport // a bare IPv6 address
@@ -189,7 +197,7 @@ func hostPort(hostport, defPort string) (string, error) {
 	}
 	if ipv6 {
 		if a, err := netip.ParseAddr(host); err != nil || !a.Is6() {
-			return "", fmt.Errorf("%w: %q is not an IPv6 address", ErrBadURL, host)
+			return "", fmt.Errorf("%w: the host%s is neither host:port nor an IPv6 address%s", ErrBadURL, shown(host), userHint)
 		}
 	}
 	if host == "" {
@@ -204,7 +212,7 @@ func hostPort(hostport, defPort string) (string, error) {
 		port = defPort
 	}
 	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n == 0 {
-		return "", fmt.Errorf("%w: port %q: want 1-65535", ErrBadURL, port)
+		return "", fmt.Errorf("%w: port%s: want 1-65535%s", ErrBadURL, shown(port), userHint)
 	}
 	return net.JoinHostPort(host, port), nil
 }

@@ -81,7 +81,11 @@ func TestParseURL_errorHasNoPassword(t *testing.T) {
 		// cutting there took the password's start for a port, and quoted it,
 		// or for a host, and went on without credentials.
 		"http://default:hunter2/x@ch.lan:8123", "http://default:hunter2?x@ch.lan", "http://default:hunter2#x@ch.lan",
-		"http://default:4711/hunter2@ch.lan"} {
+		"http://default:4711/hunter2@ch.lan",
+		// The '@' and host lost (a template left them out): the password
+		// is in the port's place, or, with a ':' in it, an IPv6 host's.
+		"https://default:hunter2", "http://default:hunter2:x", "http://ch1:8123,http://default:hunter2",
+		"http://[::1]:hunter2"} {
 		_, err := ParseURL(raw)
 		if err == nil {
 			t.Fatalf("ParseURL(%q): got no error", raw)
