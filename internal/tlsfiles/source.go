@@ -56,11 +56,12 @@ func FromFiles(files Files, suite Suite, log *slog.Logger) (*Source, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Source{files: files, suite: suite, log: log, now: time.Now}
+	stamp := s.fileStamp() // before the read: a change after it is read again
 	st, err := s.read()
 	if err != nil {
 		return nil, err
 	}
-	s.st, s.stamp, s.checked = st, s.fileStamp(), s.now()
+	s.st, s.stamp, s.checked = st, stamp, s.now()
 	return s, nil
 }
 
@@ -110,6 +111,10 @@ func (s *Source) Reload() error {
 	if s.files.Empty() {
 		return nil
 	}
+	// The stamp before the read, as current takes it: files rotated
+	// between the two are read again at the next look, not taken for
+	// read.
+	stamp := s.fileStamp()
 	st, err := s.read()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -117,7 +122,7 @@ func (s *Source) Reload() error {
 	if err != nil {
 		return err
 	}
-	s.st, s.stamp = st, s.fileStamp()
+	s.st, s.stamp = st, stamp
 	return nil
 }
 
