@@ -110,10 +110,7 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 				logger.Error("configuration not reloaded", "err", err)
 				continue
 			}
-			select {
-			case reload <- next:
-			default: // a reload is pending; it reads the newest file anyway
-			}
+			offerNewest(reload, next)
 		}
 	}()
 	if err := runNode(ctx, cfg, logger, reload); err != nil {
@@ -194,4 +191,22 @@ func writeNames(b *strings.Builder, names []string) {
 		line += " " + n
 	}
 	b.WriteString(line + "\n")
+}
+
+// offerNewest puts v on ch (capacity 1), replacing a value still waiting
+// there: a reload that has not been applied yet holds an older
+// configuration, which the newest supersedes. The caller is ch's only
+// sender, so the second try finds room.
+func offerNewest[T any](ch chan T, v T) {
+	for range 2 {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
 }

@@ -12,3 +12,19 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode"))
 }
+
+// TestOfferNewest: a configuration still waiting to be applied is
+// replaced by a newer one; two SIGHUPs close together applied the first
+// and dropped the second.
+func TestOfferNewest(t *testing.T) {
+	ch := make(chan int, 1)
+	offerNewest(ch, 1)
+	offerNewest(ch, 2)
+	if got := <-ch; got != 2 {
+		t.Fatalf("waiting: %d, want the newest, 2", got)
+	}
+	offerNewest(ch, 3)
+	if got := <-ch; got != 3 {
+		t.Fatalf("waiting: %d, want 3", got)
+	}
+}
