@@ -233,6 +233,34 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 	checkProducerOrder(t, prefixed(tails), 1, 25)
 }
 
+// TestHandoff_putWhileLeaving: a put to a queue nobody dispatches that
+// reaches a member after its Handoff began (while it leaves gossip and
+// raft, its etcd API still serving) names another member in the record,
+// and the message goes there; a consumer there gets it after the leaving
+// member stopped. It used to claim the queue for itself, and a member
+// whose disk went with it took the message away.
+func TestHandoff_putWhileLeaving(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Put(ctx, "/q/fresh/p/1", "late"); err != nil {
+		t.Fatalf("put while leaving: %v", err)
+	}
+	if rec, _ := ParseRecord(recordOn(a, "fresh")); rec.Member != b.id {
+		t.Fatalf("record of a queue claimed while a leaves: %+v, want b (%x)", rec, b.id)
+	}
+	a.stop()
+	connect(b)
+	tails := consumeAll(t, ctx, b.cli.Watch(ctx, "/q/fresh/c/x"), b.cli, 1, 10*time.Second)
+	if len(tails) != 1 {
+		t.Fatalf("consumed on b: %v, want the late put", tails)
+	}
+}
+
 // TestHandoff_waitsForAHandoverInFlight checks that Handoff does not take
 // a queue for empty while the reconcile loop's handover carries its
 // messages: they are out of the queue until the new dispatcher answers,

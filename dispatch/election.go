@@ -189,7 +189,7 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			m.log.Warn("dispatcher record at its last epoch; not claiming", "queue", name, "epoch", rec.Epoch)
 			return rec
 		}
-		next := rec.movedTo(m.cfg.MemberID, epoch)
+		next := rec.movedTo(m.claimant(), epoch)
 		if !ok {
 			raw = nil
 		}
@@ -198,12 +198,31 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			return rec
 		}
 		if written {
+			if next.Member != m.cfg.MemberID {
+				m.log.Info("dispatcher claimed for another member: this one is leaving", "queue", name, "epoch", next.Epoch,
+					"dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
+				m.metrics.elections.Add(1)
+				return next
+			}
 			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
 			return next
 		}
 	}
 	return m.view(name).rec
+}
+
+// claimant is the member a claim names: this one, or, once it is leaving
+// (Handoff began), another alive member, as Handoff picks one, so that a
+// put that comes while it leaves does not make it the dispatcher of a
+// queue it takes away with it; this one when it is alone.
+func (m *Manager) claimant() uint64 {
+	if m.departing.Load() {
+		if to := m.backupCandidate(); to != 0 {
+			return to
+		}
+	}
+	return m.cfg.MemberID
 }
 
 // claimFrom claims a queue whose record names member, alive or not (it

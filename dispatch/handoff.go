@@ -29,11 +29,16 @@ func (m *Manager) Handoff(ctx context.Context) error {
 	if m.records == nil {
 		return nil
 	}
+	m.departing.Store(true)
 	var errs []error
 	if m.cluster != nil {
-		for _, q := range m.snapshot() {
-			if err := m.handoffQueue(ctx, q); err != nil {
-				errs = append(errs, err)
+		// Claims from now on name another member (claimant); a second
+		// pass hands over what a claim made before that took meanwhile.
+		for pass := 0; pass < 2 && (pass == 0 || ctx.Err() == nil); pass++ {
+			for _, q := range m.snapshot() {
+				if err := m.handoffQueue(ctx, q); err != nil {
+					errs = append(errs, err)
+				}
 			}
 		}
 	}

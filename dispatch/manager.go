@@ -358,6 +358,10 @@ type Manager struct {
 
 	logFailedOnce sync.Once // calls cfg.OnLogFailed
 
+	// departing is set when the member begins to leave (Handoff): its
+	// claims name another member (claimant).
+	departing atomic.Bool
+
 	// flushing is closed when the member leaves (Handoff): drainers
 	// insert without waiting for their batch interval.
 	flushing  chan struct{}
