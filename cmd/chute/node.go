@@ -510,6 +510,9 @@ func (n *node) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	var errs []error
+	if n.ready != nil {
+		n.ready.leaving.Store(true) // /readyz and gRPC health: not serving
+	}
 	// Queues go to other members while this one still serves and gossips;
 	// producers connected here keep going, forwarded to the new
 	// dispatchers.

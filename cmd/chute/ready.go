@@ -16,7 +16,7 @@ import (
 // Joined and caught up are conditions of the start: once both held they
 // are not asked again, so a node whose peers come and go does not flap.
 // The etcd API and gossip are asked every time, so readiness ends when
-// shutdown stops them or gossip stops on its own.
+// gossip stops on its own; it ends as shutdown begins (leaving).
 type readiness struct {
 	serving    func() bool // the etcd API serves
 	stopped    func() bool // gossip stopped on its own
@@ -25,12 +25,19 @@ type readiness struct {
 	caughtUp   func() bool // a leader is known and the log applied up to the commit index
 
 	synced atomic.Bool // joined and caught up held once
+	// leaving is set when shutdown begins: load balancers and gRPC
+	// health checks send clients elsewhere while the node hands its
+	// queues over and leaves.
+	leaving atomic.Bool
 }
 
 // missing returns what keeps the node from being ready, in a fixed
 // order; none when it is ready.
 func (r *readiness) missing() []string {
 	var out []string
+	if r.leaving.Load() {
+		out = append(out, "shutting down")
+	}
 	if !r.serving() {
 		out = append(out, "etcd API not serving")
 	}

@@ -34,6 +34,10 @@ func TestReadiness_missing(t *testing.T) {
 			if got := r.missing(); !slices.Equal(got, tt.want) {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
+			r.leaving.Store(true)
+			if got := r.missing(); len(got) == 0 || got[0] != "shutting down" {
+				t.Errorf("leaving: got %q, want \"shutting down\" first", got)
+			}
 		})
 	}
 }
