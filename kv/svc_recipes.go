@@ -387,44 +387,76 @@ func electionKV(kv *mvccpb.KeyValue) *v3electionpb.KeyValue {
 
 // internalWatch is a watcher of the store for a recipe: its responses
 // go to a small buffer; when it is full the store holds them back and
-// feeds them again from history, as for a slow watch stream.
+// feeds them again from history, as for a slow watch stream. The store's
+// cancel of the watcher (its history compacted while it was behind) has
+// a slot of its own: dropped when the buffer was full, it left a recipe
+// waiting for ever on a watcher the store no longer fed (Observe after a
+// compaction).
 type internalWatch struct {
-	ch    chan *pb.WatchResponse
+	sink  internalSink
 	stopF func()
 }
 
 // watchSignalBuffer is how many responses an internal watcher holds.
 const watchSignalBuffer = 16
 
-type chanSink chan *pb.WatchResponse
+// internalSink is an internal watcher's buffer and its cancel's slot.
+type internalSink struct {
+	ch       chan *pb.WatchResponse
+	canceled chan *pb.WatchResponse // capacity 1
+}
 
-func (c chanSink) PushEvents(resp *pb.WatchResponse) bool {
+func (c internalSink) PushEvents(resp *pb.WatchResponse) bool {
 	select {
-	case c <- resp:
+	case c.ch <- resp:
 		return true
 	default:
 		return false
 	}
 }
 
-func (c chanSink) PushControl(resp *pb.WatchResponse) {
+func (c internalSink) PushControl(resp *pb.WatchResponse) {
+	if resp.Canceled || resp.CompactRevision != 0 {
+		select {
+		case c.canceled <- resp:
+		default: // a cancel is there already: the watcher is gone
+		}
+		return
+	}
 	select {
-	case c <- resp:
+	case c.ch <- resp:
 	default: // full: the events waiting wake the recipe anyway
 	}
 }
 
 // watchInternal registers a watcher of cr with the store.
 func (s *Server) watchInternal(cr *pb.WatchCreateRequest) *internalWatch {
-	ch := make(chan *pb.WatchResponse, watchSignalBuffer)
-	w := s.store.Watch(0, cr, chanSink(ch))
-	return &internalWatch{ch: ch, stopF: func() { s.store.Unwatch(w) }}
+	sink := internalSink{ch: make(chan *pb.WatchResponse, watchSignalBuffer), canceled: make(chan *pb.WatchResponse, 1)}
+	w := s.store.Watch(0, cr, sink)
+	return &internalWatch{sink: sink, stopF: func() { s.store.Unwatch(w) }}
 }
 
-// recv returns the watcher's next response.
+// recv returns the watcher's next response: the cancel only once the
+// responses before it are taken.
 func (w *internalWatch) recv(ctx context.Context, stop <-chan struct{}) (*pb.WatchResponse, error) {
 	select {
-	case resp := <-w.ch:
+	case resp := <-w.sink.ch:
+		return resp, nil
+	default:
+	}
+	select {
+	case resp := <-w.sink.ch:
+		return resp, nil
+	case resp := <-w.sink.canceled:
+		select {
+		case first := <-w.sink.ch: // came in meanwhile, before the cancel
+			select {
+			case w.sink.canceled <- resp:
+			default: // another cancel took the slot: one is enough
+			}
+			return first, nil
+		default:
+		}
 		return resp, nil
 	case <-ctx.Done():
 		return nil, toGRPC(ctx.Err())
