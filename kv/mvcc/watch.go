@@ -36,6 +36,20 @@ type Watcher struct {
 	minRev   int64 // the next revision this watcher must see
 	removed  bool  // cancelled, compacted or its stream ended
 	notified bool  // sent something since the last progress tick
+	// pending are the events of a write the sink refused (it was full),
+	// sent before anything read from the log after them, as etcd keeps
+	// a slow watcher's events as a victim: read again from the log, the
+	// DELETEs at a revision compacted meanwhile would be gone.
+	pending *pb.WatchResponse
+}
+
+// sentThrough is the revision up to which w was sent every event. The
+// caller holds Store.mu.
+func (w *Watcher) sentThrough() int64 {
+	if w.pending != nil {
+		return w.pending.Header.Revision - 1
+	}
+	return w.minRev - 1
 }
 
 // WatchSink receives a watcher's responses: a watch stream's send queue.
@@ -128,12 +142,12 @@ func (s *Store) notify(rev int64, changes []changeRecord) {
 			continue
 		}
 		resp := &pb.WatchResponse{Header: s.Header(rev), WatchId: w.id, Events: mine}
+		w.minRev = rev + 1
 		if w.sink.PushEvents(resp) {
-			w.minRev = rev + 1
 			w.notified = true
 			continue
 		}
-		w.minRev = rev
+		w.pending = resp
 		delete(s.synced, w)
 		s.unsynced[w] = struct{}{}
 	}
@@ -224,6 +238,13 @@ func (s *Store) syncOne(w *Watcher) {
 	if w.removed {
 		return
 	}
+	if w.pending != nil {
+		if !w.sink.PushEvents(w.pending) {
+			return // still full; the next pass retries
+		}
+		w.pending = nil
+		w.notified = true
+	}
 	if resp != nil {
 		if !w.sink.PushEvents(resp) {
 			return // still full; the next pass retries from the same place
@@ -268,8 +289,8 @@ func (s *Store) ProgressRev(ws []*Watcher) int64 {
 	defer s.mu.RUnlock()
 	rev := s.rev
 	for _, w := range ws {
-		if _, behind := s.unsynced[w]; behind && w.minRev-1 < rev {
-			rev = w.minRev - 1
+		if _, behind := s.unsynced[w]; behind && w.sentThrough() < rev {
+			rev = w.sentThrough()
 		}
 	}
 	return rev

@@ -70,6 +70,33 @@ func TestStore_Watch_compactedCancels(t *testing.T) {
 	}
 }
 
+// TestStore_Watch_fullSinkKeepsItsDeleteThroughACompaction: a watcher
+// whose full sink refused a DELETE gets it, though a compaction at that
+// revision drops the DELETE from the log, as etcd keeps a slow
+// watcher's events as a victim. It used to read them again from the log:
+// PUT k=2, then PUT k=3 with a new create revision, no DELETE between,
+// and no cancel. ProgressRev stays below the event not yet sent.
+func TestStore_Watch_fullSinkKeepsItsDeleteThroughACompaction(t *testing.T) {
+	sm, st := newTestStateMachine(t, Config{})
+	put(t, sm, "k", "1")
+	sink := &testSink{limit: 1}
+	w := st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k")}, sink)
+	put(t, sm, "k", "2") // fills the sink
+	del := apply(t, sm, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k")}}).Rev
+	if rev := st.ProgressRev([]*Watcher{w}); rev != del-1 {
+		t.Fatalf("ProgressRev with the DELETE refused: %d, want %d", rev, del-1)
+	}
+	apply(t, sm, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: del}})
+	got := eventsOf(sink.take())
+	st.syncWatchers()
+	got += eventsOf(sink.take())
+	put(t, sm, "k", "3")
+	got += eventsOf(sink.take())
+	if want := "PUT:k=2 DELETE:k= PUT:k=3 "; got != want {
+		t.Fatalf("events: %q, want %q", got, want)
+	}
+}
+
 // eventsOf spells the events in resps as TYPE:key=value(prev value).
 func eventsOf(resps []*pb.WatchResponse) string {
 	var s string
