@@ -14,16 +14,27 @@ import (
 // falls behind and catches up from history later.
 const sendQueueEvents = 128
 
+// sendQueueControls bounds the control responses waiting for one watch
+// stream before its receive loop waits (waitRoom): each answers a request
+// of the client, and a client that sends requests without reading the
+// answers made the server queue them without bound. Waiting, the loop
+// reads no more requests, and gRPC's flow control holds the client back,
+// as etcd's fixed control channel does.
+const sendQueueControls = 1024
+
 // sendQueue holds a watch stream's responses until its send loop writes them.
 // Pushing never blocks: event responses are refused when the queue holds
 // sendQueueEvents of them; control responses (created, canceled, progress)
-// are always taken, since each answers a request of the client.
+// are always taken, since each answers a request of the client, and the
+// stream reads no more requests while sendQueueControls of them wait.
 type sendQueue struct {
-	mu     sync.Mutex // guards items, events, closed
-	items  []queued
-	events int
-	closed bool
-	ready  chan struct{} // capacity 1: something was queued
+	mu       sync.Mutex // guards items, events, controls, closed
+	items    []queued
+	events   int
+	controls int
+	closed   bool
+	ready    chan struct{} // capacity 1: something was queued
+	room     chan struct{} // capacity 1: the send loop took what was queued
 }
 
 // queued is a response waiting, and for a consumer's delivery the count
@@ -44,7 +55,7 @@ func (it queued) sent() {
 var _ mvcc.WatchSink = (*sendQueue)(nil)
 
 func newSendQueue() *sendQueue {
-	return &sendQueue{ready: make(chan struct{}, 1)}
+	return &sendQueue{ready: make(chan struct{}, 1), room: make(chan struct{}, 1)}
 }
 
 // PushEvents queues an event response unless sendQueueEvents of them wait.
@@ -78,6 +89,8 @@ func (q *sendQueue) pushCounted(resp *pb.WatchResponse, backlog *atomic.Int64) {
 	}
 	if backlog != nil {
 		backlog.Add(int64(len(resp.Events)))
+	} else {
+		q.controls++
 	}
 	q.items = append(q.items, queued{resp: resp, backlog: backlog})
 	q.signal()
@@ -96,7 +109,11 @@ func (q *sendQueue) take() []queued {
 	defer q.mu.Unlock()
 	items := q.items
 	q.items = nil
-	q.events = 0
+	q.events, q.controls = 0, 0
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
 	return items
 }
 
@@ -106,4 +123,26 @@ func (q *sendQueue) close() {
 	defer q.mu.Unlock()
 	q.closed = true
 	q.items = nil
+	select {
+	case q.room <- struct{}{}:
+	default:
+	}
+}
+
+// waitRoom waits while sendQueueControls control responses wait to be
+// sent, and reports false when done ends first.
+func (q *sendQueue) waitRoom(done <-chan struct{}) bool {
+	for {
+		q.mu.Lock()
+		ok := q.closed || q.controls < sendQueueControls
+		q.mu.Unlock()
+		if ok {
+			return true
+		}
+		select {
+		case <-q.room:
+		case <-done:
+			return false
+		}
+	}
 }

@@ -115,6 +115,9 @@ func (st *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest,
 		if err != nil {
 			return err
 		}
+		if !st.queue.waitRoom(stream.Context().Done()) {
+			return stream.Context().Err()
+		}
 		switch r := req.RequestUnion.(type) {
 		case *pb.WatchRequest_CreateRequest:
 			st.create(r.CreateRequest)
