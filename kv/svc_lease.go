@@ -63,9 +63,18 @@ func (l *leaseService) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest
 	return &pb.LeaseRevokeResponse{Header: l.store.Header(res.Rev)}, nil
 }
 
+// keepAlivesInFlight bounds the renewals of one keep-alive stream made at
+// once. clientv3 sends every lease's keep-alive on one stream: renewed
+// one after another, each waiting for its checkpoint's commit (5 ms to
+// gather, then raft), a client keeping a few hundred leases alive fell
+// behind and its leases expired.
+const keepAlivesInFlight = 256
+
 // LeaseKeepAlive renews each lease the client names; a lease that is gone is
-// answered with TTL 0, as etcd does. It returns when the client goes or the
-// server stops, so a shutdown never waits for idle keep-alive streams.
+// answered with TTL 0, as etcd does. Renewals of one stream run at once,
+// up to keepAlivesInFlight, and are answered as each is done. It returns
+// when the client goes or the server stops, so a shutdown never waits for
+// idle keep-alive streams.
 func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKeepAliveRequest, pb.LeaseKeepAliveResponse]) error {
 	reqs := make(chan *pb.LeaseKeepAliveRequest)
 	recvErr := make(chan error, 1)
@@ -86,6 +95,21 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 			}
 		}
 	}()
+	// The renewals end before the handler returns (a Send after it is not
+	// allowed): ctx is cancelled first, then they are waited for.
+	var renewals sync.WaitGroup
+	defer renewals.Wait()
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var sendMu sync.Mutex
+	failed := make(chan error, 1)
+	fail := func(err error) {
+		select {
+		case failed <- err:
+		default:
+		}
+	}
+	slots := make(chan struct{}, keepAlivesInFlight)
 	for {
 		var req *pb.LeaseKeepAliveRequest
 		select {
@@ -95,19 +119,41 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 				return nil
 			}
 			return err
+		case err := <-failed:
+			return err
 		case <-l.stop:
 			return toGRPC(ErrStopped)
-		case <-stream.Context().Done(): // an interceptor may end it (requireleader.go)
-			return stream.Context().Err()
+		case <-ctx.Done(): // an interceptor may end it (requireleader.go)
+			return ctx.Err()
 		}
-		ttl, err := l.srv.renewLease(stream.Context(), req.ID)
-		if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
-			return toGRPC(err)
-		}
-		resp := &pb.LeaseKeepAliveResponse{Header: l.store.Header(l.store.Rev()), ID: req.ID, TTL: ttl}
-		if err := stream.Send(resp); err != nil {
+		select {
+		case slots <- struct{}{}:
+		case err := <-failed:
 			return err
+		case <-l.stop:
+			return toGRPC(ErrStopped)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
+		renewals.Add(1)
+		go func() {
+			defer renewals.Done()
+			defer func() { <-slots }()
+			ttl, err := l.srv.renewLease(ctx, req.ID)
+			if err != nil && !errors.Is(err, mvcc.ErrLeaseNotFound) {
+				fail(toGRPC(err))
+				return
+			}
+			resp := &pb.LeaseKeepAliveResponse{Header: l.store.Header(l.store.Rev()), ID: req.ID, TTL: ttl}
+			sendMu.Lock()
+			defer sendMu.Unlock()
+			if ctx.Err() != nil {
+				return // the handler is returning
+			}
+			if err := stream.Send(resp); err != nil {
+				fail(err)
+			}
+		}()
 	}
 }
 
