@@ -206,8 +206,8 @@ func (m *StateMachine) Restore(r io.Reader) error {
 		}
 		return true
 	})
-	for w := range s.synced {
-		delete(s.synced, w)
+	for w := range s.synced.all() {
+		s.synced.remove(w)
 		s.unsynced[w] = struct{}{}
 	}
 	s.alarms = make(map[alarmKey]struct{}, len(st.alarms))

@@ -49,7 +49,8 @@ type Store struct {
 	log        []changeRecord // changes with main revision >= compactRev, in order
 	bytes      int64          // approximate bytes held by all revisions
 	leases     map[int64]*lease
-	synced     map[*Watcher]struct{} // watchers up to date: fed by writes
+	synced     watcherGroup          // watchers up to date: fed by writes
+	notifyPass uint64                // numbers notify's calls (watcherGroup.forChanges)
 	unsynced   map[*Watcher]struct{} // watchers behind: fed by syncWatchers
 	nextLease  int64                 // last lease id chosen by ChooseLeaseID
 	alarms     map[alarmKey]struct{} // raised alarms (alarm.go)
@@ -105,7 +106,7 @@ func NewStore(cfg Config) *Store {
 		}),
 		leases:     make(map[int64]*lease),
 		alarms:     make(map[alarmKey]struct{}),
-		synced:     make(map[*Watcher]struct{}),
+		synced:     newWatcherGroup(),
 		unsynced:   make(map[*Watcher]struct{}),
 		memberSalt: int64(cfg.MemberID & (1<<23 - 1)),
 		syncKick:   make(chan struct{}, 1),

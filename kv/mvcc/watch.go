@@ -33,9 +33,10 @@ type Watcher struct {
 	sink     WatchSink
 
 	// Guarded by Store.mu.
-	minRev   int64 // the next revision this watcher must see
-	removed  bool  // cancelled, compacted or its stream ended
-	notified bool  // sent something since the last progress tick
+	minRev   int64  // the next revision this watcher must see
+	removed  bool   // cancelled, compacted or its stream ended
+	notified bool   // sent something since the last progress tick
+	visited  uint64 // the pass of watcherGroup.forChanges that last yielded it
 	// pending are the events of a write the sink refused (it was full),
 	// sent before anything read from the log after them, as etcd keeps
 	// a slow watcher's events as a victim: read again from the log, the
@@ -93,7 +94,7 @@ func (s *Store) Watch(id int64, cr *pb.WatchCreateRequest, sink WatchSink) *Watc
 	defer s.mu.Unlock()
 	if startRev == 0 || startRev > s.rev {
 		w.minRev = max(startRev, s.rev+1)
-		s.synced[w] = struct{}{}
+		s.synced.add(w)
 		return w
 	}
 	w.minRev = startRev
@@ -107,7 +108,7 @@ func (s *Store) Watch(id int64, cr *pb.WatchCreateRequest, sink WatchSink) *Watc
 func (s *Store) Watchers() (synced, unsynced int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.synced), len(s.unsynced)
+	return s.synced.len(), len(s.unsynced)
 }
 
 // Unwatch removes w; it gets nothing more. Removing it twice is harmless.
@@ -119,7 +120,7 @@ func (s *Store) Unwatch(w *Watcher) {
 
 func (s *Store) removeWatcherLocked(w *Watcher) {
 	w.removed = true
-	delete(s.synced, w)
+	s.synced.remove(w)
 	delete(s.unsynced, w)
 }
 
@@ -128,7 +129,8 @@ func (s *Store) removeWatcherLocked(w *Watcher) {
 // holds mu.
 func (s *Store) notify(rev int64, changes []changeRecord) {
 	var events sharedEvents
-	for w := range s.synced {
+	s.notifyPass++
+	for w := range s.synced.forChanges(s.notifyPass, changes) {
 		if rev < w.minRev {
 			continue
 		}
@@ -148,7 +150,7 @@ func (s *Store) notify(rev int64, changes []changeRecord) {
 			continue
 		}
 		w.pending = resp
-		delete(s.synced, w)
+		s.synced.remove(w)
 		s.unsynced[w] = struct{}{}
 	}
 }
@@ -257,7 +259,7 @@ func (s *Store) syncOne(w *Watcher) {
 	w.minRev = max(w.minRev, last+1)
 	if w.minRev > s.rev {
 		delete(s.unsynced, w)
-		s.synced[w] = struct{}{}
+		s.synced.add(w)
 	}
 }
 
@@ -301,7 +303,7 @@ func (s *Store) ProgressRev(ws []*Watcher) int64 {
 func (s *Store) notifyProgress() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.synced {
+	for w := range s.synced.all() {
 		if w.progress && !w.notified {
 			w.sink.PushEvents(&pb.WatchResponse{Header: s.Header(s.rev), WatchId: w.id})
 		}
