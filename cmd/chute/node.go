@@ -42,6 +42,11 @@ const shutdownTimeout = 10 * time.Second
 // handoffTimeout bounds handing the queues over, within shutdownTimeout.
 const handoffTimeout = 6 * time.Second
 
+// shutdownReserve is what a shutdown keeps, of shutdownTimeout, for serf's
+// leave (about a second on LAN timings) and the stops after it, whatever
+// the hand-overs before took.
+const shutdownReserve = 3 * time.Second
+
 // node is one running chute: membership, replication, the etcd API, the
 // operator HTTP endpoints and telemetry.
 type node struct {
@@ -507,7 +512,8 @@ func (n *node) followMembers(events <-chan gossip.Event) {
 // shutdown stops everything in order, each step bounded; it returns the
 // errors of the steps that failed.
 func (n *node) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	deadline := time.Now().Add(shutdownTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var errs []error
 	if n.ready != nil {
@@ -526,9 +532,15 @@ func (n *node) shutdown() error {
 			errs = append(errs, err)
 		}
 		hcancel()
-		lctx, lcancel := context.WithTimeout(ctx, leaveTimeout)
-		n.keySpace.handOver(lctx)
-		lcancel()
+		// The raft leadership's hand-over gets what the queues' left, less
+		// what serf's leave and the stops after it need: a hand-over that
+		// took every second left them an expired context, and the node
+		// left gossip as a failure, exiting 1.
+		if d := min(leaveTimeout, time.Until(deadline)-shutdownReserve); d > 0 {
+			lctx, lcancel := context.WithTimeout(ctx, d)
+			n.keySpace.handOver(lctx)
+			lcancel()
+		}
 	}
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
