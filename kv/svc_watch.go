@@ -29,6 +29,11 @@ type watchService struct {
 
 var _ pb.WatchServer = (*watchService)(nil)
 
+// invalidWatchID is the watch id etcd answers a create it refuses for
+// its range or its id with (clientv3.InvalidWatchID): the id asked for
+// may be a live watch's, which a client would take as cancelled.
+const invalidWatchID = -1
+
 // Reasons etcd gives when it refuses a watch.
 const (
 	reasonEmptyRange  = "mvcc: watcher range is empty"
@@ -132,7 +137,7 @@ func (st *watchStream) recvLoop(stream grpc.BidiStreamingServer[pb.WatchRequest,
 func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	r := mvcc.KeyRange{Key: cr.Key, End: cr.RangeEnd}
 	if !r.Single() && !r.FromKey() && bytes.Compare(r.End, r.Key) <= 0 {
-		st.refuse(cr.WatchId, reasonEmptyRange)
+		st.refuse(invalidWatchID, reasonEmptyRange)
 		return
 	}
 	if st.allow != nil {
@@ -155,7 +160,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		id = st.nextID
 		st.nextID++
 	} else if st.taken(id) {
-		st.refuse(id, reasonDuplicateID)
+		st.refuse(invalidWatchID, reasonDuplicateID) // not id: that is the live watch's
 		return
 	}
 	if st.queues != nil && r.Single() && st.queues.Route(r.Key) == RouteConsumer {
