@@ -471,9 +471,13 @@ func (n *node) release() {
 	_ = n.providers.Shutdown(ctx)
 }
 
-// start serves the etcd API, then the peer link (replication and the
-// queues' service), then joins the cluster.
+// start starts the queues, then serves the etcd API, then the peer link
+// (replication and the queues' service), then joins the cluster. The
+// queues come first: a put served before they had the key space was
+// taken as if this member dispatched every queue (and read their
+// fields unsynchronized). Their claims wait for a raft leader.
 func (n *node) start() error {
+	n.queues.Start(n.kv, n.members)
 	if err := n.kv.Start(); err != nil {
 		return err
 	}
@@ -484,7 +488,6 @@ func (n *node) start() error {
 	if err := n.keySpace.start(); err != nil {
 		return err
 	}
-	n.queues.Start(n.kv, n.members)
 	events, stop := n.members.Subscribe(256)
 	n.stopEvents = stop
 	n.wg.Add(1)
