@@ -529,7 +529,8 @@ func (n *node) shutdown() error {
 	// may share its name and id with a running one): handing queues over
 	// in its name could move the other node's, so the others take them
 	// over as after a crash.
-	if !gossipStopped(n.members) {
+	member := !gossipStopped(n.members)
+	if member {
 		hctx, hcancel := context.WithTimeout(ctx, handoffTimeout)
 		if err := n.queues.Handoff(hctx); err != nil {
 			errs = append(errs, err)
@@ -547,6 +548,12 @@ func (n *node) shutdown() error {
 	}
 	if err := n.members.Leave(ctx); err != nil {
 		errs = append(errs, fmt.Errorf("gossip leave: %w", err))
+	} else if member {
+		// Raft keeps running until the leader took this voter out, up
+		// to a second before the deadline.
+		rctx, rcancel := context.WithDeadline(ctx, deadline.Add(-time.Second))
+		n.keySpace.awaitRemoval(rctx)
+		rcancel()
 	}
 	// The etcd API stops before raft: requests in flight end with their
 	// answer. Raft stops before the peer listener that carries it.

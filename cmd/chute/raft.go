@@ -167,6 +167,42 @@ func (ks *keySpace) handOver(ctx context.Context) {
 	}
 }
 
+// awaitRemoval waits, once this member left gossip, until the raft
+// configuration holds it no more (the leader removes a voter that left),
+// or ctx ends; at once when it is no voter, the only one, or no leader is
+// known. In a cluster of two voters the removal needs this member's vote:
+// gone first, it left the other without a majority, and the key space
+// stood still until it came back.
+func (ks *keySpace) awaitRemoval(ctx context.Context) {
+	r, self := ks.node.Raft(), ks.node.ID()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		f := r.GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		voter, others := false, false
+		for _, srv := range f.Configuration().Servers {
+			switch {
+			case srv.ID == self:
+				voter = srv.Suffrage == raft.Voter
+			case srv.Suffrage == raft.Voter:
+				others = true
+			}
+		}
+		if _, leader := r.LeaderWithID(); !voter || !others || leader == "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			ks.log.Warn("still a raft voter as the node stops: the others remove it once its absence passes the grace period")
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // hasOtherVoter reports whether r's configuration has a voter besides r.
 func hasOtherVoter(r *raft.Raft) bool {
 	f := r.GetConfiguration()
