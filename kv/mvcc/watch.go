@@ -17,9 +17,17 @@ import (
 // unless its place in history is compacted away, which cancels it with
 // compact_revision as etcd does.
 
-// syncBatchEvents bounds the events one sync step hands to one watcher; a
-// step never splits a revision.
-const syncBatchEvents = 1000
+// syncBatchEvents and syncBatchBytes bound the events one sync step hands
+// to one watcher, one response; a step never splits a revision. The bytes
+// (keys and values, previous ones too) are gRPC's default limit of a
+// message a client takes: bounded by count alone, a watcher catching up
+// through large values got responses no client could take (past 2 GiB,
+// none the server could send), and its client watched again from the
+// same revision for ever. A revision larger than that goes whole.
+const (
+	syncBatchEvents = 1000
+	syncBatchBytes  = 4 << 20
+)
 
 // Watcher is one watch: what it selects and how, and its place in
 // history. Store.Watch creates it; its fields are the store's.
@@ -270,14 +278,20 @@ func (s *Store) logFrom(w *Watcher) ([]*mvccpb.Event, int64) {
 	i := sort.Search(len(s.log), func(i int) bool { return s.log[i].rev >= w.minRev })
 	last := s.rev
 	var evs []*mvccpb.Event
+	size := 0
 	for ; i < len(s.log); i++ {
 		rec := &s.log[i]
-		if len(evs) >= syncBatchEvents && rec.rev != s.log[i-1].rev {
+		if (len(evs) >= syncBatchEvents || size >= syncBatchBytes) && rec.rev != s.log[i-1].rev {
 			last = s.log[i-1].rev
 			break
 		}
 		if w.wants(rec) {
-			evs = append(evs, rec.event(w.prevKV))
+			ev := rec.event(w.prevKV)
+			evs = append(evs, ev)
+			size += len(ev.Kv.Key) + len(ev.Kv.Value)
+			if ev.PrevKv != nil {
+				size += len(ev.PrevKv.Key) + len(ev.PrevKv.Value)
+			}
 		}
 	}
 	return evs, last

@@ -2,6 +2,8 @@ package mvcc
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -94,6 +96,39 @@ func TestStore_Watch_fullSinkKeepsItsDeleteThroughACompaction(t *testing.T) {
 	got += eventsOf(sink.take())
 	if want := "PUT:k=2 DELETE:k= PUT:k=3 "; got != want {
 		t.Fatalf("events: %q, want %q", got, want)
+	}
+}
+
+// TestStore_Watch_catchUpBoundedByBytes: a watcher catching up through
+// large values gets responses of about syncBatchBytes each, every event
+// once and in order, where one response held them all (past any
+// client's limit with enough of them).
+func TestStore_Watch_catchUpBoundedByBytes(t *testing.T) {
+	sm, st := newTestStateMachine(t, Config{})
+	big := strings.Repeat("x", 1<<20)
+	first := put(t, sm, "k", big)
+	for range 11 {
+		put(t, sm, "k", big)
+	}
+	sink := &testSink{limit: 100}
+	st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: first}, sink)
+	for range 10 {
+		st.syncWatchers()
+	}
+	resps := sink.take()
+	var revs []int64
+	for _, r := range resps {
+		size := 0
+		for _, ev := range r.Events {
+			size += len(ev.Kv.Value)
+			revs = append(revs, ev.Kv.ModRevision)
+		}
+		if size > syncBatchBytes+len(big) {
+			t.Errorf("a response of %d bytes, want at most %d", size, syncBatchBytes+len(big))
+		}
+	}
+	if len(resps) < 3 || len(revs) != 12 || !slices.IsSorted(revs) || revs[0] != first {
+		t.Fatalf("%d responses of revisions %v, want 12 from %d in order, in 3 or more", len(resps), revs, first)
 	}
 }
 
