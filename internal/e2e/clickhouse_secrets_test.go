@@ -139,14 +139,22 @@ func httpGet(t testing.TB, url string) string {
 // httpAnswer returns the status and body of GET url.
 func httpAnswer(t testing.TB, url string) (int, string) {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: statusTimeout}).Get(url)
+	code, _, body := httpGetWith(t, &http.Client{Timeout: statusTimeout}, url)
+	return code, body
+}
+
+// httpGetWith returns the status, Content-Type and body of GET url made
+// with c.
+func httpGetWith(t testing.TB, c *http.Client, url string) (code int, contentType, body string) {
+	t.Helper()
+	resp, err := c.Get(url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	return resp.StatusCode, string(body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
 }

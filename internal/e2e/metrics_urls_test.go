@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -39,16 +38,7 @@ func TestListenMetricsURLs_etcdParity(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	get := func(url string) (int, string, string) {
 		t.Helper()
-		resp, err := client.Get(url)
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatalf("GET %s: %v", url, err)
-		}
-		return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
+		return httpGetWith(t, client, url)
 	}
 	// answer is what a scraper or a checker sees of path: the status,
 	// and for a 200 the kind of body.
@@ -71,7 +61,6 @@ func TestListenMetricsURLs_etcdParity(t *testing.T) {
 	paths := []string{"/metrics", "/health", "/v3/kv/range", "/status", "/version"}
 	for _, path := range paths {
 		want := answer(etcdURL, path)
-		t.Logf("GET %s: %s", path, want)
 		for _, base := range []string{chuteURL, chuteTLS} {
 			if got := answer(base, path); got != want {
 				t.Errorf("GET %s: etcd %s, chute (%s) %s", path, want, base, got)
