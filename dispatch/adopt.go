@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"context"
+	"strconv"
 	"strings"
 
 	"chute/kv/mvcc"
@@ -18,6 +20,14 @@ import (
 // idle for forgetAfter. Records that are pinned or name a reply_to are
 // kept by forget, and not adopted; nor are ClickHouse queues, whose
 // drainer keeps them (one per table, not per request).
+
+// The same look deletes the consumer records /q/{name}/c/{id} naming
+// this member of consumers it does not host: a consumer's record is
+// deleted when it leaves, not when its member crashes or restarts, and
+// such records stayed for ever, swaying claims toward a member that hosts
+// nothing. A record is deleted only once two looks a minute apart found
+// it so: a consumer being registered writes its record before the
+// member lists it.
 
 // adoptEvery is how often a member looks for records to adopt; the first
 // look is adoptEvery after Start, so that a restart's takeovers have
@@ -51,7 +61,8 @@ func (m *Manager) adoptRecords() {
 	if from == "" {
 		from = "/q/"
 	}
-	scanned, adopted := 0, 0
+	hosted := m.hostedConsumers()
+	scanned, adopted, deletes := 0, 0, forgetDeletes
 	for scanned < adoptScan && adopted < adoptMax {
 		page := m.records.Page(from, queuesEnd, adoptPage)
 		if len(page) == 0 {
@@ -64,7 +75,9 @@ func (m *Manager) adoptRecords() {
 			name, _, below := strings.Cut(strings.TrimPrefix(kv.Key, "/q/"), "/")
 			if below {
 				// Dead letters, consumers: none is a record. Go on
-				// after the queue's keys.
+				// after the queue's keys, once its consumer records
+				// are looked at.
+				m.sweepConsumerRecords(name, hosted, &deletes)
 				from = string(mvcc.PrefixEnd([]byte("/q/" + name + "/")))
 				break
 			}
@@ -100,4 +113,51 @@ func (m *Manager) adoptable(name string, raw []byte) bool {
 	defer m.mu.RUnlock()
 	_, held := m.queues[name]
 	return !held
+}
+
+// hostedConsumers returns the consumer record keys of the consumers this
+// member hosts.
+func (m *Manager) hostedConsumers() map[string]bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	hosted := make(map[string]bool, len(m.locals))
+	for lc := range m.locals {
+		hosted[consumerPrefix(lc.queue)+lc.c.id] = true
+	}
+	return hosted
+}
+
+// sweepConsumerRecords deletes the consumer records of queue name that
+// name this member and none of whose consumers it hosts (hosted), found
+// so by the look before too (m.unhosted), at most *deletes more.
+func (m *Manager) sweepConsumerRecords(name string, hosted map[string]bool, deletes *int) {
+	self := strconv.FormatUint(m.cfg.MemberID, 10)
+	prefix := consumerPrefix(name)
+	before := m.unhosted[name]
+	var now map[string]bool // what this look finds stale and keeps for the next
+	for key, v := range m.records.Prefix(prefix) {
+		if strings.Contains(key[len(prefix):], "/") || string(v) != self || hosted[key] {
+			continue
+		}
+		if !before[key] || *deletes == 0 {
+			if now == nil {
+				now = make(map[string]bool)
+			}
+			now[key] = true
+			continue
+		}
+		*deletes--
+		ctx, cancel := context.WithTimeout(context.Background(), recordWriteTimeout)
+		deleted, err := m.records.CompareAndDelete(ctx, key, v)
+		cancel()
+		if err == nil && deleted {
+			m.log.Info("deleted the record of a consumer this member no longer hosts", "queue", name, "key", key)
+		}
+	}
+	switch {
+	case now != nil && (before != nil || len(m.unhosted) < adoptMax):
+		m.unhosted[name] = now
+	default:
+		delete(m.unhosted, name)
+	}
 }

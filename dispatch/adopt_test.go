@@ -59,3 +59,39 @@ func TestAdopt_recordsOfQueuesNotHeld(t *testing.T) {
 		}
 	}
 }
+
+// TestAdopt_consumerRecordsNotHosted: a consumer record naming this
+// member of a consumer it does not host (its member restarted) is
+// deleted once two looks a minute apart found it so; the record of a
+// consumer it hosts and one naming another member stay. They stayed for
+// ever.
+func TestAdopt_consumerRecordsNotHosted(t *testing.T) {
+	n, clk, cli := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	cli.Watch(ctx, "/q/live/c/z")
+	waitFor(t, "the live consumer's record", func() bool { return n.kv.Get("/q/live/c/z") != nil })
+	for k, v := range map[string]string{"/q/stale/c/x": "7", "/q/other/c/y": "8"} {
+		if err := n.kv.Put(ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	look := func() {
+		clk.Advance(adoptEvery)
+		n.mgr.reconcile()
+	}
+	kept := func(keys ...string) {
+		t.Helper()
+		for _, k := range keys {
+			if n.kv.Get(k) == nil {
+				t.Fatalf("%s deleted, want it kept", k)
+			}
+		}
+	}
+	look()
+	kept("/q/live/c/z", "/q/stale/c/x", "/q/other/c/y")
+	look()
+	kept("/q/live/c/z", "/q/other/c/y")
+	if v := n.kv.Get("/q/stale/c/x"); v != nil {
+		t.Fatalf("the record of a consumer not hosted here: %q after two looks, want it deleted", v)
+	}
+}

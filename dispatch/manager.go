@@ -348,6 +348,7 @@ type Manager struct {
 	// (adopt.go).
 	adoptAt   time.Time
 	adoptFrom string
+	unhosted  map[string]map[string]bool // by queue, the consumer records a look found stale, to delete at the next
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -444,6 +445,7 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
 	m.cluster = cluster
 	m.adoptAt = m.clock.Now().Add(adoptEvery)
+	m.unhosted = make(map[string]map[string]bool)
 	m.loadRecovered()
 	m.wg.Add(2)
 	go func() {
