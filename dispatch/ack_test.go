@@ -261,6 +261,32 @@ func TestHandoff_putWhileLeaving(t *testing.T) {
 	}
 }
 
+// TestHandoff_consumerHostLeavingDoesNotReclaim: a member that hosts a
+// queue's consumer and leaves hands the queue over once; its reconcile
+// rounds do not claim it back for the consumer, which, leaving, they
+// claimed for another member at the next epoch every round (epoch 2 to
+// 83 in two seconds).
+func TestHandoff_consumerHostLeavingDoesNotReclaim(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/x", "v"); err != nil {
+		t.Fatal(err)
+	}
+	next(t, c.cli.Watch(ctx, "/q/jobs/c/w1"), 5*time.Second)
+	if err := c.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := ParseRecord(recordOn(a, "jobs"))
+	for range 5 {
+		c.mgr.reconcile()
+	}
+	if rec, _ := ParseRecord(recordOn(a, "jobs")); rec.Epoch != after.Epoch {
+		t.Fatalf("record after five rounds of the leaving member: %+v, want %+v as Handoff left it", rec, after)
+	}
+}
+
 // TestHandoff_waitsForAHandoverInFlight checks that Handoff does not take
 // a queue for empty while the reconcile loop's handover carries its
 // messages: they are out of the queue until the new dispatcher answers,

@@ -279,7 +279,10 @@ func (m *Manager) shouldClaim(ctx context.Context, name string, rec Record, ok b
 		// one that answers keeps the queue.
 		return !m.records.Writable() || !m.answers(ctx, rec.Member)
 	case why == claimAsConsumer:
-		return !m.hostsConsumer(name, rec.Member)
+		// A member leaving keeps its consumers' watches until its etcd
+		// API stops: claimed for them, the queue would go to another
+		// member (claimant) at the next epoch every round.
+		return !m.departing.Load() && !m.hostsConsumer(name, rec.Member)
 	}
 	return false
 }
