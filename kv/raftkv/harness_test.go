@@ -51,12 +51,13 @@ const testApplyTimeout = 3 * time.Second
 // when it hears from no quorum for LeaderLeaseTimeout: at 100 ms a
 // stall of the test process under make test's load (the e2e package's
 // clusters beside it) ended leaderships that tests of batching and
-// packing rely on, so the timeouts leave a few hundred ms.
+// packing rely on, and at 250 ms one of 280 ms did in CI (stop 53), so
+// the timeouts leave half a second.
 func testRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 300 * time.Millisecond
-	c.ElectionTimeout = 300 * time.Millisecond
-	c.LeaderLeaseTimeout = 250 * time.Millisecond
+	c.HeartbeatTimeout = 500 * time.Millisecond
+	c.ElectionTimeout = 500 * time.Millisecond
+	c.LeaderLeaseTimeout = 450 * time.Millisecond
 	c.CommitTimeout = 10 * time.Millisecond
 	c.MaxAppendEntries = MaxAppendEntries
 	return c
