@@ -112,7 +112,7 @@ func newGateway(s *Server) (*gateway, error) {
 		mux.ServeHTTP(w, r)
 	}), maxBody))
 	h.HandleFunc("/version", getOnly(serveVersion))
-	h.HandleFunc("/health", getOnly(s.serveHealth))
+	h.Handle("/health", s.HealthHandler())
 	return &gateway{
 		mem:  mem,
 		conn: conn,
@@ -163,14 +163,14 @@ func serveVersion(w http.ResponseWriter, _ *http.Request) {
 // healthTimeout bounds /health's linearizable read, as etcd bounds its.
 const healthTimeout = time.Second
 
+// HealthHandler serves etcd's /health (GET alone): on the client URLs,
+// and on other listeners of the node (etcd's --listen-metrics-urls).
+func (s *Server) HealthHandler() http.Handler { return getOnly(s.serveHealth) }
+
 // serveHealth answers etcd's GET /health as etcd 3.4 decides it: false
 // (503) while an alarm is raised, while this member knows no leader, or
 // when a linearizable read does not come back within healthTimeout;
 // true (200) otherwise. The reason is etcd 3.5's field.
-// HealthHandler serves etcd's /health (GET alone), as the client URLs
-// do, for other listeners of the node (etcd's --listen-metrics-urls).
-func (s *Server) HealthHandler() http.Handler { return getOnly(s.serveHealth) }
-
 func (s *Server) serveHealth(w http.ResponseWriter, r *http.Request) {
 	reason := ""
 	alarms := s.store.Alarms(pb.AlarmType_NONE)
