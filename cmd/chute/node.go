@@ -418,17 +418,28 @@ func (n *node) serveHTTP(ln net.Listener, h http.Handler, tlsCfg *tls.Config) {
 // this node's /healthz and /readyz. Nothing else: /status and the
 // profiles stay on --metrics-listen.
 func (n *node) etcdMetricsHandler() http.Handler {
-	ops := n.opsHandler()
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.providers.MetricsHandler())
 	mux.Handle("GET /health", n.kv.HealthHandler())
-	mux.Handle("GET /readyz", ops)
-	mux.HandleFunc("GET /livez", func(w http.ResponseWriter, r *http.Request) {
-		r = r.Clone(r.Context())
-		r.URL.Path = "/healthz"
-		ops.ServeHTTP(w, r)
-	})
+	mux.HandleFunc("GET /readyz", n.serveReadyz)
+	mux.HandleFunc("GET /livez", serveHealthz)
 	return mux
+}
+
+// serveHealthz answers /healthz (and /livez): the process serves.
+func serveHealthz(w http.ResponseWriter, _ *http.Request) {
+	_, _ = w.Write([]byte("ok\n"))
+}
+
+// serveReadyz answers /readyz: 200, or 503 saying what the node lacks.
+func (n *node) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	if missing := n.ready.missing(); len(missing) > 0 {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, reason(missing))
+		return
+	}
+	_, _ = w.Write([]byte("ok\n"))
 }
 
 // raiseNoSpace raises etcd's NOSPACE alarm when the queue log's disk or
@@ -625,18 +636,8 @@ func (l *memberList) RemoveMember(id uint64) error {
 // opsHandler serves the operator endpoints of the metrics listener.
 func (n *node) opsHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if missing := n.ready.missing(); len(missing) > 0 {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(w, reason(missing))
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", serveHealthz)
+	mux.HandleFunc("GET /readyz", n.serveReadyz)
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
