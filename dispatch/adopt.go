@@ -81,7 +81,7 @@ func (m *Manager) adoptRecords() {
 				from = string(mvcc.PrefixEnd([]byte("/q/" + name + "/")))
 				break
 			}
-			if m.adoptable(name, kv.Value) {
+			if ParseKey(kv.Key).Kind == KindRecord && m.adoptable(name, kv.Value) {
 				m.queueFor(name)
 				if adopted++; adopted == adoptMax {
 					break
@@ -99,9 +99,6 @@ func (m *Manager) adoptRecords() {
 // adopt: the record names this member and no more, and the member holds
 // no state of the queue.
 func (m *Manager) adoptable(name string, raw []byte) bool {
-	if ParseKey(RecordKey(name)).Kind != KindRecord {
-		return false
-	}
 	if _, ok := sink.TableOf(name); ok {
 		return false
 	}
@@ -132,11 +129,10 @@ func (m *Manager) hostedConsumers() map[string]bool {
 // so by the look before too (m.unhosted), at most *deletes more.
 func (m *Manager) sweepConsumerRecords(name string, hosted map[string]bool, deletes *int) {
 	self := strconv.FormatUint(m.cfg.MemberID, 10)
-	prefix := consumerPrefix(name)
 	before := m.unhosted[name]
 	var now map[string]bool // what this look finds stale and keeps for the next
-	for key, v := range m.records.Prefix(prefix) {
-		if strings.Contains(key[len(prefix):], "/") || string(v) != self || hosted[key] {
+	for key, v := range m.consumerRecords(name) {
+		if string(v) != self || hosted[key] {
 			continue
 		}
 		if !before[key] || *deletes == 0 {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"iter"
 	"strconv"
 	"strings"
 	"sync"
@@ -198,13 +199,11 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			return rec
 		}
 		if written {
+			msg := "dispatcher claimed"
 			if next.Member != m.cfg.MemberID {
-				m.log.Info("dispatcher claimed for another member: this one is leaving", "queue", name, "epoch", next.Epoch,
-					"dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
-				m.metrics.elections.Add(1)
-				return next
+				msg = "dispatcher claimed for another member: this one is leaving"
 			}
-			m.log.Info("dispatcher claimed", "queue", name, "epoch", next.Epoch, "previous", gossip.ID(rec.Member))
+			m.log.Info(msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
 			return next
 		}
@@ -291,13 +290,23 @@ func (m *Manager) shouldClaim(ctx context.Context, name string, rec Record, ok b
 // consumer, /q/{name}/c/{id}, whose value is the member hosting it.
 func consumerPrefix(name string) string { return "/q/" + name + "/c/" }
 
+// consumerRecords yields the consumer records of queue name, each key
+// with its value, leaving out keys below a consumer's.
+func (m *Manager) consumerRecords(name string) iter.Seq2[string, []byte] {
+	prefix := consumerPrefix(name)
+	return func(yield func(string, []byte) bool) {
+		for key, v := range m.records.Prefix(prefix) {
+			if !strings.Contains(key[len(prefix):], "/") && !yield(key, v) {
+				return
+			}
+		}
+	}
+}
+
 // hostsConsumer reports whether member hosts a consumer of the queue, by
 // the replicated consumer records.
 func (m *Manager) hostsConsumer(name string, member uint64) bool {
-	for key, v := range m.records.Prefix(consumerPrefix(name)) {
-		if strings.Count(key, "/") != 4 {
-			continue
-		}
+	for _, v := range m.consumerRecords(name) {
 		if id, err := strconv.ParseUint(string(v), 10, 64); err == nil && id == member {
 			return true
 		}
