@@ -283,8 +283,9 @@
 // dispatcher frozen (SIGSTOP) or cut off from the other members while it
 // still reaches ClickHouse goes on inserting what it holds until its own
 // key space shows the takeover (the reconcile loop stops its drainer
-// then), while the member that took over inserts the same rows under
-// another dedup token: ClickHouse has no way to fence the old writer.
+// then), while the member that took over inserts the same rows in
+// batches of its own, whose dedup tokens differ (they name their rows):
+// ClickHouse has no way to fence the old writer.
 //
 // # What other members may send
 //

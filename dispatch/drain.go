@@ -2,9 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	"chute/gossip"
 	"chute/internal/backoff"
 	"chute/sink"
 )
@@ -109,7 +110,6 @@ type inflight struct {
 	values   [][]byte       // the rows' values, as the sink takes them
 	reader   sink.RowReader // reads values from the queue log; nil: from memory
 	bytes    int
-	epoch    uint64 // of the queue's record when the batch was formed, for its token
 	label    string // the table label of its metrics ("db.table" or "_other")
 	attempts int
 	limited  int // attempts refused by ClickHouse's limits of one query
@@ -402,7 +402,6 @@ func (d *drainer) freeRows() int {
 // insert rate held it back.
 func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held time.Duration) {
 	m := d.m
-	rec, _ := m.record(d.q.name)
 	values := d.valsKept.take(len(rows))
 	if values == nil {
 		values = make([][]byte, 0, len(rows))
@@ -410,7 +409,7 @@ func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held
 	for _, r := range rows {
 		values = append(values, r.m.value)
 	}
-	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, epoch: rec.Epoch, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
+	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
 		span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Float64("chute.batch.wait", held.Seconds()))
@@ -683,7 +682,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 		tok := ""
 		if !b.untokened {
 			var asked bool
-			tok, asked = d.token(ctx, ep, b.epoch, b.rows)
+			tok, asked = d.token(ctx, ep, b.rows, nil)
 			b.untokened = !asked
 		}
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
@@ -803,15 +802,18 @@ func (d *drainer) blameRequest(ctx context.Context, ep sink.Endpoint, target str
 	return res
 }
 
-// token returns the batch's insert_deduplication_token, derived from the
-// queue, the epoch when the batch was formed, this member and the batch's
-// first and last numbers, the same at every attempt, so that a batch sent again
-// after a lost answer is not stored twice; "" when the server
-// does not know the setting (ClickHouse before 22.2, Debian's 18.16
-// among them), which is asked once per server. asked is false when the
-// server could not be asked (the token is "" then, and the question is
-// asked again for the next batch).
-func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, rows []row) (tok string, asked bool) {
+// token returns the insert_deduplication_token of rows (idx: the
+// indexes of b's rows it covers, ascending; nil: all of them): the queue,
+// a digest of the rows' message ids in order, and their count (rowsToken),
+// the same at every attempt and on every member that sends the same rows,
+// so that a batch sent again after a lost answer is not stored twice,
+// even by the next dispatcher after a hand-over (handed-over batches keep
+// their rows, queue.go tried); "" when the server does not know the
+// setting (ClickHouse before 22.2, Debian's 18.16 among them), which is
+// asked once per server. asked is false when the server could not be
+// asked (the token is "" then, and the question is asked again for the
+// next batch).
+func (d *drainer) token(ctx context.Context, ep sink.Endpoint, rows []row, idx []int) (tok string, asked bool) {
 	m := d.m
 	m.mu.Lock()
 	known, asked := m.tokenSupport[ep.Addr]
@@ -829,30 +831,60 @@ func (d *drainer) token(ctx context.Context, ep sink.Endpoint, epoch uint64, row
 	if !known || len(rows) == 0 {
 		return "", true
 	}
-	// The member too: two members claiming a queue at once both take
-	// epoch e+1 and number from the same floor, and a batch of the one
-	// that lost must not pass for one of the winner's.
-	return fmt.Sprintf("%s:%d:%s:%d:%d", d.q.name, epoch, gossip.ID(m.cfg.MemberID).String(), rows[0].seq, rows[len(rows)-1].seq), true
+	return rowsToken(d.q.name, rows, idx), true
+}
+
+// rowsToken is the deduplication token of rows (idx: the indexes of the
+// rows it covers, ascending; nil: all): "<queue>:<digest>:<count>", the
+// digest the first 128 bits of SHA-256 over the rows' message ids in
+// order. Ids are unique in the cluster and a message's value never
+// changes, so equal tokens are equal rows in the same order, whichever
+// member formed the batch and whatever numbers it gave them. (Numbers
+// are not: two members claiming a queue at once both number from the
+// same floor, and a token of numbers would pass a batch of one for the
+// other's, which ClickHouse then drops.)
+func rowsToken(queue string, rows []row, idx []int) string {
+	h := sha256.New()
+	var buf [64 * 16]byte
+	n, count := 0, len(rows)
+	put := func(id MsgID) {
+		binary.LittleEndian.PutUint64(buf[n:], id.Origin)
+		binary.LittleEndian.PutUint64(buf[n+8:], id.N)
+		if n += 16; n == len(buf) {
+			h.Write(buf[:])
+			n = 0
+		}
+	}
+	if idx == nil {
+		for _, r := range rows {
+			put(r.m.id)
+		}
+	} else {
+		count = len(idx)
+		for _, i := range idx {
+			put(rows[i].m.id)
+		}
+	}
+	h.Write(buf[:n])
+	var sum [sha256.Size]byte
+	return queue + ":" + hex.EncodeToString(h.Sum(sum[:0])[:16]) + ":" + strconv.Itoa(count)
 }
 
 // codeUnknownSetting is ClickHouse's UNKNOWN_SETTING.
 const codeUnknownSetting = 115
 
 // partToken returns the deduplication token of the part idx (indexes into
-// b.rows, ascending) of a bisection of b: its first and last numbers and
-// its count, so that no two parts share one. Without one, a table that
-// deduplicates (Replicated*MergeTree, non_replicated_deduplication_window)
-// took two parts of equal rows for one and dropped the second, which was
-// counted inserted. "" when b goes without tokens.
+// b.rows, ascending) of a bisection of b: its rows' own (rowsToken), so
+// that no two parts share one. Without one, a table that deduplicates
+// (Replicated*MergeTree, non_replicated_deduplication_window) took two
+// parts of equal rows for one and dropped the second, which was counted
+// inserted. "" when b goes without tokens.
 func (d *drainer) partToken(ctx context.Context, ep sink.Endpoint, b *inflight, idx []int) string {
 	if b.untokened || len(idx) == 0 {
 		return ""
 	}
-	tok, _ := d.token(ctx, ep, b.epoch, []row{b.rows[idx[0]], b.rows[idx[len(idx)-1]]})
-	if tok == "" {
-		return ""
-	}
-	return tok + ":" + strconv.Itoa(len(idx))
+	tok, _ := d.token(ctx, ep, b.rows, idx)
+	return tok
 }
 
 // bisect finds the rows of batch b ClickHouse refuses (refusal was its
