@@ -23,6 +23,9 @@ const (
 	// peerCallSeqs bounds the numbers one RELEASE names: far above the
 	// acknowledgements of a flush interval.
 	peerCallSeqs = 1 << 20
+	// maxBatchRows is the largest batch_rows (Settings): no batch a
+	// member tried (QueueMessage.Batch) is larger.
+	maxBatchRows = 1_000_000
 )
 
 // Epochs and message numbers. Epoch e numbers its messages from
@@ -75,7 +78,9 @@ type peerLimits struct {
 // per call), a queue name or tail outside the key grammar, a producer key
 // or value over the client limits, a number of no epoch or of an epoch
 // far ahead of the record (epoch: the epoch of this member's record of
-// the queue), a ClickHouse row that is not a JSON object.
+// the queue), a ClickHouse row that is not a JSON object, a tried batch
+// (QueueMessage.Batch) larger than batch_rows may be or on a message no
+// drainer sent.
 func (l peerLimits) checkPeerMessages(msgs []*peerpb.QueueMessage, epoch uint64) error {
 	if len(msgs) > peerCallMessages {
 		return status.Errorf(codes.InvalidArgument, "dispatch: %d messages in one call, at most %d", len(msgs), peerCallMessages)
@@ -106,6 +111,9 @@ func (l peerLimits) checkPeerMessages(msgs []*peerpb.QueueMessage, epoch uint64)
 		}
 		if err := checkPeerSeq(name, q.Seq, epoch); err != nil {
 			return err
+		}
+		if q.Batch > maxBatchRows || q.Batch > 0 && (!ch || q.Seq == 0) {
+			return status.Errorf(codes.InvalidArgument, "dispatch: queue %s: a tried batch of %d rows, at most %d, of a ClickHouse queue's numbered message", name, q.Batch, maxBatchRows)
 		}
 		if ch {
 			if err := sink.ValidateRow(q.Value); err != nil {

@@ -96,6 +96,7 @@ func TestPeerLimits_checkPeerMessages(t *testing.T) {
 		many[i] = msg("jobs", fmt.Sprint(i), "v", 0)
 	}
 	longTail := strings.Repeat("t", kv.DefaultMaxKeyBytes-len("/q/jobs/p/")+1)
+	tried := func(m *peerpb.QueueMessage, rows uint32) *peerpb.QueueMessage { m.Batch = rows; return m }
 	for _, tc := range []struct {
 		name  string
 		msgs  []*peerpb.QueueMessage
@@ -118,6 +119,10 @@ func TestPeerLimits_checkPeerMessages(t *testing.T) {
 		{"number far ahead", []*peerpb.QueueMessage{msg("jobs", "a", "v", (1+epochLead)<<32+1)}, 1, codes.OutOfRange},
 		{"ch row not an object", []*peerpb.QueueMessage{msg("ch:events", "a", "[1]", 0)}, 1, codes.InvalidArgument},
 		{"ch row", []*peerpb.QueueMessage{msg("ch:events", "a", `{"a":1}`, 0)}, 1, codes.OK},
+		{"largest tried batch", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 5), maxBatchRows)}, 1, codes.OK},
+		{"tried batch too large", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 5), maxBatchRows+1)}, 1, codes.InvalidArgument},
+		{"tried batch of no number", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 0), 1)}, 1, codes.InvalidArgument},
+		{"tried batch of no drainer", []*peerpb.QueueMessage{tried(msg("jobs", "a", "v", 5), 1)}, 1, codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := status.Code(l.checkPeerMessages(tc.msgs, tc.epoch)); got != tc.want {

@@ -184,6 +184,15 @@
 //     lands after batches formed after it.
 //   - When the member leaves (Handoff), neither the interval nor the rate
 //     holds a batch back.
+//   - A batch waiting to retry when its drainer stops (a hand-over) may
+//     have landed: its first row is marked with its row count
+//     (queue.tried) and goes over with that mark
+//     (peerpb.QueueMessage.Batch); the next dispatcher forms those rows,
+//     in order, as one batch before anything else of theirs, so its dedup
+//     token (rowsToken: the rows' ids) and its block are the first
+//     attempt's, and a table that deduplicates drops it. It waits up to
+//     triedWait for the rest of them, which come in chunks. The mark is
+//     not kept in the queue log: a restart forms batches anew.
 //
 // # Dead letters
 //

@@ -358,10 +358,13 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		if limited && !d.held.since.IsZero() && !d.held.mayBeFull(free, set) {
 			return rateAt.Sub(now)
 		}
-		rows, bytes, full := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0))
+		rows, bytes, full, wait := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0), now, leaving)
 		if len(rows) == 0 {
 			d.rowsKept.keep(rows)
-			return 0 // what is free lies among the numbers of a batch in flight: it goes after that one
+			// 0: what is free lies among the numbers of a batch in
+			// flight, and goes after that one; else the rest of a tried
+			// batch is on its way.
+			return wait
 		}
 		if limited && !full {
 			if d.held.since.IsZero() {
@@ -490,17 +493,24 @@ func (m *Manager) leaving() bool {
 // number, that lie outside the numbers of the batches in flight, within
 // the caps, without removing them, appended to dst[:0]; their bytes in
 // the request; and whether a cap cut the batch (it is full).
-func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []row) (rows []row, bytes int, full bool) {
+//
+// When the oldest of those rows heads a tried batch (queue.tried), the
+// batch is that one again, its rows whatever the caps, and full; none
+// until all its rows are here, for at most triedWait after it was given
+// up or came (wait: the rest of that), unless hurry (the member leaves).
+// A batch of other rows ends before a tried batch's first row.
+func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []row, now time.Time, hurry bool) (rows []row, bytes int, full bool, wait time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if c.drained == 0 {
-		return dst[:0], 0, false
+		return dst[:0], 0, false, 0
 	}
 	rows = dst[:0]
 	if cap(rows) == 0 {
 		rows = make([]row, 0, min(c.drained, set.BatchRows))
 	}
-	skipped := 0 // drained rows in the span of a batch in flight
+	var tried triedBatch // rows 0: an ordinary batch
+	skipped := 0         // drained rows in the span of a batch in flight
 	for seq, m := range q.msgs.all() {
 		if len(rows)+skipped == c.drained {
 			break
@@ -512,13 +522,59 @@ func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []
 			skipped++
 			continue
 		}
-		if len(rows) == set.BatchRows || len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
-			return rows, bytes, true
+		if len(q.tried) > 0 {
+			if len(rows) == 0 {
+				q.dropTriedBelowLocked(seq) // their first rows left
+				tried = q.tried[seq]
+			} else if _, ok := q.tried[seq]; ok && tried.rows == 0 {
+				return rows, bytes, true, 0
+			}
+		}
+		if tried.rows > 0 {
+			if len(rows) == tried.rows {
+				break
+			}
+		} else if len(rows) == set.BatchRows || len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
+			return rows, bytes, true, 0
 		}
 		bytes += len(m.value) + 1
 		rows = append(rows, row{seq: seq, m: m})
 	}
-	return rows, bytes, len(rows) == set.BatchRows
+	if tried.rows > 0 {
+		if len(rows) < tried.rows && !hurry {
+			if wait := tried.at.Add(triedWait).Sub(now); wait > 0 {
+				return rows[:0], 0, false, wait
+			}
+		}
+		delete(q.tried, rows[0].seq) // the batch in flight carries it now
+		return rows, bytes, true, 0
+	}
+	return rows, bytes, len(rows) == set.BatchRows, 0
+}
+
+// dropTriedBelowLocked forgets the tried batches whose first row's number
+// is below seq, the oldest row free for a batch: that row left. The
+// caller holds mu.
+func (q *queue) dropTriedBelowLocked(seq uint64) {
+	for first := range q.tried {
+		if first < seq {
+			delete(q.tried, first)
+		}
+	}
+}
+
+// markTried notes batch rows, sent to ClickHouse and given up, as tried
+// (queue.tried), while its first row is still here.
+func (q *queue) markTried(rows []row, now time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(rows) == 0 || q.msgs.get(rows[0].seq) != rows[0].m {
+		return
+	}
+	if q.tried == nil {
+		q.tried = make(map[uint64]triedBatch)
+	}
+	q.tried[rows[0].seq] = triedBatch{rows: len(rows), at: now}
 }
 
 // inFlight reports whether seq lies between the first and last numbers of
@@ -555,10 +611,15 @@ func (q *queue) ackRows(rows []row, now time.Time) {
 	q.deliverLocked(now)
 }
 
-// abandon ends the span of a batch left unfinished when the drainer stops
-// (this member no longer dispatches the queue): its rows go back to the
-// queue and on to the next dispatcher, as a new batch.
-func (b *inflight) abandon() {
+// abandon gives up batch b when the drainer stops (this member no longer
+// dispatches the queue) and ends its span: its rows go back to the queue
+// and on to the next dispatcher. With tried (an attempt of it may have
+// landed) the next dispatcher sends them as the same batch first
+// (queue.tried).
+func (d *drainer) abandon(b *inflight, tried bool) {
+	if tried {
+		d.q.markTried(b.rows, d.m.clock.Now())
+	}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Int("chute.insert.attempts", b.attempts))
 		b.span.SetStatus(otelcodes.Error, "handed over to another dispatcher before it was inserted")
@@ -636,7 +697,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 			wait = bo.Next()
 		}
 		if !d.sleep(wait) {
-			b.abandon()
+			d.abandon(b, !settled) // settled: what is left of a bisection or a split is no batch
 			return
 		}
 		if settled {
@@ -651,7 +712,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 				wait = bo.Next()
 			}
 			if !d.sleep(wait) {
-				b.abandon()
+				d.abandon(b, true)
 				return
 			}
 		}

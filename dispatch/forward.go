@@ -398,7 +398,7 @@ func (f *forwarder) batchOf(name string, msgs []incoming) (*peerpb.SendBatch, er
 	for i := range msgs {
 		in := &msgs[i]
 		q.Tail, q.Value, q.Origin, q.N, q.Seq = in.tail, in.value, in.id.Origin, in.id.N, in.seq
-		q.Consumer, q.Attempts = in.consumer, int64(in.attempts)
+		q.Consumer, q.Attempts, q.Batch = in.consumer, int64(in.attempts), uint32(in.batch)
 		if !b.AddMessage(&q, true) {
 			return nil, errKeyNotUTF8(name, in.tail)
 		}
@@ -409,9 +409,9 @@ func (f *forwarder) batchOf(name string, msgs []incoming) (*peerpb.SendBatch, er
 // messageFieldBytes bounds what a forwarded message's wire form takes
 // besides its queue name, tail, value and consumer id: its tag and
 // length and those of those four fields (at most 17 bytes, a value being
-// under 2 MiB and a key under 16 KiB), and four varints of at most 11
+// under 2 MiB and a key under 16 KiB), and five varints of at most 11
 // bytes with their tags.
-const messageFieldBytes = 17 + 4*11
+const messageFieldBytes = 17 + 5*11
 
 // maxPooledBatch is the largest buffer of messages a forwarder keeps for
 // another batch: a full copy of a queue sent to a new backup goes in

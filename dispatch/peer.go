@@ -60,7 +60,7 @@ func toIncoming(msgs []*peerpb.QueueMessage) map[string][]incoming {
 // incomingOf returns q as a message arriving here.
 func incomingOf(q *peerpb.QueueMessage) incoming {
 	return incoming{id: MsgID{Origin: q.Origin, N: q.N}, tail: q.Tail, value: q.Value, seq: q.Seq,
-		consumer: q.Consumer, attempts: int(q.Attempts)}
+		consumer: q.Consumer, attempts: int(q.Attempts), batch: int(q.Batch)}
 }
 
 // toMessages returns msgs as messages of queue name, for a call that

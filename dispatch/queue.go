@@ -217,7 +217,26 @@ type queue struct {
 	// acknowledgement of the number with the same tail is theirs, not the
 	// message that has the number here. nil when none.
 	renamed map[uint64]renaming
+	// tried are the batches an insert sent to ClickHouse and gave up when
+	// the drainer stopped (a hand-over) or the member that handed them
+	// over had (peerpb.QueueMessage.Batch), by the number of their first
+	// row: the drainer forms each again, the same rows in the same order,
+	// before anything else of theirs, so that its dedup token, or its
+	// block's checksum, is the first attempt's, and ClickHouse drops it if
+	// that landed. nil when none.
+	tried map[uint64]triedBatch
 }
+
+// triedBatch is a batch of queue.tried.
+type triedBatch struct {
+	rows int
+	at   time.Time // when it was given up or arrived: its rows have triedWait to come
+}
+
+// triedWait bounds the wait for the rows of a tried batch that came in a
+// hand-over: they come in chunks, and a hand-over cut short leaves the
+// batch incomplete for good, to go with what came.
+const triedWait = 5 * time.Second
 
 // renaming is a handed-over message renumbered while a consumer holds it
 // under its old number (queue.renamed).
@@ -260,6 +279,7 @@ type incoming struct {
 	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
+	batch    int    // heads a tried batch of this many rows (queue.tried); 0 for none
 	trace    *msgTrace
 	lseq     uint64 // its record in this member's queue log; 0 for none yet
 	// region maps value when value is a view of the queue log (message.region).
@@ -379,6 +399,12 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			}
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
+		if in.batch > 0 {
+			if q.tried == nil {
+				q.tried = make(map[uint64]triedBatch)
+			}
+			q.tried[seq] = triedBatch{rows: in.batch, at: now}
+		}
 		if len(slab) == 0 {
 			slab = make([]message, len(msgs)-i)
 		}
@@ -722,7 +748,8 @@ func (q *queue) takeAll() []incoming {
 	q.failWaitersLocked(errMovedOn)
 	out := make([]incoming, 0, q.msgs.len()+len(q.held))
 	for seq, m := range q.msgs.all() {
-		in := incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq}
+		in := incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq,
+			batch: q.tried[seq].rows}
 		switch m.state {
 		case msgOut:
 			in.consumer = q.out[seq].c.id
@@ -741,6 +768,7 @@ func (q *queue) takeAll() []incoming {
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
 	q.renamed = nil // the numbers they name are no longer here
+	q.tried = nil   // they go with their first rows
 	q.handing, q.handingBytes = len(out), q.bytes
 	q.bytes = 0
 	for _, c := range q.consumers {

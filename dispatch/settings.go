@@ -139,7 +139,7 @@ func parseSettings(name string, raw []byte, def Settings) (Settings, error) {
 		dst      *int
 	}{
 		{"prefetch", j.Prefetch, 1, 1 << 20, &s.Prefetch},
-		{"batch_rows", j.BatchRows, 1, 1_000_000, &s.BatchRows},
+		{"batch_rows", j.BatchRows, 1, maxBatchRows, &s.BatchRows},
 		{"batch_bytes", j.BatchBytes, 1, maxBatchBytes, &s.BatchBytes},
 		{"dlq_max_rows", j.DLQMaxRows, 0, maxDeadLetterRows, &s.DeadLetterMaxRows},
 		{"max_inflight_inserts", j.MaxInflightInserts, 1, maxInflightInserts, &s.MaxInflightInserts},

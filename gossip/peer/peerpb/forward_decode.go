@@ -364,7 +364,7 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 			}
 			x.Value = v[:len(v):len(v)]
 			b = b[n:]
-		case num >= 4 && num <= 8 && num != 7 && typ == protowire.VarintType:
+		case num >= 4 && num <= 9 && num != 7 && typ == protowire.VarintType:
 			v, n := consumeVarint(b)
 			if n < 0 {
 				return errFrame
@@ -378,6 +378,8 @@ func (x *QueueMessage) unmarshalOwned(b []byte, d *frameSlabs) error {
 				x.Seq = v
 			case 8:
 				x.Attempts = int64(v)
+			case 9:
+				x.Batch = uint32(v) // as proto.Unmarshal: a uint32 keeps the low 32 bits
 			}
 			b = b[n:]
 		default:

@@ -23,7 +23,7 @@ func sampleFrames() []*ForwardFrame {
 	backup := &ForwardBatch{Id: 8, Kind: ForwardKind_BACKUP, Queue: "jobs", Boot: "b1", Seqs: []uint64{1, 300, 1 << 40},
 		Messages: []*QueueMessage{{Queue: "jobs", Tail: "x", Value: []byte("v"), Seq: 4<<32 + 1}}}
 	handover := &ForwardBatch{Id: 9, Messages: []*QueueMessage{
-		{Queue: "jobs", Tail: "a", Consumer: "c1", Attempts: 3, Seq: 9},
+		{Queue: "jobs", Tail: "a", Consumer: "c1", Attempts: 3, Seq: 9, Batch: 2},
 		{Queue: "other", Tail: "b"}, // another queue: the receiver refuses it, the decoder keeps it
 		{Queue: "jobs", Tail: "c", Value: []byte{}},
 	}}

@@ -144,7 +144,7 @@ func (x *QueueMessage) encodedSize() int {
 	if len(x.Value) > 0 {
 		n += 1 + protowire.SizeBytes(len(x.Value))
 	}
-	return n + sizeVarint(x.Origin) + sizeVarint(x.N) + sizeVarint(x.Seq) + sizeString(x.Consumer) + sizeVarint(uint64(x.Attempts))
+	return n + sizeVarint(x.Origin) + sizeVarint(x.N) + sizeVarint(x.Seq) + sizeString(x.Consumer) + sizeVarint(uint64(x.Attempts)) + sizeVarint(uint64(x.Batch))
 }
 
 func (x *QueueMessage) appendEncoded(b []byte) []byte {
@@ -159,7 +159,8 @@ func (x *QueueMessage) appendEncoded(b []byte) []byte {
 	b = appendVarint(b, 5, x.N)
 	b = appendVarint(b, 6, x.Seq)
 	b = appendString(b, 7, x.Consumer)
-	return appendVarint(b, 8, uint64(x.Attempts))
+	b = appendVarint(b, 8, uint64(x.Attempts))
+	return appendVarint(b, 9, uint64(x.Batch))
 }
 
 // The fields of these messages have numbers below 16: each tag is one

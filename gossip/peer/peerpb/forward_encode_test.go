@@ -64,7 +64,7 @@ func TestSendFrame_AppendEncoded_sameAsProto(t *testing.T) {
 		checkEncoded(t, fmt.Sprintf("frame %d", i), fr)
 	}
 	big := &ForwardBatch{Id: 1<<64 - 1, Kind: ForwardKind_RESET, Traceparent: "tp", Queue: "q", Seqs: []uint64{0, 1<<64 - 1}, Boot: "é", Puts: true,
-		Messages: []*QueueMessage{{Queue: "q", Tail: "t", Value: bytes.Repeat([]byte("v"), 200), Origin: 1<<64 - 1, N: 1 << 35, Seq: 127, Consumer: "c", Attempts: -1}}}
+		Messages: []*QueueMessage{{Queue: "q", Tail: "t", Value: bytes.Repeat([]byte("v"), 200), Origin: 1<<64 - 1, N: 1 << 35, Seq: 127, Consumer: "c", Attempts: -1, Batch: 1<<32 - 1}}}
 	checkEncoded(t, "every field", &ForwardFrame{Batches: []*ForwardBatch{big, {}}})
 
 	b, _ := sendBatchOf(big)

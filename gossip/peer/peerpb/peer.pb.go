@@ -104,8 +104,14 @@ type QueueMessage struct {
 	// consumer and not yet acknowledged: the new dispatcher keeps it as
 	// delivered to the consumer of that id when it is there, instead of
 	// delivering it again.
-	Consumer      string `protobuf:"bytes,7,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	Attempts      int64  `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	Consumer string `protobuf:"bytes,7,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Attempts int64  `protobuf:"varint,8,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// batch, on a handed-over message, says that it is the first of a batch
+	// of this many messages that the dispatcher handing it over sent to
+	// ClickHouse and that may have landed: the new dispatcher inserts the
+	// same messages, in order, as one batch first, so that its dedup token
+	// (and its rows) are the first attempt's. 0 for none.
+	Batch         uint32 `protobuf:"varint,9,opt,name=batch,proto3" json:"batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -192,6 +198,13 @@ func (x *QueueMessage) GetConsumer() string {
 func (x *QueueMessage) GetAttempts() int64 {
 	if x != nil {
 		return x.Attempts
+	}
+	return 0
+}
+
+func (x *QueueMessage) GetBatch() uint32 {
+	if x != nil {
+		return x.Batch
 	}
 	return 0
 }
@@ -1364,7 +1377,7 @@ var File_gossip_peer_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1dgossip/peer/peerpb/peer.proto\x12\rchute.peer.v1\"\xbe\x01\n" +
+	"\x1dgossip/peer/peerpb/peer.proto\x12\rchute.peer.v1\"\xd4\x01\n" +
 	"\fQueueMessage\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04tail\x18\x02 \x01(\tR\x04tail\x12\x14\n" +
@@ -1373,7 +1386,8 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x01n\x18\x05 \x01(\x04R\x01n\x12\x10\n" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
-	"\battempts\x18\b \x01(\x03R\battempts\"\xfb\x01\n" +
+	"\battempts\x18\b \x01(\x03R\battempts\x12\x14\n" +
+	"\x05batch\x18\t \x01(\rR\x05batch\"\xfb\x01\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +

@@ -1,0 +1,224 @@
+package dispatch
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// triedQueue returns a ClickHouse queue holding n rows numbered 1 to n,
+// all delivered to its drainer's consumer, as a hand-over brings them at
+// at: heads[seq] is the rows of the tried batch row seq heads.
+func triedQueue(n int, heads map[uint64]int, at time.Time) (*queue, *consumer) {
+	q := newQueue("ch:t", Config{}.withDefaults().defaults())
+	c := &consumer{id: "clickhouse", prefix: "q", drain: &drainer{ready: make(chan struct{}, 1)}}
+	msgs := make([]incoming, n)
+	for i := range msgs {
+		seq := uint64(i + 1)
+		msgs[i] = incoming{id: MsgID{Origin: 9, N: seq}, tail: "k", value: []byte(`{"a":1}`), seq: seq, batch: heads[seq]}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.enqueueLocked(msgs, at, arrivedCopy, false)
+	q.addConsumerLocked(c, at)
+	return q, c
+}
+
+func seqsOf(rows []row) []uint64 {
+	out := make([]uint64, len(rows))
+	for i, r := range rows {
+		out[i] = r.seq
+	}
+	return out
+}
+
+// TestDrainBatch_triedBatchFormsAgain: a batch another attempt sent
+// (handed over with its first row's QueueMessage.Batch) forms again with
+// its rows alone, whatever the caps; the batch before it ends at its
+// first row; the batch after it starts past it; and its mark goes once
+// it formed.
+func TestDrainBatch_triedBatchFormsAgain(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q, c := triedQueue(10, map[uint64]int{3: 4}, now)
+	set := q.set
+	set.BatchRows = 100
+	var flight []*inflight
+	want := [][]uint64{{1, 2}, {3, 4, 5, 6}, {7, 8, 9, 10}}
+	wantFull := []bool{true, true, false}
+	for i, w := range want {
+		rows, _, full, wait := q.drainBatch(c, set, flight, nil, now, false)
+		if got := seqsOf(rows); !slices.Equal(got, w) || full != wantFull[i] || wait != 0 {
+			t.Fatalf("batch %d: %v (full %v, wait %v), want %v (full %v)", i, got, full, wait, w, wantFull[i])
+		}
+		flight = append(flight, &inflight{rows: rows})
+	}
+	if len(q.tried) != 0 {
+		t.Fatalf("tried batches after they formed: %v", q.tried)
+	}
+
+	// Caps below the batch's rows do not cut it.
+	q, c = triedQueue(6, map[uint64]int{1: 5}, now)
+	set.BatchRows, set.BatchBytes = 2, 10
+	rows, _, full, _ := q.drainBatch(c, set, nil, nil, now, false)
+	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) || !full {
+		t.Fatalf("tried batch of 5 under caps of 2 rows: %v (full %v)", got, full)
+	}
+}
+
+// TestDrainBatch_triedBatchWaitsForItsRows: a tried batch whose rows have
+// not all come (a hand-over in chunks) forms nothing for triedWait after
+// it came, then what came; at once when the member leaves (hurry).
+func TestDrainBatch_triedBatchWaitsForItsRows(t *testing.T) {
+	at := time.Unix(1000, 0)
+	set := Config{}.withDefaults().defaults()
+	q, c := triedQueue(3, map[uint64]int{1: 5}, at)
+	rows, _, _, wait := q.drainBatch(c, set, nil, nil, at.Add(time.Second), false)
+	if len(rows) != 0 || wait != triedWait-time.Second {
+		t.Fatalf("3 of 5 rows come, a second later: %v, wait %v; want none, wait %v", seqsOf(rows), wait, triedWait-time.Second)
+	}
+	rows, _, _, _ = q.drainBatch(c, set, nil, nil, at.Add(time.Second), true)
+	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("leaving: %v, want what came", got)
+	}
+	q, c = triedQueue(3, map[uint64]int{1: 5}, at)
+	rows, _, full, wait := q.drainBatch(c, set, nil, nil, at.Add(triedWait), false)
+	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3}) || !full || wait != 0 {
+		t.Fatalf("after triedWait: %v (full %v, wait %v), want what came", got, full, wait)
+	}
+}
+
+// TestQueue_triedBatchGoesWithAHandover: a batch the drainer gave up
+// (markTried) goes with its first row when the queue is taken for a
+// hand-over; a mark whose first row left is dropped when the rows after
+// it form a batch.
+func TestQueue_triedBatchGoesWithAHandover(t *testing.T) {
+	now := time.Unix(1000, 0)
+	q, c := triedQueue(6, nil, now)
+	set := q.set
+	rows, _, _, _ := q.drainBatch(c, set, nil, nil, now, false)
+	q.markTried(rows[2:5], now)
+	msgs := q.takeAll()
+	for _, in := range msgs {
+		if want := map[uint64]int{3: 3}[in.seq]; in.batch != want {
+			t.Fatalf("taken row %d: batch %d, want %d", in.seq, in.batch, want)
+		}
+	}
+	if q.tried != nil {
+		t.Fatalf("tried batches after takeAll: %v", q.tried)
+	}
+
+	q, c = triedQueue(4, map[uint64]int{1: 2}, now)
+	q.mu.Lock()
+	first := q.msgs.get(1)
+	q.mu.Unlock()
+	q.ackRows([]row{{seq: 1, m: first}}, now)
+	rows, _, _, _ = q.drainBatch(c, set, nil, nil, now, false)
+	if got := seqsOf(rows); !slices.Equal(got, []uint64{2, 3, 4}) || len(q.tried) != 0 {
+		t.Fatalf("after the tried batch's first row left: %v, tried %v; want the rest as one batch, no mark", got, q.tried)
+	}
+}
+
+// tokenRecorder is a fake ClickHouse that takes insert_deduplication_token
+// and keeps each insert's token and body. While fail is set it keeps the
+// insert and answers 503: the insert landed and its answer was lost. A
+// fake because 18.16 knows no such token, and a real server cannot be
+// made to lose an answer on demand.
+type tokenRecorder struct {
+	mu      sync.Mutex
+	fail    bool
+	inserts []recordedInsert
+}
+
+type recordedInsert struct{ token, body string }
+
+func (f *tokenRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if strings.Contains(r.URL.Query().Get("query"), "system.settings") || strings.Contains(string(body), "system.settings") {
+		_, _ = io.WriteString(w, "1\n")
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.inserts = append(f.inserts, recordedInsert{token: r.URL.Query().Get("insert_deduplication_token"), body: string(body)})
+	if f.fail {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+}
+
+func (f *tokenRecorder) snapshot() []recordedInsert {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.inserts)
+}
+
+// TestHandoff_triedBatchKeepsItsToken: a batch whose insert landed but
+// whose answer was lost, waiting to retry when its dispatcher hands the
+// queue over (a graceful stop), goes from the next dispatcher as the same
+// rows with the same dedup token, though more rows came behind it: a
+// table that deduplicates drops it. It went as part of a batch of every
+// row the next dispatcher held, under another token: twice in the table.
+func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
+	fake := &tokenRecorder{fail: true}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	ch := &chURL{url: srv.URL, db: "default"}
+	withCH := func(c *Config) {
+		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute // the batch waits to retry when a hands it over
+		c.InsertTimeout = 5 * time.Second
+	}
+	cl := newCluster(t)
+	a, b := cl.start("a", withCH), cl.start("b", withCH)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	put := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// One put, one batch: the first of its insert lands, its answer lost.
+	put(0, 1)
+	waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+	put(1, 4) // behind the batch waiting to retry (one insert in flight at most)
+	first := fake.snapshot()[0]
+	fake.mu.Lock()
+	fake.fail = false
+	fake.mu.Unlock()
+
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := ParseRecord(recordOn(a, "ch:tok")); rec.Member != b.id {
+		t.Fatalf("record after Handoff: %+v, want b", rec)
+	}
+	waitUntil(t, 10*time.Second, "b to insert every row", func() bool {
+		n := 0
+		for _, in := range fake.snapshot()[1:] {
+			n += strings.Count(in.body, "\n") + 1 // no newline after the last row
+		}
+		return n >= 4
+	})
+	got := fake.snapshot()
+	if again := got[1]; again.token != first.token || again.body != first.body {
+		t.Fatalf("first insert from b: token %q, body %q; want the tried batch again: token %q, body %q", again.token, again.body, first.token, first.body)
+	}
+	var rest []string
+	for _, in := range got[2:] {
+		rest = append(rest, in.body)
+	}
+	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}"; got != want {
+		t.Fatalf("rows b inserted after the tried batch: %q, want %q", got, want)
+	}
+}
