@@ -76,6 +76,9 @@ func (p *peerList) set(ps []gossip.Peer) {
 type cluster struct {
 	t   *testing.T
 	log *kvtest.Log
+	// records, when set, gives the members' managers their key space
+	// (Manager.Start) through a wrapper; nil: the member's kv.Server.
+	records func(name string, s *kv.Server) RecordStore
 }
 
 // newCluster returns an empty cluster for t.
@@ -154,7 +157,11 @@ func (cl *cluster) start(name string, mutate func(*Config)) *member {
 		_ = srv.Shutdown(context.Background())
 		t.Fatal(err)
 	}
-	mgr.Start(srv, mb.peers)
+	var rs RecordStore = srv
+	if cl.records != nil {
+		rs = cl.records(name, srv)
+	}
+	mgr.Start(rs, mb.peers)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientAddrs()[0].String()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

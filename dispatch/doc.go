@@ -289,12 +289,13 @@
 // ids a dispatcher remembers as acknowledged do not go with a handover,
 // so a held copy that reaches the next dispatcher after the previous one
 // had the message acknowledged is delivered (or inserted) again; and a
-// dispatcher frozen (SIGSTOP) or cut off from the other members while it
-// still reaches ClickHouse goes on inserting what it holds until its own
-// key space shows the takeover (the reconcile loop stops its drainer
-// then), while the member that took over inserts the same rows in
-// batches of its own, whose dedup tokens differ (they name their rows):
-// ClickHouse has no way to fence the old writer.
+// dispatcher cut off from the majority while it still reaches ClickHouse
+// goes on inserting what it holds (its fence, fence.go, cannot read the
+// cluster's key space and lets batches go), while the member that took
+// over inserts the same rows in batches of its own, whose dedup tokens
+// differ (they name their rows): ClickHouse has no way to fence the old
+// writer. A dispatcher frozen (SIGSTOP) or lagging, that can read, gives
+// its batches to the new dispatcher at its next attempt instead.
 //
 // # What other members may send
 //

@@ -358,6 +358,9 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		if limited && !d.held.since.IsZero() && !d.held.mayBeFull(free, set) {
 			return rateAt.Sub(now)
 		}
+		if d.dispatchedElsewhere() {
+			return d.m.cfg.ReconcileInterval // the reconcile loop stops this drainer, or the record comes back
+		}
 		rows, bytes, full, wait := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0), now, leaving)
 		if len(rows) == 0 {
 			d.rowsKept.keep(rows)
@@ -687,6 +690,10 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 	set := d.m.settingsOf(d.q.name)
 	bo := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {
+		if d.fenced() {
+			d.abandon(b, b.attempts > 0)
+			return
+		}
 		settled, progress, wait := d.send(b, ep, set)
 		if settled && progress {
 			return

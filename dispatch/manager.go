@@ -279,6 +279,9 @@ type RecordStore interface {
 	// Writable reports whether a write can commit now: a leader is
 	// known. Claims are not tried without one.
 	Writable() bool
+	// Linearize returns once Get holds every write committed before the
+	// call, or fails when the cluster could not be asked within ctx.
+	Linearize(ctx context.Context) error
 }
 
 var _ RecordStore = (*kv.Server)(nil)
@@ -303,6 +306,7 @@ type Manager struct {
 	sink         *sink.Client
 	servers      *sink.Servers        // health of the ClickHouse servers, shared by the drainers
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
+	fences       fences               // the drainers' reads before each attempt (fence.go)
 	warns        warnLimiter          // per-put warnings, once a second per queue
 	unreachable  map[uint64]time.Time // backups passed over, until then
 	settings     settingsCache

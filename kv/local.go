@@ -19,6 +19,13 @@ func (s *Server) Get(key string) []byte { return s.store.Value(key) }
 // current while it returns n.
 func (s *Server) Changes() uint64 { return s.store.Changes() }
 
+// Linearize returns once this member's copy of the key space holds every
+// write the cluster committed before the call (etcd's read index): what
+// Get returns after it is at least that new. It fails when no leader
+// answered within ctx (none known, cut off from a majority, a term that
+// ended), and returns at once for a member alone.
+func (s *Server) Linearize(ctx context.Context) error { return s.linearize(ctx) }
+
 // CompareAndPut sets key to value when its current value equals old
 // (nil: the key does not exist), as a write of the whole cluster. It
 // reports whether it wrote; an error (ErrNoLeader, ErrTimeout, ctx's
