@@ -79,8 +79,8 @@ type peerLimits struct {
 // or value over the client limits, a number of no epoch or of an epoch
 // far ahead of the record (epoch: the epoch of this member's record of
 // the queue), a ClickHouse row that is not a JSON object, a tried batch
-// (QueueMessage.Batch) larger than batch_rows may be or on a message no
-// drainer sent.
+// (QueueMessage.Batch) larger than batch_rows may be or of a queue with
+// no drainer.
 func (l peerLimits) checkPeerMessages(msgs []*peerpb.QueueMessage, epoch uint64) error {
 	if len(msgs) > peerCallMessages {
 		return status.Errorf(codes.InvalidArgument, "dispatch: %d messages in one call, at most %d", len(msgs), peerCallMessages)
@@ -112,8 +112,8 @@ func (l peerLimits) checkPeerMessages(msgs []*peerpb.QueueMessage, epoch uint64)
 		if err := checkPeerSeq(name, q.Seq, epoch); err != nil {
 			return err
 		}
-		if q.Batch > maxBatchRows || q.Batch > 0 && (!ch || q.Seq == 0) {
-			return status.Errorf(codes.InvalidArgument, "dispatch: queue %s: a tried batch of %d rows, at most %d, of a ClickHouse queue's numbered message", name, q.Batch, maxBatchRows)
+		if q.Batch > maxBatchRows || q.Batch > 0 && !ch {
+			return status.Errorf(codes.InvalidArgument, "dispatch: queue %s: a tried batch of %d rows, at most %d, of a ClickHouse queue", name, q.Batch, maxBatchRows)
 		}
 		if ch {
 			if err := sink.ValidateRow(q.Value); err != nil {

@@ -121,7 +121,7 @@ func TestPeerLimits_checkPeerMessages(t *testing.T) {
 		{"ch row", []*peerpb.QueueMessage{msg("ch:events", "a", `{"a":1}`, 0)}, 1, codes.OK},
 		{"largest tried batch", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 5), maxBatchRows)}, 1, codes.OK},
 		{"tried batch too large", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 5), maxBatchRows+1)}, 1, codes.InvalidArgument},
-		{"tried batch of no number", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 0), 1)}, 1, codes.InvalidArgument},
+		{"tried batch of a held copy", []*peerpb.QueueMessage{tried(msg("ch:events", "a", `{"a":1}`, 0), 1)}, 1, codes.OK},
 		{"tried batch of no drainer", []*peerpb.QueueMessage{tried(msg("jobs", "a", "v", 5), 1)}, 1, codes.InvalidArgument},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

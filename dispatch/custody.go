@@ -45,7 +45,95 @@ const (
 const (
 	recMessage byte = 1
 	recBackup  byte = 2
+	// recTried marks a batch a drainer sent to ClickHouse (queue.tried),
+	// written before its first attempt and released when it settles: a
+	// member killed while the batch was in flight forms it again at its
+	// next start, the same rows in the same order, so its dedup token is
+	// the first attempt's. It lives as long as the mark: it goes over
+	// with a hand-over and is released there.
+	recTried byte = 3
 )
+
+// encodeTried appends the record of a tried batch of queue name: kind,
+// queue, the id of its first row and its rows, as uvarints. The id, not
+// the number: a put's record has no number (it is numbered once queued),
+// and a restart numbers the rows again.
+func encodeTried(b []byte, name string, head MsgID, rows int) []byte {
+	b = append(b, recTried)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	b = binary.AppendUvarint(b, head.Origin)
+	b = binary.AppendUvarint(b, head.N)
+	return binary.AppendUvarint(b, uint64(rows))
+}
+
+// triedRecord is a recTried record replayed from the queue log.
+type triedRecord struct {
+	id   MsgID // of its first row
+	rows int
+	lseq uint64
+}
+
+// decodeTried decodes a record encodeTried made.
+func decodeTried(rec []byte) (name string, t triedRecord, err error) {
+	if len(rec) == 0 || rec[0] != recTried {
+		return "", t, errBadRecord
+	}
+	p := rec[1:]
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return "", t, errBadRecord
+	}
+	name, p = string(p[k:k+int(n)]), p[k+int(n):]
+	var v [3]uint64
+	for i := range v {
+		if v[i], k = binary.Uvarint(p); k <= 0 {
+			return "", t, errBadRecord
+		}
+		p = p[k:]
+	}
+	if len(p) != 0 || v[2] == 0 || v[2] > maxBatchRows || !validQueueName(name) {
+		return "", t, errBadRecord
+	}
+	return name, triedRecord{id: MsgID{Origin: v[0], N: v[1]}, rows: int(v[2])}, nil
+}
+
+// markRecovered puts the tried batches the log replayed on their first
+// rows among the recovered messages (incoming.batch), found by id, and
+// releases the records of those whose first row is gone.
+func markRecovered(l *qlog.Log, recovered map[string][]incoming, tried map[string][]triedRecord) {
+	for name, marks := range tried {
+		at := make(map[MsgID]triedRecord, len(marks))
+		for _, t := range marks {
+			at[t.id] = t
+		}
+		msgs := recovered[name]
+		for i := range msgs {
+			if t, ok := at[msgs[i].id]; ok {
+				msgs[i].batch, msgs[i].batchRec = t.rows, t.lseq
+				delete(at, t.id)
+			}
+		}
+		for _, t := range at {
+			releaseLog(l, t.lseq)
+		}
+	}
+}
+
+// persistTried appends the record of the tried batch rows of queue name
+// and returns its number in the log once it is on disk; 0 without a
+// queue log, or when the append failed (the batch goes without one).
+func (m *Manager) persistTried(ctx context.Context, name string, rows []row) uint64 {
+	if m.qlog == nil || len(rows) == 0 {
+		return 0
+	}
+	seq, err := m.qlog.Append(ctx, encodeTried(nil, name, rows[0].m.id, len(rows)))
+	if err != nil {
+		m.log.Debug("a batch's mark could not be written to the queue log; a restart forms its rows anew", "queue", name, "err", err)
+		return 0
+	}
+	return seq
+}
 
 // encodeRecord appends the record of message in of queue name to b:
 // kind, queue, id, number (0: none), tail and value, the lengths and
@@ -143,8 +231,19 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	// A record holds a value and its key: leave room for both.
 	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
 	recovered := make(map[string][]incoming)
+	tried := make(map[string][]triedRecord)
 	bad := 0
 	l, err = qlog.OpenMapped(lcfg, func(seq uint64, rec []byte, r *qlog.Region) error {
+		if len(rec) > 0 && rec[0] == recTried {
+			name, t, err := decodeTried(rec)
+			if err != nil {
+				bad++
+				return nil
+			}
+			t.lseq = seq
+			tried[name] = append(tried[name], t)
+			return nil
+		}
 		name, in, err := decodeRecord(rec, r)
 		if err != nil {
 			bad++
@@ -157,6 +256,7 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("dispatch: queue log: %w", err)
 	}
+	markRecovered(l, recovered, tried)
 	if bad > 0 {
 		// Checksummed, so written by another version: not delivered by
 		// this one, though kept on disk.

@@ -182,6 +182,34 @@ func TestRecord_roundTrip(t *testing.T) {
 	}
 }
 
+// TestTriedRecord_roundTrip: a tried batch's record decodes to what was
+// encoded; one cut short, longer, of no rows or of more rows than a batch
+// may have does not decode.
+func TestTriedRecord_roundTrip(t *testing.T) {
+	id := MsgID{Origin: 1<<64 - 1, N: 1 << 40}
+	rec := encodeTried(nil, "ch:events", id, 30000)
+	name, got, err := decodeTried(rec)
+	if err != nil || name != "ch:events" || got.id != id || got.rows != 30000 {
+		t.Fatalf("decoded %q %+v %v", name, got, err)
+	}
+	for i := range len(rec) {
+		if _, _, err := decodeTried(rec[:i]); err == nil {
+			t.Fatalf("a record cut to %d bytes decoded", i)
+		}
+	}
+	for what, bad := range map[string][]byte{
+		"longer":    append(slices.Clone(rec), 1),
+		"no rows":   encodeTried(nil, "ch:events", id, 0),
+		"too many":  encodeTried(nil, "ch:events", id, maxBatchRows+1),
+		"bad name":  encodeTried(nil, "a/b", id, 1),
+		"a message": encodeRecord(nil, recMessage, "ch:events", incoming{id: id}),
+	} {
+		if _, _, err := decodeTried(bad); err == nil {
+			t.Errorf("%s: decoded", what)
+		}
+	}
+}
+
 // rowsOn is depth_rows of queue on m, -1 when m does not know it.
 func rowsOn(m *Manager, queue string) int {
 	for _, q := range m.Status().Queues {

@@ -192,7 +192,9 @@
 //     token (rowsToken: the rows' ids) and its block are the first
 //     attempt's, and a table that deduplicates drops it. It waits up to
 //     triedWait for the rest of them, which come in chunks. The mark is
-//     not kept in the queue log: a restart forms batches anew.
+//     in the queue log too (recTried, "On disk"), so a restart after a
+//     kill or a stop with nobody to hand the queue to forms the batch
+//     again as well.
 //
 // # Dead letters
 //
@@ -249,6 +251,14 @@
 // this member's custody: acknowledged, inserted or dead-lettered, dropped
 // as a duplicate, handed to another member that answered, a backup copy
 // released or reset. A release is a few bytes in the next write.
+//
+// A third kind marks a batch sent to ClickHouse (recTried: queue, the id
+// of its first row, its rows), appended before the batch's first attempt
+// and released when it settles; given up (a stop, a hand-over) it stays
+// with the mark (queue.tried) and goes where its first row goes. Replayed,
+// it marks its first row again, found by id, so that a member killed or
+// stopped while an insert was in flight or waiting to retry sends the
+// same rows as one batch at its next start, with the same dedup token.
 //
 // New replays the log; Start gives each queue its records as held copies,
 // so the reconcile loop does with them what it does with any held copy:

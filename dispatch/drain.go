@@ -119,6 +119,9 @@ type inflight struct {
 	// landed and a retry with a token would be two blocks.
 	untokened bool
 	span      trace.Span // nil when tracing is off, or once ended
+	// rec is the batch's mark in the queue log (recTried), written
+	// before its first attempt, released when it settles; 0 for none.
+	rec uint64
 }
 
 // spares are slices of a batch kept by the loop from one batch to the
@@ -361,20 +364,20 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		if d.dispatchedElsewhere() {
 			return d.m.cfg.ReconcileInterval // the reconcile loop stops this drainer, or the record comes back
 		}
-		rows, bytes, full, wait := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0), now, leaving)
-		if len(rows) == 0 {
-			d.rowsKept.keep(rows)
+		f := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0), now, leaving)
+		if len(f.rows) == 0 {
+			d.rowsKept.keep(f.rows)
 			// 0: what is free lies among the numbers of a batch in
 			// flight, and goes after that one; else the rest of a tried
 			// batch is on its way.
-			return wait
+			return f.wait
 		}
-		if limited && !full {
+		if limited && !f.full {
 			if d.held.since.IsZero() {
 				d.held.since = now
 			}
-			d.held.rows, d.held.bytes = len(rows), bytes
-			d.rowsKept.keep(rows)
+			d.held.rows, d.held.bytes = len(f.rows), f.bytes
+			d.rowsKept.keep(f.rows)
 			return rateAt.Sub(now)
 		}
 		ep, db, wait, ok := d.endpoint(set)
@@ -392,7 +395,7 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		}
 		d.held = heldBatch{}
 		d.lastStart = now
-		d.start(rows, bytes, db, ep, held)
+		d.start(f, db, ep, held)
 	}
 }
 
@@ -404,10 +407,15 @@ func (d *drainer) freeRows() int {
 	return max(d.c.drained-d.flightN, 0)
 }
 
-// start sends a new batch on a goroutine of its own; held is how long the
+// start sends batch f on a goroutine of its own; held is how long the
 // insert rate held it back.
-func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held time.Duration) {
+func (d *drainer) start(f formed, db string, ep sink.Endpoint, held time.Duration) {
 	m := d.m
+	rows, bytes := f.rows, f.bytes
+	var rec uint64
+	if f.tried {
+		rec = d.q.takeTried(rows[0].seq)
+	}
 	values := d.valsKept.take(len(rows))
 	if values == nil {
 		values = make([][]byte, 0, len(rows))
@@ -415,7 +423,7 @@ func (d *drainer) start(rows []row, bytes int, db string, ep sink.Endpoint, held
 	for _, r := range rows {
 		values = append(values, r.m.value)
 	}
-	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
+	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, rec: rec, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
 		span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Float64("chute.batch.wait", held.Seconds()))
@@ -492,6 +500,17 @@ func (m *Manager) leaving() bool {
 	}
 }
 
+// formed is a batch drainBatch formed.
+type formed struct {
+	rows  []row
+	bytes int  // in the request
+	full  bool // a cap cut it, or it is a tried batch
+	// wait, when no batch formed, is how long the rest of a tried
+	// batch's rows may still take to come (0: nothing to wait for).
+	wait  time.Duration
+	tried bool // a tried batch formed again (its mark stays until it starts: takeTried)
+}
+
 // drainBatch returns the oldest rows delivered to the drainer c, by
 // number, that lie outside the numbers of the batches in flight, within
 // the caps, without removing them, appended to dst[:0]; their bytes in
@@ -502,20 +521,20 @@ func (m *Manager) leaving() bool {
 // until all its rows are here, for at most triedWait after it was given
 // up or came (wait: the rest of that), unless hurry (the member leaves).
 // A batch of other rows ends before a tried batch's first row.
-func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []row, now time.Time, hurry bool) (rows []row, bytes int, full bool, wait time.Duration) {
+func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []row, now time.Time, hurry bool) formed {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if c.drained == 0 {
-		return dst[:0], 0, false, 0
+		return formed{rows: dst[:0]}
 	}
-	rows = dst[:0]
-	if cap(rows) == 0 {
-		rows = make([]row, 0, min(c.drained, set.BatchRows))
+	b := formed{rows: dst[:0]}
+	if cap(b.rows) == 0 {
+		b.rows = make([]row, 0, min(c.drained, set.BatchRows))
 	}
 	var tried triedBatch // rows 0: an ordinary batch
 	skipped := 0         // drained rows in the span of a batch in flight
 	for seq, m := range q.msgs.all() {
-		if len(rows)+skipped == c.drained {
+		if len(b.rows)+skipped == c.drained {
 			break
 		}
 		if m.state != msgDrained {
@@ -526,58 +545,78 @@ func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []
 			continue
 		}
 		if len(q.tried) > 0 {
-			if len(rows) == 0 {
+			if len(b.rows) == 0 {
 				q.dropTriedBelowLocked(seq) // their first rows left
 				tried = q.tried[seq]
 			} else if _, ok := q.tried[seq]; ok && tried.rows == 0 {
-				return rows, bytes, true, 0
+				b.full = true
+				return b
 			}
 		}
 		if tried.rows > 0 {
-			if len(rows) == tried.rows {
+			if len(b.rows) == tried.rows {
 				break
 			}
-		} else if len(rows) == set.BatchRows || len(rows) > 0 && bytes+len(m.value)+1 > set.BatchBytes {
-			return rows, bytes, true, 0
+		} else if len(b.rows) == set.BatchRows || len(b.rows) > 0 && b.bytes+len(m.value)+1 > set.BatchBytes {
+			b.full = true
+			return b
 		}
-		bytes += len(m.value) + 1
-		rows = append(rows, row{seq: seq, m: m})
+		b.bytes += len(m.value) + 1
+		b.rows = append(b.rows, row{seq: seq, m: m})
 	}
 	if tried.rows > 0 {
-		if len(rows) < tried.rows && !hurry {
+		if len(b.rows) < tried.rows && !hurry {
 			if wait := tried.at.Add(triedWait).Sub(now); wait > 0 {
-				return rows[:0], 0, false, wait
+				return formed{rows: b.rows[:0], wait: wait}
 			}
 		}
-		delete(q.tried, rows[0].seq) // the batch in flight carries it now
-		return rows, bytes, true, 0
+		b.full, b.tried = true, true
+		return b
 	}
-	return rows, bytes, len(rows) == set.BatchRows, 0
+	b.full = len(b.rows) == set.BatchRows
+	return b
 }
 
 // dropTriedBelowLocked forgets the tried batches whose first row's number
 // is below seq, the oldest row free for a batch: that row left. The
 // caller holds mu.
 func (q *queue) dropTriedBelowLocked(seq uint64) {
-	for first := range q.tried {
+	for first, t := range q.tried {
 		if first < seq {
+			releaseLog(q.log, t.rec)
 			delete(q.tried, first)
 		}
 	}
 }
 
+// takeTried removes the mark of the tried batch whose first row is
+// numbered first, which starts, and returns its record in the queue log:
+// the batch carries it now.
+func (q *queue) takeTried(first uint64) (rec uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rec = q.tried[first].rec
+	delete(q.tried, first)
+	return rec
+}
+
 // markTried notes batch rows, sent to ClickHouse and given up, as tried
-// (queue.tried), while its first row is still here.
-func (q *queue) markTried(rows []row, now time.Time) {
+// (queue.tried), with rec, its record in the queue log, while its first
+// row is still here; false when it is not (rec stays the caller's).
+func (q *queue) markTried(rows []row, now time.Time, rec uint64) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(rows) == 0 || q.msgs.get(rows[0].seq) != rows[0].m {
-		return
+		return false
 	}
 	if q.tried == nil {
 		q.tried = make(map[uint64]triedBatch)
 	}
-	q.tried[rows[0].seq] = triedBatch{rows: len(rows), at: now}
+	if old, ok := q.tried[rows[0].seq]; ok && old.rec != rec {
+		releaseLog(q.log, old.rec)
+	}
+	q.tried[rows[0].seq] = triedBatch{rows: len(rows), at: now, rec: rec}
+	return true
 }
 
 // inFlight reports whether seq lies between the first and last numbers of
@@ -618,10 +657,11 @@ func (q *queue) ackRows(rows []row, now time.Time) {
 // dispatches the queue) and ends its span: its rows go back to the queue
 // and on to the next dispatcher. With tried (an attempt of it may have
 // landed) the next dispatcher sends them as the same batch first
-// (queue.tried).
-func (d *drainer) abandon(b *inflight, tried bool) {
+// (queue.tried), and kept reports whether b's mark in the queue log went
+// back to the queue with it (else the caller releases it).
+func (d *drainer) abandon(b *inflight, tried bool) (kept bool) {
 	if tried {
-		d.q.markTried(b.rows, d.m.clock.Now())
+		kept = d.q.markTried(b.rows, d.m.clock.Now(), b.rec)
 	}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Int("chute.insert.attempts", b.attempts))
@@ -629,6 +669,7 @@ func (d *drainer) abandon(b *inflight, tried bool) {
 		b.span.End()
 		b.span = nil
 	}
+	return kept
 }
 
 // drop acknowledges rows handled by an insert.
@@ -687,11 +728,20 @@ func (d *drainer) attach(ep sink.Endpoint, set Settings) sink.Endpoint {
 // too before it returns, so those rows wait before they form a batch
 // again.
 func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
+	if b.rec == 0 {
+		b.rec = d.m.persistTried(context.Background(), d.q.name, b.rows)
+	}
+	kept := false // the mark went back to the queue (abandon)
+	defer func() {
+		if !kept {
+			d.m.release(b.rec)
+		}
+	}()
 	set := d.m.settingsOf(d.q.name)
 	bo := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {
 		if d.fenced() {
-			d.abandon(b, b.attempts > 0)
+			kept = d.abandon(b, b.attempts > 0)
 			return
 		}
 		settled, progress, wait := d.send(b, ep, set)
@@ -704,7 +754,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 			wait = bo.Next()
 		}
 		if !d.sleep(wait) {
-			d.abandon(b, !settled) // settled: what is left of a bisection or a split is no batch
+			kept = d.abandon(b, !settled) // settled: what is left of a bisection or a split is no batch
 			return
 		}
 		if settled {
@@ -719,7 +769,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 				wait = bo.Next()
 			}
 			if !d.sleep(wait) {
-				d.abandon(b, true)
+				kept = d.abandon(b, true)
 				return
 			}
 		}

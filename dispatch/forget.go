@@ -122,6 +122,10 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 		return false
 	}
 	q.forgotten = true
+	for _, t := range q.tried { // marks of rows gone
+		releaseLog(q.log, t.rec)
+	}
+	q.tried = nil
 	delete(m.queues, q.name)
 	return true
 }

@@ -231,6 +231,7 @@ type queue struct {
 type triedBatch struct {
 	rows int
 	at   time.Time // when it was given up or arrived: its rows have triedWait to come
+	rec  uint64    // its record in the queue log (recTried); 0 for none
 }
 
 // triedWait bounds the wait for the rows of a tried batch that came in a
@@ -280,6 +281,7 @@ type incoming struct {
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
 	batch    int    // heads a tried batch of this many rows (queue.tried); 0 for none
+	batchRec uint64 // the queue log record of that mark (recTried); 0 for none
 	trace    *msgTrace
 	lseq     uint64 // its record in this member's queue log; 0 for none yet
 	// region maps value when value is a view of the queue log (message.region).
@@ -369,7 +371,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 	var slab []message
 	for i, in := range msgs {
 		if q.seenBeforeLocked(in.id, how) {
-			releaseLog(q.log, in.lseq) // a second copy: the first keeps its record
+			releaseLog(q.log, in.lseq, in.batchRec) // a second copy: the first keeps its record
 			continue
 		}
 		if in.seq == 0 {
@@ -377,7 +379,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		} else if ack, ok := q.early.get(in.seq); ok && (ack == in.tail || ack == earlyAck(in.tail, in.consumer)) {
 			q.early.forget(in.seq) // acknowledged before it arrived
 			q.done.add(in.id)
-			releaseLog(q.log, in.lseq)
+			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
 		}
 		seq := in.seq
@@ -403,7 +405,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			if q.tried == nil {
 				q.tried = make(map[uint64]triedBatch)
 			}
-			q.tried[seq] = triedBatch{rows: in.batch, at: now}
+			q.tried[seq] = triedBatch{rows: in.batch, at: now, rec: in.batchRec}
 		}
 		if len(slab) == 0 {
 			slab = make([]message, len(msgs)-i)
@@ -728,7 +730,7 @@ func (q *queue) indexLocked() {
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
 		if q.heldIDs[in.id] || q.isDone(in.id) {
-			releaseLog(q.log, in.lseq)
+			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
 		}
 		q.heldIDs[in.id] = true
@@ -749,7 +751,7 @@ func (q *queue) takeAll() []incoming {
 	out := make([]incoming, 0, q.msgs.len()+len(q.held))
 	for seq, m := range q.msgs.all() {
 		in := incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq, attempts: int(m.attempts), trace: q.traces[seq], lseq: m.lseq,
-			batch: q.tried[seq].rows}
+			batch: q.tried[seq].rows, batchRec: q.tried[seq].rec}
 		switch m.state {
 		case msgOut:
 			in.consumer = q.out[seq].c.id

@@ -129,7 +129,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		// this member's custody.
 		q.handedOver(part)
 		for _, in := range part {
-			m.release(in.lseq)
+			m.release(in.lseq, in.batchRec)
 		}
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -52,22 +53,25 @@ func TestDrainBatch_triedBatchFormsAgain(t *testing.T) {
 	want := [][]uint64{{1, 2}, {3, 4, 5, 6}, {7, 8, 9, 10}}
 	wantFull := []bool{true, true, false}
 	for i, w := range want {
-		rows, _, full, wait := q.drainBatch(c, set, flight, nil, now, false)
-		if got := seqsOf(rows); !slices.Equal(got, w) || full != wantFull[i] || wait != 0 {
-			t.Fatalf("batch %d: %v (full %v, wait %v), want %v (full %v)", i, got, full, wait, w, wantFull[i])
+		f := q.drainBatch(c, set, flight, nil, now, false)
+		if got := seqsOf(f.rows); !slices.Equal(got, w) || f.full != wantFull[i] || f.wait != 0 || f.tried != (i == 1) {
+			t.Fatalf("batch %d: %v (full %v, wait %v, tried %v), want %v (full %v)", i, got, f.full, f.wait, f.tried, w, wantFull[i])
 		}
-		flight = append(flight, &inflight{rows: rows})
+		if f.tried {
+			q.takeTried(f.rows[0].seq) // as start does
+		}
+		flight = append(flight, &inflight{rows: f.rows})
 	}
 	if len(q.tried) != 0 {
-		t.Fatalf("tried batches after they formed: %v", q.tried)
+		t.Fatalf("tried batches after they started: %v", q.tried)
 	}
 
 	// Caps below the batch's rows do not cut it.
 	q, c = triedQueue(6, map[uint64]int{1: 5}, now)
 	set.BatchRows, set.BatchBytes = 2, 10
-	rows, _, full, _ := q.drainBatch(c, set, nil, nil, now, false)
-	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) || !full {
-		t.Fatalf("tried batch of 5 under caps of 2 rows: %v (full %v)", got, full)
+	f := q.drainBatch(c, set, nil, nil, now, false)
+	if got := seqsOf(f.rows); !slices.Equal(got, []uint64{1, 2, 3, 4, 5}) || !f.full {
+		t.Fatalf("tried batch of 5 under caps of 2 rows: %v (full %v)", got, f.full)
 	}
 }
 
@@ -78,18 +82,18 @@ func TestDrainBatch_triedBatchWaitsForItsRows(t *testing.T) {
 	at := time.Unix(1000, 0)
 	set := Config{}.withDefaults().defaults()
 	q, c := triedQueue(3, map[uint64]int{1: 5}, at)
-	rows, _, _, wait := q.drainBatch(c, set, nil, nil, at.Add(time.Second), false)
-	if len(rows) != 0 || wait != triedWait-time.Second {
-		t.Fatalf("3 of 5 rows come, a second later: %v, wait %v; want none, wait %v", seqsOf(rows), wait, triedWait-time.Second)
+	f := q.drainBatch(c, set, nil, nil, at.Add(time.Second), false)
+	if len(f.rows) != 0 || f.wait != triedWait-time.Second {
+		t.Fatalf("3 of 5 rows come, a second later: %v, wait %v; want none, wait %v", seqsOf(f.rows), f.wait, triedWait-time.Second)
 	}
-	rows, _, _, _ = q.drainBatch(c, set, nil, nil, at.Add(time.Second), true)
-	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3}) {
+	f = q.drainBatch(c, set, nil, nil, at.Add(time.Second), true)
+	if got := seqsOf(f.rows); !slices.Equal(got, []uint64{1, 2, 3}) {
 		t.Fatalf("leaving: %v, want what came", got)
 	}
 	q, c = triedQueue(3, map[uint64]int{1: 5}, at)
-	rows, _, full, wait := q.drainBatch(c, set, nil, nil, at.Add(triedWait), false)
-	if got := seqsOf(rows); !slices.Equal(got, []uint64{1, 2, 3}) || !full || wait != 0 {
-		t.Fatalf("after triedWait: %v (full %v, wait %v), want what came", got, full, wait)
+	f = q.drainBatch(c, set, nil, nil, at.Add(triedWait), false)
+	if got := seqsOf(f.rows); !slices.Equal(got, []uint64{1, 2, 3}) || !f.full || f.wait != 0 {
+		t.Fatalf("after triedWait: %v (full %v, wait %v), want what came", got, f.full, f.wait)
 	}
 }
 
@@ -101,8 +105,8 @@ func TestQueue_triedBatchGoesWithAHandover(t *testing.T) {
 	now := time.Unix(1000, 0)
 	q, c := triedQueue(6, nil, now)
 	set := q.set
-	rows, _, _, _ := q.drainBatch(c, set, nil, nil, now, false)
-	q.markTried(rows[2:5], now)
+	f := q.drainBatch(c, set, nil, nil, now, false)
+	q.markTried(f.rows[2:5], now, 0)
 	msgs := q.takeAll()
 	for _, in := range msgs {
 		if want := map[uint64]int{3: 3}[in.seq]; in.batch != want {
@@ -118,8 +122,8 @@ func TestQueue_triedBatchGoesWithAHandover(t *testing.T) {
 	first := q.msgs.get(1)
 	q.mu.Unlock()
 	q.ackRows([]row{{seq: 1, m: first}}, now)
-	rows, _, _, _ = q.drainBatch(c, set, nil, nil, now, false)
-	if got := seqsOf(rows); !slices.Equal(got, []uint64{2, 3, 4}) || len(q.tried) != 0 {
+	f = q.drainBatch(c, set, nil, nil, now, false)
+	if got := seqsOf(f.rows); !slices.Equal(got, []uint64{2, 3, 4}) || len(q.tried) != 0 {
 		t.Fatalf("after the tried batch's first row left: %v, tried %v; want the rest as one batch, no mark", got, q.tried)
 	}
 }
@@ -220,5 +224,127 @@ func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
 	}
 	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}"; got != want {
 		t.Fatalf("rows b inserted after the tried batch: %q, want %q", got, want)
+	}
+}
+
+// TestRestart_triedBatchKeepsItsToken: a batch whose insert landed but
+// whose answer was lost, waiting to retry when its member stops without a
+// hand-over (alone, or killed), goes after the restart as the same rows
+// with the same token, though more rows wait behind it: its mark is in the
+// queue log, and is released once the batch is in. Fake ClickHouse, as in
+// TestHandoff_triedBatchKeepsItsToken.
+func TestRestart_triedBatchKeepsItsToken(t *testing.T) {
+	fake := &tokenRecorder{fail: true}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	withDir := func(c *Config) {
+		c.DataDir = dir
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute
+	}
+	ch := &chURL{url: srv.URL, db: "default"}
+	ctx := testCtx(t, 30*time.Second)
+	n1 := startSinkNode(t, ch, withDir)
+	cli := n1.client(t)
+	if _, err := cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	put := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(0, 1)
+	waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+	put(1, 4)
+	first := fake.snapshot()[0]
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = n1.kv.Shutdown(sctx)
+	if err := n1.mgr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.fail = false
+	fake.mu.Unlock()
+
+	n2 := startSinkNode(t, ch, withDir)
+	waitUntil(t, 10*time.Second, "every row in", func() bool { return len(fake.snapshot()) >= 3 && n2.depth("ch:tok") == 0 })
+	got := fake.snapshot()
+	if again := got[1]; again != first {
+		t.Fatalf("first insert after the restart: %+v; want the tried batch again: %+v", again, first)
+	}
+	var rest []string
+	for _, in := range got[2:] {
+		rest = append(rest, in.body)
+	}
+	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}"; got != want {
+		t.Fatalf("rows inserted after the tried batch: %q, want %q", got, want)
+	}
+	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(n2.mgr) == 0 })
+}
+
+// TestRestart_triedBatchGoesToTheNewDispatcher: a dispatcher killed while
+// a batch of its waited to retry, whose queue another member dispatches by
+// the time it is back, hands its recovered rows over with the batch's
+// mark: the new dispatcher sends the batch as the first attempt did. The
+// recovered rows carry no number, which the peer bound first refused a
+// mark on, and the hand-over of every recovered row failed.
+func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
+	fake := &tokenRecorder{fail: true}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	ch := &chURL{url: srv.URL, db: "default"}
+	dirA := t.TempDir()
+	with := func(dir string) func(*Config) {
+		return func(c *Config) {
+			c.DataDir = dir
+			c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
+			c.RetryMin, c.RetryMax = time.Minute, time.Minute
+		}
+	}
+	cl := newCluster(t)
+	a, b := cl.start("a", with(dirA)), cl.start("b", with(t.TempDir()))
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+		}
+	}
+	first := fake.snapshot()[0]
+	a.stop() // no hand-over: the rows and the mark stay in a's log
+	fake.mu.Lock()
+	fake.fail = false
+	fake.mu.Unlock()
+	connect(b)
+	if _, err := b.cli.Put(ctx, "/q/ch:tok/p/new", `{"id":9}`); err != nil { // b claims the queue
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "b's insert of its own row", func() bool { return len(fake.snapshot()) == 2 })
+	a2 := cl.start("a", with(dirA))
+	connect(a2, b)
+	waitUntil(t, 10*time.Second, "every row in", func() bool {
+		return rowsOn(b.mgr, "ch:tok") == 0 && liveRecords(a2.mgr) == 0 && len(fake.snapshot()) >= 4
+	})
+	got := fake.snapshot()
+	if again := got[2]; again != first {
+		t.Fatalf("first insert of the recovered rows: %+v; want the tried batch again: %+v", again, first)
+	}
+	var rest []string
+	for _, in := range got[3:] {
+		rest = append(rest, in.body)
+	}
+	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}"; got != want {
+		t.Fatalf("recovered rows inserted after the tried batch: %q, want %q", got, want)
 	}
 }
