@@ -194,6 +194,52 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 	return status.Error(codes.Unavailable, "dispatch: no member could keep a copy of the message; it is queued on the dispatcher only; retry")
 }
 
+// markTimeout bounds the wait for the backup's answer to a batch's mark
+// (markOnBackup): a batch does not wait a forward's whole timeout for a
+// backup that is gone.
+const markTimeout = time.Second
+
+// markOnBackup tells the queue's backup, if it has one, that batch rows
+// goes to ClickHouse now: a BACKUP frame with a copy of its first row
+// carrying the batch's mark (QueueMessage.batch), answered before the
+// first attempt. A backup that takes the queue over after this member is
+// killed then sends the same rows as one batch first, with the same
+// dedup token. The copy is one the backup holds already, so an older
+// backup, which does not know the mark, drops it as a duplicate. A
+// backup that does not answer within markTimeout is not waited for.
+func (m *Manager) markOnBackup(q *queue, rows []row) {
+	b := q.backupMember.Load()
+	if b == 0 || len(rows) == 0 {
+		return
+	}
+	head := incoming{id: rows[0].m.id, tail: rows[0].m.tail, value: rows[0].m.value, seq: rows[0].seq, batch: len(rows)}
+	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
+	defer cancel()
+	q.backupMu.RLock() // after a full copy to a new backup, as copies are
+	if q.backupMember.Load() != b {
+		q.backupMu.RUnlock()
+		return
+	}
+	f, err := m.forwarderFor(b)
+	var sb *peerpb.SendBatch
+	if err == nil {
+		sb, err = f.batchOf(q.name, []incoming{head}) // the value copied: it may be a view of the queue log
+	}
+	var c *call
+	if err == nil {
+		sb.Head.Kind, sb.Head.Boot, sb.Head.Queue = peerpb.ForwardKind_BACKUP, m.cfg.Boot, q.name
+		c, err = f.start(ctx, sb)
+	}
+	q.backupMu.RUnlock()
+	if err == nil {
+		err = c.wait(ctx, markTimeout)
+	}
+	if err != nil {
+		m.log.Debug("the queue's backup did not take a batch's mark; a takeover would form the batch anew", "queue", q.name,
+			"backup", gossip.ID(b).String(), "err", err)
+	}
+}
+
 // stillHeldLocked returns the messages of msgs the queue still holds
 // under their numbers. The caller holds mu.
 func (q *queue) stillHeldLocked(msgs []incoming) []incoming {

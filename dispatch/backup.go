@@ -71,7 +71,7 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 	maxBytes := m.settingsOf(b.Queue).MaxBytes // before backupMu, taken alone
 	copies := make([]incoming, len(b.Messages))
 	for i, msg := range b.Messages {
-		copies[i] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq}
+		copies[i] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq, batch: int(msg.Batch)}
 	}
 	if err := m.persistAs(ctx, recBackup, b.Queue, copies); err != nil { // before backupMu: no fsync under it
 		return err
@@ -115,14 +115,19 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 }
 
 // keep adds copies to set, but for those it holds or had released, whose
-// records are released. The caller holds backupMu.
+// records are released. A copy it holds takes the mark of a tried batch
+// a copy sent again carries (markOnBackup). The caller holds backupMu.
 func (set *backupSet) keep(m *Manager, copies []incoming) {
 	for _, in := range copies {
 		if _, gone := set.released.get(in.seq); gone {
 			m.release(in.lseq)
 			continue
 		}
-		if _, dup := set.msgs[in.seq]; dup {
+		if held, dup := set.msgs[in.seq]; dup {
+			if in.batch > 0 && held.id == in.id {
+				held.batch = in.batch
+				set.msgs[in.seq] = held
+			}
 			m.release(in.lseq)
 			continue
 		}

@@ -194,7 +194,10 @@
 //     triedWait for the rest of them, which come in chunks. The mark is
 //     in the queue log too (recTried, "On disk"), so a restart after a
 //     kill or a stop with nobody to hand the queue to forms the batch
-//     again as well.
+//     again as well; and on the queue's backup (ack=replicated), which
+//     gets a copy of the batch's first row carrying the mark before the
+//     first attempt (markOnBackup, waiting up to markTimeout), so a
+//     takeover after a kill forms it again too.
 //
 // # Dead letters
 //

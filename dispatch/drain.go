@@ -731,6 +731,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 	if b.rec == 0 {
 		b.rec = d.m.persistTried(context.Background(), d.q.name, b.rows)
 	}
+	d.m.markOnBackup(d.q, b.rows)
 	kept := false // the mark went back to the queue (abandon)
 	defer func() {
 		if !kept {

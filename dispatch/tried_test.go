@@ -348,3 +348,67 @@ func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
 		t.Fatalf("recovered rows inserted after the tried batch: %q, want %q", got, want)
 	}
 }
+
+// TestTakeover_triedBatchKeepsItsToken: with ack=replicated, a dispatcher
+// killed while a batch of its waited to retry (its insert landed, its
+// answer lost) leaves the batch's mark on its backup, which takes the
+// queue over and sends the same rows as one batch first, with the same
+// token, though more rows wait behind it. The backup formed batches of
+// its own, and the rows went in twice.
+func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
+	fake := &tokenRecorder{}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	ch := &chURL{url: srv.URL, db: "default"}
+	withCH := func(c *Config) {
+		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute
+	}
+	cl := newCluster(t)
+	a, b := cl.start("a", withCH), cl.start("b", withCH)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"ack":"replicated","max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on b", func() bool { return b.kv.Get(SettingsKey("ch:tok")) != nil })
+	// A first row makes b the queue's backup, and goes in.
+	if _, err := a.cli.Put(ctx, "/q/ch:tok/p/w", `{"id":-1}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the first row in, and released on b", func() bool {
+		return len(fake.snapshot()) == 1 && backupRowsOf(b, "ch:tok") == 0
+	})
+	fake.mu.Lock()
+	fake.fail = true
+	fake.inserts = nil
+	fake.mu.Unlock()
+	for i := range 3 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+		}
+	}
+	if got := backupRowsOf(b, "ch:tok"); got != 3 {
+		t.Fatalf("b keeps %d copies, want 3", got)
+	}
+	first := fake.snapshot()[0]
+	a.stop()
+	fake.mu.Lock()
+	fake.fail = false
+	fake.mu.Unlock()
+	connect(b) // serf reports a failed; nobody puts
+	waitUntil(t, 10*time.Second, "b to insert every row", func() bool {
+		n := 0
+		for _, in := range fake.snapshot()[1:] {
+			n += strings.Count(in.body, "\n") + 1
+		}
+		return n >= 3
+	})
+	got := fake.snapshot()
+	if again := got[1]; again != first {
+		t.Fatalf("b's first insert: %+v; want the tried batch again: %+v", again, first)
+	}
+}
