@@ -96,9 +96,7 @@ func TestDrain_fencedByATakeover(t *testing.T) {
 	if _, err := b.cli.Put(ctx, RecordKey("ch:f"), strconv.FormatUint(b.id, 10)+";epoch=2"); err != nil {
 		t.Fatal(err)
 	}
-	fakeA.mu.Lock()
-	fakeA.fail = false
-	fakeA.mu.Unlock()
+	fakeA.setFail(false)
 	waitUntil(t, 10*time.Second, "b to insert the row", func() bool { return len(fakeB.snapshot()) > 0 })
 	time.Sleep(time.Second) // two of a's retry intervals
 	if got := fakeA.snapshot(); len(got) != 1 {

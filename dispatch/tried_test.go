@@ -161,6 +161,38 @@ func (f *tokenRecorder) snapshot() []recordedInsert {
 	return slices.Clone(f.inserts)
 }
 
+func (f *tokenRecorder) setFail(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
+}
+
+// rowsFrom counts the rows of the inserts from the i-th on.
+func (f *tokenRecorder) rowsFrom(i int) int {
+	n := 0
+	for _, in := range f.snapshot()[i:] {
+		n += strings.Count(in.body, "\n") + 1 // no newline after the last row
+	}
+	return n
+}
+
+// checkTriedAgain fails t unless the insert at is the tried batch first
+// again, token and rows, and the inserts after it hold rows rest (lines
+// of JSONEachRow), in order.
+func checkTriedAgain(t *testing.T, got []recordedInsert, at int, first recordedInsert, rest string) {
+	t.Helper()
+	if again := got[at]; again != first {
+		t.Fatalf("insert %d: %+v; want the tried batch again: %+v", at, again, first)
+	}
+	var bodies []string
+	for _, in := range got[at+1:] {
+		bodies = append(bodies, in.body)
+	}
+	if got := strings.Join(bodies, "\n"); got != rest {
+		t.Fatalf("rows inserted after the tried batch: %q, want %q", got, rest)
+	}
+}
+
 // TestHandoff_triedBatchKeepsItsToken: a batch whose insert landed but
 // whose answer was lost, waiting to retry when its dispatcher hands the
 // queue over (a graceful stop), goes from the next dispatcher as the same
@@ -197,9 +229,7 @@ func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
 	put(1, 4) // behind the batch waiting to retry (one insert in flight at most)
 	first := fake.snapshot()[0]
-	fake.mu.Lock()
-	fake.fail = false
-	fake.mu.Unlock()
+	fake.setFail(false)
 
 	if err := a.mgr.Handoff(ctx); err != nil {
 		t.Fatal(err)
@@ -207,24 +237,8 @@ func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
 	if rec, _ := ParseRecord(recordOn(a, "ch:tok")); rec.Member != b.id {
 		t.Fatalf("record after Handoff: %+v, want b", rec)
 	}
-	waitUntil(t, 10*time.Second, "b to insert every row", func() bool {
-		n := 0
-		for _, in := range fake.snapshot()[1:] {
-			n += strings.Count(in.body, "\n") + 1 // no newline after the last row
-		}
-		return n >= 4
-	})
-	got := fake.snapshot()
-	if again := got[1]; again.token != first.token || again.body != first.body {
-		t.Fatalf("first insert from b: token %q, body %q; want the tried batch again: token %q, body %q", again.token, again.body, first.token, first.body)
-	}
-	var rest []string
-	for _, in := range got[2:] {
-		rest = append(rest, in.body)
-	}
-	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}"; got != want {
-		t.Fatalf("rows b inserted after the tried batch: %q, want %q", got, want)
-	}
+	waitUntil(t, 10*time.Second, "b to insert every row", func() bool { return fake.rowsFrom(1) >= 4 })
+	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
 }
 
 // TestRestart_triedBatchKeepsItsToken: a batch whose insert landed but
@@ -267,23 +281,11 @@ func TestRestart_triedBatchKeepsItsToken(t *testing.T) {
 	if err := n1.mgr.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
-	fake.mu.Lock()
-	fake.fail = false
-	fake.mu.Unlock()
+	fake.setFail(false)
 
 	n2 := startSinkNode(t, ch, withDir)
 	waitUntil(t, 10*time.Second, "every row in", func() bool { return len(fake.snapshot()) >= 3 && n2.depth("ch:tok") == 0 })
-	got := fake.snapshot()
-	if again := got[1]; again != first {
-		t.Fatalf("first insert after the restart: %+v; want the tried batch again: %+v", again, first)
-	}
-	var rest []string
-	for _, in := range got[2:] {
-		rest = append(rest, in.body)
-	}
-	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}\n{\"id\":3}"; got != want {
-		t.Fatalf("rows inserted after the tried batch: %q, want %q", got, want)
-	}
+	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
 	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(n2.mgr) == 0 })
 }
 
@@ -323,9 +325,7 @@ func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
 	}
 	first := fake.snapshot()[0]
 	a.stop() // no hand-over: the rows and the mark stay in a's log
-	fake.mu.Lock()
-	fake.fail = false
-	fake.mu.Unlock()
+	fake.setFail(false)
 	connect(b)
 	if _, err := b.cli.Put(ctx, "/q/ch:tok/p/new", `{"id":9}`); err != nil { // b claims the queue
 		t.Fatal(err)
@@ -336,17 +336,7 @@ func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
 	waitUntil(t, 10*time.Second, "every row in", func() bool {
 		return rowsOn(b.mgr, "ch:tok") == 0 && liveRecords(a2.mgr) == 0 && len(fake.snapshot()) >= 4
 	})
-	got := fake.snapshot()
-	if again := got[2]; again != first {
-		t.Fatalf("first insert of the recovered rows: %+v; want the tried batch again: %+v", again, first)
-	}
-	var rest []string
-	for _, in := range got[3:] {
-		rest = append(rest, in.body)
-	}
-	if got, want := strings.Join(rest, "\n"), "{\"id\":1}\n{\"id\":2}"; got != want {
-		t.Fatalf("recovered rows inserted after the tried batch: %q, want %q", got, want)
-	}
+	checkTriedAgain(t, fake.snapshot(), 2, first, "{\"id\":1}\n{\"id\":2}")
 }
 
 // TestTakeover_triedBatchKeepsItsToken: with ack=replicated, a dispatcher
@@ -380,8 +370,7 @@ func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
 		return len(fake.snapshot()) == 1 && backupRowsOf(b, "ch:tok") == 0
 	})
 	fake.mu.Lock()
-	fake.fail = true
-	fake.inserts = nil
+	fake.fail, fake.inserts = true, nil
 	fake.mu.Unlock()
 	for i := range 3 {
 		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
@@ -396,19 +385,8 @@ func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
 	}
 	first := fake.snapshot()[0]
 	a.stop()
-	fake.mu.Lock()
-	fake.fail = false
-	fake.mu.Unlock()
+	fake.setFail(false)
 	connect(b) // serf reports a failed; nobody puts
-	waitUntil(t, 10*time.Second, "b to insert every row", func() bool {
-		n := 0
-		for _, in := range fake.snapshot()[1:] {
-			n += strings.Count(in.body, "\n") + 1
-		}
-		return n >= 3
-	})
-	got := fake.snapshot()
-	if again := got[1]; again != first {
-		t.Fatalf("b's first insert: %+v; want the tried batch again: %+v", again, first)
-	}
+	waitUntil(t, 10*time.Second, "b to insert every row", func() bool { return fake.rowsFrom(1) >= 3 })
+	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}")
 }
