@@ -122,6 +122,10 @@ type inflight struct {
 	// rec is the batch's mark in the queue log (recTried), written
 	// before its first attempt, released when it settles; 0 for none.
 	rec uint64
+	// again: formed from a mark (queue.tried), so an attempt made
+	// elsewhere or before a restart may have landed, though none was
+	// made here.
+	again bool
 }
 
 // spares are slices of a batch kept by the loop from one batch to the
@@ -423,7 +427,7 @@ func (d *drainer) start(f formed, db string, ep sink.Endpoint, held time.Duratio
 	for _, r := range rows {
 		values = append(values, r.m.value)
 	}
-	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, rec: rec, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
+	b := &inflight{rows: rows, values: values, reader: newRegionReader(rows).rowReader(), bytes: bytes, rec: rec, again: f.tried, label: m.inserts.tables.label(sink.SplitTable(db, d.table)),
 		span: d.startInsert(rows, bytes, db, ep, m.clock.Now())}
 	if b.span != nil {
 		b.span.SetAttributes(attribute.Float64("chute.batch.wait", held.Seconds()))
@@ -534,32 +538,43 @@ func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []
 	var tried triedBatch // rows 0: an ordinary batch
 	skipped := 0         // drained rows in the span of a batch in flight
 	for seq, m := range q.msgs.all() {
-		if len(b.rows)+skipped == c.drained {
-			break
-		}
-		if m.state != msgDrained {
-			continue // ready: beyond the drainer's prefetch
-		}
-		if inFlight(flight, seq) {
-			skipped++
-			continue
-		}
-		if len(q.tried) > 0 {
-			if len(b.rows) == 0 {
-				q.dropTriedBelowLocked(seq) // their first rows left
-				tried = q.tried[seq]
-			} else if _, ok := q.tried[seq]; ok && tried.rows == 0 {
-				b.full = true
-				return b
-			}
-		}
 		if tried.rows > 0 {
 			if len(b.rows) == tried.rows {
 				break
 			}
-		} else if len(b.rows) == set.BatchRows || len(b.rows) > 0 && b.bytes+len(m.value)+1 > set.BatchBytes {
-			b.full = true
-			return b
+			if m.state == msgReady {
+				// Beyond the drainer's prefetch, which its own rows,
+				// numbered above a hand-over's, may fill: delivered now,
+				// the tried batch being the next to go.
+				q.drainLocked(c, m)
+			}
+			if m.state != msgDrained || inFlight(flight, seq) {
+				break // not the batch's: it has fewer rows here
+			}
+		} else {
+			if len(b.rows)+skipped == c.drained {
+				break
+			}
+			if m.state != msgDrained {
+				continue // ready: beyond the drainer's prefetch
+			}
+			if inFlight(flight, seq) {
+				skipped++
+				continue
+			}
+			if len(q.tried) > 0 {
+				if len(b.rows) == 0 {
+					q.dropGoneTriedLocked()
+					tried = q.tried[seq]
+				} else if _, ok := q.tried[seq]; ok {
+					b.full = true // it goes, and the tried batch after it
+					return b
+				}
+			}
+			if tried.rows == 0 && (len(b.rows) == set.BatchRows || len(b.rows) > 0 && b.bytes+len(m.value)+1 > set.BatchBytes) {
+				b.full = true
+				return b
+			}
 		}
 		b.bytes += len(m.value) + 1
 		b.rows = append(b.rows, row{seq: seq, m: m})
@@ -577,12 +592,14 @@ func (q *queue) drainBatch(c *consumer, set Settings, flight []*inflight, dst []
 	return b
 }
 
-// dropTriedBelowLocked forgets the tried batches whose first row's number
-// is below seq, the oldest row free for a batch: that row left. The
-// caller holds mu.
-func (q *queue) dropTriedBelowLocked(seq uint64) {
+// dropGoneTriedLocked forgets the tried batches whose first row left the
+// queue. (Not those whose first row is below the oldest row delivered to
+// the drainer: a hand-over's rows keep their numbers, below the new
+// dispatcher's, and wait while its drainer holds all it may of its own.)
+// The caller holds mu.
+func (q *queue) dropGoneTriedLocked() {
 	for first, t := range q.tried {
-		if first < seq {
+		if q.msgs.get(first) == nil {
 			releaseLog(q.log, t.rec)
 			delete(q.tried, first)
 		}
@@ -742,7 +759,7 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 	bo := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {
 		if d.fenced() {
-			kept = d.abandon(b, b.attempts > 0)
+			kept = d.abandon(b, b.attempts > 0 || b.again)
 			return
 		}
 		settled, progress, wait := d.send(b, ep, set)

@@ -29,59 +29,75 @@ const fenceTimeout = time.Second
 
 // fences coalesces the drainers' reads: an attempt needs a read that
 // started after it asked, and those that ask while one is running share
-// the next.
+// the next. The reads run on a goroutine of their own, which makes the
+// next read when one ends, if one was asked for, and then ends.
 type fences struct {
 	mu      sync.Mutex
-	running *fenceRead // nil: none
+	running *fenceRead // nil: no read goroutine
 	next    *fenceRead // starts when running ends; nil: none asked
 }
 
 // fenceRead is one read of fences.
 type fenceRead struct {
-	done    chan struct{} // closed when ok is set
-	ok      bool          // the key space caught up with the cluster's
-	started bool          // guarded by fences.mu
+	done chan struct{} // closed when ok is set
+	ok   bool          // the key space caught up with the cluster's
 }
 
 // caughtUp reports whether this member's key space holds every write
 // the cluster committed before the call (RecordStore.Linearize), trying
 // for up to fenceTimeout: a member frozen while it led learns the new
-// leader meanwhile.
-func (m *Manager) caughtUp() bool {
+// leader meanwhile. False when stop closes first (the caller stops: the
+// read goes on for the others).
+func (m *Manager) caughtUp(stop <-chan struct{}) bool {
 	f := &m.fences
 	f.mu.Lock()
+	var r *fenceRead
 	if f.running == nil {
-		r := &fenceRead{done: make(chan struct{}), started: true}
+		r = &fenceRead{done: make(chan struct{})}
 		f.running = r
-		f.mu.Unlock()
-		return m.runFence(r)
-	}
-	if f.next == nil {
-		f.next = &fenceRead{done: make(chan struct{})}
-	}
-	r, cur := f.next, f.running
-	f.mu.Unlock()
-	<-cur.done // runFence made r the running read, not started
-	f.mu.Lock()
-	if f.running == r && !r.started {
-		r.started = true
-		f.mu.Unlock()
-		return m.runFence(r)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.runFences(r)
+		}()
+	} else {
+		if f.next == nil {
+			f.next = &fenceRead{done: make(chan struct{})}
+		}
+		r = f.next
 	}
 	f.mu.Unlock()
-	<-r.done
-	return r.ok
+	select {
+	case <-r.done:
+		return r.ok
+	case <-stop:
+		return false
+	}
 }
 
-// runFence makes read r, then hands the running place to the next read,
-// which one of its callers starts.
-func (m *Manager) runFence(r *fenceRead) bool {
+// runFences makes read r, then the next one asked for meanwhile, and so
+// on until none was.
+func (m *Manager) runFences(r *fenceRead) {
+	f := &m.fences
+	for r != nil {
+		r.ok = m.readFence()
+		close(r.done)
+		f.mu.Lock()
+		r = f.next
+		f.running, f.next = r, nil
+		f.mu.Unlock()
+	}
+}
+
+// readFence is one read of fences: Linearize, tried again for up to
+// fenceTimeout while it fails.
+func (m *Manager) readFence() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), fenceTimeout)
 	defer cancel()
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 200 * time.Millisecond}
 	for {
-		if r.ok = m.records.Linearize(ctx) == nil; r.ok {
-			break
+		if m.records.Linearize(ctx) == nil {
+			return true
 		}
 		t := time.NewTimer(b.Next()) // not Config.Clock: ctx's deadline is real time too
 		select {
@@ -91,14 +107,8 @@ func (m *Manager) runFence(r *fenceRead) bool {
 		case <-m.stop:
 		}
 		t.Stop()
-		break
+		return false
 	}
-	f := &m.fences
-	f.mu.Lock()
-	f.running, f.next = f.next, nil
-	f.mu.Unlock()
-	close(r.done)
-	return r.ok
 }
 
 // fenced reports whether another member dispatches the queue now, as a
@@ -106,7 +116,7 @@ func (m *Manager) runFence(r *fenceRead) bool {
 // cannot tell.
 func (d *drainer) fenced() bool {
 	m := d.m
-	if m.cluster == nil || !m.caughtUp() {
+	if m.cluster == nil || !m.caughtUp(d.stop) {
 		return false
 	}
 	rec, ok := m.record(d.q.name)

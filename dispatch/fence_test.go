@@ -147,11 +147,11 @@ func TestCaughtUp_sharesReads(t *testing.T) {
 	first := make(chan bool, 1)
 	later := make(chan bool, 10)
 	wg.Add(1)
-	go func() { defer wg.Done(); first <- m.caughtUp() }()
+	go func() { defer wg.Done(); first <- m.caughtUp(nil) }()
 	<-ks.started
 	for range 10 {
 		wg.Add(1)
-		go func() { defer wg.Done(); later <- m.caughtUp() }()
+		go func() { defer wg.Done(); later <- m.caughtUp(nil) }()
 	}
 	waitUntil(t, 5*time.Second, "callers to wait for the next read", func() bool {
 		m.fences.mu.Lock()
@@ -171,5 +171,32 @@ func TestCaughtUp_sharesReads(t *testing.T) {
 		if !r {
 			t.Fatal("a caller that asked while the first read ran got its answer, not the next read's")
 		}
+	}
+}
+
+// TestCaughtUp_stopEndsTheWait: a drainer told to stop does not wait for
+// a read that hangs (it delayed the hand-over stopping it by up to
+// fenceTimeout); the read goes on for those that share it.
+func TestCaughtUp_stopEndsTheWait(t *testing.T) {
+	m, err := New(Config{MemberID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks := &slowFirstRead{started: make(chan struct{})}
+	m.records = ks
+	first := make(chan bool, 1)
+	go func() { first <- m.caughtUp(nil) }()
+	<-ks.started
+	stop := make(chan struct{})
+	close(stop)
+	start := time.Now()
+	if m.caughtUp(stop) {
+		t.Fatal("a stopped caller was told the key space caught up")
+	}
+	if took := time.Since(start); took > fenceTimeout/2 {
+		t.Fatalf("a stopped caller waited %v", took)
+	}
+	if <-first {
+		t.Fatal("the first read failed, and its caller was told it caught up")
 	}
 }

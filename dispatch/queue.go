@@ -405,6 +405,9 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			if q.tried == nil {
 				q.tried = make(map[uint64]triedBatch)
 			}
+			if old, ok := q.tried[seq]; ok && old.rec != in.batchRec {
+				releaseLog(q.log, old.rec)
+			}
 			q.tried[seq] = triedBatch{rows: in.batch, at: now, rec: in.batchRec}
 		}
 		if len(slab) == 0 {
@@ -488,17 +491,12 @@ func (q *queue) deliverLocked(now time.Time) {
 		if m == nil || m.state != msgReady {
 			continue // acknowledged or delivered since it was pushed
 		}
-		m.attempts++
-		if m.attempts > 1 {
-			q.stats.Redelivered++
-		}
-		q.stats.Delivered++
 		if c.drain != nil {
-			m.state = msgDrained
-			c.drained++
+			q.drainLocked(c, m)
 			drained = true
 			continue
 		}
+		q.countDeliveryLocked(m)
 		m.state = msgOut
 		q.out[seq] = delivery{c: c, sentAt: now.UnixNano()}
 		c.unacked[seq] = m
@@ -516,6 +514,24 @@ func (q *queue) deliverLocked(now time.Time) {
 			c.out.Deliver(b)
 		}
 	}
+}
+
+// countDeliveryLocked counts a delivery of m: its attempts and the
+// queue's stats. The caller holds mu.
+func (q *queue) countDeliveryLocked(m *message) {
+	m.attempts++
+	if m.attempts > 1 {
+		q.stats.Redelivered++
+	}
+	q.stats.Delivered++
+}
+
+// drainLocked delivers m, ready, to the drainer's consumer c. The caller
+// holds mu.
+func (q *queue) drainLocked(c *consumer, m *message) {
+	q.countDeliveryLocked(m)
+	m.state = msgDrained
+	c.drained++
 }
 
 // nextConsumerLocked returns the next consumer in turn that has room, or
@@ -761,6 +777,11 @@ func (q *queue) takeAll() []incoming {
 		out = append(out, in)
 	}
 	out = append(out, q.held...)
+	for first, t := range q.tried {
+		if q.msgs.get(first) == nil {
+			releaseLog(q.log, t.rec) // a mark whose first row left: none carries it
+		}
+	}
 	q.msgs = msgStore{}
 	q.ids, q.indexed = idIndex{}, false
 	q.out = make(map[uint64]delivery)

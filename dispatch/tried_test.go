@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"chute/sink"
 )
 
 // triedQueue returns a ClickHouse queue holding n rows numbered 1 to n,
@@ -389,4 +391,81 @@ func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
 	connect(b) // serf reports a failed; nobody puts
 	waitUntil(t, 10*time.Second, "b to insert every row", func() bool { return fake.rowsFrom(1) >= 3 })
 	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}")
+}
+
+// TestDrainBatch_triedBatchBehindAFullDrainer: a hand-over's rows, with
+// their numbers below the new dispatcher's own, wait while its drainer
+// holds all it may of its own rows; their batch's mark waits with them,
+// and the batch forms once they are delivered. The mark was dropped as
+// if its first row had left, the first time a batch formed.
+func TestDrainBatch_triedBatchBehindAFullDrainer(t *testing.T) {
+	now := time.Unix(1000, 0)
+	set := Config{}.withDefaults().defaults()
+	set.BatchRows, set.MaxInflightInserts = 2, 1 // the drainer holds 4 rows at most
+	q := newQueue("ch:t", set)
+	c := &consumer{id: "clickhouse", prefix: "q", drain: &drainer{ready: make(chan struct{}, 1)}}
+	q.mu.Lock()
+	q.addConsumerLocked(c, now)
+	q.becomeDispatcherLocked(2, now) // its own rows numbered from 1<<32+1
+	own := make([]incoming, 6)
+	for i := range own {
+		own[i] = incoming{id: MsgID{Origin: 1, N: uint64(i + 1)}, tail: "k", value: []byte(`{"a":1}`)}
+	}
+	q.enqueueLocked(own, now, arrivedLocal, false)
+	handed := make([]incoming, 3)
+	for i := range handed {
+		handed[i] = incoming{id: MsgID{Origin: 9, N: uint64(i + 1)}, tail: "k", value: []byte(`{"b":1}`), seq: uint64(i + 1)}
+	}
+	handed[0].batch = 3
+	q.enqueueLocked(handed, now, arrivedCopy, false)
+	q.mu.Unlock()
+	var batches [][]uint64
+	for range 10 {
+		f := q.drainBatch(c, set, nil, nil, now, false)
+		if len(f.rows) == 0 {
+			break
+		}
+		if f.tried {
+			q.takeTried(f.rows[0].seq)
+		}
+		batches = append(batches, seqsOf(f.rows))
+		q.ackRows(f.rows, now)
+	}
+	if !slices.ContainsFunc(batches, func(b []uint64) bool { return slices.Equal(b, []uint64{1, 2, 3}) }) {
+		t.Fatalf("batches %v: the handed-over tried batch 1..3 never formed", batches)
+	}
+}
+
+// deposed is a key space whose record of every queue names member 2, as
+// a read of the cluster shows it.
+type deposed struct{ RecordStore }
+
+func (deposed) Get(string) []byte               { return []byte("2;epoch=3") }
+func (deposed) Linearize(context.Context) error { return nil }
+
+// someCluster is a cluster, for a manager that asks only whether it has
+// one.
+type someCluster struct{ Cluster }
+
+// TestInsert_fencedTriedBatchKeepsItsMark: a batch formed again from a
+// mark and fenced before its first attempt here (its queue moved on
+// again meanwhile) goes back marked: an attempt elsewhere may have
+// landed. It went back unmarked, as a batch never sent.
+func TestInsert_fencedTriedBatchKeepsItsMark(t *testing.T) {
+	m, err := New(Config{MemberID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.records, m.cluster = deposed{}, someCluster{}
+	now := time.Unix(1000, 0)
+	q, c := triedQueue(5, map[uint64]int{1: 3}, now)
+	d := &drainer{m: m, q: q, c: c, stop: make(chan struct{}), done: make(chan struct{})}
+	f := q.drainBatch(c, q.set, nil, nil, now, false)
+	if !f.tried {
+		t.Fatalf("batch %v is not the tried one", seqsOf(f.rows))
+	}
+	d.insert(&inflight{rows: f.rows, rec: q.takeTried(f.rows[0].seq), again: true}, sink.Endpoint{})
+	if got := q.tried[1].rows; got != 3 {
+		t.Fatalf("mark of row 1 after the fence gave the batch up: %d rows, want 3", got)
+	}
 }
