@@ -54,23 +54,37 @@ const (
 	recTried byte = 3
 )
 
-// encodeTried appends the record of a tried batch of queue name: kind,
-// queue, the id of its first row and its rows, as uvarints. The id, not
-// the number: a put's record has no number (it is numbered once queued),
-// and a restart numbers the rows again.
-func encodeTried(b []byte, name string, head MsgID, rows int) []byte {
+// encodeTried appends the record of tried batch rows of queue name: kind,
+// queue, the number of rows and their ids in order, as uvarints. Ids, not
+// numbers: a put's record has no number (it is numbered once queued, in
+// an order the log's need not be), and a restart numbers the rows again;
+// the ids say which rows, and in which order, the batch had. An id of the
+// previous id's origin is its difference in N, zigzagged and doubled (one
+// byte for a run of one producer's puts); another origin's (or one past
+// 2^61 away) is 1, then the origin and N.
+func encodeTried(b []byte, name string, rows []row) []byte {
 	b = append(b, recTried)
 	b = binary.AppendUvarint(b, uint64(len(name)))
 	b = append(b, name...)
-	b = binary.AppendUvarint(b, head.Origin)
-	b = binary.AppendUvarint(b, head.N)
-	return binary.AppendUvarint(b, uint64(rows))
+	b = binary.AppendUvarint(b, uint64(len(rows)))
+	var prev MsgID
+	for i, r := range rows {
+		id := r.m.id
+		if d := int64(id.N - prev.N); i > 0 && id.Origin == prev.Origin && d > -1<<61 && d < 1<<61 {
+			b = binary.AppendUvarint(b, uint64(d<<1^d>>63)<<1)
+		} else {
+			b = binary.AppendUvarint(b, 1)
+			b = binary.AppendUvarint(b, id.Origin)
+			b = binary.AppendUvarint(b, id.N)
+		}
+		prev = id
+	}
+	return b
 }
 
 // triedRecord is a recTried record replayed from the queue log.
 type triedRecord struct {
-	id   MsgID // of its first row
-	rows int
+	ids  []MsgID // of its rows, in order
 	lseq uint64
 }
 
@@ -80,43 +94,113 @@ func decodeTried(rec []byte) (name string, t triedRecord, err error) {
 		return "", t, errBadRecord
 	}
 	p := rec[1:]
-	n, k := binary.Uvarint(p)
-	if k <= 0 || n > uint64(len(p)-k) {
-		return "", t, errBadRecord
-	}
-	name, p = string(p[k:k+int(n)]), p[k+int(n):]
-	var v [3]uint64
-	for i := range v {
-		if v[i], k = binary.Uvarint(p); k <= 0 {
-			return "", t, errBadRecord
+	uv := func() uint64 {
+		v, k := binary.Uvarint(p)
+		if k <= 0 {
+			err = errBadRecord
+			p = nil
+			return 0
 		}
 		p = p[k:]
+		return v
 	}
-	if len(p) != 0 || v[2] == 0 || v[2] > maxBatchRows || !validQueueName(name) {
+	n := uv()
+	if err != nil || n > uint64(len(p)) {
 		return "", t, errBadRecord
 	}
-	return name, triedRecord{id: MsgID{Origin: v[0], N: v[1]}, rows: int(v[2])}, nil
+	name, p = string(p[:n]), p[n:]
+	count := uv()
+	// Each id takes a byte at least: a count past the bytes left is no
+	// record of this kind, and is not allocated for.
+	if err != nil || count == 0 || count > maxBatchRows || count > uint64(len(p)) || !validQueueName(name) {
+		return "", t, errBadRecord
+	}
+	t.ids = make([]MsgID, 0, count)
+	var prev MsgID
+	for range count {
+		v := uv()
+		var id MsgID
+		switch {
+		case v == 1:
+			id = MsgID{Origin: uv(), N: uv()}
+		case v&1 == 0 && len(t.ids) > 0:
+			z := v >> 1
+			id = MsgID{Origin: prev.Origin, N: prev.N + uint64(int64(z>>1)^-int64(z&1))}
+		default:
+			err = errBadRecord
+		}
+		if err != nil {
+			return "", triedRecord{}, errBadRecord
+		}
+		t.ids = append(t.ids, id)
+		prev = id
+	}
+	if len(p) != 0 {
+		return "", triedRecord{}, errBadRecord
+	}
+	return name, t, nil
 }
 
-// markRecovered puts the tried batches the log replayed on their first
-// rows among the recovered messages (incoming.batch), found by id, and
-// releases the records of those whose first row is gone.
+// markRecovered puts the tried batches the log replayed back among the
+// recovered messages of their queues: each batch's rows, found by id,
+// move together to where the first of them lies, in the batch's order,
+// the first marked (incoming.batch), so that they are numbered again in
+// that order and form the batch again. A batch some row of which is gone
+// has its record released.
 func markRecovered(l *qlog.Log, recovered map[string][]incoming, tried map[string][]triedRecord) {
 	for name, marks := range tried {
-		at := make(map[MsgID]triedRecord, len(marks))
-		for _, t := range marks {
-			at[t.id] = t
-		}
 		msgs := recovered[name]
-		for i := range msgs {
-			if t, ok := at[msgs[i].id]; ok {
-				msgs[i].batch, msgs[i].batchRec = t.rows, t.lseq
-				delete(at, t.id)
+		at := make(map[MsgID]int) // the ids of the marks' rows: their index in msgs, -1 not found
+		for _, t := range marks {
+			for _, id := range t.ids {
+				at[id] = -1
 			}
 		}
-		for _, t := range at {
-			releaseLog(l, t.lseq)
+		for i := range msgs {
+			if j, ok := at[msgs[i].id]; ok && j < 0 {
+				at[msgs[i].id] = i
+			}
 		}
+		starts := make(map[int]triedRecord) // by the index of a complete mark's first-lying row
+		moved := make(map[int]bool)         // indexes of the rows of complete marks
+		for _, t := range marks {
+			first, n := len(msgs), 0
+			for _, id := range t.ids {
+				i := at[id]
+				if i < 0 || moved[i] {
+					break // a row gone, or another mark's
+				}
+				moved[i] = true
+				first, n = min(first, i), n+1
+			}
+			if n < len(t.ids) {
+				for _, id := range t.ids[:n] {
+					delete(moved, at[id])
+				}
+				releaseLog(l, t.lseq)
+				continue
+			}
+			starts[first] = t
+		}
+		if len(starts) == 0 {
+			continue
+		}
+		out := make([]incoming, 0, len(msgs))
+		for i := range msgs {
+			if t, ok := starts[i]; ok {
+				for k, id := range t.ids {
+					in := msgs[at[id]]
+					if k == 0 {
+						in.batch, in.batchRec = len(t.ids), t.lseq
+					}
+					out = append(out, in)
+				}
+			}
+			if !moved[i] {
+				out = append(out, msgs[i])
+			}
+		}
+		recovered[name] = out
 	}
 }
 
@@ -127,7 +211,7 @@ func (m *Manager) persistTried(ctx context.Context, name string, rows []row) uin
 	if m.qlog == nil || len(rows) == 0 {
 		return 0
 	}
-	seq, err := m.qlog.Append(ctx, encodeTried(nil, name, rows[0].m.id, len(rows)))
+	seq, err := m.qlog.Append(ctx, encodeTried(nil, name, rows))
 	if err != nil {
 		m.log.Debug("a batch's mark could not be written to the queue log; a restart forms its rows anew", "queue", name, "err", err)
 		return 0

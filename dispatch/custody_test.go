@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -182,30 +183,91 @@ func TestRecord_roundTrip(t *testing.T) {
 	}
 }
 
-// TestTriedRecord_roundTrip: a tried batch's record decodes to what was
-// encoded; one cut short, longer, of no rows or of more rows than a batch
-// may have does not decode.
+// TestTriedRecord_roundTrip: a tried batch's record decodes to its rows'
+// ids in order (runs of one origin, other origins, steps back, a step
+// too large for a difference); one cut short, longer, of no rows or of
+// more rows than a batch may have does not decode.
 func TestTriedRecord_roundTrip(t *testing.T) {
-	id := MsgID{Origin: 1<<64 - 1, N: 1 << 40}
-	rec := encodeTried(nil, "ch:events", id, 30000)
+	ids := []MsgID{{Origin: 7, N: 1 << 40}, {Origin: 7, N: 1<<40 + 1}, {Origin: 7, N: 1<<40 + 2}, {Origin: 1<<64 - 1, N: 5},
+		{Origin: 7, N: 1<<40 - 3}, {Origin: 7, N: 1<<40 - 4}, {Origin: 7, N: 1<<63 + 9}, {Origin: 7, N: 1}, {Origin: 0, N: 0}}
+	rowsOf := func(ids []MsgID) []row {
+		rows := make([]row, len(ids))
+		for i, id := range ids {
+			rows[i] = row{seq: uint64(i + 1), m: &message{id: id}}
+		}
+		return rows
+	}
+	rec := encodeTried(nil, "ch:events", rowsOf(ids))
 	name, got, err := decodeTried(rec)
-	if err != nil || name != "ch:events" || got.id != id || got.rows != 30000 {
-		t.Fatalf("decoded %q %+v %v", name, got, err)
+	if err != nil || name != "ch:events" || !slices.Equal(got.ids, ids) {
+		t.Fatalf("decoded %q %v %v, want %v", name, got.ids, err, ids)
+	}
+	run := make([]MsgID, 1000)
+	for i := range run {
+		run[i] = MsgID{Origin: 3, N: 1<<60 + uint64(i)}
+	}
+	if n := len(encodeTried(nil, "ch:events", rowsOf(run))); n > len(run)+40 {
+		t.Errorf("a run of %d ids of one origin takes %d bytes, want about one a row", len(run), n)
 	}
 	for i := range len(rec) {
 		if _, _, err := decodeTried(rec[:i]); err == nil {
 			t.Fatalf("a record cut to %d bytes decoded", i)
 		}
 	}
+	// n ids of one origin: the first, then steps of 0. maxBatchRows of
+	// them decode, one more does not.
+	ofRows := func(n int) []byte {
+		b := append([]byte{recTried, byte(len("ch:t"))}, "ch:t"...)
+		b = binary.AppendUvarint(b, uint64(n))
+		return append(append(b, 1, 7, 1), make([]byte, n-1)...)
+	}
+	if _, got, err := decodeTried(ofRows(maxBatchRows)); err != nil || len(got.ids) != maxBatchRows {
+		t.Fatalf("a record of maxBatchRows ids: %d ids, %v", len(got.ids), err)
+	}
+	tooMany := ofRows(maxBatchRows + 1)
 	for what, bad := range map[string][]byte{
 		"longer":    append(slices.Clone(rec), 1),
-		"no rows":   encodeTried(nil, "ch:events", id, 0),
-		"too many":  encodeTried(nil, "ch:events", id, maxBatchRows+1),
-		"bad name":  encodeTried(nil, "a/b", id, 1),
-		"a message": encodeRecord(nil, recMessage, "ch:events", incoming{id: id}),
+		"no rows":   encodeTried(nil, "ch:events", nil),
+		"too many":  tooMany,
+		"bad name":  encodeTried(nil, "a/b", rowsOf(ids)),
+		"a message": encodeRecord(nil, recMessage, "ch:events", incoming{id: ids[0]}),
 	} {
 		if _, _, err := decodeTried(bad); err == nil {
 			t.Errorf("%s: decoded", what)
+		}
+	}
+}
+
+// TestMarkRecovered: a tried batch's rows, recovered in the log's order,
+// move together to where the first of them lay, in the batch's order,
+// the first marked; a batch a row of which is gone, or that shares a row
+// with one placed before, is dropped and its record released.
+func TestMarkRecovered(t *testing.T) {
+	id := func(n uint64) MsgID { return MsgID{Origin: 1, N: n} }
+	msgs := func(ns ...uint64) []incoming {
+		out := make([]incoming, len(ns))
+		for i, n := range ns {
+			out[i] = incoming{id: id(n), lseq: 100 + n}
+		}
+		return out
+	}
+	recovered := map[string][]incoming{"ch:a": msgs(5, 1, 9, 3, 2, 8)}
+	tried := map[string][]triedRecord{"ch:a": {
+		{ids: []MsgID{id(1), id(2), id(3)}, lseq: 7},
+		{ids: []MsgID{id(8), id(4)}, lseq: 11}, // 4 gone
+		{ids: []MsgID{id(9), id(2)}, lseq: 12}, // 2 is the first's
+	}}
+	markRecovered(nil, recovered, tried)
+	var got []uint64
+	for _, in := range recovered["ch:a"] {
+		got = append(got, in.id.N)
+	}
+	if want := []uint64{5, 1, 2, 3, 9, 8}; !slices.Equal(got, want) {
+		t.Fatalf("recovered order %v, want %v", got, want)
+	}
+	for _, in := range recovered["ch:a"] {
+		if want := map[uint64]int{1: 3}[in.id.N]; in.batch != want || (want > 0) != (in.batchRec == 7) {
+			t.Fatalf("row %d: batch %d, record %d", in.id.N, in.batch, in.batchRec)
 		}
 	}
 }

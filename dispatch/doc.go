@@ -255,13 +255,16 @@
 // as a duplicate, handed to another member that answered, a backup copy
 // released or reset. A release is a few bytes in the next write.
 //
-// A third kind marks a batch sent to ClickHouse (recTried: queue, the id
-// of its first row, its rows), appended before the batch's first attempt
-// and released when it settles; given up (a stop, a hand-over) it stays
-// with the mark (queue.tried) and goes where its first row goes. Replayed,
-// it marks its first row again, found by id, so that a member killed or
-// stopped while an insert was in flight or waiting to retry sends the
-// same rows as one batch at its next start, with the same dedup token.
+// A third kind marks a batch sent to ClickHouse (recTried: queue, its
+// rows' ids in order, about a byte a row), appended before the batch's
+// first attempt and released when it settles; given up (a stop, a
+// hand-over) it stays with the mark (queue.tried) and goes where its
+// first row goes. Replayed, it puts its rows, found by id, together and
+// in its order where the first of them lies (puts are appended in one
+// order and numbered in another, and a restart numbers them again in the
+// log's), its first row marked, so that a member killed or stopped while
+// an insert was in flight or waiting to retry sends the same rows as one
+// batch at its next start, with the same dedup token.
 //
 // New replays the log; Start gives each queue its records as held copies,
 // so the reconcile loop does with them what it does with any held copy:

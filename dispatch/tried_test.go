@@ -469,3 +469,54 @@ func TestInsert_fencedTriedBatchKeepsItsMark(t *testing.T) {
 		t.Fatalf("mark of row 1 after the fence gave the batch up: %d rows, want 3", got)
 	}
 }
+
+// TestRestart_triedBatchOfConcurrentPuts: rows put at once by many
+// producers are appended to the queue log in one order and numbered in
+// another; a batch of them waiting to retry when its member stops goes
+// after the restart as the same rows in the same order, with the same
+// token. Its mark named the first row and a count, and the rows came back
+// numbered in the log's order: other rows, or another order.
+func TestRestart_triedBatchOfConcurrentPuts(t *testing.T) {
+	fake := &tokenRecorder{fail: true}
+	srv := httptest.NewServer(fake)
+	defer srv.Close()
+	dir := t.TempDir()
+	withDir := func(c *Config) {
+		c.DataDir = dir
+		c.RetryMin, c.RetryMax = 100*time.Millisecond, 100*time.Millisecond // the same batch, again and again
+	}
+	ch := &chURL{db: "default"} // no URL yet: the rows wait, all of them
+	ctx := testCtx(t, 60*time.Second)
+	n1 := startSinkNode(t, ch, withDir)
+	cli := n1.client(t)
+	if _, err := cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s","batch_rows":1000}`); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 64
+	var wg sync.WaitGroup
+	for i := range rows {
+		wg.Go(func() {
+			if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	ch.mu.Lock()
+	ch.url = srv.URL
+	ch.mu.Unlock()
+	waitUntil(t, 10*time.Second, "the first insert", func() bool { return len(fake.snapshot()) > 0 })
+	first := fake.snapshot()[0]
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = n1.kv.Shutdown(sctx)
+	if err := n1.mgr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+	fake.mu.Lock()
+	fake.fail, fake.inserts = false, nil
+	fake.mu.Unlock()
+	n2 := startSinkNode(t, ch, withDir)
+	waitUntil(t, 10*time.Second, "every row in", func() bool { return n2.depth("ch:tok") == 0 && fake.rowsFrom(0) == rows })
+	checkTriedAgain(t, fake.snapshot(), 0, first, "")
+}
