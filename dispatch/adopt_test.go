@@ -41,10 +41,7 @@ func TestAdopt_recordsOfQueuesNotHeld(t *testing.T) {
 		t.Fatalf("queues adopted: %v, want %v", got, want)
 	}
 	clk.Advance(forgetAfter)
-	n.mgr.reconcile()
-	if got := queueNames(n.mgr); len(got) != 0 {
-		t.Fatalf("queues after forgetAfter: %v, want none", got)
-	}
+	reconcileUntil(t, "no queue left after forgetAfter", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
 	for k, v := range keys {
 		got := n.kv.Get(k)
 		switch k {

@@ -31,6 +31,20 @@ func startForgetting(t *testing.T) (*testNode, *clockwork.FakeClock, *clientv3.C
 	return n, clk, n.client(t)
 }
 
+// reconcileUntil runs the reconcile rounds of ms until cond holds, for at
+// most 5 s: a round forgets no queue whose lock another goroutine holds
+// at that moment (the visibility sweep, which advancing the fake clock
+// fires too), and the next round does.
+func reconcileUntil(t *testing.T, what string, cond func() bool, ms ...*Manager) {
+	t.Helper()
+	waitUntil(t, 5*time.Second, what, func() bool {
+		for _, m := range ms {
+			m.reconcile()
+		}
+		return cond()
+	})
+}
+
 // TestForget_idleQueue checks that a member forgets a queue that holds
 // nothing once it has not been used for forgetAfter: its state, its
 // cached view and settings, and its record, which the next put writes
@@ -69,10 +83,9 @@ func TestForget_idleQueue(t *testing.T) {
 	n.mgr.reconcile()
 	n.mgr.lookup("recent") // used: a minute from now
 	clk.Advance(time.Second)
-	n.mgr.reconcile()
-	if got, want := queueNames(n.mgr), []string{"kept", "recent", "watched"}; !slices.Equal(got, want) {
-		t.Fatalf("queues after forgetAfter: %v, want %v", got, want)
-	}
+	reconcileUntil(t, "the queues after forgetAfter to be kept, recent and watched", func() bool {
+		return slices.Equal(queueNames(n.mgr), []string{"kept", "recent", "watched"})
+	}, n.mgr)
 	for name, want := range map[string]int64{"idle": 0, "kept": 1, "watched": 1, "recent": 1} {
 		r, err := cli.Get(ctx, RecordKey(name))
 		if err != nil {
@@ -116,10 +129,7 @@ func TestForget_leftBehind(t *testing.T) {
 	q.renamed = map[uint64]renaming{3: {tail: "k", to: 7}} // left by a message delivered again under its new number
 	q.mu.Unlock()
 	clk.Advance(forgetAfter)
-	n.mgr.reconcile()
-	if got := queueNames(n.mgr); len(got) != 0 {
-		t.Fatalf("queues after forgetAfter: %v, want none", got)
-	}
+	reconcileUntil(t, "no queue left after forgetAfter", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
 }
 
 // TestForget_lookedUpBefore checks that what is added to a queue looked
@@ -131,13 +141,11 @@ func TestForget_lookedUpBefore(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	q := n.mgr.queueFor("late")
 	clk.Advance(forgetAfter)
-	n.mgr.reconcile()
-	q.mu.Lock()
-	forgotten := q.forgotten
-	q.mu.Unlock()
-	if !forgotten || len(queueNames(n.mgr)) != 0 {
-		t.Fatalf("queue unused for forgetAfter: forgotten %v, queues %v", forgotten, queueNames(n.mgr))
-	}
+	reconcileUntil(t, "the queue unused for forgetAfter forgotten", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.forgotten && len(queueNames(n.mgr)) == 0
+	}, n.mgr)
 	msg := []incoming{{id: MsgID{Origin: 7, N: 1}, tail: "1", value: []byte("v")}}
 	if _, err := n.mgr.enqueuePersisted(q, "late", msg, arrivedLocal); err != nil {
 		t.Fatal(err)
@@ -175,11 +183,9 @@ func TestForget_forwardedAfter(t *testing.T) {
 	leave()
 	waitFor(t, "the consumer removed", func() bool { return b.mgr.localConsumers("rr") == 0 })
 	clk.Advance(forgetAfter)
-	a.mgr.reconcile()
-	b.mgr.reconcile()
-	if len(queueNames(b.mgr)) != 0 || recordOn(a, "rr") != "" {
-		t.Fatalf("after forgetAfter: b holds %v, record %q; want none", queueNames(b.mgr), recordOn(a, "rr"))
-	}
+	reconcileUntil(t, "b to forget rr and its record", func() bool {
+		return len(queueNames(b.mgr)) == 0 && recordOn(a, "rr") == ""
+	}, a.mgr, b.mgr)
 	wc := a.cli.Watch(ctx, "/q/rr/c/y")
 	if _, err := b.cli.Put(ctx, "/q/rr/p/3", "w"); err != nil {
 		t.Fatal(err)
