@@ -66,7 +66,10 @@ func TestAdopt_consumerRecordsNotHosted(t *testing.T) {
 	n, clk, cli := startForgetting(t)
 	ctx := testCtx(t, 30*time.Second)
 	cli.Watch(ctx, "/q/live/c/z")
-	waitFor(t, "the live consumer's record", func() bool { return n.kv.Get("/q/live/c/z") != nil })
+	// Its record is written before it is listed (Consume claims the queue
+	// in between): two looks a minute apart never both fall in between,
+	// two looks of a test at once may.
+	waitFor(t, "the live consumer listed", func() bool { return n.kv.Get("/q/live/c/z") != nil && n.mgr.localConsumers("live") == 1 })
 	for k, v := range map[string]string{"/q/stale/c/x": "7", "/q/other/c/y": "8"} {
 		if err := n.kv.Put(ctx, k, []byte(v)); err != nil {
 			t.Fatal(err)
