@@ -187,6 +187,11 @@ func TestForget_forwardedAfter(t *testing.T) {
 		return len(queueNames(b.mgr)) == 0 && recordOn(a, "rr") == ""
 	}, a.mgr, b.mgr)
 	wc := a.cli.Watch(ctx, "/q/rr/c/y")
+	// Listed, so claimed for it: a put that came first would claim rr on
+	// b, the consumer would claim it from b, and the message would wait
+	// on b for a hand-over of b's reconcile loop, which the test runs by
+	// hand.
+	waitFor(t, "a's consumer listed", func() bool { return a.mgr.localConsumers("rr") == 1 })
 	if _, err := b.cli.Put(ctx, "/q/rr/p/3", "w"); err != nil {
 		t.Fatal(err)
 	}
