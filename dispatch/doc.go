@@ -191,7 +191,9 @@
 //     in order, as one batch before anything else of theirs, so its dedup
 //     token (rowsToken: the rows' ids) and its block are the first
 //     attempt's, and a table that deduplicates drops it. It waits up to
-//     triedWait for the rest of them, which come in chunks. The mark is
+//     triedWait for the rest of them, which come in chunks. Being a
+//     retry, it is not a start: the batch after it does not wait the
+//     interval or the rate's gap for it. The mark is
 //     in the queue log too (recTried, "On disk"), so a restart after a
 //     kill or a stop with nobody to hand the queue to forms the batch
 //     again as well; and on the queue's backup (ack=replicated), which

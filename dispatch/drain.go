@@ -398,7 +398,9 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 			held = now.Sub(d.held.since)
 		}
 		d.held = heldBatch{}
-		d.lastStart = now
+		if !f.tried { // a tried batch is a retry, not a start: it holds no batch back
+			d.lastStart = now
+		}
 		d.start(f, db, ep, held)
 	}
 }
