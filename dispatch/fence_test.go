@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,11 +61,9 @@ func (l *laggingRecords) Linearize(ctx context.Context) error {
 // Fake ClickHouse servers, one per member, to tell who inserted, and to
 // lose an answer (18.16 cannot be made to).
 func TestDrain_fencedByATakeover(t *testing.T) {
-	fakeA, fakeB := &tokenRecorder{fail: true}, &tokenRecorder{}
-	srvA, srvB := httptest.NewServer(fakeA), httptest.NewServer(fakeB)
-	defer srvA.Close()
-	defer srvB.Close()
-	chOf := map[string]*chURL{"a": {url: srvA.URL, db: "default"}, "b": {url: srvB.URL, db: "default"}}
+	fakeA, chA := startTokenRecorder(t, true)
+	fakeB, chB := startTokenRecorder(t, false)
+	chOf := map[string]*chURL{"a": chA, "b": chB}
 	withCH := func(name string) func(*Config) {
 		return func(c *Config) {
 			c.ClickHouse, c.ClickHouseOptions = chOf[name].get, chOf[name].options

@@ -157,6 +157,27 @@ func (f *tokenRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// startTokenRecorder starts a tokenRecorder, failing from the start when
+// fail is set, and returns it and its ClickHouse settings.
+func startTokenRecorder(t *testing.T, fail bool) (*tokenRecorder, *chURL) {
+	f := &tokenRecorder{fail: fail}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, &chURL{url: srv.URL, db: "default"}
+}
+
+// stopNode stops n as a member with nobody to hand its queues to: they
+// stay in its queue log.
+func stopNode(t *testing.T, ctx context.Context, n *testNode) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = n.kv.Shutdown(sctx)
+	if err := n.mgr.Shutdown(sctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (f *tokenRecorder) snapshot() []recordedInsert {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -202,10 +223,7 @@ func checkTriedAgain(t *testing.T, got []recordedInsert, at int, first recordedI
 // table that deduplicates drops it. It went as part of a batch of every
 // row the next dispatcher held, under another token: twice in the table.
 func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
-	fake := &tokenRecorder{fail: true}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	ch := &chURL{url: srv.URL, db: "default"}
+	fake, ch := startTokenRecorder(t, true)
 	withCH := func(c *Config) {
 		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
 		c.RetryMin, c.RetryMax = time.Minute, time.Minute // the batch waits to retry when a hands it over
@@ -250,15 +268,12 @@ func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
 // queue log, and is released once the batch is in. Fake ClickHouse, as in
 // TestHandoff_triedBatchKeepsItsToken.
 func TestRestart_triedBatchKeepsItsToken(t *testing.T) {
-	fake := &tokenRecorder{fail: true}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
+	fake, ch := startTokenRecorder(t, true)
 	dir := t.TempDir()
 	withDir := func(c *Config) {
 		c.DataDir = dir
 		c.RetryMin, c.RetryMax = time.Minute, time.Minute
 	}
-	ch := &chURL{url: srv.URL, db: "default"}
 	ctx := testCtx(t, 30*time.Second)
 	n1 := startSinkNode(t, ch, withDir)
 	cli := n1.client(t)
@@ -277,12 +292,7 @@ func TestRestart_triedBatchKeepsItsToken(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
 	put(1, 4)
 	first := fake.snapshot()[0]
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_ = n1.kv.Shutdown(sctx)
-	if err := n1.mgr.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
+	stopNode(t, ctx, n1)
 	fake.setFail(false)
 
 	n2 := startSinkNode(t, ch, withDir)
@@ -298,10 +308,7 @@ func TestRestart_triedBatchKeepsItsToken(t *testing.T) {
 // recovered rows carry no number, which the peer bound first refused a
 // mark on, and the hand-over of every recovered row failed.
 func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
-	fake := &tokenRecorder{fail: true}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	ch := &chURL{url: srv.URL, db: "default"}
+	fake, ch := startTokenRecorder(t, true)
 	dirA := t.TempDir()
 	with := func(dir string) func(*Config) {
 		return func(c *Config) {
@@ -348,10 +355,7 @@ func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
 // token, though more rows wait behind it. The backup formed batches of
 // its own, and the rows went in twice.
 func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
-	fake := &tokenRecorder{}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
-	ch := &chURL{url: srv.URL, db: "default"}
+	fake, ch := startTokenRecorder(t, false)
 	withCH := func(c *Config) {
 		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
 		c.RetryMin, c.RetryMax = time.Minute, time.Minute
@@ -477,15 +481,14 @@ func TestInsert_fencedTriedBatchKeepsItsMark(t *testing.T) {
 // token. Its mark named the first row and a count, and the rows came back
 // numbered in the log's order: other rows, or another order.
 func TestRestart_triedBatchOfConcurrentPuts(t *testing.T) {
-	fake := &tokenRecorder{fail: true}
-	srv := httptest.NewServer(fake)
-	defer srv.Close()
+	fake, ch := startTokenRecorder(t, true)
+	url := ch.url
+	ch.url = "" // none yet: the rows wait, all of them
 	dir := t.TempDir()
 	withDir := func(c *Config) {
 		c.DataDir = dir
 		c.RetryMin, c.RetryMax = 100*time.Millisecond, 100*time.Millisecond // the same batch, again and again
 	}
-	ch := &chURL{db: "default"} // no URL yet: the rows wait, all of them
 	ctx := testCtx(t, 60*time.Second)
 	n1 := startSinkNode(t, ch, withDir)
 	cli := n1.client(t)
@@ -503,16 +506,11 @@ func TestRestart_triedBatchOfConcurrentPuts(t *testing.T) {
 	}
 	wg.Wait()
 	ch.mu.Lock()
-	ch.url = srv.URL
+	ch.url = url
 	ch.mu.Unlock()
 	waitUntil(t, 10*time.Second, "the first insert", func() bool { return len(fake.snapshot()) > 0 })
 	first := fake.snapshot()[0]
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_ = n1.kv.Shutdown(sctx)
-	if err := n1.mgr.Shutdown(sctx); err != nil {
-		t.Fatal(err)
-	}
+	stopNode(t, ctx, n1)
 	fake.mu.Lock()
 	fake.fail, fake.inserts = false, nil
 	fake.mu.Unlock()
