@@ -628,14 +628,20 @@ func (q *queue) markTried(rows []row, now time.Time, rec uint64) bool {
 	if len(rows) == 0 || q.msgs.get(rows[0].seq) != rows[0].m {
 		return false
 	}
+	q.setTriedLocked(rows[0].seq, triedBatch{rows: len(rows), at: now, rec: rec})
+	return true
+}
+
+// setTriedLocked marks the row numbered first as the first of tried batch
+// t, releasing the record of a mark t replaces. The caller holds mu.
+func (q *queue) setTriedLocked(first uint64, t triedBatch) {
 	if q.tried == nil {
 		q.tried = make(map[uint64]triedBatch)
 	}
-	if old, ok := q.tried[rows[0].seq]; ok && old.rec != rec {
+	if old, ok := q.tried[first]; ok && old.rec != t.rec {
 		releaseLog(q.log, old.rec)
 	}
-	q.tried[rows[0].seq] = triedBatch{rows: len(rows), at: now, rec: rec}
-	return true
+	q.tried[first] = t
 }
 
 // inFlight reports whether seq lies between the first and last numbers of

@@ -122,10 +122,7 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 		return false
 	}
 	q.forgotten = true
-	for _, t := range q.tried { // marks of rows gone
-		releaseLog(q.log, t.rec)
-	}
-	q.tried = nil
+	q.dropGoneTriedLocked() // idle, it holds no row: every mark goes
 	delete(m.queues, q.name)
 	return true
 }

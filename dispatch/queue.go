@@ -402,13 +402,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 		}
 		q.nextSeq = max(q.nextSeq, seq+1) // numbers only grow: none is reused
 		if in.batch > 0 {
-			if q.tried == nil {
-				q.tried = make(map[uint64]triedBatch)
-			}
-			if old, ok := q.tried[seq]; ok && old.rec != in.batchRec {
-				releaseLog(q.log, old.rec)
-			}
-			q.tried[seq] = triedBatch{rows: in.batch, at: now, rec: in.batchRec}
+			q.setTriedLocked(seq, triedBatch{rows: in.batch, at: now, rec: in.batchRec})
 		}
 		if len(slab) == 0 {
 			slab = make([]message, len(msgs)-i)
@@ -777,11 +771,7 @@ func (q *queue) takeAll() []incoming {
 		out = append(out, in)
 	}
 	out = append(out, q.held...)
-	for first, t := range q.tried {
-		if q.msgs.get(first) == nil {
-			releaseLog(q.log, t.rec) // a mark whose first row left: none carries it
-		}
-	}
+	q.dropGoneTriedLocked() // marks no row carries
 	q.msgs = msgStore{}
 	q.ids, q.indexed = idIndex{}, false
 	q.out = make(map[uint64]delivery)
