@@ -365,7 +365,7 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		if limited && !d.held.since.IsZero() && !d.held.mayBeFull(free, set) {
 			return rateAt.Sub(now)
 		}
-		if d.dispatchedElsewhere() {
+		if _, elsewhere := d.dispatchedElsewhere(); elsewhere {
 			return d.m.cfg.ReconcileInterval // the reconcile loop stops this drainer, or the record comes back
 		}
 		f := d.q.drainBatch(d.c, set, d.flight, d.rowsKept.take(0), now, leaving)

@@ -115,26 +115,25 @@ func (m *Manager) readFence() bool {
 // read of the cluster's key space shows (see fences): false when it
 // cannot tell.
 func (d *drainer) fenced() bool {
-	m := d.m
-	if m.cluster == nil || !m.caughtUp(d.stop) {
+	if d.m.cluster == nil || !d.m.caughtUp(d.stop) {
 		return false
 	}
-	rec, ok := m.record(d.q.name)
-	if !ok || rec.Member == m.cfg.MemberID {
-		return false
+	rec, elsewhere := d.dispatchedElsewhere()
+	if elsewhere {
+		d.m.log.Warn("another member dispatches the queue; a batch goes to it instead of into ClickHouse from here", "queue", d.q.name,
+			"dispatcher", gossip.ID(rec.Member).String(), "epoch", rec.Epoch)
 	}
-	m.log.Warn("another member dispatches the queue; a batch goes to it instead of into ClickHouse from here", "queue", d.q.name,
-		"dispatcher", gossip.ID(rec.Member).String(), "epoch", rec.Epoch)
-	return true
+	return elsewhere
 }
 
 // dispatchedElsewhere reports whether this member's key space names
-// another member as the queue's dispatcher: a fence saw it (or the
-// reconcile loop will), and the drainer starts no batch until it stops.
-func (d *drainer) dispatchedElsewhere() bool {
+// another member as the queue's dispatcher, in rec: a fence saw it (or
+// the reconcile loop will), and the drainer starts no batch until it
+// stops.
+func (d *drainer) dispatchedElsewhere() (rec Record, elsewhere bool) {
 	if d.m.cluster == nil {
-		return false
+		return Record{}, false
 	}
 	rec, ok := d.m.record(d.q.name)
-	return ok && rec.Member != d.m.cfg.MemberID
+	return rec, ok && rec.Member != d.m.cfg.MemberID
 }
