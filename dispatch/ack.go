@@ -163,16 +163,7 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		q.released = nil
 		held := q.stillHeldLocked(copies)
 		q.mu.Unlock()
-		var c *call
-		f, err := m.forwarderFor(b)
-		var sb *peerpb.SendBatch
-		if err == nil {
-			sb, err = f.batchOf(q.name, held)
-		}
-		if err == nil {
-			sb.Head.Kind, sb.Head.Boot, sb.Head.Queue, sb.Head.Seqs = peerpb.ForwardKind_BACKUP, m.cfg.Boot, q.name, released
-			c, err = f.start(ctx, sb)
-		}
+		c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_BACKUP, q.name, held, released)
 		q.backupMu.RUnlock()
 		if err == nil {
 			if err = c.wait(ctx, forwardTimeout); err == nil {
@@ -220,16 +211,7 @@ func (m *Manager) markOnBackup(q *queue, rows []row) {
 		q.backupMu.RUnlock()
 		return
 	}
-	f, err := m.forwarderFor(b)
-	var sb *peerpb.SendBatch
-	if err == nil {
-		sb, err = f.batchOf(q.name, []incoming{head}) // the value copied: it may be a view of the queue log
-	}
-	var c *call
-	if err == nil {
-		sb.Head.Kind, sb.Head.Boot, sb.Head.Queue = peerpb.ForwardKind_BACKUP, m.cfg.Boot, q.name
-		c, err = f.start(ctx, sb)
-	}
+	c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_BACKUP, q.name, []incoming{head}, nil)
 	q.backupMu.RUnlock()
 	if err == nil {
 		err = c.wait(ctx, markTimeout)
@@ -477,17 +459,25 @@ func (m *Manager) post(member uint64, kind peerpb.ForwardKind, queue string, seq
 // messages, on member's stream, waiting at most forwardTimeout for room,
 // and returns the call to wait on.
 func (m *Manager) startFrame(member uint64, kind peerpb.ForwardKind, queue string, seqs []uint64) (*call, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	return m.queueFrame(ctx, member, kind, queue, nil, seqs)
+}
+
+// queueFrame queues a batch of kind about queue's copies seqs, carrying
+// copies of msgs (their values copied: they may be views of the queue
+// log), on member's stream, waiting for room until ctx ends, and returns
+// the call to wait on.
+func (m *Manager) queueFrame(ctx context.Context, member uint64, kind peerpb.ForwardKind, queue string, msgs []incoming, seqs []uint64) (*call, error) {
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return nil, err
 	}
-	b, err := f.batchOf(queue, nil)
+	b, err := f.batchOf(queue, msgs)
 	if err != nil {
 		return nil, err
 	}
 	b.Head.Kind, b.Head.Boot, b.Head.Queue, b.Head.Seqs = kind, m.cfg.Boot, queue, seqs
-	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-	defer cancel()
 	return f.start(ctx, b)
 }
 
