@@ -93,49 +93,35 @@ func decodeTried(rec []byte) (name string, t triedRecord, err error) {
 	if len(rec) == 0 || rec[0] != recTried {
 		return "", t, errBadRecord
 	}
-	p := rec[1:]
-	uv := func() uint64 {
-		v, k := binary.Uvarint(p)
-		if k <= 0 {
-			err = errBadRecord
-			p = nil
-			return 0
-		}
-		p = p[k:]
-		return v
-	}
-	n := uv()
-	if err != nil || n > uint64(len(p)) {
-		return "", t, errBadRecord
-	}
-	name, p = string(p[:n]), p[n:]
-	count := uv()
+	rd := recordReader{p: rec[1:]}
+	name = rd.str()
+	count := rd.uv()
 	// Each id takes a byte at least: a count past the bytes left is no
 	// record of this kind, and is not allocated for.
-	if err != nil || count == 0 || count > maxBatchRows || count > uint64(len(p)) || !validQueueName(name) {
+	if rd.err != nil || count == 0 || count > maxBatchRows || count > uint64(len(rd.p)) || !validQueueName(name) {
 		return "", t, errBadRecord
 	}
 	t.ids = make([]MsgID, 0, count)
 	var prev MsgID
 	for range count {
-		v := uv()
+		v := rd.uv()
 		var id MsgID
 		switch {
 		case v == 1:
-			id = MsgID{Origin: uv(), N: uv()}
+			id = MsgID{Origin: rd.uv(), N: rd.uv()}
 		case v&1 == 0 && len(t.ids) > 0:
 			z := v >> 1
 			id = MsgID{Origin: prev.Origin, N: prev.N + uint64(int64(z>>1)^-int64(z&1))}
 		default:
-			err = errBadRecord
+			rd.err = errBadRecord
 		}
-		if err != nil {
+		if rd.err != nil {
 			return "", triedRecord{}, errBadRecord
 		}
 		t.ids = append(t.ids, id)
 		prev = id
 	}
-	if len(p) != 0 {
+	if len(rd.p) != 0 {
 		return "", triedRecord{}, errBadRecord
 	}
 	return name, t, nil
@@ -246,33 +232,15 @@ func decodeRecord(rec []byte, r *qlog.Region) (name string, in incoming, err err
 	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
 		return "", incoming{}, errBadRecord
 	}
-	p := rec[1:]
-	uv := func() uint64 {
-		v, n := binary.Uvarint(p)
-		if n <= 0 {
-			err = errBadRecord
-			p = nil
-			return 0
-		}
-		p = p[n:]
-		return v
-	}
-	bytes := func() []byte {
-		n := uv()
-		if err != nil || n > uint64(len(p)) {
-			err = errBadRecord
-			return nil
-		}
-		b := append([]byte(nil), p[:n]...)
-		p = p[n:]
-		return b
-	}
-	name = string(bytes())
-	in.id.Origin = uv()
-	in.id.N = uv()
-	in.seq = uv()
-	in.tail = string(bytes())
-	if n := uv(); err == nil && n == uint64(len(p)) && r != nil {
+	rd := recordReader{p: rec[1:]}
+	name = rd.str()
+	in.id.Origin = rd.uv()
+	in.id.N = rd.uv()
+	in.seq = rd.uv()
+	in.tail = rd.str()
+	n := rd.uv()
+	p, err := rd.p, rd.err
+	if err == nil && n == uint64(len(p)) && r != nil {
 		in.value, in.region, p = p, r, nil
 	} else if err == nil && n <= uint64(len(p)) {
 		in.value, p = append([]byte(nil), p[:n]...), p[n:]
@@ -286,6 +254,36 @@ func decodeRecord(rec []byte, r *qlog.Region) (name string, in incoming, err err
 		err = errBadRecord
 	}
 	return name, in, err
+}
+
+// recordReader reads the uvarints and length-prefixed strings of a
+// queue log record. Once one does not decode, err is errBadRecord and
+// every later read is empty.
+type recordReader struct {
+	p   []byte
+	err error
+}
+
+func (r *recordReader) uv() uint64 {
+	v, n := binary.Uvarint(r.p)
+	if n <= 0 {
+		r.err, r.p = errBadRecord, nil
+		return 0
+	}
+	r.p = r.p[n:]
+	return v
+}
+
+// str reads a length and that many bytes, as a string (a copy).
+func (r *recordReader) str() string {
+	n := r.uv()
+	if r.err != nil || n > uint64(len(r.p)) {
+		r.err, r.p = errBadRecord, nil
+		return ""
+	}
+	s := string(r.p[:n])
+	r.p = r.p[n:]
+	return s
 }
 
 // openLog locks and opens the queue log under cfg.DataDir and returns
