@@ -52,6 +52,14 @@ const (
 	// the first attempt's. It lives as long as the mark: it goes over
 	// with a hand-over and is released there.
 	recTried byte = 3
+	// recMark is the mark of a tried batch that came with a hand-over
+	// (incoming.batch): the head row's id and the batch's rows. The
+	// member that tried the batch released its recTried once this member
+	// answered, so the mark must be on this disk before the answer: a
+	// restart before this member's drainer forms the batch again (and
+	// writes its own recTried) forms it as the mark says. Written in the
+	// append of the head row's record, released as recTried is.
+	recMark byte = 4
 )
 
 // encodeTried appends the record of tried batch rows of queue name: kind,
@@ -82,10 +90,44 @@ func encodeTried(b []byte, name string, rows []row) []byte {
 	return b
 }
 
-// triedRecord is a recTried record replayed from the queue log.
+// triedRecord is a recTried or recMark record replayed from the queue
+// log.
 type triedRecord struct {
-	ids  []MsgID // of its rows, in order
+	ids  []MsgID // of its rows, in order; a recMark's: the head row's only
+	rows int     // the batch's rows: len(ids), or a recMark's count
 	lseq uint64
+}
+
+// encodeMark appends the recMark record of in, the head of a tried batch
+// of in.batch rows of queue name: kind, queue, rows, the head's id, as
+// uvarints.
+func encodeMark(b []byte, name string, in incoming) []byte {
+	b = append(b, recMark)
+	b = binary.AppendUvarint(b, uint64(len(name)))
+	b = append(b, name...)
+	b = binary.AppendUvarint(b, uint64(in.batch))
+	b = binary.AppendUvarint(b, in.id.Origin)
+	return binary.AppendUvarint(b, in.id.N)
+}
+
+// markSize is the bytes of encodeMark's record of in.
+func markSize(name string, in incoming) int {
+	return 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(uint64(in.batch)) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N)
+}
+
+// decodeMark decodes a record encodeMark made.
+func decodeMark(rec []byte) (name string, t triedRecord, err error) {
+	if len(rec) == 0 || rec[0] != recMark {
+		return "", t, errBadRecord
+	}
+	rd := recordReader{p: rec[1:]}
+	name = rd.str()
+	rows := rd.uv()
+	id := MsgID{Origin: rd.uv(), N: rd.uv()}
+	if rd.err != nil || len(rd.p) != 0 || rows == 0 || rows > maxBatchRows || !validQueueName(name) {
+		return "", triedRecord{}, errBadRecord
+	}
+	return name, triedRecord{ids: []MsgID{id}, rows: int(rows)}, nil
 }
 
 // decodeTried decodes a record encodeTried made.
@@ -124,6 +166,7 @@ func decodeTried(rec []byte) (name string, t triedRecord, err error) {
 	if len(rd.p) != 0 {
 		return "", triedRecord{}, errBadRecord
 	}
+	t.rows = len(t.ids)
 	return name, t, nil
 }
 
@@ -131,8 +174,10 @@ func decodeTried(rec []byte) (name string, t triedRecord, err error) {
 // recovered messages of their queues: each batch's rows, found by id,
 // move together to where the first of them lies, in the batch's order,
 // the first marked (incoming.batch), so that they are numbered again in
-// that order and form the batch again. A batch some row of which is gone
-// has its record released.
+// that order and form the batch again. A hand-over's mark (recMark) names
+// the head only: the head is marked, and the rows after it in number
+// order form the batch, as before the restart. A batch some row of which
+// is gone has its record released.
 func markRecovered(l *qlog.Log, recovered map[string][]incoming, tried map[string][]triedRecord) {
 	for name, marks := range tried {
 		msgs := recovered[name]
@@ -177,7 +222,7 @@ func markRecovered(l *qlog.Log, recovered map[string][]incoming, tried map[strin
 				for k, id := range t.ids {
 					in := msgs[at[id]]
 					if k == 0 {
-						in.batch, in.batchRec = len(t.ids), t.lseq
+						in.batch, in.batchRec = t.rows, t.lseq
 					}
 					out = append(out, in)
 				}
@@ -316,8 +361,12 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	tried := make(map[string][]triedRecord)
 	bad := 0
 	l, err = qlog.OpenMapped(lcfg, func(seq uint64, rec []byte, r *qlog.Region) error {
-		if len(rec) > 0 && rec[0] == recTried {
-			name, t, err := decodeTried(rec)
+		if len(rec) > 0 && (rec[0] == recTried || rec[0] == recMark) {
+			decode := decodeTried
+			if rec[0] == recMark {
+				decode = decodeMark
+			}
+			name, t, err := decode(rec)
 			if err != nil {
 				bad++
 				return nil
@@ -388,7 +437,9 @@ type custodyGroup struct {
 }
 
 // persistGroups is persist for the messages of several queues, in one
-// append: one fsync.
+// append: one fsync. A message of kind recMessage that heads a tried
+// batch (incoming.batch) with no record of its mark gets one (recMark)
+// in the same append, in batchRec.
 func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custodyGroup) error {
 	if m.qlog == nil {
 		return nil
@@ -399,6 +450,10 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 			if g.msgs[i].lseq == 0 {
 				size += recordSize(g.name, g.msgs[i])
 				n++
+				if needsMark(kind, g.msgs[i]) {
+					size += markSize(g.name, g.msgs[i])
+					n++
+				}
 			}
 		}
 	}
@@ -417,6 +472,12 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 				buf = encodeRecord(buf, kind, g.name, g.msgs[i])
 				recs = append(recs, buf[start:])
 				at = append(at, &g.msgs[i])
+				if needsMark(kind, g.msgs[i]) {
+					start = len(buf)
+					buf = encodeMark(buf, g.name, g.msgs[i])
+					recs = append(recs, buf[start:])
+					at = append(at, nil) // the mark of the message before
+				}
 			}
 		}
 	}
@@ -427,6 +488,10 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	}
 	defer m.putAppendBufs(a, buf, recs, at, views)
 	for j, in := range at {
+		if in == nil {
+			at[j-1].batchRec = first + uint64(j)
+			continue
+		}
 		in.lseq = first + uint64(j)
 		// The value now lives in the log's mapping, which the message
 		// keeps (region); the put's copy becomes garbage.
@@ -436,6 +501,14 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 		}
 	}
 	return nil
+}
+
+// needsMark reports whether in, appended as a record of kind, heads a
+// tried batch whose mark has no record here yet: one that came with a
+// hand-over or a hold. A backup's copy keeps its mark in memory only
+// (backupSet.keep).
+func needsMark(kind byte, in incoming) bool {
+	return kind == recMessage && in.batch > 0 && in.batchRec == 0
 }
 
 // appendBufs are the buffers persistGroups encodes an append's records
@@ -554,13 +627,11 @@ func rehomeIncoming(msgs []incoming) {
 }
 
 // unpersist releases the records persist wrote for msgs that were not
-// kept after all, and clears their lseq.
+// kept after all, their marks' too, and clears their lseq and batchRec.
 func (m *Manager) unpersist(msgs []incoming) {
 	for i := range msgs {
-		if msgs[i].lseq != 0 {
-			m.release(msgs[i].lseq)
-			msgs[i].lseq = 0
-		}
+		m.release(msgs[i].lseq, msgs[i].batchRec)
+		msgs[i].lseq, msgs[i].batchRec = 0, 0
 	}
 }
 

@@ -238,6 +238,40 @@ func TestTriedRecord_roundTrip(t *testing.T) {
 	}
 }
 
+func TestMarkRecord_roundTrip(t *testing.T) {
+	in := incoming{id: MsgID{Origin: 1<<64 - 1, N: 1 << 40}, batch: 30000}
+	rec := encodeMark(nil, "ch:events", in)
+	if len(rec) != markSize("ch:events", in) {
+		t.Errorf("record of %d bytes, markSize says %d", len(rec), markSize("ch:events", in))
+	}
+	name, got, err := decodeMark(rec)
+	if err != nil || name != "ch:events" || got.rows != 30000 || !slices.Equal(got.ids, []MsgID{in.id}) {
+		t.Fatalf("decoded %q %+v %v", name, got, err)
+	}
+	for i := range len(rec) {
+		if _, _, err := decodeMark(rec[:i]); err == nil {
+			t.Fatalf("a record cut to %d bytes decoded", i)
+		}
+	}
+	with := func(name string, rows int) []byte {
+		return encodeMark(nil, name, incoming{id: in.id, batch: rows})
+	}
+	if _, got, err := decodeMark(with("ch:t", maxBatchRows)); err != nil || got.rows != maxBatchRows {
+		t.Fatalf("a mark of maxBatchRows: %+v, %v", got, err)
+	}
+	for what, bad := range map[string][]byte{
+		"longer":   append(slices.Clone(rec), 1),
+		"no rows":  with("ch:t", 0),
+		"too many": with("ch:t", maxBatchRows+1),
+		"bad name": with("a/b", 3),
+		"tried":    encodeTried(nil, "ch:t", []row{{seq: 1, m: &message{id: in.id}}}),
+	} {
+		if _, _, err := decodeMark(bad); err == nil {
+			t.Errorf("%s: decoded", what)
+		}
+	}
+}
+
 // TestMarkRecovered: a tried batch's rows, recovered in the log's order,
 // move together to where the first of them lay, in the batch's order,
 // the first marked; a batch a row of which is gone, or that shares a row
@@ -251,23 +285,27 @@ func TestMarkRecovered(t *testing.T) {
 		}
 		return out
 	}
-	recovered := map[string][]incoming{"ch:a": msgs(5, 1, 9, 3, 2, 8)}
+	recovered := map[string][]incoming{"ch:a": msgs(5, 1, 9, 3, 2, 8, 20, 21)}
 	tried := map[string][]triedRecord{"ch:a": {
-		{ids: []MsgID{id(1), id(2), id(3)}, lseq: 7},
-		{ids: []MsgID{id(8), id(4)}, lseq: 11}, // 4 gone
-		{ids: []MsgID{id(9), id(2)}, lseq: 12}, // 2 is the first's
+		{ids: []MsgID{id(1), id(2), id(3)}, rows: 3, lseq: 7},
+		{ids: []MsgID{id(8), id(4)}, rows: 2, lseq: 11}, // 4 gone
+		{ids: []MsgID{id(9), id(2)}, rows: 2, lseq: 12}, // 2 is the first's
+		{ids: []MsgID{id(20)}, rows: 5, lseq: 13},       // a hand-over's mark (recMark)
+		{ids: []MsgID{id(1)}, rows: 2, lseq: 14},        // 1 is the first's
+		{ids: []MsgID{id(30)}, rows: 2, lseq: 15},       // its head gone
 	}}
 	markRecovered(nil, recovered, tried)
 	var got []uint64
 	for _, in := range recovered["ch:a"] {
 		got = append(got, in.id.N)
 	}
-	if want := []uint64{5, 1, 2, 3, 9, 8}; !slices.Equal(got, want) {
+	if want := []uint64{5, 1, 2, 3, 9, 8, 20, 21}; !slices.Equal(got, want) {
 		t.Fatalf("recovered order %v, want %v", got, want)
 	}
+	marks := map[uint64][2]uint64{1: {3, 7}, 20: {5, 13}} // row: batch, record
 	for _, in := range recovered["ch:a"] {
-		if want := map[uint64]int{1: 3}[in.id.N]; in.batch != want || (want > 0) != (in.batchRec == 7) {
-			t.Fatalf("row %d: batch %d, record %d", in.id.N, in.batch, in.batchRec)
+		if want := marks[in.id.N]; uint64(in.batch) != want[0] || in.batchRec != want[1] {
+			t.Fatalf("row %d: batch %d, record %d; want %v", in.id.N, in.batch, in.batchRec, want)
 		}
 	}
 }
@@ -409,6 +447,31 @@ func TestManager_persistFrame_oneAppend(t *testing.T) {
 	if len(fw.batch(1)) != 0 || len(fw.batch(3)) != 0 {
 		t.Errorf("batches that failed or are not puts have messages: %v, %v", fw.batch(1), fw.batch(3))
 	}
+}
+
+// TestManager_persistFrame_marksTriedBatch: a forwarded message that
+// heads a tried batch (a hand-over's) gets a record of its mark in the
+// frame's append, which a refusal releases with the message's.
+func TestManager_persistFrame_marksTriedBatch(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.DataDir = t.TempDir() })
+	batches := []*peerpb.ForwardBatch{{Kind: peerpb.ForwardKind_PRODUCE, Messages: []*peerpb.QueueMessage{
+		{Queue: "ch:t", Tail: "a", Value: []byte("{}"), Origin: 9, N: 1, Seq: 4, Batch: 2},
+		{Queue: "ch:t", Tail: "b", Value: []byte("{}"), Origin: 9, N: 2, Seq: 5},
+	}}}
+	before := n.mgr.qlog.Stats()
+	fw := n.mgr.persistFrame(testCtx(t, 10*time.Second), new(frameMsgs), batches)
+	if fw.errs[0] != nil {
+		t.Fatal(fw.errs[0])
+	}
+	if got := n.mgr.qlog.Stats().Appended - before.Appended; got != 3 {
+		t.Errorf("the frame appended %d records, want 3: two messages, a mark", got)
+	}
+	msgs := fw.batch(0)
+	if msgs[0].batchRec == 0 || msgs[1].batchRec != 0 || msgs[0].batchRec == msgs[0].lseq || msgs[0].batchRec == msgs[1].lseq {
+		t.Fatalf("marks' records %d, %d (messages' %d, %d); want one of its own on the first", msgs[0].batchRec, msgs[1].batchRec, msgs[0].lseq, msgs[1].lseq)
+	}
+	n.mgr.unpersist(msgs)
+	waitUntil(t, 5*time.Second, "every record released", func() bool { return liveRecords(n.mgr) == 0 })
 }
 
 // TestCustody_handoffDropsBackupCopies: a backup leaving releases its

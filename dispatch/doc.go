@@ -266,7 +266,12 @@
 // order and numbered in another, and a restart numbers them again in the
 // log's), its first row marked, so that a member killed or stopped while
 // an insert was in flight or waiting to retry sends the same rows as one
-// batch at its next start, with the same dedup token.
+// batch at its next start, with the same dedup token. A fourth kind
+// (recMark: queue, rows, the first row's id) is the mark that came with
+// a hand-over or a hold, appended with the first row's record before
+// the answer, as the sender releases its recTried then: replayed, it
+// marks that row again, and the rows after it in number order (the
+// sender's numbers, which the records keep) form the batch.
 //
 // New replays the log; Start gives each queue its records as held copies,
 // so the reconcile loop does with them what it does with any held copy:

@@ -261,6 +261,56 @@ func TestHandoff_triedBatchKeepsItsToken(t *testing.T) {
 	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
 }
 
+// TestHandoff_receiverRestartKeepsTheMark: the member a hand-over gave
+// a tried batch to, stopped before its drainer sent the batch (it has no
+// ClickHouse URL, so nothing is sent), sends it as the mark says once it
+// starts again on its data dir: the same rows, the same token, though
+// more rows wait behind it. The sender released its record of the mark
+// when the hand-over was answered, and the receiver kept the mark in
+// memory only: its restart formed one batch of every row.
+func TestHandoff_receiverRestartKeepsTheMark(t *testing.T) {
+	fake, ch := startTokenRecorder(t, true)
+	withCH := func(c *Config) {
+		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute
+		c.InsertTimeout = 5 * time.Second
+	}
+	dirB := t.TempDir()
+	withB := func(ch *chURL) func(*Config) {
+		return func(c *Config) { c.DataDir, c.ClickHouse, c.ClickHouseOptions = dirB, ch.get, ch.options }
+	}
+	cl := newCluster(t)
+	a, b := cl.start("a", withCH), cl.start("b", withB(&chURL{db: "default"}))
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+		}
+	}
+	first := fake.snapshot()[0]
+	fake.setFail(false)
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := ParseRecord(recordOn(a, "ch:tok")); rec.Member != b.id || rowsOn(b.mgr, "ch:tok") != 4 {
+		t.Fatalf("after Handoff: record %+v, %d rows on b; want b, 4", rec, rowsOn(b.mgr, "ch:tok"))
+	}
+	a.stop()
+	b.stop()
+	b2 := cl.start("b", withB(ch))
+	connect(b2)
+	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(1) >= 4 && rowsOn(b2.mgr, "ch:tok") == 0 })
+	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
+	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(b2.mgr) == 0 })
+}
+
 // TestRestart_triedBatchKeepsItsToken: a batch whose insert landed but
 // whose answer was lost, waiting to retry when its member stops without a
 // hand-over (alone, or killed), goes after the restart as the same rows
