@@ -198,19 +198,28 @@ const markTimeout = time.Second
 // dedup token. The copy is one the backup holds already, so an older
 // backup, which does not know the mark, drops it as a duplicate. A
 // backup that does not answer within markTimeout is not waited for.
+// The batch is noted in q.sent until unmarkSent, first: a new backup
+// chosen meanwhile gets the mark with its full copy (copyTo), whichever
+// side of it this runs.
 func (m *Manager) markOnBackup(q *queue, rows []row) {
+	if len(rows) == 0 {
+		return
+	}
+	q.mu.Lock()
+	if q.sent == nil {
+		q.sent = make(map[uint64]int)
+	}
+	q.sent[rows[0].seq] = len(rows)
+	q.mu.Unlock()
+	q.backupMu.RLock() // after a full copy to a new backup, as copies are
 	b := q.backupMember.Load()
-	if b == 0 || len(rows) == 0 {
+	if b == 0 {
+		q.backupMu.RUnlock()
 		return
 	}
 	head := incoming{id: rows[0].m.id, tail: rows[0].m.tail, value: rows[0].m.value, seq: rows[0].seq, batch: len(rows)}
 	ctx, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
-	q.backupMu.RLock() // after a full copy to a new backup, as copies are
-	if q.backupMember.Load() != b {
-		q.backupMu.RUnlock()
-		return
-	}
 	c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_BACKUP, q.name, []incoming{head}, nil)
 	q.backupMu.RUnlock()
 	if err == nil {
@@ -220,6 +229,14 @@ func (m *Manager) markOnBackup(q *queue, rows []row) {
 		m.log.Debug("the queue's backup did not take a batch's mark; a takeover would form the batch anew", "queue", q.name,
 			"backup", gossip.ID(b).String(), "err", err)
 	}
+}
+
+// unmarkSent forgets the batch whose first row is numbered first in
+// q.sent: it settled, or was given up and is in q.tried.
+func (q *queue) unmarkSent(first uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.sent, first)
 }
 
 // stillHeldLocked returns the messages of msgs the queue still holds
@@ -400,7 +417,8 @@ func (q *queue) backupRun(boot string) bool {
 	return had == nil || *had == "?" || *had == "" || boot == "?" || boot == "" || *had == boot
 }
 
-// copyTo sends member a full copy of the queue: RESET, then BACKUP frames.
+// copyTo sends member a full copy of the queue: RESET, then BACKUP frames,
+// the first rows of batches sent to ClickHouse carrying their marks.
 // The caller holds q.backupMu, so no put sends a copy meanwhile; a put
 // that queued a message after the snapshot sends it again, which the
 // backup keeps once. What leaves the queue after the snapshot is noted
@@ -409,7 +427,8 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	q.mu.Lock()
 	all := make([]incoming, 0, q.msgs.len())
 	for seq, msg := range q.msgs.all() { // in number order
-		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, region: msg.region, seq: seq})
+		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, region: msg.region, seq: seq,
+			batch: max(q.sent[seq], q.tried[seq].rows)}) // the marks markOnBackup gave the backup before
 	}
 	q.released = nil
 	q.mu.Unlock()

@@ -199,7 +199,9 @@
 //     again as well; and on the queue's backup (ack=replicated), which
 //     gets a copy of the batch's first row carrying the mark before the
 //     first attempt (markOnBackup, waiting up to markTimeout), so a
-//     takeover after a kill forms it again too.
+//     takeover after a kill forms it again too. A new backup gets the
+//     marks of the batches in flight or waiting (queue.sent, queue.tried)
+//     with its full copy (copyTo).
 //
 // # Dead letters
 //

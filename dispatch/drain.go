@@ -758,11 +758,12 @@ func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
 	}
 	d.m.markOnBackup(d.q, b.rows)
 	kept := false // the mark went back to the queue (abandon)
-	defer func() {
+	defer func(first uint64) {
+		d.q.unmarkSent(first)
 		if !kept {
 			d.m.release(b.rec)
 		}
-	}()
+	}(b.rows[0].seq)
 	set := d.m.settingsOf(d.q.name)
 	bo := backoff.Backoff{Min: set.RetryMin, Max: set.RetryMax}
 	for {

@@ -225,6 +225,11 @@ type queue struct {
 	// block's checksum, is the first attempt's, and ClickHouse drops it if
 	// that landed. nil when none.
 	tried map[uint64]triedBatch
+	// sent are the batches in flight whose marks markOnBackup gives the
+	// backup, their rows by the number of their first row, until they
+	// settle or are given up (then tried): a new backup's full copy
+	// (copyTo) carries them, as it carries tried's. nil when none.
+	sent map[uint64]int
 }
 
 // triedBatch is a batch of queue.tried.

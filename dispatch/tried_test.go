@@ -447,6 +447,55 @@ func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
 	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}")
 }
 
+// TestTakeover_newBackupGetsTheMark: a dispatcher whose backup left while
+// a batch of its waited to retry gives the new backup the batch's mark
+// with its full copy; killed then, the new backup takes the queue over
+// and sends the same rows as one batch first, with the same token. The
+// full copy carried no marks, and the new backup formed batches of its
+// own.
+func TestTakeover_newBackupGetsTheMark(t *testing.T) {
+	fake, ch := startTokenRecorder(t, false)
+	withCH := func(c *Config) {
+		c.ClickHouse, c.ClickHouseOptions = ch.get, ch.options
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute
+	}
+	cl := newCluster(t)
+	a, b, c := cl.start("a", withCH), cl.start("b", withCH), cl.start("c", withCH)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"ack":"replicated","max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on b and c", func() bool {
+		return b.kv.Get(SettingsKey("ch:tok")) != nil && c.kv.Get(SettingsKey("ch:tok")) != nil
+	})
+	fake.setFail(true)
+	for i := range 3 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+		}
+	}
+	first := fake.snapshot()[0]
+	old, next := b, c
+	if a.mgr.queueFor("ch:tok").backupMember.Load() == c.id {
+		old, next = c, b
+	}
+	if backupRowsOf(old, "ch:tok") != 3 || backupRowsOf(next, "ch:tok") != 0 {
+		t.Fatalf("copies on the backup %s: %d, on %s: %d; want 3 and 0", old.name, backupRowsOf(old, "ch:tok"), next.name, backupRowsOf(next, "ch:tok"))
+	}
+	old.stop()
+	connect(a, next)
+	waitUntil(t, 5*time.Second, "the full copy on "+next.name, func() bool { return backupRowsOf(next, "ch:tok") == 3 })
+	a.stop()
+	fake.setFail(false)
+	connect(next) // serf reports a failed; nobody puts
+	waitUntil(t, 10*time.Second, next.name+" to insert every row", func() bool { return fake.rowsFrom(1) >= 3 })
+	checkTriedAgain(t, fake.snapshot(), 1, first, "{\"id\":1}\n{\"id\":2}")
+}
+
 // TestDrainBatch_triedBatchBehindAFullDrainer: a hand-over's rows, with
 // their numbers below the new dispatcher's own, wait while its drainer
 // holds all it may of its own rows; their batch's mark waits with them,
