@@ -459,10 +459,44 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	return nil
 }
 
-// postReset tells member to drop the copies it keeps of a queue for this
-// member, without waiting.
-func (m *Manager) postReset(name string, member uint64) {
-	m.post(member, peerpb.ForwardKind_RESET, name, nil)
+// resetTimeout bounds the wait for a backup's answer to the RESET a
+// dispatcher sends once its queue is handed over (resetBackup).
+const resetTimeout = time.Second
+
+// resetBackup tells the queue's backup, if it has one, to drop the copies
+// it keeps of the queue for this member, which holds none of its
+// messages any longer (handed over, or all acknowledged), and waits up
+// to resetTimeout for the answer. Only posted, the RESET was lost when
+// the member stopped right after its hand-over (Shutdown closes the
+// streams), and so were the releases of the last messages acknowledged
+// (a reconcile round sends them): the backup took its copies over once
+// the member was gone and delivered messages acknowledged long before.
+// A backup that does not answer gets the RESET again from the reconcile
+// round while this member runs (resetStale).
+func (m *Manager) resetBackup(q *queue) {
+	b := q.backupMember.Swap(0)
+	if b == 0 {
+		return
+	}
+	q.noteStale(b)
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	q.backupMu.RLock() // after a full copy to it that is on its way
+	c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_RESET, q.name, nil, nil)
+	q.backupMu.RUnlock()
+	if err == nil {
+		err = c.wait(ctx, resetTimeout)
+	}
+	if err != nil {
+		m.log.Debug("the queue's backup did not drop its copies; the reconcile round tells it again", "queue", q.name,
+			"backup", gossip.ID(b).String(), "err", err)
+		return
+	}
+	q.staleMu.Lock()
+	if busy, ok := q.stale[b]; ok && !busy {
+		delete(q.stale, b)
+	}
+	q.staleMu.Unlock()
 }
 
 // post sends member a batch of kind about queue's copies seqs, without

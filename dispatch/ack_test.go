@@ -233,6 +233,41 @@ func TestHandoff_beforeLeaving(t *testing.T) {
 	checkProducerOrder(t, prefixed(tails), 1, 25)
 }
 
+// TestHandoff_backupDropsAcknowledgedCopies: a dispatcher that leaves
+// with every message acknowledged, the releases of the last ones not yet
+// sent to its backup (they go at the next reconcile round), has the
+// backup drop its copies before it goes. The queue, empty, was not
+// handed over, nothing told the backup, and once the dispatcher was gone
+// the backup took its copies over and delivered every one again.
+func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", func(c *Config) { c.ReconcileInterval = time.Hour }) // no round sends the releases
+	b := cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b)
+	putJobs(t, ctx, a, 10)
+	waitUntil(t, 5*time.Second, "b to keep the copies", func() bool { return backupRowsOf(b, "jobs") == 10 })
+	if got := len(consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, 10, 10*time.Second)); got != 10 {
+		t.Fatalf("acknowledged %d of 10", got)
+	}
+	if got := backupRowsOf(b, "jobs"); got != 10 {
+		t.Fatalf("b keeps %d copies before a leaves, want 10: the releases were not held back", got)
+	}
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupRowsOf(b, "jobs"); got != 0 {
+		t.Errorf("b keeps %d copies once a's Handoff returned, want 0", got)
+	}
+	a.stop()
+	connect(b)
+	time.Sleep(300 * time.Millisecond) // b's reconcile rounds (20 ms) would take any copy over
+	if got := rowsOn(b.mgr, "jobs"); got > 0 {
+		t.Fatalf("b queued %d acknowledged messages again", got)
+	}
+}
+
 // TestHandoff_putWhileLeaving: a put to a queue nobody dispatches that
 // reaches a member after its Handoff began (while it leaves gossip and
 // raft, its etcd API still serving) names another member in the record,

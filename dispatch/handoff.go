@@ -136,6 +136,9 @@ func (m *Manager) handoffStep(q *queue, to uint64) (holding bool) {
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
 	if !q.holding() {
+		// Every message acknowledged: the backup's copies are of
+		// messages gone, some of whose releases may not have left.
+		m.resetBackup(q)
 		return false
 	}
 	// The new dispatcher refuses the messages until the record has
