@@ -140,12 +140,16 @@
 //     the waits with Unavailable (the rows may still land: indeterminate).
 //
 // On SIGTERM (handoff.go) every queue this member dispatches is handed to
-// its backup, or the next alive member, before serf Leave: the record moves
-// first, the drainer finishes its inserts in flight, then the messages
-// follow in order. A queue nobody can take stays: its drainer inserts
-// without waiting for its batch interval or insert rate until the shutdown deadline, and
-// the rest stays in the queue log for the next start (Shutdown logs the
-// rows per queue).
+// its backup, or the next alive member, before serf Leave: the record
+// moves first, the drainer finishes its inserts in flight, then the
+// messages follow in order; then (or at once, for a queue whose messages
+// were all acknowledged) the backup is told to drop its copies, and
+// answers before the member goes on (resetBackup): copies left there, of
+// messages acknowledged whose releases had not gone yet, were taken over
+// and delivered again once the member was gone. A queue nobody can take
+// stays: its drainer inserts without waiting for its batch interval or
+// insert rate until the shutdown deadline, and the rest stays in the queue
+// log for the next start (Shutdown logs the rows per queue).
 //
 // # Batching
 //
