@@ -499,15 +499,6 @@ func (m *Manager) resetBackup(q *queue) {
 	q.staleMu.Unlock()
 }
 
-// post sends member a batch of kind about queue's copies seqs, without
-// messages, and does not wait for the answer; a frame that cannot be
-// sent within forwardTimeout is dropped.
-func (m *Manager) post(member uint64, kind peerpb.ForwardKind, queue string, seqs []uint64) {
-	if c, err := m.startFrame(member, kind, queue, seqs); err == nil {
-		c.forget()
-	}
-}
-
 // startFrame queues a batch of kind about queue's copies seqs, without
 // messages, on member's stream, waiting at most forwardTimeout for room,
 // and returns the call to wait on.
