@@ -499,6 +499,55 @@ func (m *Manager) resetBackup(q *queue) {
 	q.staleMu.Unlock()
 }
 
+// sendDone gives member, the queue's dispatcher now, the ids this member
+// acknowledged or inserted lately (queue.done) in a DONE frame, and waits
+// up to resetTimeout for the answer: a copy of one of those messages held
+// elsewhere (while the dispatcher was unreachable) that reaches member
+// after the hand-over is then dropped as a duplicate, not delivered or
+// inserted again. A member that does not take them (an older one keeps
+// the frame as an empty backup frame) delivers such a copy again.
+func (m *Manager) sendDone(q *queue, member uint64) {
+	if member == 0 || member == m.cfg.MemberID {
+		return
+	}
+	q.mu.Lock()
+	ids := q.done.blocks(nil)
+	q.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	c, err := m.queueFrame(ctx, member, peerpb.ForwardKind_DONE, q.name, nil, ids)
+	if err == nil {
+		err = c.wait(ctx, resetTimeout)
+	}
+	if err != nil {
+		m.log.Debug("the queue's dispatcher did not take the ids acknowledged here; a late copy of one is delivered again", "queue", q.name,
+			"dispatcher", gossip.ID(member).String(), "err", err)
+	}
+}
+
+// takeDone applies a DONE frame (sendDone): the ids its sender
+// acknowledged lately join those the queue remembers as acknowledged.
+// The set keeps the last doneIDs of them, whatever the frame holds.
+func (m *Manager) takeDone(b *peerpb.ForwardBatch) error {
+	if !validQueueName(b.Queue) || len(b.Seqs)%3 != 0 || len(b.Seqs) > peerCallSeqs {
+		return status.Errorf(codes.InvalidArgument, "dispatch: a DONE frame needs a valid queue name and at most %d numbers, in triples", peerCallSeqs)
+	}
+	for i := 1; i < len(b.Seqs); i += 3 {
+		if b.Seqs[i] >= 1<<58 {
+			return status.Error(codes.InvalidArgument, "dispatch: a DONE frame names an id past 2^64")
+		}
+	}
+	q := m.lockCurrent(m.queueFor(b.Queue))
+	defer q.mu.Unlock()
+	for i := 0; i < len(b.Seqs); i += 3 {
+		q.done.addBlock(b.Seqs[i], b.Seqs[i+1], b.Seqs[i+2])
+	}
+	return nil
+}
+
 // startFrame queues a batch of kind about queue's copies seqs, without
 // messages, on member's stream, waiting at most forwardTimeout for room,
 // and returns the call to wait on.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,6 +266,55 @@ func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // b's reconcile rounds (20 ms) would take any copy over
 	if got := rowsOn(b.mgr, "jobs"); got > 0 {
 		t.Fatalf("b queued %d acknowledged messages again", got)
+	}
+}
+
+// TestHandoff_acknowledgedIdsGoWithTheQueue: the ids a dispatcher had
+// acknowledged go to the member it hands its queue to, so that a copy of
+// one of those messages held elsewhere (while the dispatcher was
+// unreachable) and handed to the new dispatcher afterwards is dropped as
+// a duplicate. The new dispatcher knew only its own acknowledgements and
+// delivered the message again.
+func TestHandoff_acknowledgedIdsGoWithTheQueue(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 5)
+	q := a.mgr.queueFor("jobs")
+	q.mu.Lock()
+	var late incoming
+	for _, msg := range q.msgs.all() {
+		late = incoming{id: msg.id, tail: msg.tail, value: slices.Clone(msg.value)}
+		break
+	}
+	q.mu.Unlock()
+	if got := len(consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, 5, 10*time.Second)); got != 5 {
+		t.Fatalf("acknowledged %d of 5", got)
+	}
+	if err := a.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	to, other := b, c
+	if rec.Member == c.id {
+		to, other = c, b
+	} else if rec.Member != b.id {
+		t.Fatalf("record after Handoff: %+v, want b or c", rec)
+	}
+	if err := other.mgr.holdHere(ctx, "jobs", []incoming{late}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, other.name+" to hand its copy to "+to.name, func() bool {
+		for _, st := range other.mgr.Status().Queues {
+			if st.Name == "jobs" {
+				return st.Held == 0
+			}
+		}
+		return true
+	})
+	if got := rowsOn(to.mgr, "jobs"); got != 0 {
+		t.Fatalf("%s queued %d messages a had acknowledged", to.name, got)
 	}
 }
 

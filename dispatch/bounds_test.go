@@ -197,3 +197,29 @@ func TestManager_Ack_unknownQueueCreatesNone(t *testing.T) {
 		t.Fatalf("%d queues after acks of unknown queues, want 0", n)
 	}
 }
+
+// TestTakeDone_bounds: a DONE frame whose numbers are not triples, name
+// an id past 2^64 or no valid queue is refused whole; a valid one adds
+// its ids.
+func TestTakeDone_bounds(t *testing.T) {
+	n := startNode(t, nil)
+	for what, b := range map[string]*peerpb.ForwardBatch{
+		"not triples": {Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: []uint64{1, 2}},
+		"past 2^64":   {Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: []uint64{1, 1 << 58, 1}},
+		"bad queue":   {Kind: peerpb.ForwardKind_DONE, Queue: "a/b", Seqs: []uint64{1, 2, 3}},
+		"too many":    {Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: make([]uint64, peerCallSeqs+3)},
+	} {
+		if err := n.mgr.takeDone(b); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument", what, err)
+		}
+	}
+	if err := n.mgr.takeDone(&peerpb.ForwardBatch{Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: []uint64{5, 1<<58 - 1, 1 << 63}}); err != nil {
+		t.Fatal(err)
+	}
+	q := n.mgr.queueFor("jobs")
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if id := (MsgID{Origin: 5, N: 1<<64 - 1}); !q.isDone(id) || q.isDone(MsgID{Origin: 5, N: 1<<64 - 2}) {
+		t.Fatalf("after a DONE of %v alone: isDone %v", id, q.isDone(id))
+	}
+}

@@ -143,7 +143,8 @@
 // its backup, or the next alive member, before serf Leave: the record
 // moves first, the drainer finishes its inserts in flight, then the
 // messages follow in order; then (or at once, for a queue whose messages
-// were all acknowledged) the backup is told to drop its copies, and
+// were all acknowledged) the ids acknowledged here go to the new
+// dispatcher (sendDone), and the backup is told to drop its copies, and
 // answers before the member goes on (resetBackup): copies left there, of
 // messages acknowledged whose releases had not gone yet, were taken over
 // and delivered again once the member was gone. A queue nobody can take
@@ -314,17 +315,19 @@
 // data dir (unit tests) everything is in memory, and Shutdown reports the
 // messages it loses.
 //
-// Known limits of at least once, beyond a release lost in a crash: the
-// ids a dispatcher remembers as acknowledged do not go with a handover,
-// so a held copy that reaches the next dispatcher after the previous one
-// had the message acknowledged is delivered (or inserted) again; and a
-// dispatcher cut off from the majority while it still reaches ClickHouse
-// goes on inserting what it holds (its fence, fence.go, cannot read the
-// cluster's key space and lets batches go), while the member that took
-// over inserts the same rows in batches of its own, whose dedup tokens
-// differ (they name their rows): ClickHouse has no way to fence the old
-// writer. A dispatcher frozen (SIGSTOP) or lagging, that can read, gives
-// its batches to the new dispatcher at its next attempt instead.
+// Known limits of at least once, beyond a release lost in a crash: the ids
+// a dispatcher remembers as acknowledged go with a hand-over (a DONE
+// frame, sendDone), not with a takeover after a kill, and a queue
+// forgotten forgets them (forget.go), so a held copy that reaches the next
+// dispatcher after the previous one had the message acknowledged is
+// delivered (or inserted) again then; and a dispatcher cut off from the
+// majority while it still reaches ClickHouse goes on inserting what it
+// holds (its fence, fence.go, cannot read the cluster's key space and lets
+// batches go), while the member that took over inserts the same rows in
+// batches of its own, whose dedup tokens differ (they name their rows):
+// ClickHouse has no way to fence the old writer. A dispatcher frozen
+// (SIGSTOP) or lagging, that can read, gives its batches to the new
+// dispatcher at its next attempt instead.
 //
 // # What other members may send
 //
@@ -337,7 +340,9 @@
 //     handover chunk and a txn's puts (MaxTxnOps, 128 by default) per
 //     produce batch, so 4096 leaves room for a raised --max-txn-ops. A
 //     ForwardFrame carries at most 256 batches, as the sender packs them;
-//     a RELEASE names at most 2^20 numbers.
+//     a RELEASE names at most 2^20 numbers, and so does a DONE, in
+//     triples (an origin, N/64 below 2^58, a bitmap), of which the queue
+//     keeps the last doneIDs ids.
 //   - Each message's queue name and key are one segment of the key
 //     grammar (key.go), its producer key /q/{name}/p/{key} at most
 //     Config.MaxKeyBytes and its value at most Config.MaxRequestBytes, the

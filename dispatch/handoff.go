@@ -138,6 +138,7 @@ func (m *Manager) handoffStep(q *queue, to uint64) (holding bool) {
 	if !q.holding() {
 		// Every message acknowledged: the backup's copies are of
 		// messages gone, some of whose releases may not have left.
+		m.sendDone(q, to)
 		m.resetBackup(q)
 		return false
 	}

@@ -127,7 +127,13 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 		for i := 0; i < len(frame.Batches); {
 			b := frame.Batches[i]
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
-				res.Results = append(res.Results, forwardResult(b.Id, s.m.keepBackup(ctx, from, b)))
+				var err error
+				if b.Kind == peerpb.ForwardKind_DONE {
+					err = s.m.takeDone(b)
+				} else {
+					err = s.m.keepBackup(ctx, from, b)
+				}
+				res.Results = append(res.Results, forwardResult(b.Id, err))
 				i++
 				continue
 			}

@@ -1,5 +1,7 @@
 package dispatch
 
+import mathbits "math/bits"
+
 // recent is a map that remembers the last limit keys added, and at most
 // twice as many: keys go into a current generation; when it holds limit
 // keys it becomes the previous one, and the previous one is dropped whole.
@@ -106,4 +108,28 @@ func (s *doneSet) has(id MsgID) bool {
 func (g *doneGen) has(id MsgID) bool {
 	i, ok := g.at[doneBlock{id.Origin, id.N >> 6}]
 	return ok && g.bits[i]&(1<<(id.N&63)) != 0
+}
+
+// blocks appends the ids in s to dst as triples: origin, number/64 and
+// the bitmap of the 64 numbers from number/64*64, the older generation
+// first (peerpb.ForwardKind_DONE).
+func (s *doneSet) blocks(dst []uint64) []uint64 {
+	for _, g := range []*doneGen{&s.prev, &s.cur} {
+		for b, i := range g.at {
+			if bits := g.bits[i]; bits != 0 {
+				dst = append(dst, b.origin, b.hi, bits)
+			}
+		}
+	}
+	return dst
+}
+
+// addBlock adds the ids of one triple blocks made: origin, number/64
+// (below 2^58) and the bitmap of 64 numbers.
+func (s *doneSet) addBlock(origin, hi, bits uint64) {
+	for bits != 0 {
+		i := uint64(mathbits.TrailingZeros64(bits))
+		bits &= bits - 1
+		s.add(MsgID{Origin: origin, N: hi<<6 | i})
+	}
 }

@@ -111,3 +111,36 @@ func TestDoneSet_add_consecutiveAreBitmaps(t *testing.T) {
 		t.Errorf("ids counted: got %d, want %d", got, want)
 	}
 }
+
+// TestDoneSet_blocks_roundTrip: the triples blocks makes, added to
+// another set, give it every id of the first (of both generations) and
+// no other.
+func TestDoneSet_blocks_roundTrip(t *testing.T) {
+	s := newDoneSet(100)
+	var in []MsgID
+	for n := range uint64(150) { // a run: two generations
+		in = append(in, MsgID{Origin: 7, N: 1<<40 + n})
+	}
+	in = append(in, MsgID{Origin: 9, N: 0}, MsgID{Origin: 9, N: 63}, MsgID{Origin: 1<<64 - 1, N: 1<<64 - 1})
+	for _, id := range in {
+		s.add(id)
+	}
+	ids := s.blocks(nil)
+	if len(ids)%3 != 0 || len(ids)/3 > 8 {
+		t.Fatalf("%d numbers for %d ids: want triples, a few blocks", len(ids), len(in))
+	}
+	got := newDoneSet(1000)
+	for i := 0; i < len(ids); i += 3 {
+		got.addBlock(ids[i], ids[i+1], ids[i+2])
+	}
+	for _, id := range in {
+		if !got.has(id) {
+			t.Fatalf("%v lost", id)
+		}
+	}
+	for _, id := range []MsgID{{Origin: 7, N: 1<<40 - 1}, {Origin: 7, N: 1<<40 + 150}, {Origin: 9, N: 1}, {Origin: 8, N: 0}} {
+		if got.has(id) {
+			t.Fatalf("%v added, never in the first set", id)
+		}
+	}
+}

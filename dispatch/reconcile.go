@@ -134,6 +134,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}
+	m.sendDone(q, member)
 	m.resetBackup(q) // the new dispatcher's backup holds them now
 	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil

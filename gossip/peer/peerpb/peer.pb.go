@@ -41,6 +41,13 @@ const (
 	// RESET drops every copy of queue kept for the sender, then keeps the
 	// messages: the first frame of a new backup's full copy.
 	ForwardKind_RESET ForwardKind = 3
+	// DONE gives the receiver, the queue's dispatcher now, the ids of the
+	// messages the sender acknowledged or inserted lately while it
+	// dispatched the queue, in seqs as triples: origin, N/64, and a bitmap
+	// of the 64 ids from N/64*64 (bit i: N/64*64+i). A copy of one of them
+	// that reaches the receiver later (held while the dispatcher was
+	// unreachable) is dropped as a duplicate, not delivered again.
+	ForwardKind_DONE ForwardKind = 4
 )
 
 // Enum value maps for ForwardKind.
@@ -50,12 +57,14 @@ var (
 		1: "BACKUP",
 		2: "RELEASE",
 		3: "RESET",
+		4: "DONE",
 	}
 	ForwardKind_value = map[string]int32{
 		"PRODUCE": 0,
 		"BACKUP":  1,
 		"RELEASE": 2,
 		"RESET":   3,
+		"DONE":    4,
 	}
 )
 
@@ -220,7 +229,8 @@ type ForwardBatch struct {
 	// when the put is not traced; the dispatcher's spans are its children.
 	Traceparent string      `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	Kind        ForwardKind `protobuf:"varint,4,opt,name=kind,proto3,enum=chute.peer.v1.ForwardKind" json:"kind,omitempty"`
-	// queue and seqs name the copies a RELEASE or RESET is about.
+	// queue and seqs name the copies a RELEASE or RESET is about, or the
+	// ids of a DONE.
 	Queue string   `protobuf:"bytes,5,opt,name=queue,proto3" json:"queue,omitempty"`
 	Seqs  []uint64 `protobuf:"varint,6,rep,packed,name=seqs,proto3" json:"seqs,omitempty"`
 	// boot is the run of the sender's process (its serf tag "boot") on
@@ -1477,13 +1487,14 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x06queues\x18\x01 \x03(\v2\x19.chute.peer.v1.QueueStateR\x06queues\x124\n" +
 	"\abackups\x18\x02 \x03(\v2\x1a.chute.peer.v1.BackupStateR\abackups\x12%\n" +
 	"\x0eomitted_queues\x18\x03 \x01(\rR\romittedQueues\x12'\n" +
-	"\x0fomitted_backups\x18\x04 \x01(\rR\x0eomittedBackups*>\n" +
+	"\x0fomitted_backups\x18\x04 \x01(\rR\x0eomittedBackups*H\n" +
 	"\vForwardKind\x12\v\n" +
 	"\aPRODUCE\x10\x00\x12\n" +
 	"\n" +
 	"\x06BACKUP\x10\x01\x12\v\n" +
 	"\aRELEASE\x10\x02\x12\t\n" +
-	"\x05RESET\x10\x032\xa1\x03\n" +
+	"\x05RESET\x10\x03\x12\b\n" +
+	"\x04DONE\x10\x042\xa1\x03\n" +
 	"\x06Queues\x12I\n" +
 	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
 	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
