@@ -504,8 +504,11 @@ func (m *Manager) resetBackup(q *queue) {
 // up to resetTimeout for the answer: a copy of one of those messages held
 // elsewhere (while the dispatcher was unreachable) that reaches member
 // after the hand-over is then dropped as a duplicate, not delivered or
-// inserted again. A member that does not take them (an older one keeps
-// the frame as an empty backup frame) delivers such a copy again.
+// inserted again. A member that does not take them delivers such a copy
+// again; an older one reads the frame as a release of its copies for
+// this member numbered as the triples' numbers, which the RESET that
+// follows drops anyway (resetBackup), or as an empty backup set, dropped
+// as stale (staleBackup).
 func (m *Manager) sendDone(q *queue, member uint64) {
 	if member == 0 || member == m.cfg.MemberID {
 		return
