@@ -753,8 +753,15 @@ func (d *drainer) attach(ep sink.Endpoint, set Settings) sink.Endpoint {
 // too before it returns, so those rows wait before they form a batch
 // again.
 func (d *drainer) insert(b *inflight, ep sink.Endpoint) {
-	if b.rec == 0 {
-		b.rec = d.m.persistTried(context.Background(), d.q.name, b.rows)
+	if b.rec == 0 || b.again {
+		// A tried batch formed again gets a record of the rows it has
+		// now: its mark's may name more (it went with what came within
+		// triedWait), or name its first row only (recMark), which a
+		// restart would read as the rows after it, numbered anew.
+		if rec := d.m.persistTried(context.Background(), d.q.name, b.rows); rec != 0 || b.rec == 0 {
+			d.m.release(b.rec)
+			b.rec = rec
+		}
 	}
 	d.m.markOnBackup(d.q, b.rows)
 	kept := false // the mark went back to the queue (abandon)

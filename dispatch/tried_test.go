@@ -311,6 +311,56 @@ func TestHandoff_receiverRestartKeepsTheMark(t *testing.T) {
 	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(b2.mgr) == 0 })
 }
 
+// TestHandoff_partialTriedBatchKeepsItsRows: a tried batch whose rows
+// did not all come with its hand-over goes, after triedWait, with those
+// that came; killed while that insert waited to retry, the member sends
+// those rows again after its restart, with the same token, though the
+// rest came meanwhile. The hand-over's mark (recMark: the first row and
+// the count) stayed its record, and the restart formed the batch of the
+// count's rows, under another token.
+func TestHandoff_partialTriedBatchKeepsItsRows(t *testing.T) {
+	fake, ch := startTokenRecorder(t, false)
+	dirB := t.TempDir()
+	withB := func(c *Config) {
+		c.DataDir, c.ClickHouse, c.ClickHouseOptions = dirB, ch.get, ch.options
+		c.RetryMin, c.RetryMax = time.Minute, time.Minute
+	}
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", withB)
+	connect(a, b)
+	ctx := testCtx(t, 40*time.Second)
+	if _, err := b.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.cli.Put(ctx, "/q/ch:tok/p/w", `{"id":0}`); err != nil { // b dispatches the queue
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the first row in", func() bool { return len(fake.snapshot()) == 1 })
+	fake.setFail(true)
+	row := func(n uint64, batch int) incoming {
+		return incoming{id: MsgID{Origin: 77, N: n}, tail: fmt.Sprintf("%02d", n), value: fmt.Appendf(nil, `{"id":%d}`, n), batch: batch}
+	}
+	// A hand-over cut short: the first two rows of a tried batch of four.
+	if err := a.mgr.forward(ctx, b.id, "ch:tok", []incoming{row(1, 4), row(2, 0)}, false, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, triedWait+5*time.Second, "the tried batch to go with the rows that came", func() bool { return len(fake.snapshot()) == 2 })
+	first := fake.snapshot()[1]
+	if first.body != "{\"id\":1}\n{\"id\":2}" {
+		t.Fatalf("the tried batch went as %q, want its two rows", first.body)
+	}
+	if err := a.mgr.forward(ctx, b.id, "ch:tok", []incoming{row(3, 0), row(4, 0)}, false, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "b to take the rest", func() bool { return rowsOn(b.mgr, "ch:tok") == 4 })
+	b.stop()
+	fake.setFail(false)
+	b2 := cl.start("b", withB)
+	connect(a, b2)
+	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(2) >= 4 && rowsOn(b2.mgr, "ch:tok") == 0 })
+	checkTriedAgain(t, fake.snapshot(), 2, first, "{\"id\":3}\n{\"id\":4}")
+}
+
 // TestRestart_triedBatchKeepsItsToken: a batch whose insert landed but
 // whose answer was lost, waiting to retry when its member stops without a
 // hand-over (alone, or killed), goes after the restart as the same rows
