@@ -459,29 +459,38 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
 	return nil
 }
 
-// resetTimeout bounds the wait for a backup's answer to the RESET a
-// dispatcher sends once its queue is handed over (resetBackup).
+// resetTimeout bounds the wait of a member leaving (Handoff) for the
+// answers to the RESET and the DONE it sends once a queue is handed over
+// (resetBackup, sendDone).
 const resetTimeout = time.Second
 
-// resetBackup tells the queue's backup, if it has one, to drop the copies
-// it keeps of the queue for this member, which holds none of its
-// messages any longer (handed over, or all acknowledged), and waits up
-// to resetTimeout for the answer. Only posted, the RESET was lost when
-// the member stopped right after its hand-over (Shutdown closes the
-// streams), and so were the releases of the last messages acknowledged
-// (a reconcile round sends them): the backup took its copies over once
-// the member was gone and delivered messages acknowledged long before.
-// A backup that does not answer gets the RESET again from the reconcile
-// round while this member runs (resetStale).
-func (m *Manager) resetBackup(q *queue) {
+// resetBackup ends the queue's backup, if it has one: this member holds
+// none of the queue's messages any longer (handed over, or all
+// acknowledged), so the backup is to drop the copies it keeps for it
+// (RESET). The backup is noted stale (queue.stale) until it answers,
+// and the reconcile round sends the RESET (resetStale) while this member
+// runs. A member leaving sends it at once and waits for the answer, up
+// to resetTimeout or ctx: only posted, the RESET was lost when the member
+// stopped right after its hand-over (Shutdown closes the streams), and so
+// were the releases of the last messages acknowledged (a reconcile round
+// sends them): the backup took its copies over once the member was gone
+// and delivered messages acknowledged long before.
+func (m *Manager) resetBackup(ctx context.Context, q *queue) {
+	// Under backupMu: a full copy on its way to a new backup ends
+	// before, and that backup is the one reset.
+	q.backupMu.RLock()
 	b := q.backupMember.Swap(0)
 	if b == 0 {
+		q.backupMu.RUnlock()
 		return
 	}
 	q.noteStale(b)
-	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	if !m.departing.Load() {
+		q.backupMu.RUnlock()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
-	q.backupMu.RLock() // after a full copy to it that is on its way
 	c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_RESET, q.name, nil, nil)
 	q.backupMu.RUnlock()
 	if err == nil {
@@ -500,16 +509,17 @@ func (m *Manager) resetBackup(q *queue) {
 }
 
 // sendDone gives member, the queue's dispatcher now, the ids this member
-// acknowledged or inserted lately (queue.done) in a DONE frame, and waits
-// up to resetTimeout for the answer: a copy of one of those messages held
-// elsewhere (while the dispatcher was unreachable) that reaches member
-// after the hand-over is then dropped as a duplicate, not delivered or
-// inserted again. A member that does not take them delivers such a copy
-// again; an older one reads the frame as a release of its copies for
-// this member numbered as the triples' numbers, which the RESET that
-// follows drops anyway (resetBackup), or as an empty backup set, dropped
-// as stale (staleBackup).
-func (m *Manager) sendDone(q *queue, member uint64) {
+// acknowledged or inserted lately (queue.done) in a DONE frame: a copy of
+// one of those messages held elsewhere (while the dispatcher was
+// unreachable) that reaches member after the hand-over is then dropped as
+// a duplicate, not delivered or inserted again. A member leaving waits
+// for the answer, up to resetTimeout or ctx, as for its RESET
+// (resetBackup); one that stays does not wait. A member that does not
+// take the ids delivers such a copy again; an older one reads the frame
+// as a release of its copies for this member numbered as the triples'
+// numbers, which the RESET that follows drops anyway, or as an empty
+// backup set, dropped as stale (staleBackup).
+func (m *Manager) sendDone(ctx context.Context, q *queue, member uint64) {
 	if member == 0 || member == m.cfg.MemberID {
 		return
 	}
@@ -519,9 +529,13 @@ func (m *Manager) sendDone(q *queue, member uint64) {
 	if len(ids) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	ctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	c, err := m.queueFrame(ctx, member, peerpb.ForwardKind_DONE, q.name, nil, ids)
+	if err == nil && !m.departing.Load() {
+		c.forget()
+		return
+	}
 	if err == nil {
 		err = c.wait(ctx, resetTimeout)
 	}

@@ -318,6 +318,44 @@ func TestHandoff_acknowledgedIdsGoWithTheQueue(t *testing.T) {
 	}
 }
 
+// TestHandover_oldBackupIsReset: a dispatcher whose queue moved to
+// another member (here an operator rewrote the record) hands its
+// messages over and has its backup drop the copies it keeps for it, from
+// its next reconcile round; a member that no longer dispatches the queue
+// did not send the RESETs it noted, and the copies stayed a minute.
+func TestHandover_oldBackupIsReset(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 5)
+	q := a.mgr.queueFor("jobs")
+	backup, other := b, c
+	if q.backupMember.Load() == c.id {
+		backup, other = c, b
+	}
+	waitUntil(t, 5*time.Second, "the copies on "+backup.name, func() bool { return backupRowsOf(backup, "jobs") >= 5 })
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	if _, err := a.cli.Put(ctx, RecordKey("jobs"), Record{Member: other.id, Epoch: rec.Epoch + 1}.String()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, other.name+" to hold the messages", func() bool { return rowsOn(other.mgr, "jobs") >= 5 })
+	waitUntil(t, 5*time.Second, backup.name+" to drop a's copies", func() bool {
+		for _, st := range backup.mgr.Status().Backups {
+			if st.Queue == "jobs" && st.Dispatcher == gossip.ID(a.id).String() {
+				return false
+			}
+		}
+		return true
+	})
+	waitUntil(t, 5*time.Second, "a to note no stale backup", func() bool {
+		q.staleMu.Lock()
+		defer q.staleMu.Unlock()
+		return len(q.stale) == 0
+	})
+}
+
 // TestHandoff_putWhileLeaving: a put to a queue nobody dispatches that
 // reaches a member after its Handoff began (while it leaves gossip and
 // raft, its etcd API still serving) names another member in the record,

@@ -440,9 +440,10 @@
 // which cross the network on the real clock.
 //
 // Locks: Manager.mu and queue.mu are never held together; queue.handoverMu
-// is taken before queue.mu and before Manager.mu; queue.backupMu before queue.mu and before
-// Manager.mu; Manager.backupMu and the settings cache's mutex are taken
-// alone. queue.mu may be held while calling kv.Deliveries (which never
+// is taken before queue.backupMu, queue.mu and Manager.mu; queue.backupMu
+// before queue.staleMu, queue.mu and Manager.mu; queue.staleMu is taken
+// under queue.mu only with TryLock (forget.go); Manager.backupMu and the
+// settings cache's mutex are taken alone. queue.mu may be held while calling kv.Deliveries (which never
 // blocks) and while reading the KV. The queue log's Release (which never
 // blocks on I/O) is called under queue.mu and Manager.backupMu; its
 // Append, which waits for an fsync, under no lock.

@@ -112,7 +112,7 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 		if !ok {
 			return nil
 		}
-		if !m.handoffStep(q, to) {
+		if !m.handoffStep(ctx, q, to) {
 			return nil
 		}
 		select {
@@ -132,14 +132,14 @@ func (m *Manager) handoffQueue(ctx context.Context, q *queue) error {
 // out of the queue while they travel, and put back if that fails; a
 // queue that only looks empty while they travel is not handed off, and
 // they would be lost when the process exits.
-func (m *Manager) handoffStep(q *queue, to uint64) (holding bool) {
+func (m *Manager) handoffStep(ctx context.Context, q *queue, to uint64) (holding bool) {
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
 	if !q.holding() {
 		// Every message acknowledged: the backup's copies are of
 		// messages gone, some of whose releases may not have left.
-		m.sendDone(q, to)
-		m.resetBackup(q)
+		m.sendDone(ctx, q, to)
+		m.resetBackup(ctx, q)
 		return false
 	}
 	// The new dispatcher refuses the messages until the record has

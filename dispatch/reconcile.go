@@ -61,9 +61,12 @@ func (m *Manager) reconcile() {
 	}
 }
 
-// reconcileQueue hands over or claims one queue.
+// reconcileQueue hands over or claims one queue, and tells the members
+// that may keep stale copies of it for this member to drop them, whoever
+// dispatches it now (a queue handed over notes its backup stale).
 func (m *Manager) reconcileQueue(q *queue) {
 	m.refreshSettings(q)
+	defer m.resetStale(q)
 	rec, ok := m.record(q.name)
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
@@ -80,7 +83,6 @@ func (m *Manager) reconcileQueue(q *queue) {
 			q.noteStale(b)
 		}
 		m.flushReleases(q)
-		m.resetStale(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
@@ -134,8 +136,8 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}
-	m.sendDone(q, member)
-	m.resetBackup(q) // the new dispatcher's backup holds them now
+	m.sendDone(ctx, q, member)
+	m.resetBackup(ctx, q) // the new dispatcher's backup holds them now
 	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil
 }
