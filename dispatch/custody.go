@@ -250,6 +250,37 @@ func (m *Manager) persistTried(ctx context.Context, name string, rows []row) uin
 	return seq
 }
 
+// persistMarks appends a recMark for each of msgs that heads a tried
+// batch with no record of its mark yet, and sets its batchRec: a backup's
+// copies, whose marks it kept in memory (backupSet.keep), as it takes the
+// queue over. A member killed before its drainer sent the batch formed
+// its rows anew at its next start. Nothing on failure: the batch then
+// goes without a record, as before.
+func (m *Manager) persistMarks(ctx context.Context, name string, msgs []incoming) {
+	if m.qlog == nil {
+		return
+	}
+	var recs [][]byte
+	var at []int
+	for i := range msgs {
+		if msgs[i].batch > 0 && msgs[i].batchRec == 0 {
+			recs = append(recs, encodeMark(nil, name, msgs[i]))
+			at = append(at, i)
+		}
+	}
+	if len(recs) == 0 {
+		return
+	}
+	first, err := m.qlog.Append(ctx, recs...)
+	if err != nil {
+		m.log.Debug("a batch's mark could not be written to the queue log; a restart forms its rows anew", "queue", name, "err", err)
+		return
+	}
+	for j, i := range at {
+		msgs[i].batchRec = first + uint64(j)
+	}
+}
+
 // encodeRecord appends the record of message in of queue name to b:
 // kind, queue, id, number (0: none), tail and value, the lengths and
 // integers as uvarints.
