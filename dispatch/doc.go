@@ -276,9 +276,12 @@
 // batch at its next start, with the same dedup token. A fourth kind
 // (recMark: queue, rows, the first row's id) is the mark that came with
 // a hand-over or a hold, appended with the first row's record before
-// the answer, as the sender releases its recTried then: replayed, it
-// marks that row again, and the rows after it in number order (the
-// sender's numbers, which the records keep) form the batch.
+// the answer, as the sender releases its recTried then, or that a
+// backup kept on its copy, appended as it takes the queue over
+// (persistMarks): replayed, it marks that row again, and the rows after
+// it in number order (the sender's numbers, which the records keep) form
+// the batch. A tried batch formed again writes a recTried of the rows it
+// has and releases the mark's record before its first attempt here.
 //
 // New replays the log; Start gives each queue its records as held copies,
 // so the reconcile loop does with them what it does with any held copy:
