@@ -238,6 +238,42 @@ func checkTriedAmong(t *testing.T, got []recordedInsert, first recordedInsert, r
 	}
 }
 
+// putBehindFirstInsert puts rows {"id":0} to {"id":n-1} to queue
+// ch:tok through member a, the first alone: it waits for fake's first
+// insert, which it returns, before it puts the others.
+func putBehindFirstInsert(t *testing.T, ctx context.Context, a *member, fake *tokenRecorder, n int) recordedInsert {
+	t.Helper()
+	for i := range n {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
+		}
+	}
+	return fake.snapshot()[0]
+}
+
+// withDirCH gives a member data dir dir and ClickHouse ch (one without a
+// URL keeps its rows queued).
+func withDirCH(dir string, ch *chURL) func(*Config) {
+	return func(c *Config) { c.DataDir, c.ClickHouse, c.ClickHouseOptions = dir, ch.get, ch.options }
+}
+
+// restartSendsTriedAgain starts member name of cl again, alone, on data
+// dir dir with ClickHouse ch (fake), and checks that the inserts from the
+// from-th on are the tried batch first again and the other rows rest (as
+// checkTriedAmong), and that the member then releases its whole log.
+func restartSendsTriedAgain(t *testing.T, cl *cluster, name, dir string, ch *chURL, fake *tokenRecorder, from int, first recordedInsert, rest string) {
+	t.Helper()
+	m := cl.start(name, withDirCH(dir, ch))
+	connect(m)
+	rows := strings.Count(first.body, "\n") + strings.Count(rest, "\n") + 2
+	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(from) >= rows && rowsOn(m.mgr, "ch:tok") == 0 })
+	checkTriedAmong(t, fake.snapshot()[from:], first, rest)
+	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(m.mgr) == 0 })
+}
+
 // TestHandoff_triedBatchKeepsItsToken: a batch whose insert landed but
 // whose answer was lost, waiting to retry when its dispatcher hands the
 // queue over (a graceful stop), goes from the next dispatcher as the same
@@ -298,25 +334,14 @@ func TestHandoff_receiverRestartKeepsTheMark(t *testing.T) {
 		c.InsertTimeout = 5 * time.Second
 	}
 	dirB := t.TempDir()
-	withB := func(ch *chURL) func(*Config) {
-		return func(c *Config) { c.DataDir, c.ClickHouse, c.ClickHouseOptions = dirB, ch.get, ch.options }
-	}
 	cl := newCluster(t)
-	a, b := cl.start("a", withCH), cl.start("b", withB(&chURL{db: "default"}))
+	a, b := cl.start("a", withCH), cl.start("b", withDirCH(dirB, &chURL{db: "default"}))
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 4 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
-		}
-	}
-	first := fake.snapshot()[0]
+	first := putBehindFirstInsert(t, ctx, a, fake, 4)
 	fake.setFail(false)
 	if err := a.mgr.Handoff(ctx); err != nil {
 		t.Fatal(err)
@@ -326,11 +351,7 @@ func TestHandoff_receiverRestartKeepsTheMark(t *testing.T) {
 	}
 	a.stop()
 	b.stop()
-	b2 := cl.start("b", withB(ch))
-	connect(b2)
-	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(1) >= 4 && rowsOn(b2.mgr, "ch:tok") == 0 })
-	checkTriedAmong(t, fake.snapshot()[1:], first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
-	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(b2.mgr) == 0 })
+	restartSendsTriedAgain(t, cl, "b", dirB, ch, fake, 1, first, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}")
 }
 
 // TestHandoff_partialTriedBatchKeepsItsRows: a tried batch whose rows
@@ -344,7 +365,7 @@ func TestHandoff_partialTriedBatchKeepsItsRows(t *testing.T) {
 	fake, ch := startTokenRecorder(t, false)
 	dirB := t.TempDir()
 	withB := func(c *Config) {
-		c.DataDir, c.ClickHouse, c.ClickHouseOptions = dirB, ch.get, ch.options
+		withDirCH(dirB, ch)(c)
 		c.RetryMin, c.RetryMax = time.Minute, time.Minute
 	}
 	cl := newCluster(t)
@@ -377,10 +398,7 @@ func TestHandoff_partialTriedBatchKeepsItsRows(t *testing.T) {
 	waitUntil(t, 5*time.Second, "b to take the rest", func() bool { return rowsOn(b.mgr, "ch:tok") == 4 })
 	b.stop()
 	fake.setFail(false)
-	b2 := cl.start("b", withB)
-	connect(a, b2)
-	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(2) >= 4 && rowsOn(b2.mgr, "ch:tok") == 0 })
-	checkTriedAmong(t, fake.snapshot()[2:], first, "{\"id\":3}\n{\"id\":4}")
+	restartSendsTriedAgain(t, cl, "b", dirB, ch, fake, 2, first, "{\"id\":3}\n{\"id\":4}")
 }
 
 // TestRestart_triedBatchKeepsItsToken: a batch whose insert landed but
@@ -446,15 +464,7 @@ func TestRestart_triedBatchGoesToTheNewDispatcher(t *testing.T) {
 	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
-		}
-	}
-	first := fake.snapshot()[0]
+	first := putBehindFirstInsert(t, ctx, a, fake, 3)
 	a.stop() // no hand-over: the rows and the mark stay in a's log
 	fake.setFail(false)
 	connect(b)
@@ -500,14 +510,7 @@ func TestTakeover_triedBatchKeepsItsToken(t *testing.T) {
 	fake.mu.Lock()
 	fake.fail, fake.inserts = true, nil
 	fake.mu.Unlock()
-	for i := range 3 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
-		}
-	}
+	putBehindFirstInsert(t, ctx, a, fake, 3)
 	if got := backupRowsOf(b, "ch:tok"); got != 3 {
 		t.Fatalf("b keeps %d copies, want 3", got)
 	}
@@ -531,11 +534,8 @@ func TestTakeover_restartKeepsTheMark(t *testing.T) {
 		c.RetryMin, c.RetryMax = time.Minute, time.Minute
 	}
 	dirB := t.TempDir()
-	withB := func(ch *chURL) func(*Config) {
-		return func(c *Config) { c.DataDir, c.ClickHouse, c.ClickHouseOptions = dirB, ch.get, ch.options }
-	}
 	cl := newCluster(t)
-	a, b := cl.start("a", withCH), cl.start("b", withB(&chURL{db: "default"}))
+	a, b := cl.start("a", withCH), cl.start("b", withDirCH(dirB, &chURL{db: "default"}))
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	if _, err := a.cli.Put(ctx, SettingsKey("ch:tok"), `{"ack":"replicated","max_inflight_inserts":1,"batch_interval":"0s"}`); err != nil {
@@ -543,27 +543,13 @@ func TestTakeover_restartKeepsTheMark(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, "the settings on b", func() bool { return b.kv.Get(SettingsKey("ch:tok")) != nil })
 	fake.setFail(true)
-	for i := range 3 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
-		}
-	}
-	first := fake.snapshot()[0]
+	first := putBehindFirstInsert(t, ctx, a, fake, 3)
 	a.stop()
 	connect(b) // serf reports a failed; nobody puts
 	waitUntil(t, 5*time.Second, "b to take the queue over", func() bool { return rowsOn(b.mgr, "ch:tok") == 3 })
 	b.stop()
 	fake.setFail(false)
-	b2 := cl.start("b", withB(ch))
-	connect(b2)
-	waitUntil(t, 10*time.Second, "every row in", func() bool { return fake.rowsFrom(1) >= 3 && rowsOn(b2.mgr, "ch:tok") == 0 })
-	// b2 may start before the queue's settings reach it: two inserts in
-	// flight, which land in either order.
-	checkTriedAmong(t, fake.snapshot()[1:], first, "{\"id\":1}\n{\"id\":2}")
-	waitUntil(t, 5*time.Second, "the log to release everything", func() bool { return liveRecords(b2.mgr) == 0 })
+	restartSendsTriedAgain(t, cl, "b", dirB, ch, fake, 1, first, "{\"id\":1}\n{\"id\":2}")
 }
 
 // TestTakeover_newBackupGetsTheMark: a dispatcher whose backup left while
@@ -589,15 +575,7 @@ func TestTakeover_newBackupGetsTheMark(t *testing.T) {
 		return b.kv.Get(SettingsKey("ch:tok")) != nil && c.kv.Get(SettingsKey("ch:tok")) != nil
 	})
 	fake.setFail(true)
-	for i := range 3 {
-		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/ch:tok/p/%02d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
-			t.Fatal(err)
-		}
-		if i == 0 {
-			waitUntil(t, 5*time.Second, "the first insert", func() bool { return len(fake.snapshot()) == 1 })
-		}
-	}
-	first := fake.snapshot()[0]
+	first := putBehindFirstInsert(t, ctx, a, fake, 3)
 	old, next := b, c
 	if a.mgr.queueFor("ch:tok").backupMember.Load() == c.id {
 		old, next = c, b
