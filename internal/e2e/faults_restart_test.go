@@ -25,8 +25,31 @@ var (
 // SIGTERM hands its queues over before it leaves, so no acknowledged row
 // is lost and none is inserted twice.
 func TestFaults_gracefulRestarts(t *testing.T) {
+	f := runGracefulRestarts(t, nil)
+	f.Scenario, f.Title = "6", "6. ack=queued, graceful restart (SIGTERM) of every node in turn"
+	report(t, f)
+}
+
+// TestFaults_replicatedGracefulRestarts is scenario 9: scenario 6 with
+// ack=replicated, where every row also has a copy on the dispatcher's
+// backup, which a leaving dispatcher has drop them (resetBackup) after
+// its hand-over: no acknowledged row is lost or inserted twice either.
+// (The race it guards against, a RESET lost at the exit with releases
+// still on their way, is too narrow to show at this rate: the dispatch
+// package's TestHandoff_backupDropsAcknowledgedCopies shows it.)
+func TestFaults_replicatedGracefulRestarts(t *testing.T) {
+	f := runGracefulRestarts(t, &faults.QueueSettings{Ack: "replicated", BatchRows: 500})
+	f.Scenario, f.Title = "9", "9. ack=replicated, graceful restart (SIGTERM) of every node in turn"
+	report(t, f)
+}
+
+// runGracefulRestarts runs the graceful restart scenario with the queue
+// settings given (nil: the defaults), checks that no acknowledged row is
+// lost or inserted twice, and returns its figures, for the caller to name.
+func runGracefulRestarts(t *testing.T, settings *faults.QueueSettings) faults.Figures {
+	t.Helper()
 	faultsParallel(t)
-	r := newFaultRig(t, rigOptions{})
+	r := newFaultRig(t, rigOptions{settings: settings})
 	cfg := faults.DefaultWorkloadConfig()
 	cfg.Producers, cfg.Rate = 4, restartRate
 	w := r.workload(cfg, 0, 1, 2)
@@ -62,8 +85,8 @@ func TestFaults_gracefulRestarts(t *testing.T) {
 	if err := v.Check(0, 0); err != nil {
 		t.Error(err)
 	}
-	f := faults.Figures{Scenario: "6", Title: "6. ack=queued, graceful restart (SIGTERM) of every node in turn", Faults: restarts, Drain: took,
+	f := faults.Figures{Faults: restarts, Drain: took,
 		Notes: fmt.Sprintf("%d rounds over the three nodes, %d of the restarts of the dispatcher; largest insert %d rows", restartRounds, dispatcherRestarts, batch)}
 	f.FromVerdict(v)
-	report(t, f)
+	return f
 }
