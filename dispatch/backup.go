@@ -267,7 +267,10 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 	}
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].seq < msgs[j].seq })
 	if rec.Member == m.cfg.MemberID {
-		m.persistMarks(context.Background(), k.queue, msgs) // outside the queue's lock: an fsync
+		// The marks the copies carry, outside the queue's lock (an
+		// fsync): without them, a restart before the batches go forms
+		// their rows anew. Their own records are written.
+		_ = m.persist(context.Background(), k.queue, msgs)
 		q := m.lockCurrent(m.queueFor(k.queue))
 		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
 		q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged

@@ -250,37 +250,6 @@ func (m *Manager) persistTried(ctx context.Context, name string, rows []row) uin
 	return seq
 }
 
-// persistMarks appends a recMark for each of msgs that heads a tried
-// batch with no record of its mark yet, and sets its batchRec: a backup's
-// copies, whose marks it kept in memory (backupSet.keep), as it takes the
-// queue over. A member killed before its drainer sent the batch formed
-// its rows anew at its next start. Nothing on failure: the batch then
-// goes without a record, as before.
-func (m *Manager) persistMarks(ctx context.Context, name string, msgs []incoming) {
-	if m.qlog == nil {
-		return
-	}
-	var recs [][]byte
-	var at []int
-	for i := range msgs {
-		if msgs[i].batch > 0 && msgs[i].batchRec == 0 {
-			recs = append(recs, encodeMark(nil, name, msgs[i]))
-			at = append(at, i)
-		}
-	}
-	if len(recs) == 0 {
-		return
-	}
-	first, err := m.qlog.Append(ctx, recs...)
-	if err != nil {
-		m.log.Debug("a batch's mark could not be written to the queue log; a restart forms its rows anew", "queue", name, "err", err)
-		return
-	}
-	for j, i := range at {
-		msgs[i].batchRec = first + uint64(j)
-	}
-}
-
 // encodeRecord appends the record of message in of queue name to b:
 // kind, queue, id, number (0: none), tail and value, the lengths and
 // integers as uvarints.
@@ -450,8 +419,10 @@ func (m *Manager) loadRecovered() {
 }
 
 // persist appends msgs to the queue log, unless they are in it already
-// (lseq set), and sets their lseq. It returns once they are on disk
-// (fsynced, unless NoSync). Memory only (no DataDir), it does nothing.
+// (lseq set), and sets their lseq, with the marks of the tried batches
+// they head that have no record yet (persistGroups). It returns once they
+// are on disk (fsynced, unless NoSync). Memory only (no DataDir), it does
+// nothing.
 func (m *Manager) persist(ctx context.Context, name string, msgs []incoming) error {
 	return m.persistAs(ctx, recMessage, name, msgs)
 }
@@ -470,7 +441,8 @@ type custodyGroup struct {
 // persistGroups is persist for the messages of several queues, in one
 // append: one fsync. A message of kind recMessage that heads a tried
 // batch (incoming.batch) with no record of its mark gets one (recMark)
-// in the same append, in batchRec.
+// in the same append, in batchRec, whether its own record is written now
+// (a hand-over, a hold) or was before (a backup's copy it takes over).
 func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custodyGroup) error {
 	if m.qlog == nil {
 		return nil
@@ -481,10 +453,10 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 			if g.msgs[i].lseq == 0 {
 				size += recordSize(g.name, g.msgs[i])
 				n++
-				if needsMark(kind, g.msgs[i]) {
-					size += markSize(g.name, g.msgs[i])
-					n++
-				}
+			}
+			if needsMark(kind, g.msgs[i]) {
+				size += markSize(g.name, g.msgs[i])
+				n++
 			}
 		}
 	}
@@ -503,12 +475,12 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 				buf = encodeRecord(buf, kind, g.name, g.msgs[i])
 				recs = append(recs, buf[start:])
 				at = append(at, &g.msgs[i])
-				if needsMark(kind, g.msgs[i]) {
-					start = len(buf)
-					buf = encodeMark(buf, g.name, g.msgs[i])
-					recs = append(recs, buf[start:])
-					at = append(at, nil) // the mark of the message before
-				}
+			}
+			if needsMark(kind, g.msgs[i]) {
+				start := len(buf)
+				buf = encodeMark(buf, g.name, g.msgs[i])
+				recs = append(recs, buf[start:])
+				at = append(at, &g.msgs[i])
 			}
 		}
 	}
@@ -519,8 +491,9 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	}
 	defer m.putAppendBufs(a, buf, recs, at, views)
 	for j, in := range at {
-		if in == nil {
-			at[j-1].batchRec = first + uint64(j)
+		if in.lseq != 0 {
+			// Its mark's: a message's own record comes first, if any.
+			in.batchRec = first + uint64(j)
 			continue
 		}
 		in.lseq = first + uint64(j)
@@ -536,8 +509,8 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 
 // needsMark reports whether in, appended as a record of kind, heads a
 // tried batch whose mark has no record here yet: one that came with a
-// hand-over or a hold. A backup's copy keeps its mark in memory only
-// (backupSet.keep).
+// hand-over or a hold, or a backup's copy taken over. A backup's copy it
+// keeps has its mark in memory only (backupSet.keep).
 func needsMark(kind byte, in incoming) bool {
 	return kind == recMessage && in.batch > 0 && in.batchRec == 0
 }

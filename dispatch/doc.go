@@ -278,7 +278,7 @@
 // a hand-over or a hold, appended with the first row's record before
 // the answer, as the sender releases its recTried then, or that a
 // backup kept on its copy, appended as it takes the queue over
-// (persistMarks): replayed, it marks that row again, and the rows after
+// (takeOver): replayed, it marks that row again, and the rows after
 // it in number order (the sender's numbers, which the records keep) form
 // the batch. A tried batch formed again writes a recTried of the rows it
 // has and releases the mark's record before its first attempt here.
