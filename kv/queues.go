@@ -223,7 +223,8 @@ func (k *kvService) checkTxnValues(r *pb.TxnRequest) error {
 
 // produceTxn runs a batch produce: a txn whose success ops are all puts to
 // producer keys and whose failure branch is empty. Its compares, on plain
-// keys only, decide whether the batch is enqueued.
+// keys only, decide whether the batch is enqueued; they see every write
+// acknowledged before the call, as etcd's.
 func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
 	const shape = "a txn with queue keys must be a batch produce: only puts to producer keys in success, none in failure, compares on plain keys only"
 	if len(r.Failure) != 0 || len(r.Success) == 0 {
@@ -252,8 +253,20 @@ func (k *kvService) produceTxn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnRe
 		// Whatever the compares say, as etcd refuses a txn with puts.
 		return nil, toGRPC(ErrNoSpace)
 	}
-	if len(r.Compare) > 0 && !k.store.CompareNow(r.Compare) {
-		return &pb.TxnResponse{Header: k.store.Header(k.store.Rev())}, nil
+	if len(r.Compare) > 0 {
+		// At a linearizable point, as a read-only txn's compares: a
+		// member behind the leader judged them on what it had applied,
+		// and a write acknowledged before the txn could be missed.
+		if err := k.srv.linearize(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
+		ok := k.store.CompareNow(r.Compare)
+		if err := k.srv.authMoved(ctx); err != nil {
+			return nil, toGRPC(err)
+		}
+		if !ok {
+			return &pb.TxnResponse{Header: k.store.Header(k.store.Rev())}, nil
+		}
 	}
 	if err := k.produce(ctx, r, puts); err != nil {
 		return nil, err
