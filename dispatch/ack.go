@@ -422,16 +422,27 @@ func (q *queue) backupRun(boot string) bool {
 // The caller holds q.backupMu, so no put sends a copy meanwhile; a put
 // that queued a message after the snapshot sends it again, which the
 // backup keeps once. What leaves the queue after the snapshot is noted
-// in q.released (settledLocked), backup or not.
-func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) error {
+// in q.released (settledLocked), backup or not. When the copy fails, the
+// releases it took from q.released go back: they are owed to the backup
+// that stays, which kept the copies of acknowledged messages for good
+// otherwise, and queued them again at a takeover.
+func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) (err error) {
 	q.mu.Lock()
 	all := make([]incoming, 0, q.msgs.len())
 	for seq, msg := range q.msgs.all() { // in number order
 		all = append(all, incoming{id: msg.id, tail: msg.tail, value: msg.value, region: msg.region, seq: seq,
 			batch: max(q.sent[seq], q.tried[seq].rows)}) // the marks markOnBackup gave the backup before
 	}
+	owed := q.released
 	q.released = nil
 	q.mu.Unlock()
+	defer func() {
+		if err != nil && len(owed) > 0 {
+			q.mu.Lock()
+			q.released = append(owed, q.released...)
+			q.mu.Unlock()
+		}
+	}()
 	f, err := m.forwarderFor(member)
 	if err != nil {
 		return err

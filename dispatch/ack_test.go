@@ -951,3 +951,73 @@ func TestAck_duringTakeover(t *testing.T) {
 		}
 	}
 }
+
+// TestAck_failedFullCopyKeepsTheOldBackupsReleases: a full copy to a
+// new backup candidate that fails leaves the releases owed to the backup
+// that stays: they were dropped, so that backup kept the copies of
+// acknowledged messages for good, and a takeover queued them again.
+func TestAck_failedFullCopyKeepsTheOldBackupsReleases(t *testing.T) {
+	cl := newCluster(t)
+	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs a's rounds
+	a := cl.start("a", byTest)
+	b, c := cl.start("b", nil), cl.start("c", nil)
+	links := map[uint64]*linkProxy{}
+	var peers []gossip.Peer
+	for _, o := range []*member{b, c} {
+		links[o.id] = newLinkProxy(t, o.link.Addrs()[0].String())
+		peers = append(peers, gossip.Peer{ID: o.id, Addr: links[o.id].addr(), Boot: o.mgr.cfg.Boot})
+	}
+	a.peers.set(peers)
+	b.peers.set([]gossip.Peer{a.asPeer(), c.asPeer()})
+	c.peers.set([]gossip.Peer{a.asPeer(), b.asPeer()})
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 1)
+	q := a.mgr.queueFor("jobs")
+	byID := map[uint64]*member{b.id: b, c.id: c}
+	pref := byID[q.backupMember.Load()]
+	if pref == nil {
+		t.Fatalf("backup %x, want b or c", q.backupMember.Load())
+	}
+	other := b
+	if pref == b {
+		other = c
+	}
+	// The preferred backup is passed over for a while: the other one
+	// gets a full copy and is the backup.
+	a.mgr.mu.Lock()
+	a.mgr.unreachable[pref.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.mu.Unlock()
+	const n = 5
+	for i := range n {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/x%02d", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q.backupMember.Load() != other.id {
+		t.Fatalf("backup %x, want %x", q.backupMember.Load(), other.id)
+	}
+	if got := backupRowsOf(other, "jobs"); got != n+1 {
+		t.Fatalf("the backup keeps %d copies, want %d", got, n+1)
+	}
+	// The preferred one is a candidate again, but cannot be reached.
+	links[pref.id].setCut(true)
+	a.mgr.mu.Lock()
+	delete(a.mgr.unreachable, pref.id)
+	a.mgr.mu.Unlock()
+	acked := consumeAll(t, ctx, a.cli.Watch(ctx, "/q/jobs/c/x"), a.cli, n+1, 5*time.Second)
+	if len(acked) != n+1 {
+		t.Fatalf("acknowledged %d of %d", len(acked), n+1)
+	}
+	a.mgr.reconcile() // tries a full copy to the preferred one, which fails
+	if q.backupMember.Load() != other.id {
+		t.Fatalf("backup %x after the failed copy, want %x still", q.backupMember.Load(), other.id)
+	}
+	for range 5 {
+		a.mgr.reconcile() // sends the releases to the backup
+		time.Sleep(100 * time.Millisecond)
+	}
+	waitUntil(t, 5*time.Second, "the backup to drop the copies of acknowledged messages", func() bool {
+		return backupRowsOf(other, "jobs") == 0
+	})
+}
