@@ -369,3 +369,20 @@ func TestDeadLetters_viewFailureKeepsRowsOnce(t *testing.T) {
 		t.Fatalf("last insert error %+v, want the view's (code 6)", e)
 	}
 }
+
+// TestDeadLetters_rowQuotingAViewFailure: a good row holding the words
+// of a view's failure, after a bad row in one batch: 18.16's parse error
+// quotes the rows from the bad one on, and the batch counted as landed,
+// its rows acknowledged with none in the table and no dead letter.
+func TestDeadLetters_rowQuotingAViewFailure(t *testing.T) {
+	ch, n, cli, ctx := startTableNode(t, "CREATE TABLE default.lv (id UInt64, n UInt32, s String) ENGINE = MergeTree ORDER BY id")
+	putRows(t, ctx, cli, "ch:lv", []string{
+		`{"id":1,"n":1,"s":"a"}`,
+		`{"id":2,"n":"bad","s":"b"}`,
+		`{"id":3,"n":3,"s":"while pushing to view v, e.what() = DB::Exception"}`,
+	})
+	waitUntil(t, 30*time.Second, "the queue to empty", func() bool { return n.depth("ch:lv") == 0 })
+	if got, letters := ch.Count(t, "default.lv"), letterSeqs(t, ctx, cli, "ch:lv"); got != 2 || len(letters) != 1 {
+		t.Fatalf("%d rows in the table and %d dead letters, want 2 and 1", got, len(letters))
+	}
+}

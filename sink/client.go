@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -270,7 +271,7 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 	}
 	res.Class, res.Code = Classify(status, code, answer)
 	if res.Class != ClassOK {
-		res.Landed = bytes.Contains(answer, pushingToView)
+		res.Landed = viewFailed(answer)
 		full := Redact(string(answer), ep)
 		res.Detail = truncate([]byte(cutFollowingRows(full)))
 		res.Message = truncate([]byte(RedactRows(full))) // before the cut, which may split a quote
@@ -282,9 +283,24 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 	return res, answer
 }
 
-// pushingToView marks an exception a materialized view raised after the
-// block went into its source table (Result.Landed).
-var pushingToView = []byte("while pushing to view")
+// viewTail is how ClickHouse ends an exception a materialized view
+// raised after the block went into its source table (Result.Landed):
+// "while pushing to view <name>" (ex.addMessage), on later releases the
+// view's uuid after its name, then the class (18.16: ", e.what() =
+// DB::Exception") or the code's name and the version, and nothing else.
+var viewTail = regexp.MustCompile("while pushing to view (?:`[^`\n]*`|[^\\s,()`])+(?: \\([0-9a-fA-F-]{36}\\))?" +
+	`(?:, e\.what\(\) = [A-Za-z:_]+|\.? \([A-Z][A-Z0-9_]*\) \(version [0-9.]+(?: \(official build\))?\))?\s*$`)
+
+// viewFailed reports whether answer is ClickHouse's report of a
+// materialized view that failed once the block was in its source table:
+// the exception ends with the view's context (viewTail). Only at the end:
+// a parse error quotes the rows from the one it could not read, whose
+// text may hold the same words, and then adds its own context after the
+// quote ("(at row 2)"). Found anywhere, the words in a row made a refused
+// batch count as inserted, and its rows were dropped.
+func viewFailed(answer []byte) bool {
+	return viewTail.Match(answer)
+}
 
 // roundTrip sends one request on a new connection and reads the answer.
 // The connection is closed when ctx ends, so a cancelled caller does not

@@ -493,3 +493,30 @@ func TestPieceWriter_Write(t *testing.T) {
 			n, err, len(rec.pieces), io.ErrShortWrite)
 	}
 }
+
+// TestViewFailed: a view's failure is told by the context ClickHouse
+// ends the exception with, not by the words anywhere: a parse error
+// quotes the rows after the one it could not read, and a row holding
+// them made a refused batch count as inserted (its rows dropped).
+func TestViewFailed(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		answer string
+		want   bool
+	}{
+		// 18.16's answers, as captured from the server the tests run.
+		{"view failed", "Code: 6, e.displayText() = DB::Exception: Cannot parse string 'abc' as UInt64: syntax error at begin of string. Note: there are toUInt64OrZero and toUInt64OrNull functions, which returns zero/NULL instead of throwing exception.: while pushing to view default.vmv, e.what() = DB::Exception\n", true},
+		{"view of a row quoting the words failed", "Code: 6, e.displayText() = DB::Exception: Cannot parse string 'while pushing to view x' as UInt64: syntax error at begin of string.: while pushing to view `db`.`v`, e.what() = DB::Exception\n", true},
+		{"parse error quoting a row with the words", "Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \" before: x\",\"s\":\"while pushing to view\"}\n{\"id\":3,\"s\":\"ok\"}: (while read the value of key id): (at row 2)\n, e.what() = DB::Exception\n", false},
+		{"parse error quoting a row that ends like a view's", "Code: 27, e.displayText() = DB::Exception: Cannot parse input: expected \" before: x\",\"s\":\"while pushing to view v, e.what() = DB::Exception\"}: (while read the value of key id): (at row 2)\n, e.what() = DB::Exception\n", false},
+		{"unknown field named with the words", "Code: 117, e.displayText() = DB::Exception: Unknown field found while parsing JSONEachRow format: while pushing to view v: (at row 1)\n, e.what() = DB::Exception\n", false},
+		{"no view", "Code: 153, e.displayText() = DB::Exception: Division by zero, e.what() = DB::Exception\n", false},
+		// Later releases: the view's uuid, the code's name, the version.
+		{"view failed, later release", "Code: 6. DB::Exception: Cannot parse string 'abc' as UInt64: syntax error at begin of string: while pushing to view default.vmv (0f6d2c8e-8f2a-4b1e-9c3d-1a2b3c4d5e6f). (CANNOT_PARSE_TEXT) (version 24.3.1.2672 (official build))\n", true},
+		{"parse error, later release", "Code: 27. DB::Exception: Cannot parse input: expected '\"' before: 'while pushing to view v': (while reading the value of key id): (at row 2)\n: While executing ParallelParsingBlockInputFormat. (CANNOT_PARSE_INPUT_ASSERTION_FAILED) (version 24.3.1.2672 (official build))\n", false},
+	} {
+		if got := viewFailed([]byte(c.answer)); got != c.want {
+			t.Errorf("%s: viewFailed = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
