@@ -129,11 +129,13 @@ var dataCodes = map[int]bool{
 	128: true, // TOO_LARGE_ARRAY_SIZE
 	130: true, // CANNOT_READ_ARRAY_FROM_TEXT
 	131: true, // TOO_LARGE_STRING_SIZE (e.g. too long for a FixedString)
+	153: true, // ILLEGAL_DIVISION (a MATERIALIZED or DEFAULT intDiv by a row's zero)
 	190: true, // SIZES_OF_ARRAYS_DOESNT_MATCH
 	248: true, // INVALID_PARTITION_VALUE
 	321: true, // VALUE_IS_OUT_OF_RANGE_OF_DATA_TYPE
 	349: true, // CANNOT_INSERT_NULL_IN_ORDINARY_COLUMN
 	376: true, // CANNOT_PARSE_UUID
+	395: true, // FUNCTION_THROW_IF_VALUE_IS_NON_ZERO (throwIf in a MATERIALIZED or DEFAULT column)
 	407: true, // DECIMAL_OVERFLOW
 	441: true, // CANNOT_PARSE_DOMAIN_VALUE_FROM_STRING
 	467: true, // CANNOT_PARSE_BOOL
@@ -153,6 +155,14 @@ var dataCodes = map[int]bool{
 const tooManyParts = 252
 
 var tooManyPartitions = []byte("Too many partitions for single INSERT block")
+
+// logicalError is LOGICAL_ERROR, which 18.16 also answers an Enum value it
+// does not know with, saying unknownElement: with a row position when it
+// parses the row, without one when a MATERIALIZED or DEFAULT column casts
+// a row's value (later releases: UNKNOWN_ELEMENT_OF_ENUM, 691).
+const logicalError = 49
+
+var unknownElement = []byte("Unknown element '")
 
 // rowMarkers are what ClickHouse adds to an exception raised while parsing
 // one row of the input: 18.16 says "(while read the value of key id): (at
@@ -228,6 +238,11 @@ func Classify(status int, headerCode string, body []byte) (Class, int) {
 		// is refused again, for ever; as data it is bisected, and
 		// halves with fewer partitions go in (one row never has more
 		// than one).
+		return ClassData, code
+	}
+	if code == logicalError && bytes.Contains(body, unknownElement) {
+		// A row's value, refused again at every attempt: as transient
+		// the batch went again for ever, never bisected.
 		return ClassData, code
 	}
 	if code != 0 {
