@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -89,7 +90,59 @@ type letter struct {
 	Key   string    `json:"key"`
 	Code  int       `json:"code"`
 	Error string    `json:"error"`
-	Row   string    `json:"row"`
+	Row   string    `json:"row,omitempty"`
+	// RowJSON holds the row as it was put, a JSON object, in place of
+	// Row when the row escaped as a string would make the letter larger
+	// than maxLetterBytes (encodeLetter).
+	RowJSON json.RawMessage `json:"row_json,omitempty"`
+	// RowBytes is the row's length when even that was too large (a
+	// --max-request-bytes raised past maxLetterBytes): Row holds its
+	// start only.
+	RowBytes int `json:"row_bytes,omitempty"`
+}
+
+// maxLetterBytes bounds a dead letter: one write of its own (splitWrites)
+// must stay within raftkv's DefaultMaxCommandBytes (2.25 MiB) with its
+// key and the command's encoding, or the key space refused it at every
+// try and the row stayed queued for ever, holding each batch it was in.
+const maxLetterBytes = 2 << 20
+
+// encodeLetter returns l as JSON within maxLetterBytes. The row goes as a
+// string (Row), unescaped but for what JSON must escape: a quote or a
+// backslash doubles in it, and Go's default of \u003c for '<' made a row
+// of 600 KB of markup a letter of 2.6 MB. A row still too large goes as
+// the JSON object it is (RowJSON), and one larger than a letter holds
+// (only with --max-request-bytes raised) is cut, its length in RowBytes.
+func encodeLetter(l letter) []byte {
+	row := l.Row
+	v := marshalLetter(l)
+	if len(v) > maxLetterBytes {
+		l.Row, l.RowJSON = "", json.RawMessage(row)
+		if v = marshalLetter(l); v == nil || len(v) > maxLetterBytes {
+			// What the rest takes, and room for "row_bytes"; the row's
+			// start escaped is at most twice its length.
+			rest := len(marshalLetter(letter{Time: l.Time, Table: l.Table, Key: l.Key, Code: l.Code, Error: l.Error})) + 64
+			cut := min(max(maxLetterBytes-rest, 0)/2, len(row))
+			for cut > 0 && cut < len(row) && !utf8.RuneStart(row[cut]) {
+				cut--
+			}
+			l.Row, l.RowJSON, l.RowBytes = row[:cut], nil, len(row)
+			v = marshalLetter(l)
+		}
+	}
+	return v
+}
+
+// marshalLetter is json.Marshal of l without escaping HTML; nil when l
+// does not encode (a RowJSON that is not JSON).
+func marshalLetter(l letter) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(l); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // letterTime returns the time a stored letter was written; false when it
@@ -195,7 +248,7 @@ func (d *drainer) storeLetters(ctx context.Context, rows []row, refused []sink.R
 	letters := make([]deadLetter, 0, len(refused))
 	for _, ref := range refused {
 		r := rows[ref.Index]
-		v, _ := json.Marshal(letter{Time: now, Table: target, Key: r.m.tail, Code: ref.Result.Code,
+		v := encodeLetter(letter{Time: now, Table: target, Key: r.m.tail, Code: ref.Result.Code,
 			Error: sink.Redact(cmp.Or(ref.Result.Detail, ref.Result.Message), ep), Row: string(r.m.value)})
 		letters = append(letters, deadLetter{index: ref.Index, seq: r.seq, key: DeadLetterKey(d.q.name, r.seq), value: v})
 	}

@@ -12,11 +12,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"chute/kv"
+	"chute/kv/raftkv"
 	chuteotel "chute/otel"
 )
 
@@ -65,6 +67,54 @@ func TestLetterTime(t *testing.T) {
 		got, ok := letterTime([]byte(tt.v))
 		if !got.Equal(tt.want) || ok != tt.ok {
 			t.Errorf("%s: got %v %v, want %v %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+// TestEncodeLetter_withinOneWrite: a dead letter fits one write of the
+// key space whatever its row, up to --max-request-bytes: the row as a
+// string when it fits, unescaped but for what JSON must escape (Go's
+// \u003c for '<' made 600 KB of markup a letter of 2.6 MB, which the
+// key space refused at every try, the row queued for ever); as the JSON
+// it is when escaping would not fit; cut, its length noted, past that.
+func TestEncodeLetter_withinOneWrite(t *testing.T) {
+	if maxLetterBytes+64<<10 > raftkv.DefaultMaxCommandBytes {
+		t.Fatalf("maxLetterBytes %d leaves no room in a command of %d", maxLetterBytes, raftkv.DefaultMaxCommandBytes)
+	}
+	head := letter{Time: time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC), Table: "`default`.`t`", Key: "k", Code: 27, Error: "Code: 27, e.displayText() = DB::Exception: Cannot parse input"}
+	markup := `{"id":"x","html":"` + strings.Repeat("<p>&amp;", 75_000) + `"}` // 600 KB
+	quotes := `{"id":"x","s":"` + strings.Repeat(`\"`, 700_000) + `"}`         // 1.4 MB, 2.8 escaped
+	huge := `{"id":"x","s":"` + strings.Repeat(`é\"`, 1_000_000) + `"}`        // 4 MB: --max-request-bytes raised
+	for _, c := range []struct {
+		name, row string
+		as        string // "row", "row_json" or "cut"
+	}{{"markup", markup, "row"}, {"quotes", quotes, "row_json"}, {"past a letter", huge, "cut"}} {
+		l := head
+		l.Row = c.row
+		v := encodeLetter(l)
+		if len(v) > maxLetterBytes {
+			t.Errorf("%s: a letter of %d bytes, at most %d", c.name, len(v), maxLetterBytes)
+		}
+		if when, ok := letterTime(v); !ok || !when.Equal(head.Time) {
+			t.Errorf("%s: letter time %v %v", c.name, when, ok)
+		}
+		var got letter
+		if err := json.Unmarshal(v, &got); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		switch c.as {
+		case "row":
+			if got.Row != c.row || got.RowJSON != nil || got.RowBytes != 0 {
+				t.Errorf("%s: row of %d bytes, row_json %d, row_bytes %d; want the row whole as a string", c.name, len(got.Row), len(got.RowJSON), got.RowBytes)
+			}
+		case "row_json":
+			if string(got.RowJSON) != c.row || got.Row != "" || got.RowBytes != 0 {
+				t.Errorf("%s: row_json of %d bytes, row %d, row_bytes %d; want the row whole as JSON", c.name, len(got.RowJSON), len(got.Row), got.RowBytes)
+			}
+		case "cut":
+			if got.RowBytes != len(c.row) || !strings.HasPrefix(c.row, got.Row) || len(got.Row) < maxLetterBytes/4 || !utf8.ValidString(got.Row) {
+				t.Errorf("%s: row_bytes %d (want %d), a row of %d bytes, its start: %v", c.name, got.RowBytes, len(c.row), len(got.Row), strings.HasPrefix(c.row, got.Row))
+			}
 		}
 	}
 }
