@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -159,8 +160,7 @@ func (m *Manager) replicate(ctx context.Context, q *queue, copies []incoming) er
 		// left before the queue had this backup noted no release for
 		// it, so its copy would stay on the backup for good.
 		q.mu.Lock()
-		released := q.released
-		q.released = nil
+		released := q.takeReleasesLocked()
 		held := q.stillHeldLocked(copies)
 		q.mu.Unlock()
 		c, err := m.queueFrame(ctx, b, peerpb.ForwardKind_BACKUP, q.name, held, released)
@@ -608,8 +608,7 @@ func (m *Manager) queueFrame(ctx context.Context, member uint64, kind peerpb.For
 // them kept their copies for good and queued them again at a takeover.
 func (m *Manager) flushReleases(q *queue) {
 	q.mu.Lock()
-	seqs := q.released
-	q.released = nil
+	seqs := q.takeReleasesLocked()
 	q.mu.Unlock()
 	if len(seqs) == 0 {
 		return
@@ -630,6 +629,20 @@ func (m *Manager) flushReleases(q *queue) {
 			q.unreleased(b, seqs)
 		}
 	})
+}
+
+// takeReleasesLocked takes the releases not sent yet, at most
+// peerCallSeqs, the oldest first; the rest go with the next frame or
+// round. A backup refuses a frame naming more, so that all of them
+// were put back and refused again, for ever. The caller holds mu.
+func (q *queue) takeReleasesLocked() []uint64 {
+	seqs := q.released
+	if len(seqs) <= peerCallSeqs {
+		q.released = nil
+		return seqs
+	}
+	q.released = slices.Clone(seqs[peerCallSeqs:])
+	return seqs[:peerCallSeqs:peerCallSeqs]
 }
 
 // unreleased puts back releases that backup b did not take, to go with

@@ -1021,3 +1021,25 @@ func TestAck_failedFullCopyKeepsTheOldBackupsReleases(t *testing.T) {
 		return backupRowsOf(other, "jobs") == 0
 	})
 }
+
+// TestTakeReleases_boundedPerFrame: a frame names at most peerCallSeqs
+// releases, the oldest first, and the rest wait for the next: a backup
+// (and the peer codec) refuses a frame naming more, and all of them went
+// back to be refused again, for ever.
+func TestTakeReleases_boundedPerFrame(t *testing.T) {
+	q := &queue{}
+	for i := range peerCallSeqs + 5 {
+		q.released = append(q.released, uint64(i+1))
+	}
+	first := q.takeReleasesLocked()
+	if len(first) != peerCallSeqs || first[0] != 1 || len(q.released) != 5 || q.released[0] != peerCallSeqs+1 {
+		t.Fatalf("took %d, left %d (first left %v); want %d and 5", len(first), len(q.released), q.released[:min(1, len(q.released))], peerCallSeqs)
+	}
+	first = append(first, 0) // must not write over what is left
+	if q.released[0] != peerCallSeqs+1 {
+		t.Fatalf("appending to the releases taken changed those left: %d", q.released[0])
+	}
+	if rest := q.takeReleasesLocked(); len(rest) != 5 || q.released != nil {
+		t.Fatalf("then took %d, left %d; want 5 and none", len(rest), len(q.released))
+	}
+}

@@ -20,9 +20,11 @@ import (
 const (
 	// peerCallMessages bounds the messages of one ForwardBatch or Hold.
 	peerCallMessages = peerpb.MaxBatchMessages
-	// peerCallSeqs bounds the numbers one RELEASE names: far above the
-	// acknowledgements of a flush interval.
-	peerCallSeqs = 1 << 20
+	// peerCallSeqs bounds the numbers one RELEASE names, and those of
+	// one frame (the peer codec refuses a frame past it before it makes
+	// them): far above the acknowledgements of a flush interval; a
+	// member names more in several frames (takeReleases).
+	peerCallSeqs = peerpb.MaxFrameSeqs
 	// maxBatchRows is the largest batch_rows (Settings): no batch a
 	// member tried (QueueMessage.Batch) is larger.
 	maxBatchRows = 1_000_000

@@ -345,7 +345,8 @@
 //     ForwardFrame carries at most 256 batches, as the sender packs them;
 //     a RELEASE names at most 2^20 numbers, and so does a DONE, in
 //     triples (an origin, N/64 below 2^58, a bitmap), of which the queue
-//     keeps the last doneIDs ids.
+//     keeps the last doneIDs ids; a frame names at most 2^20 in all, which
+//     the peer codec counts before it makes them (peerpb.MaxFrameSeqs).
 //   - Each message's queue name and key are one segment of the key
 //     grammar (key.go), its producer key /q/{name}/p/{key} at most
 //     Config.MaxKeyBytes and its value at most Config.MaxRequestBytes, the

@@ -331,18 +331,19 @@ func (f *forwarder) pump(stream grpc.BidiStreamingClient[peerpb.ForwardFrame, pe
 			}
 		}
 		frame.Batches = append(frame.Batches[:0], next)
-		bytes := next.Bytes()
+		bytes, seqs := next.Bytes(), len(next.Head.Seqs)
 		next = nil
 	more:
 		for len(frame.Batches) < forwardFrameBatches && bytes < maxFrameBytes {
 			select {
 			case b := <-f.sendC:
-				if bytes+b.Bytes() > maxFrameBytes {
+				if bytes+b.Bytes() > maxFrameBytes || seqs+len(b.Head.Seqs) > peerpb.MaxFrameSeqs {
 					next = b // starts the next frame
 					break more
 				}
 				frame.Batches = append(frame.Batches, b)
 				bytes += b.Bytes()
+				seqs += len(b.Head.Seqs)
 			default:
 				break more
 			}

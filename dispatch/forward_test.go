@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +99,51 @@ func TestForwarder_pump_windowOfOneFrame(t *testing.T) {
 	got := frame("the batches that piled up, once the frame was applied")
 	if len(got) != 9 || got[0] != 2 || got[8] != 10 {
 		t.Fatalf("second frame: batches %v, want 2..10 in one frame", got)
+	}
+}
+
+// TestForwarder_pump_seqsPerFrame: batches naming numbers (releases)
+// that pile up go in frames of at most peerpb.MaxFrameSeqs numbers, which
+// the peer codec refuses a frame past, breaking the stream for ever.
+func TestForwarder_pump_seqsPerFrame(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Manager{clock: clockwork.NewFakeClock()}
+	f := &forwarder{m: m, ctx: ctx, cancel: cancel, sendC: make(chan *peerpb.SendBatch, 64), pending: make(map[uint64]*call)}
+	stream := &fakeForwardStream{frames: make(chan []uint64, 16), answers: make(chan *peerpb.ForwardResults, 16), ctx: ctx}
+	batch := func(id uint64, seqs int) *peerpb.SendBatch {
+		b := &peerpb.SendBatch{}
+		b.Head.Id, b.Head.Seqs = id, make([]uint64, seqs)
+		return b
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.pump(stream, batch(1, 0)) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		m.wg.Wait()
+	})
+	frame := func() []uint64 {
+		t.Helper()
+		select {
+		case ids := <-stream.frames:
+			return ids
+		case <-time.After(5 * time.Second):
+			t.Fatal("no frame")
+			return nil
+		}
+	}
+	frame() // the first, unapplied: the rest pile up behind it
+	half := peerpb.MaxFrameSeqs / 2
+	for id, n := range []int{half, half, 1, 3} {
+		f.sendC <- batch(uint64(id+2), n)
+	}
+	var frames [][]uint64
+	for applied := uint64(1); len(frames) < 2; applied++ {
+		stream.answers <- &peerpb.ForwardResults{Applied: applied}
+		frames = append(frames, frame())
+	}
+	if want := [][]uint64{{2, 3}, {4, 5}}; !slices.EqualFunc(frames, want, slices.Equal) {
+		t.Fatalf("frames %v, want %v: at most %d numbers a frame", frames, want, peerpb.MaxFrameSeqs)
 	}
 }
 

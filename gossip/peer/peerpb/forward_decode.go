@@ -3,6 +3,7 @@ package peerpb
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 	"unsafe"
 
@@ -18,11 +19,15 @@ var errFrame = errors.New("peerpb: ForwardFrame does not decode")
 // of two bytes on the wire is a QueueMessage of about 150 in memory, so
 // a frame within the peer link's 64 MiB of empty messages made gigabytes
 // before the receiver's own bounds looked at it. A member packs at most
-// MaxFrameBatches batches in a frame and MaxBatchMessages messages in a
-// batch (dispatch's forwardFrameBatches and peerCallMessages).
+// MaxFrameBatches batches in a frame, MaxBatchMessages messages in a
+// batch (dispatch's forwardFrameBatches and peerCallMessages) and
+// MaxFrameSeqs numbers in a frame (dispatch's peerCallSeqs): a number of
+// one byte packed is one of eight in memory, so a frame of 64 MiB of them
+// made half a gigabyte.
 const (
 	MaxFrameBatches  = 256
 	MaxBatchMessages = 4096
+	MaxFrameSeqs     = 1 << 20
 )
 
 // ErrFrameBounds is wrapped by the error of a frame past MaxFrameBatches
@@ -169,6 +174,16 @@ type frameSlabs struct {
 	tails []byte          // appended to only: a tail is a view of its bytes
 	frame int             // the bytes of the frame
 	queue string
+	seqs  int // numbers decoded in the frame's batches
+}
+
+// addSeqs counts n more numbers of the frame, refused past MaxFrameSeqs
+// before they are made.
+func (d *frameSlabs) addSeqs(n int) error {
+	if d.seqs += n; d.seqs > MaxFrameSeqs {
+		return fmt.Errorf("%w: %d numbers or more, at most %d", ErrFrameBounds, d.seqs, MaxFrameSeqs)
+	}
+	return nil
 }
 
 // tail returns v as a string kept in d.tails, made at the first tail
@@ -251,6 +266,16 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 			if n < 0 {
 				return errFrame
 			}
+			count := 0 // a varint ends at each byte below 0x80
+			for _, c := range v {
+				if c < 0x80 {
+					count++
+				}
+			}
+			if err := d.addSeqs(count); err != nil {
+				return err
+			}
+			x.Seqs = slices.Grow(x.Seqs, count)
 			for len(v) > 0 {
 				s, k := consumeVarint(v)
 				if k < 0 {
@@ -271,6 +296,9 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 			case 4:
 				x.Kind = ForwardKind(int32(v))
 			case 6:
+				if err := d.addSeqs(1); err != nil {
+					return err
+				}
 				x.Seqs = append(x.Seqs, v)
 			case 8:
 				x.Puts = v != 0

@@ -268,6 +268,63 @@ func TestRecvFrame_bounds(t *testing.T) {
 	}
 }
 
+// TestRecvFrame_seqsBounds: a frame naming more than MaxFrameSeqs
+// numbers, packed or not, in one batch or over several, is refused before
+// they are made: a packed number of one byte is eight in memory, so 32 MiB
+// of them on the wire made 1.5 GB. At the bound a frame decodes.
+func TestRecvFrame_seqsBounds(t *testing.T) {
+	packed := func(n int) []byte { // a batch of n numbers, packed, each 1
+		v := protowire.AppendBytes(protowire.AppendTag(nil, 6, protowire.BytesType), bytes.Repeat([]byte{1}, n))
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), v)
+	}
+	unpacked := func(n int) []byte {
+		var v []byte
+		for range n {
+			v = protowire.AppendVarint(protowire.AppendTag(v, 6, protowire.VarintType), 1)
+		}
+		return protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), v)
+	}
+	half := MaxFrameSeqs / 2
+	for _, tc := range []struct {
+		name string
+		wire []byte
+		bad  bool
+	}{
+		{"packed, at the bound", packed(MaxFrameSeqs), false},
+		{"packed, over two batches at the bound", append(packed(half), packed(half)...), false},
+		{"unpacked and packed at the bound", append(unpacked(half), packed(half)...), false},
+		{"packed, one too many", packed(MaxFrameSeqs + 1), true},
+		{"over two batches, one too many", append(packed(half), packed(half+1)...), true},
+		{"unpacked after packed, one too many", append(packed(MaxFrameSeqs), unpacked(1)...), true},
+	} {
+		var r RecvFrame
+		err := r.UnmarshalPooled(mem.SliceBuffer(tc.wire))
+		if tc.bad != errors.Is(err, ErrFrameBounds) || !tc.bad && err != nil {
+			t.Errorf("%s: got %v, want bounds error %v", tc.name, err, tc.bad)
+		}
+		if !tc.bad && err == nil {
+			n := 0
+			for _, b := range r.Batches {
+				n += len(b.Seqs)
+			}
+			if n != MaxFrameSeqs {
+				t.Errorf("%s: %d numbers decoded, want %d", tc.name, n, MaxFrameSeqs)
+			}
+		}
+	}
+	huge := packed(32 << 20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := (&RecvFrame{}).UnmarshalPooled(mem.SliceBuffer(huge))
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrFrameBounds) {
+		t.Fatalf("2^25 numbers packed: got %v, want a bounds error", err)
+	}
+	if made := after.TotalAlloc - before.TotalAlloc; made > 1<<20 {
+		t.Errorf("refusing a frame of %d bytes made %d bytes", len(huge), made)
+	}
+}
+
 // FuzzRecvFrame: any bytes decode as proto.Unmarshal
 // decodes them, unknown fields aside, or fail as it fails; and what
 // decodes encodes by hand as proto.Marshal encodes it (AppendEncoded).
