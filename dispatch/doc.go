@@ -312,8 +312,8 @@
 // disk lost loses them); with ack=replicated its backup's disk has them
 // too and the backup takes over at once. Order is kept per producer
 // connection through handovers, not through a takeover by a backup or a
-// restart. A txn producing to several queues with different dispatchers
-// is atomic per queue only. All members killed at once lose nothing
+// restart. A txn producing to several queues is all or nothing when this
+// member dispatches them all (produceAllHere), else atomic per queue only. All members killed at once lose nothing
 // acknowledged: each recovers its queue log at its next start. Without a
 // data dir (unit tests) everything is in memory, and Shutdown reports the
 // messages it loses.

@@ -631,8 +631,8 @@ func (m *Manager) lockCurrent(q *queue) *queue {
 var errOverCap = rpctypes.ErrGRPCRequestTooManyRequests
 
 // Produce implements kv.Queues: the puts of each queue are enqueued on its
-// dispatcher, in order, all or none. A txn spanning queues with different
-// dispatchers is atomic per queue only.
+// dispatcher, in order, all or none. A txn spanning queues is all or none
+// when this member dispatches them all, else atomic per queue only.
 func (m *Manager) Produce(ctx context.Context, puts []*pb.PutRequest) error {
 	_, err := m.ProduceDetached(ctx, puts)
 	return err
@@ -711,17 +711,162 @@ func (m *Manager) ProduceDetached(ctx context.Context, puts []*pb.PutRequest) (d
 	}
 	err = bad
 	detached = err == nil
-	for _, g := range b.byQueue() {
-		if err == nil {
+	gs := b.byQueue()
+	here := false // every queue's messages taken, or none, by produceAllHere
+	if err == nil && len(gs) > 1 {
+		var let bool
+		if here, let, err = m.produceAllHere(ctx, gs); here {
+			detached = detached && let
+		}
+	}
+	for _, g := range gs {
+		if err == nil && !here {
 			var let bool
 			let, err = m.produceOne(ctx, g.name, g.msgs, checkRows)
 			detached = detached && let
 		}
-		// Queues before a failing one took their messages; it and the
-		// ones after did not.
+		// Queue by queue, queues before a failing one took their
+		// messages; it and the ones after did not.
 		m.inserts.countPuts(ctx, g.name, err, len(g.msgs))
 	}
 	return detached, err
+}
+
+// produceAllHere produces the groups of a txn naming several queues (gs,
+// in name order) all or none when this member dispatches every one of
+// them, claiming those nobody dispatches: a queue over its cap, or out
+// of numbers, refused the txn after the queues before it had taken
+// their messages, which a retry then put twice. It reports here false,
+// having kept nothing, when a queue is dispatched elsewhere: the txn goes
+// queue by queue then, atomic per queue only (each forwarded on its own).
+// A full queue is waited for as produceOne waits.
+func (m *Manager) produceAllHere(ctx context.Context, gs []queueMsgs) (here, let bool, err error) {
+	for _, g := range gs {
+		if rec := m.dispatcherOf(ctx, g.name, claimAsProducer); rec.Member != m.cfg.MemberID {
+			return false, false, nil
+		}
+	}
+	var since time.Time
+	for try := 0; ; try++ {
+		var full *queue
+		let, full, err = m.enqueueAllHere(ctx, gs)
+		if !isOverCap(err) || full == nil || m.cfg.FullWait <= 0 {
+			break
+		}
+		if try == 0 {
+			since = m.clock.Now()
+			full.bump(&full.stats.Waited)
+		}
+		if !m.waitForRoom(ctx, full, since, try) {
+			full.bump(&full.stats.Refused)
+			break
+		}
+	}
+	if errors.Is(err, errMoved) {
+		return false, false, nil // nothing kept: queue by queue
+	}
+	return true, let, err
+}
+
+// enqueueAllHere is enqueueLocal for the groups of a txn, all or none:
+// their messages appended in one write, then each queue's record, numbers
+// and room checked under every queue's lock, taken in name order (gs's),
+// before any takes its messages. It returns the queue over its cap when
+// that refused them, and what each queue's ack mode waits for, waited.
+func (m *Manager) enqueueAllHere(ctx context.Context, gs []queueMsgs) (let bool, full *queue, err error) {
+	qs := make([]*queue, len(gs))
+	groups := make([]custodyGroup, len(gs))
+	for i, g := range gs {
+		qs[i], groups[i] = m.queueFor(g.name), custodyGroup{name: g.name, msgs: g.msgs}
+		if !qs[i].hasRoom(g.msgs) {
+			return false, qs[i], errOverCap // before a write and an fsync
+		}
+	}
+	if err := m.persistGroups(ctx, recMessage, groups); err != nil {
+		return false, nil, err
+	}
+	unpersist := func() {
+		for _, g := range gs {
+			m.unpersist(g.msgs)
+		}
+	}
+	if !m.lockAll(qs, gs) {
+		unpersist()
+		return false, nil, errMoved
+	}
+	now := m.clock.Now()
+	recs := make([]Record, len(gs))
+	for i, g := range gs {
+		q := qs[i]
+		v := m.view(g.name)
+		q.applySettingsLocked(v.set, now)
+		switch {
+		case !v.ok || v.rec.Member != m.cfg.MemberID:
+			err = errMoved
+		case !q.numbersLeftLocked(len(g.msgs)):
+			err = errNumbersExhausted(g.name)
+		case !q.roomLocked(g.msgs):
+			err, full = errOverCap, q
+		}
+		if err != nil {
+			for _, q := range qs {
+				q.mu.Unlock()
+			}
+			unpersist()
+			return false, full, err
+		}
+		recs[i] = v.rec
+	}
+	var waits []func(context.Context) error
+	for i, g := range gs {
+		q := qs[i]
+		q.becomeDispatcherLocked(recs[i].Epoch, now)
+		added := q.enqueueLocked(g.msgs, now, arrivedLocal, q.set.Ack != AckQueued)
+		if w := m.afterEnqueueLocked(q, added, len(g.msgs) > 0 && g.msgs[0].seq == 0); w != nil {
+			waits = append(waits, w)
+		}
+	}
+	for _, q := range qs {
+		q.mu.Unlock()
+	}
+	let = true
+	for i, g := range gs {
+		m.ensureDrainer(qs[i])
+		let = let && inLog(g.msgs)
+	}
+	for _, wait := range waits {
+		if werr := wait(ctx); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	return let && err == nil, nil, err
+}
+
+// lockAll locks the queues qs of groups gs, in their order, each the
+// current queue of its name (lockCurrent): one forgotten meanwhile is
+// looked up again with no lock held, a few times; false, with none
+// held, when they kept changing.
+func (m *Manager) lockAll(qs []*queue, gs []queueMsgs) bool {
+	for range 3 {
+		stale := -1
+		for i, q := range qs {
+			q.mu.Lock()
+			if q.forgotten {
+				stale = i
+				for _, held := range qs[:i+1] {
+					held.mu.Unlock()
+				}
+				break
+			}
+		}
+		if stale < 0 {
+			return true
+		}
+		for i, g := range gs {
+			qs[i] = m.queueFor(g.name)
+		}
+	}
+	return false
 }
 
 // checkRows refuses puts whose queue is a ClickHouse queue and whose

@@ -192,6 +192,51 @@ func TestQueue_byteCap(t *testing.T) {
 	}
 }
 
+// TestQueue_txnOfTwoQueuesAllOrNothing: a txn producing to two queues
+// this member dispatches is all or nothing: the second over its byte cap
+// refused the txn after the first had taken its message, which the
+// producer's retry then put twice. A txn that passes fills both; two
+// producers putting to both in either order do not deadlock.
+func TestQueue_txnOfTwoQueuesAllOrNothing(t *testing.T) {
+	n := startNode(t, func(c *Config) { c.MaxQueueBytes = 1000; c.FullWait = 300 * time.Millisecond })
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	val := fillCap(ctx, t, cli, "full")
+	_, err := cli.Txn(ctx).Then(clientv3.OpPut("/q/a/p/1", "x"), clientv3.OpPut("/q/full/p/xx", val)).Commit()
+	if !errors.Is(err, rpctypes.ErrTooManyRequests) {
+		t.Fatalf("txn to a queue and a full one: got %v, want %v", err, rpctypes.ErrTooManyRequests)
+	}
+	if a, full := n.depth("a"), n.depth("full"); a != 0 || full != 10 {
+		t.Fatalf("after the refused txn: depths a %d, full %d; want 0 and 10", a, full)
+	}
+	const each = 40
+	errc := make(chan error, 2)
+	for p := range 2 {
+		go func() {
+			for i := range each {
+				first, second := "/q/b/p/", "/q/c/p/"
+				if p == 1 {
+					first, second = second, first
+				}
+				k := fmt.Sprintf("%d-%d", p, i)
+				if _, err := cli.Txn(ctx).Then(clientv3.OpPut(first+k, "v"), clientv3.OpPut(second+k, "v")).Commit(); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b, c := n.depth("b"), n.depth("c"); b != 2*each || c != 2*each {
+		t.Fatalf("depths b %d, c %d; want %d each", b, c, 2*each)
+	}
+}
+
 // fillCap puts ten 100-byte messages to queue, which a 1000-byte cap
 // holds exactly, and returns the value of another such put.
 func fillCap(ctx context.Context, t *testing.T, cli *clientv3.Client, queue string) string {
