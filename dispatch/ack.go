@@ -537,9 +537,8 @@ func (m *Manager) sendDone(ctx context.Context, q *queue, member uint64) {
 	q.mu.Lock()
 	ids := q.done.blocks(nil)
 	q.mu.Unlock()
-	if len(ids) == 0 {
-		return
-	}
+	// Sent with no ids too: it tells member the hand-over is done
+	// (dispatchLocked).
 	ctx, cancel := context.WithTimeout(ctx, resetTimeout)
 	defer cancel()
 	c, err := m.queueFrame(ctx, member, peerpb.ForwardKind_DONE, q.name, nil, ids)
@@ -556,10 +555,11 @@ func (m *Manager) sendDone(ctx context.Context, q *queue, member uint64) {
 	}
 }
 
-// takeDone applies a DONE frame (sendDone): the ids its sender
-// acknowledged lately join those the queue remembers as acknowledged.
+// takeDone applies a DONE frame (sendDone) from member from: the ids its
+// sender acknowledged lately join those the queue remembers as
+// acknowledged, and a wait for its hand-over ends (dispatchLocked).
 // The set keeps the last doneIDs of them, whatever the frame holds.
-func (m *Manager) takeDone(b *peerpb.ForwardBatch) error {
+func (m *Manager) takeDone(from uint64, b *peerpb.ForwardBatch) error {
 	if !validQueueName(b.Queue) || len(b.Seqs)%3 != 0 || len(b.Seqs) > peerCallSeqs {
 		return status.Errorf(codes.InvalidArgument, "dispatch: a DONE frame needs a valid queue name and at most %d numbers, in triples", peerCallSeqs)
 	}
@@ -572,6 +572,9 @@ func (m *Manager) takeDone(b *peerpb.ForwardBatch) error {
 	defer q.mu.Unlock()
 	for i := 0; i < len(b.Seqs); i += 3 {
 		q.done.addBlock(b.Seqs[i], b.Seqs[i+1], b.Seqs[i+2])
+	}
+	if q.awaiting == from {
+		q.stopAwaitingLocked(m.clock.Now())
 	}
 	return nil
 }

@@ -272,7 +272,7 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		// their rows anew. Their own records are written.
 		_ = m.persist(context.Background(), k.queue, msgs)
 		q := m.lockCurrent(m.queueFor(k.queue))
-		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+		m.dispatchLocked(q, rec)
 		q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
 		q.mu.Unlock()
 		m.ensureDrainer(q)

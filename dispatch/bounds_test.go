@@ -209,11 +209,11 @@ func TestTakeDone_bounds(t *testing.T) {
 		"bad queue":   {Kind: peerpb.ForwardKind_DONE, Queue: "a/b", Seqs: []uint64{1, 2, 3}},
 		"too many":    {Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: make([]uint64, peerCallSeqs+3)},
 	} {
-		if err := n.mgr.takeDone(b); status.Code(err) != codes.InvalidArgument {
+		if err := n.mgr.takeDone(0, b); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s: %v, want InvalidArgument", what, err)
 		}
 	}
-	if err := n.mgr.takeDone(&peerpb.ForwardBatch{Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: []uint64{5, 1<<58 - 1, 1 << 63}}); err != nil {
+	if err := n.mgr.takeDone(0, &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_DONE, Queue: "jobs", Seqs: []uint64{5, 1<<58 - 1, 1 << 63}}); err != nil {
 		t.Fatal(err)
 	}
 	q := n.mgr.queueFor("jobs")

@@ -237,7 +237,7 @@ func (lc *localConsumer) waitForClient(ctx context.Context) bool {
 // share of the queue delivered to nobody until each visibility timeout.
 func (m *Manager) attachHere(lc *localConsumer, q *queue, rec Record) {
 	q.mu.Lock()
-	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	m.dispatchLocked(q, rec)
 	q.mu.Unlock()
 	q.addConsumer(lc.c, m.clock.Now())
 	m.mu.Lock()

@@ -311,8 +311,11 @@
 // one that dies keeps them until it starts again on its data dir (its
 // disk lost loses them); with ack=replicated its backup's disk has them
 // too and the backup takes over at once. Order is kept per producer
-// connection through handovers, not through a takeover by a backup or a
-// restart. A txn producing to several queues is all or nothing when this
+// connection through handovers, whichever member the connection is to: a
+// record written as a queue moves from an alive member names it (from),
+// and the new dispatcher delivers nothing until that member's DONE says
+// its hand-over is done, or handoverAwait (dispatchLocked); not through a
+// takeover by a backup or a restart. A txn producing to several queues is all or nothing when this
 // member dispatches them all (produceAllHere), else atomic per queue only. All members killed at once lose nothing
 // acknowledged: each recovers its queue log at its next start. Without a
 // data dir (unit tests) everything is in memory, and Shutdown reports the

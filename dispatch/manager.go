@@ -820,7 +820,7 @@ func (m *Manager) enqueueAllHere(ctx context.Context, gs []queueMsgs) (let bool,
 	var waits []func(context.Context) error
 	for i, g := range gs {
 		q := qs[i]
-		q.becomeDispatcherLocked(recs[i].Epoch, now)
+		m.dispatchLocked(q, recs[i])
 		added := q.enqueueLocked(g.msgs, now, arrivedLocal, q.set.Ack != AckQueued)
 		if w := m.afterEnqueueLocked(q, added, len(g.msgs) > 0 && g.msgs[0].seq == 0); w != nil {
 			waits = append(waits, w)
@@ -1227,7 +1227,7 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 	if !q.roomLocked(msgs) {
 		return nil, errOverCap
 	}
-	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	m.dispatchLocked(q, rec)
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }

@@ -129,7 +129,7 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 			if b.Kind != peerpb.ForwardKind_PRODUCE {
 				var err error
 				if b.Kind == peerpb.ForwardKind_DONE {
-					err = s.m.takeDone(b)
+					err = s.m.takeDone(from, b)
 				} else {
 					err = s.m.keepBackup(ctx, from, b)
 				}
@@ -477,7 +477,7 @@ func (s *queueService) Consume(r *peerpb.ConsumeRequest, stream grpc.ServerStrea
 	sink := newStreamSink()
 	c := &consumer{id: r.Consumer, prefix: r.Prefix, out: sink, unacked: make(map[uint64]*message)}
 	q := m.lockCurrent(m.queueFor(r.Queue))
-	q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+	m.dispatchLocked(q, rec)
 	q.addConsumerLocked(c, m.clock.Now())
 	q.mu.Unlock()
 	defer q.removeConsumer(c, m.clock.Now())

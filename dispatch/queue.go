@@ -139,7 +139,16 @@ type queue struct {
 	set     Settings   // from /config/queues/{name}, refreshed by reconcile
 	lim     limits     // of set
 	nextSeq uint64
-	msgs    msgStore // by seq
+	// epoch is the last epoch this member dispatched the queue in (0:
+	// never), doneFor the epoch of the last record naming another
+	// member that came from this one which it sent its DONE for.
+	epoch, doneFor uint64
+	// awaiting is the member this one took the queue from, alive, whose
+	// hand-over may still come, until awaitUntil: nothing is delivered
+	// meanwhile (awaitPrevious). 0: none.
+	awaiting   uint64
+	awaitUntil time.Time
+	msgs       msgStore // by seq
 	// ids are the ids of msgs while indexed, for the lookups of
 	// seenBeforeLocked. Until a lookup needs it the index stays empty:
 	// a queue of puts made here or forwarded by their origin (arrival)
@@ -475,7 +484,7 @@ func (q *queue) consumerByID(id string) *consumer {
 // deliverLocked hands ready messages to consumers with room, oldest first,
 // one per consumer in turn. The caller holds mu.
 func (q *queue) deliverLocked(now time.Time) {
-	if len(q.consumers) == 0 {
+	if len(q.consumers) == 0 || q.awaiting != 0 {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
@@ -850,9 +859,22 @@ func (q *queue) becomeDispatcherLocked(epoch uint64, now time.Time) {
 	if floor := (max(epoch, 1)-1)<<32 + 1; q.nextSeq < floor {
 		q.nextSeq = floor
 	}
+	q.epoch = max(q.epoch, epoch)
 	if len(q.held) > 0 {
 		q.adoptHeldLocked(now)
 	}
+}
+
+// stopAwaitingLocked ends the wait for the previous dispatcher's
+// hand-over (awaitPrevious) and delivers what waited for it, in number
+// order: the handed-over messages, numbered in its epoch, first. The
+// caller holds mu.
+func (q *queue) stopAwaitingLocked(now time.Time) {
+	if q.awaiting == 0 {
+		return
+	}
+	q.awaiting = 0
+	q.deliverLocked(now)
 }
 
 // holding reports whether this member holds any message of the queue.

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -64,6 +65,81 @@ func (m *Manager) reconcile() {
 // reconcileQueue hands over or claims one queue, and tells the members
 // that may keep stale copies of it for this member to drop them, whoever
 // dispatches it now (a queue handed over notes its backup stale).
+// handoverAwait bounds how long a new dispatcher waits for the hand-over
+// of the member it took the queue from (Record.From) before it delivers
+// anything: that member sends its DONE after its messages, in its next
+// reconcile round or at once when it leaves; one that had forgotten the
+// queue, or runs an older version, sends none.
+const handoverAwait = 2 * time.Second
+
+// dispatchLocked prepares q for dispatching under rec, a record naming
+// this member (becomeDispatcherLocked). Entering a new epoch whose record
+// comes from another member alive, it delivers nothing until that
+// member's DONE (takeDone), its going, or handoverAwait: one producer's
+// put through a third member reached this one while an earlier put of
+// the same connection was still on the member the queue came from, and
+// was delivered first. Messages handed over carry that member's numbers,
+// below this epoch's, so they go first once the wait ends. The caller
+// holds q.mu.
+func (m *Manager) dispatchLocked(q *queue, rec Record) {
+	now := m.clock.Now()
+	if rec.Epoch > q.epoch && rec.From != 0 && rec.From != m.cfg.MemberID && m.alive(rec.From) {
+		q.awaiting, q.awaitUntil = rec.From, now.Add(handoverAwait)
+	}
+	q.becomeDispatcherLocked(rec.Epoch, now)
+}
+
+// awaitPrevious ends q's wait for the member it took the queue from once
+// that member is gone or handoverAwait passed, and then writes the
+// queue's record without From, so that a restart of this member does not
+// wait again. The reconcile loop's, for a queue this member dispatches
+// under rec.
+func (m *Manager) awaitPrevious(q *queue, rec Record) {
+	q.mu.Lock()
+	if from := q.awaiting; from != 0 {
+		now := m.clock.Now()
+		gone := !m.alive(from)
+		if !gone && now.Before(q.awaitUntil) {
+			q.mu.Unlock()
+			return
+		}
+		q.stopAwaitingLocked(now)
+		q.mu.Unlock()
+		m.log.Info("the previous dispatcher sent no word of its hand-over; delivering", "queue", q.name,
+			"previous", gossip.ID(from).String(), "gone", gone)
+	} else {
+		q.mu.Unlock()
+	}
+	if rec.From == 0 || !m.records.Writable() {
+		return
+	}
+	raw := m.records.Get(q.recordKey)
+	if cur, ok := ParseRecord(string(raw)); ok && cur == rec {
+		next := rec
+		next.From = 0
+		_, _ = m.writeRecord(context.Background(), q.name, raw, next) // refused: another claim came, or the next round
+	}
+}
+
+// sendDoneOnce sends the DONE of a member the queue's record says it came
+// from (rec.From), once per epoch: the new dispatcher delivers nothing
+// until it has it (dispatchLocked). After a hand-over, whose last frame
+// was one, it goes again, empty of news but harmless.
+func (m *Manager) sendDoneOnce(q *queue, rec Record) {
+	if rec.From != m.cfg.MemberID {
+		return
+	}
+	q.mu.Lock()
+	owed := q.epoch != 0 && q.doneFor < rec.Epoch
+	if owed {
+		q.doneFor = rec.Epoch
+	}
+	q.mu.Unlock()
+	if owed {
+		m.sendDone(context.Background(), q, rec.Member)
+	}
+}
+
 func (m *Manager) reconcileQueue(q *queue) {
 	m.refreshSettings(q)
 	defer m.resetStale(q)
@@ -71,9 +147,10 @@ func (m *Manager) reconcileQueue(q *queue) {
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
-		q.becomeDispatcherLocked(rec.Epoch, m.clock.Now())
+		m.dispatchLocked(q, rec)
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
+		m.awaitPrevious(q, rec)
 		m.ensureDrainer(q)
 		if replicated { // a new backup gets its full copy without waiting for a put
 			ctx, cancel := context.WithTimeout(context.Background(), reconcileRemoteTimeout)
@@ -92,8 +169,8 @@ func (m *Manager) reconcileQueue(q *queue) {
 				return
 			}
 		}
-		if q.holding() {
-			_ = m.handover(q, rec.Member) // kept and retried on failure
+		if !q.holding() || m.handover(q, rec.Member) == nil { // kept and retried on failure
+			m.sendDoneOnce(q, rec)
 		}
 	default:
 		m.stopDrainer(q.name)

@@ -21,13 +21,23 @@ type Record struct {
 	Epoch   uint64
 	ReplyTo string
 	Pinned  bool
+	// From is the member that dispatched the queue before this epoch,
+	// while its hand-over may be under way (";from=<id>"): the new
+	// dispatcher delivers nothing until that member says it is done
+	// (awaitPrevious), then writes the record without it. 0: none.
+	From uint64
 }
 
 // movedTo returns the record of the queue dispatched by member in epoch,
 // keeping r's reply_to and pinned: a claim or a handover changes who
-// dispatches, not what the record says of the queue.
+// dispatches, not what the record says of the queue. It names r's member
+// as the one it comes from, unless that is member itself.
 func (r Record) movedTo(member, epoch uint64) Record {
-	return Record{Member: member, Epoch: epoch, ReplyTo: r.ReplyTo, Pinned: r.Pinned}
+	next := Record{Member: member, Epoch: epoch, ReplyTo: r.ReplyTo, Pinned: r.Pinned}
+	if r.Member != member {
+		next.From = r.Member
+	}
+	return next
 }
 
 // ParseRecord parses a record; ok is false when the member id is missing,
@@ -56,6 +66,10 @@ func ParseRecord(s string) (r Record, ok bool) {
 			r.ReplyTo = strings.Clone(v) // s does not escape: string(b) callers need not allocate
 		case "pinned":
 			r.Pinned = true
+		case "from":
+			if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+				r.From = n // anything else: no member to wait for
+			}
 		}
 	}
 	return r, true
@@ -73,6 +87,10 @@ func (r Record) String() string {
 	}
 	if r.Pinned {
 		b.WriteString(";pinned")
+	}
+	if r.From != 0 {
+		b.WriteString(";from=")
+		b.WriteString(strconv.FormatUint(r.From, 10))
 	}
 	return b.String()
 }

@@ -11,6 +11,8 @@ func TestParseRecord(t *testing.T) {
 		{"7", Record{Member: 7}, true},
 		{"42;epoch=3;reply_to=/q/rpc-reply-a;pinned", Record{Member: 42, Epoch: 3, ReplyTo: "/q/rpc-reply-a", Pinned: true}, true},
 		{"9;weight=3;pinned;future=yes", Record{Member: 9, Pinned: true}, true},
+		{"9;epoch=4;from=7", Record{Member: 9, Epoch: 4, From: 7}, true},
+		{"9;epoch=4;from=x", Record{Member: 9, Epoch: 4}, true},
 		{"", Record{}, false},
 		{"  ", Record{}, false},
 		{"abc", Record{}, false},
@@ -33,5 +35,15 @@ func TestParseRecord(t *testing.T) {
 	}
 	if r.String() != "42;epoch=7;reply_to=/q/x;pinned" {
 		t.Fatalf("render: got %q", r.String())
+	}
+	moved := r.movedTo(9, 8)
+	if want := (Record{Member: 9, Epoch: 8, ReplyTo: "/q/x", Pinned: true, From: 42}); moved != want {
+		t.Fatalf("moved: got %+v, want %+v", moved, want)
+	}
+	if got, ok := ParseRecord(moved.String()); !ok || got != moved || moved.String() != "9;epoch=8;reply_to=/q/x;pinned;from=42" {
+		t.Fatalf("round trip of %q: got %+v", moved.String(), got)
+	}
+	if again := moved.movedTo(9, 9); again.From != 0 {
+		t.Fatalf("claimed again by its own member: from %d, want none", again.From)
 	}
 }
