@@ -272,8 +272,11 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		// their rows anew. Their own records are written.
 		_ = m.persist(context.Background(), k.queue, msgs)
 		q := m.lockCurrent(m.queueFor(k.queue))
-		m.dispatchLocked(q, rec)
-		q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
+		if m.dispatchLocked(q, rec) {
+			q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
+		} else {
+			q.holdLocked(msgs) // until its own epoch (enterSoon)
+		}
 		q.mu.Unlock()
 		m.ensureDrainer(q)
 		m.log.Warn("took over the queue of a failed dispatcher from its copies", "queue", k.queue,

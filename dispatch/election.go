@@ -180,9 +180,13 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 		v := m.view(name)
 		raw, rec, ok := v.raw, v.rec, v.ok
 		if ok && rec.Member == m.cfg.MemberID {
-			return rec
-		}
-		if !m.shouldClaim(ctx, name, rec, ok, why) {
+			if m.mayNumber(name, rec) {
+				return rec
+			}
+			// Not written by this run of the member: an earlier run may
+			// have numbered messages in its epoch. The next one, so that
+			// no number is given twice (mayNumber).
+		} else if !m.shouldClaim(ctx, name, rec, ok, why) {
 			return rec
 		}
 		epoch, more := nextEpoch(rec)
@@ -252,6 +256,56 @@ func (m *Manager) claimFrom(ctx context.Context, name string, member uint64) (Re
 	return rec, nil
 }
 
+// mayNumber reports whether this member may number messages of queue
+// name under rec, a record naming it: only in an epoch whose record this
+// run of its process wrote (a claim). A member restarted on its data dir
+// found its record at the epoch it had and numbered again from that
+// epoch's first number: a consumer's late acknowledgement of a delivery
+// from before the restart then named another message, never delivered,
+// and removed it. A record another member wrote naming this one (a
+// hand-off) is claimed again too, at the cost of an epoch: this run
+// cannot tell it from its own earlier run's. True with no key space
+// (unit tests) or no record.
+func (m *Manager) mayNumber(name string, rec Record) bool {
+	if m.records == nil || rec.Epoch == 0 {
+		return true
+	}
+	e, ok := m.entered.Load(name)
+	return ok && e.(uint64) == rec.Epoch
+}
+
+// enterSoon claims the next epoch of queue name, which this member
+// dispatches under a record it did not write in this run (mayNumber), in
+// a goroutine of its own, one per queue at a time: a put or a frame that
+// needs numbers asks again meanwhile.
+func (m *Manager) enterSoon(name string) {
+	if _, busy := m.entering.LoadOrStore(name, true); busy {
+		return
+	}
+	select {
+	case <-m.stop:
+		m.entering.Delete(name)
+		return
+	default:
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer m.entering.Delete(name)
+		ctx, cancel := context.WithTimeout(context.Background(), recordWriteTimeout)
+		defer cancel()
+		// Only while the record still names this member: a queue
+		// forgotten meanwhile (its record deleted) is not claimed again.
+		v := m.view(name)
+		if !v.ok || v.rec.Member != m.cfg.MemberID || m.mayNumber(name, v.rec) {
+			return
+		}
+		if epoch, more := nextEpoch(v.rec); more {
+			_, _ = m.writeRecord(ctx, name, v.raw, v.rec.movedTo(m.cfg.MemberID, epoch)) // refused: the next ask
+		}
+	}()
+}
+
 // writeRecord writes next as the queue's dispatcher record in place of
 // raw (nil: none), within recordWriteTimeout, and reports whether it
 // did. A write that fails is logged here with the record not written.
@@ -259,6 +313,9 @@ func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next
 	ctx, cancel := context.WithTimeout(ctx, recordWriteTimeout)
 	defer cancel()
 	written, err := m.records.CompareAndPut(ctx, RecordKey(name), raw, []byte(next.String()))
+	if written && next.Member == m.cfg.MemberID {
+		m.entered.Store(name, next.Epoch)
+	}
 	if err != nil {
 		m.log.Log(ctx, m.warns.level("claim "+name, m.clock.Now()), "dispatcher record not written", "queue", name, "dispatcher", gossip.ID(next.Member), "epoch", next.Epoch, "err", err)
 	}

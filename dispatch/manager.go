@@ -367,6 +367,12 @@ type Manager struct {
 	// claims name another member (claimant).
 	departing atomic.Bool
 
+	// entered holds, by queue name, the epoch of the last record naming
+	// this member that this run of its process wrote: it numbers messages
+	// only in such an epoch (mayNumber). entering holds the names whose
+	// record a goroutine is writing for that (enterSoon).
+	entered, entering sync.Map
+
 	// flushing is closed when the member leaves (Handoff): drainers
 	// insert without waiting for their batch interval.
 	flushing  chan struct{}
@@ -801,7 +807,7 @@ func (m *Manager) enqueueAllHere(ctx context.Context, gs []queueMsgs) (let bool,
 		v := m.view(g.name)
 		q.applySettingsLocked(v.set, now)
 		switch {
-		case !v.ok || v.rec.Member != m.cfg.MemberID:
+		case !v.ok || v.rec.Member != m.cfg.MemberID || !m.mayNumber(g.name, v.rec):
 			err = errMoved
 		case !q.numbersLeftLocked(len(g.msgs)):
 			err = errNumbersExhausted(g.name)
@@ -1227,7 +1233,9 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 	if !q.roomLocked(msgs) {
 		return nil, errOverCap
 	}
-	m.dispatchLocked(q, rec)
+	if !m.dispatchLocked(q, rec) {
+		return nil, errMoved // asked again once this member claimed its own epoch (enterSoon)
+	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
 }

@@ -81,12 +81,21 @@ const handoverAwait = 2 * time.Second
 // was delivered first. Messages handed over carry that member's numbers,
 // below this epoch's, so they go first once the wait ends. The caller
 // holds q.mu.
-func (m *Manager) dispatchLocked(q *queue, rec Record) {
+//
+// It reports false, preparing nothing, when this member may not number
+// the queue's messages in rec's epoch (mayNumber): its next epoch is
+// claimed (enterSoon), and messages without numbers wait for it.
+func (m *Manager) dispatchLocked(q *queue, rec Record) bool {
+	if !m.mayNumber(q.name, rec) {
+		m.enterSoon(q.name)
+		return false
+	}
 	now := m.clock.Now()
 	if rec.Epoch > q.epoch && rec.From != 0 && rec.From != m.cfg.MemberID && m.alive(rec.From) {
 		q.awaiting, q.awaitUntil = rec.From, now.Add(handoverAwait)
 	}
 	q.becomeDispatcherLocked(rec.Epoch, now)
+	return true
 }
 
 // awaitPrevious ends q's wait for the member it took the queue from once
@@ -147,9 +156,12 @@ func (m *Manager) reconcileQueue(q *queue) {
 	switch {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
-		m.dispatchLocked(q, rec)
+		ready := m.dispatchLocked(q, rec)
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
+		if !ready {
+			return // its next epoch first (enterSoon): the next round
+		}
 		m.awaitPrevious(q, rec)
 		m.ensureDrainer(q)
 		if replicated { // a new backup gets its full copy without waiting for a put

@@ -31,9 +31,10 @@ type Record struct {
 // movedTo returns the record of the queue dispatched by member in epoch,
 // keeping r's reply_to and pinned: a claim or a handover changes who
 // dispatches, not what the record says of the queue. It names r's member
-// as the one it comes from, unless that is member itself.
+// as the one it comes from, or, claimed again by that member, the one r
+// came from.
 func (r Record) movedTo(member, epoch uint64) Record {
-	next := Record{Member: member, Epoch: epoch, ReplyTo: r.ReplyTo, Pinned: r.Pinned}
+	next := Record{Member: member, Epoch: epoch, ReplyTo: r.ReplyTo, Pinned: r.Pinned, From: r.From}
 	if r.Member != member {
 		next.From = r.Member
 	}

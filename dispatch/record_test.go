@@ -43,7 +43,7 @@ func TestParseRecord(t *testing.T) {
 	if got, ok := ParseRecord(moved.String()); !ok || got != moved || moved.String() != "9;epoch=8;reply_to=/q/x;pinned;from=42" {
 		t.Fatalf("round trip of %q: got %+v", moved.String(), got)
 	}
-	if again := moved.movedTo(9, 9); again.From != 0 {
-		t.Fatalf("claimed again by its own member: from %d, want none", again.From)
+	if again := moved.movedTo(9, 9); again.From != 42 {
+		t.Fatalf("claimed again by its own member: from %d, want 42 still", again.From)
 	}
 }
