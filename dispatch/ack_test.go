@@ -1036,8 +1036,7 @@ func TestTakeReleases_boundedPerFrame(t *testing.T) {
 	if len(first) != peerCallSeqs || first[0] != 1 || len(q.released) != 5 || q.released[0] != peerCallSeqs+1 {
 		t.Fatalf("took %d, left %d (first left %v); want %d and 5", len(first), len(q.released), q.released[:min(1, len(q.released))], peerCallSeqs)
 	}
-	first = append(first, 0) // must not write over what is left
-	if q.released[0] != peerCallSeqs+1 {
+	if grown := append(first, 0); grown[peerCallSeqs] != 0 || q.released[0] != peerCallSeqs+1 { // must not write over what is left
 		t.Fatalf("appending to the releases taken changed those left: %d", q.released[0])
 	}
 	if rest := q.takeReleasesLocked(); len(rest) != 5 || q.released != nil {

@@ -783,7 +783,7 @@ func (m *Manager) enqueueAllHere(ctx context.Context, gs []queueMsgs) (let bool,
 	qs := make([]*queue, len(gs))
 	groups := make([]custodyGroup, len(gs))
 	for i, g := range gs {
-		qs[i], groups[i] = m.queueFor(g.name), custodyGroup{name: g.name, msgs: g.msgs}
+		qs[i], groups[i] = m.queueFor(g.name), custodyGroup(g)
 		if !qs[i].hasRoom(g.msgs) {
 			return false, qs[i], errOverCap // before a write and an fsync
 		}
