@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
+
+	"chute/kv/auth"
 )
 
 // interposer is oneMember that commits other commands first, once,
@@ -153,5 +156,58 @@ func TestAuth_ownWriteNotTheCallers(t *testing.T) {
 	ctx := context.WithValue(testCtx(t, 10*time.Second), checkedByKey{}, checkedBy{user: "writer", rev: 1})
 	if err := srv.Put(ctx, "/q/x", []byte("1;epoch=1")); err != nil {
 		t.Fatalf("the node's own put under a client's context checked at auth revision 1: %v, want nil", err)
+	}
+}
+
+func authEnableCmd() *pb.InternalRaftRequest {
+	return &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{},
+		Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: auth.NewTokenKey()}}
+}
+
+// TestAuth_writeAcrossEnable: a put let through while auth was off and
+// applied after auth was enabled is refused, as etcd's apply refuses a
+// request with no user ("user name is empty"); it was written.
+func TestAuth_writeAcrossEnable(t *testing.T) {
+	c := &interposer{oneMember: newOneMember(5)}
+	srv, cli := startServerWith(t, authConfig, func(s *Server) { c.srv = s; s.SetConsensus(c) })
+	ctx := testCtx(t, 20*time.Second)
+	if _, err := cli.UserAdd(ctx, "root", "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	c.arm(func(r *pb.InternalRaftRequest) bool { return r.Put != nil && string(r.Put.Key) == "/a/1" }, authEnableCmd())
+	_, err := cli.Put(ctx, "/a/1", "anonymous")
+	root := rootClient(t, srv)
+	g, gerr := root.Get(ctx, "/a/1")
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	if !errors.Is(err, rpctypes.ErrUserEmpty) || len(g.Kvs) != 0 {
+		t.Fatalf("anonymous put applied after auth enable: err=%v, stored=%v; want %v and nothing stored", err, g.Kvs, rpctypes.ErrUserEmpty)
+	}
+}
+
+// TestAuth_readAcrossEnable: a linearizable read without a user, made
+// while auth was off here and answered once the enable was applied, is
+// refused, as etcd checks a read after its read index; it was answered.
+func TestAuth_readAcrossEnable(t *testing.T) {
+	c := &interposer{oneMember: newOneMember(5)}
+	_, cli := startServerWith(t, authConfig, func(s *Server) { c.srv = s; s.SetConsensus(c) })
+	ctx := testCtx(t, 20*time.Second)
+	if _, err := cli.Put(ctx, "/secret", "s3cr3t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserAdd(ctx, "root", "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
+	c.arm(nil, authEnableCmd())
+	g, err := cli.Get(ctx, "/secret")
+	if !errors.Is(err, rpctypes.ErrUserEmpty) {
+		t.Fatalf("anonymous linearizable read after auth enable: %v, %v; want %v", g, err, rpctypes.ErrUserEmpty)
 	}
 }

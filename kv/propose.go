@@ -36,6 +36,20 @@ func (s *Server) write(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Re
 	})
 }
 
+// writeClient is write for a client's put, delete, txn or lease revoke:
+// one that kv let through unchecked, auth being off, carries an empty
+// header, which the apply refuses (auth.ErrUserEmpty) if auth is on by
+// then (StateMachine.checkAuth), as etcd's apply refuses a request with
+// no user: an anonymous write made as auth was enabled, or on a member
+// that had not applied the enable yet, landed. The member's own writes
+// (writeOwn, the leader's duties) carry none and are not checked.
+func (s *Server) writeClient(ctx context.Context, req *pb.InternalRaftRequest) mvcc.Result {
+	if _, ok := checkedFrom(ctx); !ok {
+		req.Header = &pb.RequestHeader{}
+	}
+	return s.write(ctx, req)
+}
+
 // writeAsLeader runs a write of the leader's duties, decided while this
 // member led in term: proposed only through its own log and only in that
 // term (Consensus.ProposeAsLeader), bounded by internalWriteTimeout.
@@ -178,9 +192,18 @@ func (s *Server) caughtUp(ctx context.Context) bool {
 // at an auth revision this member has since passed, as etcd answers a
 // read whose check an auth change overtook: the answer may hold what
 // the change took away. The client logs in again and retries.
+//
+// A call let through unchecked, auth being off, is refused with
+// auth.ErrUserEmpty if auth is on by now, as etcd checks a read once it
+// is linearized: a linearizable read without a user waited for the
+// enable and was answered anyway.
 func (s *Server) authMoved(ctx context.Context) error {
-	if c, ok := checkedFrom(ctx); ok && c.rev != s.sm.Auth().Revision() {
+	c, ok := checkedFrom(ctx)
+	switch {
+	case ok && c.rev != s.sm.Auth().Revision():
 		return auth.ErrAuthOldRevision
+	case !ok && s.sm.Auth().Enabled():
+		return auth.ErrUserEmpty
 	}
 	return nil
 }

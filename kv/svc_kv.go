@@ -61,7 +61,7 @@ func (k *kvService) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse,
 	if err := k.checkPutValue(r); err != nil {
 		return nil, err
 	}
-	res := k.srv.write(ctx, &pb.InternalRaftRequest{Put: r})
+	res := k.srv.writeClient(ctx, &pb.InternalRaftRequest{Put: r})
 	if res.Err != nil {
 		return nil, toGRPC(res.Err)
 	}
@@ -79,7 +79,7 @@ func (k *kvService) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (
 			return k.deleteInQueue(ctx, r, rt)
 		}
 	}
-	res := k.srv.write(ctx, &pb.InternalRaftRequest{DeleteRange: r})
+	res := k.srv.writeClient(ctx, &pb.InternalRaftRequest{DeleteRange: r})
 	if res.Err != nil {
 		return nil, toGRPC(res.Err)
 	}
@@ -114,7 +114,7 @@ func (k *kvService) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse,
 		resp.Header = k.store.Header(rev)
 		return resp, nil
 	}
-	res := k.srv.write(ctx, &pb.InternalRaftRequest{Txn: r})
+	res := k.srv.writeClient(ctx, &pb.InternalRaftRequest{Txn: r})
 	if res.Err != nil {
 		return nil, toGRPC(res.Err)
 	}

@@ -56,7 +56,7 @@ func (l *leaseService) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) 
 }
 
 func (l *leaseService) LeaseRevoke(ctx context.Context, r *pb.LeaseRevokeRequest) (*pb.LeaseRevokeResponse, error) {
-	res := l.srv.write(ctx, &pb.InternalRaftRequest{LeaseRevoke: r})
+	res := l.srv.writeClient(ctx, &pb.InternalRaftRequest{LeaseRevoke: r})
 	if res.Err != nil {
 		return nil, toGRPC(res.Err)
 	}

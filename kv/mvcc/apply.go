@@ -315,9 +315,14 @@ func (m *StateMachine) RenewLease(id int64) (int64, error) {
 // auth.ErrPermissionDenied when the lease now holds a key the user may
 // not write, attached since the check. Every member applies the same
 // commands to the same auth state, so every member decides alike.
+//
+// A client's write kv let through with auth off carries an empty header
+// (kv's writeClient): refused with auth.ErrUserEmpty once auth is on, as
+// etcd refuses a request with no user at apply. The member's own writes
+// carry no header and are not checked.
 func (m *StateMachine) checkAuth(req *pb.InternalRaftRequest) error {
 	h := req.Header
-	if h == nil || h.AuthRevision == 0 {
+	if h == nil {
 		return nil
 	}
 	if req.Put == nil && req.DeleteRange == nil && req.Txn == nil && req.LeaseRevoke == nil {
@@ -325,6 +330,9 @@ func (m *StateMachine) checkAuth(req *pb.InternalRaftRequest) error {
 	}
 	if !m.auth.Enabled() {
 		return nil
+	}
+	if h.AuthRevision == 0 {
+		return auth.ErrUserEmpty
 	}
 	if h.AuthRevision < m.auth.Revision() {
 		return auth.ErrAuthOldRevision
