@@ -25,6 +25,9 @@ type localConsumer struct {
 
 	attached *queue        // the local queue it is registered with, or nil
 	remote   *remoteStream // the stream from a remote dispatcher, or nil
+	// stalled is set once its watch was ended for not reading (stall):
+	// it is bound to no queue or stream again.
+	stalled atomic.Bool
 
 	// from remembers which member delivered each unacknowledged delivery
 	// key that came over a remote stream, so that its acknowledgement goes
@@ -99,7 +102,7 @@ func (r *remoteStream) ended() bool {
 // bind attaches lc where the queue's dispatcher rec is.
 func (m *Manager) bind(lc *localConsumer, rec Record) {
 	m.mu.Lock()
-	if _, live := m.locals[lc]; !live {
+	if _, live := m.locals[lc]; !live || lc.stalled.Load() {
 		m.mu.Unlock()
 		return
 	}
@@ -186,6 +189,9 @@ func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member 
 			if ctx.Err() == nil {
 				lc.m.log.Debug("remote consumer stream ended", "queue", lc.queue, "consumer", lc.c.id, "err", err)
 			}
+			if st, ok := status.FromError(err); ok && st.Code() == codes.Aborted && st.Message() == errStalled {
+				lc.stall() // the dispatcher removed it (stalledLocked)
+			}
 			return
 		}
 		// Before the batch goes in: a stream the dispatcher ends while
@@ -205,20 +211,42 @@ func (lc *localConsumer) consumeRemote(ctx context.Context, addr string, member 
 }
 
 // relayBacklog is how many messages a remote consumer's watch may have
-// waiting for its client before the relay stops reading the stream.
+// waiting for its client, at most, before the relay stops reading the
+// stream; fewer for a queue whose prefetch is smaller.
 const relayBacklog = 1024
 
-// waitForClient holds the relay while the watch's client is relayBacklog
-// messages behind, so that a client that does not read leaves them on
-// the dispatcher's side of the stream, where its deliveries expire and
-// the dispatcher removes it (queue.stalledLocked), rather than pile up
-// here, a copy per visibility timeout. It reports false when ctx ended.
+// waitForClient holds the relay while the watch's client is the queue's
+// prefetch (at most relayBacklog) messages behind, so that a client that
+// does not read leaves them on the dispatcher's side of the stream, where
+// its deliveries expire and the dispatcher removes it
+// (queue.stalledLocked), rather than pile up here, a copy per visibility
+// timeout. A client has at most prefetch deliveries unacknowledged: one
+// that many behind has not read for a visibility timeout. With 1024, a
+// frozen client of a queue of prefetch 64 was sent its messages again
+// for 16 timeouts before the dispatcher saw it. It reports false when
+// ctx ended.
+//
+// A client that stays that far behind for the queue's visibility timeout
+// has its watch ended with the reason (stall), as the dispatcher ends a
+// local one's; the dispatcher, which sees the batch this holds back, has
+// removed it by then. Blocked here, the relay never read the stream's
+// end, and the watch was left open for ever.
 func (lc *localConsumer) waitForClient(ctx context.Context) bool {
 	st, ok := lc.c.out.(kv.Stallable)
 	if !ok {
 		return true
 	}
-	for st.Backlog() >= relayBacklog {
+	set := lc.m.settingsOf(lc.queue)
+	limit := min(relayBacklog, max(set.Prefetch, 1))
+	var since time.Time
+	for st.Backlog() >= limit {
+		now := lc.m.clock.Now()
+		if since.IsZero() {
+			since = now
+		} else if set.Visibility > 0 && now.Sub(since) >= set.Visibility {
+			lc.stall()
+			return false
+		}
 		t := lc.m.clock.NewTimer(50 * time.Millisecond)
 		select {
 		case <-ctx.Done():
@@ -228,6 +256,17 @@ func (lc *localConsumer) waitForClient(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// stall ends lc's watch, whose client does not read, with the reason a
+// dispatcher gives (errStalled), and keeps it from being bound again: a
+// new stream sent the same messages to a watch that drops them.
+func (lc *localConsumer) stall() {
+	lc.stalled.Store(true)
+	if st, ok := lc.c.out.(kv.Stallable); ok {
+		st.Stall(errStalled)
+	}
+	lc.m.log.Info("consumer watch ended: its client did not read its deliveries", "queue", lc.queue, "consumer", lc.c.id)
 }
 
 // attachHere registers lc's consumer with q, which bind has just

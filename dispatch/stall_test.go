@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip/peer/peerpb"
+	"chute/kv"
 )
 
 // stuckStream is a Consume stream whose peer stopped reading (SIGSTOP,
@@ -152,14 +153,82 @@ func (f *fakeStallable) Deliver([]*mvccpb.KeyValue) {}
 func (f *fakeStallable) Backlog() int               { return int(f.backlog.Load()) }
 func (f *fakeStallable) Stall(string)               {}
 
+// TestStall_remoteWatchNotRead: a consumer watch on b, streaming from
+// the dispatcher a, whose client reads nothing is removed once its
+// deliveries reach the visibility timeout, and b ends its watch, as a
+// watch on the dispatcher is: b's relay read up to 1024 messages off the
+// stream, so a saw no backlog and sent the same messages again every
+// timeout, a copy more on b each time, and when a did remove it, b bound
+// the watch to a new stream.
+func TestStall_remoteWatchNotRead(t *testing.T) {
+	cl := newCluster(t)
+	vis := func(c *Config) { c.Visibility = time.Second; c.Prefetch = 64 }
+	a, b := cl.start("a", vis), cl.start("b", vis)
+	connect(a, b)
+	ctx := testCtx(t, 60*time.Second)
+	wctx, wcancel := context.WithCancel(ctx)
+	_ = a.cli.Watch(wctx, "/q/work/c/x") // a dispatches: it hosts x
+	waitUntil(t, 10*time.Second, "a to dispatch work", func() bool { return strings.HasPrefix(recordOn(b, "work"), fmt.Sprint(a.id)+";") })
+	waitUntil(t, 10*time.Second, "x's record seen on b", func() bool { return b.mgr.hostsConsumer("work", a.id) })
+	conn, err := grpc.NewClient(b.kv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ws, err := pb.NewWatchClient(conn).Watch(ctx) // never read
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("/q/work/c/hung")}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "two consumers on a", func() bool { q, _ := queueOn(a, "work"); return q.Consumers == 2 })
+	wcancel() // x leaves; a stays the dispatcher, hung streams from it
+	waitUntil(t, 10*time.Second, "one consumer on a", func() bool { q, _ := queueOn(a, "work"); return q.Consumers == 1 })
+	val := strings.Repeat("x", 100<<10) // 6.4 MiB in all: past any flow-control window
+	for i := range 64 {
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/work/p/m%02d", i), val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	backlog := 0
+	waitUntil(t, 10*time.Second, "the frozen consumer removed from a and its watch ended on b", func() bool {
+		q, _ := queueOn(a, "work")
+		b.mgr.mu.Lock()
+		defer b.mgr.mu.Unlock()
+		stalled := len(b.mgr.locals) == 1
+		backlog = 0
+		for lc := range b.mgr.locals {
+			stalled = stalled && lc.stalled.Load()
+			backlog += lc.c.out.(kv.Stallable).Backlog()
+		}
+		return q.Consumers == 0 && stalled
+	})
+	if backlog > 2*64 {
+		t.Fatalf("%d messages wait on b for the frozen client, want at most about a prefetch (64) and a batch", backlog)
+	}
+}
+
 // TestStall_relayWaitsForItsClient: a member relaying a remote
 // dispatcher's deliveries to a watch stops reading the stream while the
-// watch's client is relayBacklog messages behind, and goes on once it
-// caught up; the wait ends with its context.
+// watch's client is relayBacklog messages behind (or the queue's
+// prefetch, if fewer), and goes on once it caught up; the wait ends with
+// its context.
 func TestStall_relayWaitsForItsClient(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	out := &fakeStallable{}
-	lc := &localConsumer{m: &Manager{clock: clk}, c: &consumer{out: out}}
+	lc := &localConsumer{m: &Manager{clock: clk, cfg: Config{Prefetch: 4 * relayBacklog}}, c: &consumer{out: out}}
+	small := &localConsumer{m: &Manager{clock: clk, cfg: Config{Prefetch: 64}}, c: &consumer{out: &fakeStallable{}}}
+	small.c.out.(*fakeStallable).backlog.Store(63)
+	if !small.waitForClient(context.Background()) {
+		t.Fatal("a client less than prefetch behind: the relay waited")
+	}
+	small.c.out.(*fakeStallable).backlog.Store(64)
+	sctx, scancel := context.WithCancel(context.Background())
+	scancel()
+	if small.waitForClient(sctx) {
+		t.Fatal("a client a prefetch (64) behind: the relay went on reading")
+	}
 	if !lc.waitForClient(context.Background()) {
 		t.Fatal("no backlog: the relay waited")
 	}
