@@ -197,7 +197,8 @@ func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	return handler(srv, &authStream{ServerStream: ss, z: z, user: u})
 }
 
-// authStream checks the range requests a stream receives (RangeStream's).
+// authStream checks the range requests a stream receives (RangeStream's)
+// and the leases a keep-alive stream renews (allowKeepAlive).
 type authStream struct {
 	grpc.ServerStream
 	z    *authorizer
@@ -208,8 +209,11 @@ func (s *authStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if r, ok := m.(*pb.RangeRequest); ok {
+	switch r := m.(type) {
+	case *pb.RangeRequest:
 		return toGRPC(s.z.auth.Check(s.user, r.Key, r.RangeEnd, auth.Read))
+	case *pb.LeaseKeepAliveRequest:
+		return toGRPC(s.z.allowKeepAlive(s.user, r.ID))
 	}
 	return nil
 }
@@ -234,7 +238,9 @@ func (z *authorizer) allow(u string, req any) error {
 			return z.allowLeaseKeys(u, r.ID, auth.Read)
 		}
 		return nil
-	case *pb.LeaseGrantRequest, *pb.LeaseLeasesRequest:
+	case *pb.LeaseLeasesRequest:
+		return z.allowLeaseList(u)
+	case *pb.LeaseGrantRequest:
 		return nil
 	case *v3lockpb.LockRequest, *v3lockpb.UnlockRequest, *v3electionpb.CampaignRequest,
 		*v3electionpb.ProclaimRequest, *v3electionpb.ResignRequest, *v3electionpb.LeaderRequest:
@@ -258,6 +264,33 @@ func (z *authorizer) allow(u string, req any) error {
 // lease that does not exist passes, for the handler to answer.
 func (z *authorizer) allowLeaseKeys(u string, id int64, a auth.Access) error {
 	return mvcc.LeaseKeysAllowed(z.store, z.auth, u, id, a)
+}
+
+// allowLeaseList checks a LeaseLeases of user u as etcd 3.4.42 and
+// later do: root, or read on every key of every lease, so that lease ids
+// (which keep a lease alive, or revoke it) are not listed to a user who
+// may not see what they hold.
+func (z *authorizer) allowLeaseList(u string) error {
+	if z.auth.IsRoot(u) {
+		return nil
+	}
+	for _, id := range z.store.LeaseIDs() {
+		if err := z.allowLeaseKeys(u, id, auth.Read); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allowKeepAlive checks a keep-alive of lease id by user u as etcd
+// 3.4.42 and later do: root, or write on every key the lease holds.
+// Before, any user kept any lease alive, a lock or a leader's key of
+// another user's among them, which then never expired.
+func (z *authorizer) allowKeepAlive(u string, id int64) error {
+	if z.auth.IsRoot(u) {
+		return nil
+	}
+	return z.allowLeaseKeys(u, id, auth.Write)
 }
 
 // allowDelete checks a delete: write on its keys, and read on them when

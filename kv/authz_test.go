@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -433,5 +434,53 @@ func TestAuthorizer_consumingNeedsWrite(t *testing.T) {
 	resp = first("reader's watch of the namespace", rd.Watch(wctx, "/q/", clientv3.WithPrefix(), clientv3.WithCreatedNotify()))
 	if resp.Canceled || !resp.Created {
 		t.Fatalf("reader's watch of the namespace: got %+v (err %v), want created", resp, resp.Err())
+	}
+}
+
+// TestAuth_leasesOfOthers: with auth on, keeping a lease alive needs
+// write on every key it holds, and listing the leases read on every key
+// any of them holds, unless the caller is root, as in etcd 3.4.42 and
+// later: any user kept any lease alive (another's lock or leader key
+// then never expired), and listed every lease id.
+func TestAuth_leasesOfOthers(t *testing.T) {
+	srv, cli := startServer(t, authConfig)
+	enableAuth(t, cli)
+	ctx := testCtx(t, 20*time.Second)
+	root := rootClient(t, srv)
+	held, err := root.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := root.Put(ctx, "/locks/admin", "held", clientv3.WithLease(held.ID)); err != nil {
+		t.Fatal(err)
+	}
+	w := newUser(t, srv, root, "nobody", prefixPerm(clientv3.PermReadWrite, "/mine/"))
+	if _, err := w.KeepAliveOnce(ctx, held.ID); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("keep-alive of root's lease on /locks/admin by a user without write there: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	}
+	if _, err := w.Leases(ctx); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Fatalf("lease list with a lease on /locks/admin by a user without read there: %v, want %v", err, rpctypes.ErrPermissionDenied)
+	}
+	own, err := w.Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Put(ctx, "/mine/a", "v", clientv3.WithLease(own.ID)); err != nil {
+		t.Fatal(err)
+	}
+	if ka, err := w.KeepAliveOnce(ctx, own.ID); err != nil || ka.TTL <= 0 {
+		t.Fatalf("keep-alive of its own lease: %v, %v", ka, err)
+	}
+	if _, err := root.KeepAliveOnce(ctx, held.ID); err != nil {
+		t.Fatalf("root's keep-alive: %v", err)
+	}
+	if ls, err := root.Leases(ctx); err != nil || len(ls.Leases) != 2 {
+		t.Fatalf("root's lease list: %v, %v; want both leases", ls, err)
+	}
+	if _, err := root.Revoke(ctx, held.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ls, err := w.Leases(ctx); err != nil || len(ls.Leases) != 1 {
+		t.Fatalf("lease list of a user who may read every leased key: %v, %v", ls, err)
 	}
 }

@@ -178,8 +178,10 @@
 // checks against its own), so a refused call reaches neither the store
 // nor Queues: "user name is empty" without a token or certificate; KV calls need read
 // or write on their keys (a txn: read on its compares' keys and what
-// each op of both branches needs); LeaseRevoke write on the lease's
-// keys; other lease calls and watches a user, and each watch read on
+// each op of both branches needs); LeaseRevoke, and each keep-alive,
+// write on the lease's keys, LeaseLeases read on every leased key (both
+// as etcd 3.4.42; root needs neither); other lease calls and watches a
+// user, and each watch read on
 // its range as it is created (refused as etcd does, created and
 // canceled with "permission denied"); UserGet of oneself and RoleGet of
 // a role one holds a user, as in etcd 3.5; everything else (Compact,
