@@ -37,8 +37,9 @@ func TestHandoff_sigtermHandsQueuesOver(t *testing.T) {
 	waitLogLine(t, a, "handing the queue to another member before leaving", "queue=jobs")
 	others := []*Proc{b}
 	rec := waitSameRecord(t, "jobs", others, nil)
-	if rec.member == aID || rec.epoch != 2 {
-		t.Fatalf("record of jobs after a left: %+v, want another node at epoch 2", rec)
+	// The node it went to takes the next epoch for its own numbers.
+	if rec.member == aID || rec.epoch < 2 {
+		t.Fatalf("record of jobs after a left: %+v, want another node at epoch 2 or past", rec)
 	}
 	ch.Exec(t, "CREATE TABLE default.handed (id UInt64) ENGINE = MergeTree ORDER BY id")
 	waitQuery(t, ch, rowsTimeout, "SELECT count(), uniqExact(id) FROM default.handed", "40\t40")
