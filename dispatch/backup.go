@@ -275,7 +275,8 @@ func (m *Manager) takeOver(k backupKey, force bool) {
 		if m.dispatchLocked(q, rec) {
 			q.enqueueLocked(msgs, m.clock.Now(), arrivedCopy, false) // over the byte cap if need be: these were acknowledged
 		} else {
-			q.holdLocked(msgs) // until its own epoch (enterSoon)
+			q.holdLocked(msgs) // until its own epoch
+			m.enterSoon(k.queue)
 		}
 		q.mu.Unlock()
 		m.ensureDrainer(q)

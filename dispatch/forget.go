@@ -124,6 +124,10 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 	q.forgotten = true
 	q.dropGoneTriedLocked() // idle, it holds no row: every mark goes
 	delete(m.queues, q.name)
+	// Its next queue numbers from nothing: under a record kept (pinned,
+	// reply_to, a delete that failed) it claims the next epoch first
+	// (mayNumber). And the map stays as small as the queues.
+	m.entered.Delete(q.name)
 	return true
 }
 

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -198,5 +199,33 @@ func TestForget_forwardedAfter(t *testing.T) {
 	a.mgr.reconcile() // binds the consumer to b's queue
 	if ev := collectN(t, wc, 1, 10*time.Second)[0]; string(ev.Kv.Value) != "w" {
 		t.Fatalf("delivered %s=%s, want w", ev.Kv.Key, ev.Kv.Value)
+	}
+}
+
+// TestForget_dropsWhatItEntered: a queue forgotten takes its entry of
+// the epochs this member claimed (Manager.entered) with it: the map kept
+// every name ever claimed, the unbounded growth forgetting is for.
+func TestForget_dropsWhatItEntered(t *testing.T) {
+	n, clk, cli := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	const names = 50
+	for i := range names {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/n%d/p/1", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ev := collectN(t, cli.Watch(wctx, fmt.Sprintf("/q/n%d/c/x", i)), 1, 10*time.Second)[0]
+		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	waitFor(t, "consumers gone", func() bool { return n.mgr.localConsumers("n0") == 0 })
+	clk.Advance(forgetAfter + time.Second)
+	reconcileUntil(t, "all queues forgotten", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
+	left := 0
+	n.mgr.entered.Range(func(any, any) bool { left++; return true })
+	if left != 0 {
+		t.Fatalf("entered keeps %d of %d forgotten queues' names (records deleted, state dropped)", left, names)
 	}
 }

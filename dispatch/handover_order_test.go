@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -69,5 +70,32 @@ func TestHandover_previousSaysNothing(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < handoverAwait/2 {
 		t.Fatalf("p2 delivered after %v, before the wait for a's hand-over (%v)", waited, handoverAwait)
+	}
+}
+
+// TestHandover_previousHoldsNothing: a previous dispatcher that has no
+// state of the queue (forgotten, its record kept for reply_to), and so
+// never sends a DONE, says so when asked, and the new one delivers at
+// once: it waited handoverAwait at every move of such a queue.
+func TestHandover_previousHoldsNothing(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	rec := fmt.Sprintf("%d;epoch=1;reply_to=inbox", a.id)
+	if _, err := a.cli.Put(ctx, RecordKey("r"), rec); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on b", func() bool { return recordOn(b, "r") == rec })
+	wc := b.cli.Watch(ctx, "/q/r/c/w") // b claims as the consumer's member
+	bID := strconv.FormatUint(b.id, 10) + ";"
+	waitUntil(t, 5*time.Second, "b's claim", func() bool { return strings.HasPrefix(recordOn(b, "r"), bID) })
+	start := time.Now()
+	if _, err := b.cli.Put(ctx, "/q/r/p/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	collectN(t, wc, 1, 10*time.Second)
+	if d := time.Since(start); d > handoverAwait/2 {
+		t.Fatalf("delivered after %v: b waited for a DONE a, which holds nothing of r, never sends", d)
 	}
 }

@@ -1234,7 +1234,8 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 		return nil, errOverCap
 	}
 	if !m.dispatchLocked(q, rec) {
-		return nil, errMoved // asked again once this member claimed its own epoch (enterSoon)
+		m.enterSoon(name)
+		return nil, errMoved // asked again once this member claimed its own epoch
 	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil

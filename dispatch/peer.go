@@ -426,8 +426,28 @@ func (s *queueService) Hold(ctx context.Context, r *peerpb.HoldRequest) (*peerpb
 }
 
 // Ping answers that this member's queues serve, with its run.
-func (s *queueService) Ping(context.Context, *peerpb.PingRequest) (*peerpb.PingResponse, error) {
-	return &peerpb.PingResponse{Boot: s.m.cfg.Boot}, nil
+func (s *queueService) Ping(_ context.Context, r *peerpb.PingRequest) (*peerpb.PingResponse, error) {
+	resp := &peerpb.PingResponse{Boot: s.m.cfg.Boot}
+	if r.Queue != "" && validQueueName(r.Queue) {
+		resp.Holding = s.m.holdsAny(r.Queue)
+	}
+	return resp, nil
+}
+
+// holdsAny reports whether this member holds messages or copies of queue
+// name, or is handing them over (its handoverMu held: they are out of the
+// queue then, in flight): what a new dispatcher waiting for this
+// member's hand-over asks (awaitPrevious).
+func (m *Manager) holdsAny(name string) bool {
+	q := m.lookup(name)
+	if q == nil {
+		return false
+	}
+	if !q.handoverMu.TryLock() {
+		return true
+	}
+	defer q.handoverMu.Unlock()
+	return q.holding()
 }
 
 // holdHere keeps copies of msgs on this member for an unreachable

@@ -148,6 +148,7 @@ type queue struct {
 	// meanwhile (awaitPrevious). 0: none.
 	awaiting   uint64
 	awaitUntil time.Time
+	asked      bool     // whether that member was asked if it holds any (awaitPrevious)
 	msgs       msgStore // by seq
 	// ids are the ids of msgs while indexed, for the lookups of
 	// seenBeforeLocked. Until a lookup needs it the index stays empty:

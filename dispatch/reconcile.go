@@ -8,6 +8,7 @@ import (
 
 	"chute/gossip"
 	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // The reconcile loop keeps every queue this member knows in step with its
@@ -83,16 +84,20 @@ const handoverAwait = 2 * time.Second
 // holds q.mu.
 //
 // It reports false, preparing nothing, when this member may not number
-// the queue's messages in rec's epoch (mayNumber): its next epoch is
-// claimed (enterSoon), and messages without numbers wait for it.
+// the queue's messages in rec's epoch (mayNumber): the caller claims its
+// next epoch (enterSoon) when it has messages to number, and they wait
+// for it. A queue that has none (one adopted idle after a restart, to be
+// forgotten) costs no write.
 func (m *Manager) dispatchLocked(q *queue, rec Record) bool {
 	if !m.mayNumber(q.name, rec) {
-		m.enterSoon(q.name)
 		return false
 	}
 	now := m.clock.Now()
-	if rec.Epoch > q.epoch && rec.From != 0 && rec.From != m.cfg.MemberID && m.alive(rec.From) {
-		q.awaiting, q.awaitUntil = rec.From, now.Add(handoverAwait)
+	if rec.Epoch > q.epoch {
+		q.awaiting = 0 // a wait of an epoch before, if any, is over
+		if rec.From != 0 && rec.From != m.cfg.MemberID && m.alive(rec.From) {
+			q.awaiting, q.awaitUntil, q.asked = rec.From, now.Add(handoverAwait), false
+		}
 	}
 	q.becomeDispatcherLocked(rec.Epoch, now)
 	return true
@@ -109,7 +114,12 @@ func (m *Manager) awaitPrevious(q *queue, rec Record) {
 		now := m.clock.Now()
 		gone := !m.alive(from)
 		if !gone && now.Before(q.awaitUntil) {
+			ask := !q.asked
+			q.asked = true
 			q.mu.Unlock()
+			if ask {
+				m.askPrevious(q, from)
+			}
 			return
 		}
 		q.stopAwaitingLocked(now)
@@ -128,6 +138,43 @@ func (m *Manager) awaitPrevious(q *queue, rec Record) {
 		next.From = 0
 		_, _ = m.writeRecord(context.Background(), q.name, raw, next) // refused: another claim came, or the next round
 	}
+}
+
+// askPrevious asks member from, which q's wait is for, whether it holds
+// anything of q, in a goroutine of its own (the reconcile round does not
+// wait for an answer), and ends the wait when it says no: a member that
+// has no state of the queue (forgotten, its record kept; restarted and
+// not yet adopted) never sends its DONE, and every move of such a queue
+// waited handoverAwait. A member of an older version says no as well.
+func (m *Manager) askPrevious(q *queue, from uint64) {
+	addr, ok := m.peerAddr(from)
+	if !ok {
+		return
+	}
+	select {
+	case <-m.stop:
+		return
+	default:
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		conn, err := m.conn(addr)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		r, err := peerpb.NewQueuesClient(conn).Ping(m.outgoing(ctx), &peerpb.PingRequest{Queue: q.name})
+		if err != nil || r.Holding {
+			return // its DONE ends the wait, or handoverAwait
+		}
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.awaiting == from {
+			q.stopAwaitingLocked(m.clock.Now())
+		}
+	}()
 }
 
 // sendDoneOnce sends the DONE of a member the queue's record says it came
@@ -157,10 +204,14 @@ func (m *Manager) reconcileQueue(q *queue) {
 	case ok && rec.Member == m.cfg.MemberID:
 		q.mu.Lock()
 		ready := m.dispatchLocked(q, rec)
+		numbers := len(q.held) > 0 // copies recovered or held, to number
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
 		if !ready {
-			return // its next epoch first (enterSoon): the next round
+			if numbers {
+				m.enterSoon(q.name) // its own epoch first: the next round
+			}
+			return
 		}
 		m.awaitPrevious(q, rec)
 		m.ensureDrainer(q)

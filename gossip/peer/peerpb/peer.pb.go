@@ -575,8 +575,11 @@ func (*HoldResponse) Descriptor() ([]byte, []int) {
 }
 
 // PingRequest asks a member whether its queues answer.
+// PingRequest may name a queue: the answer then says whether the member
+// holds anything of it (a new dispatcher waiting for its hand-over asks).
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -611,10 +614,20 @@ func (*PingRequest) Descriptor() ([]byte, []int) {
 	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
-// PingResponse carries the answering member's run (its serf tag "boot").
+func (x *PingRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+// PingResponse carries the answering member's run (its serf tag "boot"),
+// and whether it holds messages or copies of the queue asked about, or is
+// handing them over (a member that does not know the field says no).
 type PingResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Boot          string                 `protobuf:"bytes,1,opt,name=boot,proto3" json:"boot,omitempty"`
+	Holding       bool                   `protobuf:"varint,2,opt,name=holding,proto3" json:"holding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -654,6 +667,13 @@ func (x *PingResponse) GetBoot() string {
 		return x.Boot
 	}
 	return ""
+}
+
+func (x *PingResponse) GetHolding() bool {
+	if x != nil {
+		return x.Holding
+	}
+	return false
 }
 
 // ConsumeRequest registers a consumer hosted by the caller with the
@@ -1418,10 +1438,12 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\x04R\aapplied\"F\n" +
 	"\vHoldRequest\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"\x0e\n" +
-	"\fHoldResponse\"\r\n" +
-	"\vPingRequest\"\"\n" +
+	"\fHoldResponse\"#\n" +
+	"\vPingRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\"<\n" +
 	"\fPingResponse\x12\x12\n" +
-	"\x04boot\x18\x01 \x01(\tR\x04boot\"Z\n" +
+	"\x04boot\x18\x01 \x01(\tR\x04boot\x12\x18\n" +
+	"\aholding\x18\x02 \x01(\bR\aholding\"Z\n" +
 	"\x0eConsumeRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x1a\n" +
 	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x16\n" +
