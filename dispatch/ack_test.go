@@ -857,13 +857,10 @@ func TestAck_releasesLostOnABrokenLinkAreSentAgain(t *testing.T) {
 	})
 }
 
-// TestAck_passedOverBackupDropsItsCopies: a backup passed over (its link
-// broke during a put) keeps the copies it took until told otherwise; the
-// dispatcher tells it (RESET) once it can be reached, or it would queue
-// them again, acknowledged long before, should it take the queue over.
-func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+// proxiedPeers connects a, b and c, a reaching b and c through link
+// proxies the test can cut, which it returns by member id.
+func proxiedPeers(t *testing.T, a, b, c *member) map[uint64]*linkProxy {
+	t.Helper()
 	links := map[uint64]*linkProxy{}
 	var peers []gossip.Peer
 	for _, o := range []*member{b, c} {
@@ -873,6 +870,17 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 	a.peers.set(peers)
 	b.peers.set([]gossip.Peer{a.asPeer(), c.asPeer()})
 	c.peers.set([]gossip.Peer{a.asPeer(), b.asPeer()})
+	return links
+}
+
+// TestAck_passedOverBackupDropsItsCopies: a backup passed over (its link
+// broke during a put) keeps the copies it took until told otherwise; the
+// dispatcher tells it (RESET) once it can be reached, or it would queue
+// them again, acknowledged long before, should it take the queue over.
+func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	links := proxiedPeers(t, a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
 	putJobs(t, ctx, a, 3)
@@ -962,15 +970,7 @@ func TestAck_failedFullCopyKeepsTheOldBackupsReleases(t *testing.T) {
 	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs a's rounds
 	a := cl.start("a", byTest)
 	b, c := cl.start("b", nil), cl.start("c", nil)
-	links := map[uint64]*linkProxy{}
-	var peers []gossip.Peer
-	for _, o := range []*member{b, c} {
-		links[o.id] = newLinkProxy(t, o.link.Addrs()[0].String())
-		peers = append(peers, gossip.Peer{ID: o.id, Addr: links[o.id].addr(), Boot: o.mgr.cfg.Boot})
-	}
-	a.peers.set(peers)
-	b.peers.set([]gossip.Peer{a.asPeer(), c.asPeer()})
-	c.peers.set([]gossip.Peer{a.asPeer(), b.asPeer()})
+	links := proxiedPeers(t, a, b, c)
 	ctx := testCtx(t, 60*time.Second)
 	replicateJobs(t, ctx, a, b, c)
 	putJobs(t, ctx, a, 1)
