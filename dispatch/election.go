@@ -312,10 +312,14 @@ func (m *Manager) enterSoon(name string) {
 func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next Record) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordWriteTimeout)
 	defer cancel()
-	written, err := m.records.CompareAndPut(ctx, RecordKey(name), raw, []byte(next.String()))
-	if written && next.Member == m.cfg.MemberID {
+	if next.Member == m.cfg.MemberID {
+		// Before the write: once applied, a put reads the record, and
+		// found it not entered (mayNumber) it claimed the epoch after.
+		// An epoch this run tried to write is one no earlier run gave
+		// numbers in, written or not.
 		m.entered.Store(name, next.Epoch)
 	}
+	written, err := m.records.CompareAndPut(ctx, RecordKey(name), raw, []byte(next.String()))
 	if err != nil {
 		m.log.Log(ctx, m.warns.level("claim "+name, m.clock.Now()), "dispatcher record not written", "queue", name, "dispatcher", gossip.ID(next.Member), "epoch", next.Epoch, "err", err)
 	}
