@@ -13,7 +13,7 @@
 //
 // # Keys
 //
-//	/q/{name}                         dispatcher record "<member>;epoch=<n>" (KV)
+//	/q/{name}                         dispatcher record "<member>;epoch=<n>[;from=<member>]" (KV)
 //	/q/{name}/c/{id}                  consumer: watch it; its KV value names the member hosting it
 //	/q/{name}/p/{key}                 produce (also producer, i, input)
 //	/q/{name}/{seq}/{key}             delivery key: delete = acknowledge (not of a ClickHouse queue: InvalidArgument)
@@ -94,7 +94,10 @@
 //
 // Message numbers are per dispatcher epoch: epoch e numbers from
 // (e-1)<<32 + 1, and handed-over messages keep their numbers, so an
-// acknowledgement never removes another epoch's message. Acknowledgements
+// acknowledgement never removes another epoch's message. A member numbers
+// only in an epoch whose record its running process wrote (mayNumber):
+// restarted, or handed a queue, it claims the next epoch first, so no
+// number an earlier run gave is given again. Acknowledgements
 // go to the dispatcher. Two members claiming a queue at once both take
 // the next epoch and number from its floor: the loser's handed-over
 // messages whose numbers the winner gave already are renumbered, and when
