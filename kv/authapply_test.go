@@ -159,9 +159,22 @@ func TestAuth_ownWriteNotTheCallers(t *testing.T) {
 	}
 }
 
+// authEnableCmd is the command an AuthEnable commits.
 func authEnableCmd() *pb.InternalRaftRequest {
 	return &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{},
 		Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: auth.NewTokenKey()}}
+}
+
+// addRoot adds the root user with the root role, auth still off, so that
+// an AuthEnable the test commits may pass.
+func addRoot(t *testing.T, ctx context.Context, cli *clientv3.Client) {
+	t.Helper()
+	if _, err := cli.UserAdd(ctx, "root", "rootpw"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAuth_writeAcrossEnable: a put let through while auth was off and
@@ -171,12 +184,7 @@ func TestAuth_writeAcrossEnable(t *testing.T) {
 	c := &interposer{oneMember: newOneMember(5)}
 	srv, cli := startServerWith(t, authConfig, func(s *Server) { c.srv = s; s.SetConsensus(c) })
 	ctx := testCtx(t, 20*time.Second)
-	if _, err := cli.UserAdd(ctx, "root", "rootpw"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
+	addRoot(t, ctx, cli)
 	c.arm(func(r *pb.InternalRaftRequest) bool { return r.Put != nil && string(r.Put.Key) == "/a/1" }, authEnableCmd())
 	_, err := cli.Put(ctx, "/a/1", "anonymous")
 	root := rootClient(t, srv)
@@ -199,12 +207,7 @@ func TestAuth_readAcrossEnable(t *testing.T) {
 	if _, err := cli.Put(ctx, "/secret", "s3cr3t"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.UserAdd(ctx, "root", "rootpw"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
+	addRoot(t, ctx, cli)
 	c.arm(nil, authEnableCmd())
 	g, err := cli.Get(ctx, "/secret")
 	if !errors.Is(err, rpctypes.ErrUserEmpty) {
