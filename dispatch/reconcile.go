@@ -63,9 +63,6 @@ func (m *Manager) reconcile() {
 	}
 }
 
-// reconcileQueue hands over or claims one queue, and tells the members
-// that may keep stale copies of it for this member to drop them, whoever
-// dispatches it now (a queue handed over notes its backup stale).
 // handoverAwait bounds how long a new dispatcher waits for the hand-over
 // of the member it took the queue from (Record.From) before it delivers
 // anything: that member sends its DONE after its messages, in its next
@@ -196,6 +193,9 @@ func (m *Manager) sendDoneOnce(q *queue, rec Record) {
 	}
 }
 
+// reconcileQueue hands over or claims one queue, and tells the members
+// that may keep stale copies of it for this member to drop them, whoever
+// dispatches it now (a queue handed over notes its backup stale).
 func (m *Manager) reconcileQueue(q *queue) {
 	m.refreshSettings(q)
 	defer m.resetStale(q)
