@@ -149,17 +149,24 @@ func (m *Manager) answers(ctx context.Context, member uint64) bool {
 	if !ok {
 		return false
 	}
-	conn, err := m.conn(p.Addr)
-	if err != nil {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
-	defer cancel()
-	if _, err := peerpb.NewQueuesClient(conn).Ping(m.outgoing(ctx), &peerpb.PingRequest{}); err != nil {
+	if _, err := m.ping(ctx, p.Addr, ""); err != nil {
 		return false
 	}
 	m.log.Info("dispatcher gossip calls gone answers; not claiming", "dispatcher", gossip.ID(member))
 	return true
+}
+
+// ping asks the member at peer address addr whether its queues serve,
+// and, queue given, whether it holds anything of that queue, within
+// pingTimeout and ctx.
+func (m *Manager) ping(ctx context.Context, addr, queue string) (*peerpb.PingResponse, error) {
+	conn, err := m.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, pingTimeout)
+	defer cancel()
+	return peerpb.NewQueuesClient(conn).Ping(m.outgoing(ctx), &peerpb.PingRequest{Queue: queue})
 }
 
 // recordWriteTimeout bounds a write of a record (a claim, a consumer

@@ -8,7 +8,6 @@ import (
 
 	"chute/gossip"
 	"chute/gossip/peer"
-	"chute/gossip/peer/peerpb"
 )
 
 // The reconcile loop keeps every queue this member knows in step with its
@@ -156,13 +155,7 @@ func (m *Manager) askPrevious(q *queue, from uint64) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		conn, err := m.conn(addr)
-		if err != nil {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-		defer cancel()
-		r, err := peerpb.NewQueuesClient(conn).Ping(m.outgoing(ctx), &peerpb.PingRequest{Queue: q.name})
+		r, err := m.ping(context.Background(), addr, q.name)
 		if err != nil || r.Holding {
 			return // its DONE ends the wait, or handoverAwait
 		}
