@@ -804,24 +804,20 @@ func (m *Manager) enqueueAllHere(ctx context.Context, gs []queueMsgs) (let bool,
 	recs := make([]Record, len(gs))
 	for i, g := range gs {
 		q := qs[i]
-		v := m.view(g.name)
-		q.applySettingsLocked(v.set, now)
-		switch {
-		case !v.ok || v.rec.Member != m.cfg.MemberID || !m.mayNumber(g.name, v.rec):
-			err = errMoved
-		case !q.numbersLeftLocked(len(g.msgs)):
-			err = errNumbersExhausted(g.name)
-		case !q.roomLocked(g.msgs):
-			err, full = errOverCap, q
+		recs[i], err = m.admitLocked(q, g.name, g.msgs)
+		if err == nil && (recs[i].Member != m.cfg.MemberID || !m.mayNumber(g.name, recs[i])) {
+			err = errMoved // none, or not an epoch of this run's
 		}
 		if err != nil {
+			if err == errOverCap {
+				full = q
+			}
 			for _, q := range qs {
 				q.mu.Unlock()
 			}
 			unpersist()
 			return false, full, err
 		}
-		recs[i] = v.rec
 	}
 	var waits []func(context.Context) error
 	for i, g := range gs {
@@ -1219,19 +1215,9 @@ func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming
 func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q = m.lockCurrent(q) // the fsync may have outlasted q
 	defer q.mu.Unlock()
-	// Read under the lock a handover takes; a changed settings key
-	// applies to this put.
-	v := m.view(name)
-	q.applySettingsLocked(v.set, m.clock.Now())
-	rec := v.rec
-	if v.ok && rec.Member != m.cfg.MemberID {
-		return nil, errMoved
-	}
-	if !q.numbersLeftLocked(len(msgs)) {
-		return nil, errNumbersExhausted(name)
-	}
-	if !q.roomLocked(msgs) {
-		return nil, errOverCap
+	rec, err := m.admitLocked(q, name, msgs)
+	if err != nil {
+		return nil, err
 	}
 	if !m.dispatchLocked(q, rec) {
 		m.enterSoon(name)
@@ -1239,6 +1225,25 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
+}
+
+// admitLocked checks that msgs may join q, queue name, on this member and
+// returns the queue's record: read under the lock a handover takes, its
+// settings key applied first (a change applies to this put), the record
+// naming this member or none, numbers left and room for them. The caller
+// holds q.mu.
+func (m *Manager) admitLocked(q *queue, name string, msgs []incoming) (Record, error) {
+	v := m.view(name)
+	q.applySettingsLocked(v.set, m.clock.Now())
+	switch {
+	case v.ok && v.rec.Member != m.cfg.MemberID:
+		return v.rec, errMoved
+	case !q.numbersLeftLocked(len(msgs)):
+		return v.rec, errNumbersExhausted(name)
+	case !q.roomLocked(msgs):
+		return v.rec, errOverCap
+	}
+	return v.rec, nil
 }
 
 // epochOf returns the epoch of the queue's record, 0 when none.
