@@ -203,7 +203,12 @@
 // middle of an older segment it is damage to the disk: the records after
 // it are lost (their releases too, so some released records may come
 // back), and the later segments are read as usual. A segment whose header
-// is damaged is deleted, with one warning. A read that fails (EIO, a file
+// is damaged is deleted, with one warning. Records missing between two
+// segments that are there (a file gone: fsck's lost+found, an operator)
+// get one warning naming the next file, the first seq missing and how
+// many are, unless the segment before was cut or deleted above (that
+// warning covers them); only the oldest segment is ever deleted, so no
+// other gap is possible. A read that fails (EIO, a file
 // system gone) is no damage: Open fails, naming the file, and cuts and
 // deletes nothing, so that the records the disk still holds are there
 // when it can be read again. Then Open replays the live

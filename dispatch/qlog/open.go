@@ -69,13 +69,13 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 	}
 	slices.Sort(ids)
 	movedAt := make(map[uint64]int64) // offsets of the moved records, for replay
-	changed := false
+	changed, damaged := false, false
 	for _, id := range ids {
-		c, err := l.load(id, movedAt)
+		c, err := l.load(id, movedAt, damaged)
 		if err != nil {
 			return nil, err
 		}
-		changed = changed || c
+		changed, damaged = changed || c, c
 	}
 	if changed && !cfg.NoSync {
 		if err := syncDir(cfg.Dir); err != nil {
@@ -103,8 +103,10 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 
 // load reads segment id and adds it to the log's state, cutting it at the
 // first damaged record, or deleting it when its header is damaged. It
-// reports whether it changed the file.
-func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error) {
+// reports whether it changed the file. afterDamage says that the segment
+// before was cut or deleted, and warned of: records missing between it
+// and this one are that damage's.
+func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (changed bool, err error) {
 	seg := newSegment(l.cfg.Dir, id, 0)
 	fi, err := os.Stat(seg.path)
 	if err != nil {
@@ -134,6 +136,12 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64) (changed bool, err error
 			return false, fmt.Errorf("qlog: %w", err)
 		}
 		return true, nil
+	}
+	if base > l.next && len(l.segs) > 0 && !afterDamage {
+		// Only the oldest segment is deleted: a gap between two that
+		// are here is a file gone (fsck's lost+found, an operator), and
+		// its records with it.
+		l.log.Warn("qlog: records missing before a segment", "file", seg.path, "first_missing_seq", l.next, "missing", base-l.next)
 	}
 	seg.base = base
 	l.segs = append(l.segs, seg) // releases may name its own records

@@ -265,3 +265,54 @@ func TestOpen_syncsWhatItReads(t *testing.T) {
 	}
 	checkReplay(t, got, map[uint64]string{keepSeq: string(keep)})
 }
+
+// TestLog_Open_missingSegment: a segment file gone from between two that
+// are there (fsck moved it to lost+found, an operator removed it) loses
+// its records; Open says so, naming the next file and the seqs missing,
+// as it says of every other loss, and replays the rest.
+func TestLog_Open_missingSegment(t *testing.T) {
+	cfg, warns := testConfig(t)
+	l, _ := openLog(t, cfg, hooks{})
+	want := map[uint64]string{}
+	for i := range 100 {
+		r := rec(i, 100)
+		want[mustAppend(t, l, r)] = string(r)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := segFiles(t, cfg.Dir)
+	if len(files) < 3 {
+		t.Fatalf("%d segments, want 3 or more", len(files))
+	}
+	first, gone := segmentSeqs(t, files[1])
+	if err := os.Remove(files[1]); err != nil {
+		t.Fatal(err)
+	}
+	for seq := first; seq < first+gone; seq++ {
+		delete(want, seq)
+	}
+
+	_, got := openLog(t, cfg, hooks{})
+	checkReplay(t, got, want)
+	w := warns.take()
+	if len(w) != 1 || w[0]["msg"] != "qlog: records missing before a segment" || w[0]["file"] != files[2] ||
+		w[0]["first_missing_seq"] != first || w[0]["missing"] != gone {
+		t.Errorf("warnings %v, want one of %d records missing from seq %d before %s", w, gone, first, files[2])
+	}
+}
+
+// segmentSeqs returns the first seq of a closed segment file, from its
+// header, and how many data records it holds of 100 bytes each.
+func segmentSeqs(t *testing.T, file string) (first, n uint64) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err = parseHeader(b[:headerSize])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, uint64((len(b) - headerSize) / dataFrameSize(100))
+}
