@@ -287,7 +287,9 @@ var atRow = []byte("(at row ")
 // are split at them), so a marker that a row's text imitates is not taken;
 // nor is one cut off with the end of a long message. trusted: the request
 // (of body bytes) was small enough for the number to count from its first
-// row (MarkerTrustBytes).
+// row (MarkerTrustBytes), or held one row, which the answer is about
+// whatever its size: a refused row over MarkerTrustBytes was sent alone
+// again and again, for ever, holding its batch back.
 func namedRow(res Result, body, n int) (row int, trusted bool) {
 	msg := []byte(res.Message)
 	i := bytes.LastIndex(msg, atRow)
@@ -303,5 +305,5 @@ func namedRow(res Result, body, n int) (row int, trusted bool) {
 	if err != nil || row < 1 || row > n {
 		return 0, false
 	}
-	return row, body <= MarkerTrustBytes
+	return row, body <= MarkerTrustBytes || n == 1
 }

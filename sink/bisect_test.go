@@ -276,6 +276,33 @@ func TestBisect_singleRowNotSentAgain(t *testing.T) {
 	}
 }
 
+// A refused row over MarkerTrustBytes (a put may carry 1.5 MiB) is
+// refused after a few requests, alone or among others: its own answer
+// names it, whatever its size. It was sent alone again for ever.
+func TestBisect_bigRowRefused(t *testing.T) {
+	for _, n := range []int{1, 2, 5} {
+		rows := bigRowsN(n, MarkerTrustBytes+1000)
+		f := &fakeTable{t: t, bad: map[int]bool{0: true}}
+		ctx, cancel := context.WithCancel(context.Background())
+		const limit = 50
+		ins := func(ctx context.Context, idx []int, part [][]byte) Result {
+			if f.requests >= limit {
+				cancel()
+			}
+			return f.inserter(ctx, idx, part)
+		}
+		refused, err := Bisect(ctx, ins, rows, f.first(rows))
+		cancel()
+		if err != nil || len(refused) != 1 || refused[0].Index != 0 {
+			t.Fatalf("%d rows of over 1 MiB, the first bad: refused %+v, err %v after %d requests; want row 0", n, refused, err, f.requests)
+		}
+		if f.requests > 2*n {
+			t.Errorf("%d rows: %d requests, want at most %d", n, f.requests, 2*n)
+		}
+		f.checkSettled(t, n, nil, refused)
+	}
+}
+
 // Without the batch's answer, a single row is sent on its own.
 func TestBisect_noRefusalGiven(t *testing.T) {
 	f := &fakeTable{t: t, bad: map[int]bool{0: true, 5: true}}
@@ -400,6 +427,7 @@ func TestBisect_namedRow(t *testing.T) {
 		{"newer server", msg("Code: 27. DB::Exception: Cannot parse input: (at row 3)\n: While executing ParallelParsingBlockInputFormat"), 100, 10, 3, true},
 		{"at the end", msg("Code: 117, Unknown field found while parsing JSONEachRow format: zz: (at row 2)"), 100, 10, 2, true},
 		{"large request", refusal(7), MarkerTrustBytes + 1, 10, 7, false},
+		{"one large row", refusal(1), MarkerTrustBytes + 1, 1, 1, true},
 		{"past the rows", refusal(11), 100, 10, 0, false},
 		{"row 0", refusal(0), 100, 10, 0, false},
 		{"none", msg("Code: 27, Cannot parse input"), 100, 10, 0, false},
