@@ -223,7 +223,7 @@
 // Decisions:
 //
 //   - Each request of a bisection has an insert's bound of its own
-//     (Config.InsertTimeout), however long the bisection: a deadline over
+//     (the queue's insert timeout, drainer.timed), however long the bisection: a deadline over
 //     all of it would cut a request ClickHouse may still write, and its
 //     rows would go in twice. The drainer stopping (a handover, a
 //     shutdown) ends a bisection between two requests; what it had not

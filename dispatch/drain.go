@@ -99,7 +99,17 @@ type drainer struct {
 	failing atomic.Bool
 
 	rowCap rowCap // of batches, while ClickHouse's query limits refuse larger ones
+
+	// timeout bounds each insert request of the queue (insertTimeout),
+	// in nanoseconds; 0: Config.InsertTimeout. It doubles after a
+	// request that timed out, up to maxTimeoutFactor times that, and
+	// halves back after one answered in under a quarter of it.
+	timeout atomic.Int64
 }
+
+// maxTimeoutFactor bounds a queue's insert timeout: at most that many
+// times Config.InsertTimeout.
+const maxTimeoutFactor = 8
 
 // inflight is a batch: fixed from its first attempt to its last, so a
 // retry sends the same rows in the same order (and the same
@@ -474,10 +484,44 @@ func (d *drainer) sleep(dur time.Duration) bool {
 	}
 }
 
-// insertContext bounds one request of an insert: the client's own
-// timeout (InsertTimeout) ends it first, this is the backstop.
-func (m *Manager) insertContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, m.cfg.InsertTimeout+5*time.Second)
+// insertContext bounds one request of the queue's inserts by its
+// timeout (insertTimeout); the sink client's own, maxTimeoutFactor times
+// Config.InsertTimeout, is the backstop.
+func (d *drainer) insertContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, d.insertTimeout())
+}
+
+// insertTimeout is how long a request of the queue's inserts may take.
+func (d *drainer) insertTimeout() time.Duration {
+	if t := time.Duration(d.timeout.Load()); t > 0 {
+		return t
+	}
+	return d.m.cfg.InsertTimeout
+}
+
+// timed adjusts the queue's insert timeout to res, a request's answer.
+// ClickHouse goes on with an insert whose client went away, and a batch
+// sent again is the same rows again: an insert that takes longer than the
+// timeout, every time (a slow materialized view, a busy disk), landed once
+// per attempt, for ever, and its rows never left the queue. So a timeout
+// doubles the next requests' (up to maxTimeoutFactor times
+// Config.InsertTimeout): a few copies at most, and the batch goes. An
+// answer in under a quarter of a grown timeout halves it back.
+func (d *drainer) timed(target string, ep sink.Endpoint, res sink.Result) {
+	base, was := d.m.cfg.InsertTimeout, d.timeout.Load()
+	t := time.Duration(was)
+	if t <= 0 {
+		t = base
+	}
+	switch {
+	case errors.Is(res.Err, sink.ErrTimeout):
+		if next := min(2*t, maxTimeoutFactor*base); next > t && d.timeout.CompareAndSwap(was, int64(next)) {
+			d.m.log.Warn("clickhouse insert timed out: it may have landed, and goes again with the same rows; the queue's insert timeout doubles",
+				"queue", d.q.name, "table", target, "endpoint", ep.String(), "timeout", t, "next_timeout", next)
+		}
+	case res.Class == sink.ClassOK && t > base && res.Duration < t/4:
+		d.timeout.CompareAndSwap(was, int64(max(t/2, base)))
+	}
 }
 
 // stopContext returns a context that ends when the drainer or its
@@ -830,7 +874,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 	var tried []string
 	for {
 		b.attempts++
-		ctx, cancel := m.insertContext(context.Background())
+		ctx, cancel := d.insertContext(context.Background())
 		tok := ""
 		if !b.untokened {
 			var asked bool
@@ -838,6 +882,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			b.untokened = !asked
 		}
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
+		d.timed(target, ep, res)
 		if res.Landed {
 			res = d.viewFailed(target, ep, len(b.rows), res)
 		}
@@ -1058,9 +1103,10 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 	defer stop()
 	insert := func(ctx context.Context, idx []int, part [][]byte) sink.Result {
 		b.attempts++
-		rctx, cancel := m.insertContext(context.WithoutCancel(ctx))
+		rctx, cancel := d.insertContext(context.WithoutCancel(ctx))
 		defer cancel()
 		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, d.partToken(rctx, ep, b, idx))
+		d.timed(target, ep, last)
 		if last.Landed {
 			last = d.viewFailed(target, ep, len(part), last)
 		}

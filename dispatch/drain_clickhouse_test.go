@@ -144,3 +144,35 @@ func TestDrainer_insertedRowsLeaveTheQueueLog(t *testing.T) {
 		t.Errorf("got %s distinct ids, want 600", got)
 	}
 }
+
+// TestDrainer_slowInsertGoesInTheEnd: an insert ClickHouse takes longer
+// than the insert timeout to answer (a materialized view that sleeps a
+// second a block, against 300ms) lands all the same; sent again at each
+// timeout with the same timeout, it landed once per attempt, for ever,
+// and never left the queue. The queue's timeout doubles at each: the
+// batch goes after a few copies (at most one per doubling, and one more).
+func TestDrainer_slowInsertGoesInTheEnd(t *testing.T) {
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default.slow (id UInt64) ENGINE = MergeTree ORDER BY id")
+	ch.Exec(t, "CREATE MATERIALIZED VIEW default.slow_mv ENGINE = Memory AS SELECT id, sleep(1) AS s FROM default.slow")
+	const timeout = 300 * time.Millisecond
+	n := startSinkNode(t, &chURL{url: ch.URL(), db: "default"}, func(c *Config) { c.InsertTimeout = timeout })
+	ctx := testCtx(t, time.Minute)
+	if _, err := n.client(t).Put(ctx, "/q/ch:slow/p/1", `{"id":1}`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n.depth("ch:slow") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s the row is still queued, in the table %d times", ch.Count(t, "default.slow"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// The inserts whose client left end; then at most a copy per timeout
+	// (300ms, 600ms, 1.2s) and one more.
+	time.Sleep(3 * time.Second)
+	const want = 4
+	if got := ch.Count(t, "default.slow"); got < 1 || got > want {
+		t.Errorf("the row is in the table %d times, want 1 to %d", got, want)
+	}
+}

@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/gossip/peer/peerpb"
+	"chute/sink"
 )
 
 // slowClickHouse is a fake ClickHouse whose inserts take as long on the
@@ -523,5 +526,38 @@ func TestDrainer_tokenSupportAskedAgain(t *testing.T) {
 	defer fake.mu.Unlock()
 	if fake.stored != 2 {
 		t.Fatalf("stored %d rows, want 2", fake.stored)
+	}
+}
+
+// TestDrainer_timed: a timed-out request doubles the queue's insert
+// timeout, up to maxTimeoutFactor times Config.InsertTimeout; an answer
+// in under a quarter of a grown timeout halves it, never below the
+// config's; an error that is no timeout changes nothing.
+func TestDrainer_timed(t *testing.T) {
+	const base = time.Second
+	d := &drainer{m: &Manager{cfg: Config{InsertTimeout: base}, log: slog.New(slog.DiscardHandler)}, q: &queue{name: "ch:t"}}
+	timedOut := sink.Result{Class: sink.ClassTransient, Err: fmt.Errorf("x: %w", sink.ErrTimeout)}
+	ok := func(took time.Duration) sink.Result { return sink.Result{Class: sink.ClassOK, Duration: took} }
+	steps := []struct {
+		res  sink.Result
+		want time.Duration
+	}{
+		{ok(10 * time.Millisecond), base},
+		{sink.Result{Class: sink.ClassTransient, Err: errors.New("connection refused")}, base},
+		{timedOut, 2 * base},
+		{timedOut, 4 * base},
+		{ok(1500 * time.Millisecond), 4 * base}, // not under a quarter
+		{timedOut, 8 * base},
+		{timedOut, 8 * base}, // at most maxTimeoutFactor times
+		{ok(time.Second), 4 * base},
+		{ok(time.Second / 2), 2 * base},
+		{ok(time.Millisecond), base},
+		{ok(time.Millisecond), base},
+	}
+	for i, s := range steps {
+		d.timed("`d`.`t`", sink.Endpoint{}, s.res)
+		if got := d.insertTimeout(); got != s.want {
+			t.Fatalf("step %d: timeout %v, want %v", i, got, s.want)
+		}
 	}
 }

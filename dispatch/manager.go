@@ -125,7 +125,9 @@ type Config struct {
 	// once, 1 to 16, a queue's max_inflight_inserts unless its settings
 	// say otherwise. Zero: 2.
 	MaxInflightInserts int
-	// InsertTimeout bounds one insert. Zero: 30s.
+	// InsertTimeout bounds one insert request. A queue whose request
+	// timed out waits twice as long for the next, up to 8 times this
+	// (drainer.timed). Zero: 30s.
 	InsertTimeout time.Duration
 	// RetryMin and RetryMax bound the backoff between failed inserts.
 	// Zero: 100ms and 30s.
@@ -405,7 +407,7 @@ func New(cfg Config) (*Manager, error) {
 		tokenSupport: make(map[string]bool),
 		unreachable:  make(map[uint64]time.Time),
 		backups:      make(map[backupKey]*backupSet),
-		sink:         sink.NewClient(sink.ClientConfig{Timeout: cfg.InsertTimeout, Logger: cfg.Logger}),
+		sink:         sink.NewClient(sink.ClientConfig{Timeout: maxTimeoutFactor * cfg.InsertTimeout, Logger: cfg.Logger}),
 		servers:      sink.NewServers(sink.ServersConfig{DownMin: cfg.ServerDownMin, DownMax: cfg.ServerDownMax, Now: cfg.Clock.Now}),
 		dialOpts:     peerDialOptions(cfg.PeerCredentials),
 		clock:        cfg.Clock,

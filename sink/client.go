@@ -34,7 +34,8 @@ const (
 )
 
 // ErrTimeout is wrapped by Result.Err when ClickHouse did not answer within
-// the client's timeout.
+// the client's timeout or by the request context's deadline (then with
+// context.DeadlineExceeded): the request may have landed all the same.
 var ErrTimeout = errors.New("sink: clickhouse did not answer in time")
 
 // ClientConfig configures a Client.
@@ -249,10 +250,10 @@ func (c *Client) do(ctx context.Context, ep Endpoint, uri, encoding string, body
 		timedOut := errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, fasthttp.ErrTimeout)
 		res.Class = ClassTransient
 		switch {
+		case ctxDeadline && (timedOut || errors.Is(ctx.Err(), context.DeadlineExceeded)):
+			err = fmt.Errorf("sink: POST to %s: %w after %s: %w", ep.Addr, ErrTimeout, deadline.Sub(start).Round(time.Millisecond), context.DeadlineExceeded)
 		case ctx.Err() != nil:
 			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, context.Cause(ctx))
-		case timedOut && ctxDeadline:
-			err = fmt.Errorf("sink: POST to %s: %w", ep.Addr, context.DeadlineExceeded)
 		case timedOut:
 			err = fmt.Errorf("sink: POST to %s: %w after %s", ep.Addr, ErrTimeout, c.timeout)
 		default:

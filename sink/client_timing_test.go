@@ -58,7 +58,7 @@ func TestClient_Insert_contextEnds(t *testing.T) {
 	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	res = c.Insert(ctx, f.endpoint("", ""), "`d`.`t`", [][]byte{[]byte(`{}`)}, "")
-	if res.Class != ClassTransient || !errors.Is(res.Err, context.DeadlineExceeded) {
-		t.Fatalf("got %+v, want a transient context.DeadlineExceeded", res)
+	if res.Class != ClassTransient || !errors.Is(res.Err, context.DeadlineExceeded) || !errors.Is(res.Err, ErrTimeout) {
+		t.Fatalf("got %+v, want a transient context.DeadlineExceeded and ErrTimeout", res)
 	}
 }
