@@ -132,6 +132,11 @@ type Config struct {
 	ClickHouseMaxInsertsPerSecond float64
 	ClickHouseMaxInflightInserts  int
 
+	// ClickHouseTimeout bounds one insert request (dispatch's
+	// Config.InsertTimeout); a queue whose request timed out waits up to
+	// 8 times longer. Default 30s; zero is invalid.
+	ClickHouseTimeout time.Duration
+
 	// MetricsMaxTables bounds the table label values of the ClickHouse
 	// metrics; tables past it share table="_other". Default 1000. Zero
 	// is invalid.
@@ -333,6 +338,7 @@ func DefaultConfig() Config {
 		ClickHouseCompression:  sink.DefaultCompression.String(),
 
 		ClickHouseBatchInterval:       50 * time.Millisecond,
+		ClickHouseTimeout:             30 * time.Second,
 		ClickHouseMaxInsertsPerSecond: 2,
 		ClickHouseMaxInflightInserts:  2,
 	}
@@ -432,6 +438,9 @@ func (c Config) Validate() error {
 	if c.ClickHouseBatchInterval == 0 {
 		bad("clickhouse-batch-interval", "0 is not positive")
 	}
+	if c.ClickHouseTimeout <= 0 {
+		bad("clickhouse-timeout", "%v is not positive", c.ClickHouseTimeout)
+	}
 	if c.ClickHouseMaxInsertsPerSecond == 0 {
 		bad("clickhouse-max-inserts-per-second", "0 is not positive")
 	}
@@ -522,6 +531,7 @@ func options(c *Config) []option {
 		{"clickhouse-batch-interval", "duration", (*durationValue)(&c.ClickHouseBatchInterval), "least time between two inserts into one table, of queues whose settings do not say batch_interval", ""},
 		{"clickhouse-max-inserts-per-second", "rate", (*floatValue)(&c.ClickHouseMaxInsertsPerSecond), "most insert starts a second of one busy ClickHouse queue whose settings do not say max_inserts_per_second; fractions allowed", ""},
 		{"clickhouse-max-inflight-inserts", "n", (*intValue)(&c.ClickHouseMaxInflightInserts), "most batches of one ClickHouse queue in ClickHouse at once, 1 to 16, where its settings do not say max_inflight_inserts", ""},
+		{"clickhouse-timeout", "duration", (*durationValue)(&c.ClickHouseTimeout), "most time one insert request waits for ClickHouse's answer; a queue whose request timed out (it may have landed) waits twice as long for the next, up to 8 times this", ""},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
 		{"listen-metrics-urls", "urls", (*listValue)(&c.ListenMetricsURLs), "etcd's metrics listeners, comma list: /metrics and /health (/livez, /readyz) alone, as etcd serves them there; https:// ones use the client certificate", ""},
 		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
@@ -1195,6 +1205,7 @@ func (c Config) dispatchConfig() dispatch.Config {
 		BatchInterval:       c.ClickHouseBatchInterval,
 		MaxInsertsPerSecond: c.ClickHouseMaxInsertsPerSecond,
 		MaxInflightInserts:  c.ClickHouseMaxInflightInserts,
+		InsertTimeout:       c.ClickHouseTimeout,
 		FullWait:            dispatch.DefaultFullWait,
 	}
 }

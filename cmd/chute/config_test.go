@@ -95,6 +95,7 @@ func TestDefaultConfig(t *testing.T) {
 		ClickHouseBatchInterval:       50 * time.Millisecond,
 		ClickHouseMaxInsertsPerSecond: 2,
 		ClickHouseMaxInflightInserts:  2,
+		ClickHouseTimeout:             30 * time.Second,
 	}
 	got := DefaultConfig()
 	if !reflect.DeepEqual(got, want) {
@@ -181,6 +182,7 @@ func everyOption(t *testing.T) []optionCase {
 		{"clickhouse-server-name", "ch.internal", withURL(func(c *Config) { c.ClickHouseServerName = "ch.internal" }),
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
 		{"clickhouse-batch-interval", "200ms", func(c *Config) { c.ClickHouseBatchInterval = 200 * time.Millisecond }, nil},
+		{"clickhouse-timeout", "2m", func(c *Config) { c.ClickHouseTimeout = 2 * time.Minute }, nil},
 		{"clickhouse-max-inserts-per-second", "0.5", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0.5 }, nil},
 		{"clickhouse-max-inflight-inserts", "4", func(c *Config) { c.ClickHouseMaxInflightInserts = 4 }, nil},
 		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
@@ -637,6 +639,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"grpc-keepalive-timeout 0", func(c *Config) { c.GRPCKeepaliveTimeout = 0 }, "--grpc-keepalive-timeout: 0s is not positive"},
 		{"batch interval 0", func(c *Config) { c.ClickHouseBatchInterval = 0 }, "--clickhouse-batch-interval: 0 is not positive"},
 		{"batch interval negative", func(c *Config) { c.ClickHouseBatchInterval = -time.Second }, "--clickhouse-batch-interval: "},
+		{"clickhouse timeout 0", func(c *Config) { c.ClickHouseTimeout = 0 }, "--clickhouse-timeout: 0s is not positive"},
 		{"inserts per second 0", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0 }, "--clickhouse-max-inserts-per-second: 0 is not positive"},
 		{"inserts per second too high", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 1e6 }, "--clickhouse-max-inserts-per-second: "},
 		{"inflight inserts 0", func(c *Config) { c.ClickHouseMaxInflightInserts = 0 }, "--clickhouse-max-inflight-inserts: 0 is not positive"},
@@ -1157,9 +1160,10 @@ func TestConfig_dispatchConfig_pacing(t *testing.T) {
 	c.ClickHouseBatchInterval = 200 * time.Millisecond
 	c.ClickHouseMaxInsertsPerSecond = 0.5
 	c.ClickHouseMaxInflightInserts = 4
+	c.ClickHouseTimeout = time.Minute
 	d := c.dispatchConfig()
-	if d.BatchInterval != c.ClickHouseBatchInterval || d.MaxInsertsPerSecond != 0.5 || d.MaxInflightInserts != 4 {
-		t.Errorf("dispatch config: got batch interval %v, %v inserts a second, %d in flight; want 200ms, 0.5, 4",
-			d.BatchInterval, d.MaxInsertsPerSecond, d.MaxInflightInserts)
+	if d.BatchInterval != c.ClickHouseBatchInterval || d.MaxInsertsPerSecond != 0.5 || d.MaxInflightInserts != 4 || d.InsertTimeout != time.Minute {
+		t.Errorf("dispatch config: got batch interval %v, %v inserts a second, %d in flight, timeout %v; want 200ms, 0.5, 4, 1m",
+			d.BatchInterval, d.MaxInsertsPerSecond, d.MaxInflightInserts, d.InsertTimeout)
 	}
 }
