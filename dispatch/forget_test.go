@@ -229,3 +229,56 @@ func TestForget_dropsWhatItEntered(t *testing.T) {
 		t.Fatalf("entered keeps %d of %d forgotten queues' names (records deleted, state dropped)", left, names)
 	}
 }
+
+// TestRecordDeleted_handedOverNumbersReplaced: a client deletes a
+// queue's record (as errEpochExhausted tells it to, or `etcdctl del
+// --prefix /q/`); the next put, on another member, claims the queue at
+// epoch 1 again, numbering from 1, while the member that dispatched it
+// still holds a message numbered 1 in epoch 1. Handed over, that message
+// kept its number when the new dispatcher no longer held one numbered
+// so (given and acknowledged): one delivery key named two messages in
+// turn, and the delete of the first, sent again (a delete of an
+// acknowledged delivery deletes nothing in etcd), removed the second,
+// which no consumer was ever given. It takes a new number instead.
+func TestRecordDeleted_handedOverNumbersReplaced(t *testing.T) {
+	cl := newCluster(t)
+	clk := clockwork.NewFakeClock()
+	a := cl.start("a", func(c *Config) { c.Clock = clk }) // reconciles when the test says
+	b := cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	if err := clk.BlockUntilContext(ctx, managerTickers); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Put(ctx, "/q/jobs/p/k", "first"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.cli.Delete(ctx, "/q/jobs"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to see the record deleted", func() bool { return recordOn(b, "jobs") == "" })
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/k", "second"); err != nil {
+		t.Fatal(err)
+	}
+	// A consumer on b takes and acknowledges b's message, and leaves.
+	wctx, stop := context.WithCancel(ctx)
+	evs := next(t, b.cli.Watch(wctx, "/q/jobs/c/w"), 5*time.Second)
+	if len(evs) != 1 || string(evs[0].Kv.Value) != "second" {
+		t.Fatalf("want b's message alone, got %v", evs)
+	}
+	acked := string(evs[0].Kv.Key)
+	if r, err := b.cli.Delete(ctx, acked); err != nil || r.Deleted != 1 {
+		t.Fatalf("ack %s: %v %v", acked, r, err)
+	}
+	stop()
+	// a reconciles: it hands its message over to b.
+	clk.Advance(time.Second)
+	waitFor(t, "a's message handed over to b", func() bool { return rowsOn(b.mgr, "jobs") == 1 })
+	if r, err := b.cli.Delete(ctx, acked); err != nil || r.Deleted != 0 {
+		t.Errorf("a second delete of the acknowledged %s deleted %d (err %v): a's message, never delivered, is gone (%d left)", acked, r.Deleted, err, rowsOn(b.mgr, "jobs"))
+	}
+	evs = next(t, b.cli.Watch(ctx, "/q/jobs/c/w2"), 5*time.Second)
+	if len(evs) != 1 || string(evs[0].Kv.Value) != "first" || string(evs[0].Kv.Key) == acked {
+		t.Errorf("want a's message under a key of its own, not %s; got %v", acked, evs)
+	}
+}

@@ -220,7 +220,7 @@ func arrivalOf(b *peerpb.ForwardBatch, from uint64) arrival {
 	if b.Puts && madeBy(b.Messages, from) {
 		return arrivedForwarded
 	}
-	return arrivedCopy
+	return arrivedHanded
 }
 
 // frameMsgs is the produce batches of a forward frame, checked and in

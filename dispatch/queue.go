@@ -373,6 +373,14 @@ const (
 	// arrivedLocal: puts made on this member and still running; their ids
 	// are new here and never looked up.
 	arrivedLocal
+	// arrivedHanded: copies from another member (a handover, copies held
+	// for an unreachable dispatcher), looked up as arrivedCopy. A number
+	// they carry of this member's epoch or a later one was given by a
+	// dispatcher of the queue before it started over at epoch 1 (its
+	// record deleted): it is replaced, as this member may have given it
+	// to another message, and a delete of that message's delivery key,
+	// sent again, would remove this one.
+	arrivedHanded
 )
 
 // enqueueLocked appends msgs in order, skipping ids already held or
@@ -398,7 +406,7 @@ func (q *queue) enqueueLocked(msgs []incoming, now time.Time, how arrival, colle
 			continue
 		}
 		seq := in.seq
-		if seq == 0 || seq > maxSeq || q.msgs.get(seq) != nil {
+		if seq == 0 || seq > maxSeq || q.msgs.get(seq) != nil || how == arrivedHanded && epochOfSeq(seq) >= max(q.epoch, 1) {
 			for q.nextSeq <= maxSeq && q.msgs.get(q.nextSeq) != nil {
 				q.nextSeq++
 			}
