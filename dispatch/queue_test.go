@@ -542,3 +542,39 @@ func twoConsumers(t *testing.T) (n *testNode, ctx context.Context, prod *clientv
 	})
 	return n, ctx, prod, a, b
 }
+
+// TestConsumerWatch_noPutIsNoConsumer: etcd never sends a PUT event to a
+// watch made with the NOPUT filter (clientv3.WithFilterPut). Such a watch
+// of a consumer key, made to see a consumer's record go, was made a
+// consumer: it took the queue's messages as PUT events, from the real
+// consumer, until their visibility ran out. It is the store's watch of
+// the record: it sees the DELETE when the consumer leaves, and no
+// message.
+func TestConsumerWatch_noPutIsNoConsumer(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 20*time.Second)
+	for _, k := range []string{"a", "b"} {
+		if _, err := cli.Put(ctx, "/q/jobs/p/"+k, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noput := cli.Watch(ctx, "/q/jobs/c/real", clientv3.WithFilterPut(), clientv3.WithCreatedNotify())
+	if resp := <-noput; !resp.Created {
+		t.Fatalf("NOPUT watch not created: %+v", resp)
+	}
+	rctx, leave := context.WithCancel(ctx)
+	evs := next(t, cli.Watch(rctx, "/q/jobs/c/real"), 5*time.Second)
+	if len(evs) != 2 || evs[0].Kv.Version != 1 || evs[1].Kv.Version != 1 {
+		t.Fatalf("the consumer got %v, want both messages at their first delivery", evs)
+	}
+	leave()
+	select {
+	case resp := <-noput:
+		if len(resp.Events) != 1 || resp.Events[0].Type != clientv3.EventTypeDelete || string(resp.Events[0].Kv.Key) != "/q/jobs/c/real" {
+			t.Errorf("NOPUT watch of the consumer key got %v, want the DELETE of its record", resp.Events)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("NOPUT watch of the consumer key saw nothing in 5s, want the DELETE of its record")
+	}
+}

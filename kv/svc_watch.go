@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -163,7 +164,7 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		st.refuse(invalidWatchID, reasonDuplicateID) // not id: that is the live watch's
 		return
 	}
-	if st.queues != nil && r.Single() && st.queues.Route(r.Key) == RouteConsumer {
+	if st.queues != nil && r.Single() && !dropsPuts(cr.Filters) && st.queues.Route(r.Key) == RouteConsumer {
 		st.consume(id, r.Key)
 		return
 	}
@@ -181,6 +182,14 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: id, Created: true})
 	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue)}
+}
+
+// dropsPuts reports whether filters hold NOPUT. A watch of a consumer key
+// that drops PUT events cannot take deliveries (PUT events): it is the
+// store's watch of the consumer record, as in etcd, not a consumer that
+// would hold the queue's messages and never see them.
+func dropsPuts(filters []pb.WatchCreateRequest_FilterType) bool {
+	return slices.Contains(filters, pb.WatchCreateRequest_NOPUT)
 }
 
 // taken reports whether the stream has a watch with id. The caller holds
