@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -48,11 +49,15 @@ type watchStream struct {
 	queue  *sendQueue
 	allow  func(*pb.WatchCreateRequest) (reason string, ok bool) // nil: every watch
 
-	// mu guards watchers (nil once the stream closed) and nextID. Lock
+	// mu guards watchers (nil once the stream closed), nextID and
+	// progressDue. Lock
 	// order: mu before the store's lock.
 	mu       sync.Mutex
 	watchers map[int64]streamWatch
 	nextID   int64
+	// progressDue: a progress request waits for the stream's watchers to
+	// catch up (deferProgress). Guarded by mu.
+	progressDue bool
 }
 
 // streamWatch is one watch of a stream: a watcher of the store, or the
@@ -281,10 +286,39 @@ func (st *watchStream) cancel(id int64) {
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true})
 }
 
-// progress answers a progress request with the revision every watcher of
-// the stream has been brought up to, under watch id -1 as etcd does.
+// progress answers a progress request under watch id -1, as etcd does,
+// with the current revision once every watcher of the stream has been
+// sent all its events up to it: at once, or later (deferProgress), as etcd
+// 3.5 answers. clientv3 takes the answer as every watch's resume point:
+// the revision the slowest watcher was brought up to, sent while others
+// were past it, made those watch again from there after a reconnect,
+// their events twice (from revision 1 for a watch of the whole history
+// beside them, or compacted).
 func (st *watchStream) progress() {
+	rev, current, ok := st.progressRev()
+	switch {
+	case !ok:
+	case current:
+		st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: -1})
+	default:
+		st.mu.Lock()
+		start := !st.progressDue
+		st.progressDue = true
+		st.mu.Unlock()
+		if start {
+			go st.deferProgress()
+		}
+	}
+}
+
+// progressRev is the store's ProgressRev of the stream's watchers; ok
+// false once the stream closed.
+func (st *watchStream) progressRev() (rev int64, current, ok bool) {
 	st.mu.Lock()
+	if st.watchers == nil {
+		st.mu.Unlock()
+		return 0, false, false
+	}
 	ws := make([]*mvcc.Watcher, 0, len(st.watchers))
 	for _, sw := range st.watchers {
 		if sw.w != nil {
@@ -292,8 +326,33 @@ func (st *watchStream) progress() {
 		}
 	}
 	st.mu.Unlock()
-	rev := st.store.ProgressRev(ws)
-	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: -1})
+	rev, current = st.store.ProgressRev(ws)
+	return rev, current, true
+}
+
+// progressPoll is how often a deferred progress answer looks whether the
+// stream's watchers caught up.
+const progressPoll = 10 * time.Millisecond
+
+// deferProgress answers the progress requests made while a watcher of the
+// stream was behind, once, when none is (or gives up when the stream
+// closes): one goroutine at a time per stream (progressDue).
+func (st *watchStream) deferProgress() {
+	t := time.NewTicker(progressPoll)
+	defer t.Stop()
+	for range t.C {
+		rev, current, ok := st.progressRev()
+		if !ok {
+			return
+		}
+		if current {
+			st.mu.Lock()
+			st.progressDue = false
+			st.mu.Unlock()
+			st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: -1})
+			return
+		}
+	}
 }
 
 // close removes the stream's watchers and drops what it had queued.

@@ -280,3 +280,59 @@ func TestWatch_consumerRefusedOrServed(t *testing.T) {
 		t.Fatalf("a consumer's second answer: %+v, want the delivery", resp)
 	}
 }
+
+// TestWatch_progressWaitsForTheSlowest: a progress request answers every
+// watch of the stream (clientv3 takes it as each one's resume point), so
+// it names the current revision once every watcher has been sent all its
+// events up to it, as etcd 3.5 does. It named the revision the slowest
+// had been brought up to, 0 for a watch of the whole history just
+// made: the watch beside it, past that, would after a reconnect have
+// its events again from revision 1.
+func TestWatch_progressWaitsForTheSlowest(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	val := strings.Repeat("x", 2000)
+	for i := range 3000 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("h/%d", i%50), val); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(r *pb.WatchRequest) {
+		t.Helper()
+		if err := stream.Send(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("a")}}})
+	if resp, err := stream.Recv(); err != nil || !resp.Created {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	put, err := cli.Put(ctx, "a", "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := stream.Recv(); err != nil || len(resp.Events) != 1 {
+		t.Fatalf("a's event: %v %v", resp, err)
+	}
+	send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("h/"), RangeEnd: []byte("h0"), StartRevision: 1}}})
+	send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}})
+	events := 0
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.WatchId != -1 {
+			events += len(resp.Events)
+			continue
+		}
+		if resp.Header.Revision != put.Header.Revision || events != 3000 {
+			t.Errorf("progress at revision %d after %d events of the history watch, want %d after all 3000", resp.Header.Revision, events, put.Header.Revision)
+		}
+		return
+	}
+}

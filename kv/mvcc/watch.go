@@ -299,17 +299,17 @@ func (s *Store) logFrom(w *Watcher) ([]*mvccpb.Event, int64) {
 
 // ProgressRev returns the revision up to which every watcher in ws has been
 // sent all its events: the current revision, or just below the oldest
-// position of a watcher that is behind.
-func (s *Store) ProgressRev(ws []*Watcher) int64 {
+// position of a watcher that is behind; current reports the former.
+func (s *Store) ProgressRev(ws []*Watcher) (rev int64, current bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	rev := s.rev
+	rev = s.rev
 	for _, w := range ws {
 		if _, behind := s.unsynced[w]; behind && w.sentThrough() < rev {
 			rev = w.sentThrough()
 		}
 	}
-	return rev
+	return rev, rev == s.rev
 }
 
 // notifyProgress sends the current revision to every synced watcher that

@@ -42,7 +42,7 @@ func TestStore_Watch_fullSinkFallsBehind(t *testing.T) {
 	if synced, unsynced := st.Watchers(); synced != 1 || unsynced != 0 {
 		t.Fatalf("watchers after the sync: got %d synced %d unsynced, want 1 and 0", synced, unsynced)
 	}
-	if rev := st.ProgressRev([]*Watcher{w}); rev != 6 {
+	if rev, _ := st.ProgressRev([]*Watcher{w}); rev != 6 {
 		t.Fatalf("ProgressRev: got %d, want 6", rev)
 	}
 	st.Unwatch(w)
@@ -85,7 +85,7 @@ func TestStore_Watch_fullSinkKeepsItsDeleteThroughACompaction(t *testing.T) {
 	w := st.Watch(1, &pb.WatchCreateRequest{Key: []byte("k")}, sink)
 	put(t, sm, "k", "2") // fills the sink
 	del := apply(t, sm, &pb.InternalRaftRequest{DeleteRange: &pb.DeleteRangeRequest{Key: []byte("k")}}).Rev
-	if rev := st.ProgressRev([]*Watcher{w}); rev != del-1 {
+	if rev, current := st.ProgressRev([]*Watcher{w}); rev != del-1 || current {
 		t.Fatalf("ProgressRev with the DELETE refused: %d, want %d", rev, del-1)
 	}
 	apply(t, sm, &pb.InternalRaftRequest{Compaction: &pb.CompactionRequest{Revision: del}})
