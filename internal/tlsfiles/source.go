@@ -182,7 +182,10 @@ func (s *Source) serverConfig(st *state) (*tls.Config, error) {
 			if len(cs.PeerCertificates) == 0 {
 				return nil // no certificate offered where none is required
 			}
-			return s.checkClient(cs.PeerCertificates[0], st.crl)
+			if err := s.checkClient(cs.PeerCertificates[0], st.crl); err != nil {
+				return err
+			}
+			return revokedCA(cs.VerifiedChains, st.crl)
 		}
 	}
 	return c, nil
@@ -201,6 +204,22 @@ func (s *Source) checkClient(leaf *x509.Certificate, list *crl) error {
 	}
 	if list.revokes(leaf) {
 		return fmt.Errorf("tlsfiles: client certificate %s is revoked", leaf.SerialNumber)
+	}
+	return nil
+}
+
+// revokedCA refuses a client whose verified chains pass through a CA
+// certificate list revokes: a revocation list of the root naming a
+// compromised intermediate shuts out what it signed, as etcd's CRL
+// flags do (etcd checks every certificate the client presents). Only
+// the leaf was checked, which that list never names.
+func revokedCA(chains [][]*x509.Certificate, list *crl) error {
+	for _, chain := range chains {
+		for _, c := range chain[1:] {
+			if list.revokes(c) {
+				return fmt.Errorf("tlsfiles: client certificate is signed by CA %q, serial %s, which is revoked", c.Subject.CommonName, c.SerialNumber)
+			}
+		}
 	}
 	return nil
 }
