@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"chute/gossip"
 	"chute/gossip/peer"
@@ -154,8 +156,9 @@ func TestCluster_peerInputBounded(t *testing.T) {
 	for i := range 100_000 {
 		many = append(many, &peerpb.QueueMessage{Queue: fmt.Sprintf("q%d", i), Tail: "t", Value: []byte("v"), Origin: mallory, N: uint64(i + 1)})
 	}
-	if _, err := peerpb.NewQueuesClient(p.conn).Hold(p.ctx, &peerpb.HoldRequest{Messages: many}); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("(a) hold of 100,000 queues: got %v, want InvalidArgument", err)
+	// Refused by the codec, counted before they are made.
+	if _, err := peerpb.NewQueuesClient(p.conn).Hold(p.ctx, &peerpb.HoldRequest{Messages: many}); err == nil || !strings.Contains(err.Error(), peerpb.ErrTooMany.Error()) {
+		t.Fatalf("(a) hold of 100,000 queues: got %v, want it refused for its count", err)
 	}
 	if got := len(b.mgr.Status().Queues); got != queuesBefore {
 		t.Fatalf("(a) queues on b: got %d, want %d", got, queuesBefore)
@@ -229,5 +232,39 @@ func TestCluster_peerInputBounded(t *testing.T) {
 	}
 	if q, _ := queueOn(b, "capped"); q.Rows != 1 {
 		t.Fatalf("capped on b: got %d rows, want the first put only", q.Rows)
+	}
+}
+
+// rawCodec sends a message already in its wire form, as it is.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return v.([]byte), nil }
+func (rawCodec) Unmarshal([]byte, any) error   { return nil }
+func (rawCodec) Name() string                  { return "proto" }
+
+// TestCluster_peerHoldCountedBeforeDecode: a member's Hold of 2^20 empty
+// messages (2 MiB on the wire, within the link's 64 MiB) is refused
+// before its messages are made, as a ForwardFrame's are
+// (peerpb.MaxBatchMessages): decoded first, each 2 bytes made a
+// QueueMessage of about 200, and a few such calls took gigabytes.
+func TestCluster_peerHoldCountedBeforeDecode(t *testing.T) {
+	cl := newCluster(t)
+	b := cl.start("b", nil)
+	ctx := testCtx(t, 30*time.Second)
+	p := dialPeer(t, ctx, b)
+	var wire []byte
+	for range 1 << 20 {
+		wire = protowire.AppendBytes(protowire.AppendTag(wire, 1, protowire.BytesType), nil)
+	}
+	_ = p.conn.Invoke(p.ctx, "/chute.peer.v1.Queues/Ping", &peerpb.PingRequest{}, &peerpb.PingResponse{}) // connect first
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := p.conn.Invoke(p.ctx, "/chute.peer.v1.Queues/Hold", wire, &peerpb.HoldResponse{}, grpc.ForceCodec(rawCodec{}))
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), peerpb.ErrTooMany.Error()) {
+		t.Fatalf("a Hold of 2^20 messages: %v, want it refused for its count", err)
+	}
+	if made := after.TotalAlloc - before.TotalAlloc; made > 96<<20 { // about 200 decoded first
+		t.Errorf("refusing a Hold of %d bytes made %d MB", len(wire), made>>20)
 	}
 }

@@ -107,7 +107,8 @@ func (cl *cluster) start(name string, mutate func(*Config)) *member {
 	t.Helper()
 	id := gossip.MemberID(name)
 	clusterID := gossip.ClusterID("test")
-	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: clusterID})
+	// The peer link decodes with the codec a node's does (cmd/chute).
+	link, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: clusterID, ServerOptions: kv.MessageBufferOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/protoadapt"
+
+	"chute/gossip/peer/peerpb"
 )
 
 // protoCodec is grpc's proto codec, except that messages are encoded into
@@ -128,6 +130,12 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
+	if cm, ok := v.(peerpb.Counted); ok {
+		field, most := cm.CountedField()
+		if err := peerpb.CheckCount(buf.ReadOnlyData(), field, most); err != nil {
+			return err
+		}
+	}
 	return proto.Unmarshal(buf.ReadOnlyData(), m) // copies what it keeps
 }
 

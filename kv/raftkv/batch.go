@@ -20,9 +20,9 @@ import (
 // the commands that gathered while its earlier calls were on the way,
 // with at most maxInFlight calls to one leader at a time.
 const (
-	maxBatchCommands = 512     // commands in one call; the leader refuses more
-	maxBatchBytes    = 4 << 20 // bytes of commands in one call, past the first
-	maxInFlight      = 4       // calls in flight to one leader
+	maxBatchCommands = peerpb.MaxProposeCommands // commands in one call; the leader refuses more
+	maxBatchBytes    = 4 << 20                   // bytes of commands in one call, past the first
+	maxInFlight      = 4                         // calls in flight to one leader
 )
 
 // proposal is one command waiting for its forwarded call.
