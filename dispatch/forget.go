@@ -90,6 +90,7 @@ func (m *Manager) forget(q *queue, seen int64, deletes *int) bool {
 	if m.drop(q, seen) {
 		m.views.forget(q.name)
 		m.settings.forget(q.name)
+		m.inserts.puts.drop(q.name)
 		m.log.Debug("idle queue forgotten", "queue", q.name)
 	}
 	return true

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
 // queueNames returns the names of the queues m holds, sorted, without
@@ -280,5 +282,54 @@ func TestRecordDeleted_handedOverNumbersReplaced(t *testing.T) {
 	evs = next(t, b.cli.Watch(ctx, "/q/jobs/c/w2"), 5*time.Second)
 	if len(evs) != 1 || string(evs[0].Kv.Value) != "first" || string(evs[0].Kv.Key) == acked {
 		t.Errorf("want a's message under a key of its own, not %s; got %v", acked, evs)
+	}
+}
+
+// TestForget_dropsPutSeries: a queue forgotten takes its series of
+// chute.queue.puts with it, as it takes its record, state and entered
+// epochs: docs/queues.md says a queue per request "costs nothing once
+// done", and /metrics grew by a series (and the counter's map by an
+// entry) for every queue name ever put to.
+func TestForget_dropsPutSeries(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	clk := clockwork.NewFakeClock()
+	n := startNode(t, func(c *Config) { c.Clock = clk; c.ReconcileInterval = time.Hour; c.Meter = mp })
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	const names = 50
+	for i := range names {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/reply-%d/p/1", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ev := collectN(t, cli.Watch(wctx, fmt.Sprintf("/q/reply-%d/c/x", i)), 1, 10*time.Second)[0]
+		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	waitFor(t, "consumers gone", func() bool { return n.mgr.localConsumers("reply-0") == 0 })
+	clk.Advance(forgetAfter + time.Second)
+	reconcileUntil(t, "all queues forgotten", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	series := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok && m.Name == "chute.queue.puts" {
+				series += len(sum.DataPoints)
+			}
+		}
+	}
+	n.mgr.inserts.puts.mu.RLock()
+	kept := len(n.mgr.inserts.puts.m)
+	n.mgr.inserts.puts.mu.RUnlock()
+	if series != 0 || kept != 0 {
+		t.Fatalf("after %d queues were forgotten, chute.queue.puts still exports %d series and keeps %d entries", names, series, kept)
 	}
 }

@@ -143,7 +143,8 @@ type Config struct {
 	// MetricsMaxTables bounds the table label values of the ClickHouse
 	// metrics (rows, bytes, batches, dead letters, insert duration,
 	// retries): the first tables inserted into get their own, later
-	// ones share "_other". Zero: 1000.
+	// ones share "_other"; and the queue label values of
+	// chute.queue.puts alike. Zero: 1000.
 	MetricsMaxTables int
 	// Meter exports queue and ClickHouse metrics. Nil: none.
 	Meter metric.MeterProvider

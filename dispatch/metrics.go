@@ -79,9 +79,30 @@ func (im insertMetrics) deadLettered(ctx context.Context, table string, n int) {
 // putCounts counts the messages put by queue and result, exported as
 // the observable counter chute.queue.puts: a put adds to an atomic
 // rather than recording through the SDK, which every put would pay.
+// Queue names come from clients, a queue per request with request/reply,
+// and refused puts name queues that never were: the series of a
+// forgotten queue go with it (forget), and past max queue label values
+// the others share queue="_other", as tables do (Config.MetricsMaxTables).
 type putCounts struct {
-	mu sync.RWMutex // guards m
-	m  map[putResult]*putCount
+	mu     sync.RWMutex // guards m and queues
+	m      map[putResult]*putCount
+	queues map[string]int // the series in m of each queue label
+	max    int
+}
+
+// drop deletes the series of queue, forgotten.
+func (c *putCounts) drop(queue string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.queues[queue] == 0 {
+		return
+	}
+	for k := range c.m {
+		if k.queue == queue {
+			delete(c.m, k)
+		}
+	}
+	delete(c.queues, queue)
 }
 
 // putCount is one series of chute.queue.puts.
@@ -107,9 +128,17 @@ func (im insertMetrics) countPuts(_ context.Context, queue string, err error, n 
 	c.mu.RUnlock()
 	if pc == nil {
 		c.mu.Lock()
+		named := len(c.queues)
+		if c.queues[otherTables] > 0 {
+			named--
+		}
+		if _, ok := c.queues[k.queue]; !ok && named >= c.max {
+			k.queue = otherTables
+		}
 		if pc = c.m[k]; pc == nil {
-			pc = &putCount{attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", queue), attribute.String("result", k.code.String())))}
+			pc = &putCount{attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", k.queue), attribute.String("result", k.code.String())))}
 			c.m[k] = pc
+			c.queues[k.queue]++
 		}
 		c.mu.Unlock()
 	}
@@ -160,7 +189,7 @@ func newInsertMetrics(mp metric.MeterProvider, maxTables int) (insertMetrics, er
 	if err != nil {
 		return insertMetrics{}, err
 	}
-	puts := &putCounts{m: make(map[putResult]*putCount)}
+	puts := &putCounts{m: make(map[putResult]*putCount), queues: make(map[string]int), max: maxTables}
 	p, err := meter.Int64ObservableCounter("chute.queue.puts", metric.WithDescription(
 		"Messages put on this member, by queue and result (the gRPC code the producer got: OK, InvalidArgument, ResourceExhausted, ...)."))
 	if err != nil {

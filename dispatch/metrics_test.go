@@ -61,3 +61,46 @@ func TestInsertMetrics_countPuts(t *testing.T) {
 		t.Errorf("counting a put: got %v allocations, want 0", n)
 	}
 }
+
+// TestInsertMetrics_putsBounded: queue names come from clients, and a
+// refused put names a queue that never was: past the bound on queue
+// label values, the others share queue="_other"; a dropped queue's
+// series go, and free its place.
+func TestInsertMetrics_putsBounded(t *testing.T) {
+	im, err := newInsertMetrics(nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	bad := status.Error(codes.InvalidArgument, "not json")
+	for i := range 10 {
+		im.countPuts(ctx, fmt.Sprintf("ch:nope%d", i), bad, 1)
+	}
+	im.countPuts(ctx, "ch:nope0", nil, 1)
+	series := func() map[putResult]int64 {
+		im.puts.mu.RLock()
+		defer im.puts.mu.RUnlock()
+		out := make(map[putResult]int64)
+		for k, pc := range im.puts.m {
+			out[k] = pc.n.Load()
+		}
+		return out
+	}
+	want := map[putResult]int64{
+		{"ch:nope0", codes.InvalidArgument}: 1, {"ch:nope0", codes.OK}: 1,
+		{"ch:nope1", codes.InvalidArgument}: 1, {"ch:nope2", codes.InvalidArgument}: 1,
+		{otherTables, codes.InvalidArgument}: 7,
+	}
+	if got := series(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("series: got %v, want %v", got, want)
+	}
+	im.puts.drop("ch:nope0")
+	im.countPuts(ctx, "ch:new", nil, 1)
+	want = map[putResult]int64{
+		{"ch:nope1", codes.InvalidArgument}: 1, {"ch:nope2", codes.InvalidArgument}: 1,
+		{otherTables, codes.InvalidArgument}: 7, {"ch:new", codes.OK}: 1,
+	}
+	if got := series(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("series after a queue dropped: got %v, want %v", got, want)
+	}
+}

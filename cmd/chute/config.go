@@ -534,7 +534,7 @@ func options(c *Config) []option {
 		{"clickhouse-timeout", "duration", (*durationValue)(&c.ClickHouseTimeout), "most time one insert request waits for ClickHouse's answer; a queue whose request timed out (it may have landed) waits twice as long for the next, up to 8 times this", ""},
 		{"metrics-listen", "host:port", (*stringValue)(&c.MetricsListen), "HTTP address of /metrics, /healthz, /readyz and /status; empty disables it", ""},
 		{"listen-metrics-urls", "urls", (*listValue)(&c.ListenMetricsURLs), "etcd's metrics listeners, comma list: /metrics and /health (/livez, /readyz) alone, as etcd serves them there; https:// ones use the client certificate", ""},
-		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics; later tables share table=\"_other\"", ""},
+		{"metrics-max-tables", "n", (*intValue)(&c.MetricsMaxTables), "most table label values of the ClickHouse metrics, and queue label values of chute_queue_puts_total; later ones share \"_other\"", ""},
 		{"config", "path", (*stringValue)(&c.ConfigFile), "YAML file with these settings, keys in snake_case", ""},
 		{"log-level", "level", (*levelValue)(&c.LogLevel), "debug, info, warn or error", ""},
 		{"enable-grpc-gateway", "", (*boolValue)(&c.EnableGRPCGateway), "serve etcd's JSON gateway (POST /v3/kv/put, /v3/kv/range, /v3/watch, ...) beside gRPC on the client URLs; =false for gRPC alone", ""},
