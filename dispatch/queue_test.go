@@ -578,3 +578,25 @@ func TestConsumerWatch_noPutIsNoConsumer(t *testing.T) {
 		t.Errorf("NOPUT watch of the consumer key saw nothing in 5s, want the DELETE of its record")
 	}
 }
+
+// TestBatchProduce_repeatedKey: a producer key's {key} names a message,
+// not unique (docs/queues.md), and a txn of puts to producer keys is a
+// batch produce: two messages under one key in one txn (a ClickHouse
+// producer whose rows all go under one key) are both queued, in order.
+// The txn was refused as etcd refuses a txn putting one key twice.
+func TestBatchProduce_repeatedKey(t *testing.T) {
+	n := startNode(t, nil)
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Txn(ctx).Then(clientv3.OpPut("/q/jobs/p/row", "1"), clientv3.OpPut("/q/jobs/p/row", "2")).Commit(); err != nil {
+		t.Fatalf("batch of two messages under one key: %v", err)
+	}
+	evs := collectN(t, cli.Watch(ctx, "/q/jobs/c/w"), 2, 5*time.Second)
+	if string(evs[0].Kv.Value) != "1" || string(evs[1].Kv.Value) != "2" || string(evs[0].Kv.Key) == string(evs[1].Kv.Key) {
+		t.Errorf("got %s=%s and %s=%s, want 1 then 2 under two delivery keys", evs[0].Kv.Key, evs[0].Kv.Value, evs[1].Kv.Key, evs[1].Kv.Value)
+	}
+	// A plain key put twice in one txn is still refused, as in etcd.
+	if _, err := cli.Txn(ctx).Then(clientv3.OpPut("k", "1"), clientv3.OpPut("k", "2")).Commit(); !errors.Is(err, rpctypes.ErrDuplicateKey) {
+		t.Errorf("a txn putting k twice: %v, want %v", err, rpctypes.ErrDuplicateKey)
+	}
+}

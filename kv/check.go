@@ -14,6 +14,9 @@ type limits struct {
 	maxTxnOps   int
 	maxKeyBytes int
 	keySets     *sync.Pool // of the emptied sets distinctPuts uses; nil: a new set each time
+	// produces reports whether a key is a queue's producer key (its route
+	// RouteProduce); nil: none is.
+	produces func(key []byte) bool
 }
 
 // checkPut validates a PutRequest without looking at the store.
@@ -112,7 +115,7 @@ func (l limits) checkTxn(r *pb.TxnRequest) error {
 			}
 		}
 		if putsOnly(ops) {
-			if l.distinctPuts(ops) {
+			if l.distinctPuts(ops) || l.producesAll(ops) {
 				continue
 			}
 			return ErrDuplicateKey
@@ -122,6 +125,21 @@ func (l limits) checkTxn(r *pb.TxnRequest) error {
 		}
 	}
 	return nil
+}
+
+// producesAll reports whether ops, all puts, all put to producer keys: a
+// batch produce, whose puts are messages, not keys, and may name a key
+// twice (a ClickHouse producer whose rows all go under one key).
+func (l limits) producesAll(ops []*pb.RequestOp) bool {
+	if l.produces == nil {
+		return false
+	}
+	for _, op := range ops {
+		if !l.produces(op.Request.(*pb.RequestOp_RequestPut).RequestPut.Key) {
+			return false
+		}
+	}
+	return true
 }
 
 // putsOnly reports whether every op is a put, as in a batch produce.

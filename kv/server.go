@@ -92,6 +92,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	z := &authorizer{auth: s.sm.Auth(), jwt: cfg.JWT, store: st, queues: cfg.Queues, now: now, certUsers: cfg.ClientCertAuth}
 	lim := limits{maxTxnOps: cfg.MaxTxnOps, maxKeyBytes: cfg.MaxKeyBytes, keySets: &sync.Pool{}}
+	if q := cfg.Queues; q != nil {
+		lim.produces = func(key []byte) bool { return q.Route(key) == RouteProduce }
+	}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxRequestBytes + grpcOverheadBytes),
 		grpc.MaxSendMsgSize(math.MaxInt32),
