@@ -43,6 +43,15 @@ func TestKV_errorsAreEtcds(t *testing.T) {
 		{"unknown lease", func() error { _, err := cli.Put(ctx, "k", "v", clientv3.WithLease(0x7777)); return err }, rpctypes.ErrLeaseNotFound},
 		{"future revision", func() error { _, err := cli.Get(ctx, "k", clientv3.WithRev(100)); return err }, rpctypes.ErrFutureRev},
 		{"ignore value on missing key", func() error { _, err := cli.Put(ctx, "missing", "", clientv3.WithIgnoreValue()); return err }, rpctypes.ErrKeyNotFound},
+		// etcd judges a put's lease first, a txn's put's key first.
+		{"ignore value on missing key, unknown lease", func() error {
+			_, err := cli.Put(ctx, "missing", "", clientv3.WithIgnoreValue(), clientv3.WithLease(0x7777))
+			return err
+		}, rpctypes.ErrLeaseNotFound},
+		{"txn: ignore value on missing key, unknown lease", func() error {
+			_, err := cli.Txn(ctx).Then(clientv3.OpPut("missing", "", clientv3.WithIgnoreValue(), clientv3.WithLease(0x7777))).Commit()
+			return err
+		}, rpctypes.ErrKeyNotFound},
 		{"duplicate key in txn", func() error {
 			_, err := cli.Txn(ctx).Then(clientv3.OpPut("d", "1"), clientv3.OpPut("d", "2")).Commit()
 			return err

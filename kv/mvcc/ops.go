@@ -26,6 +26,12 @@ func (s *Store) Range(r *pb.RangeRequest) (*pb.RangeResponse, int64, error) {
 func (s *Store) put(r *pb.PutRequest) (*pb.PutResponse, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// etcd judges a put's lease before its key, where a txn's put has its
+	// key judged first (checkPutState): a put wrong in both gets etcd's
+	// error.
+	if _, ok := s.leases[r.Lease]; r.Lease != 0 && !ok {
+		return nil, s.rev, ErrLeaseNotFound
+	}
 	if err := s.checkPutState(r); err != nil {
 		return nil, s.rev, err
 	}
