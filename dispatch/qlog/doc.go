@@ -208,7 +208,9 @@
 // get one warning naming the next file, the first seq missing and how
 // many are, unless the segment before was cut or deleted above (that
 // warning covers them); only the oldest segment is ever deleted, so no
-// other gap is possible. A read that fails (EIO, a file
+// other gap is possible. A gap left by a cut is warned of again at every
+// later start (nothing on disk says it was), until the older segment is
+// deleted. A read that fails (EIO, a file
 // system gone) is no damage: Open fails, naming the file, and cuts and
 // deletes nothing, so that the records the disk still holds are there
 // when it can be read again. Then Open replays the live

@@ -141,7 +141,7 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (chang
 		// Only the oldest segment is deleted: a gap between two that
 		// are here is a file gone (fsck's lost+found, an operator), and
 		// its records with it.
-		l.log.Warn("qlog: records missing before a segment", "file", seg.path, "first_missing_seq", l.next, "missing", base-l.next)
+		l.log.Warn("qlog: records missing before a segment (a segment file gone, or one cut at an earlier start)", "file", seg.path, "first_missing_seq", l.next, "missing", base-l.next)
 	}
 	seg.base = base
 	l.segs = append(l.segs, seg) // releases may name its own records
