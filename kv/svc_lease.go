@@ -116,6 +116,20 @@ func (l *leaseService) LeaseKeepAlive(stream grpc.BidiStreamingServer[pb.LeaseKe
 		case req = <-reqs:
 		case err := <-recvErr:
 			if errors.Is(err, io.EOF) {
+				// The client sent all it will (the JSON gateway posts one
+				// request and closes; python-etcd3's refresh_lease
+				// too): the renewals under way are answered first, as
+				// etcd answers them. They ended unanswered.
+				done := make(chan struct{})
+				go func() {
+					renewals.Wait()
+					close(done)
+				}()
+				select {
+				case <-done:
+				case <-l.stop:
+				case <-ctx.Done():
+				}
 				return nil
 			}
 			return err
