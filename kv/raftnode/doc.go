@@ -7,26 +7,30 @@
 //
 // # Stores
 //
-// Config.Dir/raft holds the log store in wal/ (hashicorp/raft-wal:
-// segment files and a bbolt index, behind a 512-entry raft.LogCache),
-// the stable store in raft.db (raft-boltdb: term, vote and the server
-// id), and snapshots/, a raft.FileSnapshotStore keeping
+// Config.Dir/raft holds the log and the stable store (term, vote and the
+// server id) in raft.db (raft-boltdb, the log behind a 512-entry
+// raft.LogCache), and snapshots/, a raft.FileSnapshotStore keeping
 // Config.SnapshotRetain snapshots. A node restarted on its data dir
 // takes up its log, term and configuration; it never bootstraps again.
+// raft.db is opened first, with a 1 s timeout on its file lock, so a
+// second process on the same data dir fails there.
 //
-// The log was in raft.db too until raft-wal replaced it, by measurement:
-// bbolt commits a batch of entries with two fdatasyncs and a rewrite of
-// its B+tree pages, raft-wal appends it and fdatasyncs once. Under 100
-// clients putting through three members on 2 cores, the members spent
-// 265-278 µs of CPU per put on bbolt and 178-206 µs on raft-wal (the log
-// store was a third of each member's CPU). Opening a data dir whose
-// raft.db holds entries moves them into wal/ (moveLog: copied into
-// wal.tmp, renamed, then deleted from raft.db; a crash at any point
-// leaves one whole copy). raft.db is opened first, with a 1 s timeout
-// on its file lock, so a second process on the same data dir fails
-// there. raft-wal's Close leaves its index open, so stores.close closes
-// that itself.
-//
+// For a while the log was in hashicorp/raft-wal (wal/), which spent a
+// third less CPU per key-space write on three members (178-206 against
+// 265-278 µs per put: bbolt commits a batch with two fdatasyncs and a
+// rewrite of its B+tree pages, raft-wal appends it and fdatasyncs once).
+// But raft-wal v0.4.0, its latest release, seals a segment without its
+// index when raft deletes a suffix of the log (a leader killed or frozen
+// with entries not committed rejoins, and the next leader replaces them;
+// hashicorp/raft-wal#31, fixed only after that release), and cannot read
+// that segment again: the node panicked at its next start, for good.
+// Correct over fast: the log is back in raft.db, and queue puts, the
+// bulk of the traffic, do not go through raft. A data dir with wal/ has
+// its log moved back at the first open (moveWAL), read by scanning the
+// segments' committed frames within the bounds raft-wal's meta store
+// gives each, which needs no index: a segment sealed without one moves
+// too.
+
 // # Server ids
 //
 // A server id is the member id (gossip.ID, 16 hex digits), a dash and 8

@@ -1,7 +1,6 @@
 package raftnode
 
 import (
-	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -15,8 +14,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
-	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 
 	"chute/gossip"
@@ -25,12 +26,13 @@ import (
 // Layout of Config.Dir.
 const (
 	raftDir        = "raft"          // the raft stores' folder
-	stableFile     = "raft.db"       // the stable store, a bbolt file; earlier, the log too
-	walDir         = "wal"           // the log store, raft-wal's segments
-	walTmpDir      = "wal.tmp"       // a log being moved out of raft.db
+	stableFile     = "raft.db"       // the log and the stable store, a bbolt file
+	walDir         = "wal"           // the log of chute versions that kept it in raft-wal
+	walTmpDir      = "wal.tmp"       // a log those versions were moving out of raft.db
+	walMovedDir    = "wal.moved"     // raft-wal's log, moved back into raft.db, being deleted
 	snapshotsDir   = "snapshots"     // raft.FileSnapshotStore's base
 	logCacheSize   = 512             // recent entries raft reads from memory
-	copyBatchBytes = 1 << 20         // a batch of the log moved out of raft.db
+	copyBatchBytes = 1 << 20         // a batch of the log moved into raft.db
 	openTimeout    = 1 * time.Second // wait for another process's file lock
 )
 
@@ -40,10 +42,8 @@ var serverIDKey = []byte("chute-server-id")
 
 // stores are a node's raft stores under Config.Dir.
 type stores struct {
-	bolt  *raftboltdb.BoltStore // the stable store; closed by close
-	wal   *wal.WAL              // the log store; closed by close
-	meta  *metadb.BoltMetaDB    // the log store's index; closed by close after wal
-	logs  raft.LogStore         // wal behind a cache
+	bolt  *raftboltdb.BoltStore // the log and the stable store; closed by close
+	logs  raft.LogStore         // bolt behind a cache
 	snaps raft.SnapshotStore
 	id    raft.ServerID
 	// hadState is raft.HasExistingState at open: a log, a snapshot or a
@@ -52,7 +52,7 @@ type stores struct {
 }
 
 // openStores opens (creating when missing) the stores in dir/raft and
-// the server id, minting it for a new store. The stable store is opened
+// the server id, minting it for a new store. The bbolt file is opened
 // first: its file lock keeps a second process off the data dir.
 func openStores(dir string, memberID uint64, retain int, hc hclog.Logger) (*stores, error) {
 	base := filepath.Join(dir, raftDir)
@@ -75,12 +75,10 @@ func openStores(dir string, memberID uint64, retain int, hc hclog.Logger) (*stor
 }
 
 func (s *stores) open(base string, memberID uint64, retain int, hc hclog.Logger) error {
-	var err error
-	s.meta = &metadb.BoltMetaDB{}
-	if s.wal, err = openWAL(base, s.bolt, s.meta, hc); err != nil {
-		return err
+	if err := moveWAL(base, s.bolt, hc); err != nil {
+		return fmt.Errorf("raftnode: move the log out of %s: %w", filepath.Join(base, walDir), err)
 	}
-	logs, err := raft.NewLogCache(logCacheSize, s.wal)
+	logs, err := raft.NewLogCache(logCacheSize, s.bolt)
 	if err != nil {
 		return fmt.Errorf("raftnode: %w", err)
 	}
@@ -132,31 +130,59 @@ func MemberOf(id raft.ServerID) (uint64, bool) {
 	return m, true
 }
 
-// openWAL opens the log store in base/wal on meta, first moving into it
-// the log an earlier chute kept in raft.db (see moveLog). raft-wal's
-// Close leaves its meta store open, holding the file's lock: the caller
-// closes meta after the WAL.
-func openWAL(base string, bolt *raftboltdb.BoltStore, meta *metadb.BoltMetaDB, hc hclog.Logger) (*wal.WAL, error) {
+// moveWAL moves the log of a data dir written by the chute versions that
+// kept it in raft-wal (base/wal) back into raft.db, where raft-boltdb
+// keeps it. raft-wal v0.4.0 seals a segment without its index when raft
+// deletes a suffix of the log (a leader killed or frozen with entries
+// not committed, which the next leader replaces: hashicorp/raft-wal#31,
+// fixed in no release), and cannot read that segment again: the node
+// panicked at its next start, for good. So the segments are read here
+// by scanning their committed frames (segment.Filer.DumpSegment), each
+// within the bounds raft-wal's meta store gives it, which needs no
+// index. raft.db's own entries, if any (a move of earlier versions cut
+// short), are replaced; the segments are renamed away once copied, then
+// deleted, so that a crash at any point leaves one whole log.
+func moveWAL(base string, bolt *raftboltdb.BoltStore, hc hclog.Logger) error {
+	moved := filepath.Join(base, walMovedDir)
+	if err := os.RemoveAll(filepath.Join(base, walTmpDir)); err != nil { // raft.db's log is whole
+		return err
+	}
+	if _, err := os.Stat(moved); err == nil {
+		if err := os.RemoveAll(moved); err != nil {
+			return err
+		}
+		if err := syncDir(base); err != nil {
+			return err
+		}
+	}
 	dir := filepath.Join(base, walDir)
-	if err := moveLog(base, bolt, hc); err != nil {
-		return nil, fmt.Errorf("raftnode: move the log out of %s: %w", stableFile, err)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("raftnode: %w", err)
+	if err := clearLog(bolt); err != nil {
+		return err
 	}
-	w, err := wal.Open(dir, wal.WithLogger(hc.Named("wal")), wal.WithMetaStore(meta))
+	first, last, err := copyWAL(dir, bolt)
 	if err != nil {
-		return nil, errors.Join(fmt.Errorf("raftnode: open log store: %w", err), meta.Close())
+		return err
 	}
-	return w, nil
+	if err := os.Rename(dir, moved); err != nil {
+		return err
+	}
+	if err := syncDir(base); err != nil {
+		return err
+	}
+	hc.Info("moved the raft log out of raft-wal into raft.db", "first", first, "last", last)
+	if err := os.RemoveAll(moved); err != nil {
+		return err
+	}
+	return syncDir(base)
 }
 
-// moveLog moves the log entries of raft.db, where chute kept them
-// before raft-wal, into base/wal. The copy is made in wal.tmp and
-// renamed: a crash before the rename leaves raft.db's log whole, one
-// after it leaves the entries in both, and the next open ends the move
-// by deleting raft.db's.
-func moveLog(base string, bolt *raftboltdb.BoltStore, hc hclog.Logger) error {
+// clearLog deletes every entry of bolt's log.
+func clearLog(bolt *raftboltdb.BoltStore) error {
 	first, err := bolt.FirstIndex()
 	if err != nil {
 		return err
@@ -165,39 +191,70 @@ func moveLog(base string, bolt *raftboltdb.BoltStore, hc hclog.Logger) error {
 	if err != nil || last == 0 {
 		return err
 	}
-	dir, tmp := filepath.Join(base, walDir), filepath.Join(base, walTmpDir)
-	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		if err := copyLog(tmp, bolt, hc); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, dir); err != nil {
-			return err
-		}
-		if err := syncDir(base); err != nil {
-			return err
-		}
-		hc.Info("moved the raft log into the write-ahead log", "from", stableFile, "first", first, "last", last)
-	} else if err != nil {
-		return err
-	}
 	return bolt.DeleteRange(first, last)
 }
 
-// copyLog copies bolt's log into a new raft-wal in dir.
-func copyLog(dir string, bolt *raftboltdb.BoltStore, hc hclog.Logger) error {
-	if err := os.RemoveAll(dir); err != nil { // a copy a crash cut short
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
+// copyWAL copies the entries of raft-wal's log in dir into bolt, in
+// batches, and returns the first and last index copied (0, 0 for none).
+func copyWAL(dir string, bolt *raftboltdb.BoltStore) (first, last uint64, err error) {
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(hc.Named("wal")), wal.WithMetaStore(meta))
+	state, err := meta.Load(dir)
 	if err != nil {
-		return errors.Join(err, meta.Close())
+		return 0, 0, errors.Join(err, meta.Close())
 	}
-	err = migrate.CopyLogs(context.Background(), w, bolt, copyBatchBytes, nil)
-	return errors.Join(err, w.Close(), meta.Close())
+	if err := meta.Close(); err != nil {
+		return 0, 0, err
+	}
+	filer := segment.NewFiler(dir, walfs.New())
+	var batch []*raft.Log
+	size := 0
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		err := bolt.StoreLogs(batch)
+		batch, size = batch[:0], 0
+		return err
+	}
+	for _, seg := range state.Segments {
+		if seg.Codec != wal.CodecBinaryV1 {
+			return 0, 0, fmt.Errorf("segment %d: codec %d, not raft-wal's binary codec", seg.ID, seg.Codec)
+		}
+		// Entries from MinIndex (a head truncation raises it past
+		// BaseIndex) to MaxIndex (a tail truncation lowers it; 0 for the
+		// segment being written: to its last committed frame). The
+		// upper bound is applied here, not by DumpSegment, which drops
+		// the entries of a commit it stops in the middle of.
+		after := max(seg.MinIndex, seg.BaseIndex) - 1
+		err := filer.DumpSegment(seg.BaseIndex, seg.ID, after, 0, func(_ types.SegmentInfo, e types.LogEntry) (bool, error) {
+			if seg.MaxIndex > 0 && e.Index > seg.MaxIndex {
+				return true, nil // deleted by a tail truncation
+			}
+			if last != 0 && e.Index != last+1 {
+				return false, fmt.Errorf("segment %d: entry %d after %d", seg.ID, e.Index, last)
+			}
+			var l raft.Log
+			if err := (&wal.BinaryCodec{}).Decode(e.Data, &l); err != nil {
+				return false, fmt.Errorf("segment %d: entry %d: %w", seg.ID, e.Index, err)
+			}
+			if l.Index != e.Index {
+				return false, fmt.Errorf("segment %d: entry %d holds index %d", seg.ID, e.Index, l.Index)
+			}
+			if first == 0 {
+				first = l.Index
+			}
+			last = l.Index
+			batch = append(batch, &l)
+			if size += len(l.Data) + len(l.Extensions); size >= copyBatchBytes {
+				return true, flush()
+			}
+			return true, nil
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+	}
+	return first, last, flush()
 }
 
 // syncDir makes a rename in dir durable.
@@ -209,16 +266,10 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// close closes the stores that are open; raft must be shut down first.
+// close closes the stores; raft must be shut down first.
 func (s *stores) close() error {
-	var errs []error
-	if s.wal != nil {
-		if err := errors.Join(s.wal.Close(), s.meta.Close()); err != nil {
-			errs = append(errs, fmt.Errorf("raftnode: close log store: %w", err))
-		}
-	}
 	if err := s.bolt.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("raftnode: close stable store: %w", err))
+		return fmt.Errorf("raftnode: close stable store: %w", err)
 	}
-	return errors.Join(errs...)
+	return nil
 }
