@@ -20,10 +20,10 @@ type Files struct {
 	// or neither.
 	CertFile, KeyFile string
 
-	// TrustedCAFile is a PEM bundle. A server verifies client certificates
-	// with it (required when ClientCertAuth is set, else it verifies those
-	// a client offers); a dialer verifies servers with it. Empty: a dialer
-	// uses the system roots.
+	// TrustedCAFile is a PEM bundle. A server requires client
+	// certificates it verifies, as etcd's does, ClientCertAuth set or not;
+	// a dialer verifies servers with it. Empty: a dialer uses the system
+	// roots.
 	TrustedCAFile string
 
 	// ClientCertAuth makes a server require a client certificate that

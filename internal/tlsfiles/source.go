@@ -166,11 +166,11 @@ func (s *Source) serverConfig(st *state) (*tls.Config, error) {
 	}
 	c := &tls.Config{Certificates: []tls.Certificate{*st.cert}}
 	s.suite.Apply(c)
-	switch {
-	case s.files.ClientCertAuth:
+	if s.files.ClientCertAuth || st.pool != nil {
+		// A trusted CA alone requires client certificates too, as in
+		// etcd (transport.TLSInfo.ServerConfig): the same command line
+		// let clients without one in.
 		c.ClientAuth, c.ClientCAs = tls.RequireAndVerifyClientCert, st.pool
-	case st.pool != nil:
-		c.ClientAuth, c.ClientCAs = tls.VerifyClientCertIfGiven, st.pool
 	}
 	if s.files.AllowedCN != "" || s.files.AllowedHostname != "" || st.crl != nil {
 		// VerifyConnection, not VerifyPeerCertificate: Go calls the

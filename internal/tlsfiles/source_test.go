@@ -123,6 +123,24 @@ func TestSource_mutualTLS(t *testing.T) {
 	}
 }
 
+// TestSource_trustedCAAlone: a server given a trusted CA and no
+// ClientCertAuth requires client certificates all the same, as etcd's
+// --trusted-ca-file does; it let a client without one in.
+func TestSource_trustedCAAlone(t *testing.T) {
+	ca := testcerts.NewCA(t, "ca")
+	sf := newFiles(t, ca, "server").files
+	sf.ClientCertAuth = false
+	srv := mustSource(t, sf)
+	good := mustSource(t, newFiles(t, ca, "client").files)
+	noCert := mustSource(t, Files{TrustedCAFile: sf.TrustedCAFile})
+	if se, ce := handshake(t, srv.ServerConfig(), good.ClientConfig("127.0.0.1"), "127.0.0.1"); se != nil || ce != nil {
+		t.Fatalf("client certificate of the CA: server %v, client %v; want both nil", se, ce)
+	}
+	if se, _ := handshake(t, srv.ServerConfig(), noCert.ClientConfig("127.0.0.1"), "127.0.0.1"); se == nil {
+		t.Fatal("client without a certificate accepted by a server with a trusted CA")
+	}
+}
+
 func TestSource_allowedNames(t *testing.T) {
 	ca := testcerts.NewCA(t, "ca")
 	sf := newFiles(t, ca, "server").files
