@@ -63,8 +63,7 @@ func etcdFlags() []etcdFlag {
 		{"log-rotation-config-json", false},
 		{"enable-pprof", true},
 		{"metrics", false},
-		// Config file and the v2 proxy.
-		{"config-file", false},
+		// The v2 proxy.
 		{"proxy", false},
 		{"proxy-failure-wait", false},
 		{"proxy-refresh-interval", false},
@@ -89,6 +88,9 @@ func refusedEtcdFlags() []refusedFlag {
 	const noSelfClient = "chute makes no client connections to its own etcd API (no gRPC gateway or proxy)"
 	const noGateway = "chute's JSON gateway makes no CORS or Host checks"
 	return []refusedFlag{
+		// etcd's file may set TLS and auth (client-transport-security,
+		// auth-token): ignored, it started a node open.
+		{etcdFlag{"config-file", false}, "chute does not read etcd's configuration file: give its settings as flags, or in chute's own YAML file with --config (snake_case keys)"},
 		{etcdFlag{"client-cert-file", false}, noSelfClient},
 		{etcdFlag{"client-key-file", false}, noSelfClient},
 		{etcdFlag{"cors", false}, noGateway},

@@ -126,6 +126,10 @@ var etcdSecurityFlags = []string{
 	"cipher-suites", "cors", "host-whitelist", "tls-min-version", "tls-max-version",
 	"client-cert-file", "client-key-file",
 	"auth-token", "bcrypt-cost", "auth-token-ttl",
+	// Not in those sections, but etcd's file may set any of them
+	// (client-transport-security, auth-token): ignored, it started a node
+	// open.
+	"config-file",
 }
 
 // TestRun_securityFlagsFailClosed gives each etcd security flag without
@@ -183,6 +187,7 @@ func TestRun_securityFlagsFailClosed(t *testing.T) {
 		{"host-whitelist", []string{"--host-whitelist", "*"}},
 		{"client-cert-file", []string{"--client-cert-file", f.cert}},
 		{"client-key-file", []string{"--client-key-file", f.key}},
+		{"config-file", []string{"--config-file", f.ca}},
 		{"auth-token", []string{"--auth-token", "jwt,pub-key=a.pem,priv-key=a.key,sign-method=RS256"}},
 		{"auth-token", []string{"--auth-token", "plain"}},
 		{"bcrypt-cost", []string{"--bcrypt-cost", "3"}},
