@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -119,8 +120,17 @@ func ParseSettings(m map[string]string) (Settings, error) {
 // "name=value,name=value": blank text is none. A value may hold commas
 // where the text after one holds no '=': "a=1,b=x,y" is a=1 and b="x,y".
 // Spaces around names and values are trimmed. A name given twice is an
-// error.
+// error. Text that starts with '{' is a JSON object of names to string
+// values instead, whose values are kept as they are, commas, '=' and
+// spaces included (what the config file's YAML mapping becomes).
 func ParseSettingsText(s string) (Settings, error) {
+	if t := strings.TrimSpace(s); strings.HasPrefix(t, "{") {
+		var m map[string]string
+		if err := json.Unmarshal([]byte(t), &m); err != nil {
+			return Settings{}, fmt.Errorf("%w: a JSON object of names to string values: %v", ErrBadSetting, err)
+		}
+		return ParseSettings(m)
+	}
 	m := make(map[string]string)
 	var last string
 	for item := range strings.SplitSeq(s, ",") {

@@ -91,6 +91,13 @@ func TestParseSettingsText(t *testing.T) {
 		{"A=1", "error"},
 		{"query=1", "error"},
 		{"a&b=1", "error"},
+		// A JSON object keeps a value's commas, '=' and spaces (the
+		// config file's YAML mapping).
+		{`{"log_comment":"from chute, node=a","d":","}`, "d=,,log_comment=from chute, node=a"},
+		{` {"a":"1"} `, "a=1"},
+		{`{"a":1}`, "error"},
+		{`{"a":"1"`, "error"},
+		{`{"user":"x"}`, "error"},
 	}
 	for _, tt := range tests {
 		s, err := ParseSettingsText(tt.text)

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -691,6 +693,11 @@ func applyFile(fs *flag.FlagSet, opts []option, path string, onCmdLine map[strin
 		if e.mapping && o.name != "clickhouse-settings" {
 			return fmt.Errorf("config file %s: line %d: %s: want a scalar or a list", path, e.line, e.key)
 		}
+		if _, isList := o.value.(*listValue); e.list && !isList && o.name != "clickhouse-url" {
+			// Joined by commas, a list made one value of its items:
+			// data_dir: [a, b] was the directory "a,b".
+			return fmt.Errorf("config file %s: line %d: %s: want a scalar, not a list", path, e.line, e.key)
+		}
 		if onCmdLine[o.name] || e.null {
 			continue
 		}
@@ -720,15 +727,25 @@ type fileEntry struct {
 	key     string
 	value   string
 	null    bool // the value is YAML null: the key is treated as absent
-	mapping bool // the value was a mapping, written as "k=v,k=v"
+	mapping bool // the value was a mapping, written as a JSON object
+	list    bool // the value was a list, its items joined by commas
 	line    int
 }
 
 // parseConfigFile reads a YAML mapping of keys to scalars or lists of
 // scalars. An empty document holds no keys.
 func parseConfigFile(data []byte) ([]fileEntry, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	// One document: the keys of a second (after ---) were dropped
+	// without a word, client_cert_auth among them.
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return nil, fmt.Errorf("line %d: a second YAML document; the file holds one", next.Line)
+	} else if !errors.Is(err, io.EOF) {
 		return nil, err
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
@@ -757,6 +774,7 @@ func parseConfigFile(data []byte) ([]fileEntry, error) {
 		case yaml.ScalarNode:
 			e.value, e.null = v.Value, v.Tag == "!!null"
 		case yaml.SequenceNode:
+			e.list = true
 			items := make([]string, 0, len(v.Content))
 			for _, it := range v.Content {
 				if it.Kind == yaml.AliasNode {
@@ -769,7 +787,10 @@ func parseConfigFile(data []byte) ([]fileEntry, error) {
 			}
 			e.value = strings.Join(items, ",")
 		case yaml.MappingNode:
-			items := make([]string, 0, len(v.Content)/2)
+			// As JSON text (sink.ParseSettingsText), which keeps a value's
+			// commas and '=': joined as name=value,... a value "a, b=c"
+			// became two settings.
+			m := make(map[string]string, len(v.Content)/2)
 			for j := 0; j+1 < len(v.Content); j += 2 {
 				mk, mv := v.Content[j], v.Content[j+1]
 				if mv.Kind == yaml.AliasNode {
@@ -778,13 +799,20 @@ func parseConfigFile(data []byte) ([]fileEntry, error) {
 				if mk.Kind != yaml.ScalarNode || mv.Kind != yaml.ScalarNode {
 					return nil, fmt.Errorf("line %d: %s: mapping keys and values must be scalars", mk.Line, k.Value)
 				}
+				if _, dup := m[mk.Value]; dup {
+					return nil, fmt.Errorf("line %d: %s: key %q appears twice", mk.Line, k.Value, mk.Value)
+				}
 				value := mv.Value
 				if b, err := strconv.ParseBool(value); err == nil && mv.Tag == "!!bool" {
 					value = map[bool]string{true: "1", false: "0"}[b] // as a queue's JSON true and false
 				}
-				items = append(items, mk.Value+"="+value)
+				m[mk.Value] = value
 			}
-			e.value, e.mapping = strings.Join(items, ","), true
+			text, err := json.Marshal(m)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %s: %w", v.Line, k.Value, err)
+			}
+			e.value, e.mapping = string(text), true
 		default:
 			return nil, fmt.Errorf("line %d: %s: want a scalar or a list", v.Line, k.Value)
 		}

@@ -391,7 +391,13 @@ func TestLoadConfig_fileValues(t *testing.T) {
 		{"clickhouse_url comma string", "clickhouse_url: http://a:1,http://b:2\n", func(c *Config) { c.ClickHouseURL = "http://a:1,http://b:2" }},
 		{"clickhouse_settings mapping", "clickhouse_settings:\n  input_format_skip_unknown_fields: true\n  max_insert_threads: 4\n  date_time_input_format: best_effort\n",
 			func(c *Config) {
-				c.ClickHouseSettings = "input_format_skip_unknown_fields=1,max_insert_threads=4,date_time_input_format=best_effort"
+				c.ClickHouseSettings = `{"date_time_input_format":"best_effort","input_format_skip_unknown_fields":"1","max_insert_threads":"4"}`
+			}},
+		// A value's commas and '=' stay in it (they split it in two when
+		// the mapping was written as name=value,...).
+		{"clickhouse_settings mapping, commas", "clickhouse_settings:\n  log_comment: \"from chute, node=a\"\n  format_csv_delimiter: \",\"\n",
+			func(c *Config) {
+				c.ClickHouseSettings = `{"format_csv_delimiter":",","log_comment":"from chute, node=a"}`
 			}},
 		{"clickhouse_settings string", "clickhouse_settings: a=1,b=2\n", func(c *Config) { c.ClickHouseSettings = "a=1,b=2" }},
 		{"clickhouse_compression", "clickhouse_compression: none\n", func(c *Config) { c.ClickHouseCompression = "none" }},
@@ -438,6 +444,12 @@ func TestLoadConfig_fileErrors(t *testing.T) {
 		{"float", "max_txn_ops: 1.5\n", []string{"max_txn_ops", "not an integer"}},
 		{"bad log level", "log_level: loud\n", []string{"log_level", `"loud" is not one of`}},
 		{"bad URL", "listen_client_urls: [ftp://x:1]\n", []string{"--listen-client-urls", "scheme must be http or https"}},
+		// A second document's keys were dropped without a word.
+		{"two documents", "name: a\n---\nclient_cert_auth: true\n", []string{"line 2", "second YAML document"}},
+		// A list was one value of its items joined: the data dir "a,b".
+		{"list for a scalar", "data_dir: [/var/lib/a, /var/lib/b]\n", []string{"line 1", "data_dir", "want a scalar, not a list"}},
+		{"list for a name", "name:\n  - a\n  - b\n", []string{"name", "want a scalar, not a list"}},
+		{"settings key twice", "clickhouse_settings:\n  a: 1\n  a: 2\n", []string{"clickhouse_settings"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
