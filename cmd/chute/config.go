@@ -938,10 +938,10 @@ func (v *levelValue) Set(s string) error {
 		*v = levelValue(slog.LevelInfo)
 	case "warn":
 		*v = levelValue(slog.LevelWarn)
-	case "error":
+	case "error", "panic", "fatal": // etcd's two last: its errors and worse
 		*v = levelValue(slog.LevelError)
 	default:
-		return fmt.Errorf("%q is not one of debug, info, warn, error", s)
+		return fmt.Errorf("%q is not one of debug, info, warn, error (panic and fatal, etcd's, are error)", s)
 	}
 	return nil
 }

@@ -183,6 +183,9 @@ func everyOption(t *testing.T) []optionCase {
 			map[string]string{"CHUTE_CLICKHOUSE_URL": https}},
 		{"clickhouse-batch-interval", "200ms", func(c *Config) { c.ClickHouseBatchInterval = 200 * time.Millisecond }, nil},
 		{"clickhouse-timeout", "2m", func(c *Config) { c.ClickHouseTimeout = 2 * time.Minute }, nil},
+		// etcd's --log-level takes panic and fatal too: an etcd command
+		// line starts.
+		{"log-level", "fatal", func(c *Config) { c.LogLevel = slog.LevelError }, nil},
 		{"clickhouse-max-inserts-per-second", "0.5", func(c *Config) { c.ClickHouseMaxInsertsPerSecond = 0.5 }, nil},
 		{"clickhouse-max-inflight-inserts", "4", func(c *Config) { c.ClickHouseMaxInflightInserts = 4 }, nil},
 		{"metrics-listen", "0.0.0.0:9000", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }, nil},
