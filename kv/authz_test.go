@@ -235,6 +235,24 @@ func TestAuthorizer_readers(t *testing.T) {
 		t.Fatal("watch outside the grant: no answer")
 	}
 	allowed := rd.Watch(wctx, "/a/", clientv3.WithPrefix())
+	// Beside a live watch (id 0), a refused one is answered under -1, as
+	// etcd answers: under the id asked for, 0, it named the live one.
+	stream, err := pb.NewWatchClient(rd.ActiveConnection()).Watch(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"/a/", "/c/"} {
+		cr := &pb.WatchCreateRequest{Key: []byte(key), RangeEnd: []byte(key[:len(key)-1] + "0")}
+		if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []int64{0, -1} {
+		resp, err := stream.Recv()
+		if err != nil || resp.WatchId != want || resp.Canceled != (want == -1) {
+			t.Fatalf("raw stream: got %+v, %v; want watch %d (canceled %v)", resp, err, want, want == -1)
+		}
+	}
 	if _, err := root.Put(ctx, "/a/y", "1"); err != nil {
 		t.Fatal(err)
 	}

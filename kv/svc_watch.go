@@ -148,7 +148,11 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 	}
 	if st.allow != nil {
 		if reason, ok := st.allow(cr); !ok {
-			st.refuse(cr.WatchId, reason)
+			// Under -1, as etcd refuses any watch: under the id asked for
+			// (0 for one the server numbers), a client that matches
+			// answers to watches by id took it for the stream's live
+			// watch 0.
+			st.refuse(invalidWatchID, reason)
 			return
 		}
 	}
