@@ -227,12 +227,25 @@ func noBrowsers(h http.Handler) http.Handler {
 // written against etcd read it.
 func gatewayError(_ context.Context, _ *runtime.ServeMux, _ runtime.Marshaler, w http.ResponseWriter, _ *http.Request, err error) {
 	st := status.Convert(err)
-	code := runtime.HTTPStatusFromCode(st.Code())
-	writeJSON(w, code, struct {
+	writeJSON(w, gatewayStatus(st.Code()), struct {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 		Code    int32  `json:"code"`
 	}{st.Message(), st.Message(), int32(st.Code())})
+}
+
+// gatewayStatus is the HTTP status of a gRPC code as grpc-gateway v1,
+// which etcd 3.4's gateway uses, maps it: v2 answers FailedPrecondition
+// (a lease that exists, auth enable without root, ...) with 400 and
+// Canceled with 499, where clients of etcd see 412 and 408.
+func gatewayStatus(c codes.Code) int {
+	switch c {
+	case codes.FailedPrecondition:
+		return http.StatusPreconditionFailed
+	case codes.Canceled:
+		return http.StatusRequestTimeout
+	}
+	return runtime.HTTPStatusFromCode(c)
 }
 
 // shutdown stops taking requests and waits for those under way until ctx

@@ -146,6 +146,9 @@ func TestGateway_putRangeWatch(t *testing.T) {
 // bound is refused without the node's memory holding it; gRPC serves on.
 func TestGateway_errors(t *testing.T) {
 	srv, cli := startServer(t, func(c *Config) { c.MaxRequestBytes = 64 << 10 })
+	if code, body := gatewayPost(t, srv, "/v3/lease/grant", "", `{"ID":"777","TTL":"60"}`); code != http.StatusOK {
+		t.Fatalf("grant of lease 777: %d %s", code, body)
+	}
 	for _, tc := range []struct {
 		name, path, body string
 		code             int
@@ -156,6 +159,9 @@ func TestGateway_errors(t *testing.T) {
 		{"empty key", "/v3/kv/put", `{"value":"` + b64("v") + `"}`, http.StatusBadRequest, "etcdserver: key is not provided"},
 		{"value past max-request-bytes", "/v3/kv/put", `{"key":"` + b64("k") + `","value":"` + b64(strings.Repeat("x", 80<<10)) + `"}`, http.StatusBadRequest, "etcdserver: request is too large"},
 		{"no such path", "/v3/kv/nothing", `{}`, http.StatusNotFound, ""},
+		// FailedPrecondition is etcd 3.4's 412 (grpc-gateway v1), not v2's
+		// 400.
+		{"lease granted twice", "/v3/lease/grant", `{"ID":"777","TTL":"60"}`, http.StatusPreconditionFailed, `"code":9`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := gatewayPost(t, srv, tc.path, "", tc.body)
