@@ -76,10 +76,10 @@ func newGateway(s *Server) (*gateway, error) {
 	}
 	mux := runtime.NewServeMux(
 		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
-			Marshaler: &runtime.JSONPb{
+			Marshaler: gatewayJSON{&runtime.JSONPb{
 				MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
 				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-			},
+			}},
 		}),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
 		runtime.WithErrorHandler(gatewayError),

@@ -439,3 +439,35 @@ func TestGateway_versionHealth(t *testing.T) {
 		}
 	}
 }
+
+// TestGateway_unknownEnumName: an enum name that is not one is refused,
+// as etcd's gateway refuses it, where unknown fields are ignored, as
+// there: protojson's DiscardUnknown dropped the name, so a compare with
+// a misspelled result became EQUAL and the txn deleted the key it was
+// meant to keep.
+func TestGateway_unknownEnumName(t *testing.T) {
+	srv, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	if _, err := cli.Put(ctx, "k", "a"); err != nil {
+		t.Fatal(err)
+	}
+	txn := func(result string) string {
+		return `{"compare":[{"key":"` + b64("k") + `","target":"VALUE","result":"` + result + `","value":"` + b64("a") + `"}],` +
+			`"success":[{"request_delete_range":{"key":"` + b64("k") + `"}}],"bogus":1}`
+	}
+	code, body := gatewayPost(t, srv, "/v3/kv/txn", "", txn("NOT_EQUALS"))
+	if code != http.StatusBadRequest || !strings.Contains(body, `unknown value \"NOT_EQUALS\"`) || !strings.Contains(body, `"code":3`) {
+		t.Errorf("txn with the enum name NOT_EQUALS: %d %s, want 400 naming it", code, body)
+	}
+	if resp, err := cli.Get(ctx, "k"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("k after the refused txn: %v, %v; want it kept", resp, err)
+	}
+	// A real name, beside an unknown field: the txn runs.
+	code, body = gatewayPost(t, srv, "/v3/kv/txn", "", txn("NOT_EQUAL"))
+	if code != http.StatusOK || strings.Contains(body, `"succeeded":true`) {
+		t.Errorf("txn with NOT_EQUAL: %d %s, want 200, not succeeded", code, body)
+	}
+	if resp, err := cli.Get(ctx, "k"); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("k after a txn whose compare failed: %v, %v; want it kept", resp, err)
+	}
+}
