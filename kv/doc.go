@@ -58,10 +58,11 @@
 // leads, so a clientv3 Mutex and a Lock call exclude each other. Every
 // step is a KV call of this server checked as the caller's own
 // (svc_recipes.go): locking needs write on the name's keys, as in a
-// client. A Lock or Campaign without a lease gets one of 60 s that
-// nobody keeps alive, as etcd's does; a caller that gives up while
+// client. A Lock, Campaign or Proclaim without a lease gets one of 60 s
+// that nobody keeps alive, as etcd's does; a caller that gives up while
 // waiting leaves no key behind. The errors are etcd's ("election: not
-// leader", "election: no leader", gRPC code Unknown). The JSON gateway
+// leader", "election: no leader", and those of their KV steps, all with
+// gRPC code Unknown, as etcd's client in the server returns them). The JSON gateway
 // serves them at etcd's paths (/v3/lock/lock, /v3/election/campaign,
 // ...), from handlers protoc-gen-grpc-gateway generates with the paths
 // of etcd's annotations (kept in a YAML file beside each proto).

@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/kv/v3electionpb"
 	"chute/kv/v3lockpb"
@@ -237,5 +239,72 @@ func TestRecipes_asTheCaller(t *testing.T) {
 	ec := v3electionpb.NewElectionClient(u.ActiveConnection())
 	if _, err := ec.Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("theirs"), Lease: lease, Value: []byte("x")}); err == nil || !strings.Contains(err.Error(), "permission denied") {
 		t.Fatalf("Campaign under another name: %v, want permission denied", err)
+	}
+}
+
+// TestRecipes_asEtcd: what etcd's lock and election services answer,
+// where chute's differed. Their errors have gRPC code Unknown (etcd runs
+// the recipes through a client of its own), not their KV step's; a
+// Proclaim with lease 0 attaches a new lease of 60 s to the leader's
+// key, as etcd's session of lease 0 does, where chute's put took the
+// key's lease away (it never went, and other candidates waited for ever);
+// a Campaign that waited answers the header of its own write, not of the
+// read that saw the way clear.
+func TestRecipes_asEtcd(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 30*time.Second)
+	lc := v3lockpb.NewLockClient(cli.ActiveConnection())
+	ec := v3electionpb.NewElectionClient(cli.ActiveConnection())
+	const unknown = 0x7777
+	for what, call := range map[string]func() error{
+		"Lock": func() error {
+			_, err := lc.Lock(ctx, &v3lockpb.LockRequest{Name: []byte("l"), Lease: unknown})
+			return err
+		},
+		"Campaign": func() error {
+			_, err := ec.Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("e"), Lease: unknown})
+			return err
+		},
+		"Unlock": func() error { _, err := lc.Unlock(ctx, &v3lockpb.UnlockRequest{}); return err },
+	} {
+		if err := call(); status.Code(err) != codes.Unknown || !strings.Contains(err.Error(), "etcdserver: ") {
+			t.Errorf("%s: %v, want code Unknown with etcd's message", what, err)
+		}
+	}
+
+	a, err := ec.Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("p"), Lease: grant(t, cli, 60), Value: []byte("a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Header.Revision != a.Leader.Rev {
+		t.Errorf("Campaign at once: header %d, leader key created at %d", a.Header.Revision, a.Leader.Rev)
+	}
+	noLease := &v3electionpb.LeaderKey{Name: a.Leader.Name, Key: a.Leader.Key, Rev: a.Leader.Rev}
+	if _, err := ec.Proclaim(ctx, &v3electionpb.ProclaimRequest{Leader: noLease, Value: []byte("a2")}); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := cli.Get(ctx, string(a.Leader.Key)); err != nil || len(g.Kvs) != 1 || g.Kvs[0].Lease == 0 || string(g.Kvs[0].Value) != "a2" {
+		t.Fatalf("leader key after a Proclaim with lease 0: %v, %v; want a2 with a lease", g, err)
+	}
+
+	bc := make(chan *v3electionpb.CampaignResponse, 1)
+	go func() {
+		b, err := ec.Campaign(ctx, &v3electionpb.CampaignRequest{Name: []byte("p"), Lease: grant(t, cli, 60), Value: []byte("b")})
+		if err != nil {
+			t.Error(err)
+		}
+		bc <- b
+	}()
+	notYet(t, bc, 300*time.Millisecond, "second Campaign")
+	for i := range 3 { // writes between the wait and the way clear
+		if _, err := cli.Put(ctx, fmt.Sprintf("other%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cli.Delete(ctx, string(a.Leader.Key)); err != nil {
+		t.Fatal(err)
+	}
+	if b := within(t, bc, 5*time.Second, "second Campaign"); b != nil && b.Header.Revision != b.Leader.Rev {
+		t.Errorf("Campaign that waited: header %d, its key created at %d; want the same, as etcd", b.Header.Revision, b.Leader.Rev)
 	}
 }

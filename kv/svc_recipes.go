@@ -73,6 +73,23 @@ func (r *recipes) get(ctx context.Context, g *pb.RangeRequest) (*pb.RangeRespons
 	return callAs(r, ctx, g, r.kv.Range)
 }
 
+// recipeErr is err as etcd's lock and election services return it: they
+// run the recipe through a client of their own, whose errors reach the
+// caller with gRPC code Unknown and etcd's message ("etcdserver:
+// requested lease not found"), where chute's KV steps kept their own
+// codes (NotFound, InvalidArgument). A context's end keeps its code.
+func recipeErr(err error) error {
+	st, ok := status.FromError(err)
+	if !ok || err == nil {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unknown, codes.Canceled, codes.DeadlineExceeded:
+		return err
+	}
+	return status.Error(codes.Unknown, st.Message())
+}
+
 // holder is a caller's place under a lock's or an election's name.
 type holder struct {
 	pfx, key []byte // the name's prefix, and the caller's key under it
@@ -198,6 +215,11 @@ type lockService struct {
 }
 
 func (l *lockService) Lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
+	resp, err := l.lock(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (l *lockService) lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3lockpb.LockResponse, error) {
 	h, err := l.r.holderOf(ctx, req.Name, req.Lease)
 	if err != nil {
 		return nil, err
@@ -226,6 +248,11 @@ func (l *lockService) Lock(ctx context.Context, req *v3lockpb.LockRequest) (*v3l
 }
 
 func (l *lockService) Unlock(ctx context.Context, req *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
+	resp, err := l.unlock(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (l *lockService) unlock(ctx context.Context, req *v3lockpb.UnlockRequest) (*v3lockpb.UnlockResponse, error) {
 	d, err := callAs(l.r, ctx, &pb.DeleteRangeRequest{Key: req.Key}, l.r.kv.DeleteRange)
 	if err != nil {
 		return nil, err
@@ -244,6 +271,11 @@ type electionService struct {
 }
 
 func (e *electionService) Campaign(ctx context.Context, req *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
+	resp, err := e.campaign(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (e *electionService) campaign(ctx context.Context, req *v3electionpb.CampaignRequest) (*v3electionpb.CampaignResponse, error) {
 	h, err := e.r.holderOf(ctx, req.Name, req.Lease)
 	if err != nil {
 		return nil, err
@@ -252,15 +284,16 @@ func (e *electionService) Campaign(ctx context.Context, req *v3electionpb.Campai
 	if err != nil {
 		return nil, err
 	}
-	rev := p.rev
+	// The header is the campaign's own write's, or its proclaim's, as
+	// etcd's Campaign answers: not the read that saw the way clear.
+	rev, hdr := p.rev, p.hdr
 	if !p.created && !bytes.Equal(p.was, req.Value) {
-		if _, err := e.proclaim(ctx, h.key, rev, h.lease, req.Value); err != nil {
+		if hdr, err = e.proclaim(ctx, h.key, rev, h.lease, req.Value); err != nil {
 			e.r.release(ctx, h.key, rev)
 			return nil, err
 		}
 	}
-	hdr, err := e.r.waitAhead(ctx, h.pfx, rev)
-	if err != nil {
+	if _, err := e.r.waitAhead(ctx, h.pfx, rev); err != nil {
 		if ctx.Err() != nil {
 			e.r.release(ctx, h.key, rev)
 		}
@@ -288,10 +321,27 @@ func (e *electionService) proclaim(ctx context.Context, key []byte, rev, lease i
 }
 
 func (e *electionService) Proclaim(ctx context.Context, req *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
+	resp, err := e.proclaimCall(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (e *electionService) proclaimCall(ctx context.Context, req *v3electionpb.ProclaimRequest) (*v3electionpb.ProclaimResponse, error) {
 	if req.Leader == nil {
 		return nil, errMissingLeader
 	}
-	hdr, err := e.proclaim(ctx, req.Leader.Key, req.Leader.Rev, req.Leader.Lease, req.Value)
+	lease := req.Leader.Lease
+	if lease == 0 {
+		// etcd proclaims in a session of the leader's lease, and a
+		// session of lease 0 grants one of 60 s that nobody keeps
+		// alive: put with lease 0, the leader's key lost its lease and
+		// never went, and every other candidate waited for ever.
+		g, err := callAs(e.r, ctx, &pb.LeaseGrantRequest{TTL: recipeLeaseTTL}, e.r.lease.LeaseGrant)
+		if err != nil {
+			return nil, err
+		}
+		lease = g.ID
+	}
+	hdr, err := e.proclaim(ctx, req.Leader.Key, req.Leader.Rev, lease, req.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -299,6 +349,11 @@ func (e *electionService) Proclaim(ctx context.Context, req *v3electionpb.Procla
 }
 
 func (e *electionService) Resign(ctx context.Context, req *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
+	resp, err := e.resign(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (e *electionService) resign(ctx context.Context, req *v3electionpb.ResignRequest) (*v3electionpb.ResignResponse, error) {
 	if req.Leader == nil {
 		return nil, errMissingLeader
 	}
@@ -310,6 +365,11 @@ func (e *electionService) Resign(ctx context.Context, req *v3electionpb.ResignRe
 }
 
 func (e *electionService) Leader(ctx context.Context, req *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
+	resp, err := e.leader(ctx, req)
+	return resp, recipeErr(err)
+}
+
+func (e *electionService) leader(ctx context.Context, req *v3electionpb.LeaderRequest) (*v3electionpb.LeaderResponse, error) {
 	g, err := e.r.get(ctx, oldest(prefixOf(req.Name)))
 	if err != nil {
 		return nil, err
@@ -323,6 +383,10 @@ func (e *electionService) Leader(ctx context.Context, req *v3electionpb.LeaderRe
 // Observe sends the leader's key and value, then each new value it
 // proclaims, then the next leader's, until the caller goes.
 func (e *electionService) Observe(req *v3electionpb.LeaderRequest, stream grpc.ServerStreamingServer[v3electionpb.LeaderResponse]) error {
+	return recipeErr(e.observe(req, stream))
+}
+
+func (e *electionService) observe(req *v3electionpb.LeaderRequest, stream grpc.ServerStreamingServer[v3electionpb.LeaderResponse]) error {
 	ctx := stream.Context()
 	pfx := prefixOf(req.Name)
 	for {
