@@ -83,6 +83,13 @@ func (m *maintenanceService) Status(_ context.Context, _ *pb.StatusRequest) (*pb
 		if cs.Leader == 0 {
 			resp.Errors = []string{"etcdserver: no leader"}
 		}
+		// As MemberList lists it: raft's non-voter is etcd's learner,
+		// which etcdctl endpoint status shows (IS LEARNER).
+		for _, mb := range m.srv.members() {
+			if mb.ID == m.memberID {
+				resp.IsLearner = mb.IsLearner
+			}
+		}
 	}
 	// As etcd, the raised alarms, which etcdctl endpoint status shows.
 	for _, a := range m.store.Alarms(pb.AlarmType_NONE) {

@@ -183,7 +183,8 @@ func waitRaftLogLine(t testing.TB, nodes []*Proc, timeout time.Duration, parts .
 }
 
 // waitLearner waits until MemberList through cli lists p with isLearner
-// as want: a non-voter of raft is a learner, as in etcd.
+// as want, and p's own Status says so too (etcdctl endpoint status's IS
+// LEARNER): a non-voter of raft is a learner, as in etcd.
 func waitLearner(t testing.TB, cli *clientv3.Client, p *Proc, want bool) {
 	t.Helper()
 	testutil.Eventually(t, membershipTimeout, fmt.Sprintf("%s listed with isLearner=%v", p.Name, want), func() error {
@@ -197,6 +198,13 @@ func waitLearner(t testing.TB, cli *clientv3.Client, p *Proc, want bool) {
 			if m.Name == p.Name {
 				if m.IsLearner != want {
 					return fmt.Errorf("isLearner=%v", m.IsLearner)
+				}
+				st, err := cli.Status(ctx, p.ClientAddr)
+				if err != nil {
+					return err
+				}
+				if st.IsLearner != want {
+					return fmt.Errorf("its own Status: isLearner=%v", st.IsLearner)
 				}
 				return nil
 			}
