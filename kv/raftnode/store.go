@@ -101,7 +101,16 @@ func (s *stores) open(base string, memberID uint64, retain int, hc hclog.Logger)
 func serverID(stable *raftboltdb.BoltStore, memberID uint64) (raft.ServerID, error) {
 	v, err := stable.Get(serverIDKey)
 	if err == nil && len(v) > 0 {
-		return raft.ServerID(v), nil
+		id := raft.ServerID(v)
+		if m, ok := MemberOf(id); ok && m != memberID {
+			// Another --name on this data dir: its raft server and the
+			// member that gossip names would be two ids, and Status,
+			// MoveLeader and the member list would not agree on who
+			// leads.
+			return "", fmt.Errorf("raftnode: the data dir is member %s's (raft server %s), not %s's: start it with that member's --name, or this one on an empty data dir",
+				gossip.ID(m), id, gossip.ID(memberID))
+		}
+		return id, nil
 	}
 	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return "", fmt.Errorf("raftnode: read server id: %w", err)

@@ -259,3 +259,25 @@ func TestStores_reopen(t *testing.T) {
 	defer func() { _ = s.close() }()
 	checkLog(t, s, 3, 0)
 }
+
+// TestStores_otherMember: a data dir opened under another member (the
+// node started with another --name) is refused, naming both: its raft
+// server would be the old member's, and Status, MoveLeader and the
+// member list would not agree on who leads.
+func TestStores_otherMember(t *testing.T) {
+	dir := t.TempDir()
+	oldDataDir(t, dir, 3)
+	hc := newHCLog(slog.New(slog.DiscardHandler), "raft")
+	s, err := openStores(dir, 0xbb, 1, hc)
+	if err == nil {
+		_ = s.close()
+		t.Fatal("a data dir of member aa opened as member bb")
+	}
+	if !strings.Contains(err.Error(), "00000000000000aa") || !strings.Contains(err.Error(), "00000000000000bb") {
+		t.Errorf("error %q, want both members named", err)
+	}
+	if s, err = openStores(dir, 0xaa, 1, hc); err != nil {
+		t.Fatalf("the data dir's own member: %v", err)
+	}
+	_ = s.close()
+}
