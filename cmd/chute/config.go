@@ -633,6 +633,9 @@ func loadConfig(args []string, getenv func(string) string) (Config, []string, er
 	if showVersion {
 		return Config{}, nil, errVersion
 	}
+	if err := etcdEnvironment(fs, getenv, &ignored); err != nil {
+		return Config{}, nil, err
+	}
 	onCmdLine := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { onCmdLine[f.Name] = true })
 

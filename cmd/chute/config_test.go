@@ -1182,3 +1182,26 @@ func TestConfig_dispatchConfig_pacing(t *testing.T) {
 			d.BatchInterval, d.MaxInsertsPerSecond, d.MaxInflightInserts, d.InsertTimeout)
 	}
 }
+
+// TestLoadConfig_etcdEnvironment: etcd reads each flag from ETCD_<FLAG>,
+// chute from CHUTE_<FLAG>. etcd's variable of a security flag stops
+// chute (ETCD_CLIENT_CERT_AUTH=true, ignored, left the node open where
+// etcd's is closed); the others are warned of, where they went
+// unmentioned.
+func TestLoadConfig_etcdEnvironment(t *testing.T) {
+	_, _, err := loadConfig(nil, envOf(map[string]string{"ETCD_CLIENT_CERT_AUTH": "true"}))
+	if err == nil || !strings.Contains(err.Error(), "ETCD_CLIENT_CERT_AUTH") || !strings.Contains(err.Error(), "CHUTE_CLIENT_CERT_AUTH") {
+		t.Fatalf("ETCD_CLIENT_CERT_AUTH: %v, want an error naming it and CHUTE_CLIENT_CERT_AUTH", err)
+	}
+	cfg, ignored, err := loadConfig(nil, envOf(map[string]string{"ETCD_NAME": "fromenv", "ETCD_SNAPSHOT_COUNT": "5"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Name == "fromenv" {
+		t.Fatal("ETCD_NAME was read")
+	}
+	want := []string{"ETCD_NAME (environment; chute reads CHUTE_NAME)", "ETCD_SNAPSHOT_COUNT (environment; chute reads CHUTE_SNAPSHOT_COUNT)"}
+	if !reflect.DeepEqual(ignored, want) {
+		t.Errorf("ignored %q, want %q", ignored, want)
+	}
+}

@@ -109,6 +109,43 @@ func (v *refusedValue) Set(string) error { return errors.New(v.why) }
 // IsBoolFlag tells package flag that a boolean refused flag takes no value.
 func (v *refusedValue) IsBoolFlag() bool { return v.isBool }
 
+// etcdSecurityFlags are etcd's flags of its --help sections Security and
+// Auth, and --config-file, whose file may set any of them: none may be
+// ignored, each is chute's own option or refused (DESIGN §2), and set as
+// etcd's environment variable (ETCD_CLIENT_CERT_AUTH), which chute does
+// not read, it stops chute (etcdEnvironment).
+var etcdSecurityFlags = []string{
+	"cert-file", "key-file", "client-cert-auth", "client-crl-file", "client-cert-allowed-hostname",
+	"trusted-ca-file", "auto-tls", "peer-cert-file", "peer-key-file", "peer-client-cert-auth",
+	"peer-trusted-ca-file", "peer-cert-allowed-cn", "peer-cert-allowed-hostname", "peer-auto-tls",
+	"peer-client-cert-file", "peer-client-key-file", "self-signed-cert-validity", "peer-crl-file",
+	"cipher-suites", "cors", "host-whitelist", "tls-min-version", "tls-max-version",
+	"client-cert-file", "client-key-file",
+	"auth-token", "bcrypt-cost", "auth-token-ttl",
+	"config-file",
+}
+
+// etcdEnvironment looks for etcd's environment variables (ETCD_<FLAG>,
+// which etcd reads for each flag) of the flags of fs, which chute does
+// not read: one of a security flag is an error, as the flag ignored would
+// leave the node open where etcd's is closed; the others are recorded in
+// ignored, to be warned of, where they went unmentioned.
+func etcdEnvironment(fs *flag.FlagSet, getenv func(string) string, ignored *ignoredFlags) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "ETCD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if err != nil || getenv(name) == "" {
+			return
+		}
+		if slices.Contains(etcdSecurityFlags, f.Name) {
+			err = fmt.Errorf("environment %s: chute does not read etcd's variables, and this one would secure the node: set --%s, or CHUTE_%s", name, f.Name, name[len("ETCD_"):])
+			return
+		}
+		ignored.add(name + " (environment; chute reads CHUTE_" + name[len("ETCD_"):] + ")")
+	})
+	return err
+}
+
 // ignoredFlags records the etcd flags given on a command line.
 type ignoredFlags struct {
 	names []string

@@ -116,21 +116,6 @@ func TestLoadConfig_autoTLS(t *testing.T) {
 	}
 }
 
-// etcdSecurityFlags are the flags of etcd 3.5's --help sections Security
-// and Auth. None may be ignored: each is chute's own option or refused.
-var etcdSecurityFlags = []string{
-	"cert-file", "key-file", "client-cert-auth", "client-crl-file", "client-cert-allowed-hostname",
-	"trusted-ca-file", "auto-tls", "peer-cert-file", "peer-key-file", "peer-client-cert-auth",
-	"peer-trusted-ca-file", "peer-cert-allowed-cn", "peer-cert-allowed-hostname", "peer-auto-tls",
-	"peer-client-cert-file", "peer-client-key-file", "self-signed-cert-validity", "peer-crl-file",
-	"cipher-suites", "cors", "host-whitelist", "tls-min-version", "tls-max-version",
-	"client-cert-file", "client-key-file",
-	"auth-token", "bcrypt-cost", "auth-token-ttl",
-	// Not in those sections, but etcd's file may set any of them
-	// (client-transport-security, auth-token): ignored, it started a node
-	// open.
-	"config-file",
-}
 
 // TestRun_securityFlagsFailClosed gives each etcd security flag without
 // what it needs, and https:// URLs without certificates: every one exits 2
