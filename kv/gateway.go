@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"chute/kv/v3electionpb"
 	"chute/kv/v3lockpb"
@@ -74,13 +75,13 @@ func newGateway(s *Server) (*gateway, error) {
 		_ = mem.Close()
 		return nil, err
 	}
+	maxBody := 2*int64(s.cfg.MaxRequestBytes) + grpcOverheadBytes
+	js := gatewayJSON{JSONPb: &runtime.JSONPb{
+		MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+	}, maxValue: maxBody}
 	mux := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{
-			Marshaler: gatewayJSON{&runtime.JSONPb{
-				MarshalOptions:   protojson.MarshalOptions{UseProtoNames: true},
-				UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-			}},
-		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.HTTPBodyMarshaler{Marshaler: js}),
 		runtime.WithIncomingHeaderMatcher(gatewayHeader),
 		runtime.WithErrorHandler(gatewayError),
 		// No such path, or not a POST: plain text, as etcd 3.4's.
@@ -100,17 +101,31 @@ func newGateway(s *Server) (*gateway, error) {
 			return nil, err
 		}
 	}
-	maxBody := 2*int64(s.cfg.MaxRequestBytes) + grpcOverheadBytes
+	// A unary call's body is bounded as a whole; a stream's (watch,
+	// keep-alive) per request (gatewayJSON.maxValue), and its first
+	// request is checked before the stream starts (streamEntry).
+	unary := http.MaxBytesHandler(mux, maxBody)
+	streams := map[string]http.Handler{
+		gatewayPrefix + "watch":           streamEntry(mux, js, func() proto.Message { return &pb.WatchRequest{} }),
+		gatewayPrefix + "lease/keepalive": streamEntry(mux, js, func() proto.Message { return &pb.LeaseKeepAliveRequest{} }),
+	}
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if st, ok := streams[r.URL.Path]; ok {
+			st.ServeHTTP(w, r)
+			return
+		}
+		unary.ServeHTTP(w, r)
+	})
 	h := http.NewServeMux()
-	h.Handle(gatewayPrefix, http.MaxBytesHandler(mux, maxBody))
+	h.Handle(gatewayPrefix, api)
 	// etcd 3.4 still answered its 3.3 clients under /v3beta/ (3.5
 	// dropped it): the same handlers.
-	h.Handle(gatewayBetaPrefix, http.MaxBytesHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h.Handle(gatewayBetaPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r = r.Clone(r.Context())
 		r.URL.Path = gatewayPrefix + strings.TrimPrefix(r.URL.Path, gatewayBetaPrefix)
 		r.URL.RawPath = ""
-		mux.ServeHTTP(w, r)
-	}), maxBody))
+		api.ServeHTTP(w, r)
+	}))
 	h.HandleFunc("/version", getOnly(serveVersion))
 	h.Handle("/health", s.HealthHandler())
 	return &gateway{

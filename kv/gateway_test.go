@@ -14,9 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/internal/testutil"
 )
@@ -469,5 +473,74 @@ func TestGateway_unknownEnumName(t *testing.T) {
 	}
 	if resp, err := cli.Get(ctx, "k"); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("k after a txn whose compare failed: %v, %v; want it kept", resp, err)
+	}
+}
+
+// TestGateway_streamBodies: a stream's first request that does not
+// decode is answered at once with the error, as etcd's gateway answers
+// it (the stream waited for an answer that never came); and a stream's
+// requests are bounded each, not as a whole: a long-lived watch whose
+// requests added up past the bound had every later one dropped without
+// a word, where etcd answers them.
+func TestGateway_streamBodies(t *testing.T) {
+	srv, _ := startServer(t, func(c *Config) { c.MaxRequestBytes = 1 << 10 })
+	ctx := testCtx(t, 30*time.Second)
+	for _, path := range []string{"/v3/watch", "/v3/lease/keepalive"} {
+		hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		req, err := http.NewRequestWithContext(hctx, http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+path, strings.NewReader(`{bad`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatalf("%s with a body that is no JSON: %v, want an answer", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		cancel()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"code":3`) {
+			t.Errorf("%s with a body that is no JSON: %d %s, want 400 and code 3", path, resp.StatusCode, b)
+		}
+	}
+
+	// Cancels of no watch (no answer each), past the whole-body bound of
+	// twice max-request-bytes and gRPC's margin, then a create.
+	pr, pw := io.Pipe()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+srv.ClientAddrs()[0].String()+"/v3/watch", pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		cancel := []byte(`{"cancel_request":{"watch_id":"99"}}` + "\n")
+		for sent := 0; sent < 2*(1<<10)+grpcOverheadBytes+(64<<10); sent += len(cancel) {
+			if _, err := pw.Write(cancel); err != nil {
+				return
+			}
+		}
+		_, _ = pw.Write([]byte(`{"create_request":{"key":"` + b64("k") + `"}}` + "\n"))
+	}()
+	t.Cleanup(func() { _ = pw.Close() })
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = resp.Body.Close() })
+	lines := bufio.NewScanner(resp.Body)
+	if !lines.Scan() || !strings.Contains(lines.Text(), `"created":true`) {
+		t.Fatalf("a create after %d KiB of requests on one stream: %q (%v), want created", (grpcOverheadBytes+(66<<10))>>10, lines.Text(), lines.Err())
+	}
+	// Each request is held to the bound: one past it is refused, the
+	// requests before it, past it in all, are not.
+	js := gatewayJSON{JSONPb: &runtime.JSONPb{}, maxValue: 100}
+	small := strings.Repeat(`{"cancel_request":{"watch_id":"99"}}`, 10)
+	dec := js.NewDecoder(strings.NewReader(small + `{"create_request":{"key":"` + b64(strings.Repeat("x", 200)) + `"}}`))
+	for i := range 10 {
+		if err := dec.Decode(&pb.WatchRequest{}); err != nil {
+			t.Fatalf("request %d of %d bytes: %v", i, len(small)/10, err)
+		}
+	}
+	if err := dec.Decode(&pb.WatchRequest{}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "too large") {
+		t.Errorf("a request past the bound: %v, want InvalidArgument, too large", err)
 	}
 }
