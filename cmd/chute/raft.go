@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -238,7 +240,28 @@ type raftMembers struct {
 	joined  chan struct{} // closed by the follow goroutine
 	stop    func()
 	done    chan struct{}
+
+	// left holds the members that left (gracefully, or removed with
+	// etcdctl member remove while failed) in the last leftMemory, by
+	// name, as they were: serf forgets a removed member a moment after
+	// it marks it left, and a leader that saw it only as failed, then
+	// gone, kept its raft seat for --raft-dead-server-grace, where etcd's
+	// member remove takes it out at once. Members reports them as left
+	// until they come back or leftMemory passes.
+	leftMu sync.Mutex
+	left   map[string]leftMember
+	now    func() time.Time
 }
+
+// leftMember is a member that left, and when.
+type leftMember struct {
+	m  gossip.Member
+	at time.Time
+}
+
+// leftMemory is how long a member that left is reported so after serf
+// forgot it: many times the raft leader's reconcile round.
+const leftMemory = time.Minute
 
 // selfSeededPoll is how often the follow goroutine asks gossip whether
 // this node is its own only seed, until it joined.
@@ -246,7 +269,8 @@ const selfSeededPoll = 100 * time.Millisecond
 
 func newRaftMembers(m *gossip.Membership) *raftMembers {
 	events, stop := m.Subscribe(64)
-	rm := &raftMembers{m: m, changed: make(chan struct{}, 1), joined: make(chan struct{}), stop: stop, done: make(chan struct{})}
+	rm := &raftMembers{m: m, changed: make(chan struct{}, 1), joined: make(chan struct{}), stop: stop, done: make(chan struct{}),
+		left: make(map[string]leftMember), now: time.Now}
 	go rm.follow(events)
 	return rm
 }
@@ -265,10 +289,11 @@ func (rm *raftMembers) follow(events <-chan gossip.Event) {
 			poll.Stop()
 		}
 		select {
-		case _, ok := <-events:
+		case ev, ok := <-events:
 			if !ok {
 				return
 			}
+			rm.note(ev)
 			select {
 			case rm.changed <- struct{}{}:
 			default:
@@ -279,8 +304,39 @@ func (rm *raftMembers) follow(events <-chan gossip.Event) {
 	}
 }
 
+// note records a member that left, and forgets one that came back.
+func (rm *raftMembers) note(ev gossip.Event) {
+	rm.leftMu.Lock()
+	defer rm.leftMu.Unlock()
+	switch {
+	case ev.Type == gossip.EventLeave:
+		m := ev.Member
+		m.Status = gossip.StatusLeft
+		rm.left[ev.Member.Name] = leftMember{m: m, at: rm.now()}
+	case ev.Type != gossip.EventReap && ev.Member.Status == gossip.StatusAlive:
+		delete(rm.left, ev.Member.Name)
+	}
+}
+
+// withLeft returns all, serf's members, with those that left in the last
+// leftMemory and that serf forgot since, as left.
+func (rm *raftMembers) withLeft(all []gossip.Member) []gossip.Member {
+	rm.leftMu.Lock()
+	defer rm.leftMu.Unlock()
+	now := rm.now()
+	for name, l := range rm.left {
+		switch {
+		case now.Sub(l.at) > leftMemory:
+			delete(rm.left, name)
+		case !slices.ContainsFunc(all, func(m gossip.Member) bool { return m.Name == name }):
+			all = append(all, l.m)
+		}
+	}
+	return all
+}
+
 func (rm *raftMembers) Members() []raftnode.Member {
-	all := rm.m.Members()
+	all := rm.withLeft(rm.m.Members())
 	out := make([]raftnode.Member, 0, len(all))
 	for _, mb := range all {
 		addr := ""

@@ -116,7 +116,6 @@ func TestLoadConfig_autoTLS(t *testing.T) {
 	}
 }
 
-
 // TestRun_securityFlagsFailClosed gives each etcd security flag without
 // what it needs, and https:// URLs without certificates: every one exits 2
 // with a message naming the flag. Walking the list, it also checks that no
