@@ -6,6 +6,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -47,6 +48,24 @@ func (s *Store) WriteBolt(path string) error {
 		}
 		return true
 	})
+	// The leases, as etcd's lessor keeps them (bucket "lease": the id,
+	// 8 bytes big-endian -> leasepb.Lease{ID, TTL, RemainingTTL}): an
+	// etcd restored from the file finds the lease of each leased key,
+	// which otherwise never expired there.
+	var leases []row
+	now := s.cfg.Now()
+	for id, l := range s.leases {
+		var v []byte
+		v = protowire.AppendTag(v, 1, protowire.VarintType)
+		v = protowire.AppendVarint(v, uint64(id))
+		v = protowire.AppendTag(v, 2, protowire.VarintType)
+		v = protowire.AppendVarint(v, uint64(l.ttl))
+		if left := l.remaining(now); left > 0 {
+			v = protowire.AppendTag(v, 3, protowire.VarintType)
+			v = protowire.AppendVarint(v, uint64(left))
+		}
+		leases = append(leases, row{k: binary.BigEndian.AppendUint64(nil, uint64(id)), v: v})
+	}
 	rev, compactRev, term := s.rev, s.compactRev, s.cfg.RaftTerm
 	s.mu.RUnlock()
 	if marshalErr != nil {
@@ -87,7 +106,16 @@ func (s *Store) WriteBolt(path string) error {
 				return err
 			}
 		}
-		for _, b := range []string{"lease", "members", "members_removed", "cluster", "alarm", "auth", "authUsers", "authRoles"} {
+		lb, err := tx.CreateBucket([]byte("lease"))
+		if err != nil {
+			return err
+		}
+		for _, r := range leases {
+			if err := lb.Put(r.k, r.v); err != nil {
+				return err
+			}
+		}
+		for _, b := range []string{"members", "members_removed", "cluster", "alarm", "auth", "authUsers", "authRoles"} {
 			if _, err := tx.CreateBucket([]byte(b)); err != nil {
 				return err
 			}
