@@ -111,8 +111,10 @@ func TestLog_Open_garbageTail(t *testing.T) {
 	mustAppend(t, l, rec(1, 10))
 }
 
-func TestLog_Open_damagedSealedSegment(t *testing.T) {
-	cfg, warns := testConfig(t)
+// fillSegments appends 100 records of 100 bytes to a new log and closes
+// it; it returns the records by seq and the segment files, 3 or more.
+func fillSegments(t *testing.T, cfg Config) (map[uint64]string, []string) {
+	t.Helper()
 	l, _ := openLog(t, cfg, hooks{})
 	want := map[uint64]string{}
 	for i := range 100 {
@@ -126,6 +128,12 @@ func TestLog_Open_damagedSealedSegment(t *testing.T) {
 	if len(files) < 3 {
 		t.Fatalf("%d segments, want 3 or more", len(files))
 	}
+	return want, files
+}
+
+func TestLog_Open_damagedSealedSegment(t *testing.T) {
+	cfg, warns := testConfig(t)
+	want, files := fillSegments(t, cfg)
 	// Flip a byte of the first segment's fifth record: the segment is cut
 	// there, the others replay whole.
 	b, err := os.ReadFile(files[0])
@@ -272,19 +280,7 @@ func TestOpen_syncsWhatItReads(t *testing.T) {
 // as it says of every other loss, and replays the rest.
 func TestLog_Open_missingSegment(t *testing.T) {
 	cfg, warns := testConfig(t)
-	l, _ := openLog(t, cfg, hooks{})
-	want := map[uint64]string{}
-	for i := range 100 {
-		r := rec(i, 100)
-		want[mustAppend(t, l, r)] = string(r)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	files := segFiles(t, cfg.Dir)
-	if len(files) < 3 {
-		t.Fatalf("%d segments, want 3 or more", len(files))
-	}
+	want, files := fillSegments(t, cfg)
 	first, gone := segmentSeqs(t, files[1])
 	if err := os.Remove(files[1]); err != nil {
 		t.Fatal(err)

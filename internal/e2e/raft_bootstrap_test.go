@@ -104,18 +104,8 @@ func requireOneKeySpace(t testing.TB, nodes []*Proc, clis []*clientv3.Client) {
 func TestRaft_bootstrap_joinFirstAndReplace(t *testing.T) {
 	t.Parallel()
 	const grace = 5 * time.Second
-	c := newCluster(t)
-	nodes, clis := c.startThreeRaft("--raft-dead-server-grace", grace.String())
-	requireOneKeySpace(t, nodes, clis)
-
-	d := c.startNode("d", "--join", nodes[0].GossipAddr, "--raft-dead-server-grace", grace.String())
-	all := append(append([]*Proc{}, nodes...), d)
-	allClis := append(append([]*clientv3.Client{}, clis...), clusterClient(t, d.ClientAddr))
-	waitMembers(t, all, all)
-	leader, _ := waitLeader(t, all, allClis)
-	if leader == 3 {
-		t.Fatalf("the new node %s leads, want one of the first three", d.Name)
-	}
+	nodes, clis, all, allClis, leader := startThreeAndD(t, grace)
+	d := all[3]
 	dID := serverIDPrefix(t, allClis[3], d)
 	waitRaftLogLine(t, all, membershipTimeout, "configuration changed", "add non-voter", dID)
 	waitLearner(t, allClis[0], d, true)
@@ -222,17 +212,8 @@ func waitLearner(t testing.TB, cli *clientv3.Client, p *Proc, want bool) {
 // --raft-dead-server-grace (here 10 minutes), half the runs.
 func TestRaft_bootstrap_memberRemoveOfFailedVoter(t *testing.T) {
 	t.Parallel()
-	c := newCluster(t)
-	nodes, clis := c.startThreeRaft("--raft-dead-server-grace", "10m")
-	d := c.startNode("d", "--join", nodes[0].GossipAddr, "--raft-dead-server-grace", "10m")
-	all := append(append([]*Proc{}, nodes...), d)
-	allClis := append(append([]*clientv3.Client{}, clis...), clusterClient(t, d.ClientAddr))
-	waitMembers(t, all, all)
-	leader, _ := waitLeader(t, all, allClis)
-	if leader == 3 {
-		t.Fatalf("the new node %s leads, want one of the first three", d.Name)
-	}
-	waitLearner(t, allClis[0], d, true)
+	nodes, clis, all, allClis, leader := startThreeAndD(t, 10*time.Minute)
+	waitLearner(t, allClis[0], all[3], true)
 	dead := (leader + 1) % 3
 	deadID := serverIDPrefix(t, clis[dead], nodes[dead])
 	nodes[dead].Kill()
@@ -250,5 +231,25 @@ func TestRaft_bootstrap_memberRemoveOfFailedVoter(t *testing.T) {
 		return err
 	})
 	waitRaftLogLine(t, live, 20*time.Second, "configuration changed", "remove", deadID)
-	waitLearner(t, allClis[leader], d, false)
+	waitLearner(t, allClis[leader], all[3], false)
+}
+
+// startThreeAndD starts three nodes that make one raft cluster, then a
+// fourth, d, that joins them (a non-voter), all with grace as
+// --raft-dead-server-grace; it returns the three and their clients, the
+// four (d last) and theirs, and the leader, one of the three.
+func startThreeAndD(t *testing.T, grace time.Duration) ([]*Proc, []*clientv3.Client, []*Proc, []*clientv3.Client, int) {
+	t.Helper()
+	c := newCluster(t)
+	nodes, clis := c.startThreeRaft("--raft-dead-server-grace", grace.String())
+	requireOneKeySpace(t, nodes, clis)
+	d := c.startNode("d", "--join", nodes[0].GossipAddr, "--raft-dead-server-grace", grace.String())
+	all := append(append([]*Proc{}, nodes...), d)
+	allClis := append(append([]*clientv3.Client{}, clis...), clusterClient(t, d.ClientAddr))
+	waitMembers(t, all, all)
+	leader, _ := waitLeader(t, all, allClis)
+	if leader == 3 {
+		t.Fatalf("the new node %s leads, want one of the first three", d.Name)
+	}
+	return nodes, clis, all, allClis, leader
 }
