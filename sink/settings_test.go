@@ -90,6 +90,8 @@ func TestParseSettingsText(t *testing.T) {
 		{"nope", "error"},
 		{"A=1", "error"},
 		{"query=1", "error"},
+		{"input_format_allow_errors_num=10", "error"}, // a bad row skipped, in no dead letter
+		{"input_format_allow_errors_ratio=0.1", "error"},
 		{"a&b=1", "error"},
 		// A JSON object keeps a value's commas, '=' and spaces (the
 		// config file's YAML mapping).
