@@ -19,8 +19,8 @@ import (
 // statusMaxBytes, as it would a client's request: a member is trusted
 // to be a member, not to be correct.
 const (
-	statusMaxQueues  = 10000
-	statusMaxBackups = 10000
+	statusMaxQueues  = peerpb.MaxStatusQueues
+	statusMaxBackups = peerpb.MaxStatusBackups
 	statusMaxBytes   = 16 << 20
 	// statusMaxText bounds a text field of an answer: a queue name
 	// (a key segment), an ack mode, an insert error's parts (cut to about

@@ -131,8 +131,7 @@ func (c protoCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	buf := data.MaterializeToBuffer(c.pool)
 	defer buf.Free()
 	if cm, ok := v.(peerpb.Counted); ok {
-		field, most := cm.CountedField()
-		if err := peerpb.CheckCount(buf.ReadOnlyData(), field, most); err != nil {
+		if err := peerpb.CheckCount(buf.ReadOnlyData(), cm.CountedFields()); err != nil {
 			return err
 		}
 	}

@@ -26,7 +26,7 @@ func TestCodec_countsBeforeDecode(t *testing.T) {
 	}
 	c := protoCodec{pool: &bufferPool{}}
 	for _, m := range []peerpb.Counted{&peerpb.ProposeRequest{}, &peerpb.HoldRequest{}} {
-		_, most := m.CountedField()
+		most := m.CountedFields()[0].Most
 		if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(empties(most))}, m); err != nil {
 			t.Errorf("%T of %d: %v", m, most, err)
 		}
