@@ -273,8 +273,7 @@ func (w *writeTxn) txnOp(r *pb.TxnRequest, c *pathCursor) *pb.TxnResponse {
 			dr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}
 		case *pb.RequestOp_RequestTxn:
-			tr := w.txnOp(o.RequestTxn, c)
-			tr.Header = &pb.ResponseHeader{Revision: w.readRev()}
+			tr := w.txnOp(o.RequestTxn, c) // no header: etcd's nested answers have none
 			out.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: tr}
 		}
 		resp.Responses[i] = &out
