@@ -110,10 +110,11 @@ func (v *refusedValue) Set(string) error { return errors.New(v.why) }
 func (v *refusedValue) IsBoolFlag() bool { return v.isBool }
 
 // etcdSecurityFlags are etcd's flags of its --help sections Security and
-// Auth, and --config-file, whose file may set any of them: none may be
-// ignored, each is chute's own option or refused (DESIGN §2), and set as
-// etcd's environment variable (ETCD_CLIENT_CERT_AUTH), which chute does
-// not read, it stops chute (etcdEnvironment).
+// Auth, and --config-file, whose file may set any of them. A security
+// flag is honoured or stops the node, never dropped: each is chute's own
+// option or refused, and given as etcd's environment variable
+// (ETCD_CLIENT_CERT_AUTH), which chute does not read, it stops chute
+// (etcdEnvironment).
 var etcdSecurityFlags = []string{
 	"cert-file", "key-file", "client-cert-auth", "client-crl-file", "client-cert-allowed-hostname",
 	"trusted-ca-file", "auto-tls", "peer-cert-file", "peer-key-file", "peer-client-cert-auth",
