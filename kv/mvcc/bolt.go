@@ -77,14 +77,21 @@ func (s *Store) WriteBolt(path string) error {
 		return fmt.Errorf("mvcc: snapshot: %w", err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		keys, err := tx.CreateBucket([]byte("key"))
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := keys.Put(r.k, r.v); err != nil {
+		// A bucket of rows, empty for none.
+		bucket := func(name string, rows []row) error {
+			b, err := tx.CreateBucket([]byte(name))
+			if err != nil {
 				return err
 			}
+			for _, r := range rows {
+				if err := b.Put(r.k, r.v); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if err := bucket("key", rows); err != nil {
+			return err
 		}
 		meta, err := tx.CreateBucket([]byte("meta"))
 		if err != nil {
@@ -106,17 +113,11 @@ func (s *Store) WriteBolt(path string) error {
 				return err
 			}
 		}
-		lb, err := tx.CreateBucket([]byte("lease"))
-		if err != nil {
+		if err := bucket("lease", leases); err != nil {
 			return err
 		}
-		for _, r := range leases {
-			if err := lb.Put(r.k, r.v); err != nil {
-				return err
-			}
-		}
 		for _, b := range []string{"members", "members_removed", "cluster", "alarm", "auth", "authUsers", "authRoles"} {
-			if _, err := tx.CreateBucket([]byte(b)); err != nil {
+			if err := bucket(b, nil); err != nil {
 				return err
 			}
 		}
