@@ -28,10 +28,38 @@ func queueNames(m *Manager) []string {
 
 // startForgetting starts a node on a fake clock whose reconcile rounds the
 // test runs.
-func startForgetting(t *testing.T) (*testNode, *clockwork.FakeClock, *clientv3.Client) {
+func startForgetting(t *testing.T, mutate ...func(*Config)) (*testNode, *clockwork.FakeClock, *clientv3.Client) {
 	clk := clockwork.NewFakeClock()
-	n := startNode(t, func(c *Config) { c.Clock = clk; c.ReconcileInterval = time.Hour })
+	n := startNode(t, func(c *Config) {
+		c.Clock = clk
+		c.ReconcileInterval = time.Hour
+		for _, f := range mutate {
+			f(c)
+		}
+	})
 	return n, clk, n.client(t)
+}
+
+// useAndForget puts a message to each of names queues named prefix and a
+// number, has a consumer take and acknowledge it and leave, then runs
+// the clock past forgetAfter and reconciles until n forgot them all.
+func useAndForget(t *testing.T, n *testNode, clk *clockwork.FakeClock, cli *clientv3.Client, prefix string, names int) {
+	t.Helper()
+	ctx := testCtx(t, 30*time.Second)
+	for i := range names {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/%s%d/p/1", prefix, i), "v"); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		ev := collectN(t, cli.Watch(wctx, fmt.Sprintf("/q/%s%d/c/x", prefix, i)), 1, 10*time.Second)[0]
+		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	waitFor(t, "consumers gone", func() bool { return n.mgr.localConsumers(prefix+"0") == 0 })
+	clk.Advance(forgetAfter + time.Second)
+	reconcileUntil(t, "all queues forgotten", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
 }
 
 // reconcileUntil runs the reconcile rounds of ms until cond holds, for at
@@ -209,22 +237,8 @@ func TestForget_forwardedAfter(t *testing.T) {
 // every name ever claimed, the unbounded growth forgetting is for.
 func TestForget_dropsWhatItEntered(t *testing.T) {
 	n, clk, cli := startForgetting(t)
-	ctx := testCtx(t, 30*time.Second)
 	const names = 50
-	for i := range names {
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/n%d/p/1", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		ev := collectN(t, cli.Watch(wctx, fmt.Sprintf("/q/n%d/c/x", i)), 1, 10*time.Second)[0]
-		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	waitFor(t, "consumers gone", func() bool { return n.mgr.localConsumers("n0") == 0 })
-	clk.Advance(forgetAfter + time.Second)
-	reconcileUntil(t, "all queues forgotten", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
+	useAndForget(t, n, clk, cli, "n", names)
 	left := 0
 	n.mgr.entered.Range(func(any, any) bool { left++; return true })
 	if left != 0 {
@@ -294,25 +308,10 @@ func TestForget_dropsPutSeries(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	clk := clockwork.NewFakeClock()
-	n := startNode(t, func(c *Config) { c.Clock = clk; c.ReconcileInterval = time.Hour; c.Meter = mp })
-	cli := n.client(t)
-	ctx := testCtx(t, 30*time.Second)
+	n, clk, cli := startForgetting(t, func(c *Config) { c.Meter = mp })
 	const names = 50
-	for i := range names {
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/reply-%d/p/1", i), "v"); err != nil {
-			t.Fatal(err)
-		}
-		wctx, cancel := context.WithCancel(ctx)
-		ev := collectN(t, cli.Watch(wctx, fmt.Sprintf("/q/reply-%d/c/x", i)), 1, 10*time.Second)[0]
-		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
-			t.Fatal(err)
-		}
-		cancel()
-	}
-	waitFor(t, "consumers gone", func() bool { return n.mgr.localConsumers("reply-0") == 0 })
-	clk.Advance(forgetAfter + time.Second)
-	reconcileUntil(t, "all queues forgotten", func() bool { return len(queueNames(n.mgr)) == 0 }, n.mgr)
+	useAndForget(t, n, clk, cli, "reply-", names)
+	ctx := testCtx(t, 30*time.Second)
 
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(ctx, &rm); err != nil {

@@ -35,6 +35,21 @@ type Pair struct {
 // NewCA returns a self-signed CA whose common name is name.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
+	return newCA(t, name, nil)
+}
+
+// Intermediate returns a CA whose common name is name, signed by ca: a
+// client presents the certificates it issues with the intermediate's
+// (its CertPEM) after them.
+func (ca *CA) Intermediate(t testing.TB, name string) *CA {
+	t.Helper()
+	return newCA(t, name, ca)
+}
+
+// newCA returns a CA whose common name is name, signed by parent, or by
+// itself when parent is nil.
+func newCA(t testing.TB, name string, parent *CA) *CA {
+	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(t),
@@ -45,7 +60,11 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	signer, signKey := tmpl, key
+	if parent != nil {
+		signer, signKey = parent.Cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signKey)
 	if err != nil {
 		t.Fatalf("testcerts: CA: %v", err)
 	}
