@@ -14,7 +14,11 @@
 // stream, the request then the snapshot in chunks. As a server (Register)
 // it hands each received RPC to raft on Consumer and waits for raft's
 // answer; heartbeats go to the handler raft sets, if any, so they do not
-// queue behind a disk write.
+// queue behind a disk write. Before raft sees a request, the server
+// refuses one for another raft server than this one (SetLocalID) and one
+// from a server of another raft cluster under the same cluster name
+// (SetRaftCluster), whose leader would otherwise overwrite this
+// member's log.
 //
 // # Encoding
 //

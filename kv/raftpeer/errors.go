@@ -30,6 +30,9 @@ var (
 	// ErrNotAddressee: a request for another raft server than this one
 	// (Transport.SetLocalID).
 	ErrNotAddressee = errors.New("raftpeer: request for another server")
+	// ErrOtherCluster: a request from a server of another raft cluster
+	// (Transport.SetRaftCluster).
+	ErrOtherCluster = errors.New("raftpeer: request from another raft cluster")
 	// ErrRemote wraps the error a peer's raft answered with.
 	ErrRemote = errors.New("raftpeer: peer answered")
 )
@@ -44,7 +47,7 @@ func toStatus(err error) error {
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, ErrMalformed), errors.Is(err, ErrSnapshotSize):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrNotAddressee):
+	case errors.Is(err, ErrNotAddressee), errors.Is(err, ErrOtherCluster):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrStalled), errors.Is(err, raft.ErrTransportShutdown):
 		return status.Error(codes.Unavailable, err.Error())

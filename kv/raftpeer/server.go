@@ -190,6 +190,9 @@ func (t *Transport) dispatch(ctx context.Context, rpc raft.RPC, heartbeat bool) 
 	if err := t.checkAddressee(ctx); err != nil {
 		return err
 	}
+	if err := t.checkCluster(ctx, rpc.Command); err != nil {
+		return err
+	}
 	if heartbeat {
 		if fn := t.heartbeatHandler(); fn != nil {
 			fn(rpc)

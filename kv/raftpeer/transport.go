@@ -44,6 +44,16 @@ type Transport struct {
 	answers answers // the AppendEntries requests peers accepted: Accepted
 
 	localID atomic.Pointer[raft.ServerID] // SetLocalID's: the server requests must be for
+	cluster atomic.Pointer[raftCluster]   // SetRaftCluster's
+}
+
+// raftCluster is what SetRaftCluster was given.
+type raftCluster struct {
+	get   func() string
+	adopt func(string) (string, error)
+
+	mu     sync.Mutex // guards warned
+	warned string     // the other cluster's id last logged
 }
 
 var (
@@ -148,7 +158,77 @@ func (t *Transport) callContext(to raft.ServerID) context.Context {
 	if to != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, mdServer, string(to))
 	}
+	if rc := t.cluster.Load(); rc != nil {
+		if id := rc.get(); id != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, mdRaftCluster, id)
+		}
+	}
 	return ctx
+}
+
+// mdRaftCluster is the peer metadata that carries the sender's raft
+// cluster id, when it has one (SetRaftCluster).
+const mdRaftCluster = "chute-raft-cluster"
+
+// maxClusterIDBytes bounds a raft cluster id received; adopt judges its
+// form.
+const maxClusterIDBytes = 64
+
+// SetRaftCluster gives the transport this member's raft cluster id: get
+// returns it ("" while there is none) for every request sent, and
+// requests from the servers of another raft cluster are refused
+// (ErrOtherCluster). A member without one takes the id of the first
+// AppendEntries or InstallSnapshot that carries one, by adopt, which
+// returns the id then in force. Requests without an id (from members
+// before the id, or from a leader whose id is not set yet) are served.
+// Two raft clusters under one cluster name thus never merge: the id
+// names the raft cluster a member's state belongs to.
+func (t *Transport) SetRaftCluster(get func() string, adopt func(string) (string, error)) {
+	t.cluster.Store(&raftCluster{get: get, adopt: adopt})
+}
+
+// checkCluster refuses a request whose sender is in another raft cluster
+// than this member, and adopts the sender's id when this member has none
+// and cmd is a leader's entries or snapshot.
+func (t *Transport) checkCluster(ctx context.Context, cmd any) error {
+	rc := t.cluster.Load()
+	if rc == nil {
+		return nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get(mdRaftCluster)
+	if len(vals) == 0 {
+		return nil
+	}
+	if len(vals) > 1 || len(vals[0]) == 0 || len(vals[0]) > maxClusterIDBytes {
+		return fmt.Errorf("%w: raft cluster id %.40q", ErrMalformed, vals[0])
+	}
+	from, own := vals[0], rc.get()
+	if own == "" {
+		switch cmd.(type) {
+		case *raft.AppendEntriesRequest, *raft.InstallSnapshotRequest:
+			var err error
+			if own, err = rc.adopt(from); err != nil {
+				return fmt.Errorf("%w: %w", ErrMalformed, err)
+			}
+			if own == from {
+				t.log.Info("raft cluster id taken from the leader", "raft_cluster", own)
+			}
+		default:
+			return nil
+		}
+	}
+	if from == own {
+		return nil
+	}
+	rc.mu.Lock()
+	if rc.warned != from {
+		rc.warned = from
+		t.log.Error("raft requests of a member of another raft cluster under the same cluster name refused",
+			"its_raft_cluster", from, "raft_cluster", own)
+	}
+	rc.mu.Unlock()
+	return fmt.Errorf("%w: the sender is in raft cluster %s, this member in %s", ErrOtherCluster, from, own)
 }
 
 // mdServer is the peer metadata that names the raft server a request is

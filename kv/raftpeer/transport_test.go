@@ -452,3 +452,101 @@ func TestTransport_requestsForAnotherServer(t *testing.T) {
 		t.Fatalf("RequestVote naming no server: %+v %v, want served", vote, err)
 	}
 }
+
+// clusterIDs is a member's raft cluster id as raftnode keeps it: set
+// once, by adopt.
+type clusterIDs struct {
+	mu      sync.Mutex
+	id      string
+	adopted int
+}
+
+func (c *clusterIDs) get() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.id
+}
+
+func (c *clusterIDs) adopt(id string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.id == "" {
+		c.id, c.adopted = id, c.adopted+1
+	}
+	return c.id, nil
+}
+
+// TestTransport_requestsFromAnotherRaftCluster: a member of one raft
+// cluster refuses every request of another's servers (same cluster name,
+// so the peer listener lets them in) before raft sees them; a member
+// without a raft cluster id takes the first one a leader's entries carry,
+// not a candidate's, and then refuses the others. Requests that carry
+// none are served.
+func TestTransport_requestsFromAnotherRaftCluster(t *testing.T) {
+	const own, other = "00000000000000d1", "00000000000000d2"
+	server := servedTransport(t, nil)
+	fake := serveFake(t, server)
+	ids := &clusterIDs{}
+	server.SetRaftCluster(ids.get, ids.adopt)
+	target := server.LocalAddr()
+	client := func(id string) *Transport {
+		c := newTransport(t, testutil.FreeAddr(t), nil)
+		if id != "" {
+			c.SetRaftCluster(func() string { return id }, func(string) (string, error) { return id, nil })
+		}
+		return c
+	}
+	ours, theirs, old := client(own), client(other), client("")
+	hdr := raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte("client"), Addr: []byte("client:1")}
+	var vote raft.RequestVoteResponse
+	if err := theirs.RequestVote("", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4}, &vote); err != nil {
+		t.Fatalf("a vote request before this member has an id: %v, want served", err)
+	}
+	if got := ids.get(); got != "" {
+		t.Fatalf("a candidate's id %q taken", got)
+	}
+	var app raft.AppendEntriesResponse
+	if err := ours.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 5, Entries: entries(1, 10)}, &app); err != nil {
+		t.Fatalf("the first leader's entries: %v", err)
+	}
+	if got := ids.get(); got != own {
+		t.Fatalf("id %q after a leader's entries, want %q", got, own)
+	}
+	served := len(fake.all())
+	refused := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), other) {
+			t.Errorf("%s from raft cluster %s: got %v, want FailedPrecondition naming it", what, other, err)
+		}
+	}
+	refused("AppendEntries", theirs.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6, Entries: entries(1, 10)}, &app))
+	refused("heartbeat", theirs.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6}, &app))
+	refused("RequestVote", theirs.RequestVote("", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 6}, &vote))
+	var snap raft.InstallSnapshotResponse
+	refused("InstallSnapshot", theirs.InstallSnapshot("", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: 6, Size: 3,
+		Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1"}}})}, &snap, bytes.NewReader([]byte("abc"))))
+	p, err := theirs.AppendEntriesPipeline("", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6, Entries: entries(1, 10)}, &raft.AppendEntriesResponse{}); err == nil {
+		select {
+		case <-p.Consumer():
+			refused("a pipeline's AppendEntries", f.Error())
+		case <-time.After(10 * time.Second):
+			t.Error("a pipeline's AppendEntries: no answer in 10s")
+		}
+	}
+	_ = p.Close()
+	if n := len(fake.all()); n != served {
+		t.Fatalf("raft got %d requests of another raft cluster", n-served)
+	}
+	if ids.get() != own || ids.adopted != 1 {
+		t.Fatalf("id %q adopted %d times, want %q once", ids.get(), ids.adopted, own)
+	}
+	for _, c := range []*Transport{ours, old} {
+		if err := c.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 7, Entries: entries(1, 10)}, &app); err != nil {
+			t.Fatalf("entries of this raft cluster, or with no id: %v, want served", err)
+		}
+	}
+}
