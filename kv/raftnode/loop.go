@@ -93,7 +93,12 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 	if n.raft.State() != raft.Leader {
 		return
 	}
-	ch, ok := planChange(n.stores.id, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
+	own := n.cluster.get()
+	if own == "" {
+		n.mint()
+	}
+	n.noteForeign(own, cfg, members)
+	ch, ok := planChange(n.stores.id, own, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
 	if !ok {
 		return
 	}
@@ -108,15 +113,79 @@ func (n *Node) maybeBootstrap(members []Member) {
 		n.log.Debug("not bootstrapping", "reason", why)
 		return
 	}
-	err := n.raft.BootstrapCluster(cfg).Error()
+	// The id is kept before the bootstrap, so that a crash between the
+	// two leaves no state without one, and from then on another
+	// cluster's leader, adding this member concurrently, is refused.
+	id := bootstrapClusterID(cfg)
+	got, err := n.cluster.adopt(id)
+	if err != nil {
+		n.log.Warn("bootstrap failed", "err", err)
+		return
+	}
+	if got != id {
+		// A leader's first request came first: this member is its
+		// cluster's, and waits for its entries.
+		return
+	}
+	err = n.raft.BootstrapCluster(cfg).Error()
 	switch {
 	case err == nil:
-		n.log.Info("bootstrapped raft cluster", "servers", len(cfg.Servers))
+		n.log.Info("bootstrapped raft cluster", "servers", len(cfg.Servers), "raft_cluster", id)
 		n.hasState.Store(true)
 	case errors.Is(err, raft.ErrCantBootstrap):
 		n.hasState.Store(true) // a leader's entries came first
+		if err := n.cluster.forget(id); err != nil {
+			n.log.Warn("raft cluster id of a bootstrap that did not happen kept", "err", err)
+		}
 	default:
 		n.log.Warn("bootstrap failed", "err", err)
+	}
+}
+
+// mint proposes a raft cluster id, once per term, for a leader whose
+// state predates the id (cluster.go). The entry sets it on every member
+// as it is applied, this one included; a later entry of another leader
+// changes nothing.
+func (n *Node) mint() {
+	term := n.raft.CurrentTerm()
+	if n.minting == term {
+		return
+	}
+	n.minting = term
+	id, err := newClusterID()
+	if err != nil {
+		n.log.Warn("raft cluster id not proposed", "err", err)
+		return
+	}
+	f := n.raft.ApplyLog(mintEntry(id), n.cfg.ChangeTimeout)
+	if err := f.Error(); err != nil {
+		n.log.Warn("raft cluster id not proposed", "err", err)
+		n.minting = 0 // try again at the next round
+	}
+}
+
+// noteForeign logs, once per member and id, the members the leader does
+// not add because they belong to another raft cluster or may.
+func (n *Node) noteForeign(own string, cfg raft.Configuration, members map[raft.ServerID]Member) {
+	found := foreignMembers(own, cfg, members)
+	for id, m := range found {
+		got := m.raftCluster()
+		if seen, ok := n.foreign[id]; ok && seen == got {
+			continue
+		}
+		n.foreign[id] = got
+		if got == "" {
+			n.log.Warn("member not added: it has raft state and no raft cluster id, so it may belong to another raft cluster; wipe its data dir to add it",
+				"peer", id, "addr", m.Addr, "raft_cluster", own)
+			continue
+		}
+		n.log.Error("member not added: it belongs to another raft cluster under the same cluster name; stop it, wipe its data dir and start it again to add it",
+			"peer", id, "addr", m.Addr, "its_raft_cluster", got, "raft_cluster", own)
+	}
+	for id := range n.foreign {
+		if _, ok := found[id]; !ok {
+			delete(n.foreign, id)
+		}
 	}
 }
 

@@ -30,6 +30,9 @@ const (
 	TagState = "raft"
 	// TagExpect is the member's --bootstrap-expect, in decimal.
 	TagExpect = "expect"
+	// TagCluster is the member's raft cluster id (cluster.go), absent
+	// while it has none.
+	TagCluster = "raft-cluster"
 )
 
 // statePending is TagState while the member's raft stores are not open
@@ -62,6 +65,24 @@ func (m Member) ServerID() raft.ServerID { return raft.ServerID(m.Tags[TagServer
 
 // hasState reports whether the member says it has raft state.
 func (m Member) hasState() bool { return m.Tags[TagState] == "1" }
+
+// raftCluster returns the member's raft cluster id, "" when it has none.
+func (m Member) raftCluster() string { return m.Tags[TagCluster] }
+
+// foreign reports whether a leader of raft cluster own must not add the
+// member: it names another raft cluster, or, once own is known, it has
+// raft state and names none (a data dir of a chute version before the
+// id, of this cluster or of another: no telling). A member without state
+// takes the leader's id with its first entries.
+func (m Member) foreign(own string) bool {
+	got := m.raftCluster()
+	switch {
+	case got != "":
+		return got != own
+	default:
+		return own != "" && m.hasState()
+	}
+}
 
 // pending reports whether the member has not told yet whether it has
 // raft state (PendingTags).

@@ -22,6 +22,14 @@ type Node struct {
 	log    *slog.Logger
 	stores *stores
 	raft   *raft.Raft
+	// cluster is the raft cluster id (cluster.go).
+	cluster *clusterID
+	// minting is the term in which this node, as leader, last proposed a
+	// raft cluster id; the loop's own.
+	minting uint64
+	// foreign are the members the leader refused to add, as last logged
+	// (server id -> their raft cluster id); the loop's own.
+	foreign map[raft.ServerID]string
 
 	// hasState is sticky: the stores had raft state, or raft got some
 	// since (a bootstrap or a leader's entries).
@@ -59,33 +67,49 @@ func New(cfg Config) (*Node, error) {
 	}
 	rc.LocalID = st.id
 	rc.Logger = hc
+	cid, err := loadClusterID(st.bolt)
+	if err != nil {
+		_ = st.close()
+		return nil, err
+	}
 	if tr, ok := cfg.Transport.(interface{ SetLocalID(raft.ServerID) }); ok {
 		// Requests for the server this data dir held before, if it was
 		// replaced, are refused from now on (raftpeer.SetLocalID).
 		tr.SetLocalID(st.id)
 	}
+	if tr, ok := cfg.Transport.(interface {
+		SetRaftCluster(get func() string, adopt func(string) (string, error))
+	}); ok {
+		// Requests of another raft cluster's servers are refused, and a
+		// member without an id takes its leader's (raftpeer.SetRaftCluster).
+		tr.SetRaftCluster(cid.get, cid.adopt)
+	}
+	logger := cfg.Logger.With("server", st.id)
+	fsm := wrapFSM(cfg.FSM, cid, logger.Info)
 	if cfg.ForceNewCluster && st.hadState {
 		alone := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: st.id, Address: cfg.LocalAddr}}}
-		if err := raft.RecoverCluster(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport, alone); err != nil {
+		if err := raft.RecoverCluster(rc, fsm, st.logs, st.bolt, st.snaps, cfg.Transport, alone); err != nil {
 			_ = st.close()
 			return nil, fmt.Errorf("raftnode: force new cluster: %w", err)
 		}
 		cfg.Logger.Warn("raft configuration replaced by this node alone (force new cluster)", "server", st.id)
 	}
-	r, err := raft.NewRaft(rc, cfg.FSM, st.logs, st.bolt, st.snaps, cfg.Transport)
+	r, err := raft.NewRaft(rc, fsm, st.logs, st.bolt, st.snaps, cfg.Transport)
 	if err != nil {
 		_ = st.close()
 		return nil, fmt.Errorf("raftnode: %w", err)
 	}
 	n := &Node{
-		cfg:    cfg,
-		log:    cfg.Logger.With("server", st.id),
-		stores: st,
-		raft:   r,
-		stop:   make(chan struct{}),
+		cfg:     cfg,
+		log:     logger,
+		stores:  st,
+		raft:    r,
+		cluster: cid,
+		foreign: make(map[raft.ServerID]string),
+		stop:    make(chan struct{}),
 	}
 	n.hasState.Store(st.hadState)
-	n.log.Info("raft node opened", "dir", cfg.Dir, "has_state", st.hadState, "addr", cfg.LocalAddr)
+	n.log.Info("raft node opened", "dir", cfg.Dir, "has_state", st.hadState, "addr", cfg.LocalAddr, "raft_cluster", cid.get())
 	return n, nil
 }
 
@@ -110,6 +134,9 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 // IsLeader reports whether the node leads now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// RaftCluster returns the node's raft cluster id, "" while it has none.
+func (n *Node) RaftCluster() string { return n.cluster.get() }
+
 // HasState reports whether the node has raft state: from its data dir,
 // a bootstrap or a leader.
 func (n *Node) HasState() bool { return n.hasState.Load() }
@@ -125,6 +152,9 @@ func (n *Node) Tags() map[string]string {
 	tags := Tags(n.stores.id, n.cfg.BootstrapExpect, has)
 	if !has && !n.candidate.Load() {
 		tags[TagState] = statePending
+	}
+	if id := n.cluster.get(); id != "" {
+		tags[TagCluster] = id
 	}
 	return tags
 }

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -130,7 +131,7 @@ func TestPlanChange(t *testing.T) {
 			if failed == nil {
 				failed = failures{}
 			}
-			got, ok := planChange("a", raft.Configuration{Servers: tt.servers}, byServerID(tt.members), failed, now, grace, 3)
+			got, ok := planChange("a", "", raft.Configuration{Servers: tt.servers}, byServerID(tt.members), failed, now, grace, 3)
 			if tt.want.kind == 0 {
 				if ok {
 					t.Fatalf("got %v %s (%s), want no change", got.kind, got.id, got.reason)
@@ -139,6 +140,62 @@ func TestPlanChange(t *testing.T) {
 			}
 			if !ok || got.kind != tt.want.kind || got.id != tt.want.id {
 				t.Fatalf("got %v %s (ok %v), want %v %s", got.kind, got.id, ok, tt.want.kind, tt.want.id)
+			}
+		})
+	}
+}
+
+// TestPlanChange_foreign: a leader adds no member of another raft
+// cluster: one naming another id, or, once the leader has an id, one with
+// raft state and none. A member without state joins as a non-voter and
+// is promoted once it took the leader's id; a member of the leader's own
+// raft cluster (removed, back with its data dir) is a voter at once; a
+// server that took another cluster's id is removed.
+func TestPlanChange_foreign(t *testing.T) {
+	const own, other = "00000000000000c1", "00000000000000c2"
+	alone := []raft.Server{{ID: "a", Address: "a:1", Suffrage: raft.Voter}}
+	withB := func(s raft.ServerSuffrage) []raft.Server {
+		return append(slices.Clone(alone), raft.Server{ID: "b", Address: "b:1", Suffrage: s})
+	}
+	of := func(state bool, cluster string) Member {
+		m := member3("b", StatusAlive, state, 1)
+		if cluster != "" {
+			m.Tags[TagCluster] = cluster
+		}
+		return m
+	}
+	tests := []struct {
+		name    string
+		own     string
+		servers []raft.Server
+		b       Member
+		want    changeKind // 0: none
+		foreign bool       // foreignMembers lists b
+	}{
+		{"another raft cluster", own, alone, of(true, other), 0, true},
+		{"state and no id", own, alone, of(true, ""), 0, true},
+		{"leader without id, member with one", "", alone, of(true, other), 0, true},
+		{"no state", own, alone, of(false, ""), addNonvoter, false},
+		{"own raft cluster", own, alone, of(true, own), addVoter, false},
+		{"neither has one", "", alone, of(true, ""), addVoter, false},
+		{"non-voter without the id yet", own, withB(raft.Nonvoter), of(true, ""), 0, false},
+		{"non-voter that took the id", own, withB(raft.Nonvoter), of(true, own), addVoter, false},
+		{"server that took another id", own, withB(raft.Nonvoter), of(true, other), removeServer, false},
+		{"voter that took another id", own, withB(raft.Voter), of(true, other), removeServer, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := raft.Configuration{Servers: tt.servers}
+			members := byServerID([]Member{member3("a", StatusAlive, true, 1), tt.b})
+			got, ok := planChange("a", tt.own, cfg, members, failures{}, time.Unix(1000, 0), time.Minute, 3)
+			switch {
+			case tt.want == 0 && ok:
+				t.Fatalf("got %v %s, want no change", got.kind, got.id)
+			case tt.want != 0 && (!ok || got.kind != tt.want || got.id != "b"):
+				t.Fatalf("got %v %s (ok %v), want %v b", got.kind, got.id, ok, tt.want)
+			}
+			if found := foreignMembers(tt.own, cfg, members); (len(found) == 1) != tt.foreign {
+				t.Fatalf("foreignMembers: got %v, want b listed: %v", found, tt.foreign)
 			}
 		})
 	}

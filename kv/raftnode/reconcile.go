@@ -80,16 +80,26 @@ func byServerID(members []Member) map[raft.ServerID]Member {
 // In order:
 //
 //  1. Remove a server that left, that another alive server replaced at
-//     its address (its data dir was wiped), or that has been failed or
-//     missing for grace (failed says since when).
+//     its address (its data dir was wiped), that has been failed or
+//     missing for grace (failed says since when), or that says it is in
+//     another raft cluster than own (it took the id of another leader
+//     that added it too).
 //  2. Promote the alive non-voter with the lowest id while there are
-//     fewer than voters voters.
+//     fewer than voters voters, once it says it is in raft cluster own.
 //  3. Add an alive member that is not in cfg, or whose address changed:
-//     a voter while there are fewer than voters, else a non-voter.
+//     a voter while there are fewer than voters and it says it is in
+//     raft cluster own, else a non-voter; never a member foreign to own
+//     (Member.foreign). A new member thus becomes a voter only once it
+//     took this cluster's id: a member that two raft clusters' leaders
+//     both added, and that took the other's id, never holds a seat in
+//     this cluster's majority, where it would refuse every request.
+//
+// With own "" (a leader whose state predates the id), members without
+// one are added and promoted as before the id.
 //
 // The leader never removes itself, and never demotes: voters beyond
 // voters (a larger bootstrap) stay until they fail.
-func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.ServerID]Member, failed failures, now time.Time, grace time.Duration, voters int) (change, bool) {
+func planChange(self raft.ServerID, own string, cfg raft.Configuration, members map[raft.ServerID]Member, failed failures, now time.Time, grace time.Duration, voters int) (change, bool) {
 	servers := slices.Clone(cfg.Servers)
 	slices.SortFunc(servers, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
 	aliveAt := make(map[raft.ServerAddress]raft.ServerID)
@@ -105,6 +115,8 @@ func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.Ser
 		}
 		m, known := members[s.ID]
 		switch {
+		case known && m.Status == StatusAlive && own != "" && m.raftCluster() != "" && m.raftCluster() != own:
+			return change{removeServer, s.ID, s.Address, fmt.Sprintf("in raft cluster %.16s", m.raftCluster())}, true
 		case known && m.Status == StatusAlive:
 		case known && m.Status == StatusLeft:
 			return change{removeServer, s.ID, s.Address, "left"}, true
@@ -127,7 +139,7 @@ func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.Ser
 	}
 	if count < voters {
 		for _, s := range servers {
-			if s.Suffrage != raft.Voter && members[s.ID].Status == StatusAlive {
+			if m := members[s.ID]; s.Suffrage != raft.Voter && m.Status == StatusAlive && m.raftCluster() == own {
 				return change{addVoter, s.ID, members[s.ID].Addr, "promote"}, true
 			}
 		}
@@ -135,7 +147,7 @@ func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.Ser
 
 	ids := make([]raft.ServerID, 0, len(members))
 	for id, m := range members {
-		if m.Status == StatusAlive {
+		if m.Status == StatusAlive && !m.foreign(own) {
 			ids = append(ids, id)
 		}
 	}
@@ -147,7 +159,7 @@ func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.Ser
 		m := members[id]
 		s, ok := inCfg[id]
 		switch {
-		case !ok && count < voters:
+		case !ok && count < voters && m.raftCluster() == own:
 			return change{addVoter, id, m.Addr, "new member"}, true
 		case !ok:
 			return change{addNonvoter, id, m.Addr, "new member"}, true
@@ -158,4 +170,20 @@ func planChange(self raft.ServerID, cfg raft.Configuration, members map[raft.Ser
 		}
 	}
 	return change{}, false
+}
+
+// foreignMembers returns the alive members not in cfg that a leader of
+// raft cluster own does not add (Member.foreign), by server id.
+func foreignMembers(own string, cfg raft.Configuration, members map[raft.ServerID]Member) map[raft.ServerID]Member {
+	var out map[raft.ServerID]Member
+	for id, m := range members {
+		if m.Status != StatusAlive || !m.foreign(own) || slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return s.ID == id }) {
+			continue
+		}
+		if out == nil {
+			out = make(map[raft.ServerID]Member)
+		}
+		out[id] = m
+	}
+	return out
 }

@@ -1,0 +1,168 @@
+package raftnode
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"chute/internal/testutil"
+)
+
+// TestNode_twoRaftClustersNeverMerge: a cluster of a and b, and c
+// bootstrapped on its own (as with --bootstrap-expect too low), come to
+// see each other (gossip joined them under one cluster name). Neither
+// leader adds the other's members, and each keeps its own log: c's
+// entries are not overwritten by a's, nor a's cluster blocked by a voter
+// that refuses it.
+func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
+	w1, w2 := &world{}, &world{}
+	a, b := newMember(t, w1, "a"), newMember(t, w1, "b")
+	c := newMember(t, w2, "c")
+	a.start(t, w1, true, nil)
+	waitLeader(t, w1)
+	b.start(t, w1, true, nil)
+	waitConfiguration(t, w1, map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter})
+	c.start(t, w2, true, nil)
+	waitLeader(t, w2)
+	if a.node.RaftCluster() == "" || b.node.RaftCluster() != a.node.RaftCluster() {
+		t.Fatalf("a has raft cluster %q, b %q: want one, the same", a.node.RaftCluster(), b.node.RaftCluster())
+	}
+	if c.node.RaftCluster() == "" || c.node.RaftCluster() == a.node.RaftCluster() {
+		t.Fatalf("c has raft cluster %q, a %q: want another", c.node.RaftCluster(), a.node.RaftCluster())
+	}
+	cmds1 := applyOn(t, w1, "one", 3)
+	cmds2 := applyOn(t, w2, "two", 3)
+
+	// Gossip joins them: every member sees the three.
+	w1.mu.Lock()
+	w2.mu.Lock()
+	w1.members = append(w1.members, c)
+	w2.members = append(w2.members, a, b)
+	w1.notifyLocked()
+	w2.notifyLocked()
+	w2.mu.Unlock()
+	w1.mu.Unlock()
+
+	// Many reconcile rounds (100 ms) go by; then each cluster still
+	// commits on its own, with its own configuration.
+	time.Sleep(2 * time.Second)
+	leader1, leader2 := a.node, c.node
+	if !leader1.IsLeader() {
+		leader1 = b.node
+	}
+	for _, x := range []struct {
+		n    *Node
+		cmd  string
+		want map[raft.ServerID]raft.ServerSuffrage
+	}{
+		{leader1, "one-after", map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter}},
+		{leader2, "two-after", map[raft.ServerID]raft.ServerSuffrage{c.node.ID(): raft.Voter}},
+	} {
+		if err := x.n.Raft().Apply([]byte(x.cmd), 10*time.Second).Error(); err != nil {
+			t.Fatalf("%s: apply after the merge: %v", x.n.ID(), err)
+		}
+		cfg, err := x.n.Configuration()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := suffrages(cfg); !equalSuffrages(got, x.want) {
+			t.Fatalf("%s: configuration %v, want %v", x.n.ID(), got, x.want)
+		}
+	}
+	waitApplied(t, a, append(cmds1, "one-after"))
+	waitApplied(t, b, append(cmds1, "one-after"))
+	waitApplied(t, c, append(cmds2, "two-after"))
+	for _, m := range []*member{a, c} {
+		if !strings.Contains(m.log.String(), "belongs to another raft cluster") {
+			t.Errorf("%s logged nothing of the other raft cluster's members", m.name)
+		}
+	}
+
+	// A new member d, without raft state, comes up seen by both: it takes
+	// one's id and ends up in that cluster alone, and both go on
+	// committing. (Which leader adds it first is up to timing; that the
+	// other adds it only as a non-voter, so that it never blocks that
+	// cluster's majority, is TestPlanChange_foreign's.)
+	d := newMember(t, w1, "d")
+	d.start(t, w1, true, nil)
+	w2.mu.Lock()
+	w2.members = append(w2.members, d)
+	w2.notifyLocked()
+	w2.mu.Unlock()
+	testutil.Eventually(t, 30*time.Second, "d in one raft cluster", func() error {
+		id := d.node.RaftCluster()
+		if id == "" {
+			return fmt.Errorf("d has no raft cluster id")
+		}
+		for _, l := range []*Node{leader1, leader2} {
+			cfg, err := l.Configuration()
+			if err != nil {
+				return err
+			}
+			in := slices.ContainsFunc(cfg.Servers, func(s raft.Server) bool { return s.ID == d.node.ID() })
+			if mine := l.RaftCluster() == id; in != mine {
+				return fmt.Errorf("%s (raft cluster %s) has d (of %s) in its configuration: %v", l.ID(), l.RaftCluster(), id, in)
+			}
+		}
+		return nil
+	})
+	for _, l := range []*Node{leader1, leader2} {
+		if err := l.Raft().Apply([]byte("after-d"), 10*time.Second).Error(); err != nil {
+			t.Fatalf("%s: apply after d came: %v", l.ID(), err)
+		}
+	}
+}
+
+// TestNode_mintsClusterID: members whose state predates the raft cluster
+// id (cleared from their stores here) get one: the leader proposes it,
+// and every member takes it from the log, published as TagCluster.
+func TestNode_mintsClusterID(t *testing.T) {
+	w := &world{}
+	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
+	want := map[raft.ServerID]raft.ServerSuffrage{}
+	for _, m := range ms {
+		m.start(t, w, true, nil)
+		want[m.node.ID()] = raft.Voter
+		waitConfiguration(t, w, want)
+	}
+	cmds := applyOn(t, w, "x", 2)
+	old := ms[0].node.RaftCluster()
+	for _, m := range ms {
+		m.kill(t, w)
+		b := openBolt(t, filepath.Join(m.dir, raftDir, stableFile))
+		if err := b.Set(clusterKey, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, m := range ms {
+		m.start(t, w, true, nil)
+	}
+	var id string
+	testutil.Eventually(t, 30*time.Second, "one raft cluster id on every member", func() error {
+		id = ms[0].node.RaftCluster()
+		for _, m := range ms {
+			if got := m.node.RaftCluster(); got == "" || got != id {
+				return fmt.Errorf("%s has %q, a %q", m.name, got, id)
+			}
+			if got := m.node.Tags()[TagCluster]; got != id {
+				return fmt.Errorf("%s publishes %q", m.name, got)
+			}
+		}
+		return nil
+	})
+	if id == old {
+		t.Fatalf("the minted id is the bootstrap's %s", old)
+	}
+	cmds = append(cmds, applyOn(t, w, "y", 2)...)
+	for _, m := range ms {
+		waitApplied(t, m, cmds)
+	}
+}
