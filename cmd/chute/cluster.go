@@ -10,6 +10,7 @@ import (
 	"chute/dispatch"
 	"chute/gossip"
 	"chute/internal/nodestatus"
+	"chute/kv/raftnode"
 	"chute/sink"
 )
 
@@ -106,7 +107,8 @@ func mergeStatus(local gossip.Member, members []gossip.Member, asked []bool, ans
 	byName := make(map[string]*nodestatus.ClusterQueue)
 	for i, m := range members {
 		cm := nodestatus.ClusterMember{
-			Member:  nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs},
+			Member: nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+				RaftCluster: m.Tags[raftnode.TagCluster]},
 			Version: m.Version,
 		}
 		switch {

@@ -663,7 +663,8 @@ func (n *node) status() nodestatus.Node {
 	st := nodestatus.Node{Name: local.Name, Member: gossip.ID(local.ID).String(), Version: version, Queues: qs.Queues, Backups: qs.Backups,
 		ClickHouseServers: qs.ClickHouseServers}
 	for _, m := range n.members.Members() {
-		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs})
+		st.Members = append(st.Members, nodestatus.Member{Name: m.Name, ID: gossip.ID(m.ID).String(), Status: m.Status.String(), PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+			RaftCluster: m.Tags[raftnode.TagCluster]})
 	}
 	if st.Queues == nil {
 		st.Queues = []dispatch.QueueStatus{}

@@ -69,6 +69,18 @@ func TestRaft_twoRaftClustersUnderOneName(t *testing.T) {
 			t.Errorf("%s holds keys %q, want %q", x.p.Name, got, want)
 		}
 	}
+	// /status shows each member's raft cluster: two ids, one each.
+	st, err := statusOf(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for _, m := range st.Members {
+		ids[m.Name] = m.RaftCluster
+	}
+	if len(ids) != 2 || ids["a"] == "" || ids["b"] == "" || ids["a"] == ids["b"] {
+		t.Errorf("/status of a: raft clusters by member %v, want two different ids", ids)
+	}
 	waitRaftLogLine(t, []*Proc{a}, convergeTimeout, "member not added", "belongs to another raft cluster")
 	waitRaftLogLine(t, []*Proc{b}, convergeTimeout, "member not added", "belongs to another raft cluster")
 }

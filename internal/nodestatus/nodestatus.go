@@ -37,6 +37,11 @@ type Member struct {
 	Status     string   `json:"status"`
 	PeerURLs   []string `json:"peer_urls"`
 	ClientURLs []string `json:"client_urls"`
+	// RaftCluster is the id of the raft cluster the member's key space
+	// belongs to, as it publishes it; absent while it has none. Members
+	// showing different ones are two clusters under one cluster name,
+	// which never merge.
+	RaftCluster string `json:"raft_cluster,omitempty"`
 }
 
 // Cluster is GET /status/cluster: the members as this node
