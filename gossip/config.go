@@ -120,6 +120,11 @@ type Config struct {
 	// them: what others must see from its first gossip on. None may be
 	// one of its own. Nil: none.
 	Tags map[string]string
+	// ReserveTags are the largest tags the node publishes later by
+	// SetTags (raft's), counted by Validate beside its own and Tags, so
+	// that URLs leaving them no room within serf's limit are refused at
+	// start, not when they are published. Not published. Nil: none.
+	ReserveTags map[string]string
 
 	// Fast selects timings for in-process tests on loopback: a killed node
 	// is reported failed after about 0.5s instead of 5-7s (3 nodes), and a

@@ -70,8 +70,14 @@ func (c Config) Validate() error {
 			bad("Tags", "%q is one of the membership's own tags", k)
 		}
 	}
-	if n := tagsSize(c.startTags()); n > memberlist.MetaMaxSize {
-		bad("PeerURLs", "tags (urls, version, cluster, Tags) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
+	sized := c.startTags()
+	for k, v := range c.ReserveTags {
+		if len(v) > len(sized[k]) {
+			sized[k] = v
+		}
+	}
+	if n := tagsSize(sized); n > memberlist.MetaMaxSize {
+		bad("PeerURLs", "tags (urls, version, cluster, Tags, ReserveTags) take %d bytes, more than serf's %d", n, memberlist.MetaMaxSize)
 	}
 	return errors.Join(errs...)
 }

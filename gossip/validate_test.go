@@ -24,6 +24,10 @@ func TestConfig_Validate_fields(t *testing.T) {
 		{"short key", func(c *Config) { c.Key = make([]byte, 8) }, "Key"},
 		{"client url with comma", func(c *Config) { c.ClientURLs = []string{"http://a:1,b:2"} }, "ClientURLs"},
 		{"start tag of its own", func(c *Config) { c.Tags = map[string]string{"boot": "x"} }, "Tags"},
+		{"no room for tags published later", func(c *Config) {
+			c.ClientURLs = []string{"http://" + strings.Repeat("h", 380) + ":2379"}
+			c.ReserveTags = map[string]string{"later": strings.Repeat("x", 100)}
+		}, "PeerURLs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,6 +43,17 @@ func TestConfig_Validate_fields(t *testing.T) {
 				t.Fatalf("got field %q (%v), want %q", fe.Field, err, tc.wantField)
 			}
 		})
+	}
+}
+
+// TestConfig_Validate_reserveFits: the URLs of the case above fit
+// without the reserved tags.
+func TestConfig_Validate_reserveFits(t *testing.T) {
+	c := DefaultConfig()
+	c.Name, c.Cluster = "n1", "c"
+	c.ClientURLs = []string{"http://" + strings.Repeat("h", 380) + ":2379"}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1142,6 +1142,7 @@ func (c Config) gossipConfig() (gossip.Config, error) {
 	g.ClientURLs = advertised(c.AdvertiseClientURLs, c.ListenClientURLs)
 	g.Version = version
 	g.Fast = c.GossipProfile == "fast"
+	g.ReserveTags = raftnode.LargestTags(c.BootstrapExpect)
 	if c.GossipKey != "" {
 		key, err := base64.StdEncoding.DecodeString(c.GossipKey)
 		if err != nil {

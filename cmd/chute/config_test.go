@@ -674,6 +674,14 @@ func TestConfig_Validate(t *testing.T) {
 		}, "--listen-client-http-urls: they serve the JSON gateway alone, and it is turned off (--enable-grpc-gateway)"},
 		{"https peer without certificate", func(c *Config) { c.ListenPeerURLs = []string{"https://127.0.0.1:2380"} }, "--listen-peer-urls: \"https://127.0.0.1:2380\" is https: it needs a certificate: give --peer-cert-file"},
 		{"https peer with gossip key", func(c *Config) { c.ListenPeerURLs, c.GossipKey = []string{"https://127.0.0.1:2380"}, key(32) }, ""},
+		// ~300 bytes of URL fit serf's 512 bytes of tags beside chute's
+		// own, not beside raft's tags published later too.
+		{"no room for raft's tags", func(c *Config) {
+			c.AdvertiseClientURLs = []string{"http://" + strings.Repeat("h", 280) + ":2379"}
+		}, "more than serf's 512"},
+		{"room for raft's tags", func(c *Config) {
+			c.AdvertiseClientURLs = []string{"http://" + strings.Repeat("h", 200) + ":2379"}
+		}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -113,6 +114,14 @@ type MemberSource interface {
 	// have changed; the Node also polls every ReconcileInterval, so a
 	// lost signal only delays. Nil: poll only.
 	Changed() <-chan struct{}
+}
+
+// LargestTags are the largest tags a member with bootstrap expect
+// publishes (Node.Tags), for the membership layer's size checks.
+func LargestTags(expect int) map[string]string {
+	tags := Tags(raft.ServerID(strings.Repeat("f", 16)+"-"+strings.Repeat("f", 8)), expect, true)
+	tags[TagCluster] = strings.Repeat("f", ClusterIDLen)
+	return tags
 }
 
 // Tags returns the serf tags a member with server id id, bootstrap
