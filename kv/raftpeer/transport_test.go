@@ -421,27 +421,7 @@ func TestTransport_requestsForAnotherServer(t *testing.T) {
 	}
 	var vote raft.RequestVoteResponse
 	refused("RequestVote", client.RequestVote("old", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 4}, &vote))
-	var pre raft.RequestPreVoteResponse
-	refused("RequestPreVote", client.RequestPreVote("old", target, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: 4}, &pre))
-	var app raft.AppendEntriesResponse
-	refused("AppendEntries", client.AppendEntries("old", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: entries(1, 10)}, &app))
-	refused("heartbeat", client.AppendEntries("old", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3}, &app))
-	var snap raft.InstallSnapshotResponse
-	refused("InstallSnapshot", client.InstallSnapshot("old", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: 3, Size: 3,
-		Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1"}}})}, &snap, bytes.NewReader([]byte("abc"))))
-	p, err := client.AppendEntriesPipeline("old", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 3, Entries: entries(1, 10)}, &raft.AppendEntriesResponse{}); err == nil {
-		select {
-		case <-p.Consumer():
-			refused("a pipeline's AppendEntries", f.Error())
-		case <-time.After(10 * time.Second):
-			t.Error("a pipeline's AppendEntries for server old: no answer in 10s")
-		}
-	}
-	_ = p.Close()
+	sendEveryKind(t, client, "old", target, hdr, 3, refused)
 	if n := len(fake.all()); n != 0 {
 		t.Fatalf("raft got %d requests for another server", n)
 	}
@@ -519,25 +499,7 @@ func TestTransport_requestsFromAnotherRaftCluster(t *testing.T) {
 			t.Errorf("%s from raft cluster %s: got %v, want FailedPrecondition naming it", what, other, err)
 		}
 	}
-	refused("AppendEntries", theirs.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6, Entries: entries(1, 10)}, &app))
-	refused("heartbeat", theirs.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6}, &app))
-	refused("RequestVote", theirs.RequestVote("", target, &raft.RequestVoteRequest{RPCHeader: hdr, Term: 6}, &vote))
-	var snap raft.InstallSnapshotResponse
-	refused("InstallSnapshot", theirs.InstallSnapshot("", target, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: 6, Size: 3,
-		Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1"}}})}, &snap, bytes.NewReader([]byte("abc"))))
-	p, err := theirs.AppendEntriesPipeline("", target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: 6, Entries: entries(1, 10)}, &raft.AppendEntriesResponse{}); err == nil {
-		select {
-		case <-p.Consumer():
-			refused("a pipeline's AppendEntries", f.Error())
-		case <-time.After(10 * time.Second):
-			t.Error("a pipeline's AppendEntries: no answer in 10s")
-		}
-	}
-	_ = p.Close()
+	sendEveryKind(t, theirs, "", target, hdr, 6, refused)
 	if n := len(fake.all()); n != served {
 		t.Fatalf("raft got %d requests of another raft cluster", n-served)
 	}
@@ -548,5 +510,36 @@ func TestTransport_requestsFromAnotherRaftCluster(t *testing.T) {
 		if err := c.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 7, Entries: entries(1, 10)}, &app); err != nil {
 			t.Fatalf("entries of this raft cluster, or with no id: %v, want served", err)
 		}
+	}
+}
+
+// sendEveryKind sends to the server at target, as server to, every kind
+// of request at term (pre-vote, entries, a heartbeat, a snapshot, and
+// entries on a pipeline), and hands each one's error to check.
+func sendEveryKind(t *testing.T, c *Transport, to raft.ServerID, target raft.ServerAddress, hdr raft.RPCHeader, term uint64, check func(what string, err error)) {
+	t.Helper()
+	var pre raft.RequestPreVoteResponse
+	check("RequestPreVote", c.RequestPreVote(to, target, &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: term + 1}, &pre))
+	var app raft.AppendEntriesResponse
+	check("AppendEntries", c.AppendEntries(to, target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term, Entries: entries(1, 10)}, &app))
+	check("heartbeat", c.AppendEntries(to, target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: term}, &app))
+	var snap raft.InstallSnapshotResponse
+	check("InstallSnapshot", c.InstallSnapshot(to, target, &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: term, Size: 3,
+		Configuration: raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1"}}})}, &snap, bytes.NewReader([]byte("abc"))))
+	p, err := c.AppendEntriesPipeline(to, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = p.Close() }()
+	f, err := p.AppendEntries(&raft.AppendEntriesRequest{RPCHeader: hdr, Term: term, Entries: entries(1, 10)}, &raft.AppendEntriesResponse{})
+	if err != nil {
+		check("a pipeline's AppendEntries", err)
+		return
+	}
+	select {
+	case <-p.Consumer():
+		check("a pipeline's AppendEntries", f.Error())
+	case <-time.After(10 * time.Second):
+		t.Error("a pipeline's AppendEntries: no answer in 10s")
 	}
 }
