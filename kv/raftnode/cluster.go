@@ -36,10 +36,11 @@ import (
 //   - on a member without one, by the first raft request of a leader
 //     that has one (an AppendEntries or a snapshot): a new member takes
 //     its leader's;
-//   - by a leader whose state predates the id (chute versions before
-//     it): it proposes a fresh one as a log entry (mintEntry), and every
+//   - by a leader without one: the one the servers of its configuration
+//     publish, or, when none does (state of chute versions before the
+//     id), a fresh one it proposes as a log entry (mintEntry); every
 //     member applying the first such entry takes it, so two leaders
-//     minting in turn still agree.
+//     minting in turn still agree (Node.settle).
 //
 // Once set it never changes; --force-new-cluster keeps it.
 
@@ -131,22 +132,6 @@ func (c *clusterID) adopt(id string) (string, error) {
 	}
 	c.v.Store(&id)
 	return id, nil
-}
-
-// forget clears the id if it is still id: a bootstrap that set it did not
-// happen, the member having got a leader's entries first.
-func (c *clusterID) forget(id string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.get() != id {
-		return nil
-	}
-	if err := c.stable.Set(clusterKey, nil); err != nil {
-		return fmt.Errorf("raftnode: clear raft cluster id: %w", err)
-	}
-	empty := ""
-	c.v.Store(&empty)
-	return nil
 }
 
 // mintEntry is the log entry that sets the raft cluster id to id.

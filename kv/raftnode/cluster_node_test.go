@@ -123,13 +123,7 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 // and every member takes it from the log, published as TagCluster.
 func TestNode_mintsClusterID(t *testing.T) {
 	w := &world{}
-	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
-	want := map[raft.ServerID]raft.ServerSuffrage{}
-	for _, m := range ms {
-		m.start(t, w, true, nil)
-		want[m.node.ID()] = raft.Voter
-		waitConfiguration(t, w, want)
-	}
+	ms, _ := startThree(t, w)
 	cmds := applyOn(t, w, "x", 2)
 	old := ms[0].node.RaftCluster()
 	for _, m := range ms {
@@ -163,6 +157,51 @@ func TestNode_mintsClusterID(t *testing.T) {
 	}
 	cmds = append(cmds, applyOn(t, w, "y", 2)...)
 	for _, m := range ms {
+		waitApplied(t, m, cmds)
+	}
+}
+
+// TestNode_leaderWithoutIDTakesTheClusters: a member whose raft cluster
+// id is gone (cleared here; a member down while the id came, its entry
+// since in a snapshot) and elected first at a restart takes the id its
+// configuration's servers publish, rather than minting one of its own,
+// which would have made it remove every voter that kept the old one.
+func TestNode_leaderWithoutIDTakesTheClusters(t *testing.T) {
+	w := &world{}
+	ms, want := startThree(t, w)
+	cmds := applyOn(t, w, "x", 2)
+	id := ms[0].node.RaftCluster()
+	for _, m := range ms {
+		m.kill(t, w)
+	}
+	b := openBolt(t, filepath.Join(ms[0].dir, raftDir, stableFile))
+	if err := b.Set(clusterKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	slow := func(c *Config) { // a wins the election
+		c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 2*time.Second, 2*time.Second
+	}
+	ms[0].start(t, w, true, nil)
+	ms[1].start(t, w, true, slow)
+	testutil.EventuallyTrue(t, 30*time.Second, "a leads", ms[0].node.IsLeader)
+	time.Sleep(500 * time.Millisecond) // reconcile rounds of a with c unknown
+	ms[2].start(t, w, true, slow)
+	testutil.Eventually(t, 30*time.Second, "a takes the cluster's id", func() error {
+		if got := ms[0].node.RaftCluster(); got != id {
+			return fmt.Errorf("a has %q, want %q", got, id)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // reconcile rounds: no voter removed
+	waitConfiguration(t, w, want)
+	cmds = append(cmds, applyOn(t, w, "y", 2)...)
+	for _, m := range ms {
+		if got := m.node.RaftCluster(); got != id {
+			t.Errorf("%s has raft cluster %q, want %q", m.name, got, id)
+		}
 		waitApplied(t, m, cmds)
 	}
 }

@@ -42,7 +42,7 @@ func openBolt(t *testing.T, path string) *raftboltdb.BoltStore {
 }
 
 // TestClusterID_persists: the first id adopted stays, across a reopen of
-// the stable store; forget clears only the id it names.
+// the stable store.
 func TestClusterID_persists(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "raft.db")
 	b := openBolt(t, path)
@@ -60,27 +60,14 @@ func TestClusterID_persists(t *testing.T) {
 	if got, _ := c.adopt(second); got != first {
 		t.Fatalf("a second adopt replaced the id: %q", got)
 	}
-	if err := c.forget(second); err != nil || c.get() != first {
-		t.Fatalf("forget of another id: %q, %v", c.get(), err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b = openBolt(t, path)
-	c, err = loadClusterID(b)
-	if err != nil || c.get() != first {
-		t.Fatalf("reopened: %q, %v, want %q", c.get(), err, first)
-	}
-	if err := c.forget(first); err != nil || c.get() != "" {
-		t.Fatalf("forget: %q, %v", c.get(), err)
-	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
 	b = openBolt(t, path)
 	defer func() { _ = b.Close() }()
-	if c, err = loadClusterID(b); err != nil || c.get() != "" {
-		t.Fatalf("reopened after forget: %q, %v", c.get(), err)
+	c, err = loadClusterID(b)
+	if err != nil || c.get() != first {
+		t.Fatalf("reopened: %q, %v, want %q", c.get(), err, first)
 	}
 }
 

@@ -380,3 +380,18 @@ func waitApplied(t *testing.T, m *member, want []string) {
 		return nil
 	})
 }
+
+// startThree starts members a, b and c of w one after the other, each
+// joining the cluster the first bootstraps, and returns them and the
+// configuration of three voters they reach.
+func startThree(t *testing.T, w *world) ([]*member, map[raft.ServerID]raft.ServerSuffrage) {
+	t.Helper()
+	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
+	want := map[raft.ServerID]raft.ServerSuffrage{}
+	for _, m := range ms {
+		m.start(t, w, true, nil)
+		want[m.node.ID()] = raft.Voter
+		waitConfiguration(t, w, want)
+	}
+	return ms, want
+}

@@ -93,10 +93,10 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 	if n.raft.State() != raft.Leader {
 		return
 	}
-	own := n.cluster.get()
-	if own == "" {
-		n.mint()
+	if n.cluster.get() == "" {
+		n.settle(cfg, members)
 	}
+	own := n.cluster.get()
 	n.noteForeign(own, cfg, members)
 	ch, ok := planChange(n.stores.id, own, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
 	if !ok {
@@ -133,19 +133,62 @@ func (n *Node) maybeBootstrap(members []Member) {
 		n.log.Info("bootstrapped raft cluster", "servers", len(cfg.Servers), "raft_cluster", id)
 		n.hasState.Store(true)
 	case errors.Is(err, raft.ErrCantBootstrap):
-		n.hasState.Store(true) // a leader's entries came first
-		if err := n.cluster.forget(id); err != nil {
-			n.log.Warn("raft cluster id of a bootstrap that did not happen kept", "err", err)
-		}
+		// A leader's entries, or a candidate's term, came first: of this
+		// bootstrap (the same id) or of a cluster without an id, since
+		// the transport refuses others'. The id stays: the first is this
+		// cluster's, and the second takes it from this member's tag
+		// (settle).
+		n.hasState.Store(true)
 	default:
 		n.log.Warn("bootstrap failed", "err", err)
 	}
 }
 
+// settle gives a leader without a raft cluster id one. Its state may
+// predate the id (cluster.go), or it may have lost the id its followers
+// keep (a member that was down while the id came, its entry since in a
+// snapshot, elected first at a restart): the id any server of cfg
+// publishes is the cluster's, and the leader takes it. Only when every
+// other server of cfg is known to the members, has told its state and
+// publishes none does it mint one; while one is unknown it waits, since
+// that one may hold the id.
+func (n *Node) settle(cfg raft.Configuration, members map[raft.ServerID]Member) {
+	published := ""
+	for _, s := range cfg.Servers {
+		if s.ID == n.stores.id {
+			continue
+		}
+		m, ok := members[s.ID]
+		if !ok || m.pending() {
+			return
+		}
+		switch got := m.raftCluster(); {
+		case got == "":
+		case published == "":
+			published = got
+		case got != published:
+			n.log.Warn("servers of the configuration publish different raft cluster ids; this leader takes none", "one", published, "other", got)
+			return
+		}
+	}
+	if published == "" {
+		n.mint()
+		return
+	}
+	got, err := n.cluster.adopt(published)
+	if err != nil {
+		n.log.Warn("raft cluster id not taken", "err", err)
+		return
+	}
+	if got == published {
+		n.log.Info("raft cluster id taken from the configuration's servers", "raft_cluster", got)
+	}
+}
+
 // mint proposes a raft cluster id, once per term, for a leader whose
-// state predates the id (cluster.go). The entry sets it on every member
-// as it is applied, this one included; a later entry of another leader
-// changes nothing.
+// cluster has none (settle). The entry sets it on every member as it is
+// applied, this one included; a later entry of another leader changes
+// nothing.
 func (n *Node) mint() {
 	term := n.raft.CurrentTerm()
 	if n.minting == term {

@@ -53,13 +53,7 @@ func TestNode_bootstrapExpect_anyOrder(t *testing.T) {
 // removed at once).
 func TestNode_restart(t *testing.T) {
 	w := &world{}
-	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
-	want := map[raft.ServerID]raft.ServerSuffrage{}
-	for _, m := range ms {
-		m.start(t, w, true, nil)
-		want[m.node.ID()] = raft.Voter
-		waitConfiguration(t, w, want)
-	}
+	ms, want := startThree(t, w)
 	cmds := applyOn(t, w, "x", 5)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
