@@ -94,11 +94,15 @@ type clusterID struct {
 	stable *raftboltdb.BoltStore
 	mu     sync.Mutex // serialises changes and their writes
 	v      atomic.Pointer[string]
+	// changed receives a value, sent without blocking, when the id is
+	// set: the node's loop publishes it at once, rather than at its next
+	// round, so that the leader promotes a new member sooner.
+	changed chan struct{}
 }
 
 // loadClusterID reads the id kept in stable, "" when there is none.
 func loadClusterID(stable *raftboltdb.BoltStore) (*clusterID, error) {
-	c := &clusterID{stable: stable}
+	c := &clusterID{stable: stable, changed: make(chan struct{}, 1)}
 	v, err := stable.Get(clusterKey)
 	switch {
 	case errors.Is(err, raftboltdb.ErrKeyNotFound) || (err == nil && len(v) == 0):
@@ -131,6 +135,10 @@ func (c *clusterID) adopt(id string) (string, error) {
 		return "", fmt.Errorf("raftnode: store raft cluster id: %w", err)
 	}
 	c.v.Store(&id)
+	select {
+	case c.changed <- struct{}{}:
+	default:
+	}
 	return id, nil
 }
 

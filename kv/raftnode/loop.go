@@ -35,6 +35,7 @@ func (n *Node) run() {
 			return
 		case <-ticker.Chan():
 		case <-changed:
+		case <-n.cluster.changed:
 		case <-joined:
 			joined = nil // closed: do not spin on it
 		}
