@@ -20,41 +20,61 @@ import (
 // entries are not overwritten by a's, nor a's cluster blocked by a voter
 // that refuses it.
 func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
-	w1, w2 := &world{}, &world{}
-	a, b := newMember(t, w1, "a"), newMember(t, w1, "b")
-	c := newMember(t, w2, "c")
-	a.start(t, w1, true, nil)
-	waitLeader(t, w1)
-	b.start(t, w1, true, nil)
-	waitConfiguration(t, w1, map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter})
-	c.start(t, w2, true, nil)
-	waitLeader(t, w2)
+	w := &world{}
+	a, b := newMember(t, w, "a"), newMember(t, w, "b")
+	c := newMember(t, w, "c")
+	c.side = 2
+	a.start(t, w, true, nil)
+	b.start(t, w, true, nil)
+	c.start(t, w, true, nil)
+	testutil.Eventually(t, 30*time.Second, "two clusters", func() error {
+		cfg, err := a.node.Configuration()
+		if err != nil {
+			return err
+		}
+		if want := map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter}; !equalSuffrages(suffrages(cfg), want) {
+			return fmt.Errorf("a has %v", suffrages(cfg))
+		}
+		if !c.node.IsLeader() {
+			return fmt.Errorf("c does not lead")
+		}
+		return nil
+	})
 	if a.node.RaftCluster() == "" || b.node.RaftCluster() != a.node.RaftCluster() {
 		t.Fatalf("a has raft cluster %q, b %q: want one, the same", a.node.RaftCluster(), b.node.RaftCluster())
 	}
 	if c.node.RaftCluster() == "" || c.node.RaftCluster() == a.node.RaftCluster() {
 		t.Fatalf("c has raft cluster %q, a %q: want another", c.node.RaftCluster(), a.node.RaftCluster())
 	}
-	cmds1 := applyOn(t, w1, "one", 3)
-	cmds2 := applyOn(t, w2, "two", 3)
+	leader1 := a.node
+	if !leader1.IsLeader() {
+		leader1 = b.node
+	}
+	leader2 := c.node
+	var cmds1, cmds2 []string
+	for i := range 3 {
+		for _, x := range []struct {
+			n    *Node
+			cmds *[]string
+			name string
+		}{{leader1, &cmds1, "one"}, {leader2, &cmds2, "two"}} {
+			cmd := fmt.Sprintf("%s-%d", x.name, i)
+			if err := x.n.Raft().Apply([]byte(cmd), 10*time.Second).Error(); err != nil {
+				t.Fatalf("%s: apply: %v", x.n.ID(), err)
+			}
+			*x.cmds = append(*x.cmds, cmd)
+		}
+	}
 
 	// Gossip joins them: every member sees the three.
-	w1.mu.Lock()
-	w2.mu.Lock()
-	w1.members = append(w1.members, c)
-	w2.members = append(w2.members, a, b)
-	w1.notifyLocked()
-	w2.notifyLocked()
-	w2.mu.Unlock()
-	w1.mu.Unlock()
+	w.mu.Lock()
+	w.merged = true
+	w.notifyLocked()
+	w.mu.Unlock()
 
 	// Many reconcile rounds (100 ms) go by; then each cluster still
 	// commits on its own, with its own configuration.
 	time.Sleep(2 * time.Second)
-	leader1, leader2 := a.node, c.node
-	if !leader1.IsLeader() {
-		leader1 = b.node
-	}
 	for _, x := range []struct {
 		n    *Node
 		cmd  string
@@ -88,12 +108,8 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 	// committing. (Which leader adds it first is up to timing; that the
 	// other adds it only as a non-voter, so that it never blocks that
 	// cluster's majority, is TestPlanChange_foreign's.)
-	d := newMember(t, w1, "d")
-	d.start(t, w1, true, nil)
-	w2.mu.Lock()
-	w2.members = append(w2.members, d)
-	w2.notifyLocked()
-	w2.mu.Unlock()
+	d := newMember(t, w, "d")
+	d.start(t, w, true, nil)
 	testutil.Eventually(t, 30*time.Second, "d in one raft cluster", func() error {
 		id := d.node.RaftCluster()
 		if id == "" {

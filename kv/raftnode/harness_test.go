@@ -60,9 +60,12 @@ func (emptySnapshot) Release()                             {}
 // world is what the membership layer knows: every member started so far
 // and its status. Every node's MemberSource reads it.
 type world struct {
-	mu      sync.Mutex // guards members and sources
+	mu      sync.Mutex // guards members, sources and merged
 	members []*member
 	sources []*fakeSource
+	// merged: every member sees every other; until then a member sees
+	// only those of its own side (two gossip pools apart).
+	merged bool
 }
 
 // member is one chute member of a test: a data dir, a peer address and,
@@ -72,6 +75,7 @@ type member struct {
 	dir  string
 	addr string
 	log  testutil.Buffer
+	side int // the members of one side see each other before world.merged
 
 	// guarded by world.mu
 	status Status
@@ -84,6 +88,7 @@ type member struct {
 // fakeSource is one node's MemberSource over the world.
 type fakeSource struct {
 	w       *world
+	side    int // its member's
 	joined  chan struct{}
 	once    sync.Once
 	changed chan struct{}
@@ -94,7 +99,7 @@ func (s *fakeSource) Members() []Member {
 	defer s.w.mu.Unlock()
 	var out []Member
 	for _, m := range s.w.members {
-		if m.node == nil {
+		if m.node == nil || (!s.w.merged && m.side != s.side) {
 			continue
 		}
 		out = append(out, Member{Addr: raft.ServerAddress(m.addr), Status: m.status, Tags: m.node.Tags()})
@@ -147,7 +152,7 @@ func testRaftConfig() *raft.Config {
 // seeds have answered (or it has none); mutate adjusts its config.
 func (m *member) start(t *testing.T, w *world, seeded bool, mutate func(*Config)) *fakeSource {
 	t.Helper()
-	src := &fakeSource{w: w, joined: make(chan struct{}), changed: make(chan struct{}, 1)}
+	src := &fakeSource{w: w, side: m.side, joined: make(chan struct{}), changed: make(chan struct{}, 1)}
 	if seeded {
 		src.answer()
 	}
