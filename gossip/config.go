@@ -38,12 +38,13 @@ const (
 	tagVersion = "version"
 	tagBoot    = "boot"
 	tagStarted = "started" // Config.Started, Unix milliseconds
+	tagLeaving = "leaving" // "1" once MarkLeaving was called; absent before
 )
 
 // ownTag reports whether k is one of chute's own tag names.
 func ownTag(k string) bool {
 	switch k {
-	case tagCluster, tagID, tagPeer, tagClient, tagVersion, tagBoot, tagStarted:
+	case tagCluster, tagID, tagPeer, tagClient, tagVersion, tagBoot, tagStarted, tagLeaving:
 		return true
 	}
 	return false

@@ -59,6 +59,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -140,6 +141,9 @@ type Member struct {
 	Version    string
 	Boot       string // this run of its process
 	Status     Status
+	// Leaving: the member began to stop (MarkLeaving), and still answers
+	// while it hands its work over.
+	Leaving bool
 	// Tags are the tags other packages publish with SetTags (raft's, for
 	// one); nil when there are none. chute's own tags are the fields above.
 	Tags map[string]string
@@ -155,6 +159,7 @@ func memberFromSerf(sm serf.Member) Member {
 		Version:    sm.Tags[tagVersion],
 		Boot:       sm.Tags[tagBoot],
 		Status:     statusFromSerf(sm.Status),
+		Leaving:    sm.Tags[tagLeaving] == "1",
 		Tags:       extraTags(sm.Tags),
 	}
 }
@@ -211,6 +216,10 @@ type Membership struct {
 	events   chan serf.Event   // serf -> eventLoop
 	seeds    []string          // Config.Join without our own address
 	own      map[string]string // chute's own tags; read-only after New
+
+	tagsMu     sync.Mutex        // guards extra and leavingTag, and serializes tag updates
+	extra      map[string]string // the tags of the last SetTags
+	leavingTag bool              // MarkLeaving published the leaving tag
 
 	joinBackoffMin, joinBackoffMax time.Duration
 
@@ -316,6 +325,7 @@ func New(cfg Config) (*Membership, error) {
 	}
 	sc := cfg.serfConfig(bind, advertise, m.events, names, newSerfLogger(logger))
 	m.own = cfg.tags()
+	m.extra = maps.Clone(cfg.Tags)
 	m.serfConf = sc
 	ml := sc.MemberlistConfig
 	tr, err := newGatedTransport(ml.BindAddr, ml.BindPort, ml.Logger)
@@ -549,15 +559,44 @@ var ErrTagsTooLarge = errors.New("gossip: tags exceed serf's limit")
 // in Member.Tags. It refuses chute's own tag names and tags too large for
 // serf. The map is copied.
 func (m *Membership) SetTags(extra map[string]string) error {
-	tags := make(map[string]string, len(m.own)+len(extra))
-	for k, v := range extra {
+	for k := range extra {
 		if ownTag(k) {
 			return fmt.Errorf("%w: %q", ErrReservedTag, k)
 		}
-		tags[k] = v
 	}
-	for k, v := range m.own {
-		tags[k] = v
+	m.tagsMu.Lock()
+	defer m.tagsMu.Unlock()
+	if err := m.publishLocked(extra, m.leavingTag); err != nil {
+		return err
+	}
+	m.extra = maps.Clone(extra)
+	return nil
+}
+
+// MarkLeaving publishes that this member began to stop: the others stop
+// choosing it for new work (a queue's backup) while it hands its own
+// over. It is not undone; the next run starts without it.
+func (m *Membership) MarkLeaving() error {
+	m.tagsMu.Lock()
+	defer m.tagsMu.Unlock()
+	if m.leavingTag {
+		return nil
+	}
+	if err := m.publishLocked(m.extra, true); err != nil {
+		return err
+	}
+	m.leavingTag = true
+	return nil
+}
+
+// publishLocked sets serf's tags to extra, chute's own and, if leaving,
+// the leaving tag. The caller holds tagsMu.
+func (m *Membership) publishLocked(extra map[string]string, leaving bool) error {
+	tags := make(map[string]string, len(m.own)+len(extra)+1)
+	maps.Copy(tags, extra)
+	maps.Copy(tags, m.own)
+	if leaving {
+		tags[tagLeaving] = "1"
 	}
 	if n := tagsSize(tags); n > memberlist.MetaMaxSize {
 		return fmt.Errorf("%w: about %d bytes, at most %d", ErrTagsTooLarge, n, memberlist.MetaMaxSize)

@@ -82,3 +82,45 @@ func TestMembership_SetTags_broadcastSlow(t *testing.T) {
 		return ok && m.Tags["raft"] == "1"
 	})
 }
+
+// TestMembership_MarkLeaving: a member that began to stop says so to the
+// others (Member.Leaving, Peer.Leaving), keeping the tags set before,
+// and a later SetTags keeps saying it.
+func TestMembership_MarkLeaving(t *testing.T) {
+	a, b, _ := startTrio(t, 23, nil)
+	if err := a.SetTags(map[string]string{"raft": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	leaving := func() bool {
+		m, ok := b.Member(a.Local().ID)
+		if !ok || !m.Leaving || m.Tags["raft"] == "" {
+			return false
+		}
+		for _, p := range b.Peers() {
+			if p.ID == a.Local().ID {
+				return p.Leaving
+			}
+		}
+		return false
+	}
+	if m, _ := b.Member(a.Local().ID); m.Leaving {
+		t.Fatal("a leaving before MarkLeaving")
+	}
+	if err := a.MarkLeaving(); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a leaving, its raft tag kept", leaving)
+	if err := a.SetTags(map[string]string{"raft": "2"}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.EventuallyTrue(t, settle, "b to see a's new tag", func() bool {
+		m, _ := b.Member(a.Local().ID)
+		return m.Tags["raft"] == "2"
+	})
+	if !leaving() {
+		t.Fatal("a SetTags after MarkLeaving dropped the leaving tag")
+	}
+	if err := a.SetTags(map[string]string{"leaving": "0"}); !errors.Is(err, ErrReservedTag) {
+		t.Fatalf("SetTags of the leaving tag: got %v, want ErrReservedTag", err)
+	}
+}

@@ -11,6 +11,8 @@ type Peer struct {
 	ID   uint64
 	Addr string // host:port of its peer listener
 	Boot string // this run of its process (the serf tag "boot")
+	// Leaving: it began to stop and hands its work over (Member.Leaving).
+	Leaving bool
 }
 
 // PeerSource tells who the other alive members are. Peers must be safe
@@ -79,7 +81,7 @@ func asPeer(mem Member) (Peer, bool) {
 	if err != nil || u.Host == "" {
 		return Peer{}, false
 	}
-	return Peer{ID: mem.ID, Addr: u.Host, Boot: mem.Boot}, true
+	return Peer{ID: mem.ID, Addr: u.Host, Boot: mem.Boot, Leaving: mem.Leaving}, true
 }
 
 // Errors of RemoveFailed.

