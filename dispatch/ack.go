@@ -341,7 +341,8 @@ func (m *Manager) peerCount() int {
 
 // backupCandidate returns the member that should hold copies of what this
 // member dispatches: the next alive member after it in member-id order,
-// skipping those passed over; 0 when there is none.
+// skipping those passed over and those leaving (gossip.Peer.Leaving);
+// 0 when there is none.
 func (m *Manager) backupCandidate() uint64 { return m.backupCandidatePeer().ID }
 
 // backupCandidatePeer is backupCandidate with the member's run (Boot); a
@@ -355,7 +356,7 @@ func (m *Manager) backupCandidatePeer() gossip.Peer {
 	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
-		if until, ok := m.unreachable[p.ID]; ok && now.Before(until) {
+		if until, ok := m.unreachable[p.ID]; (ok && now.Before(until)) || p.Leaving {
 			continue
 		}
 		cands = append(cands, p)

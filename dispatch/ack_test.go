@@ -270,6 +270,45 @@ func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
 	}
 }
 
+// TestHandoff_leavingBackupWaitsForANewOne: a backup that leaves while
+// its dispatcher stays says so (gossip), and before it drops its copies
+// the dispatcher has given the third member a full copy and RESET it.
+// It dropped them at once, and until the dispatcher's next put every
+// message it had acknowledged was on its own disk alone: a kill -9 of
+// it then lost what ack=replicated promised to keep.
+func TestHandoff_leavingBackupWaitsForANewOne(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 10)
+	q := a.mgr.lookup("jobs")
+	backup, other := b, c
+	if q.backupMember.Load() == c.id {
+		backup, other = c, b
+	}
+	waitUntil(t, 5*time.Second, backup.name+" to keep the copies", func() bool { return backupRowsOf(backup, "jobs") == 10 })
+	backup.peers.mu.Lock()
+	backup.peers.onLeaving = func() {
+		a.peers.setLeaving(backup.id)
+		other.peers.setLeaving(backup.id)
+	}
+	backup.peers.mu.Unlock()
+	if err := backup.mgr.Handoff(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := backupRowsOf(other, "jobs"); got != 10 {
+		t.Errorf("%s keeps %d copies once %s left, want all 10", other.name, got, backup.name)
+	}
+	if got := backupRowsOf(backup, "jobs"); got != 0 {
+		t.Errorf("%s, gone, keeps %d copies", backup.name, got)
+	}
+	if got := q.backupMember.Load(); got != other.id {
+		t.Errorf("a's backup is %s, want %s", gossip.ID(got), other.name)
+	}
+}
+
 // TestHandoff_acknowledgedIdsGoWithTheQueue: the ids a dispatcher had
 // acknowledged go to the member it hands its queue to, so that a copy of
 // one of those messages held elsewhere (while the dispatcher was

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +31,32 @@ type peerList struct {
 	mu    sync.Mutex
 	peers []gossip.Peer
 	known []gossip.Peer // gone by gossip, still known (not reaped)
+	// onLeaving, set by a test, is what MarkLeaving makes the others see.
+	onLeaving func()
+}
+
+// MarkLeaving is gossip's (Membership.MarkLeaving): onLeaving, if set.
+func (p *peerList) MarkLeaving() error {
+	p.mu.Lock()
+	fn := p.onLeaving
+	p.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return nil
+}
+
+// setLeaving shows member id leaving (gossip.Peer.Leaving).
+func (p *peerList) setLeaving(id uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ps := slices.Clone(p.peers)
+	for i := range ps {
+		if ps[i].ID == id {
+			ps[i].Leaving = true
+		}
+	}
+	p.peers = ps
 }
 
 func (p *peerList) Peers() []gossip.Peer {

@@ -295,8 +295,11 @@
 // the message back once (at least once). The ids a dispatcher remembers
 // as acknowledged are bounded (doneIDs per queue), so a backup killed and
 // started again much later may bring back copies of messages acknowledged
-// meanwhile; a backup that leaves on SIGTERM releases its copies of alive
-// dispatchers first (Handoff), which keep theirs. NoSync (--unsafe-no-fsync)
+// meanwhile; a backup that leaves on SIGTERM publishes that it leaves
+// (gossip.Membership.MarkLeaving), so that its alive dispatchers give
+// another member a full copy and RESET it, waits for that (at most 5 s),
+// and then releases what copies of alive dispatchers are left (Handoff),
+// which keep theirs. NoSync (--unsafe-no-fsync)
 // writes without fsync; QuotaBytes (--quota-backend-bytes) or a full disk
 // fails the put with etcd's "database space exceeded" and calls
 // OnNoSpace (cmd/chute raises etcd's NOSPACE alarm). While that alarm is

@@ -30,6 +30,13 @@ func (m *Manager) Handoff(ctx context.Context) error {
 		return nil
 	}
 	m.departing.Store(true)
+	if l, ok := m.cluster.(interface{ MarkLeaving() error }); ok {
+		// Dispatchers whose backup this member is choose another now,
+		// give it a full copy and RESET this one (awaitBackupResets).
+		if err := l.MarkLeaving(); err != nil {
+			m.log.Warn("leaving not published: dispatchers keep this member as their backup until it is gone", "err", err)
+		}
+	}
 	var errs []error
 	if m.cluster != nil {
 		// Claims from now on name another member (claimant); a second
@@ -43,8 +50,46 @@ func (m *Manager) Handoff(ctx context.Context) error {
 		}
 	}
 	m.flushLeft(ctx)
+	m.awaitBackupResets(ctx)
 	m.dropBackups()
 	return errors.Join(errs...)
+}
+
+// backupResetWait bounds how long a leaving member waits for the
+// dispatchers it is the backup of to have another backup.
+const backupResetWait = 5 * time.Second
+
+// awaitBackupResets waits, at most backupResetWait or until ctx ends,
+// until no alive dispatcher keeps copies here: each, seeing this member
+// leaving, gives another member a full copy of its queue, then RESETs
+// this one (resetStale). Dropped before that, the copies of what those
+// dispatchers acknowledged would be on their own disks alone until then.
+func (m *Manager) awaitBackupResets(ctx context.Context) {
+	held := func() bool {
+		for _, k := range m.backupKeys() {
+			if m.alive(k.dispatcher) {
+				return true
+			}
+		}
+		return false
+	}
+	if !held() {
+		return
+	}
+	deadline := time.NewTimer(backupResetWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for held() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.log.Warn("dispatchers still keep copies here; dropping them", "waited", backupResetWait)
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // dropBackups releases the backup copies kept for dispatchers that are
@@ -150,6 +195,16 @@ func (m *Manager) handoffStep(ctx context.Context, q *queue, to uint64) (holding
 	return q.holding()
 }
 
+// peerLeaving reports whether member id is alive and leaving (MarkLeaving).
+func (m *Manager) peerLeaving(id uint64) bool {
+	for _, p := range m.cluster.Peers() {
+		if p.ID == id {
+			return p.Leaving
+		}
+	}
+	return false
+}
+
 // handoffTarget returns the member to hand q to, 0 to wait and ask again,
 // and ok false when nobody can take it. When the record names this member
 // (it dispatches q, or claimed it back after the member it was handed to
@@ -169,8 +224,12 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 		return 0, true // its dispatcher is gone: wait for the next
 	}
 	to = q.backupMember.Load()
-	if to == 0 || !m.alive(to) {
-		to = m.backupCandidate()
+	if to == 0 || !m.alive(to) || m.peerLeaving(to) {
+		// A backup that leaves too would hand it on again: another
+		// member if one stays, else that one.
+		if c := m.backupCandidate(); c != 0 || !m.alive(to) {
+			to = c
+		}
 	}
 	if to == 0 {
 		return 0, false
