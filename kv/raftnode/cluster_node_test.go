@@ -46,25 +46,10 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 	if c.node.RaftCluster() == "" || c.node.RaftCluster() == a.node.RaftCluster() {
 		t.Fatalf("c has raft cluster %q, a %q: want another", c.node.RaftCluster(), a.node.RaftCluster())
 	}
-	leader1 := a.node
-	if !leader1.IsLeader() {
-		leader1 = b.node
-	}
-	leader2 := c.node
-	var cmds1, cmds2 []string
-	for i := range 3 {
-		for _, x := range []struct {
-			n    *Node
-			cmds *[]string
-			name string
-		}{{leader1, &cmds1, "one"}, {leader2, &cmds2, "two"}} {
-			cmd := fmt.Sprintf("%s-%d", x.name, i)
-			if err := x.n.Raft().Apply([]byte(cmd), 10*time.Second).Error(); err != nil {
-				t.Fatalf("%s: apply: %v", x.n.ID(), err)
-			}
-			*x.cmds = append(*x.cmds, cmd)
-		}
-	}
+	one := func() []*member { return []*member{a, b} }
+	two := func() []*member { return []*member{c} }
+	cmds1 := applyAmong(t, one, "one", 3)
+	cmds2 := applyAmong(t, two, "two", 3)
 
 	// Gossip joins them: every member sees the three.
 	w.mu.Lock()
@@ -75,17 +60,15 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 	// Many reconcile rounds (100 ms) go by; then each cluster still
 	// commits on its own, with its own configuration.
 	time.Sleep(2 * time.Second)
+	cmds1 = append(cmds1, applyAmong(t, one, "one-after", 1)...)
+	cmds2 = append(cmds2, applyAmong(t, two, "two-after", 1)...)
 	for _, x := range []struct {
 		n    *Node
-		cmd  string
 		want map[raft.ServerID]raft.ServerSuffrage
 	}{
-		{leader1, "one-after", map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter}},
-		{leader2, "two-after", map[raft.ServerID]raft.ServerSuffrage{c.node.ID(): raft.Voter}},
+		{waitLeaderAmong(t, one), map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, b.node.ID(): raft.Voter}},
+		{c.node, map[raft.ServerID]raft.ServerSuffrage{c.node.ID(): raft.Voter}},
 	} {
-		if err := x.n.Raft().Apply([]byte(x.cmd), 10*time.Second).Error(); err != nil {
-			t.Fatalf("%s: apply after the merge: %v", x.n.ID(), err)
-		}
 		cfg, err := x.n.Configuration()
 		if err != nil {
 			t.Fatal(err)
@@ -94,9 +77,9 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 			t.Fatalf("%s: configuration %v, want %v", x.n.ID(), got, x.want)
 		}
 	}
-	waitApplied(t, a, append(cmds1, "one-after"))
-	waitApplied(t, b, append(cmds1, "one-after"))
-	waitApplied(t, c, append(cmds2, "two-after"))
+	waitApplied(t, a, cmds1)
+	waitApplied(t, b, cmds1)
+	waitApplied(t, c, cmds2)
 	for _, m := range []*member{a, c} {
 		if !strings.Contains(m.log.String(), "belongs to another raft cluster") {
 			t.Errorf("%s logged nothing of the other raft cluster's members", m.name)
@@ -115,7 +98,7 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 		if id == "" {
 			return fmt.Errorf("d has no raft cluster id")
 		}
-		for _, l := range []*Node{leader1, leader2} {
+		for _, l := range []*Node{a.node, c.node} {
 			cfg, err := l.Configuration()
 			if err != nil {
 				return err
@@ -127,11 +110,17 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 		}
 		return nil
 	})
-	for _, l := range []*Node{leader1, leader2} {
-		if err := l.Raft().Apply([]byte("after-d"), 10*time.Second).Error(); err != nil {
-			t.Fatalf("%s: apply after d came: %v", l.ID(), err)
+	// d is in one of the two: both go on committing, d's with d counted.
+	withD := func(ms ...*member) func() []*member {
+		return func() []*member {
+			if slices.ContainsFunc(ms, func(m *member) bool { return m.node.RaftCluster() == d.node.RaftCluster() }) {
+				return append(slices.Clone(ms), d)
+			}
+			return ms
 		}
 	}
+	applyAmong(t, withD(a, b), "one-after-d", 1)
+	applyAmong(t, withD(c), "two-after-d", 1)
 }
 
 // TestNode_mintsClusterID: members whose state predates the raft cluster

@@ -238,12 +238,21 @@ func (m *member) kill(t *testing.T, w *world) {
 
 // running returns the nodes of members that run.
 func (w *world) running() []*Node {
+	var out []*Node
+	for _, m := range w.runningMembers() {
+		out = append(out, m.node)
+	}
+	return out
+}
+
+// runningMembers returns the members that run.
+func (w *world) runningMembers() []*member {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []*Node
+	var out []*member
 	for _, m := range w.members {
 		if m.status == StatusAlive {
-			out = append(out, m.node)
+			out = append(out, m)
 		}
 	}
 	return out
@@ -253,12 +262,19 @@ func (w *world) running() []*Node {
 // follows it, and returns it.
 func waitLeader(t *testing.T, w *world) *Node {
 	t.Helper()
+	return waitLeaderAmong(t, w.runningMembers)
+}
+
+// waitLeaderAmong is waitLeader for the members of one cluster, as
+// members lists them at each try.
+func waitLeaderAmong(t *testing.T, members func() []*member) *Node {
+	t.Helper()
 	var leader *Node
 	testutil.Eventually(t, 30*time.Second, "one leader", func() error {
 		leader = nil
-		nodes := w.running()
-		for _, n := range nodes {
-			if n.IsLeader() {
+		ms := members()
+		for _, m := range ms {
+			if n := m.node; n.IsLeader() {
 				if leader != nil {
 					return fmt.Errorf("%s and %s both lead", leader.ID(), n.ID())
 				}
@@ -268,9 +284,9 @@ func waitLeader(t *testing.T, w *world) *Node {
 		if leader == nil {
 			return errors.New("no leader")
 		}
-		for _, n := range nodes {
-			if _, id := n.Raft().LeaderWithID(); id != leader.ID() {
-				return fmt.Errorf("%s follows %q, not %s", n.ID(), id, leader.ID())
+		for _, m := range ms {
+			if _, id := m.node.Raft().LeaderWithID(); id != leader.ID() {
+				return fmt.Errorf("%s follows %q, not %s", m.node.ID(), id, leader.ID())
 			}
 		}
 		return nil
@@ -324,6 +340,13 @@ func equalSuffrages(a, b map[raft.ServerID]raft.ServerSuffrage) bool {
 // commit. The tries are bounded.
 func applyOn(t *testing.T, w *world, prefix string, n int) []string {
 	t.Helper()
+	return applyAmong(t, w.runningMembers, prefix, n)
+}
+
+// applyAmong is applyOn for the members of one cluster, as members lists
+// them at each try.
+func applyAmong(t *testing.T, members func() []*member, prefix string, n int) []string {
+	t.Helper()
 	const tries = 10
 	var cmds []string
 	for i := range n {
@@ -333,14 +356,14 @@ func applyOn(t *testing.T, w *world, prefix string, n int) []string {
 		for range tries {
 			if lost {
 				var done bool
-				if done, err = committed(t, w, cmd); err != nil {
+				if done, err = committed(t, members, cmd); err != nil {
 					continue // not settled: never apply it twice
 				}
 				if lost = false; done {
 					break
 				}
 			}
-			err = waitLeader(t, w).Raft().Apply([]byte(cmd), 10*time.Second).Error()
+			err = waitLeaderAmong(t, members).Raft().Apply([]byte(cmd), 10*time.Second).Error()
 			lost = errors.Is(err, raft.ErrLeadershipLost)
 			if !lost && !errors.Is(err, raft.ErrNotLeader) {
 				break
@@ -357,15 +380,13 @@ func applyOn(t *testing.T, w *world, prefix string, n int) []string {
 // committed reports whether cmd, taken by a leader that then lost its
 // leadership, committed after all: once the next leader's barrier
 // commits, every entry of earlier terms is either applied on it or gone.
-func committed(t *testing.T, w *world, cmd string) (bool, error) {
+func committed(t *testing.T, members func() []*member, cmd string) (bool, error) {
 	t.Helper()
-	leader := waitLeader(t, w)
+	leader := waitLeaderAmong(t, members)
 	if err := leader.Raft().Barrier(10 * time.Second).Error(); err != nil {
 		return false, err
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, m := range w.members {
+	for _, m := range members() {
 		if m.node == leader {
 			return slices.Contains(m.fsm.state(), cmd), nil
 		}
