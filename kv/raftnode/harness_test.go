@@ -194,6 +194,11 @@ func (m *member) start(t *testing.T, w *world, seeded bool, mutate func(*Config)
 	cfg.ChangeTimeout = 5 * time.Second
 	cfg.Raft = testRaftConfig()
 	cfg.Logger = slog.New(slog.NewTextHandler(&m.log, &slog.HandlerOptions{Level: slog.LevelDebug})).With("member", m.name)
+	cfg.TagsChanged = func(map[string]string) { // gossip carries them to the others
+		w.mu.Lock()
+		w.notifyLocked()
+		w.mu.Unlock()
+	}
 	if mutate != nil {
 		mutate(&cfg)
 	}

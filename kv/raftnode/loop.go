@@ -22,8 +22,16 @@ func (n *Node) run() {
 	changed := n.cfg.Members.Changed()
 	failed := failures{}
 	tags := n.Tags()
+	leader := n.raft.LeaderCh()
 	for {
-		n.step(joined, failed)
+		// A change made, the next one is planned at once rather than at
+		// the next tick: a wiped member's replacement is a removal, an
+		// addition and a promotion.
+		for range maxChangesPerWake {
+			if !n.step(joined, failed) {
+				break
+			}
+		}
 		if now := n.Tags(); !maps.Equal(now, tags) {
 			tags = now
 			if n.cfg.TagsChanged != nil {
@@ -36,11 +44,16 @@ func (n *Node) run() {
 		case <-ticker.Chan():
 		case <-changed:
 		case <-n.cluster.changed:
+		case <-leader: // elected: the configuration may wait for changes
 		case <-joined:
 			joined = nil // closed: do not spin on it
 		}
 	}
 }
+
+// maxChangesPerWake bounds the configuration changes the loop makes
+// one after the other before it waits again.
+const maxChangesPerWake = 8
 
 // isClosed reports whether ch is closed, without waiting.
 func isClosed(ch <-chan struct{}) bool {
@@ -69,8 +82,9 @@ func closedChan() <-chan struct{} {
 	return c
 }
 
-// step is one round of the loop.
-func (n *Node) step(joined <-chan struct{}, failed failures) {
+// step is one round of the loop. It reports whether it made a
+// configuration change.
+func (n *Node) step(joined <-chan struct{}, failed failures) bool {
 	if !n.hasState.Load() && n.raft.LastIndex() > 0 {
 		n.hasState.Store(true)
 	}
@@ -81,18 +95,18 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 		if answered {
 			n.maybeBootstrap(members)
 		}
-		return
+		return false
 	}
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return // shutting down
+		return false // shutting down
 	}
 	cfg := f.Configuration()
 	members := byServerID(n.cfg.Members.Members())
 	now := n.cfg.Clock.Now()
 	failed.observe(cfg, members, now)
 	if n.raft.State() != raft.Leader {
-		return
+		return false
 	}
 	if n.cluster.get() == "" {
 		n.settle(cfg, members)
@@ -101,9 +115,9 @@ func (n *Node) step(joined <-chan struct{}, failed failures) {
 	n.noteForeign(own, cfg, members)
 	ch, ok := planChange(n.stores.id, own, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
 	if !ok {
-		return
+		return false
 	}
-	n.apply(ch, f.Index())
+	return n.apply(ch, f.Index())
 }
 
 // maybeBootstrap bootstraps the cluster when this node, with no raft
@@ -235,8 +249,8 @@ func (n *Node) noteForeign(own string, cfg raft.Configuration, members map[raft.
 
 // apply makes one configuration change to the configuration at index
 // prev (raft refuses it when another came in between) and waits for it,
-// at most ChangeTimeout.
-func (n *Node) apply(ch change, prev uint64) {
+// at most ChangeTimeout. It reports whether the change was made.
+func (n *Node) apply(ch change, prev uint64) bool {
 	timeout := n.cfg.ChangeTimeout
 	start := n.cfg.Clock.Now()
 	var f raft.IndexFuture
@@ -250,8 +264,9 @@ func (n *Node) apply(ch change, prev uint64) {
 	}
 	if err := f.Error(); err != nil {
 		n.log.Warn("configuration change failed", "change", ch.kind, "peer", ch.id, "addr", ch.addr, "reason", ch.reason, "err", err)
-		return
+		return false
 	}
 	n.log.Info("configuration changed", "change", ch.kind, "peer", ch.id, "addr", ch.addr, "reason", ch.reason,
 		"index", f.Index(), "took", n.cfg.Clock.Since(start))
+	return true
 }

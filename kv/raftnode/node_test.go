@@ -168,3 +168,34 @@ func TestNode_transportKnowsItsServer(t *testing.T) {
 		t.Fatalf("the transport was told server %q; the node is %q", rec.id, m.node.ID())
 	}
 }
+
+// TestNode_changesFollowEachOther: with no tick for an hour, membership
+// and tag changes alone bring three members together, and a member back
+// on a wiped data dir takes the old one's seat: its removal, its
+// addition and its promotion follow each other, where each waited for
+// the next tick (5 s by default) before.
+func TestNode_changesFollowEachOther(t *testing.T) {
+	w := &world{}
+	noTick := func(c *Config) { c.ReconcileInterval = time.Hour }
+	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
+	want := map[raft.ServerID]raft.ServerSuffrage{}
+	for _, m := range ms {
+		m.start(t, w, true, noTick)
+		want[m.node.ID()] = raft.Voter
+		waitConfiguration(t, w, want)
+	}
+	waitLeader(t, w)
+	b := ms[1]
+	if b.node.IsLeader() {
+		b = ms[2]
+	}
+	oldB := b.node.ID()
+	b.kill(t, w)
+	if err := os.RemoveAll(b.dir); err != nil {
+		t.Fatal(err)
+	}
+	b.start(t, w, true, noTick)
+	delete(want, oldB)
+	want[b.node.ID()] = raft.Voter
+	waitConfiguration(t, w, want)
+}
