@@ -10,8 +10,9 @@ import (
 // etcd API, its gossip runs, and it has joined the cluster and caught up
 // with its key space: a raft leader is known and this member applied
 // every entry it knows committed. A node with no seed but itself starts
-// the cluster: it is joined by definition, and caught up once it leads
-// (or follows) and applied its log.
+// the cluster, and one started with --force-new-cluster is the cluster:
+// either is joined by definition, and caught up once it leads (or
+// follows) and applied its log.
 //
 // Joined and caught up are conditions of the start: once both held they
 // are not asked again, so a node whose peers come and go does not flap.
@@ -20,7 +21,7 @@ import (
 type readiness struct {
 	serving    func() bool // the etcd API serves
 	stopped    func() bool // gossip stopped on its own
-	selfSeeded func() bool // no seed but this node
+	selfSeeded func() bool // no seed but this node, or forced into a cluster of one
 	joined     func() bool // a seed answered, or another member is alive
 	caughtUp   func() bool // a leader is known and the log applied up to the commit index
 
@@ -68,9 +69,11 @@ func reason(missing []string) string {
 // newReadiness asks the node's parts; they exist once newNode made them.
 func (n *node) newReadiness() *readiness {
 	return &readiness{
-		serving:    n.kv.Ready,
-		stopped:    func() bool { return gossipStopped(n.members) },
-		selfSeeded: n.members.SelfSeeded,
+		serving: n.kv.Ready,
+		stopped: func() bool { return gossipStopped(n.members) },
+		// A node forced into a cluster of one (--force-new-cluster) is
+		// the cluster, whatever its --join names (the dead members).
+		selfSeeded: func() bool { return n.members.SelfSeeded() || n.keySpace.node.Forced() },
 		joined: func() bool {
 			return isClosed(n.members.Joined()) || len(n.members.Alive()) > 1
 		},

@@ -24,6 +24,9 @@ type Node struct {
 	raft   *raft.Raft
 	// cluster is the raft cluster id (cluster.go).
 	cluster *clusterID
+	// forced: New replaced the configuration by this node alone
+	// (Config.ForceNewCluster on raft state).
+	forced bool
 	// minting is the term in which this node, as leader, last proposed a
 	// raft cluster id; the loop's own.
 	minting uint64
@@ -86,6 +89,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	logger := cfg.Logger.With("server", st.id)
 	fsm := wrapFSM(cfg.FSM, cid, logger.Info)
+	forced := false
 	if cfg.ForceNewCluster && st.hadState {
 		alone := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: st.id, Address: cfg.LocalAddr}}}
 		if err := raft.RecoverCluster(rc, fsm, st.logs, st.bolt, st.snaps, cfg.Transport, alone); err != nil {
@@ -93,6 +97,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("raftnode: force new cluster: %w", err)
 		}
 		cfg.Logger.Warn("raft configuration replaced by this node alone (force new cluster)", "server", st.id)
+		forced = true
 	}
 	r, err := raft.NewRaft(rc, fsm, st.logs, st.bolt, st.snaps, cfg.Transport)
 	if err != nil {
@@ -105,6 +110,7 @@ func New(cfg Config) (*Node, error) {
 		stores:  st,
 		raft:    r,
 		cluster: cid,
+		forced:  forced,
 		foreign: make(map[raft.ServerID]string),
 		stop:    make(chan struct{}),
 	}
@@ -133,6 +139,11 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // IsLeader reports whether the node leads now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Forced reports whether New made this node a cluster of one
+// (Config.ForceNewCluster, on raft state): it is the whole cluster, and
+// needs no other member to be joined.
+func (n *Node) Forced() bool { return n.forced }
 
 // RaftCluster returns the node's raft cluster id, "" while it has none.
 func (n *Node) RaftCluster() string { return n.cluster.get() }
