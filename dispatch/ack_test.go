@@ -270,6 +270,26 @@ func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
 	}
 }
 
+// replicatedTrio starts members a, b and c, connected, with queue jobs
+// set to ack=replicated and n messages put through a, which dispatches
+// them; it returns a, its backup once that keeps the n copies, the third
+// member, and a context of 30 s for the test.
+func replicatedTrio(t *testing.T, n int) (a, backup, other *member, ctx context.Context) {
+	t.Helper()
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx = testCtx(t, 30*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, n)
+	backup, other = b, c
+	if a.mgr.queueFor("jobs").backupMember.Load() == c.id {
+		backup, other = c, b
+	}
+	waitUntil(t, 5*time.Second, "the copies on "+backup.name, func() bool { return backupRowsOf(backup, "jobs") >= n })
+	return a, backup, other, ctx
+}
+
 // TestHandoff_leavingBackupWaitsForANewOne: a backup that leaves while
 // its dispatcher stays says so (gossip), and before it drops its copies
 // the dispatcher has given the third member a full copy and RESET it.
@@ -277,18 +297,8 @@ func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
 // message it had acknowledged was on its own disk alone: a kill -9 of
 // it then lost what ack=replicated promised to keep.
 func TestHandoff_leavingBackupWaitsForANewOne(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	connect(a, b, c)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b, c)
-	putJobs(t, ctx, a, 10)
+	a, backup, other, ctx := replicatedTrio(t, 10)
 	q := a.mgr.lookup("jobs")
-	backup, other := b, c
-	if q.backupMember.Load() == c.id {
-		backup, other = c, b
-	}
-	waitUntil(t, 5*time.Second, backup.name+" to keep the copies", func() bool { return backupRowsOf(backup, "jobs") == 10 })
 	backup.peers.mu.Lock()
 	backup.peers.onLeaving = func() {
 		a.peers.setLeaving(backup.id)
@@ -364,18 +374,8 @@ func TestHandoff_acknowledgedIdsGoWithTheQueue(t *testing.T) {
 // its next reconcile round; a member that no longer dispatches the queue
 // did not send the RESETs it noted, and the copies stayed a minute.
 func TestHandover_oldBackupIsReset(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	connect(a, b, c)
-	ctx := testCtx(t, 30*time.Second)
-	replicateJobs(t, ctx, a, b, c)
-	putJobs(t, ctx, a, 5)
+	a, backup, other, ctx := replicatedTrio(t, 5)
 	q := a.mgr.queueFor("jobs")
-	backup, other := b, c
-	if q.backupMember.Load() == c.id {
-		backup, other = c, b
-	}
-	waitUntil(t, 5*time.Second, "the copies on "+backup.name, func() bool { return backupRowsOf(backup, "jobs") >= 5 })
 	rec, _ := ParseRecord(recordOn(a, "jobs"))
 	if _, err := a.cli.Put(ctx, RecordKey("jobs"), Record{Member: other.id, Epoch: rec.Epoch + 1}.String()); err != nil {
 		t.Fatal(err)

@@ -128,18 +128,12 @@ func TestNode_twoRaftClustersNeverMerge(t *testing.T) {
 // and every member takes it from the log, published as TagCluster.
 func TestNode_mintsClusterID(t *testing.T) {
 	w := &world{}
-	ms, _ := startThree(t, w)
+	ms, _ := startThree(t, w, nil)
 	cmds := applyOn(t, w, "x", 2)
 	old := ms[0].node.RaftCluster()
 	for _, m := range ms {
 		m.kill(t, w)
-		b := openBolt(t, filepath.Join(m.dir, raftDir, stableFile))
-		if err := b.Set(clusterKey, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
-		}
+		clearClusterID(t, m)
 	}
 	for _, m := range ms {
 		m.start(t, w, true, nil)
@@ -173,19 +167,13 @@ func TestNode_mintsClusterID(t *testing.T) {
 // which would have made it remove every voter that kept the old one.
 func TestNode_leaderWithoutIDTakesTheClusters(t *testing.T) {
 	w := &world{}
-	ms, want := startThree(t, w)
+	ms, want := startThree(t, w, nil)
 	cmds := applyOn(t, w, "x", 2)
 	id := ms[0].node.RaftCluster()
 	for _, m := range ms {
 		m.kill(t, w)
 	}
-	b := openBolt(t, filepath.Join(ms[0].dir, raftDir, stableFile))
-	if err := b.Set(clusterKey, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	clearClusterID(t, ms[0])
 	slow := func(c *Config) { // a wins the election
 		c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout = 2*time.Second, 2*time.Second
 	}
@@ -208,5 +196,18 @@ func TestNode_leaderWithoutIDTakesTheClusters(t *testing.T) {
 			t.Errorf("%s has raft cluster %q, want %q", m.name, got, id)
 		}
 		waitApplied(t, m, cmds)
+	}
+}
+
+// clearClusterID clears the raft cluster id in the stores of m, stopped,
+// as a data dir of a chute version before the id has none.
+func clearClusterID(t *testing.T, m *member) {
+	t.Helper()
+	b := openBolt(t, filepath.Join(m.dir, raftDir, stableFile))
+	if err := b.Set(clusterKey, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -412,15 +412,16 @@ func waitApplied(t *testing.T, m *member, want []string) {
 	})
 }
 
-// startThree starts members a, b and c of w one after the other, each
-// joining the cluster the first bootstraps, and returns them and the
-// configuration of three voters they reach.
-func startThree(t *testing.T, w *world) ([]*member, map[raft.ServerID]raft.ServerSuffrage) {
+// startThree starts members a, b and c of w one after the other, their
+// configs changed by mutate, each joining the cluster the first
+// bootstraps, and returns them and the configuration of three voters
+// they reach.
+func startThree(t *testing.T, w *world, mutate func(*Config)) ([]*member, map[raft.ServerID]raft.ServerSuffrage) {
 	t.Helper()
 	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
 	want := map[raft.ServerID]raft.ServerSuffrage{}
 	for _, m := range ms {
-		m.start(t, w, true, nil)
+		m.start(t, w, true, mutate)
 		want[m.node.ID()] = raft.Voter
 		waitConfiguration(t, w, want)
 	}

@@ -53,7 +53,7 @@ func TestNode_bootstrapExpect_anyOrder(t *testing.T) {
 // removed at once).
 func TestNode_restart(t *testing.T) {
 	w := &world{}
-	ms, want := startThree(t, w)
+	ms, want := startThree(t, w, nil)
 	cmds := applyOn(t, w, "x", 5)
 	for _, m := range ms {
 		waitApplied(t, m, cmds)
@@ -177,13 +177,7 @@ func TestNode_transportKnowsItsServer(t *testing.T) {
 func TestNode_changesFollowEachOther(t *testing.T) {
 	w := &world{}
 	noTick := func(c *Config) { c.ReconcileInterval = time.Hour }
-	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
-	want := map[raft.ServerID]raft.ServerSuffrage{}
-	for _, m := range ms {
-		m.start(t, w, true, noTick)
-		want[m.node.ID()] = raft.Voter
-		waitConfiguration(t, w, want)
-	}
+	ms, want := startThree(t, w, noTick)
 	waitLeader(t, w)
 	b := ms[1]
 	if b.node.IsLeader() {
