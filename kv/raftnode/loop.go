@@ -89,8 +89,13 @@ func (n *Node) step(joined <-chan struct{}, failed failures) bool {
 		n.hasState.Store(true)
 	}
 	if !n.hasState.Load() {
-		members := n.cfg.Members.Members()
+		// Whether the seeds answered is read before the members: read
+		// after, a join that ended in between would pass for answered
+		// with the members of before it (this node alone), and with an
+		// expect of 1 this node would bootstrap a cluster of its own
+		// beside the one its seeds hold.
 		answered := joined == nil || isClosed(joined)
+		members := n.cfg.Members.Members()
 		n.candidate.Store(answered && !anyHasState(n.stores.id, members))
 		if answered {
 			n.maybeBootstrap(members)

@@ -3,7 +3,9 @@ package raftnode
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +194,44 @@ func TestNode_changesFollowEachOther(t *testing.T) {
 	delete(want, oldB)
 	want[b.node.ID()] = raft.Voter
 	waitConfiguration(t, w, want)
+}
+
+// joinRace is a member source whose join ends while its first Members
+// call reads the members: that call returns the members of before the
+// join (this node alone), and Joined is closed by the time it returns.
+type joinRace struct {
+	*fakeSource
+	self string // this node's address
+	once sync.Once
+}
+
+func (j *joinRace) Members() []Member {
+	all := j.fakeSource.Members()
+	first := false
+	j.once.Do(func() { first = true })
+	if !first {
+		return all
+	}
+	j.answer()
+	return slices.DeleteFunc(all, func(m Member) bool { return string(m.Addr) != j.self })
+}
+
+// TestNode_joinEndingMidRoundDoesNotBootstrap: a node whose seeds answer
+// while a round of its loop reads the members must not take the members
+// of before the join for the cluster. It read the members first and then
+// whether its seeds had answered, and with the default expect of 1
+// bootstrapped a cluster of its own beside its seed's (seen in make test:
+// the seed's leader then found it in another raft cluster).
+func TestNode_joinEndingMidRoundDoesNotBootstrap(t *testing.T) {
+	w := &world{}
+	a, x := newMember(t, w, "a"), newMember(t, w, "x")
+	a.start(t, w, true, nil)
+	waitLeader(t, w)
+	x.start(t, w, false, func(c *Config) {
+		c.Members = &joinRace{fakeSource: c.Members.(*fakeSource), self: x.addr}
+	})
+	waitConfiguration(t, w, map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, x.node.ID(): raft.Voter})
+	if strings.Contains(x.log.String(), "bootstrapped raft cluster") {
+		t.Fatalf("x bootstrapped a cluster of its own:\n%s", x.log.String())
+	}
 }
