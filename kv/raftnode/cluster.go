@@ -142,6 +142,25 @@ func (c *clusterID) adopt(id string) (string, error) {
 	return id, nil
 }
 
+// clear forgets the id, for a member without raft state (New): it came
+// from a bootstrap that did not happen (a crash between keeping the id
+// and the bootstrap) or from a leader whose entries never landed. Kept,
+// it would make the member refuse the leader of the cluster it joins
+// next, and not bootstrap with members it sees anew.
+func (c *clusterID) clear() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.get() == "" {
+		return nil
+	}
+	if err := c.stable.Set(clusterKey, nil); err != nil {
+		return fmt.Errorf("raftnode: clear raft cluster id: %w", err)
+	}
+	empty := ""
+	c.v.Store(&empty)
+	return nil
+}
+
 // mintEntry is the log entry that sets the raft cluster id to id.
 func mintEntry(id string) raft.Log {
 	return raft.Log{Type: raft.LogCommand, Extensions: append(slices.Clip(mintPrefix), id...)}

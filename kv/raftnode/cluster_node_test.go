@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -209,5 +210,32 @@ func clearClusterID(t *testing.T, m *member) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNode_idWithoutStateIsForgotten: a member that kept a raft cluster
+// id and no raft state (a crash between keeping a bootstrap's id and
+// the bootstrap) starts without it, and joins the cluster it finds: it
+// refused that cluster's leader before, and never bootstrapped with the
+// members it saw anew either.
+func TestNode_idWithoutStateIsForgotten(t *testing.T) {
+	w := &world{}
+	a, x := newMember(t, w, "a"), newMember(t, w, "x")
+	if err := os.MkdirAll(filepath.Join(x.dir, raftDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b := openBolt(t, filepath.Join(x.dir, raftDir, stableFile))
+	if err := b.Set(clusterKey, []byte("00000000000000e1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.start(t, w, true, nil)
+	waitLeader(t, w)
+	x.start(t, w, true, nil)
+	waitConfiguration(t, w, map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, x.node.ID(): raft.Voter})
+	if got, want := x.node.RaftCluster(), a.node.RaftCluster(); got != want {
+		t.Fatalf("x has raft cluster %q, a %q", got, want)
 	}
 }

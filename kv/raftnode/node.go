@@ -71,6 +71,9 @@ func New(cfg Config) (*Node, error) {
 	rc.LocalID = st.id
 	rc.Logger = hc
 	cid, err := loadClusterID(st.bolt)
+	if err == nil && !st.hadState {
+		err = cid.clear() // no raft state: no cluster yet (clear)
+	}
 	if err != nil {
 		_ = st.close()
 		return nil, err
