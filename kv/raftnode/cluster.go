@@ -42,7 +42,8 @@ import (
 //     member applying the first such entry takes it, so two leaders
 //     minting in turn still agree (Node.settle).
 //
-// Once set it never changes; --force-new-cluster keeps it.
+// Once set it changes only by being cleared: at the start of a member
+// without raft state (clusterID.clear). --force-new-cluster keeps it.
 
 // clusterKey holds the raft cluster id in the stable store.
 var clusterKey = []byte("chute-raft-cluster")

@@ -49,9 +49,9 @@
 // TagState ("1" once it has raft state: from its data dir, a bootstrap or
 // a leader's entries; "0" without, once its seeds answered and it sees
 // no member with raft state; "?" until then) and TagExpect (its
-// BootstrapExpect): Node.Tags, and
-// Config.TagsChanged when they change. Members without TagServerID take
-// no part in raft.
+// BootstrapExpect), and TagCluster (its raft cluster id, once it has
+// one: cluster.go): Node.Tags, and Config.TagsChanged when they change.
+// Members without TagServerID take no part in raft.
 //
 // # Bootstrap
 //
@@ -78,16 +78,20 @@
 //
 // # Reconcile
 //
-// The loop runs at every Changed signal and every ReconcileInterval; on
-// the leader it makes at most one configuration change per round, passing
-// the configuration's index so raft refuses it if another came in
-// between, and waits at most ChangeTimeout. In order: remove a server
-// that left, that a new server replaced at its address, or that has been
-// failed (or forgotten by serf) for DeadServerGrace; promote an alive
-// non-voter while there are fewer than Voters voters; add an alive
-// member not in the configuration (a voter while fewer than Voters, else
-// a non-voter), or re-add one whose address changed. The leader never
-// removes itself and never demotes. Every node notes since when each
+// The loop runs at every Changed signal, every ReconcileInterval, when
+// the node is elected and when its raft cluster id is set; on the leader
+// each round makes one configuration change, passing the configuration's
+// index so raft refuses it if another came in between, and waits at most
+// ChangeTimeout; after a change the next round follows at once (at most
+// maxChangesPerWake). In order: remove a server that left, that a new
+// server replaced at its address, that has been failed (or forgotten by
+// serf) for DeadServerGrace, or that says it is in another raft cluster;
+// promote an alive non-voter that took this cluster's id while there are
+// fewer than Voters voters; add an alive member not in the configuration
+// (a voter while fewer than Voters if it has this cluster's id, else a
+// non-voter; never a member of another raft cluster: planChange), or
+// re-add one whose address changed. The leader never removes itself and
+// never demotes. Every node notes since when each
 // server has not been alive, so a new leader does not start the grace
 // period over.
 //
