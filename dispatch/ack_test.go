@@ -497,17 +497,21 @@ func TestHandoff_targetLeftMeanwhile(t *testing.T) {
 	connect(a, b)
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 5)
-	b.stop() // a still sees b alive: the record moves to b, the messages cannot follow
+	// The queue was handed to b, which stops before the messages follow;
+	// a still sees b alive. (a's own hand-off asks a member before it
+	// moves the record to it: TestHandoff_unreachableTargetIsPassedOver.)
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	if _, err := a.cli.Put(ctx, RecordKey("jobs"), Record{Member: b.id, Epoch: rec.Epoch + 1}.String()); err != nil {
+		t.Fatal(err)
+	}
+	b.stop()
 
 	hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.mgr.Handoff(hctx) }()
-	waitUntil(t, 5*time.Second, "the record to name b", func() bool {
-		rec, ok := ParseRecord(recordOn(a, "jobs"))
-		return ok && rec.Member == b.id
-	})
-	connect(a) // serf: b left
+	time.Sleep(500 * time.Millisecond) // a tries b meanwhile
+	connect(a)                         // serf: b left
 	select {
 	case err := <-done:
 		if err != nil {
@@ -1081,4 +1085,39 @@ func TestTakeReleases_boundedPerFrame(t *testing.T) {
 	if rest := q.takeReleasesLocked(); len(rest) != 5 || q.released != nil {
 		t.Fatalf("then took %d, left %d; want 5 and none", len(rest), len(q.released))
 	}
+}
+
+// TestHandoff_unreachableTargetIsPassedOver: a member that leaves hands
+// its queue to another that gossip calls alive but that does not answer
+// on the peer link (frozen, cut off from it) no more than to one gone:
+// it asks first, and hands the queue to the next member. It moved the
+// record to the silent one and tried it until the shutdown deadline,
+// and the messages stayed behind on its disk (on a scale-in, for good).
+func TestHandoff_unreachableTargetIsPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 10)
+	first := a.mgr.backupCandidate() // the member a would hand jobs to
+	silent, other := b, c
+	if first == c.id {
+		silent, other = c, b
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_ = silent.link.Shutdown(sctx) // still alive to a's gossip
+	cancel()
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := a.mgr.Handoff(hctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOn(a.mgr, "jobs"); got != 0 {
+		t.Errorf("a kept %d messages after its hand-off", got)
+	}
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	if rec.Member != other.id {
+		t.Fatalf("jobs' record after a's hand-off: %+v, want %s (%s is silent)", rec, other.name, silent.name)
+	}
+	waitUntil(t, 5*time.Second, other.name+" to hold the messages", func() bool { return rowsOn(other.mgr, "jobs") == 10 })
 }

@@ -142,14 +142,7 @@ const pingTimeout = 500 * time.Millisecond
 // Ping on the peer link within pingTimeout (and ctx): its queues still
 // serve.
 func (m *Manager) answers(ctx context.Context, member uint64) bool {
-	if m.cluster == nil || member == m.cfg.MemberID {
-		return false
-	}
-	p, ok := m.cluster.Lookup(member)
-	if !ok {
-		return false
-	}
-	if _, err := m.ping(ctx, p.Addr, ""); err != nil {
+	if m.cluster == nil || member == m.cfg.MemberID || !m.answersPing(ctx, member) {
 		return false
 	}
 	m.log.Info("dispatcher gossip calls gone answers; not claiming", "dispatcher", gossip.ID(member))

@@ -195,6 +195,26 @@ func (m *Manager) handoffStep(ctx context.Context, q *queue, to uint64) (holding
 	return q.holding()
 }
 
+// passedOver reports whether member id was passed over (unreachable)
+// and its time is not up.
+func (m *Manager) passedOver(id uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	until, ok := m.unreachable[id]
+	return ok && m.clock.Now().Before(until)
+}
+
+// answersPing reports whether member id answers a Ping on the peer link
+// within pingTimeout (and ctx).
+func (m *Manager) answersPing(ctx context.Context, id uint64) bool {
+	p, ok := m.cluster.Lookup(id)
+	if !ok {
+		return false
+	}
+	_, err := m.ping(ctx, p.Addr, "")
+	return err == nil
+}
+
 // peerLeaving reports whether member id is alive and leaving (MarkLeaving).
 func (m *Manager) peerLeaving(id uint64) bool {
 	for _, p := range m.cluster.Peers() {
@@ -224,15 +244,26 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 		return 0, true // its dispatcher is gone: wait for the next
 	}
 	to = q.backupMember.Load()
-	if to == 0 || !m.alive(to) || m.peerLeaving(to) {
+	if to == 0 || !m.alive(to) || m.peerLeaving(to) || m.passedOver(to) {
 		// A backup that leaves too would hand it on again: another
 		// member if one stays, else that one.
-		if c := m.backupCandidate(); c != 0 || !m.alive(to) {
+		if c := m.backupCandidate(); c != 0 || !m.alive(to) || m.passedOver(to) {
 			to = c
 		}
 	}
 	if to == 0 {
 		return 0, false
+	}
+	if !m.answersPing(ctx, to) {
+		// Alive by gossip, not on the peer link (frozen, cut off from
+		// this member): named in the record, it would keep the queue
+		// from everyone else until the shutdown deadline left the
+		// messages here. Passed over, the next round picks another.
+		m.log.Warn("member to hand the queue to does not answer; trying another", "queue", q.name, "member", gossip.ID(to).String())
+		m.mu.Lock()
+		m.unreachable[to] = m.clock.Now().Add(backupPassOver)
+		m.mu.Unlock()
+		return 0, true
 	}
 	epoch, more := nextEpoch(rec)
 	if !more {
