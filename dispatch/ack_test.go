@@ -270,16 +270,23 @@ func TestHandoff_backupDropsAcknowledgedCopies(t *testing.T) {
 	}
 }
 
+// connectedTrio starts members a, b and c, connected, and returns them
+// with a context of 30 s for the test.
+func connectedTrio(t *testing.T) (a, b, c *member, ctx context.Context) {
+	t.Helper()
+	cl := newCluster(t)
+	a, b, c = cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	return a, b, c, testCtx(t, 30*time.Second)
+}
+
 // replicatedTrio starts members a, b and c, connected, with queue jobs
 // set to ack=replicated and n messages put through a, which dispatches
 // them; it returns a, its backup once that keeps the n copies, the third
 // member, and a context of 30 s for the test.
 func replicatedTrio(t *testing.T, n int) (a, backup, other *member, ctx context.Context) {
 	t.Helper()
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	connect(a, b, c)
-	ctx = testCtx(t, 30*time.Second)
+	a, b, c, ctx := connectedTrio(t)
 	replicateJobs(t, ctx, a, b, c)
 	putJobs(t, ctx, a, n)
 	backup, other = b, c
@@ -326,10 +333,7 @@ func TestHandoff_leavingBackupWaitsForANewOne(t *testing.T) {
 // a duplicate. The new dispatcher knew only its own acknowledgements and
 // delivered the message again.
 func TestHandoff_acknowledgedIdsGoWithTheQueue(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	connect(a, b, c)
-	ctx := testCtx(t, 30*time.Second)
+	a, b, c, ctx := connectedTrio(t)
 	putJobs(t, ctx, a, 5)
 	q := a.mgr.queueFor("jobs")
 	q.mu.Lock()
@@ -1094,10 +1098,7 @@ func TestTakeReleases_boundedPerFrame(t *testing.T) {
 // record to the silent one and tried it until the shutdown deadline,
 // and the messages stayed behind on its disk (on a scale-in, for good).
 func TestHandoff_unreachableTargetIsPassedOver(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	connect(a, b, c)
-	ctx := testCtx(t, 30*time.Second)
+	a, b, c, ctx := connectedTrio(t)
 	putJobs(t, ctx, a, 10)
 	first := a.mgr.backupCandidate() // the member a would hand jobs to
 	silent, other := b, c
