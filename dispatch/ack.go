@@ -257,11 +257,30 @@ const backupPassOver = 5 * time.Second
 // passOver stops using member b as a backup for a while.
 func (m *Manager) passOver(q *queue, b uint64, err error) {
 	m.log.Warn("backup did not keep copies; choosing another", "queue", q.name, "backup", gossip.ID(b), "err", err)
-	m.mu.Lock()
-	m.unreachable[b] = m.clock.Now().Add(backupPassOver)
-	m.mu.Unlock()
+	m.markUnreachable(b)
 	q.backupMember.CompareAndSwap(b, 0)
 	q.noteStale(b) // it keeps what it took until told (resetStale)
+}
+
+// markUnreachable passes member over for backupPassOver: no backup nor
+// hand-off target meanwhile (backupCandidate).
+func (m *Manager) markUnreachable(member uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unreachable[member] = m.clock.Now().Add(backupPassOver)
+}
+
+// passedOver reports whether member is passed over now (markUnreachable).
+func (m *Manager) passedOver(member uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.passedOverLocked(member, m.clock.Now())
+}
+
+// passedOverLocked is passedOver at now. The caller holds mu.
+func (m *Manager) passedOverLocked(member uint64, now time.Time) bool {
+	until, ok := m.unreachable[member]
+	return ok && now.Before(until)
 }
 
 // noteStale records that member may keep copies of q it should not
@@ -356,7 +375,7 @@ func (m *Manager) backupCandidatePeer() gossip.Peer {
 	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
-		if until, ok := m.unreachable[p.ID]; (ok && now.Before(until)) || p.Leaving {
+		if p.Leaving || m.passedOverLocked(p.ID, now) {
 			continue
 		}
 		cands = append(cands, p)

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"chute/gossip"
@@ -65,14 +66,7 @@ const backupResetWait = 5 * time.Second
 // this one (resetStale). Dropped before that, the copies of what those
 // dispatchers acknowledged would be on their own disks alone until then.
 func (m *Manager) awaitBackupResets(ctx context.Context) {
-	held := func() bool {
-		for _, k := range m.backupKeys() {
-			if m.alive(k.dispatcher) {
-				return true
-			}
-		}
-		return false
-	}
+	held := func() bool { return len(m.aliveDispatchersBackups()) > 0 }
 	if !held() {
 		return
 	}
@@ -92,16 +86,22 @@ func (m *Manager) awaitBackupResets(ctx context.Context) {
 	}
 }
 
+// aliveDispatchersBackups returns the keys of the backup copies kept for
+// dispatchers that are alive.
+func (m *Manager) aliveDispatchersBackups() []backupKey {
+	keys := m.backupKeys()
+	return slices.DeleteFunc(keys, func(k backupKey) bool {
+		return !m.alive(k.dispatcher) // asked outside backupMu, which is taken alone
+	})
+}
+
 // dropBackups releases the backup copies kept for dispatchers that are
 // alive: they hold the messages on their own disks and give a full copy
 // to their next backup. Kept in the queue log, such copies would come
 // back at this member's next start as copies of messages acknowledged
 // long before. Copies of a dispatcher that is gone stay.
 func (m *Manager) dropBackups() {
-	for _, k := range m.backupKeys() {
-		if !m.alive(k.dispatcher) { // asked outside backupMu, which is taken alone
-			continue
-		}
+	for _, k := range m.aliveDispatchersBackups() {
 		m.backupMu.Lock()
 		if set := m.backups[k]; set != nil {
 			set.releaseAll(m)
@@ -195,15 +195,6 @@ func (m *Manager) handoffStep(ctx context.Context, q *queue, to uint64) (holding
 	return q.holding()
 }
 
-// passedOver reports whether member id was passed over (unreachable)
-// and its time is not up.
-func (m *Manager) passedOver(id uint64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	until, ok := m.unreachable[id]
-	return ok && m.clock.Now().Before(until)
-}
-
 // answersPing reports whether member id answers a Ping on the peer link
 // within pingTimeout (and ctx).
 func (m *Manager) answersPing(ctx context.Context, id uint64) bool {
@@ -244,10 +235,11 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 		return 0, true // its dispatcher is gone: wait for the next
 	}
 	to = q.backupMember.Load()
-	if to == 0 || !m.alive(to) || m.peerLeaving(to) || m.passedOver(to) {
+	usable := to != 0 && m.alive(to) && !m.passedOver(to)
+	if !usable || m.peerLeaving(to) {
 		// A backup that leaves too would hand it on again: another
 		// member if one stays, else that one.
-		if c := m.backupCandidate(); c != 0 || !m.alive(to) || m.passedOver(to) {
+		if c := m.backupCandidate(); c != 0 || !usable {
 			to = c
 		}
 	}
@@ -260,9 +252,7 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 		// from everyone else until the shutdown deadline left the
 		// messages here. Passed over, the next round picks another.
 		m.log.Warn("member to hand the queue to does not answer; trying another", "queue", q.name, "member", gossip.ID(to).String())
-		m.mu.Lock()
-		m.unreachable[to] = m.clock.Now().Add(backupPassOver)
-		m.mu.Unlock()
+		m.markUnreachable(to)
 		return 0, true
 	}
 	epoch, more := nextEpoch(rec)
