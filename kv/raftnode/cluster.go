@@ -53,13 +53,13 @@ var clusterKey = []byte("chute-raft-cluster")
 // key space applies as a command without operation.
 var mintPrefix = []byte("chute-raft-cluster=")
 
-// ClusterIDLen is the length of a raft cluster id.
-const ClusterIDLen = 16
+// clusterIDLen is the length of a raft cluster id.
+const clusterIDLen = 16
 
-// ValidClusterID reports whether id is a raft cluster id: 16 lowercase
+// validClusterID reports whether id is a raft cluster id: 16 lowercase
 // hex digits.
-func ValidClusterID(id string) bool {
-	if len(id) != ClusterIDLen {
+func validClusterID(id string) bool {
+	if len(id) != clusterIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -78,12 +78,12 @@ func bootstrapClusterID(cfg raft.Configuration) string {
 	}
 	slices.Sort(ids)
 	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
-	return hex.EncodeToString(sum[:ClusterIDLen/2])
+	return hex.EncodeToString(sum[:clusterIDLen/2])
 }
 
 // newClusterID returns a random raft cluster id.
 func newClusterID() (string, error) {
-	var b [ClusterIDLen / 2]byte
+	var b [clusterIDLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", fmt.Errorf("raftnode: mint raft cluster id: %w", err)
 	}
@@ -110,7 +110,7 @@ func loadClusterID(stable *raftboltdb.BoltStore) (*clusterID, error) {
 		v = nil
 	case err != nil:
 		return nil, fmt.Errorf("raftnode: read raft cluster id: %w", err)
-	case !ValidClusterID(string(v)):
+	case !validClusterID(string(v)):
 		return nil, fmt.Errorf("raftnode: the stable store holds %.40q as the raft cluster id", v)
 	}
 	s := string(v)
@@ -124,7 +124,7 @@ func (c *clusterID) get() string { return *c.v.Load() }
 // adopt makes id the raft cluster id when there is none, and returns
 // the id in force.
 func (c *clusterID) adopt(id string) (string, error) {
-	if !ValidClusterID(id) {
+	if !validClusterID(id) {
 		return "", fmt.Errorf("raftnode: %.40q is no raft cluster id", id)
 	}
 	c.mu.Lock()
@@ -173,7 +173,7 @@ func minted(l *raft.Log) (string, bool) {
 		return "", false
 	}
 	id := string(l.Extensions[len(mintPrefix):])
-	return id, ValidClusterID(id)
+	return id, validClusterID(id)
 }
 
 // clusterFSM passes every entry to the key space's FSM after taking the

@@ -18,15 +18,15 @@ func TestBootstrapClusterID(t *testing.T) {
 	if bootstrapClusterID(ab) == bootstrapClusterID(ac) {
 		t.Fatal("two bootstraps of different servers got one id")
 	}
-	if id := bootstrapClusterID(ab); !ValidClusterID(id) {
+	if id := bootstrapClusterID(ab); !validClusterID(id) {
 		t.Fatalf("%q is no valid id", id)
 	}
 	minted, err := newClusterID()
-	if err != nil || !ValidClusterID(minted) {
+	if err != nil || !validClusterID(minted) {
 		t.Fatalf("newClusterID: %q, %v", minted, err)
 	}
 	for _, bad := range []string{"", "0123", "0123456789ABCDEF", "0123456789abcdeg", "0123456789abcdef0"} {
-		if ValidClusterID(bad) {
+		if validClusterID(bad) {
 			t.Errorf("%q taken as an id", bad)
 		}
 	}

@@ -76,13 +76,10 @@ func (m Member) raftCluster() string { return m.Tags[TagCluster] }
 // id, of this cluster or of another: no telling). A member without state
 // takes the leader's id with its first entries.
 func (m Member) foreign(own string) bool {
-	got := m.raftCluster()
-	switch {
-	case got != "":
+	if got := m.raftCluster(); got != "" {
 		return got != own
-	default:
-		return own != "" && m.hasState()
 	}
+	return own != "" && m.hasState()
 }
 
 // pending reports whether the member has not told yet whether it has
@@ -120,7 +117,7 @@ type MemberSource interface {
 // publishes (Node.Tags), for the membership layer's size checks.
 func LargestTags(expect int) map[string]string {
 	tags := Tags(raft.ServerID(strings.Repeat("f", 16)+"-"+strings.Repeat("f", 8)), expect, true)
-	tags[TagCluster] = strings.Repeat("f", ClusterIDLen)
+	tags[TagCluster] = strings.Repeat("f", clusterIDLen)
 	return tags
 }
 
