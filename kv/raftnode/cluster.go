@@ -40,7 +40,10 @@ import (
 //     publish, or, when none does (state of chute versions before the
 //     id), a fresh one it proposes as a log entry (mintEntry); every
 //     member applying the first such entry takes it, so two leaders
-//     minting in turn still agree (Node.settle).
+//     minting in turn still agree (Node.settle);
+//   - on a member with state from before the id and no leader's entries
+//     (out of the configuration when the id was minted), to the one a
+//     server of its own configuration publishes (Node.follow).
 //
 // Once set it changes only by being cleared: at the start of a member
 // without raft state (clusterID.clear). --force-new-cluster keeps it.

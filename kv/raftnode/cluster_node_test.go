@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -200,10 +201,52 @@ func TestNode_leaderWithoutIDTakesTheClusters(t *testing.T) {
 	}
 }
 
+// TestNode_leftBeforeTheIDComesBack: members whose state predates the
+// raft cluster id left one after the other (a rolling stop of a chute
+// version before it, SIGTERM), so that the configuration shrank to the
+// last one; started again, that one mints an id alone. The others, with
+// raft state and none, are not foreign: each takes the id a server of
+// its own configuration publishes, and the leader adds them back. Before,
+// they were refused for good, their data dirs to be wiped.
+func TestNode_leftBeforeTheIDComesBack(t *testing.T) {
+	w := &world{}
+	ms, want := startThree(t, w, nil)
+	cmds := applyOn(t, w, "x", 2)
+	left := maps.Clone(want)
+	for _, m := range ms[:2] {
+		delete(left, m.node.ID())
+		m.leave(t, w, left)
+	}
+	ms[2].leave(t, w, nil)
+	for _, m := range ms {
+		clearClusterID(t, m)
+	}
+	ms[2].start(t, w, true, nil)
+	testutil.EventuallyTrue(t, 30*time.Second, "c mints an id", func() bool { return ms[2].node.RaftCluster() != "" })
+	for _, m := range ms[:2] {
+		m.start(t, w, true, nil)
+	}
+	waitConfiguration(t, w, want)
+	id := ms[2].node.RaftCluster()
+	cmds = append(cmds, applyOn(t, w, "y", 2)...)
+	for _, m := range ms {
+		if got := m.node.RaftCluster(); got != id {
+			t.Errorf("%s has raft cluster %q, want %q", m.name, got, id)
+		}
+		waitApplied(t, m, cmds)
+		if strings.Contains(m.log.String(), "member not added") {
+			t.Errorf("%s logged a member of the cluster as not added", m.name)
+		}
+	}
+}
+
 // clearClusterID clears the raft cluster id in the stores of m, stopped,
-// as a data dir of a chute version before the id has none.
+// as a data dir of a chute version before the id has none, and in the
+// tags its last node shows the others.
 func clearClusterID(t *testing.T, m *member) {
 	t.Helper()
+	empty := ""
+	m.node.cluster.v.Store(&empty)
 	b := openBolt(t, filepath.Join(m.dir, raftDir, stableFile))
 	if err := b.Set(clusterKey, nil); err != nil {
 		t.Fatal(err)

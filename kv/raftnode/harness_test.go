@@ -241,6 +241,30 @@ func (m *member) kill(t *testing.T, w *world) {
 	m.stopListener()
 }
 
+// leave stops m as a member stopped with SIGTERM does: it hands
+// leadership on if it leads others, says it left (gossip's leave), and
+// stops once the others' configuration is want, without it (the leader
+// removes a member that left at once).
+func (m *member) leave(t *testing.T, w *world, want map[raft.ServerID]raft.ServerSuffrage) {
+	t.Helper()
+	if cfg, err := m.node.Configuration(); err == nil && len(cfg.Servers) > 1 && m.node.IsLeader() {
+		if err := m.node.Raft().LeadershipTransfer().Error(); err != nil {
+			t.Fatalf("%s: leadership transfer: %v", m.name, err)
+		}
+	}
+	w.mu.Lock()
+	m.status = StatusLeft
+	w.notifyLocked()
+	w.mu.Unlock()
+	if len(want) > 0 {
+		waitConfiguration(t, w, want)
+	}
+	if err := m.node.Shutdown(context.Background()); err != nil {
+		t.Errorf("%s: shutdown: %v", m.name, err)
+	}
+	m.stopListener()
+}
+
 // running returns the nodes of members that run.
 func (w *world) running() []*Node {
 	var out []*Node

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"errors"
 	"maps"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -111,13 +112,16 @@ func (n *Node) step(joined <-chan struct{}, failed failures) bool {
 	now := n.cfg.Clock.Now()
 	failed.observe(cfg, members, now)
 	if n.raft.State() != raft.Leader {
+		if n.cluster.get() == "" {
+			n.follow(cfg, members)
+		}
 		return false
 	}
 	if n.cluster.get() == "" {
 		n.settle(cfg, members)
 	}
 	own := n.cluster.get()
-	n.noteForeign(own, cfg, members)
+	n.noteForeign(own, cfg, members, now)
 	ch, ok := planChange(n.stores.id, own, cfg, members, failed, now, n.cfg.DeadServerGrace, n.cfg.Voters)
 	if !ok {
 		return false
@@ -173,35 +177,67 @@ func (n *Node) maybeBootstrap(members []Member) {
 // publishes none does it mint one; while one is unknown it waits, since
 // that one may hold the id.
 func (n *Node) settle(cfg raft.Configuration, members map[raft.ServerID]Member) {
-	published := ""
+	published, all, ok := n.configurationID(cfg, members)
+	switch {
+	case !ok || !all:
+	case published == "":
+		n.mint()
+	default:
+		n.take(published, "raft cluster id taken from the configuration's servers")
+	}
+}
+
+// follow gives a member that is not the leader, with raft state and no
+// raft cluster id, the id a server of its configuration publishes. Its
+// state predates the id, and the leader minted one after this member
+// left the configuration (stopped with SIGTERM during an upgrade, or
+// every member stopped and the last one started first): no leader's
+// entry brings it the id then, and a leader does not add a member with
+// raft state and none, which may be another cluster's. A server of its
+// own configuration is of its own cluster: server ids are unique to a
+// data dir.
+func (n *Node) follow(cfg raft.Configuration, members map[raft.ServerID]Member) {
+	if published, _, ok := n.configurationID(cfg, members); ok && published != "" {
+		n.take(published, "raft cluster id taken from the servers of this member's configuration")
+	}
+}
+
+// configurationID returns the raft cluster id the servers of cfg other
+// than this node publish, "" when none does. all reports whether every
+// one of them is known to the members and has told its state; ok is
+// false when two publish different ids (logged).
+func (n *Node) configurationID(cfg raft.Configuration, members map[raft.ServerID]Member) (published string, all, ok bool) {
+	all = true
 	for _, s := range cfg.Servers {
 		if s.ID == n.stores.id {
 			continue
 		}
-		m, ok := members[s.ID]
-		if !ok || m.pending() {
-			return
+		m, known := members[s.ID]
+		if !known || m.pending() {
+			all = false
+			continue
 		}
 		switch got := m.raftCluster(); {
 		case got == "":
 		case published == "":
 			published = got
 		case got != published:
-			n.log.Warn("servers of the configuration publish different raft cluster ids; this leader takes none", "one", published, "other", got)
-			return
+			n.log.Warn("servers of the configuration publish different raft cluster ids; this member takes none", "one", published, "other", got)
+			return "", false, false
 		}
 	}
-	if published == "" {
-		n.mint()
-		return
-	}
-	got, err := n.cluster.adopt(published)
+	return published, all, true
+}
+
+// take makes id this member's raft cluster id, logging msg.
+func (n *Node) take(id, msg string) {
+	got, err := n.cluster.adopt(id)
 	if err != nil {
 		n.log.Warn("raft cluster id not taken", "err", err)
 		return
 	}
-	if got == published {
-		n.log.Info("raft cluster id taken from the configuration's servers", "raft_cluster", got)
+	if got == id {
+		n.log.Info(msg, "raft_cluster", got)
 	}
 }
 
@@ -228,18 +264,27 @@ func (n *Node) mint() {
 }
 
 // noteForeign logs, once per member and id, the members the leader does
-// not add because they belong to another raft cluster or may.
-func (n *Node) noteForeign(own string, cfg raft.Configuration, members map[raft.ServerID]Member) {
+// not add because they belong to another raft cluster or may. A member
+// with raft state and no id is logged only once it has been so for
+// noIDWait: one of this cluster from before the id takes it from the
+// servers of its configuration within a round (Node.follow).
+func (n *Node) noteForeign(own string, cfg raft.Configuration, members map[raft.ServerID]Member, now time.Time) {
 	found := foreignMembers(own, cfg, members)
 	for id, m := range found {
 		got := m.raftCluster()
-		if seen, ok := n.foreign[id]; ok && seen == got {
+		seen, ok := n.foreign[id]
+		if !ok || seen.id != got {
+			seen = foreignNote{id: got, since: now}
+		}
+		if seen.logged || (got == "" && now.Sub(seen.since) < noIDWait) {
+			n.foreign[id] = seen
 			continue
 		}
-		n.foreign[id] = got
+		seen.logged = true
+		n.foreign[id] = seen
 		if got == "" {
-			n.log.Warn("member not added: it has raft state and no raft cluster id, so it may belong to another raft cluster; wipe its data dir to add it",
-				"peer", id, "addr", m.Addr, "raft_cluster", own)
+			n.log.Warn("member not added: it has raft state and no raft cluster id, and took none from the servers it knew, so it may belong to another raft cluster; wipe its data dir to add it",
+				"peer", id, "addr", m.Addr, "raft_cluster", own, "waited", now.Sub(seen.since).Round(time.Second))
 			continue
 		}
 		n.log.Error("member not added: it belongs to another raft cluster under the same cluster name; stop it, wipe its data dir and start it again to add it",
@@ -250,6 +295,17 @@ func (n *Node) noteForeign(own string, cfg raft.Configuration, members map[raft.
 			delete(n.foreign, id)
 		}
 	}
+}
+
+// noIDWait is how long a member with raft state and no raft cluster id
+// goes unadded before the leader logs it (noteForeign).
+const noIDWait = 30 * time.Second
+
+// foreignNote is what the leader noted of a member it does not add.
+type foreignNote struct {
+	id     string    // the member's raft cluster id, "" for none
+	since  time.Time // first seen so
+	logged bool
 }
 
 // apply makes one configuration change to the configuration at index

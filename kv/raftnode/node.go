@@ -30,9 +30,9 @@ type Node struct {
 	// minting is the term in which this node, as leader, last proposed a
 	// raft cluster id; the loop's own.
 	minting uint64
-	// foreign are the members the leader refused to add, as last logged
-	// (server id -> their raft cluster id); the loop's own.
-	foreign map[raft.ServerID]string
+	// foreign are the members the leader does not add, by server id
+	// (noteForeign); the loop's own.
+	foreign map[raft.ServerID]foreignNote
 
 	// hasState is sticky: the stores had raft state, or raft got some
 	// since (a bootstrap or a leader's entries).
@@ -114,7 +114,7 @@ func New(cfg Config) (*Node, error) {
 		raft:    r,
 		cluster: cid,
 		forced:  forced,
-		foreign: make(map[raft.ServerID]string),
+		foreign: make(map[raft.ServerID]foreignNote),
 		stop:    make(chan struct{}),
 	}
 	n.hasState.Store(st.hadState)

@@ -2,11 +2,15 @@ package raftnode
 
 import (
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"chute/internal/testutil"
 )
 
 func member3(id string, status Status, state bool, expect int) Member {
@@ -198,6 +202,39 @@ func TestPlanChange_foreign(t *testing.T) {
 				t.Fatalf("foreignMembers: got %v, want b listed: %v", found, tt.foreign)
 			}
 		})
+	}
+}
+
+// TestNoteForeign_waitsForMembersWithoutID: a member of another raft
+// cluster is logged at once; one with raft state and no id only once it
+// stayed so for noIDWait (one of this cluster from before the id takes
+// the id within a round), and each once.
+func TestNoteForeign_waitsForMembersWithoutID(t *testing.T) {
+	const own, other = "00000000000000c1", "00000000000000c2"
+	var buf testutil.Buffer
+	n := &Node{log: slog.New(slog.NewTextHandler(&buf, nil)), foreign: map[raft.ServerID]foreignNote{}}
+	cfg := raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a:1", Suffrage: raft.Voter}}}
+	b, c := member3("b", StatusAlive, true, 1), member3("c", StatusAlive, true, 1)
+	c.Tags[TagCluster] = other
+	members := byServerID([]Member{member3("a", StatusAlive, true, 1), b, c})
+	start := time.Unix(1000, 0)
+	logged := func(what string) int { return strings.Count(buf.String(), what) }
+	for _, step := range []struct {
+		after      time.Duration
+		noID, rest int // lines logged so far
+	}{
+		{0, 0, 1},
+		{noIDWait - time.Second, 0, 1},
+		{noIDWait, 1, 1},
+		{2 * noIDWait, 1, 1},
+	} {
+		n.noteForeign(own, cfg, members, start.Add(step.after))
+		if got := logged("peer=b"); got != step.noID {
+			t.Fatalf("after %v: b (state, no id) logged %d times, want %d:\n%s", step.after, got, step.noID, buf.String())
+		}
+		if got := logged("peer=c"); got != step.rest {
+			t.Fatalf("after %v: c (another raft cluster) logged %d times, want %d:\n%s", step.after, got, step.rest, buf.String())
+		}
 	}
 }
 
