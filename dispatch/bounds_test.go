@@ -97,6 +97,7 @@ func TestPeerLimits_checkPeerMessages(t *testing.T) {
 	}
 	longTail := strings.Repeat("t", kv.DefaultMaxKeyBytes-len("/q/jobs/p/")+1)
 	tried := func(m *peerpb.QueueMessage, rows uint32) *peerpb.QueueMessage { m.Batch = rows; return m }
+	consumer := func(m *peerpb.QueueMessage, id string) *peerpb.QueueMessage { m.Consumer = id; return m }
 	for _, tc := range []struct {
 		name  string
 		msgs  []*peerpb.QueueMessage
@@ -115,6 +116,8 @@ func TestPeerLimits_checkPeerMessages(t *testing.T) {
 		{"tail with /", []*peerpb.QueueMessage{msg("jobs", "a/b", "v", 0)}, 1, codes.InvalidArgument},
 		{"key too large", []*peerpb.QueueMessage{msg("jobs", longTail, "v", 0)}, 1, codes.InvalidArgument},
 		{"value too large", []*peerpb.QueueMessage{msg("jobs", "a", strings.Repeat("v", kv.DefaultMaxRequestBytes+1), 0)}, 1, codes.InvalidArgument},
+		{"longest consumer", []*peerpb.QueueMessage{consumer(msg("jobs", "a", "v", 0), strings.Repeat("c", kv.DefaultMaxKeyBytes))}, 1, codes.OK},
+		{"consumer too long", []*peerpb.QueueMessage{consumer(msg("jobs", "a", "v", 0), strings.Repeat("c", kv.DefaultMaxKeyBytes+1))}, 1, codes.InvalidArgument},
 		{"number of no epoch", []*peerpb.QueueMessage{msg("jobs", "a", "v", math.MaxUint64)}, 1, codes.OutOfRange},
 		{"number far ahead", []*peerpb.QueueMessage{msg("jobs", "a", "v", (1+epochLead)<<32+1)}, 1, codes.OutOfRange},
 		{"ch row not an object", []*peerpb.QueueMessage{msg("ch:events", "a", "[1]", 0)}, 1, codes.InvalidArgument},
@@ -195,6 +198,63 @@ func TestManager_Ack_unknownQueueCreatesNone(t *testing.T) {
 	}
 	if n := len(m.Status().Queues); n != 0 {
 		t.Fatalf("%d queues after acks of unknown queues, want 0", n)
+	}
+}
+
+// TestQueueService_keyGrammar: a peer's Ack and Consume naming a queue,
+// key or consumer outside the key grammar, or longer than a key may be,
+// are refused before anything is looked up or made.
+func TestQueueService_keyGrammar(t *testing.T) {
+	m, err := New(Config{MemberID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := m.PeerService()
+	ctx := testCtx(t, 5*time.Second)
+	long := strings.Repeat("x", kv.DefaultMaxKeyBytes+1)
+	for what, r := range map[string]*peerpb.AckRequest{
+		"bad queue":         {Queue: "a/b", Seq: 1, Tail: "k"},
+		"empty tail":        {Queue: "jobs", Seq: 1},
+		"tail with /":       {Queue: "jobs", Seq: 1, Tail: "a/b"},
+		"tail too long":     {Queue: "jobs", Seq: 1, Tail: long},
+		"consumer with /":   {Queue: "jobs", Seq: 1, Tail: "k", Consumer: "a/b"},
+		"consumer too long": {Queue: "jobs", Seq: 1, Tail: "k", Consumer: long},
+	} {
+		if _, err := svc.Ack(ctx, r); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ack, %s: %v, want InvalidArgument", what, err)
+		}
+	}
+	if resp, err := svc.Ack(ctx, &peerpb.AckRequest{Queue: "jobs", Seq: 1, Tail: "k", Consumer: "c"}); err != nil || resp.Acked {
+		t.Errorf("ack within the grammar: %v, %v; want not acked, no error", resp, err)
+	}
+	for what, r := range map[string]*peerpb.ConsumeRequest{
+		"bad queue":         {Queue: "a/b", Consumer: "c", Prefix: "q"},
+		"no consumer":       {Queue: "jobs", Prefix: "q"},
+		"consumer with /":   {Queue: "jobs", Consumer: "a/b", Prefix: "q"},
+		"consumer too long": {Queue: "jobs", Consumer: long, Prefix: "q"},
+		"bad prefix":        {Queue: "jobs", Consumer: "c", Prefix: "x"},
+	} {
+		if err := svc.Consume(r, nil); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("consume, %s: %v, want InvalidArgument", what, err)
+		}
+	}
+	if n := len(m.Status().Queues); n != 0 {
+		t.Fatalf("%d queues after refused calls, want 0", n)
+	}
+}
+
+// TestKeepBackup_boundsNumbers: a backup frame naming more numbers than
+// a frame may is refused whole.
+func TestKeepBackup_boundsNumbers(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := testCtx(t, 5*time.Second)
+	b := &peerpb.ForwardBatch{Kind: peerpb.ForwardKind_RELEASE, Queue: "jobs", Seqs: make([]uint64, peerCallSeqs+1)}
+	if err := n.mgr.keepBackup(ctx, 9, b); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("a release of %d numbers: %v, want InvalidArgument", len(b.Seqs), err)
+	}
+	b.Seqs = b.Seqs[:peerCallSeqs]
+	if err := n.mgr.keepBackup(ctx, 9, b); err != nil {
+		t.Fatalf("a release of %d numbers: %v", len(b.Seqs), err)
 	}
 }
 
