@@ -16,7 +16,7 @@ func TestLog_Append_groupCommit(t *testing.T) {
 	cfg.SegmentBytes = 1 << 20
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing // the new segment's header
+	fl.waitSync(t) // the new segment's header
 	before := l.Stats()
 
 	hold := make(chan struct{})
@@ -139,7 +139,7 @@ func TestLog_Append_contextEnds(t *testing.T) {
 	cfg, _ := testConfig(t)
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing
+	fl.waitSync(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -155,7 +155,7 @@ func TestLog_Append_contextEnds(t *testing.T) {
 		_, err := l.Append(ctx, rec(1, 10))
 		res <- err
 	}()
-	<-fl.syncing
+	fl.waitSync(t)
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Errorf("append cancelled during its fsync: %v, want context.Canceled", err)
@@ -193,7 +193,7 @@ func TestLog_Append_contextEndsWhileQueued(t *testing.T) {
 	cfg, _ := testConfig(t)
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing // the new segment's header
+	fl.waitSync(t) // the new segment's header
 
 	before := l.Stats().Appended
 	hold := make(chan struct{})
@@ -203,7 +203,7 @@ func TestLog_Append_contextEndsWhileQueued(t *testing.T) {
 		_, err := l.Append(context.Background(), rec(0, 10))
 		first <- err
 	}()
-	<-fl.syncing // the first append's fsync runs, held
+	fl.waitSync(t) // the first append's fsync runs, held
 	ctx, cancel := context.WithCancel(context.Background())
 	queued := make(chan error, 1)
 	go func() {
@@ -238,7 +238,7 @@ func TestLog_Close_failsQueuedAppends(t *testing.T) {
 	cfg, _ := testConfig(t)
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing
+	fl.waitSync(t)
 
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
@@ -248,7 +248,7 @@ func TestLog_Close_failsQueuedAppends(t *testing.T) {
 		_, err := l.Append(context.Background(), rec(0, 10))
 		errs <- err
 	}()
-	<-fl.syncing // the first append's fsync runs, held
+	fl.waitSync(t) // the first append's fsync runs, held
 	for i := 1; i < n; i++ {
 		go func() {
 			_, err := l.Append(context.Background(), rec(i, 10))

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // testConfig is a log in a fresh directory with 4 KiB segments, so that
@@ -162,6 +163,16 @@ type faults struct {
 	full, fullZeros, syncFull atomic.Bool
 	// writes counts the writes tried.
 	writes atomic.Int64
+}
+
+// waitSync waits until an fsync starts (syncing), at most 10s.
+func (f *faults) waitSync(t testing.TB) {
+	t.Helper()
+	select {
+	case <-f.syncing:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fsync started within 10s")
+	}
 }
 
 func (fl *faults) hooks() hooks {

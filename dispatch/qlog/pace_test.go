@@ -27,7 +27,7 @@ func newPacedLog(t *testing.T, syncBatch int) *pacedLog {
 	cfg.Clock, cfg.SyncInterval = clk, 10*time.Millisecond
 	fl := &faults{syncing: make(chan struct{}, 1)}
 	l, _ := openLog(t, cfg, fl.hooks())
-	<-fl.syncing // the new segment's header
+	fl.waitSync(t) // the new segment's header
 	return &pacedLog{t: t, l: l, clk: clk, fl: fl}
 }
 
@@ -96,7 +96,7 @@ func TestLog_Append_pacedAfterSharedFsync(t *testing.T) {
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
 	a := appendAsync(0)
-	<-fl.syncing
+	fl.waitSync(t)
 	b, c := appendAsync(1), appendAsync(2)
 	testutil.EventuallyTrue(t, 5*time.Second, "b and c waiting", func() bool { return l.Stats().Waiting == 2 })
 	fl.hold.Store(nil)
@@ -138,7 +138,7 @@ func TestLog_Append_paceEndsAtSyncBatch(t *testing.T) {
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
 	a := appendAsync(rec(0, 100))
-	<-fl.syncing
+	fl.waitSync(t)
 	b, c := appendAsync(rec(1, 100)), appendAsync(rec(2, 100))
 	testutil.EventuallyTrue(t, 5*time.Second, "b and c waiting", func() bool { return l.Stats().Waiting == 2 })
 	fl.hold.Store(nil)
@@ -175,7 +175,7 @@ func TestLog_Append_pacedAfterOverlappedFsync(t *testing.T) {
 	hold := make(chan struct{})
 	fl.hold.Store(&hold)
 	a := appendAsync(0)
-	<-fl.syncing
+	fl.waitSync(t)
 	b := appendAsync(1)
 	testutil.EventuallyTrue(t, 5*time.Second, "b waiting", func() bool { return l.Stats().Waiting == 1 })
 	fl.hold.Store(nil)
