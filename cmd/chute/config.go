@@ -249,7 +249,8 @@ type Config struct {
 	MetricsCertFile, MetricsKeyFile string
 
 	// DataDir holds everything the node stores: the raft log, stable
-	// store and snapshots of the key space (etcd's --data-dir). Empty
+	// store and snapshots of the key space (etcd's --data-dir), and the
+	// queue log. Empty
 	// means Name + ".chute" in the working directory, as etcd's is
 	// Name + ".etcd"; loadConfig fills that in.
 	DataDir string
@@ -552,7 +553,7 @@ func options(c *Config) []option {
 		{"bcrypt-cost", "n", (*intValue)(&c.BcryptCost), "bcrypt cost of password hashes, 4 to 31", ""},
 		{"auth-token-ttl", "seconds", (*intValue)(&c.AuthTokenTTL), "how long a token from Authenticate is valid, in seconds", ""},
 		{"gossip-profile", "lan|fast", (*stringValue)(&c.GossipProfile), "serf and raft timings: lan, or fast for tests on one machine", ""},
-		{"data-dir", "path", (*stringValue)(&c.DataDir), "directory of everything the node stores: the key space's raft log and snapshots", "<name>.chute"},
+		{"data-dir", "path", (*stringValue)(&c.DataDir), "directory of everything the node stores: the key space's raft log and snapshots, and the queue log", "<name>.chute"},
 		{"bootstrap-expect", "n", (*intValue)(&c.BootstrapExpect), "members without raft state that bootstrap a new cluster together", ""},
 		{"raft-voters", "n", (*intValue)(&c.RaftVoters), "voting members, odd; the others are non-voters", ""},
 		{"raft-dead-server-grace", "duration", (*durationValue)(&c.DeadServerGrace), "how long a failed member keeps its raft seat before the leader replaces it", ""},
