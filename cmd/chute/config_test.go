@@ -974,11 +974,18 @@ func TestRun_usageErrors(t *testing.T) {
 	}
 }
 
+// freeGossipAddr is a loopback address free for TCP and UDP, for a node
+// that must not take the default gossip port 7946 from whatever holds it.
+func freeGossipAddr(t testing.TB) string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePortOn(t, "127.0.0.1", true)))
+}
+
 func TestRun_signalShutsDownCleanly(t *testing.T) {
 	var stdout, stderr testutil.Buffer
 	args := []string{
 		"--name", "run-test", "--log-level", "warn", "--metrics-listen=",
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
+		"--gossip-listen", freeGossipAddr(t),
 		"--data-dir", t.TempDir(), "--wal-dir", "/x", "--wal-dir=/y", "--pre-vote", "--experimental-foo=1",
 	}
 	done := make(chan int, 1)
@@ -1035,6 +1042,7 @@ func TestRun_fatalErrorExits1(t *testing.T) {
 	args := []string{
 		"--name", "run-test", "--metrics-listen", ln.Addr().String(), "--data-dir", t.TempDir(),
 		"--listen-client-urls", "http://127.0.0.1:0", "--listen-peer-urls", "http://127.0.0.1:0",
+		"--gossip-listen", freeGossipAddr(t),
 	}
 	done := make(chan int, 1)
 	go func() { done <- run(args, envOf(nil), &stdout, &stderr) }()
