@@ -52,11 +52,10 @@ func buildChute(t testing.TB) string {
 	return bin
 }
 
-// TestMain removes the binary chuteBinary built, and fails the run when
-// a node left a default data dir (<name>.chute) here, in the repository.
-func TestMain(m *testing.M) {
-	before, _ := filepath.Glob("*.chute")
-	code := m.Run()
+// afterTests removes the binary chuteBinary built, and fails the run
+// when a node left a default data dir (<name>.chute) here, in the
+// repository, since before (TestMain).
+func afterTests(code int, before []string) int {
 	if bin, err := chuteBinary(); err == nil {
 		_ = os.RemoveAll(filepath.Dir(bin))
 	}
@@ -67,7 +66,7 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // freeAddr returns 127.0.0.1:port with the port free for TCP and UDP a
