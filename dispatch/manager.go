@@ -356,6 +356,9 @@ type Manager struct {
 	adoptAt   time.Time
 	adoptFrom string
 	unhosted  map[string]map[string]bool // by queue, the consumer records a look found stale, to delete at the next
+	// sweptAt is when the reconcile loop last woke the drainers to sweep
+	// their dead letters; the loop's alone.
+	sweptAt time.Time
 
 	stop     chan struct{}
 	stopOnce sync.Once
