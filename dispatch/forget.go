@@ -38,8 +38,18 @@ const forgetAfter = time.Minute
 const forgetDeletes = 256
 
 // forgetIdle forgets the queues of qs unused for forgetAfter that hold
-// nothing. The reconcile loop's alone.
+// nothing, and, every forgetAfter, the puts counter's series of queues
+// this member does not hold that no put counted in since the last time
+// (putCounts.sweep). The reconcile loop's alone.
 func (m *Manager) forgetIdle(qs []*queue) {
+	if at := m.clock.Now(); at.Sub(m.putsSweptAt) >= forgetAfter {
+		m.putsSweptAt = at
+		m.inserts.puts.sweep(func(name string) bool {
+			m.mu.RLock()
+			defer m.mu.RUnlock()
+			return m.queues[name] != nil // not lookup, which counts a use
+		})
+	}
 	now := m.tick.Load()
 	deletes := forgetDeletes
 	if !m.records.Writable() {

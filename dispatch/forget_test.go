@@ -11,6 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // queueNames returns the names of the queues m holds, sorted, without
@@ -330,5 +332,40 @@ func TestForget_dropsPutSeries(t *testing.T) {
 	n.mgr.inserts.puts.mu.RUnlock()
 	if series != 0 || kept != 0 {
 		t.Fatalf("after %d queues were forgotten, chute.queue.puts still exports %d series and keeps %d entries", names, series, kept)
+	}
+}
+
+// TestForget_dropsSeriesOfQueuesNeverHeld: a put refused before its
+// queue was made (a row that is not JSON) leaves a series of
+// chute.queue.puts for a queue this member never holds, which forget
+// never drops (as with the queues a member only forwards to): a sweep
+// every forgetAfter drops the series of such queues no put counted in
+// since the sweep before. They stayed for good, and once max queue
+// labels were taken every queue counted as queue="_other".
+func TestForget_dropsSeriesOfQueuesNeverHeld(t *testing.T) {
+	n, clk, cli := startForgetting(t)
+	ctx := testCtx(t, 30*time.Second)
+	const names = 20
+	for i := range names {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:bad%d/p/1", i), "not json"); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("put of a row that is not JSON: %v, want InvalidArgument", err)
+		}
+	}
+	entries := func() int {
+		n.mgr.inserts.puts.mu.RLock()
+		defer n.mgr.inserts.puts.mu.RUnlock()
+		return len(n.mgr.inserts.puts.m)
+	}
+	if got := entries(); got != names || len(queueNames(n.mgr)) != 0 {
+		t.Fatalf("after %d refused puts: %d series, queues %v; want %d series and no queue", names, got, queueNames(n.mgr), names)
+	}
+	n.mgr.reconcile() // the first sweep: counted since the start, kept
+	if got := entries(); got != names {
+		t.Fatalf("after the first sweep: %d series, want %d", got, names)
+	}
+	clk.Advance(forgetAfter)
+	n.mgr.reconcile()
+	if got := entries(); got != 0 {
+		t.Fatalf("a sweep later, without puts: %d series, want 0", got)
 	}
 }

@@ -357,8 +357,9 @@ type Manager struct {
 	adoptFrom string
 	unhosted  map[string]map[string]bool // by queue, the consumer records a look found stale, to delete at the next
 	// sweptAt is when the reconcile loop last woke the drainers to sweep
-	// their dead letters; the loop's alone.
-	sweptAt time.Time
+	// their dead letters, and putsSweptAt when it last dropped the idle
+	// series of the puts counter; the loop's alone.
+	sweptAt, putsSweptAt time.Time
 
 	stop     chan struct{}
 	stopOnce sync.Once

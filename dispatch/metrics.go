@@ -81,8 +81,10 @@ func (im insertMetrics) deadLettered(ctx context.Context, table string, n int) {
 // rather than recording through the SDK, which every put would pay.
 // Queue names come from clients, a queue per request with request/reply,
 // and refused puts name queues that never were: the series of a
-// forgotten queue go with it (forget), and past max queue label values
-// the others share queue="_other", as tables do (Config.MetricsMaxTables).
+// forgotten queue go with it (forget), those of a queue this member
+// does not hold once no put counted in them between two sweeps (sweep),
+// and past max queue label values the others share queue="_other", as
+// tables do (Config.MetricsMaxTables).
 type putCounts struct {
 	mu     sync.RWMutex // guards m and queues
 	m      map[putResult]*putCount
@@ -105,10 +107,53 @@ func (c *putCounts) drop(queue string) {
 	delete(c.queues, queue)
 }
 
+// sweep drops the series of the queues that held does not report
+// held here and whose counts did not change since the last sweep:
+// queues this member only forwarded puts to, or refused puts to (a name
+// that never was a queue), and does not hold. forget drops those of the
+// queues it held; without this, theirs stayed for good, and past max
+// queue labels every queue counted as queue="_other". held is called
+// without c.mu.
+func (c *putCounts) sweep(held func(queue string) bool) {
+	c.mu.RLock()
+	names := make([]string, 0, len(c.queues))
+	for q := range c.queues {
+		if q != otherTables {
+			names = append(names, q)
+		}
+	}
+	c.mu.RUnlock()
+	gone := make(map[string]bool)
+	for _, q := range names {
+		if !held(q) {
+			gone[q] = true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, pc := range c.m {
+		if n := pc.n.Load(); n != pc.swept {
+			pc.swept = n
+			delete(gone, k.queue) // counted since: kept for another sweep
+		}
+	}
+	for k := range c.m {
+		if gone[k.queue] {
+			delete(c.m, k)
+		}
+	}
+	for q := range gone {
+		delete(c.queues, q)
+	}
+}
+
 // putCount is one series of chute.queue.puts.
 type putCount struct {
 	n    atomic.Int64
 	attr metric.ObserveOption
+	// swept is n at the last sweep, -1 before the first: a series made
+	// and not yet added to is not idle. Under putCounts.mu's write lock.
+	swept int64
 }
 
 // putResult keys the puts counter's series (no allocation to look them
@@ -136,7 +181,7 @@ func (im insertMetrics) countPuts(_ context.Context, queue string, err error, n 
 			k.queue = otherTables
 		}
 		if pc = c.m[k]; pc == nil {
-			pc = &putCount{attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", k.queue), attribute.String("result", k.code.String())))}
+			pc = &putCount{swept: -1, attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", k.queue), attribute.String("result", k.code.String())))}
 			c.m[k] = pc
 			c.queues[k.queue]++
 		}

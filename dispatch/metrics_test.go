@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -102,5 +103,52 @@ func TestInsertMetrics_putsBounded(t *testing.T) {
 	}
 	if got := series(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("series after a queue dropped: got %v, want %v", got, want)
+	}
+}
+
+// TestInsertMetrics_putsSwept: the series of a queue this member does
+// not hold (it only forwarded puts to it, or refused them) go once a
+// sweep finds their counts unchanged since the one before, and free
+// their place under the bound; a queue held here, or put to since the
+// last sweep, keeps its series.
+func TestInsertMetrics_putsSwept(t *testing.T) {
+	im, err := newInsertMetrics(nil, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, q := range []string{"held", "forwarded", "busy"} {
+		im.countPuts(ctx, q, nil, 1)
+	}
+	held := func(q string) bool { return q == "held" }
+	labels := func() []string {
+		im.puts.mu.RLock()
+		defer im.puts.mu.RUnlock()
+		var out []string
+		for q := range im.puts.queues {
+			out = append(out, q)
+		}
+		slices.Sort(out)
+		return out
+	}
+	im.puts.sweep(held) // counted since the start: every series kept
+	if got, want := labels(), []string{"busy", "forwarded", "held"}; !slices.Equal(got, want) {
+		t.Fatalf("after the first sweep: %v, want %v", got, want)
+	}
+	im.countPuts(ctx, "busy", nil, 1)
+	im.puts.sweep(held)
+	if got, want := labels(), []string{"busy", "held"}; !slices.Equal(got, want) {
+		t.Fatalf("after the second sweep: %v, want %v", got, want)
+	}
+	// The place "forwarded" held is free: a new queue gets a label of
+	// its own, not _other.
+	im.countPuts(ctx, "new", status.Error(codes.InvalidArgument, "not json"), 1)
+	if got, want := labels(), []string{"busy", "held", "new"}; !slices.Equal(got, want) {
+		t.Fatalf("after a put to a new queue: %v, want %v", got, want)
+	}
+	im.puts.sweep(held)
+	im.puts.sweep(held)
+	if got, want := labels(), []string{"held"}; !slices.Equal(got, want) {
+		t.Fatalf("after two sweeps without puts: %v, want %v", got, want)
 	}
 }
