@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"iter"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,11 +204,18 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			return rec
 		}
 		if written {
-			msg := "dispatcher claimed"
-			if next.Member != m.cfg.MemberID {
+			msg, level := "dispatcher claimed", slog.LevelInfo
+			switch {
+			case next.Member != m.cfg.MemberID:
 				msg = "dispatcher claimed for another member: this one is leaving"
+			case rec.Member == 0 || rec.Member == m.cfg.MemberID || m.alive(rec.Member):
+				// A new queue, this member's own after a restart, or one
+				// moving to a consumer's member: routine, a line per
+				// request with a queue per request. A claim from a member
+				// gossip calls gone stays at info.
+				level = slog.LevelDebug
 			}
-			m.log.Info(msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
+			m.log.Log(ctx, level, msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
 			return next
 		}

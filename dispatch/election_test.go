@@ -2,9 +2,12 @@ package dispatch
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"chute/internal/testutil"
 )
 
 // TestManager_dispatcherOf_claimNotWritten checks a member cut off from
@@ -113,5 +116,37 @@ func TestCluster_claimKeepsTheRecordsOptions(t *testing.T) {
 	rec, ok := ParseRecord(recordOn(b, "jobs"))
 	if !ok || rec.Member != b.id || rec.Epoch != 2 || rec.ReplyTo != "replies" || !rec.Pinned {
 		t.Fatalf("record after b's claim: %q, want b at epoch 2 with reply_to=replies and pinned", recordOn(b, "jobs"))
+	}
+}
+
+// TestManager_claimLogLevel: claiming a new queue is logged at debug,
+// as routine as the put that makes it (a line per request with a queue
+// per request); claiming a queue from a member gossip calls gone, a
+// failover, at info.
+func TestManager_claimLogLevel(t *testing.T) {
+	var logs testutil.Buffer
+	n := startNode(t, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 10*time.Second)
+	for i := range 10 {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/new%d/p/k", i), "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if strings.Contains(logs.String(), "dispatcher claimed") {
+		t.Fatalf("claims of new queues logged at info:\n%s", logs.String())
+	}
+	gone := Record{Member: 9, Epoch: 3} // no member 9 is alive
+	if _, err := cli.Put(ctx, RecordKey("jobs"), gone.String()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the record read", func() bool { return n.mgr.view("jobs").rec.Member == 9 })
+	if _, err := cli.Put(ctx, "/q/jobs/p/k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "dispatcher claimed") || !strings.Contains(got, "epoch=4") {
+		t.Fatalf("a claim from a member gone not logged at info with epoch 4:\n%s", got)
 	}
 }

@@ -271,7 +271,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	}
 	m.sendDone(ctx, q, member)
 	m.resetBackup(ctx, q) // the new dispatcher's backup holds them now
-	m.log.Info("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
+	m.log.Debug("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil
 }
 
