@@ -151,8 +151,7 @@ func (c *putCounts) sweep(held func(queue string) bool) {
 type putCount struct {
 	n    atomic.Int64
 	attr metric.ObserveOption
-	// swept is n at the last sweep, -1 before the first: a series made
-	// and not yet added to is not idle. Under putCounts.mu's write lock.
+	// swept is n at the last sweep; under putCounts.mu's write lock.
 	swept int64
 }
 
@@ -169,23 +168,29 @@ func (im insertMetrics) countPuts(_ context.Context, queue string, err error, n 
 	k := putResult{queue: queue, code: status.Code(err)}
 	c := im.puts
 	c.mu.RLock()
-	pc := c.m[k]
+	if pc := c.m[k]; pc != nil {
+		// Added under the read lock: sweep and drop, which delete series,
+		// take the write lock, so a put never lands in a series deleted
+		// after it was looked up.
+		pc.n.Add(int64(n))
+		c.mu.RUnlock()
+		return
+	}
 	c.mu.RUnlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	named := len(c.queues)
+	if c.queues[otherTables] > 0 {
+		named--
+	}
+	if _, ok := c.queues[k.queue]; !ok && named >= c.max {
+		k.queue = otherTables
+	}
+	pc := c.m[k]
 	if pc == nil {
-		c.mu.Lock()
-		named := len(c.queues)
-		if c.queues[otherTables] > 0 {
-			named--
-		}
-		if _, ok := c.queues[k.queue]; !ok && named >= c.max {
-			k.queue = otherTables
-		}
-		if pc = c.m[k]; pc == nil {
-			pc = &putCount{swept: -1, attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", k.queue), attribute.String("result", k.code.String())))}
-			c.m[k] = pc
-			c.queues[k.queue]++
-		}
-		c.mu.Unlock()
+		pc = &putCount{attr: metric.WithAttributeSet(attribute.NewSet(attribute.String("queue", k.queue), attribute.String("result", k.code.String())))}
+		c.m[k] = pc
+		c.queues[k.queue]++
 	}
 	pc.n.Add(int64(n))
 }
