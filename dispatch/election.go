@@ -180,6 +180,10 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 	for range 3 {
 		v := m.view(name)
 		raw, rec, ok := v.raw, v.rec, v.ok
+		// A claim from a member gossip calls gone is a failover, logged
+		// at info; read before shouldClaim's ping and the write, after
+		// which gossip may call it alive again (a partition healed).
+		failover := ok && rec.Member != 0 && rec.Member != m.cfg.MemberID && !m.alive(rec.Member)
 		if ok && rec.Member == m.cfg.MemberID {
 			if m.mayNumber(name, rec) {
 				return rec
@@ -208,11 +212,10 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			switch {
 			case next.Member != m.cfg.MemberID:
 				msg = "dispatcher claimed for another member: this one is leaving"
-			case rec.Member == 0 || rec.Member == m.cfg.MemberID || m.alive(rec.Member):
+			case !failover:
 				// A new queue, this member's own after a restart, or one
 				// moving to a consumer's member: routine, a line per
-				// request with a queue per request. A claim from a member
-				// gossip calls gone stays at info.
+				// request with a queue per request.
 				level = slog.LevelDebug
 			}
 			m.log.Log(ctx, level, msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
