@@ -112,6 +112,7 @@ func (n *Node) step(joined <-chan struct{}, failed failures) bool {
 	now := n.cfg.Clock.Now()
 	failed.observe(cfg, members, now)
 	if n.raft.State() != raft.Leader {
+		clear(n.foreign) // noted as leader: a later term notes afresh
 		if n.cluster.get() == "" {
 			n.follow(cfg, members)
 		}
