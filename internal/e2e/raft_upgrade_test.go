@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"chute/gossip"
 )
 
 // TestRaft_allStoppedBeforeTheIDStartAgain: three nodes whose data dirs
@@ -33,9 +35,14 @@ func TestRaft_allStoppedBeforeTheIDStartAgain(t *testing.T) {
 		}
 		want[k] = v
 	}
-	for _, p := range nodes {
+	// One after the other, each out of the configuration before the
+	// next stops: the last one is left alone in it.
+	for i, p := range nodes {
 		if err := p.Stop(); err != nil {
 			t.Fatal(err)
+		}
+		if i < len(nodes)-1 {
+			waitRaftLogLine(t, nodes[i+1:], convergeTimeout, "configuration changed", "reason=left", fmt.Sprintf("peer=%016x-", gossip.MemberID(p.Name)))
 		}
 	}
 	for _, p := range nodes {
@@ -45,6 +52,10 @@ func TestRaft_allStoppedBeforeTheIDStartAgain(t *testing.T) {
 		relaunch(t, p)
 	}
 	waitAllReady(t, nodes...)
+	// a and b, out of the configuration, took the id from c.
+	for _, p := range nodes[:2] {
+		waitRaftLogLine(t, []*Proc{p}, convergeTimeout, "raft cluster id taken from the servers of this member's configuration")
+	}
 	waitMembers(t, nodes, nodes)
 	clis = clientsOf(t, nodes...)
 	waitLeader(t, nodes, clis)
