@@ -539,25 +539,49 @@ func TestHandoff_doesNotWaitForFailingInserts(t *testing.T) {
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
 	n := startSinkNode(t, &chURL{url: closed, db: "default"}, func(c *Config) { c.DataDir = t.TempDir() })
+	putThreeEvents(t, n)
+	waitFor(t, "an insert into the closed port to fail", func() bool {
+		qs := n.mgr.Status().Queues
+		return len(qs) == 1 && qs[0].LastInsertError != nil
+	})
+	handoffAloneQuickly(t, n)
+}
+
+// TestHandoff_doesNotWaitWithoutClickHouseURL: the same with no
+// clickhouse_url at all, where no insert is even tried: Handoff waited
+// out its whole time for rows that could go nowhere (a node stopped in
+// 7 s rather than 1).
+func TestHandoff_doesNotWaitWithoutClickHouseURL(t *testing.T) {
+	n := startSinkNode(t, &chURL{}, func(c *Config) { c.DataDir = t.TempDir() })
+	putThreeEvents(t, n)
+	handoffAloneQuickly(t, n)
+}
+
+// putThreeEvents puts three rows to ch:events on n.
+func putThreeEvents(t *testing.T, n *testNode) {
+	t.Helper()
 	cli := n.client(t)
-	ctx := testCtx(t, 60*time.Second)
+	ctx := testCtx(t, 30*time.Second)
 	for i := range 3 {
 		if _, err := cli.Put(ctx, fmt.Sprintf("/q/ch:events/p/%d", i), fmt.Sprintf(`{"id":%d}`, i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, "an insert into the closed port to fail", func() bool {
-		qs := n.mgr.Status().Queues
-		return len(qs) == 1 && qs[0].LastInsertError != nil
-	})
-	hctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+}
+
+// handoffAloneQuickly runs the Handoff of n, a member alone whose rows
+// cannot be inserted, with 20 s to go, and fails the test unless it
+// returned within 5 s with the queue keeping its three rows.
+func handoffAloneQuickly(t *testing.T, n *testNode) {
+	t.Helper()
+	hctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := n.mgr.Handoff(hctx); err != nil {
 		t.Fatal(err)
 	}
 	if took := time.Since(start); hctx.Err() != nil || took > 5*time.Second {
-		t.Fatalf("Handoff took %v (its context: %v), waiting for inserts that fail", took, hctx.Err())
+		t.Fatalf("Handoff took %v (its context: %v), waiting for rows that cannot be inserted", took, hctx.Err())
 	}
 	if qs := n.mgr.Status().Queues; len(qs) != 1 || qs[0].Rows != 3 {
 		t.Fatalf("queues after Handoff: %+v, want ch:events keeping its 3 rows", qs)

@@ -93,9 +93,11 @@ type drainer struct {
 	lastClass sink.Class // of the last failed insert, to log state changes once
 
 	// failing is set while a batch waits to be sent again after its
-	// insert failed (every server down, a config error) and cleared by
-	// an insert ClickHouse took or refused as data: a member leaving
-	// does not wait to flush a failing queue (flushLeft).
+	// insert failed (every server down, a config error), or while no
+	// batch can be sent (no clickhouse_url, one that cannot be used,
+	// every server passed over), and cleared by an insert ClickHouse
+	// took or refused as data: a member leaving does not wait to flush a
+	// failing queue (flushLeft).
 	failing atomic.Bool
 
 	rowCap rowCap // of batches, while ClickHouse's query limits refuse larger ones
@@ -396,6 +398,7 @@ func (d *drainer) startBatches(set Settings) time.Duration {
 		}
 		ep, db, wait, ok := d.endpoint(set)
 		if !ok {
+			d.failing.Store(true) // nowhere to send it: flushLeft does not wait
 			if wait <= 0 {
 				wait = d.pause.Next()
 			}
