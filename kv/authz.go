@@ -198,11 +198,23 @@ func (z *authorizer) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 }
 
 // authStream checks the range requests a stream receives (RangeStream's)
-// and the leases a keep-alive stream renews (allowKeepAlive).
+// and the leases a keep-alive stream renews (allowKeepAlive). A range
+// request checked, its context says so (checked), as a unary call's
+// does: the read then answers as Range does, where without it the read
+// took the call for one let through with auth off (Server.authMoved)
+// and refused every RangeStream with "user name is empty".
 type authStream struct {
 	grpc.ServerStream
 	z    *authorizer
 	user string
+	ctx  context.Context // nil until a range request is checked
+}
+
+func (s *authStream) Context() context.Context {
+	if s.ctx != nil {
+		return s.ctx
+	}
+	return s.ServerStream.Context()
 }
 
 func (s *authStream) RecvMsg(m any) error {
@@ -211,7 +223,12 @@ func (s *authStream) RecvMsg(m any) error {
 	}
 	switch r := m.(type) {
 	case *pb.RangeRequest:
-		return toGRPC(s.z.auth.Check(s.user, r.Key, r.RangeEnd, auth.Read))
+		ctx, err := s.z.checked(s.ServerStream.Context(), s.user, r)
+		if err != nil {
+			return toGRPC(err)
+		}
+		s.ctx = ctx
+		return nil
 	case *pb.LeaseKeepAliveRequest:
 		return toGRPC(s.z.allowKeepAlive(s.user, r.ID))
 	}
