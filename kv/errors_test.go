@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
@@ -20,6 +21,7 @@ func TestKV_errorsAreEtcds(t *testing.T) {
 	if _, err := cli.Put(ctx, "k", "v"); err != nil { // rev 2
 		t.Fatal(err)
 	}
+	raw := pb.NewKVClient(cli.ActiveConnection())
 	tooManyOps := make([]clientv3.Op, 129)
 	for i := range tooManyOps {
 		tooManyOps[i] = clientv3.OpPut("t"+strings.Repeat("x", i), "v")
@@ -65,6 +67,32 @@ func TestKV_errorsAreEtcds(t *testing.T) {
 			_, err := cli.Txn(ctx).Then(clientv3.OpPut("txn-a", "1"), clientv3.OpPut("txn-b", "1", clientv3.WithLease(0x7777))).Commit()
 			return err
 		}, rpctypes.ErrLeaseNotFound},
+		// Requests clientv3 never makes, sent raw, answered with etcd's
+		// gRPC errors.
+		{"129 compares", func() error {
+			cmps := make([]*pb.Compare, 129)
+			for i := range cmps {
+				cmps[i] = &pb.Compare{Key: []byte("k"), Target: pb.Compare_VERSION, Result: pb.Compare_GREATER}
+			}
+			_, err := raw.Txn(ctx, &pb.TxnRequest{Compare: cmps})
+			return err
+		}, rpctypes.ErrGRPCTooManyOps},
+		{"compare of the empty key", func() error {
+			_, err := raw.Txn(ctx, &pb.TxnRequest{Compare: []*pb.Compare{{Target: pb.Compare_VERSION, Result: pb.Compare_GREATER}}})
+			return err
+		}, rpctypes.ErrGRPCEmptyKey},
+		{"ignore value with a value", func() error {
+			_, err := raw.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("x"), IgnoreValue: true})
+			return err
+		}, rpctypes.ErrGRPCValueProvided},
+		{"ignore lease with a lease", func() error {
+			_, err := raw.Put(ctx, &pb.PutRequest{Key: []byte("k"), Lease: 1, IgnoreLease: true})
+			return err
+		}, rpctypes.ErrGRPCLeaseProvided},
+		{"unknown sort target", func() error {
+			_, err := raw.Range(ctx, &pb.RangeRequest{Key: []byte("k"), SortOrder: pb.RangeRequest_ASCEND, SortTarget: 99})
+			return err
+		}, rpctypes.ErrGRPCInvalidSortOption},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
