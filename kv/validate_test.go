@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -17,6 +18,9 @@ func TestConfig_Validate_cases(t *testing.T) {
 		wantErr   string
 	}{
 		{"defaults", func(c *Config) {}, "", ""},
+		{"bcrypt cost at its bounds", func(c *Config) { c.BcryptCost = bcrypt.MaxCost }, "", ""},
+		{"bcrypt cost too high", func(c *Config) { c.BcryptCost = bcrypt.MaxCost + 1 }, "BcryptCost", "outside"},
+		{"bcrypt cost too low", func(c *Config) { c.BcryptCost = bcrypt.MinCost - 1 }, "BcryptCost", "outside"},
 		{"listen port 0", func(c *Config) { c.ListenClientURLs = []string{"http://127.0.0.1:0"} }, "", ""},
 		{"listen IPv6 with slash", func(c *Config) { c.ListenClientURLs = []string{"http://[::1]:2379/"} }, "", ""},
 		{"https with TLS", func(c *Config) {

@@ -127,6 +127,34 @@ func TestStore_VerifyJWT_methods(t *testing.T) {
 	}
 }
 
+// TestStore_VerifyJWT_onlyItsMethod: a token signed with the member's
+// own key under another method (RS512 for an RS256 member) is refused:
+// only the configured method verifies, as etcd's --auth-token sign-method
+// says.
+func TestStore_VerifyJWT_onlyItsMethod(t *testing.T) {
+	pub, priv := pemKeys(t, "rsa")
+	s := jwtStore(t)
+	now := time.Unix(1_700_000_000, 0)
+	verifier, err := NewJWT("RS256", pub, priv, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewJWT("RS512", pub, priv, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := s.TokenJWT(other, "u", s.Revision(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.VerifyJWT(other, tok, now); err != nil {
+		t.Fatalf("VerifyJWT under its own method: %v", err)
+	}
+	if u, err := s.VerifyJWT(verifier, tok, now); !errors.Is(err, ErrInvalidToken) {
+		t.Fatalf("VerifyJWT of an RS512 token by an RS256 member: got %q, %v; want %v", u, err, ErrInvalidToken)
+	}
+}
+
 func TestStore_VerifyJWT_endsWithUser(t *testing.T) {
 	pub, priv := pemKeys(t, "rsa")
 	j, err := NewJWT("RS256", pub, priv, 0)

@@ -38,12 +38,22 @@ func TestStore_Apply_enableNeedsRootWithRootRole(t *testing.T) {
 	addUser(t, s, RootUser, "pw")
 	enable(t, s, ErrRootRoleNotExist)
 	apply(t, s, &pb.InternalRaftRequest{AuthUserGrantRole: &pb.AuthUserGrantRoleRequest{User: RootUser, Role: RootRole}}, nil)
+	// A token key shorter than TokenKeyBytes (a command not of this
+	// version) is refused, and auth stays off.
+	apply(t, s, &pb.InternalRaftRequest{AuthEnable: &pb.AuthEnableRequest{}, Authenticate: &pb.InternalAuthenticateRequest{SimpleToken: NewTokenKey()[:TokenKeyBytes/2]}}, ErrCorrupt)
+	if s.Enabled() {
+		t.Fatalf("Enabled after an enable with a short token key: got true, want false")
+	}
 	enable(t, s, nil)
 	if !s.Enabled() {
 		t.Fatalf("Enabled: got false, want true")
 	}
 	apply(t, s, &pb.InternalRaftRequest{AuthUserDelete: &pb.AuthUserDeleteRequest{Name: RootUser}}, ErrInvalidAuthMgmt)
 	apply(t, s, &pb.InternalRaftRequest{AuthUserRevokeRole: &pb.AuthUserRevokeRoleRequest{Name: RootUser, Role: RootRole}}, ErrInvalidAuthMgmt)
+	apply(t, s, &pb.InternalRaftRequest{AuthRoleDelete: &pb.AuthRoleDeleteRequest{Role: RootRole}}, ErrInvalidAuthMgmt)
+	if !s.IsRoot(RootUser) {
+		t.Fatalf("root lost the root role to a refused delete")
+	}
 	apply(t, s, &pb.InternalRaftRequest{AuthUserAdd: &pb.AuthUserAddRequest{Name: RootUser}}, ErrUserAlreadyExist)
 	apply(t, s, &pb.InternalRaftRequest{AuthUserAdd: &pb.AuthUserAddRequest{}}, ErrUserEmpty)
 	apply(t, s, &pb.InternalRaftRequest{AuthUserGrantRole: &pb.AuthUserGrantRoleRequest{User: RootUser, Role: "nope"}}, ErrRoleNotFound)
@@ -79,6 +89,7 @@ func TestStore_Check_ranges(t *testing.T) {
 		{"k0", "", Read, ErrPermissionDenied},
 		{"zz", "\x00", Read, nil},
 		{"y", "\x00", Read, ErrPermissionDenied},
+		{"b", "\x00", Read, ErrPermissionDenied}, // from b onwards: past [a,e)
 	} {
 		if got := s.Check("u", []byte(tc.key), []byte(tc.end), tc.a); !errors.Is(got, tc.want) {
 			t.Errorf("Check(%q, %q, %v): got %v, want %v", tc.key, tc.end, tc.a, got, tc.want)

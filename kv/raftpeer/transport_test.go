@@ -506,6 +506,19 @@ func TestTransport_requestsFromAnotherRaftCluster(t *testing.T) {
 	if ids.get() != own || ids.adopted != 1 {
 		t.Fatalf("id %q adopted %d times, want %q once", ids.get(), ids.adopted, own)
 	}
+	// An id past any raft cluster id's length, to a member without one,
+	// is refused as malformed and not taken.
+	fresh := servedTransport(t, nil)
+	serveFake(t, fresh)
+	freshIDs := &clusterIDs{}
+	fresh.SetRaftCluster(freshIDs.get, freshIDs.adopt)
+	long := client(strings.Repeat("e", maxClusterIDBytes+1))
+	if err := long.AppendEntries("", fresh.LocalAddr(), &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 5, Entries: entries(1, 10)}, &app); err == nil || !strings.Contains(err.Error(), ErrMalformed.Error()) {
+		t.Fatalf("entries with an id of %d bytes: %v, want refused as malformed", maxClusterIDBytes+1, err)
+	}
+	if got := freshIDs.get(); got != "" {
+		t.Fatalf("an id of %d bytes taken: %.20q...", len(got), got)
+	}
 	for _, c := range []*Transport{ours, old} {
 		if err := c.AppendEntries("", target, &raft.AppendEntriesRequest{RPCHeader: hdr, Term: 7, Entries: entries(1, 10)}, &app); err != nil {
 			t.Fatalf("entries of this raft cluster, or with no id: %v, want served", err)
