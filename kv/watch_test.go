@@ -236,6 +236,30 @@ func TestWatch_ids(t *testing.T) {
 	}
 }
 
+// TestWatch_emptyRangeRefused: a watch whose range ends before its key
+// is refused as etcd refuses it, created and canceled at once under id
+// -1 with mvcc's reason, and the stream goes on serving.
+func TestWatch_emptyRangeRefused(t *testing.T) {
+	_, cli := startServer(t, nil)
+	ctx := testCtx(t, 10*time.Second)
+	stream, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cr := range []*pb.WatchCreateRequest{{Key: []byte("b"), RangeEnd: []byte("a")}, {Key: []byte("a"), RangeEnd: []byte("b")}} {
+		if err := stream.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := stream.Recv()
+	if err != nil || !resp.Created || !resp.Canceled || resp.WatchId != -1 || resp.CancelReason != "mvcc: watcher range is empty" {
+		t.Fatalf("watch of [b, a): got %+v, %v; want created and canceled, id -1, mvcc's reason", resp, err)
+	}
+	if resp, err = stream.Recv(); err != nil || !resp.Created || resp.Canceled {
+		t.Fatalf("watch of [a, b) after it: got %+v, %v; want created", resp, err)
+	}
+}
+
 // refusingQueues is namedQueues that refuses consumer "no"
 // (ConsumerChecker) and delivers one message to any other consumer
 // before Consume returns, as a dispatcher holding messages may.
