@@ -1,13 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"chute/internal/testutil"
 )
 
 // TestMain fails the package's tests when a goroutine outlives them (a
@@ -16,22 +15,7 @@ import (
 // when a node they ran left a default data dir (<name>.chute) here, in
 // the repository: every node of a test gets a temporary --data-dir.
 func TestMain(m *testing.M) {
-	before, _ := filepath.Glob("*.chute")
-	code := m.Run()
-	after, _ := filepath.Glob("*.chute")
-	for _, d := range after {
-		if !slices.Contains(before, d) {
-			fmt.Fprintf(os.Stderr, "chute: the tests left the data dir %s in the repository: give the node a temporary --data-dir\n", d)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode")); err != nil {
-			fmt.Fprintf(os.Stderr, "chute: goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testutil.MainChecks(m, "chute", nil, goleak.IgnoreTopFunction("github.com/hashicorp/memberlist.(*Memberlist).probeNode")))
 }
 
 // TestOfferNewest: a configuration still waiting to be applied is

