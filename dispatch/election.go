@@ -180,10 +180,7 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 	for range 3 {
 		v := m.view(name)
 		raw, rec, ok := v.raw, v.rec, v.ok
-		// A claim from a member gossip calls gone is a failover, logged
-		// at info; read before shouldClaim's ping and the write, after
-		// which gossip may call it alive again (a partition healed).
-		failover := ok && rec.Member != 0 && rec.Member != m.cfg.MemberID && !m.alive(rec.Member)
+		failover := false // claimed from a member gossip called gone
 		if ok && rec.Member == m.cfg.MemberID {
 			if m.mayNumber(name, rec) {
 				return rec
@@ -191,8 +188,10 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			// Not written by this run of the member: an earlier run may
 			// have numbered messages in its epoch. The next one, so that
 			// no number is given twice (mayNumber).
-		} else if !m.shouldClaim(ctx, name, rec, ok, why) {
+		} else if claim, gone := m.shouldClaim(ctx, name, rec, ok, why); !claim {
 			return rec
+		} else {
+			failover = gone
 		}
 		epoch, more := nextEpoch(rec)
 		if !more {
@@ -215,7 +214,10 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			case !failover:
 				// A new queue, this member's own after a restart, or one
 				// moving to a consumer's member: routine, a line per
-				// request with a queue per request.
+				// request with a queue per request. A failover is told
+				// by what gossip said before the ping and the write,
+				// after which it may call the member alive again (a
+				// partition healed).
 				level = slog.LevelDebug
 			}
 			m.log.Log(ctx, level, msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
@@ -337,25 +339,28 @@ func (m *Manager) writeRecord(ctx context.Context, name string, raw []byte, next
 	return written, err
 }
 
-func (m *Manager) shouldClaim(ctx context.Context, name string, rec Record, ok bool, why claimReason) bool {
+// shouldClaim reports whether this member claims the queue name, whose
+// record is rec (ok false: none), for why, and gone whether it claims
+// from a dispatcher gossip calls gone (a failover).
+func (m *Manager) shouldClaim(ctx context.Context, name string, rec Record, ok bool, why claimReason) (claim, gone bool) {
 	switch {
 	case why == claimNever:
-		return false
+		return false, false
 	case !ok:
-		return true
+		return true, false
 	case !m.alive(rec.Member):
 		// Gossip calls the dispatcher gone; a member that was cut off
 		// (a partition just healed) may see it so for a moment after
 		// the key space lets it write again. The dispatcher is asked:
 		// one that answers keeps the queue.
-		return !m.records.Writable() || !m.answers(ctx, rec.Member)
+		return !m.records.Writable() || !m.answers(ctx, rec.Member), true
 	case why == claimAsConsumer:
 		// A member leaving keeps its consumers' watches until its etcd
 		// API stops: claimed for them, the queue would go to another
 		// member (claimant) at the next epoch every round.
-		return !m.departing.Load() && !m.hostsConsumer(name, rec.Member)
+		return !m.departing.Load() && !m.hostsConsumer(name, rec.Member), false
 	}
-	return false
+	return false, false
 }
 
 // consumerPrefix is where consumer records of a queue live: one key per
