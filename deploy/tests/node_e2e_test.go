@@ -103,15 +103,20 @@ func startNode(t *testing.T, bin string, extra ...string) node {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// exited is closed once chute exited, waitErr then says how: both
+	// the wait for readiness and the cleanup may see it (a channel of
+	// the error, received by the first, left the cleanup waiting for
+	// good after chute exited before it was ready).
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(stopTimeout):
 			_ = cmd.Process.Kill()
-			<-done
+			<-exited
 			t.Errorf("chute did not exit within %v of SIGTERM", stopTimeout)
 		}
 		if t.Failed() {
@@ -129,8 +134,8 @@ func startNode(t *testing.T, bin string, extra ...string) node {
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("chute exited before it was ready (%v):\n%s", err, n.log.String())
+		case <-exited:
+			t.Fatalf("chute exited before it was ready (%v):\n%s", waitErr, n.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
