@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -59,24 +60,11 @@ func afterTests() {
 }
 
 // freeAddr returns 127.0.0.1:port with the port free for TCP and UDP a
-// moment ago (gossip binds both).
+// moment ago (gossip binds both), and not handed out before in this
+// test binary: a node's four ports never collide.
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		u, uerr := net.ListenPacket("udp", addr)
-		_ = l.Close()
-		if uerr == nil {
-			_ = u.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port")
-	return ""
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePortOn(t, "127.0.0.1", true)))
 }
 
 // node is a chute process started by startNode.
