@@ -135,6 +135,7 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 	q.forgotten = true
 	q.dropGoneTriedLocked() // idle, it holds no row: every mark goes
 	delete(m.queues, q.name)
+	m.sorted = nil
 	// Its next queue numbers from nothing: under a record kept (pinned,
 	// reply_to, a delete that failed) it claims the next epoch first
 	// (mayNumber). And the map stays as small as the queues.
