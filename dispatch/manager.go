@@ -351,6 +351,8 @@ type Manager struct {
 	// from the start of the round it came in, at most ReconcileInterval
 	// early.
 	tick atomic.Int64
+	// rounds counts the reconcile rounds (quietRounds); the loop's alone.
+	rounds uint64
 	// adoptAt is when the reconcile loop next looks for records to
 	// adopt, from adoptFrom on ("": from the first); the loop's alone
 	// (adopt.go).

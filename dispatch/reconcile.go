@@ -39,7 +39,12 @@ func (m *Manager) reconcile() {
 	m.tick.Store(m.clock.Now().UnixNano())
 	m.pruneForwarders() // first: the queues' rounds then reach members where they are now
 	qs := m.snapshot()
+	full := m.rounds%quietRounds == 0
+	m.rounds++
 	for _, q := range qs {
+		if !full && q.quiet() {
+			continue
+		}
 		m.reconcileQueue(q)
 	}
 	m.forgetIdle(qs)
@@ -61,6 +66,18 @@ func (m *Manager) reconcile() {
 		m.bind(lc, m.dispatcherOf(context.Background(), lc.queue, claimAsProducer))
 	}
 }
+
+// quietRounds is how often a quiet queue (queue.quiet) gets its
+// reconcile round: every tenth, once a second at the default interval.
+// Each round reads a queue's record and settings and takes its locks,
+// about 3 µs a queue with 2000 of them: a member with 2000 idle
+// ClickHouse queues spent 8% of a core on rounds with nothing to do.
+// What a quiet queue's round could still find waits at most that long: a
+// record that moved to another member (its drainer stops; it has no row
+// to hand over, and the new dispatcher asks it rather than wait for its
+// DONE: askPrevious), the record's From to clear, local consumers whose
+// dispatcher hosts none (Consume claims for them as they register).
+const quietRounds = 10
 
 // handoverAwait bounds how long a new dispatcher waits for the hand-over
 // of the member it took the queue from (Record.From) before it delivers
