@@ -283,6 +283,62 @@ func TestDrainer_dropLetters_warnsOncePerMinute(t *testing.T) {
 	}
 }
 
+// TestSweepDeadLetters_wakesDueDrainersOnly checks that the reconcile
+// loop's wake reaches a drainer only once its letters are due (their
+// sweep, or a WARN of dropped letters waiting for its minute), and at
+// most every sweepWake.
+func TestSweepDeadLetters_wakesDueDrainersOnly(t *testing.T) {
+	clk := clockwork.NewFakeClock()
+	m, err := New(Config{MemberID: 1, Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newDrainer := func(name string) *drainer {
+		d := &drainer{m: m, q: newQueue(name, m.cfg.defaults()), sweep: make(chan struct{}, 1)}
+		m.drainers[name] = d
+		return d
+	}
+	woken := func(d *drainer) bool {
+		select {
+		case <-d.sweep:
+			return true
+		default:
+			return false
+		}
+	}
+	fresh, swept, dropping := newDrainer("ch:fresh"), newDrainer("ch:swept"), newDrainer("ch:dropping")
+	swept.letters.next = clk.Now().Add(10 * sweepEvery)
+	swept.noteSweepDue()
+	dropping.letters.next = clk.Now().Add(sweepEvery)
+	dropping.dropLetters(dropMaxRows, 1) // warned at once
+	dropping.dropLetters(dropMaxRows, 1) // its WARN waits a minute
+	if due := time.Unix(0, dropping.sweepDue.Load()); !due.Equal(clk.Now().Add(dropWarnEvery)) {
+		t.Fatalf("due with a WARN waiting: %v, want %v", due, clk.Now().Add(dropWarnEvery))
+	}
+	dropping.letters.next = clk.Now().Add(2 * dropWarnEvery)
+	dropping.noteSweepDue()
+
+	clk.Advance(sweepWake)
+	m.sweepDeadLetters()
+	if !woken(fresh) || woken(swept) || woken(dropping) {
+		t.Fatal("first wake: want only the drainer that never swept woken")
+	}
+	m.sweepDeadLetters()
+	if woken(fresh) {
+		t.Fatal("woken twice within sweepWake")
+	}
+	clk.Advance(dropWarnEvery)
+	m.sweepDeadLetters()
+	if !woken(fresh) || woken(swept) || !woken(dropping) {
+		t.Fatal("a minute on: want the never-swept drainer and the one whose WARN is due woken, not the swept one")
+	}
+	clk.Advance(10 * sweepEvery)
+	m.sweepDeadLetters()
+	if !woken(swept) {
+		t.Fatal("the swept drainer not woken once its next sweep is due")
+	}
+}
+
 // TestDrainer_sweepLetters_ttl checks, on a fake clock, that letters
 // older than dlq_ttl are deleted by the dispatcher's sweep, once a minute,
 // and the others kept: a letter without a time (a user's) never expires,

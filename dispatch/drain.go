@@ -58,6 +58,11 @@ type drainer struct {
 
 	ready chan struct{} // capacity 1: rows arrived
 	sweep chan struct{} // capacity 1: time to look for dead letters to delete (dlq.go)
+	// sweepDue is when the letters next need the loop (unix nanoseconds,
+	// the manager's clock; 0: now): their sweep, or a WARN of dropped
+	// letters waiting for its minute. sweepDeadLetters wakes no drainer
+	// before it.
+	sweepDue atomic.Int64
 	// rehome (capacity 1): the queue log deleted segments; the loop
 	// copies the values of its rows in no batch to the heap
 	// (rehomeDrained).
@@ -294,6 +299,7 @@ func (d *drainer) run() {
 		case <-d.sweep:
 			d.lettersMu.Lock()
 			d.sweepLetters()
+			d.noteSweepDue()
 			d.lettersMu.Unlock()
 		case <-d.ready:
 		case <-d.rehome:
