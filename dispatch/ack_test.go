@@ -741,6 +741,54 @@ func TestAck_replicatedForwardedWithEveryBackupPassedOver(t *testing.T) {
 	}
 }
 
+// TestAck_replicatedCopiesSentAgainWaitForTheBackup: messages handed
+// over again after a first try was not answered OK (the sender timed
+// out while the dispatcher's backup did not answer) are queued already
+// on the dispatcher. The second try must be answered as the first would
+// be, once the backup holds them: answered OK at once as duplicates, the
+// sender let them go while the dispatcher alone held them.
+func TestAck_replicatedCopiesSentAgainWaitForTheBackup(t *testing.T) {
+	a, b, ctx := replicatedPair(t)
+	putJobs(t, ctx, a, 1) // a dispatches jobs; b keeps the copy
+	handed := make([]incoming, 3)
+	for i := range handed {
+		handed[i] = incoming{id: MsgID{Origin: b.id, N: uint64(100 + i)}, tail: fmt.Sprintf("h%d", i), value: []byte("v")}
+	}
+	hand := func() error {
+		return b.mgr.forward(ctx, a.id, "jobs", handed, false, 5*time.Second)
+	}
+	passOverB := func(d time.Duration) {
+		a.mgr.mu.Lock()
+		defer a.mgr.mu.Unlock()
+		if d == 0 {
+			delete(a.mgr.unreachable, b.id)
+			return
+		}
+		a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(d)
+	}
+	passOverB(time.Hour) // no member to keep a copy
+	if err := hand(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("hand-over with no backup: got %v, want Unavailable", err)
+	}
+	q := a.mgr.lookup("jobs")
+	q.mu.Lock()
+	queued := q.msgs.len()
+	q.mu.Unlock()
+	if queued != 1+len(handed) {
+		t.Fatalf("a queues %d messages after the refused hand-over, want %d (kept, on its disk)", queued, 1+len(handed))
+	}
+	if err := hand(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("the same messages handed over again, still no backup: got %v, want Unavailable, not OK as duplicates", err)
+	}
+	passOverB(0)
+	if err := hand(); err != nil {
+		t.Fatalf("handed over again with b back as a backup: %v", err)
+	}
+	if got := backupRowsOf(b, "jobs"); got != 1+len(handed) {
+		t.Fatalf("b keeps %d copies once the hand-over is answered, want %d", got, 1+len(handed))
+	}
+}
+
 // TestAck_replicateGivenUpPassesNobodyOver: a put that gives up (its
 // client went away, or its deadline passed) while its copy is on the
 // way says nothing of the backup, which must stay the backup.

@@ -1247,7 +1247,38 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 		return nil, errMoved // asked again once this member claimed its own epoch
 	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
+	if q.set.Ack == AckReplicated && len(added) < len(msgs) {
+		added = q.queuedAlreadyLocked(msgs, added)
+	}
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
+}
+
+// queuedAlreadyLocked returns added, the messages of msgs the queue took,
+// with the queued messages that have the ids of the others: msgs sent
+// again (a hand-over chunk or a forwarded put retried after its answer
+// was late) whose first copies wait for a backup, or were passed over
+// with it. Under ack=replicated the answer to msgs waits for the backup to
+// hold these too: answered at once, the member that sent them would let
+// them go while this one alone held them. A message no longer queued (its
+// id done) needs no copy. The caller holds mu.
+func (q *queue) queuedAlreadyLocked(msgs, added []incoming) []incoming {
+	again := make(map[MsgID]bool, len(msgs)-len(added))
+	for _, in := range msgs {
+		again[in.id] = true
+	}
+	for _, in := range added {
+		delete(again, in.id)
+	}
+	for seq, m := range q.msgs.all() {
+		if len(again) == 0 {
+			break
+		}
+		if again[m.id] {
+			delete(again, m.id)
+			added = append(added, incoming{id: m.id, tail: m.tail, value: m.value, region: m.region, seq: seq})
+		}
+	}
+	return added
 }
 
 // admitLocked checks that msgs may join q, queue name, on this member and
