@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -1161,6 +1162,50 @@ func TestTakeReleases_boundedPerFrame(t *testing.T) {
 	if rest := q.takeReleasesLocked(); len(rest) != 5 || q.released != nil {
 		t.Fatalf("then took %d, left %d; want 5 and none", len(rest), len(q.released))
 	}
+}
+
+// TestHandoff_targetSilentOnceNamedIsPassedOver: a member that leaves
+// moved the record to a member that answered, which then went silent
+// (its link cut before the hand-over): the leaving member kept trying it
+// until the shutdown deadline, the messages left on its disk. It must
+// move the record on to the next member and hand the messages there.
+func TestHandoff_targetSilentOnceNamedIsPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	pxb, pxc := newLinkProxy(t, b.link.Addrs()[0].String()), newLinkProxy(t, c.link.Addrs()[0].String())
+	a.peers.set([]gossip.Peer{{ID: b.id, Addr: pxb.addr(), Boot: b.mgr.cfg.Boot}, {ID: c.id, Addr: pxc.addr(), Boot: c.mgr.cfg.Boot}})
+	b.peers.set([]gossip.Peer{a.asPeer(), c.asPeer()})
+	c.peers.set([]gossip.Peer{a.asPeer(), b.asPeer()})
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 10)
+	silent, other, px := b, c, pxb
+	if a.mgr.backupCandidate() == c.id { // the member a hands jobs to first
+		silent, other, px = c, b, pxc
+	}
+	moved := fmt.Appendf(nil, "%d;epoch=2", silent.id)
+	blocked, release := a.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, moved) })
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.mgr.Handoff(hctx) }()
+	select {
+	case <-blocked: // a asked the member and writes the record naming it
+	case <-ctx.Done():
+		t.Fatal("a did not move the record to " + silent.name)
+	}
+	px.setCut(true)
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOn(a.mgr, "jobs"); got != 0 {
+		t.Fatalf("a kept %d messages after its hand-off, %s silent once named", got, silent.name)
+	}
+	rec, _ := ParseRecord(recordOn(a, "jobs"))
+	if rec.Member != other.id {
+		t.Fatalf("jobs' record after a's hand-off: %+v, want %s (%s went silent)", rec, other.name, silent.name)
+	}
+	waitUntil(t, 5*time.Second, other.name+" to hold the messages", func() bool { return rowsOn(other.mgr, "jobs") == 10 })
 }
 
 // TestHandoff_unreachableTargetIsPassedOver: a member that leaves hands

@@ -189,8 +189,12 @@ func (m *Manager) handoffStep(ctx context.Context, q *queue, to uint64) (holding
 	}
 	// The new dispatcher refuses the messages until the record has
 	// reached it (to 0: no dispatcher to give them to yet): retry.
-	if to != 0 {
-		_ = m.handoverLocked(q, to) // logged there; what failed stays here
+	if to != 0 && m.handoverLocked(q, to) != nil && !m.answersPing(ctx, to) {
+		// Silent since the record moved to it (frozen, cut off from
+		// this member): passed over, handoffTarget moves the record on
+		// rather than try it until the shutdown deadline.
+		m.log.Warn("member the queue was handed to does not answer; handing it to another", "queue", q.name, "member", gossip.ID(to).String())
+		m.markUnreachable(to)
 	}
 	return q.holding()
 }
@@ -220,18 +224,24 @@ func (m *Manager) peerLeaving(id uint64) bool {
 // and ok false when nobody can take it. When the record names this member
 // (it dispatches q, or claimed it back after the member it was handed to
 // left), the record first moves to the queue's backup, else the next
-// alive member, at the next epoch. A record naming a member that is gone
-// waits for the next dispatcher; with no other member alive, or none to
-// move the record to, the queue stays here.
+// alive member, at the next epoch; so does a record naming a member
+// alive by gossip that stopped answering once it was named (handoffStep
+// passed it over). A record naming a member that is gone waits for the
+// next dispatcher; with no other member alive, or none to move the
+// record to, the queue stays here.
 func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bool) {
 	rec, found := m.record(q.name)
+	silent := false // named, alive by gossip, passed over: the record moves on
 	if found && rec.Member != m.cfg.MemberID && m.alive(rec.Member) {
-		return rec.Member, true
+		if !m.passedOver(rec.Member) {
+			return rec.Member, true
+		}
+		silent = true
 	}
 	if len(m.cluster.Peers()) == 0 { // Handoff runs only with a cluster
 		return 0, false // alone: nobody to take it
 	}
-	if !found || rec.Member != m.cfg.MemberID {
+	if !found || rec.Member != m.cfg.MemberID && !silent {
 		return 0, true // its dispatcher is gone: wait for the next
 	}
 	to = q.backupMember.Load()
