@@ -273,7 +273,10 @@ func (w *writeTxn) txnOp(r *pb.TxnRequest, c *pathCursor) *pb.TxnResponse {
 			dr.Header = &pb.ResponseHeader{Revision: w.readRev()}
 			out.Response = &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}
 		case *pb.RequestOp_RequestTxn:
-			tr := w.txnOp(o.RequestTxn, c) // no header: etcd's nested answers have none
+			tr := w.txnOp(o.RequestTxn, c)
+			// etcd's nested answers have a header, all zero: code reading
+			// its revision must not find it nil.
+			tr.Header = &pb.ResponseHeader{}
 			out.Response = &pb.ResponseOp_ResponseTxn{ResponseTxn: tr}
 		}
 		resp.Responses[i] = &out
