@@ -152,6 +152,13 @@ func TestAuthorizer_tokens(t *testing.T) {
 	if _, err := cli.AuthStatus(ctx); err != nil {
 		t.Fatalf("auth status without a token: got %v, want nil", err)
 	}
+	if _, err := cli.AlarmList(ctx); err != nil {
+		t.Fatalf("alarm list without a token: got %v, want nil (etcdctl endpoint health reads it)", err)
+	}
+	_, err = cli.AlarmDisarm(ctx, &clientv3.AlarmMember{Alarm: pb.AlarmType_NOSPACE})
+	wantErr(t, "alarm disarm without a token", err, rpctypes.ErrUserEmpty)
+	_, err = cli.Compact(ctx, 1)
+	wantErr(t, "compact without a token", err, rpctypes.ErrUserEmpty)
 	conn, err := grpc.NewClient(srv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

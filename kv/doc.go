@@ -185,9 +185,11 @@
 // user, and each watch read on
 // its range as it is created (refused as etcd does, created and
 // canceled with "permission denied"); UserGet of oneself and RoleGet of
-// a role one holds a user, as in etcd 3.5; everything else (Compact,
-// Maintenance but Status, auth and membership changes) the root role.
-// Authenticate, AuthStatus, Status and MemberList are open. Queue keys
+// a role one holds a user, as in etcd 3.5; Compact a user, as in etcd;
+// everything else (Maintenance but Status and the alarms' list, auth
+// and membership changes) the root role: raising or disarming an alarm
+// too, which etcd 3.4 let anyone do. Authenticate, AuthStatus, Status,
+// MemberList and Alarm's GET are open, as in etcd. Queue keys
 // are keys: a producer needs write on its producer key, a consumer read
 // on its consumer key and write on the delivery keys it acknowledges, a
 // change of settings write on /config/queues/{name}. Creating a queue
