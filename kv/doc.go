@@ -92,6 +92,9 @@
 // store's history when its client stops reading, so a stuck client stalls
 // only its own stream. Watch ids are assigned by the server per stream
 // from 0, as etcd does. The stream's lock is taken before the store's.
+// A watch created with fragment set gets an answer over
+// --max-request-bytes with more than one event in fragments of about
+// that size, each but the last marked Fragment, as etcd sends them.
 //
 // # One ordered log
 //

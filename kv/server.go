@@ -123,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 	kvs := &kvService{srv: s, store: st, limits: lim, queues: cfg.Queues}
 	leases := &leaseService{srv: s, store: st, minTTL: cfg.MinLeaseTTL, wg: &s.wg, stop: s.stop}
 	s.grpc.RegisterService(kvServiceDesc(), kvs)
-	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop})
+	pb.RegisterWatchServer(s.grpc, &watchService{store: st, queues: cfg.Queues, authz: z, wg: &s.wg, stop: s.stop, maxBytes: cfg.MaxRequestBytes})
 	pb.RegisterLeaseServer(s.grpc, leases)
 	r := &recipes{srv: s, kv: kvs, lease: leases, z: z}
 	v3lockpb.RegisterLockServer(s.grpc, &lockService{r: r})

@@ -12,6 +12,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"chute/kv/mvcc"
 )
@@ -27,6 +29,9 @@ type watchService struct {
 	authz  *authorizer     // checks each watch's keys as it is created
 	wg     *sync.WaitGroup // the server's: receive loops are waited for at shutdown
 	stop   <-chan struct{}
+	// maxBytes is --max-request-bytes: a watch created with fragment set
+	// gets its larger answers in fragments of about that size, as etcd's.
+	maxBytes int
 }
 
 var _ pb.WatchServer = (*watchService)(nil)
@@ -58,6 +63,9 @@ type watchStream struct {
 	// progressDue: a progress request waits for the stream's watchers to
 	// catch up (deferProgress). Guarded by mu.
 	progressDue bool
+	// fragmenting counts the stream's watches created with fragment
+	// set: while there is none, the send loop sizes no answer.
+	fragmenting atomic.Int32
 }
 
 // streamWatch is one watch of a stream: a watcher of the store, or the
@@ -65,6 +73,7 @@ type watchStream struct {
 type streamWatch struct {
 	w        *mvcc.Watcher // nil for a consumer
 	consumer func()        // a consumer's: cancels it
+	fragment bool          // its answers over maxBytes go in fragments
 }
 
 // stop ends the watch: a consumer leaves its queue, any other watcher
@@ -106,7 +115,7 @@ func (ws *watchService) Watch(stream grpc.BidiStreamingServer[pb.WatchRequest, p
 			recvErr = nil // the client closed its side; keep sending until it goes
 		case <-st.queue.ready:
 			for _, it := range st.queue.take() {
-				if err := stream.Send(it.resp); err != nil {
+				if err := st.send(stream, it.resp, ws.maxBytes); err != nil {
 					return err
 				}
 				it.sent()
@@ -190,7 +199,48 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		cr.StartRevision = rev + 1
 	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: id, Created: true})
-	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue)}
+	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue), fragment: cr.Fragment}
+	if cr.Fragment {
+		st.fragmenting.Add(1)
+	}
+}
+
+// send sends resp, in fragments when its watch asked for them and it
+// holds more than one event and over maxBytes encoded: each fragment but
+// the last has Fragment set, as etcd sends them, and holds events up to
+// about maxBytes (at least one). clientv3 joins them into one answer. A
+// client whose receive limit is near maxBytes (4 MiB, most non-Go gRPC
+// clients' default) can then watch a revision that changed more than it
+// could take in one message.
+func (st *watchStream) send(stream grpc.ServerStream, resp *pb.WatchResponse, maxBytes int) error {
+	if len(resp.Events) < 2 || maxBytes <= 0 || st.fragmenting.Load() == 0 || !st.fragments(resp.WatchId) || proto.Size(resp) <= maxBytes {
+		return stream.SendMsg(resp)
+	}
+	events := resp.Events
+	for len(events) > 0 {
+		n, size := 0, 0
+		for n < len(events) {
+			e := protowire.SizeBytes(proto.Size(events[n])) + 1 // the field's tag and length too
+			if n > 0 && size+e > maxBytes {
+				break
+			}
+			size += e
+			n++
+		}
+		part := &pb.WatchResponse{Header: resp.Header, WatchId: resp.WatchId, Events: events[:n:n], Fragment: n < len(events)}
+		if err := stream.SendMsg(part); err != nil {
+			return err
+		}
+		events = events[n:]
+	}
+	return nil
+}
+
+// fragments reports whether watch id asked for its answers in fragments.
+func (st *watchStream) fragments(id int64) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.watchers[id].fragment
 }
 
 // dropsPuts reports whether filters hold NOPUT. A watch of a consumer key
@@ -285,6 +335,9 @@ func (st *watchStream) cancel(id int64) {
 	st.mu.Unlock()
 	if !ok {
 		return
+	}
+	if sw.fragment {
+		st.fragmenting.Add(-1)
 	}
 	sw.stop(st.store)
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true})

@@ -12,8 +12,12 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"chute/internal/testutil"
 )
@@ -358,5 +362,92 @@ func TestWatch_progressWaitsForTheSlowest(t *testing.T) {
 			t.Errorf("progress at revision %d after %d events of the history watch, want %d after all 3000", resp.Header.Revision, events, put.Header.Revision)
 		}
 		return
+	}
+}
+
+// TestWatch_fragments checks that a watch created with fragment set gets
+// an answer larger than --max-request-bytes in fragments, as etcd sends
+// them: a client whose receive limit is below the whole answer gets
+// every event (clientv3 joins the fragments), where the whole answer
+// ended its stream with ResourceExhausted; each fragment but the last
+// says so, and none is much over the limit. A watch without fragment gets
+// the answer whole.
+func TestWatch_fragments(t *testing.T) {
+	const maxBytes = 64 << 10
+	srv, cli := startServer(t, func(c *Config) { c.MaxRequestBytes = maxBytes })
+	ctx := testCtx(t, 20*time.Second)
+	value := strings.Repeat("v", 10<<10)
+	const keys = 20 // deleted in one revision: 200 KiB of previous values
+	for i := range keys {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/f/%02d", i), value); err != nil {
+			t.Fatal(err)
+		}
+	}
+	small, err := clientv3.New(clientv3.Config{Endpoints: cli.Endpoints(), DialTimeout: 5 * time.Second,
+		MaxCallRecvMsgSize: 128 << 10, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = small.Close() })
+	wc := small.Watch(ctx, "/f/", clientv3.WithPrefix(), clientv3.WithPrevKV(), clientv3.WithFragment(), clientv3.WithCreatedNotify())
+	if r := <-wc; !r.Created {
+		t.Fatalf("first answer of the small client's watch: %+v, want created", r)
+	}
+
+	conn, err := grpc.NewClient(srv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	raw, err := pb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, fragment := range map[int64]bool{1: true, 2: false} {
+		if err := raw.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+			Key: []byte("/f/"), RangeEnd: []byte("/f0"), PrevKv: true, Fragment: fragment, WatchId: id}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	created := 0
+	for created < 2 {
+		r, err := raw.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Created {
+			created++
+		}
+	}
+
+	if _, err := cli.Delete(ctx, "/f/", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < keys {
+		resp := <-wc
+		if err := resp.Err(); err != nil {
+			t.Fatalf("watch with a 128 KiB receive limit: %v after %d events, want all %d in fragments", err, got, keys)
+		}
+		got += len(resp.Events)
+	}
+	events := map[int64]int{}
+	parts := map[int64]int{}
+	for events[1] < keys || events[2] < keys {
+		r, err := raw.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[r.WatchId] += len(r.Events)
+		parts[r.WatchId]++
+		if size := proto.Size(r); r.WatchId == 1 && size > maxBytes+16<<10 {
+			t.Errorf("a fragment of %d bytes, want about %d at most", size, maxBytes)
+		}
+		if last := events[r.WatchId] == keys; r.Fragment == last || r.WatchId == 2 && r.Fragment {
+			t.Fatalf("watch %d: an answer with %d events, fragment %v, after which %d of %d events came", r.WatchId, len(r.Events), r.Fragment, events[r.WatchId], keys)
+		}
+	}
+	if parts[1] < 3 || parts[2] != 1 {
+		t.Fatalf("answers: %d for the fragmented watch, %d for the other; want at least 3 (200 KiB in 64 KiB parts) and 1", parts[1], parts[2])
 	}
 }
