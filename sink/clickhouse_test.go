@@ -294,6 +294,27 @@ func TestClickHouse_memoryLimitIsTransient(t *testing.T) {
 	}
 }
 
+// TestClickHouse_profileAllowingErrorsSkipsNoRow: a user whose settings
+// profile lets ClickHouse skip rows it cannot parse got OK for a batch
+// with a bad row, which was then in no table and no dead letter. chute
+// pins those settings on every INSERT: the batch is refused as data, and
+// nothing of it is written.
+func TestClickHouse_profileAllowingErrorsSkipsNoRow(t *testing.T) {
+	srv := chtest.Start(t, chtest.Options{User: "lenient", Settings: map[string]string{
+		"input_format_allow_errors_num": "1000", "input_format_allow_errors_ratio": "0.5", "max_insert_block_size": "2"}})
+	srv.Exec(t, "CREATE TABLE default.lenient (id UInt64, a UInt32) ENGINE = MergeTree ORDER BY id")
+	c := NewClient(ClientConfig{Timeout: 20 * time.Second})
+	ep := chEndpoint(t, srv, "lenient", "")
+	rows := [][]byte{[]byte(`{"id":1,"a":1}`), []byte(`{"id":2,"a":"bad"}`), []byte(`{"id":3,"a":3}`), []byte(`{"id":4,"a":4}`)}
+	res := c.Insert(context.Background(), ep, Target("default", "lenient"), rows, "")
+	if res.OK() || res.Class != ClassData {
+		t.Fatalf("a batch with a row ClickHouse cannot parse, for a user whose profile allows errors: got %+v, want refused as data", res)
+	}
+	if n := srv.Count(t, "default.lenient"); n != 0 {
+		t.Fatalf("%d rows of the refused batch in the table, want 0", n)
+	}
+}
+
 // TestClickHouse_longRequestLineIsConfig: 18.16 refuses a request line
 // past 16 KiB with an empty 400, which long insert settings make (they
 // go in the URL, escaped). That says nothing of the rows: it is a config

@@ -119,7 +119,7 @@ func TestClient_Insert_request(t *testing.T) {
 	req := f.lastRequest(t)
 	want := fakeRequest{
 		Method: "POST",
-		URI:    "/?query=INSERT%20INTO%20%60analytics%60.%60events%60%20FORMAT%20JSONEachRow",
+		URI:    "/?query=INSERT%20INTO%20%60analytics%60.%60events%60%20FORMAT%20JSONEachRow" + pinnedSettings,
 		Host:   ep.Addr,
 		Auth:   "Basic YWxpY2U6czNjcjN0",
 		Close:  true,

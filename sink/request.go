@@ -26,6 +26,7 @@ func insertURI(target, dedupToken string, settings Settings) string {
 	var b strings.Builder
 	b.WriteString("/?query=")
 	escapeQuery(&b, "INSERT INTO "+target+" FORMAT JSONEachRow")
+	b.WriteString(pinnedSettings)
 	b.WriteString(settings.query())
 	if dedupToken != "" {
 		b.WriteString("&" + TokenSetting + "=")
@@ -33,6 +34,16 @@ func insertURI(target, dedupToken string, settings Settings) string {
 	}
 	return b.String()
 }
+
+// pinnedSettings are sent with every INSERT, whatever the user's profile
+// on the server says: a profile that lets ClickHouse skip rows it cannot
+// parse (input_format_allow_errors_num or _ratio) made it answer OK for
+// a batch with a bad row, which then was in no table and no dead letter;
+// one that lowers max_insert_block_size could write part of a batch it
+// then refused, and bisection inserted that part again. These are the
+// reserved settings (reservedSettings) a queue may not set, at
+// ClickHouse's defaults.
+const pinnedSettings = "&input_format_allow_errors_num=0&input_format_allow_errors_ratio=0&max_insert_block_size=1048576"
 
 // escapeQuery writes s to b with every byte but the unreserved ones of RFC
 // 3986 percent-encoded.

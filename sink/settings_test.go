@@ -133,7 +133,7 @@ func TestSettings_Override_queueWinsByName(t *testing.T) {
 func TestInsertURI_settingsBeforeToken(t *testing.T) {
 	s, _ := ParseSettingsText("input_format_skip_unknown_fields=1")
 	got := insertURI("`d`.`t`", "tok", s)
-	want := "/?query=INSERT%20INTO%20%60d%60.%60t%60%20FORMAT%20JSONEachRow&input_format_skip_unknown_fields=1&insert_deduplication_token=tok"
+	want := "/?query=INSERT%20INTO%20%60d%60.%60t%60%20FORMAT%20JSONEachRow" + pinnedSettings + "&input_format_skip_unknown_fields=1&insert_deduplication_token=tok"
 	if got != want {
 		t.Fatalf("got %s, want %s", got, want)
 	}
