@@ -484,8 +484,10 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 // ending). Every one of them ends on stop or on its forwarder's context,
 // which Shutdown closes and cancels first. Then it closes the queue log
 // (even past ctx: its pending releases are written): what the queues
-// still hold stays there for the next start (logged per queue at INFO).
-// Without a data dir it is lost, logged at ERROR, and the error says so.
+// still hold stays there for the next start (logged per queue at INFO),
+// what those left goroutines carry too: past ctx it returns no error
+// for them. Without a data dir it is lost, logged at ERROR, and the
+// error says so.
 // It is safe to call more than once.
 func (m *Manager) Shutdown(ctx context.Context) error {
 	m.stopOnce.Do(func() {
@@ -508,9 +510,20 @@ func (m *Manager) Shutdown(ctx context.Context) error {
 	select {
 	case <-ended:
 	case <-ctx.Done():
-		m.log.Error("queues: shutdown deadline passed with work still running")
+		if m.qlog == nil {
+			m.log.Error("queues: shutdown deadline passed with work still running")
+			m.closeOnce.Do(func() { m.closeErr = m.closeLog() }) // what still runs gets ErrClosed
+			return errors.Join(fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx)), m.closeErr)
+		}
+		// An insert into a ClickHouse that does not answer, a hand-over
+		// to a member that does not: what they carry is released from
+		// the queue log only once answered, so it stays there for the
+		// next start. Nothing is lost and the node exits 0; an insert
+		// that lands meanwhile is sent again then, as after any
+		// timeout.
+		m.log.Warn("queues: shutdown deadline passed with inserts or hand-overs still waiting for an answer; their rows stay in the queue log and are sent again at the next start")
 		m.closeOnce.Do(func() { m.closeErr = m.closeLog() }) // what still runs gets ErrClosed
-		return errors.Join(fmt.Errorf("dispatch: shutdown: %w", context.Cause(ctx)), m.closeErr)
+		return m.closeErr
 	}
 	m.conns.Close()
 	m.closeOnce.Do(func() { m.closeErr = m.closeLog() })
