@@ -494,10 +494,12 @@ func (d *drainer) sleep(dur time.Duration) bool {
 }
 
 // insertContext bounds one request of the queue's inserts by its
-// timeout (insertTimeout); the sink client's own, maxTimeoutFactor times
-// Config.InsertTimeout, is the backstop.
-func (d *drainer) insertContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, d.insertTimeout())
+// timeout (insertTimeout), which it returns for timed; the sink client's
+// own, maxTimeoutFactor times Config.InsertTimeout, is the backstop.
+func (d *drainer) insertContext(parent context.Context) (context.Context, context.CancelFunc, time.Duration) {
+	t := d.insertTimeout()
+	ctx, cancel := context.WithTimeout(parent, t)
+	return ctx, cancel, t
 }
 
 // insertTimeout is how long a request of the queue's inserts may take.
@@ -508,15 +510,18 @@ func (d *drainer) insertTimeout() time.Duration {
 	return d.m.cfg.InsertTimeout
 }
 
-// timed adjusts the queue's insert timeout to res, a request's answer.
+// timed adjusts the queue's insert timeout to res, the answer of a
+// request that ran with timeout ran.
 // ClickHouse goes on with an insert whose client went away, and a batch
 // sent again is the same rows again: an insert that takes longer than the
 // timeout, every time (a slow materialized view, a busy disk), landed once
 // per attempt, for ever, and its rows never left the queue. So a timeout
 // doubles the next requests' (up to maxTimeoutFactor times
-// Config.InsertTimeout): a few copies at most, and the batch goes. An
-// answer in under a quarter of a grown timeout halves it back.
-func (d *drainer) timed(target string, ep sink.Endpoint, res sink.Result) {
+// Config.InsertTimeout): a few copies at most, and the batch goes. It
+// doubles from the request's own timeout: two requests in flight that
+// time out together double it once, not twice. An answer in under a
+// quarter of a grown timeout halves it back.
+func (d *drainer) timed(target string, ep sink.Endpoint, res sink.Result, ran time.Duration) {
 	base, was := d.m.cfg.InsertTimeout, d.timeout.Load()
 	t := time.Duration(was)
 	if t <= 0 {
@@ -524,9 +529,9 @@ func (d *drainer) timed(target string, ep sink.Endpoint, res sink.Result) {
 	}
 	switch {
 	case errors.Is(res.Err, sink.ErrTimeout):
-		if next := min(2*t, maxTimeoutFactor*base); next > t && d.timeout.CompareAndSwap(was, int64(next)) {
+		if next := min(2*ran, maxTimeoutFactor*base); next > t && d.timeout.CompareAndSwap(was, int64(next)) {
 			d.m.log.Warn("clickhouse insert timed out: it may have landed, and goes again with the same rows; the queue's insert timeout doubles",
-				"queue", d.q.name, "table", target, "endpoint", ep.String(), "timeout", t, "next_timeout", next)
+				"queue", d.q.name, "table", target, "endpoint", ep.String(), "timeout", ran, "next_timeout", next)
 		}
 	case res.Class == sink.ClassOK && t > base && res.Duration < t/4:
 		d.timeout.CompareAndSwap(was, int64(max(t/2, base)))
@@ -883,7 +888,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 	var tried []string
 	for {
 		b.attempts++
-		ctx, cancel := d.insertContext(context.Background())
+		ctx, cancel, ran := d.insertContext(context.Background())
 		tok := ""
 		if !b.untokened {
 			var asked bool
@@ -891,7 +896,7 @@ func (d *drainer) send(b *inflight, ep sink.Endpoint, set Settings) (settled, pr
 			b.untokened = !asked
 		}
 		res := m.sink.InsertFrom(ctx, ep, target, b.values, b.reader, tok)
-		d.timed(target, ep, res)
+		d.timed(target, ep, res, ran)
 		if res.Landed {
 			res = d.viewFailed(target, ep, len(b.rows), res)
 		}
@@ -1112,10 +1117,10 @@ func (d *drainer) bisect(ep sink.Endpoint, target string, b *inflight, refusal s
 	defer stop()
 	insert := func(ctx context.Context, idx []int, part [][]byte) sink.Result {
 		b.attempts++
-		rctx, cancel := d.insertContext(context.WithoutCancel(ctx))
+		rctx, cancel, ran := d.insertContext(context.WithoutCancel(ctx))
 		defer cancel()
 		last = m.sink.InsertFrom(rctx, ep, target, part, b.reader, d.partToken(rctx, ep, b, idx))
-		d.timed(target, ep, last)
+		d.timed(target, ep, last, ran)
 		if last.Landed {
 			last = d.viewFailed(target, ep, len(part), last)
 		}

@@ -532,7 +532,9 @@ func TestDrainer_tokenSupportAskedAgain(t *testing.T) {
 // TestDrainer_timed: a timed-out request doubles the queue's insert
 // timeout, up to maxTimeoutFactor times Config.InsertTimeout; an answer
 // in under a quarter of a grown timeout halves it, never below the
-// config's; an error that is no timeout changes nothing.
+// config's; an error that is no timeout changes nothing. A request that
+// ran with a shorter timeout than the queue's now (one in flight beside
+// the one that doubled it) doubles nothing.
 func TestDrainer_timed(t *testing.T) {
 	const base = time.Second
 	d := &drainer{m: &Manager{cfg: Config{InsertTimeout: base}, log: slog.New(slog.DiscardHandler)}, q: &queue{name: "ch:t"}}
@@ -541,21 +543,27 @@ func TestDrainer_timed(t *testing.T) {
 	steps := []struct {
 		res  sink.Result
 		want time.Duration
+		ran  time.Duration // the request's own timeout; 0: the queue's then
 	}{
-		{ok(10 * time.Millisecond), base},
-		{sink.Result{Class: sink.ClassTransient, Err: errors.New("connection refused")}, base},
-		{timedOut, 2 * base},
-		{timedOut, 4 * base},
-		{ok(1500 * time.Millisecond), 4 * base}, // not under a quarter
-		{timedOut, 8 * base},
-		{timedOut, 8 * base}, // at most maxTimeoutFactor times
-		{ok(time.Second), 4 * base},
-		{ok(time.Second / 2), 2 * base},
-		{ok(time.Millisecond), base},
-		{ok(time.Millisecond), base},
+		{ok(10 * time.Millisecond), base, 0},
+		{sink.Result{Class: sink.ClassTransient, Err: errors.New("connection refused")}, base, 0},
+		{timedOut, 2 * base, 0},
+		{timedOut, 4 * base, 0},
+		{timedOut, 4 * base, 2 * base},             // in flight beside the last one
+		{ok(1500 * time.Millisecond), 4 * base, 0}, // not under a quarter
+		{timedOut, 8 * base, 0},
+		{timedOut, 8 * base, 0}, // at most maxTimeoutFactor times
+		{ok(time.Second), 4 * base, 0},
+		{ok(time.Second / 2), 2 * base, 0},
+		{ok(time.Millisecond), base, 0},
+		{ok(time.Millisecond), base, 0},
 	}
 	for i, s := range steps {
-		d.timed("`d`.`t`", sink.Endpoint{}, s.res)
+		ran := s.ran
+		if ran == 0 {
+			ran = d.insertTimeout()
+		}
+		d.timed("`d`.`t`", sink.Endpoint{}, s.res, ran)
 		if got := d.insertTimeout(); got != s.want {
 			t.Fatalf("step %d: timeout %v, want %v", i, got, s.want)
 		}
