@@ -131,14 +131,10 @@ func TestManager_Shutdown_forwardsInFlight(t *testing.T) {
 	}
 }
 
-// TestManager_Shutdown_deadline: a Manager whose goroutines do not end
-// (here one it is made to wait for) returns its context's error at the
-// deadline rather than waiting forever.
-func TestManager_Shutdown_deadline(t *testing.T) {
-	m, err := New(Config{MemberID: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+// shutdownPastDeadline starts a goroutine m waits for at shutdown, calls
+// Shutdown with a context of 200 ms and returns its error; the goroutine
+// ends after it.
+func shutdownPastDeadline(m *Manager) error {
 	release := make(chan struct{})
 	m.wg.Add(1)
 	go func() {
@@ -147,9 +143,20 @@ func TestManager_Shutdown_deadline(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	err = m.Shutdown(ctx)
+	err := m.Shutdown(ctx)
 	close(release)
-	if !errors.Is(err, context.DeadlineExceeded) {
+	return err
+}
+
+// TestManager_Shutdown_deadline: a Manager whose goroutines do not end
+// (here one it is made to wait for) returns its context's error at the
+// deadline rather than waiting forever.
+func TestManager_Shutdown_deadline(t *testing.T) {
+	m, err := New(Config{MemberID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := shutdownPastDeadline(m); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown past its deadline: %v, want %v", err, context.DeadlineExceeded)
 	}
 	if err := m.Shutdown(context.Background()); err != nil { // the rest ended: a second call waits for it
@@ -169,17 +176,7 @@ func TestManager_Shutdown_deadlineWithQueueLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		<-release
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	err = m.Shutdown(ctx)
-	close(release)
-	if err != nil {
+	if err := shutdownPastDeadline(m); err != nil {
 		t.Fatalf("Shutdown past its deadline with a queue log: %v, want nil", err)
 	}
 	if logs.count("sent again at the next start") != 1 {
