@@ -1208,6 +1208,43 @@ func TestHandoff_targetSilentOnceNamedIsPassedOver(t *testing.T) {
 	waitUntil(t, 5*time.Second, other.name+" to hold the messages", func() bool { return rowsOn(other.mgr, "jobs") == 10 })
 }
 
+// TestHandoff_onlyTargetBackAfterABlipGetsTheQueue: a member that leaves
+// names the only other member, whose link blips just then (cut while the
+// record naming it is written, mended 300 ms on). With nobody to move the
+// record on to, the leaving member must go on trying that one until its
+// deadline; it gave up at once, the rows left behind on its own disk
+// (found by a review of the pass-over of silent targets).
+func TestHandoff_onlyTargetBackAfterABlipGetsTheQueue(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	px := newLinkProxy(t, b.link.Addrs()[0].String())
+	a.peers.set([]gossip.Peer{{ID: b.id, Addr: px.addr(), Boot: b.mgr.cfg.Boot}})
+	b.peers.set([]gossip.Peer{a.asPeer()})
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 10)
+	moved := fmt.Appendf(nil, "%d;epoch=2", b.id)
+	blocked, release := a.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, moved) })
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.mgr.Handoff(hctx) }()
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("a did not move the record to b")
+	}
+	px.setCut(true)
+	release()
+	time.AfterFunc(300*time.Millisecond, func() { px.setCut(false) })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOn(a.mgr, "jobs"); got != 0 {
+		t.Fatalf("a's hand-off ended with %d rows on a; b was back 300 ms into a 10 s deadline", got)
+	}
+	waitUntil(t, 5*time.Second, "b to hold the messages", func() bool { return rowsOn(b.mgr, "jobs") == 10 })
+}
+
 // TestHandoff_unreachableTargetIsPassedOver: a member that leaves hands
 // its queue to another that gossip calls alive but that does not answer
 // on the peer link (frozen, cut off from it) no more than to one gone:

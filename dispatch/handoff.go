@@ -254,6 +254,11 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 		}
 	}
 	if to == 0 {
+		if silent {
+			// No other member to move it to: the named one is all there
+			// is, tried again until the deadline (a blip passes).
+			return rec.Member, true
+		}
 		return 0, false
 	}
 	if !m.answersPing(ctx, to) {
@@ -267,6 +272,9 @@ func (m *Manager) handoffTarget(ctx context.Context, q *queue) (to uint64, ok bo
 	}
 	epoch, more := nextEpoch(rec)
 	if !more {
+		if silent {
+			return rec.Member, true
+		}
 		return 0, false // the last epoch: the queue stays here
 	}
 	next := rec.movedTo(to, epoch)
