@@ -2,6 +2,11 @@ package dispatch
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +93,96 @@ func TestReconcile_quietQueueEveryTenthRound(t *testing.T) {
 	n.mgr.reconcile()
 	if got := counts.take(RecordKey("quiet")); got == 0 {
 		t.Fatal("record of a queue a message came to not read in the next round")
+	}
+}
+
+// heldClickHouse is a fake ClickHouse whose inserts wait until hold is
+// closed (nil: none waits), and which counts those answered: an insert
+// held in flight on demand is what the real server cannot be made to
+// give.
+type heldClickHouse struct {
+	hold chan struct{}
+	mu   sync.Mutex
+	done int
+}
+
+func (f *heldClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	if strings.Contains(r.URL.Query().Get("query"), "system.settings") || strings.Contains(string(body), "system.settings") {
+		_, _ = io.WriteString(w, "1\n")
+		return
+	}
+	if f.hold != nil {
+		select {
+		case <-f.hold:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	f.mu.Lock()
+	f.done++
+	f.mu.Unlock()
+}
+
+func (f *heldClickHouse) inserts() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.done
+}
+
+// TestReconcile_previousOwingDoneIsNotQuiet: a ClickHouse queue moves
+// from c to b while c's insert is in flight; b asks c, which still
+// holds the row, and waits for c's DONE. The insert lands and c holds
+// nothing: its next round must still stop its drainer and send the
+// DONE, not skip the queue as quiet (b then inserted nothing for up to
+// handoverAwait, 2 s). Found by a review of the quiet rounds.
+func TestReconcile_previousOwingDoneIsNotQuiet(t *testing.T) {
+	held := &heldClickHouse{hold: make(chan struct{})}
+	free := &heldClickHouse{}
+	sc, sb := httptest.NewServer(held), httptest.NewServer(free)
+	t.Cleanup(sc.Close)
+	t.Cleanup(sb.Close)
+	var once sync.Once
+	letGo := func() { once.Do(func() { close(held.hold) }) }
+	t.Cleanup(letGo)
+	chC, chB := &chURL{url: sc.URL, db: "default"}, &chURL{url: sb.URL, db: "default"}
+	cl := newCluster(t)
+	c := cl.start("c", func(cfg *Config) {
+		cfg.ReconcileInterval = time.Hour // the test runs c's rounds
+		cfg.ClickHouse, cfg.ClickHouseOptions = chC.get, chC.options
+	})
+	b := cl.start("b", func(cfg *Config) { cfg.ClickHouse, cfg.ClickHouseOptions = chB.get, chB.options })
+	connect(b, c)
+	ctx := testCtx(t, 30*time.Second)
+	if _, err := c.cli.Put(ctx, SettingsKey("ch:q"), `{"batch_interval":"0s"}`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cli.Put(ctx, "/q/ch:q/p/0", `{"id":0}`); err != nil {
+		t.Fatal(err)
+	}
+	c.mgr.reconcile() // the first round, a full one: the next is not
+	rec, _ := ParseRecord(recordOn(c, "ch:q"))
+	moved := fmt.Sprintf("%d;epoch=%d;from=%d", b.id, rec.Epoch+1, c.id)
+	if _, err := c.cli.Put(ctx, RecordKey("ch:q"), moved); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the moved record on b", func() bool { return recordOn(b, "ch:q") == moved })
+	start := time.Now()
+	if _, err := b.cli.Put(ctx, "/q/ch:q/p/1", `{"id":1}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "b to ask c", func() bool {
+		q := b.mgr.lookup("ch:q")
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return q.awaiting == c.id && q.asked
+	})
+	time.Sleep(100 * time.Millisecond) // c answers that it holds the row in flight
+	letGo()
+	waitUntil(t, 5*time.Second, "c's insert to land", func() bool { return !c.mgr.lookup("ch:q").holding() })
+	c.mgr.reconcile() // not a full round
+	waitUntil(t, 5*time.Second, "b's insert", func() bool { return free.inserts() > 0 })
+	if took := time.Since(start); took >= handoverAwait {
+		t.Fatalf("b inserted the row put to it after %v: it waited out handoverAwait for c's DONE, which c's round skipped", took)
 	}
 }
