@@ -1273,15 +1273,22 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 // with it. Under ack=replicated the answer to msgs waits for the backup to
 // hold these too: answered at once, the member that sent them would let
 // them go while this one alone held them. A message no longer queued (its
-// id done) needs no copy. The caller holds mu.
+// id done) needs no copy, nor a scan. The caller holds mu.
 func (q *queue) queuedAlreadyLocked(msgs, added []incoming) []incoming {
+	if !q.indexed {
+		return added // seenBeforeLocked found no id queued: none is
+	}
 	again := make(map[MsgID]bool, len(msgs)-len(added))
 	for _, in := range msgs {
-		again[in.id] = true
+		if q.ids.has(in.id) {
+			again[in.id] = true
+		}
 	}
 	for _, in := range added {
 		delete(again, in.id)
 	}
+	// The index holds no numbers: the queue is scanned, under mu, only
+	// when some message sent again is still queued.
 	for seq, m := range q.msgs.all() {
 		if len(again) == 0 {
 			break
