@@ -168,6 +168,8 @@ func TestAuthorizer_tokens(t *testing.T) {
 	forged := metadataCtx(ctx, "token", "cm9vdA.1.99999999999999.AAAA")
 	_, err = kvc.Range(forged, &pb.RangeRequest{Key: []byte("a")})
 	wantErr(t, "get with a forged token", rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)
+	_, err = pb.NewMaintenanceClient(conn).Alarm(forged, &pb.AlarmRequest{Action: pb.AlarmRequest_GET})
+	wantErr(t, "alarm list with a forged token (open without one)", rpctypes.Error(err), rpctypes.ErrInvalidAuthToken)
 
 	root := rootClient(t, srv)
 	if _, err := root.Put(ctx, "a", "1"); err != nil {

@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -139,7 +140,15 @@ func (z *authorizer) authenticate(ctx context.Context) (string, bool, error) {
 }
 
 func (z *authorizer) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if openMethods[info.FullMethod] || alarmList(req) {
+	if openMethods[info.FullMethod] {
+		return handler(ctx, req)
+	}
+	if alarmList(req) {
+		// Open, but a token sent is checked, as etcd does: a client
+		// whose token expired learns it here too.
+		if _, _, err := z.user(ctx); err != nil && !errors.Is(err, auth.ErrUserEmpty) {
+			return nil, toGRPC(err)
+		}
 		return handler(ctx, req)
 	}
 	u, on, err := z.authenticate(ctx)
