@@ -64,8 +64,13 @@ type watchStream struct {
 	// catch up (deferProgress). Guarded by mu.
 	progressDue bool
 	// fragmenting counts the stream's watches created with fragment
-	// set: while there is none, the send loop sizes no answer.
+	// set: while there is none, the send loop sizes no answer. fragIDs
+	// are their ids, under fragMu, a lock of their own: mu is held
+	// through a consumer's creation, which may wait for a claim, and the
+	// send loop must not.
 	fragmenting atomic.Int32
+	fragMu      sync.Mutex
+	fragIDs     map[int64]bool
 }
 
 // streamWatch is one watch of a stream: a watcher of the store, or the
@@ -73,7 +78,6 @@ type watchStream struct {
 type streamWatch struct {
 	w        *mvcc.Watcher // nil for a consumer
 	consumer func()        // a consumer's: cancels it
-	fragment bool          // its answers over maxBytes go in fragments
 }
 
 // stop ends the watch: a consumer leaves its queue, any other watcher
@@ -199,10 +203,30 @@ func (st *watchStream) create(cr *pb.WatchCreateRequest) {
 		cr.StartRevision = rev + 1
 	}
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(rev), WatchId: id, Created: true})
-	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue), fragment: cr.Fragment}
+	st.watchers[id] = streamWatch{w: st.store.Watch(id, cr, st.queue)}
 	if cr.Fragment {
-		st.fragmenting.Add(1)
+		st.setFragments(id, true)
 	}
+}
+
+// setFragments notes whether watch id asked for its answers in
+// fragments.
+func (st *watchStream) setFragments(id int64, on bool) {
+	st.fragMu.Lock()
+	defer st.fragMu.Unlock()
+	if on == st.fragIDs[id] {
+		return
+	}
+	if on {
+		if st.fragIDs == nil {
+			st.fragIDs = make(map[int64]bool)
+		}
+		st.fragIDs[id] = true
+		st.fragmenting.Add(1)
+		return
+	}
+	delete(st.fragIDs, id)
+	st.fragmenting.Add(-1)
 }
 
 // send sends resp, in fragments when its watch asked for them and it
@@ -238,9 +262,9 @@ func (st *watchStream) send(stream grpc.ServerStream, resp *pb.WatchResponse, ma
 
 // fragments reports whether watch id asked for its answers in fragments.
 func (st *watchStream) fragments(id int64) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.watchers[id].fragment
+	st.fragMu.Lock()
+	defer st.fragMu.Unlock()
+	return st.fragIDs[id]
 }
 
 // dropsPuts reports whether filters hold NOPUT. A watch of a consumer key
@@ -336,9 +360,7 @@ func (st *watchStream) cancel(id int64) {
 	if !ok {
 		return
 	}
-	if sw.fragment {
-		st.fragmenting.Add(-1)
-	}
+	st.setFragments(id, false)
 	sw.stop(st.store)
 	st.queue.PushControl(&pb.WatchResponse{Header: st.store.Header(st.store.Rev()), WatchId: id, Canceled: true})
 }
