@@ -1164,6 +1164,31 @@ func TestTakeReleases_boundedPerFrame(t *testing.T) {
 	}
 }
 
+// handoffCutOnceNamed runs a's Handoff (10 s) and cuts px, the link from
+// a to target, while the record write naming target (its first move, to
+// epoch 2) is held, so that target answered a's ping and is silent once
+// named; then calls after, if set, and returns Handoff's error.
+func handoffCutOnceNamed(t *testing.T, ctx context.Context, a, target *member, px *linkProxy, after func()) error {
+	t.Helper()
+	moved := fmt.Appendf(nil, "%d;epoch=2", target.id)
+	blocked, release := a.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, moved) })
+	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.mgr.Handoff(hctx) }()
+	select {
+	case <-blocked: // a asked the member and writes the record naming it
+	case <-ctx.Done():
+		t.Fatal("a did not move the record to " + target.name)
+	}
+	px.setCut(true)
+	release()
+	if after != nil {
+		after()
+	}
+	return <-done
+}
+
 // TestHandoff_targetSilentOnceNamedIsPassedOver: a member that leaves
 // moved the record to a member that answered, which then went silent
 // (its link cut before the hand-over): the leaving member kept trying it
@@ -1182,20 +1207,7 @@ func TestHandoff_targetSilentOnceNamedIsPassedOver(t *testing.T) {
 	if a.mgr.backupCandidate() == c.id { // the member a hands jobs to first
 		silent, other, px = c, b, pxc
 	}
-	moved := fmt.Appendf(nil, "%d;epoch=2", silent.id)
-	blocked, release := a.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, moved) })
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.mgr.Handoff(hctx) }()
-	select {
-	case <-blocked: // a asked the member and writes the record naming it
-	case <-ctx.Done():
-		t.Fatal("a did not move the record to " + silent.name)
-	}
-	px.setCut(true)
-	release()
-	if err := <-done; err != nil {
+	if err := handoffCutOnceNamed(t, ctx, a, silent, px, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := rowsOn(a.mgr, "jobs"); got != 0 {
@@ -1222,21 +1234,8 @@ func TestHandoff_onlyTargetBackAfterABlipGetsTheQueue(t *testing.T) {
 	b.peers.set([]gossip.Peer{a.asPeer()})
 	ctx := testCtx(t, 30*time.Second)
 	putJobs(t, ctx, a, 10)
-	moved := fmt.Appendf(nil, "%d;epoch=2", b.id)
-	blocked, release := a.seat.delay(t, func(cmd []byte) bool { return bytes.Contains(cmd, moved) })
-	hctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.mgr.Handoff(hctx) }()
-	select {
-	case <-blocked:
-	case <-ctx.Done():
-		t.Fatal("a did not move the record to b")
-	}
-	px.setCut(true)
-	release()
-	time.AfterFunc(300*time.Millisecond, func() { px.setCut(false) })
-	if err := <-done; err != nil {
+	mend := func() { time.AfterFunc(300*time.Millisecond, func() { px.setCut(false) }) }
+	if err := handoffCutOnceNamed(t, ctx, a, b, px, mend); err != nil {
 		t.Fatal(err)
 	}
 	if got := rowsOn(a.mgr, "jobs"); got != 0 {
