@@ -144,34 +144,32 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 }
 
 // quiet reports whether q has nothing a reconcile round must do at once:
-// no message, copy or hand-over, no put waiting for its rows, no release
-// to send or member to reset, no wait for the member it came from, and it
-// is not replicated (the round gives a new backup its full copy). Unlike
-// idleLocked, consumers may be attached: with no message there is nothing
-// to deliver to them.
+// it holds nothing (holdsNothingLocked), waits for no member it came
+// from, and is not replicated (the round gives a new backup its full
+// copy). Unlike idleLocked, consumers may be attached: with no message
+// there is nothing to deliver to them.
 func (q *queue) quiet() bool {
 	q.mu.Lock()
-	quiet := q.msgs.len() == 0 && len(q.held) == 0 && q.handing == 0 && q.bytes == 0 &&
-		len(q.out) == 0 && len(q.parked) == 0 && len(q.waiters) == 0 && len(q.released) == 0 &&
-		q.awaiting == 0 && q.set.Ack != AckReplicated
-	q.mu.Unlock()
-	if !quiet || q.backupMember.Load() != 0 {
-		return false
-	}
-	q.staleMu.Lock()
-	defer q.staleMu.Unlock()
-	return len(q.stale) == 0
+	defer q.mu.Unlock()
+	return q.awaiting == 0 && q.set.Ack != AckReplicated && q.holdsNothingLocked()
 }
 
-// idleLocked reports whether q holds nothing: no message, copy, consumer,
-// put waiting for its rows, backup, release to send or member to reset.
-// A put waiting for room (freed) may wait on a forgotten queue: the
+// idleLocked reports whether q holds nothing and has no consumer. A put
+// waiting for room (freed) may wait on a forgotten queue: the
 // dispatcher of a full queue is often another member, whose frees never
 // close freed here, and the put asks again after each step
 // (waitForRoom). Nor do renamed numbers keep it: they name messages of
 // the queue, and it has none left. The caller holds mu.
 func (q *queue) idleLocked() bool {
-	if q.msgs.len() != 0 || len(q.held) != 0 || q.handing != 0 || q.bytes != 0 || len(q.consumers) != 0 ||
+	return len(q.consumers) == 0 && q.holdsNothingLocked()
+}
+
+// holdsNothingLocked reports whether q holds no message, copy or
+// hand-over, no put waiting for its rows, backup, release to send or
+// member to reset (one being reset counts, as does a stale set another
+// goroutine holds). The caller holds mu.
+func (q *queue) holdsNothingLocked() bool {
+	if q.msgs.len() != 0 || len(q.held) != 0 || q.handing != 0 || q.bytes != 0 ||
 		len(q.out) != 0 || len(q.parked) != 0 || len(q.waiters) != 0 ||
 		len(q.released) != 0 || q.backupMember.Load() != 0 {
 		return false
