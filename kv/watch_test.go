@@ -13,9 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -374,7 +372,7 @@ func TestWatch_progressWaitsForTheSlowest(t *testing.T) {
 // the answer whole.
 func TestWatch_fragments(t *testing.T) {
 	const maxBytes = 64 << 10
-	srv, cli := startServer(t, func(c *Config) { c.MaxRequestBytes = maxBytes })
+	_, cli := startServer(t, func(c *Config) { c.MaxRequestBytes = maxBytes })
 	ctx := testCtx(t, 20*time.Second)
 	value := strings.Repeat("v", 10<<10)
 	const keys = 20 // deleted in one revision: 200 KiB of previous values
@@ -394,12 +392,7 @@ func TestWatch_fragments(t *testing.T) {
 		t.Fatalf("first answer of the small client's watch: %+v, want created", r)
 	}
 
-	conn, err := grpc.NewClient(srv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	raw, err := pb.NewWatchClient(conn).Watch(ctx)
+	raw, err := pb.NewWatchClient(cli.ActiveConnection()).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
