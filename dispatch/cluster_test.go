@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // TestCluster_producerOnAConsumerOnC checks, in-process, that messages
@@ -447,5 +449,77 @@ func TestCluster_ackAfterTheDeliveringDispatcherDied(t *testing.T) {
 			}
 		}
 	case <-time.After(2 * time.Second):
+	}
+}
+
+// TestCluster_consumerClaimAfterFailover: the dispatcher dies while it
+// and another member host consumers; puts through a third member are held
+// by both survivors. The producer's member claims the queue and delivers
+// its copies to the consumer, which acknowledges them; then the
+// consumer's member claims the queue for its consumers, in its reconcile
+// round or as another consumer registers. The copies it held of the
+// acknowledged messages must not be delivered again: it hands them to
+// the dispatcher, which knows them done, before claiming.
+func TestCluster_consumerClaimAfterFailover(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim func(c *member, ctx context.Context) clientv3.WatchChan // nil: no new watch
+	}{
+		{"round", func(c *member, _ context.Context) clientv3.WatchChan {
+			c.mgr.reconcile()
+			return nil
+		}},
+		{"new consumer", func(c *member, ctx context.Context) clientv3.WatchChan {
+			return c.cli.Watch(ctx, "/q/fo/c/on-c2")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newCluster(t)
+			a, b := cl.start("a", nil), cl.start("b", nil)
+			c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
+			connect(a, b, c)
+			ctx := testCtx(t, 60*time.Second)
+			a.cli.Watch(ctx, "/q/fo/c/on-a")
+			waitUntil(t, 5*time.Second, "a to claim fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+			waitUntil(t, 5*time.Second, "a's consumer record on c", func() bool { return c.mgr.hostsConsumer("fo", a.id) })
+			wc := c.cli.Watch(ctx, "/q/fo/c/on-c")
+			waitUntil(t, 5*time.Second, "two consumers at a", func() bool {
+				q, _ := queueOn(a, "fo")
+				return q.Consumers == 2
+			})
+			a.stop()
+			const n = 30
+			for i := range n {
+				if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
+					t.Fatalf("put while the dispatcher is unreachable: %v", err)
+				}
+			}
+			waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
+				q, _ := queueOn(c, "fo")
+				return q.Held == n
+			})
+			connect(b, c) // serf reports a gone: b's next round claims fo
+			waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
+			c.mgr.bindLocals() // a round of c's that saw b's claim only at its end
+			consumeAll(t, ctx, wc, c.cli, n, 10*time.Second)
+			w2 := tc.claim(c, ctx)
+			waitUntil(t, 5*time.Second, "c to dispatch fo", func() bool { return strings.HasPrefix(recordOn(b, "fo"), fmt.Sprint(c.id, ";")) })
+			for range 3 {
+				c.mgr.reconcile()
+			}
+			extra := func(w clientv3.WatchChan) {
+				select {
+				case resp := <-w:
+					if len(resp.Events) > 0 {
+						t.Fatalf("%s, acknowledged, delivered again as %s", ParseKey(string(resp.Events[0].Kv.Key)).Tail, resp.Events[0].Kv.Key)
+					}
+				case <-time.After(time.Second):
+				}
+			}
+			extra(wc)
+			if w2 != nil {
+				extra(w2)
+			}
+		})
 	}
 }

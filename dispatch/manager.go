@@ -1472,7 +1472,13 @@ func (m *Manager) Consume(key []byte, d kv.Deliveries) (func(), error) {
 	// is being committed, the loop would bind it to the dispatcher it
 	// replaces, and what that one delivered to it would be delivered again
 	// once it handed its messages over.
-	rec := m.dispatcherOf(context.Background(), k.Queue, claimAsConsumer)
+	why := claimAsConsumer
+	if q := m.lookup(k.Queue); q != nil {
+		if cur, ok := m.record(k.Queue); ok && cur.Member != m.cfg.MemberID && m.alive(cur.Member) && !m.handedOverFirst(q, cur) {
+			why = claimAsProducer // the reconcile round claims once they are over
+		}
+	}
+	rec := m.dispatcherOf(context.Background(), k.Queue, why)
 	m.mu.Lock()
 	m.locals[lc] = struct{}{}
 	m.mu.Unlock()

@@ -52,16 +52,23 @@ func (m *Manager) reconcile() {
 	m.reconcileBackups()
 	m.sweepDeadLetters()
 	m.rehomeValues()
+	m.bindLocals()
+}
+
+// bindLocals binds every consumer watch on this member to its queue's
+// dispatcher, here or over a stream: the last step of a reconcile round.
+// A consumer's member claims a queue whose dispatcher hosts no consumer
+// when the consumer registers (Consume) or in the queue's round; here it
+// only claims a queue nobody alive dispatches. Moving the dispatcher
+// because its own consumer left would hand over messages in flight to
+// the others.
+func (m *Manager) bindLocals() {
 	m.mu.Lock()
 	locals := make([]*localConsumer, 0, len(m.locals))
 	for lc := range m.locals {
 		locals = append(locals, lc)
 	}
 	m.mu.Unlock()
-	// A consumer's member claims a queue whose dispatcher hosts no
-	// consumer when the consumer registers (Consume); here it only claims
-	// a queue nobody alive dispatches. Moving the dispatcher because its
-	// own consumer left would hand over messages in flight to the others.
 	for _, lc := range locals {
 		m.bind(lc, m.dispatcherOf(context.Background(), lc.queue, claimAsProducer))
 	}
@@ -263,22 +270,33 @@ func (m *Manager) reconcileQueue(q *queue) {
 		m.flushReleases(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
+		if !m.handedOverFirst(q, rec) {
+			return // kept and retried next round
+		}
 		if m.localConsumers(q.name) > 0 && !m.hostsConsumer(q.name, rec.Member) {
-			// Lost a claim race while hosting the consumers: claim again
-			// rather than send their messages away and back.
+			// Lost a claim race while hosting the consumers: claim again.
 			if m.dispatcherOf(context.Background(), q.name, claimAsConsumer).Member == m.cfg.MemberID {
 				return
 			}
 		}
-		if !q.holding() || m.handover(q, rec.Member) == nil { // kept and retried on failure
-			m.sendDoneOnce(q, rec)
-		}
+		m.sendDoneOnce(q, rec)
 	default:
 		m.stopDrainer(q.name)
 		if q.holding() {
 			m.dispatcherOf(context.Background(), q.name, claimAsProducer)
 		}
 	}
+}
+
+// handedOverFirst hands what this member holds of q to rec.Member, the
+// alive member that dispatches it, and reports whether nothing is left
+// here: only then may this member claim q for its consumers. The copies
+// it held while the dispatcher before was unreachable may be delivered
+// and acknowledged by rec.Member already, and only that member knows
+// which (it drops them as done); numbered here in a claim of this
+// member's, every one of them was delivered twice.
+func (m *Manager) handedOverFirst(q *queue, rec Record) bool {
+	return !q.holding() || m.handover(q, rec.Member) == nil
 }
 
 // handover forwards everything this member holds of q to its dispatcher;
