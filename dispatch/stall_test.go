@@ -116,7 +116,10 @@ func TestStall_watchNotRead(t *testing.T) {
 	clk := clockwork.NewFakeClock()
 	n := startNode(t, func(c *Config) { c.Visibility = time.Minute; c.Clock = clk; c.Prefetch = 64 })
 	putWork(t, n, 64, 100<<10) // 6.4 MiB: far past the stream's flow-control window
-	conn, err := grpc.NewClient(n.kv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// A fixed window, as a frozen client's stays: grpc-go's default may
+	// grow it to 16 MiB as data comes (BDP estimation), past what is put.
+	conn, err := grpc.NewClient(n.kv.ClientAddrs()[0].String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -323,8 +323,25 @@ func (c *consumerSink) Deliver(kvs []*mvccpb.KeyValue) {
 	for i, kv := range kvs {
 		evs[i] = &mvccpb.Event{Type: mvccpb.PUT, Kv: kv}
 	}
-	c.st.queue.pushCounted(&pb.WatchResponse{Header: c.st.store.Header(c.st.store.Rev()), WatchId: c.id, Events: evs}, &c.backlog)
+	hdr := c.st.store.Header(c.st.store.Rev())
+	for len(evs) > 0 {
+		n, size := 1, len(evs[0].Kv.Key)+len(evs[0].Kv.Value)
+		for n < len(evs) && size+len(evs[n].Kv.Key)+len(evs[n].Kv.Value) <= deliveryBytes {
+			size += len(evs[n].Kv.Key) + len(evs[n].Kv.Value)
+			n++
+		}
+		c.st.queue.pushCounted(&pb.WatchResponse{Header: hdr, WatchId: c.id, Events: evs[:n:n]}, &c.backlog)
+		evs = evs[n:]
+	}
 }
+
+// deliveryBytes bounds the keys and values of one answer carrying a
+// consumer's deliveries (one message may exceed it alone). gRPC takes a
+// message whole into its buffers whatever the client's flow-control
+// window, and holds back only the next one (a stream's write quota, 64
+// KiB): a client that read nothing was sent its whole prefetch in one
+// answer as far as Backlog could tell, and kept its consumer.
+const deliveryBytes = 64 << 10
 
 // Backlog implements Stallable.
 func (c *consumerSink) Backlog() int { return int(c.backlog.Load()) }
