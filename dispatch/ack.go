@@ -593,9 +593,7 @@ func (m *Manager) takeDone(from uint64, b *peerpb.ForwardBatch) error {
 	for i := 0; i < len(b.Seqs); i += 3 {
 		q.done.addBlock(b.Seqs[i], b.Seqs[i+1], b.Seqs[i+2])
 	}
-	if q.awaiting == from {
-		q.stopAwaitingLocked(m.clock.Now())
-	}
+	q.heardFromLocked(from, m.clock.Now())
 	return nil
 }
 

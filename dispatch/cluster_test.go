@@ -523,3 +523,70 @@ func TestCluster_consumerClaimAfterFailover(t *testing.T) {
 		})
 	}
 }
+
+// TestCluster_failoverCollectsCopiesFirst: the dispatcher dies with puts
+// through b held as copies on b and c. b claims the queue and delivers
+// nothing until c handed its copies over (or handoverAwait passed): had
+// it delivered its own copies and had a consumer acknowledged them, b
+// dying before c's round would have left c to claim the queue and
+// deliver its copies of the same messages again.
+func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	a.stop()
+	const n = 20
+	for i := range n {
+		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
+			t.Fatalf("put while the dispatcher is unreachable: %v", err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
+		q, _ := queueOn(c, "fo")
+		return q.Held == n
+	})
+	connect(b, c) // serf reports a gone
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wb := b.cli.Watch(wctx, "/q/fo/c/on-b")
+	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
+	seen := map[string]int{}
+	deadline := time.After(handoverAwait / 4)
+	for wait := true; wait; {
+		select {
+		case resp := <-wb:
+			for _, ev := range resp.Events {
+				seen[ParseKey(string(ev.Kv.Key)).Tail]++
+				if _, err := b.cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		case <-deadline:
+			wait = false
+		}
+	}
+	if len(seen) > 0 {
+		t.Errorf("b delivered %d messages before c handed its copies over", len(seen))
+	}
+	wcancel()
+	b.stop() // before c's round
+	connect(c)
+	wc := c.cli.Watch(ctx, "/q/fo/c/on-c") // claims fo: b is gone
+	waitUntil(t, 5*time.Second, "c to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(c.id, ";")) })
+	c.mgr.reconcile() // its copies join the queue
+	for _, tail := range consumeAll(t, ctx, wc, c.cli, n, 10*time.Second) {
+		seen[tail]++
+	}
+	for tail, k := range seen {
+		if k != 1 {
+			t.Errorf("%s delivered %d times", tail, k)
+		}
+	}
+}
+

@@ -222,6 +222,9 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			}
 			m.log.Log(ctx, level, msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
+			if failover && next.Member == m.cfg.MemberID {
+				m.failedOver.Store(name, next.Epoch)
+			}
 			return next
 		}
 	}

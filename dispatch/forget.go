@@ -140,6 +140,7 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 	// reply_to, a delete that failed) it claims the next epoch first
 	// (mayNumber). And the map stays as small as the queues.
 	m.entered.Delete(q.name)
+	m.failedOver.Delete(q.name)
 	return true
 }
 
@@ -151,7 +152,7 @@ func (m *Manager) drop(q *queue, seen int64) bool {
 func (q *queue) quiet() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.awaiting == 0 && q.set.Ack != AckReplicated && q.holdsNothingLocked()
+	return len(q.awaiting) == 0 && q.set.Ack != AckReplicated && q.holdsNothingLocked()
 }
 
 // idleLocked reports whether q holds nothing and has no consumer. A put

@@ -382,6 +382,10 @@ type Manager struct {
 	// only in such an epoch (mayNumber). entering holds the names whose
 	// record a goroutine is writing for that (enterSoon).
 	entered, entering sync.Map
+	// failedOver holds, by queue name, the epoch this member claimed from
+	// a dispatcher gossip called gone, until it enters it: it then awaits
+	// the copies every other member may hold (dispatchLocked).
+	failedOver sync.Map
 
 	// flushing is closed when the member leaves (Handoff): drainers
 	// insert without waiting for their batch interval.

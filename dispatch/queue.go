@@ -143,12 +143,14 @@ type queue struct {
 	// never), doneFor the epoch of the last record naming another
 	// member that came from this one which it sent its DONE for.
 	epoch, doneFor uint64
-	// awaiting is the member this one took the queue from, alive, whose
-	// hand-over may still come, until awaitUntil: nothing is delivered
-	// meanwhile (awaitPrevious). 0: none.
-	awaiting   uint64
+	// awaiting are the members whose hand-over may still come, until
+	// awaitUntil: the member this one took the queue from, alive, and
+	// after a failover every other alive member, which may hold copies
+	// of puts made while the dispatcher was unreachable. Nothing is
+	// delivered meanwhile (awaitPrevious). Each maps to whether it was
+	// asked if it holds any. nil: none.
+	awaiting   map[uint64]bool
 	awaitUntil time.Time
-	asked      bool     // whether that member was asked if it holds any (awaitPrevious)
 	msgs       msgStore // by seq
 	// ids are the ids of msgs while indexed, for the lookups of
 	// seenBeforeLocked. Until a lookup needs it the index stays empty:
@@ -494,7 +496,7 @@ func (q *queue) consumerByID(id string) *consumer {
 // deliverLocked hands ready messages to consumers with room, oldest first,
 // one per consumer in turn. The caller holds mu.
 func (q *queue) deliverLocked(now time.Time) {
-	if len(q.consumers) == 0 || q.awaiting != 0 {
+	if len(q.consumers) == 0 || len(q.awaiting) > 0 {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
@@ -907,11 +909,25 @@ func (q *queue) becomeDispatcherLocked(epoch uint64, now time.Time) {
 // order: the handed-over messages, numbered in its epoch, first. The
 // caller holds mu.
 func (q *queue) stopAwaitingLocked(now time.Time) {
-	if q.awaiting == 0 {
+	if len(q.awaiting) == 0 {
 		return
 	}
-	q.awaiting = 0
+	q.awaiting = nil
 	q.deliverLocked(now)
+}
+
+// heardFromLocked ends the wait for member (awaiting): its hand-over is
+// done, or it holds nothing; the last one's word starts the deliveries.
+// The caller holds mu.
+func (q *queue) heardFromLocked(member uint64, now time.Time) {
+	if _, ok := q.awaiting[member]; !ok {
+		return
+	}
+	if len(q.awaiting) == 1 {
+		q.stopAwaitingLocked(now)
+		return
+	}
+	delete(q.awaiting, member)
 }
 
 // holding reports whether this member holds any message of the queue.

@@ -115,10 +115,11 @@ func (m *Manager) quiet(q *queue) bool {
 const quietRounds = 10
 
 // handoverAwait bounds how long a new dispatcher waits for the hand-over
-// of the member it took the queue from (Record.From) before it delivers
-// anything: that member sends its DONE after its messages, in its next
-// reconcile round or at once when it leaves; one that had forgotten the
-// queue, or runs an older version, sends none.
+// of the member it took the queue from (Record.From), or after a
+// failover of every other member, before it delivers anything: a member
+// sends its DONE after its messages, in its next reconcile round or at
+// once when it leaves; one that had forgotten the queue, or runs an
+// older version, sends none.
 const handoverAwait = 2 * time.Second
 
 // dispatchLocked prepares q for dispatching under rec, a record naming
@@ -128,8 +129,14 @@ const handoverAwait = 2 * time.Second
 // put through a third member reached this one while an earlier put of
 // the same connection was still on the member the queue came from, and
 // was delivered first. Messages handed over carry that member's numbers,
-// below this epoch's, so they go first once the wait ends. The caller
-// holds q.mu.
+// below this epoch's, so they go first once the wait ends. Entering an
+// epoch it claimed from a member gossip called gone (failedOver), it
+// waits for every other alive member the same way: each may hold copies
+// of puts made while the dispatcher was unreachable, and once this one
+// delivered and a consumer acknowledged its own copies of them, theirs
+// would be queued again by the next dispatcher, which does not know
+// them acknowledged, should this one go too; collected first, they are
+// dropped here by id. The caller holds q.mu.
 //
 // It reports false, preparing nothing, when this member may not number
 // the queue's messages in rec's epoch (mayNumber): the caller claims its
@@ -142,38 +149,63 @@ func (m *Manager) dispatchLocked(q *queue, rec Record) bool {
 	}
 	now := m.clock.Now()
 	if rec.Epoch > q.epoch {
-		q.awaiting = 0 // a wait of an epoch before, if any, is over
+		q.awaiting = nil // a wait of an epoch before, if any, is over
 		if rec.From != 0 && rec.From != m.cfg.MemberID && m.alive(rec.From) {
-			q.awaiting, q.awaitUntil, q.asked = rec.From, now.Add(handoverAwait), false
+			q.awaiting = map[uint64]bool{rec.From: false}
 		}
+		if e, ok := m.failedOver.LoadAndDelete(q.name); ok && e.(uint64) == rec.Epoch && m.cluster != nil {
+			for _, p := range m.cluster.Peers() {
+				if q.awaiting == nil {
+					q.awaiting = make(map[uint64]bool)
+				}
+				q.awaiting[p.ID] = false
+			}
+		}
+		q.awaitUntil = now.Add(handoverAwait)
 	}
 	q.becomeDispatcherLocked(rec.Epoch, now)
 	return true
 }
 
-// awaitPrevious ends q's wait for the member it took the queue from once
-// that member is gone or handoverAwait passed, and then writes the
-// queue's record without From, so that a restart of this member does not
-// wait again. The reconcile loop's, for a queue this member dispatches
-// under rec.
+// awaitPrevious ends q's wait for each member it awaits (dispatchLocked)
+// once that member is gone, and for all of them once handoverAwait
+// passed; it asks each once whether it holds anything (askPrevious).
+// Then it writes the queue's record without From, so that a restart of
+// this member does not wait again. The reconcile loop's, for a queue
+// this member dispatches under rec.
 func (m *Manager) awaitPrevious(q *queue, rec Record) {
 	q.mu.Lock()
-	if from := q.awaiting; from != 0 {
+	if len(q.awaiting) > 0 {
 		now := m.clock.Now()
-		gone := !m.alive(from)
-		if !gone && now.Before(q.awaitUntil) {
-			ask := !q.asked
-			q.asked = true
-			q.mu.Unlock()
-			if ask {
-				m.askPrevious(q, from)
+		for member := range q.awaiting {
+			if !m.alive(member) {
+				q.heardFromLocked(member, now)
 			}
+		}
+		var ask []uint64
+		if now.Before(q.awaitUntil) {
+			for member, asked := range q.awaiting {
+				if !asked {
+					q.awaiting[member] = true
+					ask = append(ask, member)
+				}
+			}
+		} else if len(q.awaiting) > 0 {
+			silent := make([]string, 0, len(q.awaiting))
+			for member := range q.awaiting {
+				silent = append(silent, gossip.ID(member).String())
+			}
+			q.stopAwaitingLocked(now)
+			m.log.Info("members sent no word of their hand-over; delivering", "queue", q.name, "members", silent)
+		}
+		waiting := len(q.awaiting) > 0
+		q.mu.Unlock()
+		for _, member := range ask {
+			m.askPrevious(q, member)
+		}
+		if waiting {
 			return
 		}
-		q.stopAwaitingLocked(now)
-		q.mu.Unlock()
-		m.log.Info("the previous dispatcher sent no word of its hand-over; delivering", "queue", q.name,
-			"previous", gossip.ID(from).String(), "gone", gone)
 	} else {
 		q.mu.Unlock()
 	}
@@ -188,7 +220,7 @@ func (m *Manager) awaitPrevious(q *queue, rec Record) {
 	}
 }
 
-// askPrevious asks member from, which q's wait is for, whether it holds
+// askPrevious asks member from, one q's wait is for, whether it holds
 // anything of q, in a goroutine of its own (the reconcile round does not
 // wait for an answer), and ends the wait when it says no: a member that
 // has no state of the queue (forgotten, its record kept; restarted and
@@ -213,9 +245,7 @@ func (m *Manager) askPrevious(q *queue, from uint64) {
 		}
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		if q.awaiting == from {
-			q.stopAwaitingLocked(m.clock.Now())
-		}
+		q.heardFromLocked(from, m.clock.Now())
 	}()
 }
 

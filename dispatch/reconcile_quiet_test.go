@@ -175,7 +175,8 @@ func TestReconcile_previousOwingDoneIsNotQuiet(t *testing.T) {
 		q := b.mgr.lookup("ch:q")
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.awaiting == c.id && q.asked
+		asked, ok := q.awaiting[c.id]
+		return ok && asked && len(q.awaiting) == 1
 	})
 	time.Sleep(100 * time.Millisecond) // c answers that it holds the row in flight
 	letGo()
