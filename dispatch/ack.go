@@ -579,6 +579,8 @@ func (m *Manager) sendDone(ctx context.Context, q *queue, member uint64) {
 // sender acknowledged lately join those the queue remembers as
 // acknowledged, and a wait for its hand-over ends (dispatchLocked).
 // The set keeps the last doneIDs of them, whatever the frame holds.
+// Copies this member held joined the queue as it entered its epoch,
+// before the DONE: those it names go (dropDoneCopiesLocked).
 func (m *Manager) takeDone(from uint64, b *peerpb.ForwardBatch) error {
 	if !validQueueName(b.Queue) || len(b.Seqs)%3 != 0 || len(b.Seqs) > peerCallSeqs {
 		return status.Errorf(codes.InvalidArgument, "dispatch: a DONE frame needs a valid queue name and at most %d numbers, in triples", peerCallSeqs)
@@ -592,6 +594,9 @@ func (m *Manager) takeDone(from uint64, b *peerpb.ForwardBatch) error {
 	defer q.mu.Unlock()
 	for i := 0; i < len(b.Seqs); i += 3 {
 		q.done.addBlock(b.Seqs[i], b.Seqs[i+1], b.Seqs[i+2])
+	}
+	if _, awaited := q.awaiting[from]; awaited && len(b.Seqs) > 0 {
+		q.dropDoneCopiesLocked()
 	}
 	q.heardFromLocked(from, m.clock.Now())
 	return nil

@@ -590,3 +590,67 @@ func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
 	}
 }
 
+// TestCluster_handoffAfterFailoverDropsDoneCopies: after a failover b
+// dispatches the queue and its consumer acknowledged every message,
+// while c, whose rounds are late, still holds its copies of them. b
+// leaves holding one more message (delivered, not acknowledged) and hands
+// the queue to c, whose copies join its queue as the first chunk comes,
+// before b's DONE names them acknowledged: the DONE drops them, rather
+// than c deliver them again.
+func TestCluster_handoffAfterFailoverDropsDoneCopies(t *testing.T) {
+	cl := newCluster(t)
+	a, b := cl.start("a", nil), cl.start("b", nil)
+	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	a.cli.Watch(ctx, "/q/fo/c/on-a")
+	waitUntil(t, 5*time.Second, "a to claim fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	waitUntil(t, 5*time.Second, "a's consumer record on c", func() bool { return c.mgr.hostsConsumer("fo", a.id) })
+	wc := c.cli.Watch(ctx, "/q/fo/c/on-c")
+	waitUntil(t, 5*time.Second, "two consumers at a", func() bool {
+		q, _ := queueOn(a, "fo")
+		return q.Consumers == 2
+	})
+	a.stop()
+	const n = 30
+	for i := range n {
+		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
+			t.Fatalf("put while the dispatcher is unreachable: %v", err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
+		q, _ := queueOn(c, "fo")
+		return q.Held == n
+	})
+	connect(b, c)
+	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
+	c.mgr.bindLocals()                               // a round of c's that saw b's claim only at its end
+	consumeAll(t, ctx, wc, c.cli, n, 10*time.Second) // once b stopped waiting for c (handoverAwait)
+	if _, err := b.cli.Put(ctx, "/q/fo/p/last", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if evs := next(t, wc, 5*time.Second); len(evs) != 1 || ParseKey(string(evs[0].Kv.Key)).Tail != "last" {
+		t.Fatalf("got %d deliveries, want last alone", len(evs))
+	}
+	hctx, hcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer hcancel()
+	if err := b.mgr.Handoff(hctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c.mgr.reconcile()
+	}
+	deadline := time.After(time.Second)
+	for {
+		select {
+		case resp := <-wc:
+			for _, ev := range resp.Events {
+				if tail := ParseKey(string(ev.Kv.Key)).Tail; tail != "last" {
+					t.Fatalf("%s, acknowledged at b, delivered again by c as %s", tail, ev.Kv.Key)
+				}
+			}
+		case <-deadline:
+			return
+		}
+	}
+}

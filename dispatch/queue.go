@@ -874,6 +874,28 @@ func (q *queue) handedOver(msgs []incoming) {
 	}
 }
 
+// dropDoneCopiesLocked drops the messages waiting to be delivered that
+// arrived as copies and whose ids are now known done: held here while
+// their dispatcher was unreachable, they joined the queue as this member
+// entered its epoch, before the DONE of the member it took the queue
+// from named them acknowledged there. Nothing was delivered meanwhile
+// (awaiting). The caller holds mu.
+func (q *queue) dropDoneCopiesLocked() {
+	if len(q.copiesFrom) == 0 {
+		return
+	}
+	var drop []uint64
+	for seq, m := range q.msgs.all() {
+		if _, copied := q.copiesFrom[m.id.Origin]; copied && m.state == msgReady && q.isDone(m.id) {
+			drop = append(drop, seq)
+		}
+	}
+	for _, seq := range drop {
+		q.removeLocked(seq, q.msgs.get(seq))
+		q.stats.Acked-- // a copy of a message acknowledged elsewhere, not an acknowledgement here
+	}
+}
+
 // adoptHeldLocked moves held copies into the queue on its new dispatcher.
 // The caller holds mu.
 func (q *queue) adoptHeldLocked(now time.Time) {
