@@ -297,7 +297,6 @@ type incoming struct {
 	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
-	backup   bool   // a backup's copy this member kept for the dispatcher that numbered it, read back from its queue log
 	batch    int    // heads a tried batch of this many rows (queue.tried); 0 for none
 	batchRec uint64 // the queue log record of that mark (recTried); 0 for none
 	trace    *msgTrace
@@ -773,33 +772,6 @@ func (q *queue) holdLocked(msgs []incoming) {
 		q.held = append(q.held, in)
 		q.bytes += int64(len(in.value) + len(in.tail))
 	}
-}
-
-// dropBackupsOf drops the held copies that are a backup's copies read
-// back from the queue log (incoming.backup) numbered in epoch, the epoch
-// of the queue's dispatcher now, and returns how many. The member that
-// numbered them dispatches the queue still, in the same run of its
-// process (a restart claims the next epoch): each is queued there, or
-// left its custody (acknowledged, inserted) while this member was down,
-// when only this member's copy would bring it back once the dispatcher
-// no longer remembered its id.
-func (q *queue) dropBackupsOf(epoch uint64) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	kept, n := q.held[:0], 0
-	for _, in := range q.held {
-		if !in.backup || in.seq == 0 || epochOfSeq(in.seq) != epoch {
-			kept = append(kept, in)
-			continue
-		}
-		releaseLog(q.log, in.lseq, in.batchRec)
-		delete(q.heldIDs, in.id)
-		q.bytes -= int64(len(in.value) + len(in.tail))
-		n++
-	}
-	clear(q.held[len(kept):])
-	q.held = kept
-	return n
 }
 
 // takeAll removes and returns every message this member holds for the

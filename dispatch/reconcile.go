@@ -300,10 +300,6 @@ func (m *Manager) reconcileQueue(q *queue) {
 		m.flushReleases(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
-		if n := q.dropBackupsOf(rec.Epoch); n > 0 {
-			m.log.Info("dropped the backup copies read back from the data dir: their dispatcher still dispatches the queue", "queue", q.name,
-				"dispatcher", gossip.ID(rec.Member).String(), "messages", n)
-		}
 		if !m.handedOverFirst(q, rec) {
 			return // kept and retried next round
 		}
