@@ -474,34 +474,8 @@ func TestCluster_consumerClaimAfterFailover(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cl := newCluster(t)
-			a, b := cl.start("a", nil), cl.start("b", nil)
-			c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
-			connect(a, b, c)
 			ctx := testCtx(t, 60*time.Second)
-			a.cli.Watch(ctx, "/q/fo/c/on-a")
-			waitUntil(t, 5*time.Second, "a to claim fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-			waitUntil(t, 5*time.Second, "a's consumer record on c", func() bool { return c.mgr.hostsConsumer("fo", a.id) })
-			wc := c.cli.Watch(ctx, "/q/fo/c/on-c")
-			waitUntil(t, 5*time.Second, "two consumers at a", func() bool {
-				q, _ := queueOn(a, "fo")
-				return q.Consumers == 2
-			})
-			a.stop()
-			const n = 30
-			for i := range n {
-				if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
-					t.Fatalf("put while the dispatcher is unreachable: %v", err)
-				}
-			}
-			waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
-				q, _ := queueOn(c, "fo")
-				return q.Held == n
-			})
-			connect(b, c) // serf reports a gone: b's next round claims fo
-			waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
-			c.mgr.bindLocals() // a round of c's that saw b's claim only at its end
-			consumeAll(t, ctx, wc, c.cli, n, 10*time.Second)
+			b, c, wc := ackedAfterFailover(t, ctx)
 			w2 := tc.claim(c, ctx)
 			waitUntil(t, 5*time.Second, "c to dispatch fo", func() bool { return strings.HasPrefix(recordOn(b, "fo"), fmt.Sprint(c.id, ";")) })
 			for range 3 {
@@ -522,6 +496,45 @@ func TestCluster_consumerClaimAfterFailover(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ackedAfterFailover sets up queue fo of TestCluster_consumerClaimAfterFailover:
+// a dispatches it with consumers on a and c; a dies; 30 puts through b
+// are held as copies on b and c; b claims fo (c's rounds are the
+// test's) and c's consumer, bound to b, reads and acknowledges them all
+// while c still holds its copies. It returns b, c and c's consumer.
+func ackedAfterFailover(t *testing.T, ctx context.Context) (b, c *member, wc clientv3.WatchChan) {
+	t.Helper()
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	b = cl.start("b", nil)
+	c = cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
+	connect(a, b, c)
+	a.cli.Watch(ctx, "/q/fo/c/on-a")
+	waitUntil(t, 5*time.Second, "a to claim fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	waitUntil(t, 5*time.Second, "a's consumer record on c", func() bool { return c.mgr.hostsConsumer("fo", a.id) })
+	wc = c.cli.Watch(ctx, "/q/fo/c/on-c")
+	waitUntil(t, 5*time.Second, "two consumers at a", func() bool {
+		q, _ := queueOn(a, "fo")
+		return q.Consumers == 2
+	})
+	a.stop()
+	const n = 30
+	for i := range n {
+		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
+			t.Fatalf("put while the dispatcher is unreachable: %v", err)
+		}
+	}
+	waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
+		q, _ := queueOn(c, "fo")
+		return q.Held == n
+	})
+	connect(b, c) // serf reports a gone: b's next round claims fo
+	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
+	c.mgr.bindLocals() // a round of c's that saw b's claim only at its end
+	// Once b stopped waiting for c's copies (handoverAwait).
+	consumeAll(t, ctx, wc, c.cli, n, 10*time.Second)
+	return b, c, wc
 }
 
 // TestCluster_failoverCollectsCopiesFirst: the dispatcher dies with puts
@@ -598,34 +611,8 @@ func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
 // before b's DONE names them acknowledged: the DONE drops them, rather
 // than c deliver them again.
 func TestCluster_handoffAfterFailoverDropsDoneCopies(t *testing.T) {
-	cl := newCluster(t)
-	a, b := cl.start("a", nil), cl.start("b", nil)
-	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
-	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	a.cli.Watch(ctx, "/q/fo/c/on-a")
-	waitUntil(t, 5*time.Second, "a to claim fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	waitUntil(t, 5*time.Second, "a's consumer record on c", func() bool { return c.mgr.hostsConsumer("fo", a.id) })
-	wc := c.cli.Watch(ctx, "/q/fo/c/on-c")
-	waitUntil(t, 5*time.Second, "two consumers at a", func() bool {
-		q, _ := queueOn(a, "fo")
-		return q.Consumers == 2
-	})
-	a.stop()
-	const n = 30
-	for i := range n {
-		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
-			t.Fatalf("put while the dispatcher is unreachable: %v", err)
-		}
-	}
-	waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
-		q, _ := queueOn(c, "fo")
-		return q.Held == n
-	})
-	connect(b, c)
-	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
-	c.mgr.bindLocals()                               // a round of c's that saw b's claim only at its end
-	consumeAll(t, ctx, wc, c.cli, n, 10*time.Second) // once b stopped waiting for c (handoverAwait)
+	b, c, wc := ackedAfterFailover(t, ctx)
 	if _, err := b.cli.Put(ctx, "/q/fo/p/last", "v"); err != nil {
 		t.Fatal(err)
 	}

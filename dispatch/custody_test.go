@@ -402,20 +402,13 @@ func TestCustody_restartHandsToDispatcher(t *testing.T) {
 // drop its copies (RESET): handed over, they were queued and delivered
 // again.
 func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
-	cl := newCluster(t)
-	cl.start("a", nil) // one more member of the key space, no peer of b or c
-	dir := t.TempDir()
-	withDir := func(c *Config) { c.DataDir = dir }
-	b, c := cl.start("b", nil), cl.start("c", withDir)
-	connect(b, c)
 	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
+	cl, b, c, withDir := backedUpJobs(t, ctx)
 	c.stop() // killed: its copies stay in its log
 	connect(b)
+	// b sees its backup gone (the test's members gossip no run to tell
+	// one back under its name from the one before).
+	waitUntil(t, 5*time.Second, "b to drop c as its backup", func() bool { return b.mgr.lookup("jobs").backupMember.Load() == 0 })
 	wctx, wcancel := context.WithCancel(ctx)
 	consumeAll(t, ctx, b.cli.Watch(wctx, "/q/jobs/c/x"), b.cli, 10, 10*time.Second)
 	wcancel()
@@ -446,18 +439,8 @@ func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
 // once restoredGrace passed (no RESET comes from a new run): they are the
 // only copies of the messages, and each is delivered.
 func TestCustody_restartedBackupOutlivesItsDispatcher(t *testing.T) {
-	cl := newCluster(t)
-	cl.start("a", nil) // keeps the key space while b and c are down
-	dir := t.TempDir()
-	withDir := func(c *Config) { c.DataDir = dir }
-	b, c := cl.start("b", nil), cl.start("c", withDir)
-	connect(b, c)
 	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
+	cl, b, c, withDir := backedUpJobs(t, ctx)
 	c.stop()
 	b.stop()
 	b2 := cl.start("b", nil)
@@ -468,6 +451,27 @@ func TestCustody_restartedBackupOutlivesItsDispatcher(t *testing.T) {
 	if len(tails) != 10 {
 		t.Fatalf("%d of the 10 messages delivered", len(tails))
 	}
+}
+
+// backedUpJobs starts a (a member of the key space, no peer of the
+// others), b without a data dir and c with one, and puts ten messages
+// to jobs, ack=replicated, which b dispatches with c as its backup. It
+// returns the cluster, b, c and the config change that starts c again
+// on its data dir.
+func backedUpJobs(t *testing.T, ctx context.Context) (cl *cluster, b, c *member, withDir func(*Config)) {
+	t.Helper()
+	cl = newCluster(t)
+	cl.start("a", nil)
+	dir := t.TempDir()
+	withDir = func(c *Config) { c.DataDir = dir }
+	b, c = cl.start("b", nil), cl.start("c", withDir)
+	connect(b, c)
+	replicateJobs(t, ctx, b, c)
+	putJobs(t, ctx, b, 10)
+	if got := backupRowsOf(c, "jobs"); got != 10 {
+		t.Fatalf("the backup holds %d copies, want 10", got)
+	}
+	return cl, b, c, withDir
 }
 
 // TestNew_DataDir_locked: a second manager on a data dir in use fails,
