@@ -134,10 +134,20 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 // epoch (a member dispatches only in an epoch its run claimed, and only
 // a dispatcher notes its backup gone), so it numbered the copies of
 // that epoch, and holds each message still or saw it leave its custody.
+// The record is read once every write committed before is applied here
+// (Linearize): a dispatcher restarted on a deleted data dir claims the
+// next epoch before it has a backup to reset, and read behind that
+// claim, the record named it at the copies' epoch, whose only copies
+// these were.
 func (m *Manager) dropRestored(from uint64, name string) {
 	q := m.lookup(name)
-	if q == nil {
+	if q == nil || !q.holdsRestored() {
 		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
+	defer cancel()
+	if err := m.records.Linearize(ctx); err != nil {
+		return // kept: handed over after restoredGrace
 	}
 	rec, ok := m.record(name)
 	if !ok || rec.Member != from {

@@ -882,6 +882,19 @@ func (q *queue) dropDoneCopiesLocked() {
 	}
 }
 
+// holdsRestored reports whether q holds backup's copies read back from
+// the queue log (incoming.backup).
+func (q *queue) holdsRestored() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, in := range q.held {
+		if in.backup {
+			return true
+		}
+	}
+	return false
+}
+
 // dropRestoredOf drops the held copies that are a backup's copies read
 // back from the queue log (incoming.backup) numbered in epoch, and
 // returns how many (keepBackup, for a RESET of the member that
