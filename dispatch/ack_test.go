@@ -470,7 +470,7 @@ func TestHandoff_waitsForAHandoverInFlight(t *testing.T) {
 	putJobs(t, ctx, a, 25)
 	q := a.mgr.lookup("jobs")
 	q.handoverMu.Lock()
-	msgs := q.takeAll(false)
+	msgs := q.takeAll()
 	done := make(chan error, 1)
 	go func() { done <- a.mgr.Handoff(ctx) }()
 	waitFor(t, "the record to name b", func() bool {

@@ -40,17 +40,6 @@ type backupSet struct {
 // releasedMemory bounds the early releases a backup set remembers.
 const releasedMemory = 4096
 
-// restoredGrace is how long a member restarted on its data dir keeps the
-// backup's copies it read back (incoming.backup) before it hands them to
-// the queue's dispatcher, alive: a dispatcher that noted this member
-// gone as its backup tells it, once gossip shows it back (RESET), to
-// drop its copies, and the copies numbered in the epoch that member
-// dispatches in go (keepBackup). Handed over, those acknowledged while
-// this member was down were delivered again once the dispatcher no
-// longer remembered their ids. A dispatcher that restarted since (no
-// RESET comes) gets them after the grace: they may be the only copies.
-const restoredGrace = 5 * time.Second
-
 // staleBackup is how long copies are kept for a member that is alive but
 // no longer dispatches the queue and sends nothing: it handed the queue
 // over, and its RESET went missing.
@@ -86,9 +75,6 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 	}
 	if err := m.persistAs(ctx, recBackup, b.Queue, copies); err != nil { // before backupMu: no fsync under it
 		return err
-	}
-	if b.Kind == peerpb.ForwardKind_RESET {
-		m.dropRestored(from, b.Queue)
 	}
 	key := backupKey{queue: b.Queue, dispatcher: from, boot: b.Boot}
 	m.backupMu.Lock()
@@ -126,37 +112,6 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 		delete(m.backups, key)
 	}
 	return nil
-}
-
-// dropRestored applies a RESET from member from to the backup's copies
-// of queue name this member read back from its queue log: when the
-// record names from, its run that sends the RESET entered the record's
-// epoch (a member dispatches only in an epoch its run claimed, and only
-// a dispatcher notes its backup gone), so it numbered the copies of
-// that epoch, and holds each message still or saw it leave its custody.
-// The record is read once every write committed before is applied here
-// (Linearize): a dispatcher restarted on a deleted data dir claims the
-// next epoch before it has a backup to reset, and read behind that
-// claim, the record named it at the copies' epoch, whose only copies
-// these were.
-func (m *Manager) dropRestored(from uint64, name string) {
-	q := m.lookup(name)
-	if q == nil || !q.holdsRestored() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), resetTimeout)
-	defer cancel()
-	if err := m.records.Linearize(ctx); err != nil {
-		return // kept: handed over after restoredGrace
-	}
-	rec, ok := m.record(name)
-	if !ok || rec.Member != from {
-		return
-	}
-	if n := q.dropRestoredOf(rec.Epoch); n > 0 {
-		m.log.Info("dropped the backup's copies read back from the data dir: their dispatcher has them", "queue", name,
-			"dispatcher", gossip.ID(from).String(), "messages", n)
-	}
 }
 
 // keep adds copies to set, but for those it holds or had released, whose

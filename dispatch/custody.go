@@ -277,7 +277,6 @@ func decodeRecord(rec []byte, r *qlog.Region) (name string, in incoming, err err
 	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
 		return "", incoming{}, errBadRecord
 	}
-	in.backup = rec[0] == recBackup
 	rd := recordReader{p: rec[1:]}
 	name = rd.str()
 	in.id.Origin = rd.uv()

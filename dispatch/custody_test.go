@@ -168,11 +168,8 @@ func TestRecord_roundTrip(t *testing.T) {
 	}
 	for _, r := range []*qlog.Region{nil, {}} {
 		name, out, err := decodeRecord(rec, r)
-		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) || !out.backup {
-			t.Fatalf("decoded %q %+v %v, want %q %+v, a backup's copy", name, out, err, "ch:events", in)
-		}
-		if _, own, err := decodeRecord(encodeRecord(nil, recMessage, "ch:events", in), r); err != nil || own.backup {
-			t.Fatalf("a message's record decoded as a backup's copy: %+v %v", own, err)
+		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+			t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
 		}
 		// Mapped, the value is the record's bytes; else a copy.
 		if aliases := &out.value[0] == &rec[len(rec)-len(in.value)]; aliases != (r != nil) || out.region != r {
@@ -391,87 +388,6 @@ func TestCustody_restartHandsToDispatcher(t *testing.T) {
 	if got := liveRecords(b.mgr); got != 13 {
 		t.Errorf("b's log holds %d records, want 13", got)
 	}
-}
-
-// TestCustody_restartedBackupDropsWhatItsDispatcherHas: the backup of
-// an ack=replicated queue is killed with copies of ten unacknowledged
-// messages in its log; while it is down the consumer acknowledges them
-// all, and the dispatcher forgets their ids (a busy queue acknowledges
-// far more meanwhile). Back on its data dir, the backup keeps the copies
-// it read back until the dispatcher, which noted it gone, tells it to
-// drop its copies (RESET): handed over, they were queued and delivered
-// again.
-func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	cl, b, c, withDir := backedUpJobs(t, ctx)
-	c.stop() // killed: its copies stay in its log
-	connect(b)
-	// b sees its backup gone (the test's members gossip no run to tell
-	// one back under its name from the one before).
-	waitUntil(t, 5*time.Second, "b to drop c as its backup", func() bool { return b.mgr.lookup("jobs").backupMember.Load() == 0 })
-	wctx, wcancel := context.WithCancel(ctx)
-	consumeAll(t, ctx, b.cli.Watch(wctx, "/q/jobs/c/x"), b.cli, 10, 10*time.Second)
-	wcancel()
-	q := b.mgr.lookup("jobs")
-	q.mu.Lock()
-	q.done = newDoneSet(doneIDs) // as after 2×doneIDs later acknowledgements
-	q.mu.Unlock()
-	c2 := cl.start("c", withDir)
-	connect(b, c2)
-	waitUntil(t, 2*restoredGrace, "c to keep none of the copies it read back", func() bool {
-		q, _ := queueOn(c2, "jobs")
-		return q.Held == 0 && q.Rows == 0
-	})
-	w := b.cli.Watch(ctx, "/q/jobs/c/y")
-	select {
-	case resp := <-w:
-		if len(resp.Events) > 0 {
-			t.Fatalf("%s, acknowledged while the backup was down, delivered again", resp.Events[0].Kv.Key)
-		}
-	case <-time.After(time.Second):
-	}
-}
-
-// TestCustody_restartedBackupOutlivesItsDispatcher: the dispatcher of an
-// ack=replicated queue, without a data dir, and its backup are killed;
-// the dispatcher comes back first, holding nothing, its record as it was.
-// The backup, back on its data dir, hands it the copies it read back
-// once restoredGrace passed (no RESET comes from a new run): they are the
-// only copies of the messages, and each is delivered.
-func TestCustody_restartedBackupOutlivesItsDispatcher(t *testing.T) {
-	ctx := testCtx(t, 60*time.Second)
-	cl, b, c, withDir := backedUpJobs(t, ctx)
-	c.stop()
-	b.stop()
-	b2 := cl.start("b", nil)
-	c2 := cl.start("c", withDir)
-	connect(b2, c2)
-	wc := b2.cli.Watch(ctx, "/q/jobs/c/x")
-	tails := consumeAll(t, ctx, wc, b2.cli, 10, 2*restoredGrace)
-	if len(tails) != 10 {
-		t.Fatalf("%d of the 10 messages delivered", len(tails))
-	}
-}
-
-// backedUpJobs starts a (a member of the key space, no peer of the
-// others), b without a data dir and c with one, and puts ten messages
-// to jobs, ack=replicated, which b dispatches with c as its backup. It
-// returns the cluster, b, c and the config change that starts c again
-// on its data dir.
-func backedUpJobs(t *testing.T, ctx context.Context) (cl *cluster, b, c *member, withDir func(*Config)) {
-	t.Helper()
-	cl = newCluster(t)
-	cl.start("a", nil)
-	dir := t.TempDir()
-	withDir = func(c *Config) { c.DataDir = dir }
-	b, c = cl.start("b", nil), cl.start("c", withDir)
-	connect(b, c)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
-	return cl, b, c, withDir
 }
 
 // TestNew_DataDir_locked: a second manager on a data dir in use fails,

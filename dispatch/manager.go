@@ -358,9 +358,7 @@ type Manager struct {
 	// (adopt.go).
 	adoptAt   time.Time
 	adoptFrom string
-	// restoredUntil ends restoredGrace: set once, in Start.
-	restoredUntil time.Time
-	unhosted      map[string]map[string]bool // by queue, the consumer records a look found stale, to delete at the next
+	unhosted  map[string]map[string]bool // by queue, the consumer records a look found stale, to delete at the next
 	// sweptAt is when the reconcile loop last woke the drainers to sweep
 	// their dead letters, and putsSweptAt when it last dropped the idle
 	// series of the puts counter; the loop's alone.
@@ -471,7 +469,6 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.records = records
 	m.cluster = cluster
 	m.adoptAt = m.clock.Now().Add(adoptEvery)
-	m.restoredUntil = m.clock.Now().Add(restoredGrace)
 	m.unhosted = make(map[string]map[string]bool)
 	m.loadRecovered()
 	m.wg.Add(2)

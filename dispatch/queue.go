@@ -297,7 +297,6 @@ type incoming struct {
 	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
-	backup   bool   // a backup's copy read back from this member's queue log (restoredGrace)
 	batch    int    // heads a tried batch of this many rows (queue.tried); 0 for none
 	batchRec uint64 // the queue log record of that mark (recTried); 0 for none
 	trace    *msgTrace
@@ -779,9 +778,8 @@ func (q *queue) holdLocked(msgs []incoming) {
 // queue, dispatched ones first in number order (with their numbers), then
 // held copies in arrival order, for handing them to the dispatcher. The
 // messages its consumers held are taken too: the new dispatcher delivers
-// them again. With keepRestored, the backup's copies read back from the
-// queue log (incoming.backup) stay held (restoredGrace).
-func (q *queue) takeAll(keepRestored bool) []incoming {
+// them again.
+func (q *queue) takeAll() []incoming {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.failWaitersLocked(errMovedOn)
@@ -797,16 +795,7 @@ func (q *queue) takeAll(keepRestored bool) []incoming {
 		}
 		out = append(out, in)
 	}
-	var kept []incoming
-	var keptBytes int64
-	for _, in := range q.held {
-		if keepRestored && in.backup {
-			kept = append(kept, in)
-			keptBytes += int64(len(in.value) + len(in.tail))
-		} else {
-			out = append(out, in)
-		}
-	}
+	out = append(out, q.held...)
 	q.dropGoneTriedLocked() // marks no row carries
 	q.msgs = msgStore{}
 	q.ids, q.indexed = idIndex{}, false
@@ -814,15 +803,12 @@ func (q *queue) takeAll(keepRestored bool) []incoming {
 	q.parked = make(map[uint64]parking)
 	q.traces = nil
 	q.ready = readySeqs{}
-	q.held = kept
-	q.heldIDs = make(map[MsgID]bool, len(kept))
-	for _, in := range kept {
-		q.heldIDs[in.id] = true
-	}
+	q.held = nil
+	q.heldIDs = make(map[MsgID]bool)
 	q.renamed = nil // the numbers they name are no longer here
 	q.tried = nil   // they go with their first rows
-	q.handing, q.handingBytes = len(out), q.bytes-keptBytes
-	q.bytes = keptBytes
+	q.handing, q.handingBytes = len(out), q.bytes
+	q.bytes = 0
 	for _, c := range q.consumers {
 		if c.drain == nil {
 			c.unacked = make(map[uint64]*message)
@@ -880,42 +866,6 @@ func (q *queue) dropDoneCopiesLocked() {
 		q.removeLocked(seq, q.msgs.get(seq))
 		q.stats.Acked-- // a copy of a message acknowledged elsewhere, not an acknowledgement here
 	}
-}
-
-// holdsRestored reports whether q holds backup's copies read back from
-// the queue log (incoming.backup).
-func (q *queue) holdsRestored() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for _, in := range q.held {
-		if in.backup {
-			return true
-		}
-	}
-	return false
-}
-
-// dropRestoredOf drops the held copies that are a backup's copies read
-// back from the queue log (incoming.backup) numbered in epoch, and
-// returns how many (keepBackup, for a RESET of the member that
-// dispatches the queue in epoch).
-func (q *queue) dropRestoredOf(epoch uint64) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	kept, n := q.held[:0], 0
-	for _, in := range q.held {
-		if !in.backup || in.seq == 0 || epochOfSeq(in.seq) != epoch {
-			kept = append(kept, in)
-			continue
-		}
-		releaseLog(q.log, in.lseq, in.batchRec)
-		delete(q.heldIDs, in.id)
-		q.bytes -= int64(len(in.value) + len(in.tail))
-		n++
-	}
-	clear(q.held[len(kept):])
-	q.held = kept
-	return n
 }
 
 // adoptHeldLocked moves held copies into the queue on its new dispatcher.

@@ -455,7 +455,7 @@ func TestQueue_statusCountsHandover(t *testing.T) {
 	if rows != 3 || bytes != 9 {
 		t.Fatalf("before: %d rows, %d bytes; want 3 and 9", rows, bytes)
 	}
-	msgs := q.takeAll(false)
+	msgs := q.takeAll()
 	if r, b := count(); r != rows || b != bytes {
 		t.Fatalf("during the handover: %d rows, %d bytes; want %d and %d", r, b, rows, bytes)
 	}

@@ -340,7 +340,7 @@ func (m *Manager) handover(q *queue, member uint64) error {
 // handoverLocked is handover for a caller holding q.handoverMu.
 func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	m.stopDrainer(q.name) // its rows go back to the queue and over with it
-	msgs := q.takeAll(!m.departing.Load() && m.clock.Now().Before(m.restoredUntil))
+	msgs := q.takeAll()
 	if len(msgs) == 0 {
 		return nil
 	}

@@ -109,7 +109,7 @@ func TestQueue_triedBatchGoesWithAHandover(t *testing.T) {
 	set := q.set
 	f := q.drainBatch(c, set, nil, nil, now, false)
 	q.markTried(f.rows[2:5], now, 0)
-	msgs := q.takeAll(false)
+	msgs := q.takeAll()
 	for _, in := range msgs {
 		if want := map[uint64]int{3: 3}[in.seq]; in.batch != want {
 			t.Fatalf("taken row %d: batch %d, want %d", in.seq, in.batch, want)
