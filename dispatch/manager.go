@@ -386,6 +386,9 @@ type Manager struct {
 	// a dispatcher gossip called gone, until it enters it: it then awaits
 	// the copies every other member may hold (dispatchLocked).
 	failedOver sync.Map
+	// pause holds deliveries back after this process did not run for a
+	// while (pause.go).
+	pause *pauseFence
 
 	// flushing is closed when the member leaves (Handoff): drainers
 	// insert without waiting for their batch interval.
@@ -410,6 +413,7 @@ func New(cfg Config) (*Manager, error) {
 	}
 	cfg = cfg.withDefaults()
 	m := &Manager{
+		pause:        newPauseFence(),
 		cfg:          cfg,
 		log:          cfg.Logger,
 		queues:       make(map[string]*queue),
@@ -471,10 +475,14 @@ func (m *Manager) Start(records RecordStore, cluster Cluster) {
 	m.adoptAt = m.clock.Now().Add(adoptEvery)
 	m.unhosted = make(map[string]map[string]bool)
 	m.loadRecovered()
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go func() {
 		defer m.wg.Done()
 		m.runReconcile()
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.runPauseFence()
 	}()
 	go func() {
 		defer m.wg.Done()
@@ -630,7 +638,7 @@ func (m *Manager) queueFor(name string) *queue {
 	defer m.mu.Unlock()
 	if q, ok = m.queues[name]; !ok {
 		q = newQueue(name, set)
-		q.log = m.qlog
+		q.log, q.pause = m.qlog, m.pause
 		m.queues[name] = q
 		m.sorted = nil
 	}

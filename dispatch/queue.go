@@ -151,7 +151,13 @@ type queue struct {
 	// asked if it holds any. nil: none.
 	awaiting   map[uint64]bool
 	awaitUntil time.Time
-	msgs       msgStore // by seq
+	// lost is set when, after this process did not run for a while, the
+	// record named another member (Manager.afterPause): nothing is
+	// delivered until the queue is handed over or dispatched here again.
+	lost bool
+	// pause is the manager's pause fence (pause.go); nil: none.
+	pause *pauseFence
+	msgs  msgStore // by seq
 	// ids are the ids of msgs while indexed, for the lookups of
 	// seenBeforeLocked. Until a lookup needs it the index stays empty:
 	// a queue of puts made here or forwarded by their origin (arrival)
@@ -495,7 +501,7 @@ func (q *queue) consumerByID(id string) *consumer {
 // deliverLocked hands ready messages to consumers with room, oldest first,
 // one per consumer in turn. The caller holds mu.
 func (q *queue) deliverLocked(now time.Time) {
-	if len(q.consumers) == 0 || len(q.awaiting) > 0 {
+	if len(q.consumers) == 0 || len(q.awaiting) > 0 || q.lost || q.pause.holds() {
 		return
 	}
 	batches := make(map[*consumer][]*mvccpb.KeyValue)
@@ -805,6 +811,7 @@ func (q *queue) takeAll() []incoming {
 	q.ready = readySeqs{}
 	q.held = nil
 	q.heldIDs = make(map[MsgID]bool)
+	q.lost = false
 	q.renamed = nil // the numbers they name are no longer here
 	q.tried = nil   // they go with their first rows
 	q.handing, q.handingBytes = len(out), q.bytes
@@ -891,6 +898,9 @@ func (q *queue) adoptHeldLocked(now time.Time) {
 func (q *queue) becomeDispatcherLocked(epoch uint64, now time.Time) {
 	if floor := (max(epoch, 1)-1)<<32 + 1; q.nextSeq < floor {
 		q.nextSeq = floor
+	}
+	if epoch > q.epoch {
+		q.lost = false // claimed again: a round that read the record before the pause's check does not clear it
 	}
 	q.epoch = max(q.epoch, epoch)
 	if len(q.held) > 0 {
