@@ -518,8 +518,22 @@ func ackedAfterFailover(t *testing.T, ctx context.Context) (b, c *member, wc cli
 		q, _ := queueOn(a, "fo")
 		return q.Consumers == 2
 	})
-	a.stop()
 	const n = 30
+	heldAfterStop(t, ctx, a, b, c, n)
+	connect(b, c) // serf reports a gone: b's next round claims fo
+	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
+	c.mgr.bindLocals() // a round of c's that saw b's claim only at its end
+	// Once b stopped waiting for c's copies (handoverAwait).
+	consumeAll(t, ctx, wc, c.cli, n, 10*time.Second)
+	return b, c, wc
+}
+
+// heldAfterStop stops a, the dispatcher of queue fo, and puts fo's
+// messages m00..m(n-1) through b while b and c still see a alive: both
+// hold copies of them.
+func heldAfterStop(t *testing.T, ctx context.Context, a, b, c *member, n int) {
+	t.Helper()
+	a.stop()
 	for i := range n {
 		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
 			t.Fatalf("put while the dispatcher is unreachable: %v", err)
@@ -529,12 +543,6 @@ func ackedAfterFailover(t *testing.T, ctx context.Context) (b, c *member, wc cli
 		q, _ := queueOn(c, "fo")
 		return q.Held == n
 	})
-	connect(b, c) // serf reports a gone: b's next round claims fo
-	waitUntil(t, 5*time.Second, "b to dispatch fo", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(b.id, ";")) })
-	c.mgr.bindLocals() // a round of c's that saw b's claim only at its end
-	// Once b stopped waiting for c's copies (handoverAwait).
-	consumeAll(t, ctx, wc, c.cli, n, 10*time.Second)
-	return b, c, wc
 }
 
 // TestCluster_failoverCollectsCopiesFirst: the dispatcher dies with puts
@@ -553,17 +561,8 @@ func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	a.stop()
 	const n = 20
-	for i := range n {
-		if _, err := b.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
-			t.Fatalf("put while the dispatcher is unreachable: %v", err)
-		}
-	}
-	waitUntil(t, 5*time.Second, "c to hold the copies", func() bool {
-		q, _ := queueOn(c, "fo")
-		return q.Held == n
-	})
+	heldAfterStop(t, ctx, a, b, c, n)
 	connect(b, c) // serf reports a gone
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
