@@ -79,6 +79,10 @@ func (m *Manager) runPauseFence() {
 // deliver what waited.
 func (m *Manager) afterPause(gap time.Duration) {
 	m.pause.fenced.Store(true)
+	if m.records == nil {
+		m.pause.fenced.Store(false) // a member alone, with no key space: nothing moved
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*fenceTimeout)
 	err := m.records.Linearize(ctx)
 	cancel()
