@@ -727,6 +727,7 @@ func (q *queue) ackRows(rows []row, now time.Time) {
 		if q.msgs.get(r.seq) != r.m {
 			continue
 		}
+		q.stats.Acked++
 		if records = append(records, q.removeKeepRecordLocked(r.seq, r.m)); len(records) == cap(records) {
 			releaseLog(q.log, records...)
 			records = records[:0]

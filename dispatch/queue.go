@@ -610,12 +610,14 @@ func (q *queue) ackLocked(seq uint64, tail, consumer string, now time.Time, earl
 		return false
 	}
 	q.removeLocked(seq, m)
+	q.stats.Acked++
 	q.deliverLocked(now)
 	return true
 }
 
-// removeLocked drops an acknowledged message, number seq. The caller holds
-// mu and delivers afterwards.
+// removeLocked drops an acknowledged message, number seq; the caller
+// counts the acknowledgement (queueStats.Acked) where it was made here.
+// The caller holds mu and delivers afterwards.
 func (q *queue) removeLocked(seq uint64, m *message) {
 	releaseLog(q.log, q.removeKeepRecordLocked(seq, m))
 }
@@ -649,7 +651,6 @@ func (q *queue) removeKeepRecordLocked(seq uint64, m *message) uint64 {
 	q.done.add(m.id)
 	q.bytes -= m.size()
 	q.freedLocked()
-	q.stats.Acked++
 	q.settledLocked(seq)
 	return m.lseq
 }
@@ -870,8 +871,7 @@ func (q *queue) dropDoneCopiesLocked() {
 		}
 	}
 	for _, seq := range drop {
-		q.removeLocked(seq, q.msgs.get(seq))
-		q.stats.Acked-- // a copy of a message acknowledged elsewhere, not an acknowledgement here
+		q.removeLocked(seq, q.msgs.get(seq)) // acknowledged elsewhere: not counted here
 	}
 }
 
