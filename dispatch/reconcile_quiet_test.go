@@ -99,11 +99,13 @@ func TestReconcile_quietQueueEveryTenthRound(t *testing.T) {
 // heldClickHouse is a fake ClickHouse whose inserts wait until hold is
 // closed (nil: none waits), and which counts those answered: an insert
 // held in flight on demand is what the real server cannot be made to
-// give.
+// give. An insert that starts waiting sends on waiting, if set and it
+// has room.
 type heldClickHouse struct {
-	hold chan struct{}
-	mu   sync.Mutex
-	done int
+	hold    chan struct{}
+	waiting chan struct{}
+	mu      sync.Mutex
+	done    int
 }
 
 func (f *heldClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +115,10 @@ func (f *heldClickHouse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if f.hold != nil {
+		select {
+		case f.waiting <- struct{}{}:
+		default:
+		}
 		select {
 		case <-f.hold:
 		case <-r.Context().Done():
@@ -137,7 +143,7 @@ func (f *heldClickHouse) inserts() int {
 // DONE, not skip the queue as quiet (b then inserted nothing for up to
 // handoverAwait, 2 s). Found by a review of the quiet rounds.
 func TestReconcile_previousOwingDoneIsNotQuiet(t *testing.T) {
-	held := &heldClickHouse{hold: make(chan struct{})}
+	held := &heldClickHouse{hold: make(chan struct{}), waiting: make(chan struct{}, 1)}
 	free := &heldClickHouse{}
 	sc, sb := httptest.NewServer(held), httptest.NewServer(free)
 	t.Cleanup(sc.Close)
@@ -161,6 +167,11 @@ func TestReconcile_previousOwingDoneIsNotQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mgr.reconcile() // the first round, a full one: the next is not
+	select {          // c's insert in flight before the record moves, or its drainer's fence gives the batch up
+	case <-held.waiting:
+	case <-ctx.Done():
+		t.Fatal("c's insert did not start")
+	}
 	rec, _ := ParseRecord(recordOn(c, "ch:q"))
 	moved := fmt.Sprintf("%d;epoch=%d;from=%d", b.id, rec.Epoch+1, c.id)
 	if _, err := c.cli.Put(ctx, RecordKey("ch:q"), moved); err != nil {
