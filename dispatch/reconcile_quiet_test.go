@@ -167,7 +167,9 @@ func TestReconcile_previousOwingDoneIsNotQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.mgr.reconcile() // the first round, a full one: the next is not
-	select {          // c's insert in flight before the record moves, or its drainer's fence gives the batch up
+	// c's insert in flight before the record moves, or its drainer's
+	// fence gives the batch up.
+	select {
 	case <-held.waiting:
 	case <-ctx.Done():
 		t.Fatal("c's insert did not start")
