@@ -289,7 +289,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
-	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's segment files under the data dir."))
+	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's files under the data dir: its segments, and deleted ones kept to be written over."))
 	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
 	logAppended := must(counter("chute.queue_log.appended", "Records appended to the queue log."))
 	logFsyncs := must(counter("chute.queue_log.fsyncs", "Fsyncs of the queue log; appended/fsyncs is the group commit's batch."))
@@ -318,7 +318,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
 		if m.qlog != nil {
 			ls := m.qlog.Stats()
-			o.ObserveInt64(logBytes, ls.Size)
+			o.ObserveInt64(logBytes, ls.Size+ls.Spares)
 			o.ObserveInt64(logRecords, int64(ls.Live))
 			o.ObserveInt64(logAppended, int64(ls.Appended))
 			o.ObserveInt64(logFsyncs, int64(ls.Fsyncs))

@@ -78,7 +78,7 @@ func (l *Log) pickMoves(buf []byte, limit int) ([]byte, []move) {
 	l.mu.Lock()
 	for _, m := range c.cands {
 		if l.liveIn(m.seq, c.seg) {
-			buf = appendMoved(buf, m.seq, c.arena[m.start:m.end])
+			buf = appendMoved(buf, l.w.head.salt, m.seq, c.arena[m.start:m.end])
 			moves = append(moves, m)
 		}
 	}
@@ -152,5 +152,5 @@ func (l *Log) startCompaction() {
 		seg.stuck = true
 		return
 	}
-	w.compact = &compaction{seg: seg, f: f, sc: newScanner(f, headerSize, seg.size)}
+	w.compact = &compaction{seg: seg, f: f, sc: newScanner(f, seg.salt, seg.hdr, seg.size)}
 }

@@ -3,11 +3,11 @@ package qlog
 import (
 	"errors"
 	"io/fs"
-	"os"
 )
 
 // maintain deletes the oldest segments while none of their records is
-// live, then starts a compaction when one is due.
+// live (keeping their files as spares, up to maxSpares), then starts a
+// compaction when one is due.
 //
 // Only the oldest segment is ever deleted. A release record releases a
 // record written before it, so the release records of the oldest segment
@@ -29,7 +29,7 @@ func (l *Log) maintain() {
 			c.eof = true
 			w.endCompaction()
 		}
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := l.retire(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("qlog: cannot delete a released segment", "file", s.path, "err", err)
 			break
 		}

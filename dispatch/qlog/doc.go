@@ -18,13 +18,19 @@
 //
 // The log is a directory of segment files, 0000000000000001.qlog and up
 // (the number in hex, one more per segment). A segment starts with a
-// 24-byte header: the magic "chuteqlg", the seq of its first data record
-// (uint64), the format version (uint32, 1) and a CRC-32C of those. Then
-// frames, each
+// 32-byte header: the magic "chuteqlg", the seq of its first data record
+// (uint64), the format version (uint32, 2), flags (uint32; bit 0: the
+// file was reused, below), the salt (uint32: the segment's number) and a
+// CRC-32C of those. Then frames, each
 //
 //	length  uint32   bytes of the body
-//	crc     uint32   CRC-32C (Castagnoli) of the length and the body
+//	crc     uint32   CRC-32C (Castagnoli) of the length and the body, from the salt
 //	body    type byte, then the payload
+//
+// Version 1, which chutes wrote before files were reused, has a 24-byte
+// header (no flags, no salt: its frames' CRCs start from zero); Open
+// reads it and appends to such a head as version 1. A segment of a later
+// version fails Open, untouched.
 //
 // little-endian, of three types:
 //
@@ -43,7 +49,9 @@
 // fsyncs cover blocks the file already had and commit no metadata;
 // sealing the head and closing the log cut them, and recovery takes
 // zeros to the end of a file for its end, where anything else after the
-// last intact frame is damage.
+// last intact frame is damage (but for a reused file's head: Reused
+// files). A head written over a reused file needs no zeros until it
+// passes the older segment's end.
 //
 // # Group commit
 //
@@ -127,6 +135,39 @@
 // released record back. The directory is fsynced after each deletion, so
 // that a crash cannot keep a later deletion and lose an earlier one.
 //
+// # Reused files
+//
+// A deleted segment's file is kept, renamed 0000000000000001.spare (at
+// most two), and a new segment is written over it: its header, with
+// flagReused, is written and fsynced, then the file renamed. Writing over
+// blocks the file has, whose pages the cache may still hold, costs the
+// file system no allocation and an fdatasync no metadata, and deleting
+// a file no page freeing: on the development machine 0.3 against 0.6 ns
+// of CPU a byte written and fsynced (256 KiB per fdatasync), about 4% of
+// a one-node txn-128 load's CPU. Decisions:
+//
+//   - The older segment's frames stay in the file past the new one's
+//     last, until they are overwritten. Each segment's frames are
+//     salted with its number, which no other segment of the log has
+//     (a spare is never written over by a segment numbered at or below
+//     its own): a CRC over the same bytes from another salt always
+//     differs, so an older frame never checks out as the new segment's,
+//     even at the same offset.
+//   - Recovery reads the newest segment to its first frame that does not
+//     check out, and, if the file was reused, cuts it there without a
+//     warning: what follows is the older segment's, or a write a crash
+//     interrupted, as in any head. Every other segment ends exactly at
+//     its last frame: sealing a reused head cuts it to its records and
+//     fsyncs before the next segment is made, and the close cuts it too.
+//     So a frame that does not check out in an older segment is still
+//     damage, warned of.
+//   - A spare is written over only once its segment's mapping ended (the
+//     Region's cleanup ran): a holder of a view reads the old record for
+//     as long as it keeps the Region, as with a deleted file.
+//   - Spare files count against QuotaBytes (Stats.Spares): an append that
+//     would pass the quota, or finds the disk full, deletes them first.
+//     Open takes the spare files it finds as spares.
+//
 // # Compaction
 //
 // A record released late would pin the segment it is in, and so every
@@ -199,7 +240,8 @@
 // is unknown, it names a seq it cannot) the file is cut there, with one
 // warning naming the file and the bytes dropped; nothing after it in that
 // file is read, even if intact. At the end of the newest segment this is
-// a write a crash interrupted and loses nothing acknowledged. In the
+// a write a crash interrupted and loses nothing acknowledged (warned
+// of, unless the file was reused: Reused files). In the
 // middle of an older segment it is damage to the disk: the records after
 // it are lost (their releases too, so some released records may come
 // back), and the later segments are read as usual. A segment whose header

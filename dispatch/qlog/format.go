@@ -10,10 +10,15 @@ import (
 
 // The segment file format; doc.go describes it.
 const (
-	segMagic   = "chuteqlg"
-	segVersion = 1
-	headerSize = 24 // magic, base seq, version, CRC
-	frameSize  = 8  // length, CRC
+	segMagic     = "chuteqlg"
+	segVersion   = 2
+	headerSize   = 32 // magic, base seq, version, flags, salt, CRC
+	headerSizeV1 = 24 // magic, base seq, version, CRC
+	frameSize    = 8  // length, CRC
+
+	// flagReused marks a segment written over an older one's file: the
+	// bytes past its last frame may be that one's.
+	flagReused = 1
 
 	typeData    = 1 // the record; its seq is the segment's base plus its index among the data records
 	typeMoved   = 2 // seq, then the record: a live record rewritten by compaction
@@ -28,36 +33,76 @@ const (
 // hardware; hash/crc32 makes it once.
 func castagnoli() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
 
+// header is what a segment's header says.
+type header struct {
+	base   uint64 // seq of the first data record
+	salt   uint32 // the CRC of every frame starts from it (0 in version 1)
+	reused bool   // flagReused
+	size   int64  // bytes of the header: frames follow
+}
+
 // appendHeader appends the header of a segment whose first data record
-// gets seq base.
-func appendHeader(b []byte, base uint64) []byte {
+// gets seq base and whose frames are salted with salt.
+func appendHeader(b []byte, base uint64, salt uint32, reused bool) []byte {
+	flags := uint32(0)
+	if reused {
+		flags |= flagReused
+	}
 	b = append(b, segMagic...)
 	b = binary.LittleEndian.AppendUint64(b, base)
 	b = binary.LittleEndian.AppendUint32(b, segVersion)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[len(b)-20:], castagnoli()))
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = binary.LittleEndian.AppendUint32(b, salt)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[len(b)-28:], castagnoli()))
 }
 
-// parseHeader returns the base seq of a segment header.
-func parseHeader(h []byte) (base uint64, err error) {
-	switch {
-	case len(h) < headerSize:
-		return 0, errors.New("header cut short")
-	case string(h[:8]) != segMagic:
-		return 0, errors.New("not a queue log segment")
-	case binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli()):
-		return 0, errors.New("header checksum mismatch")
-	case binary.LittleEndian.Uint32(h[16:]) != segVersion:
-		return 0, fmt.Errorf("version %d, want %d", binary.LittleEndian.Uint32(h[16:]), segVersion)
+// parseHeader reads the header at the start of h: version 2, or version
+// 1 (24 bytes, no flags, frames unsalted), which older chutes wrote.
+func parseHeader(h []byte) (header, error) {
+	if len(h) < headerSizeV1 {
+		return header{}, errors.New("header cut short")
 	}
-	return binary.LittleEndian.Uint64(h[8:]), nil
+	if string(h[:8]) != segMagic {
+		return header{}, errors.New("not a queue log segment")
+	}
+	hd := header{base: binary.LittleEndian.Uint64(h[8:])}
+	switch v := binary.LittleEndian.Uint32(h[16:]); v {
+	case 1:
+		if binary.LittleEndian.Uint32(h[20:]) != crc32.Checksum(h[:20], castagnoli()) {
+			return header{}, errors.New("header checksum mismatch")
+		}
+		hd.size = headerSizeV1
+	case segVersion:
+		if len(h) < headerSize {
+			return header{}, errors.New("header cut short")
+		}
+		if binary.LittleEndian.Uint32(h[28:]) != crc32.Checksum(h[:28], castagnoli()) {
+			return header{}, errors.New("header checksum mismatch")
+		}
+		flags := binary.LittleEndian.Uint32(h[20:])
+		hd.reused, hd.salt, hd.size = flags&flagReused != 0, binary.LittleEndian.Uint32(h[24:]), headerSize
+	default:
+		return header{}, versionError{v}
+	}
+	return hd, nil
+}
+
+// versionError is a header of a format this log cannot read: a later
+// chute's. Not damage: Open fails rather than delete the segment.
+type versionError struct{ v uint32 }
+
+func (e versionError) Error() string {
+	return fmt.Sprintf("format version %d, want %d or 1 (written by a later chute?)", e.v, segVersion)
 }
 
 // dataFrameSize is the bytes a record of n bytes takes as a data frame.
 func dataFrameSize(n int) int { return frameSize + 1 + n }
 
 // appendFrame appends a frame of type typ whose body is head then rec.
-// The CRC covers the length and the body.
-func appendFrame(b []byte, typ byte, head, rec []byte) []byte {
+// The CRC covers the length and the body, starting from the segment's
+// salt: a frame of another segment never checks out in this one, even
+// at the same offset of the same file.
+func appendFrame(b []byte, salt uint32, typ byte, head, rec []byte) []byte {
 	start := len(b)
 	b = binary.LittleEndian.AppendUint32(b, uint32(1+len(head)+len(rec)))
 	b = append(b, 0, 0, 0, 0) // CRC, below
@@ -65,23 +110,23 @@ func appendFrame(b []byte, typ byte, head, rec []byte) []byte {
 	b = append(b, head...)
 	b = append(b, rec...)
 	t := castagnoli()
-	crc := crc32.Update(crc32.Checksum(b[start:start+4], t), t, b[start+frameSize:])
+	crc := crc32.Update(crc32.Update(salt, t, b[start:start+4]), t, b[start+frameSize:])
 	binary.LittleEndian.PutUint32(b[start+4:], crc)
 	return b
 }
 
 // appendMoved appends a moved frame: seq, then rec.
-func appendMoved(b []byte, seq uint64, rec []byte) []byte {
+func appendMoved(b []byte, salt uint32, seq uint64, rec []byte) []byte {
 	var h [8]byte
 	binary.LittleEndian.PutUint64(h[:], seq)
-	return appendFrame(b, typeMoved, h[:], rec)
+	return appendFrame(b, salt, typeMoved, h[:], rec)
 }
 
 // appendReleases appends release frames naming seqs, which it sorts.
 // Each frame's body is runs of consecutive seqs, each run two uvarints:
 // its first seq less the end of the run before (0 for the first run),
 // and its length less one.
-func appendReleases(b []byte, seqs []uint64) []byte {
+func appendReleases(b []byte, salt uint32, seqs []uint64) []byte {
 	slices.Sort(seqs)
 	seqs = slices.Compact(seqs)
 	var body []byte
@@ -92,7 +137,7 @@ func appendReleases(b []byte, seqs []uint64) []byte {
 			j++
 		}
 		if len(body) > releaseMaxBody-2*binary.MaxVarintLen64 {
-			b = appendFrame(b, typeRelease, nil, body)
+			b = appendFrame(b, salt, typeRelease, nil, body)
 			body, prevEnd = body[:0], 0
 		}
 		body = binary.AppendUvarint(body, seqs[i]-prevEnd)
@@ -101,7 +146,7 @@ func appendReleases(b []byte, seqs []uint64) []byte {
 		i = j
 	}
 	if len(body) > 0 {
-		b = appendFrame(b, typeRelease, nil, body)
+		b = appendFrame(b, salt, typeRelease, nil, body)
 	}
 	return b
 }
@@ -144,9 +189,9 @@ type frame struct {
 // errTorn: the file ends inside a frame.
 var errTorn = errors.New("torn record at the end")
 
-// parseFrame reads the frame at the start of b. The returned frame's body
-// aliases b.
-func parseFrame(b []byte) (frame, error) {
+// parseFrame reads the frame at the start of b, of a segment whose frames
+// are salted with salt. The returned frame's body aliases b.
+func parseFrame(b []byte, salt uint32) (frame, error) {
 	if len(b) < frameSize {
 		return frame{}, errTorn
 	}
@@ -159,7 +204,7 @@ func parseFrame(b []byte) (frame, error) {
 	}
 	body := b[frameSize : frameSize+int(n)]
 	t := castagnoli()
-	crc := crc32.Update(crc32.Checksum(b[:4], t), t, body)
+	crc := crc32.Update(crc32.Update(salt, t, b[:4]), t, body)
 	if crc != binary.LittleEndian.Uint32(b[4:]) {
 		return frame{}, errors.New("checksum mismatch")
 	}

@@ -16,10 +16,10 @@ func TestReleases_roundTrip(t *testing.T) {
 		want = append(want, seqs...)
 		slices.Sort(want)
 		want = slices.Compact(want)
-		b := appendReleases(nil, slices.Clone(seqs))
+		b := appendReleases(nil, 7, slices.Clone(seqs))
 		var got []uint64
 		for len(b) > 0 {
-			f, err := parseFrame(b)
+			f, err := parseFrame(b, 7)
 			if err != nil || f.typ != typeRelease {
 				t.Fatalf("frame: %+v, %v", f, err)
 			}
@@ -36,7 +36,7 @@ func TestReleases_roundTrip(t *testing.T) {
 	for i := range many {
 		many[i] = uint64(3 * i)
 	}
-	if b := appendReleases(nil, many); len(b) < 2*releaseMaxBody/2 {
+	if b := appendReleases(nil, 7, many); len(b) < 2*releaseMaxBody/2 {
 		t.Errorf("20000 scattered releases in %d bytes: want several frames", len(b))
 	}
 }
@@ -44,10 +44,10 @@ func TestReleases_roundTrip(t *testing.T) {
 // FuzzScan checks that a segment of any bytes scans, frames and
 // releases, without a panic and without reading past its end.
 func FuzzScan(f *testing.F) {
-	seg := appendHeader(nil, 1)
-	seg = appendFrame(seg, typeData, nil, []byte("hello"))
-	seg = appendMoved(seg, 0, []byte("moved"))
-	seg = appendReleases(seg, []uint64{1})
+	seg := appendHeader(nil, 1, 7, false)
+	seg = appendFrame(seg, 7, typeData, nil, []byte("hello"))
+	seg = appendMoved(seg, 7, 0, []byte("moved"))
+	seg = appendReleases(seg, 7, []uint64{1})
 	f.Add(seg, 0, byte(0))
 	f.Add(seg, 30, byte(0xff))
 	f.Fuzz(func(t *testing.T, b []byte, at int, x byte) {
@@ -58,7 +58,7 @@ func FuzzScan(f *testing.F) {
 		if len(b) < headerSize {
 			return
 		}
-		sc := newScanner(bytes.NewReader(b), headerSize, int64(len(b)))
+		sc := newScanner(bytes.NewReader(b), 7, headerSize, int64(len(b)))
 		for range len(b) {
 			fr, err := sc.next()
 			if err != nil {

@@ -54,8 +54,11 @@ type Log struct {
 	pending []uint64            // released seqs not yet written to the log
 	next    uint64              // seq of the next append
 	size    int64               // bytes of all segment files
-	failed  error               // set once the log takes no more appends
-	stats   Stats
+	// spareBytes is the bytes of the spare files (writer.spares), which
+	// an append passing the quota deletes first.
+	spareBytes int64
+	failed     error // set once the log takes no more appends
+	stats      Stats
 }
 
 // hooks lets tests replace the files of a log.
@@ -71,13 +74,15 @@ type Stats struct {
 	Commits  uint64 // batches written (appends, moves and releases)
 	Released uint64 // records released
 	Moved    uint64 // live records rewritten at the head by compaction
-	Deleted  uint64 // segment files deleted
+	Deleted  uint64 // segment files deleted (or kept as spares)
+	Reused   uint64 // segments written over a deleted one's file
 
 	Waiting int // appends waiting for the writer to take them
 
 	Live     int   // live records
 	Segments int   // segment files
 	Size     int64 // bytes of the segment files
+	Spares   int64 // bytes of the spare files: deleted segments' kept to reuse
 }
 
 // RecordsPerFsync is how many appended records one fsync covered on
@@ -299,6 +304,7 @@ func (l *Log) Stats() Stats {
 	s := l.stats
 	s.Segments = len(l.segs)
 	s.Size = l.size
+	s.Spares = l.spareBytes
 	s.Waiting = l.queueLen()
 	for _, seg := range l.segs {
 		s.Live += seg.live // moved records included

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // Open opens the log in cfg.Dir, creating it if need be, recovers it and
@@ -65,13 +67,17 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 	for _, e := range ents {
 		if id, ok := parseSegName(e.Name()); ok && e.Type().IsRegular() {
 			ids = append(ids, id)
+		} else if isSpareName(e.Name()) && e.Type().IsRegular() {
+			if err := l.adoptSpare(e); err != nil {
+				return nil, err
+			}
 		}
 	}
 	slices.Sort(ids)
 	movedAt := make(map[uint64]int64) // offsets of the moved records, for replay
 	changed, damaged := false, false
-	for _, id := range ids {
-		c, err := l.load(id, movedAt, damaged)
+	for i, id := range ids {
+		c, err := l.load(id, movedAt, damaged, i == len(ids)-1)
 		if err != nil {
 			return nil, err
 		}
@@ -105,8 +111,9 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 // first damaged record, or deleting it when its header is damaged. It
 // reports whether it changed the file. afterDamage says that the segment
 // before was cut or deleted, and warned of: records missing between it
-// and this one are that damage's.
-func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (changed bool, err error) {
+// and this one are that damage's. newest says that no segment follows:
+// the head, which may end before its file does.
+func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage, newest bool) (changed bool, err error) {
 	seg := newSegment(l.cfg.Dir, id, 0)
 	fi, err := os.Stat(seg.path)
 	if err != nil {
@@ -126,7 +133,13 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (chang
 		// the disk still holds.
 		return false, fmt.Errorf("qlog: reading %s: %w", seg.path, err)
 	}
-	base, herr := parseHeader(hdr[:n])
+	h, herr := parseHeader(hdr[:n])
+	if verr := (versionError{}); errors.As(herr, &verr) {
+		// Not damage either: a later chute's log, which this one must
+		// not cut or delete.
+		return false, fmt.Errorf("qlog: %s: %w", seg.path, herr)
+	}
+	base := h.base
 	if herr == nil && base < l.next {
 		herr = fmt.Errorf("first seq %d is below the %d the segment before ends at", base, l.next)
 	}
@@ -143,9 +156,9 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (chang
 		// its records with it.
 		l.log.Warn("qlog: records missing before a segment (a segment file gone, or one cut at an earlier start)", "file", seg.path, "first_missing_seq", l.next, "missing", base-l.next)
 	}
-	seg.base = base
+	seg.base, seg.hdr, seg.salt, seg.reused = base, h.size, h.salt, h.reused
 	l.segs = append(l.segs, seg) // releases may name its own records
-	sc := newScanner(f, headerSize, end)
+	sc := newScanner(f, seg.salt, seg.hdr, end)
 	for {
 		off := sc.off
 		fr, err := sc.next()
@@ -164,6 +177,17 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage bool) (chang
 			// log that did not close.
 			if err := f.Truncate(off); err != nil {
 				return false, fmt.Errorf("qlog: cut the zeros of %s: %w", seg.path, err)
+			}
+			end = off
+			break
+		}
+		if err != nil && seg.reused && newest {
+			// The head, written over an older segment's file, ends at
+			// its last frame: what follows is that segment's, or a
+			// write a crash interrupted.
+			l.log.Info("qlog: the head segment's records end before its file does; cut there", "file", seg.path, "offset", off, "dropped_bytes", end-off)
+			if err := f.Truncate(off); err != nil {
+				return false, fmt.Errorf("qlog: cut %s: %w", seg.path, err)
 			}
 			end = off
 			break
@@ -318,7 +342,7 @@ func (l *Log) replay(movedAt map[uint64]int64, mapped bool, fn func(seq uint64, 
 			if err != nil {
 				return err
 			}
-			sc := newScanner(f, m.off, m.seg.size)
+			sc := newScanner(f, m.seg.salt, m.off, m.seg.size)
 			fr, err := sc.next()
 			if err != nil || fr.typ != typeMoved || fr.seq != m.seq {
 				return fmt.Errorf("qlog: replay: %s changed since it was read at offset %d", m.seg.path, m.off)
@@ -344,7 +368,7 @@ func (l *Log) replay(movedAt map[uint64]int64, mapped bool, fn func(seq uint64, 
 		if err != nil {
 			return err
 		}
-		sc := newScanner(f, headerSize, seg.size)
+		sc := newScanner(f, seg.salt, seg.hdr, seg.size)
 		seq := seg.base
 		for seq < seg.base+seg.n {
 			off := sc.off
@@ -386,13 +410,19 @@ func (l *Log) openHead(ids []uint64) error {
 	if len(ids) > 0 {
 		id = ids[len(ids)-1] + 1 // never reuse a damaged segment's name
 	}
+	for _, sp := range w.spares {
+		// Nor a spare's, whose frames are salted with it.
+		if n, ok := parseSegName(strings.TrimSuffix(filepath.Base(sp.path), spareExt) + segExt); ok && n >= id {
+			id = n + 1
+		}
+	}
 	seg := newSegment(l.cfg.Dir, id, l.next)
-	f, err := l.create(seg)
+	f, fileSize, err := l.newHead(seg)
 	if err != nil {
 		return err
 	}
 	l.mapHead(seg)
-	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, seg.size
+	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, fileSize
 	l.segs = append(l.segs, seg)
 	l.size += seg.size
 	return nil

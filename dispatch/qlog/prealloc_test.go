@@ -94,7 +94,8 @@ func TestLog_prealloc_sealed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := newScanner(f, headerSize, fileSize(t, file))
+		h := readHeader(t, file)
+		sc := newScanner(f, h.salt, h.size, fileSize(t, file))
 		frames := 0
 		for {
 			_, err := sc.next()

@@ -306,9 +306,20 @@ func segmentSeqs(t *testing.T, file string) (first, n uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err = parseHeader(b[:headerSize])
+	h := readHeader(t, file)
+	return h.base, uint64((len(b) - int(h.size)) / dataFrameSize(100))
+}
+
+// readHeader returns what the header of segment file says.
+func readHeader(t *testing.T, file string) header {
+	t.Helper()
+	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return first, uint64((len(b) - headerSize) / dataFrameSize(100))
+	h, err := parseHeader(b)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	return h
 }

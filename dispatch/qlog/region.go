@@ -19,6 +19,10 @@ type Region struct {
 	mem     []byte
 	file    *os.File    // the segment file, open while the Region is reachable; nil when mem is
 	deleted atomic.Bool // the log deleted the file
+	// ended is set once the mapping ended (the Region's cleanup ran):
+	// nothing reads the file through it any more. Nil when nothing was
+	// mapped.
+	ended *atomic.Bool
 }
 
 // Deleted reports whether the log deleted the segment file: its views
@@ -37,18 +41,30 @@ func mapRegion(path string, size int64) (*Region, error) {
 	}
 	r := &Region{mem: mem, file: f}
 	if mem != nil { // nil: nothing mapped here (mapFile)
+		r.ended = new(atomic.Bool)
 		runtime.AddCleanup(r, func(m mapping) {
 			_ = unmapFile(m.mem)
 			_ = m.file.Close()
-		}, mapping{mem, f})
+			m.ended.Store(true)
+		}, mapping{mem, f, r.ended})
 	}
 	return r, nil
 }
 
 // mapping is what a Region's cleanup ends.
 type mapping struct {
-	mem  []byte
-	file *os.File
+	mem   []byte
+	file  *os.File
+	ended *atomic.Bool
+}
+
+// endedFlag returns the flag set once r's mapping ended; nil when r maps
+// nothing (its file is free at once).
+func (r *Region) endedFlag() *atomic.Bool {
+	if r == nil {
+		return nil
+	}
+	return r.ended
 }
 
 // view returns the n bytes at offset off of the file, or nil when they

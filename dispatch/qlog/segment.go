@@ -22,6 +22,11 @@ type segment struct {
 	id   uint64 // the file's number; later segments have larger ones
 	path string
 	base uint64 // seq of its first data record
+	hdr  int64  // bytes of its header: frames follow
+	salt uint32 // its frames' CRCs start from it
+	// reused: the file held an older segment (flagReused), whose bytes
+	// may follow the last frame until the segment is sealed.
+	reused bool
 
 	n    uint64   // data records: seqs base to base+n-1
 	bits []uint64 // bit i set: data record base+i is live here
@@ -50,8 +55,11 @@ func parseSegName(name string) (uint64, bool) {
 	return id, err == nil
 }
 
+// newSegment returns a new segment of the present format. Its salt is
+// its number: no two segments of a log have the same, so that the frames
+// of a file's earlier segment never check out in a later one.
 func newSegment(dir string, id, base uint64) *segment {
-	return &segment{id: id, path: filepath.Join(dir, segName(id)), base: base, size: headerSize}
+	return &segment{id: id, path: filepath.Join(dir, segName(id)), base: base, hdr: headerSize, salt: uint32(id), size: headerSize}
 }
 
 // owns reports whether seq is one of the segment's data records.
@@ -119,16 +127,17 @@ func openOSFile(path string, flag int) (segFile, error) {
 // scanner reads a segment's frames in order.
 type scanner struct {
 	r    *bufio.Reader
-	off  int64 // offset of the next frame
-	end  int64 // bytes in the file
+	salt uint32 // of the segment's frames
+	off  int64  // offset of the next frame
+	end  int64  // bytes in the file
 	head [frameSize]byte
 	buf  []byte
 }
 
-// newScanner reads the frames of f from off, which follows the header;
-// f holds end bytes.
-func newScanner(f io.ReaderAt, off, end int64) *scanner {
-	return &scanner{r: bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 1<<20), off: off, end: end}
+// newScanner reads the frames of f, salted with salt, from off, which
+// follows the header; f holds end bytes.
+func newScanner(f io.ReaderAt, salt uint32, off, end int64) *scanner {
+	return &scanner{r: bufio.NewReaderSize(io.NewSectionReader(f, off, end-off), 1<<20), salt: salt, off: off, end: end}
 }
 
 // readError is a read of a segment that failed (EIO, a file system
@@ -174,7 +183,7 @@ func (s *scanner) next() (frame, error) {
 	if _, err := io.ReadFull(s.r, b[frameSize:]); err != nil {
 		return frame{}, readFailure(err)
 	}
-	f, err := parseFrame(b)
+	f, err := parseFrame(b, s.salt)
 	if err != nil {
 		return frame{}, err
 	}

@@ -221,6 +221,6 @@ func TestLog_deletedSegmentsLetGo(t *testing.T) {
 	testutil.EventuallyTrue(t, 5*time.Second, "segments deleted", func() bool { return l.Stats().Deleted >= 4 })
 	testutil.EventuallyTrue(t, 5*time.Second, "the deleted segments' files closed", func() bool {
 		runtime.GC()
-		return testutil.DeletedOpen(t, cfg.Dir) == 0
+		return testutil.DeletedOpen(t, cfg.Dir, spareExt) == 0
 	})
 }

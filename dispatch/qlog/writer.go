@@ -48,6 +48,9 @@ type writer struct {
 	rel     []uint64     // an empty array for pending releases, kept between commits
 	carry   []*appendReq // taken, not yet written: the head was full
 	compact *compaction
+	// spares are deleted segments' files kept to write new segments
+	// over, oldest first.
+	spares []spare
 	// paused stops compactions from starting after one failed, until an
 	// append or a release wakes the writer: on a full disk it would
 	// otherwise retry in a loop.
@@ -230,7 +233,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	w := &l.w
 	defer w.endCompaction()
 	l.mu.Lock()
-	failed, size := l.failed, l.size
+	failed, size := l.failed, l.size+l.spareBytes
 	l.mu.Unlock()
 	if failed != nil {
 		w.abortCompaction()
@@ -247,7 +250,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	case w.compact != nil:
 		first = l.moveChunk()
 	}
-	if first > 0 && w.head.size > headerSize && w.head.size+int64(first) > l.cfg.SegmentBytes {
+	if first > 0 && w.head.size > w.head.hdr && w.head.size+int64(first) > l.cfg.SegmentBytes {
 		if err := l.roll(); err != nil {
 			w.abortCompaction()
 			for _, r := range reqs {
@@ -255,7 +258,7 @@ func (l *Log) commit(reqs []*appendReq) {
 			}
 			return
 		}
-		size = l.Size()
+		size = l.held()
 	}
 
 	start := w.head.size
@@ -273,9 +276,10 @@ func (l *Log) commit(reqs []*appendReq) {
 		if q := l.cfg.QuotaBytes; q > 0 && size+int64(len(buf)+r.bytes) > q && !maintained {
 			// Segments released since the last round (the one a roll
 			// just sealed, say) still count: deleted first, they may
-			// leave room.
+			// leave room; so do the spare files.
 			l.maintain()
-			size, maintained = l.Size(), true
+			l.dropSpares()
+			size, maintained = l.held(), true
 		}
 		if q := l.cfg.QuotaBytes; q > 0 && size+int64(len(buf)+r.bytes) > q {
 			l.answer(r, 0, fmt.Errorf("%w: the log would pass its quota of %d bytes", ErrNoSpace, q))
@@ -285,7 +289,7 @@ func (l *Log) commit(reqs []*appendReq) {
 			if r.mapped {
 				offs = append(offs, start+int64(len(buf))+frameSize+1)
 			}
-			buf = appendFrame(buf, typeData, nil, rec)
+			buf = appendFrame(buf, w.head.salt, typeData, nil, rec)
 		}
 		taken = append(taken, r)
 		nrec += len(r.recs)
@@ -300,7 +304,7 @@ func (l *Log) commit(reqs []*appendReq) {
 	rel := l.pending
 	l.pending, w.rel = w.rel, nil // releases meanwhile go to the other array
 	l.mu.Unlock()
-	buf = appendReleases(buf, rel)
+	buf = appendReleases(buf, w.head.salt, rel)
 	w.buf = buf[:0]
 	if len(buf) == 0 {
 		return
@@ -331,6 +335,9 @@ func (l *Log) commit(reqs []*appendReq) {
 	if err != nil {
 		w.abortCompaction()
 		err = l.undo(start, err, rel)
+		if errors.Is(err, ErrNoSpace) {
+			l.dropSpares() // room for the next try
+		}
 		for _, r := range taken {
 			l.answer(r, 0, err)
 		}
@@ -436,8 +443,9 @@ func (l *Log) prealloc(end, limit int64, sync bool) {
 	w.zeroed, w.zeroFailed = to, false
 }
 
-// trim cuts the zeros written ahead of the head's records, when it is
-// sealed or the log closes.
+// trim cuts what follows the head's records in its file (zeros written
+// ahead, or a reused file's older bytes), when it is sealed or the log
+// closes.
 func (l *Log) trim() error {
 	w := &l.w
 	if w.zeroed <= w.head.size {
@@ -491,11 +499,17 @@ func (l *Log) undo(start int64, err error, rel []uint64) error {
 	return l.failed
 }
 
-// roll seals the head, fsynced, and starts a new segment.
+// roll seals the head, fsynced, and starts a new segment. A head written
+// over a reused file is cut to its records and fsynced so before the
+// next segment exists: recovery takes bytes past the last frame for
+// damage in any segment but the newest.
 func (l *Log) roll() error {
 	w := &l.w
 	old := w.head
-	if !l.cfg.NoSync && w.synced < old.size {
+	if err := l.trim(); err != nil {
+		l.log.Warn("qlog: a sealed segment keeps the bytes past its records", "err", err)
+	}
+	if !l.cfg.NoSync && (w.synced < old.size || old.reused) {
 		if err := w.f.Sync(); err != nil {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -504,11 +518,8 @@ func (l *Log) roll() error {
 		}
 		l.countFsync()
 	}
-	if err := l.trim(); err != nil {
-		l.log.Warn("qlog: a sealed segment keeps its zeros", "err", err)
-	}
 	seg := newSegment(l.cfg.Dir, old.id+1, old.base+old.n)
-	f, err := l.create(seg)
+	f, fileSize, err := l.newHead(seg)
 	if err != nil {
 		return err
 	}
@@ -520,12 +531,22 @@ func (l *Log) roll() error {
 	// page again.
 	old.region.dropPages()
 	l.mapHead(seg)
-	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, seg.size
+	w.head, w.f, w.synced, w.zeroed = seg, f, seg.size, fileSize
 	l.mu.Lock()
 	l.segs = append(l.segs, seg)
 	l.size += seg.size
 	l.mu.Unlock()
 	return nil
+}
+
+// newHead makes the file of seg, a new head, over a spare's when one is
+// ready, and returns it with the bytes it holds.
+func (l *Log) newHead(seg *segment) (segFile, int64, error) {
+	if f, size, ok := l.reuse(seg); ok {
+		return f, size, nil
+	}
+	f, err := l.create(seg)
+	return f, seg.size, err
 }
 
 // create makes seg's file, writes its header and, unless NoSync, makes
@@ -535,7 +556,7 @@ func (l *Log) create(seg *segment) (segFile, error) {
 	if err != nil {
 		return nil, ioError(err)
 	}
-	_, err = f.WriteAt(appendHeader(nil, seg.base), 0)
+	_, err = f.WriteAt(appendHeader(nil, seg.base, seg.salt, false), 0)
 	if err == nil && !l.cfg.NoSync {
 		if err = f.Sync(); err == nil {
 			l.countFsync()
