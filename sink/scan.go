@@ -128,13 +128,16 @@ func skipSpace(v []byte, i int) int {
 func stringEnd(v []byte, i int) int {
 	for i++; i < len(v); i++ {
 		// Eight plain bytes at a time, then byte by byte from the first
-		// that may not be.
+		// that may not be. Past eight plain ones the string is a long
+		// one: sixteen at a time where the CPU can (plainPrefix, whose
+		// call would cost the short ones more than it saves).
 		for i+8 <= len(v) {
 			if m := stringBytes(binary.LittleEndian.Uint64(v[i:])); m != 0 {
 				i += bits.TrailingZeros64(m) >> 3
 				break
 			}
 			i += 8
+			i += plainPrefix(v[i:])
 		}
 		if i >= len(v) {
 			break

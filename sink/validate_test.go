@@ -161,3 +161,15 @@ func TestStringBytes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkValidateRowPadded is chute-bench's row: an id and one string
+// of printable padding, 256 bytes in all.
+func BenchmarkValidateRowPadded(b *testing.B) {
+	row := []byte(`{"id":1234567,"v":"` + strings.Repeat("abcdefghij", 24) + `abcdefghijklmnopqrstu"}`)
+	b.SetBytes(int64(len(row)))
+	for b.Loop() {
+		if err := ValidateRow(row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
