@@ -29,7 +29,8 @@ func (l *Log) maintain() {
 			c.eof = true
 			w.endCompaction()
 		}
-		if err := l.retire(s); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		spared, err := l.retire(s)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			l.log.Warn("qlog: cannot delete a released segment", "file", s.path, "err", err)
 			break
 		}
@@ -49,6 +50,9 @@ func (l *Log) maintain() {
 		l.segs[0] = nil
 		l.segs = l.segs[1:]
 		l.size -= s.size
+		if spared {
+			l.spareBytes += s.size
+		}
 		l.stats.Deleted++
 		l.mu.Unlock()
 	}

@@ -163,10 +163,18 @@
 //     damage, warned of.
 //   - A spare is written over only once its segment's mapping ended (the
 //     Region's cleanup ran): a holder of a view reads the old record for
-//     as long as it keeps the Region, as with a deleted file.
+//     as long as it keeps the Region, as with a deleted file. Only a
+//     segment the log made becomes a spare, and Open deletes the spare
+//     files it finds: an earlier log of the same process (closed, then
+//     opened again) may still map those files.
+//   - A crash can lose the renaming to the spare's name (a directory
+//     fsync that failed is only warned of) after the next segment's
+//     header was written over the file: Open finds a version 2 header
+//     whose salt is not its file's number, and deletes the file, which
+//     held no live record (the next segment took records only once its
+//     own renaming, and so the one before, was durable).
 //   - Spare files count against QuotaBytes (Stats.Spares): an append that
 //     would pass the quota, or finds the disk full, deletes them first.
-//     Open takes the spare files it finds as spares.
 //
 // # Compaction
 //

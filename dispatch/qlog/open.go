@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // Open opens the log in cfg.Dir, creating it if need be, recovers it and
@@ -68,8 +68,10 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 		if id, ok := parseSegName(e.Name()); ok && e.Type().IsRegular() {
 			ids = append(ids, id)
 		} else if isSpareName(e.Name()) && e.Type().IsRegular() {
-			if err := l.adoptSpare(e); err != nil {
-				return nil, err
+			// An earlier log's: it may still map it (a log closed and
+			// opened again in one process), so it is not written over.
+			if err := os.Remove(filepath.Join(cfg.Dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("qlog: %w", err)
 			}
 		}
 	}
@@ -115,6 +117,7 @@ func open(cfg Config, replay func(seq uint64, rec []byte, r *Region) error, mapp
 // the head, which may end before its file does.
 func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage, newest bool) (changed bool, err error) {
 	seg := newSegment(l.cfg.Dir, id, 0)
+	seg.made = false
 	fi, err := os.Stat(seg.path)
 	if err != nil {
 		return false, fmt.Errorf("qlog: %w", err)
@@ -138,6 +141,17 @@ func (l *Log) load(id uint64, movedAt map[uint64]int64, afterDamage, newest bool
 		// Not damage either: a later chute's log, which this one must
 		// not cut or delete.
 		return false, fmt.Errorf("qlog: %s: %w", seg.path, herr)
+	}
+	if herr == nil && h.size == headerSize && h.salt != uint32(id) {
+		// Written for another segment over this one's file, a spare,
+		// whose renaming a crash lost: the file was made a spare once
+		// none of its records was live, and the other segment took
+		// records only once both renamings were durable.
+		l.log.Info("qlog: deleted a spare file left under a segment's name", "file", seg.path, "salt", h.salt)
+		if err := os.Remove(seg.path); err != nil {
+			return false, fmt.Errorf("qlog: %w", err)
+		}
+		return true, nil
 	}
 	base := h.base
 	if herr == nil && base < l.next {
@@ -409,12 +423,6 @@ func (l *Log) openHead(ids []uint64) error {
 	id := uint64(1)
 	if len(ids) > 0 {
 		id = ids[len(ids)-1] + 1 // never reuse a damaged segment's name
-	}
-	for _, sp := range w.spares {
-		// Nor a spare's, whose frames are salted with it.
-		if n, ok := parseSegName(strings.TrimSuffix(filepath.Base(sp.path), spareExt) + segExt); ok && n >= id {
-			id = n + 1
-		}
 	}
 	seg := newSegment(l.cfg.Dir, id, l.next)
 	f, fileSize, err := l.newHead(seg)

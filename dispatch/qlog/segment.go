@@ -27,6 +27,9 @@ type segment struct {
 	// reused: the file held an older segment (flagReused), whose bytes
 	// may follow the last frame until the segment is sealed.
 	reused bool
+	// made: this log made the file (not Open: an earlier log of the
+	// same process may still map it), so only its own mapping reads it.
+	made bool
 
 	n    uint64   // data records: seqs base to base+n-1
 	bits []uint64 // bit i set: data record base+i is live here
@@ -59,7 +62,7 @@ func parseSegName(name string) (uint64, bool) {
 // its number: no two segments of a log have the same, so that the frames
 // of a file's earlier segment never check out in a later one.
 func newSegment(dir string, id, base uint64) *segment {
-	return &segment{id: id, path: filepath.Join(dir, segName(id)), base: base, hdr: headerSize, salt: uint32(id), size: headerSize}
+	return &segment{id: id, path: filepath.Join(dir, segName(id)), base: base, hdr: headerSize, salt: uint32(id), size: headerSize, made: true}
 }
 
 // owns reports whether seq is one of the segment's data records.

@@ -2,10 +2,8 @@ package qlog
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -30,29 +28,26 @@ func (sp spare) ready() bool { return sp.ended == nil || sp.ended.Load() }
 const maxSpares = 2
 
 // spareExt ends the name of a spare file: the number of the segment it
-// held, 16 hex digits. Open reads no record of it.
+// held, 16 hex digits. Open deletes the spare files it finds.
 const spareExt = ".spare"
 
 // retire takes the file of s, the oldest segment, none of whose records
-// is live, out of the log: renamed a spare while there is room for one,
-// else removed.
-func (l *Log) retire(s *segment) error {
+// is live, out of the log: renamed a spare while there is room for one
+// and the log made it, else removed. It reports whether s is a spare.
+func (l *Log) retire(s *segment) (bool, error) {
 	w := &l.w
-	if len(w.spares) >= maxSpares {
-		return os.Remove(s.path)
+	if len(w.spares) >= maxSpares || !s.made {
+		return false, os.Remove(s.path)
 	}
 	path := strings.TrimSuffix(s.path, segExt) + spareExt
 	if err := os.Rename(s.path, path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return err
+			return false, err
 		}
-		return os.Remove(s.path)
+		return false, os.Remove(s.path)
 	}
 	w.spares = append(w.spares, spare{path: path, size: s.size, ended: s.region.endedFlag()})
-	l.mu.Lock()
-	l.spareBytes += s.size
-	l.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // reuse makes a ready spare the file of seg, a new head: it writes seg's
@@ -71,12 +66,6 @@ func (l *Log) reuse(seg *segment) (segFile, int64, bool) {
 	l.mu.Lock()
 	l.spareBytes -= sp.size
 	l.mu.Unlock()
-	if id, _ := parseSegName(strings.TrimSuffix(filepath.Base(sp.path), spareExt) + segExt); id >= seg.id {
-		// Its frames' salt could be seg's: never, but for files moved
-		// by hand.
-		_ = os.Remove(sp.path)
-		return nil, 0, false
-	}
 	seg.reused = true
 	f, size, err := l.rewrite(sp.path, seg)
 	if err != nil {
@@ -143,25 +132,6 @@ func (l *Log) dropSpares() {
 	l.mu.Lock()
 	l.spareBytes = 0
 	l.mu.Unlock()
-}
-
-// adoptSpare takes the spare file name of dir, found by Open, as a spare
-// (nothing maps it yet), or removes it when there are enough.
-func (l *Log) adoptSpare(e fs.DirEntry) error {
-	path := filepath.Join(l.cfg.Dir, e.Name())
-	if len(l.w.spares) >= maxSpares {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("qlog: %w", err)
-		}
-		return nil
-	}
-	fi, err := e.Info()
-	if err != nil {
-		return fmt.Errorf("qlog: %w", err)
-	}
-	l.w.spares = append(l.w.spares, spare{path: path, size: fi.Size()})
-	l.spareBytes += fi.Size()
-	return nil
 }
 
 // isSpareName reports whether name is a spare file's.

@@ -1,13 +1,16 @@
 package qlog
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -197,22 +200,41 @@ func TestLog_quotaDropsSpares(t *testing.T) {
 // they must not check out as the head's (each segment's frames are
 // salted with its own number).
 func TestLog_reusedFile_olderFramesAligned(t *testing.T) {
-	cfg, warns := testConfig(t)
-	old := newSegment(cfg.Dir, 1, 1)
-	b := appendHeader(nil, old.base, old.salt, false)
-	for i := range 30 {
-		b = appendFrame(b, old.salt, typeData, nil, rec(1000+i, 100))
-	}
-	if err := os.WriteFile(strings.TrimSuffix(old.path, segExt)+spareExt, b, 0o640); err != nil {
-		t.Fatal(err)
-	}
+	cfg, warns := testConfig(t) // segments of 4 KiB: 37 frames of 109 bytes
 	l, _ := openLog(t, cfg, hooks{})
-	if st := l.Stats(); st.Reused != 1 {
-		t.Fatalf("%d segments written over spare files, want the first", st.Reused)
+	batch := func(from, n int) [][]byte {
+		var recs [][]byte
+		for i := range n {
+			recs = append(recs, rec(from+i, 100))
+		}
+		return recs
 	}
 	want := map[uint64]string{}
-	for i := range 5 {
-		want[mustAppend(t, l, rec(i, 100))] = string(rec(i, 100))
+	keep := func(first uint64, recs [][]byte) {
+		for i, r := range recs {
+			want[first+uint64(i)] = string(r)
+		}
+	}
+	// Segment 1: 30 frames in a row, all released.
+	a := mustAppend(t, l, batch(0, 30)...)
+	for seq := a; seq < a+30; seq++ {
+		if err := l.Release(seq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Segment 2: 36 kept, with the releases; segment 1 becomes a spare.
+	b := batch(100, 36)
+	keep(mustAppend(t, l, b...), b)
+	for range 5 { // its mapping ends
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Segment 3, over segment 1's file: 5 frames where its first 5
+	// were, its 6th to 30th right after them.
+	c := batch(200, 5)
+	keep(mustAppend(t, l, c...), c)
+	if st := l.Stats(); st.Reused != 1 || st.Segments != 2 {
+		t.Fatalf("stats %+v: want segment 1's file reused by the third, the first deleted", st)
 	}
 	_, got := reopen(t, l, cfg, true)
 	checkReplay(t, got, want)
@@ -240,4 +262,166 @@ func TestLog_fullDiskDropsSpares(t *testing.T) {
 	}
 	fl.full.Store(false)
 	mustAppend(t, l, rec(1, 100))
+}
+
+// TestLog_reopenKeepsHeldView: a log closed and opened again in one
+// process must not write over a file the first log's mapping still
+// reads (a view is valid while its Region is reachable, after Close
+// too): Open deletes the spare files it finds, and only segments a log
+// made itself become its spares.
+func TestLog_reopenKeepsHeldView(t *testing.T) {
+	cfg, _ := testConfig(t)
+	l, _ := openLog(t, cfg, hooks{})
+	held := mustAppendMapped(t, l, rec(-1, 100))[0]
+	if err := l.Release(held.seq); err != nil {
+		t.Fatal(err)
+	}
+	churn(t, l, 0, 2)
+	if _, err := os.Stat(filepath.Join(cfg.Dir, strings.TrimSuffix(segName(1), segExt)+spareExt)); err != nil {
+		t.Fatalf("segment 1 not kept as a spare: %v", err)
+	}
+	// And one in the head, which the next log recovers.
+	head := mustAppendMapped(t, l, rec(-2, 100))[0]
+	if err := l.Release(head.seq); err != nil {
+		t.Fatal(err)
+	}
+	l, _ = reopen(t, l, cfg, false)
+	churn(t, l, 100000, 4)
+	for _, m := range []mapped{held, head} {
+		if got := string(m.view); got != m.want {
+			t.Errorf("held view reads %q after the log was opened again, want %q", got, m.want)
+		}
+	}
+	runtime.KeepAlive(held.r)
+	runtime.KeepAlive(head.r)
+}
+
+// stallFile holds the writer right after it fsynced a spare's new
+// header, before the rename to the new segment's name.
+type stallFile struct {
+	segFile
+	path    string
+	once    *sync.Once
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (f *stallFile) Sync() error {
+	err := f.segFile.Sync()
+	if strings.HasSuffix(f.path, spareExt) {
+		f.once.Do(func() { close(f.stalled) })
+		<-f.release
+	}
+	return err
+}
+
+// TestLog_Open_spareRenameLost: a crash that lost the renaming of a
+// deleted segment to its spare name (its directory fsync failed, which
+// is only warned of) after the next segment's header was written over
+// the file leaves that header under the old segment's name. Open must
+// take it for the spare it is, not cut the segment and, with it, every
+// later one as out of order.
+func TestLog_Open_spareRenameLost(t *testing.T) {
+	cfg, _ := testConfig(t)
+	stalled, release := make(chan struct{}), make(chan struct{})
+	once := &sync.Once{}
+	h := hooks{openFile: func(path string, flag int) (segFile, error) {
+		f, err := openOSFile(path, flag)
+		if err != nil {
+			return nil, err
+		}
+		return &stallFile{segFile: f, path: path, once: once, stalled: stalled, release: release}, nil
+	}}
+	l, _ := openLog(t, cfg, h)
+	for i := 0; l.Stats().Segments < 2; i++ { // segment 1, all released
+		if err := l.Release(mustAppend(t, l, rec(i, 100))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	acked := map[uint64]string{}
+	done := make(chan struct{})
+	go func() { // live records until the writer stalls at the reuse
+		defer close(done)
+		for i := 1000; i < 100_000; i++ {
+			seq, err := l.Append(context.Background(), rec(i, 100))
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			acked[seq] = string(rec(i, 100))
+			mu.Unlock()
+			if i%4 == 0 {
+				runtime.GC()
+			}
+		}
+	}()
+	select {
+	case <-stalled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no segment written over a spare file in 20s")
+	}
+	// The disk as the crash leaves it: the spare under its old name.
+	crash := t.TempDir()
+	ents, err := os.ReadDir(cfg.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(cfg.Dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := strings.CutSuffix(e.Name(), spareExt)
+		if name != e.Name() {
+			name += segExt
+		}
+		if err := os.WriteFile(filepath.Join(crash, name), b, 0o640); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	want := maps.Clone(acked)
+	mu.Unlock()
+	close(release)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+
+	ccfg, warns := testConfig(t)
+	ccfg.Dir = crash
+	_, got := openLog(t, ccfg, hooks{})
+	checkReplay(t, got, want)
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings: %v", w)
+	}
+}
+
+// TestLog_Open_rottedVersion: a header whose version field rotted is
+// damage (its CRC says so), deleted with a warning, not a later
+// chute's format that fails every open.
+func TestLog_Open_rottedVersion(t *testing.T) {
+	cfg, warns := testConfig(t)
+	l, _ := openLog(t, cfg, hooks{})
+	for i := range 80 { // two segments and more
+		mustAppend(t, l, rec(i, 100))
+	}
+	l.crashOnClose.Store(true)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	first := segFiles(t, cfg.Dir)[0]
+	b, err := os.ReadFile(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.LittleEndian.PutUint32(b[16:], 0)
+	if err := os.WriteFile(first, b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	openLog(t, cfg, hooks{})
+	if w := warns.take(); len(w) != 1 || w[0]["msg"] != "qlog: deleted a damaged segment" {
+		t.Errorf("warnings %v, want the damaged segment deleted", w)
+	}
 }
