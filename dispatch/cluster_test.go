@@ -12,6 +12,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"chute/kv"
 )
 
 // TestCluster_producerOnAConsumerOnC checks, in-process, that messages
@@ -551,8 +553,18 @@ func heldAfterStop(t *testing.T, ctx context.Context, a, b, c *member, n int) {
 // it delivered its own copies and had a consumer acknowledged them, b
 // dying before c's round would have left c to claim the queue and
 // deliver its copies of the same messages again.
+//
+// b's claims are answered only a while after they are applied, as under
+// load: a consumer's watch on b that came meanwhile entered the epoch
+// before the claim noted it a failover, and delivered at once.
 func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
 	cl := newCluster(t)
+	cl.records = func(name string, s *kv.Server) RecordStore {
+		if name == "b" {
+			return &slowClaims{Server: s, delay: 300 * time.Millisecond}
+		}
+		return s
+	}
 	a, b := cl.start("a", nil), cl.start("b", nil)
 	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs c's rounds
 	connect(a, b, c)
@@ -600,6 +612,21 @@ func TestCluster_failoverCollectsCopiesFirst(t *testing.T) {
 			t.Errorf("%s delivered %d times", tail, k)
 		}
 	}
+}
+
+// slowClaims answers a write of a dispatcher record delay after it is
+// applied.
+type slowClaims struct {
+	*kv.Server
+	delay time.Duration
+}
+
+func (s *slowClaims) CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error) {
+	ok, err := s.Server.CompareAndPut(ctx, key, old, value)
+	if ParseKey(key).Kind == KindRecord {
+		time.Sleep(s.delay)
+	}
+	return ok, err
 }
 
 // TestCluster_handoffAfterFailoverDropsDoneCopies: after a failover b

@@ -202,7 +202,19 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 		if !ok {
 			raw = nil
 		}
+		noted := failover && next.Member == m.cfg.MemberID
+		if noted {
+			// Before the write, as entered (writeRecord): once it is
+			// applied, another goroutine (a consumer's watch) may enter
+			// the epoch before the write's answer comes back here.
+			m.failedOver.Store(name, next.Epoch)
+		}
 		written, err := m.writeRecord(ctx, name, raw, next)
+		if noted && err == nil && !written {
+			// Lost to another claim. A write that failed may have been
+			// applied: the note stays, and costs at most an await.
+			m.failedOver.CompareAndDelete(name, next.Epoch)
+		}
 		if err != nil {
 			return rec
 		}
@@ -222,9 +234,6 @@ func (m *Manager) dispatcherOf(ctx context.Context, name string, why claimReason
 			}
 			m.log.Log(ctx, level, msg, "queue", name, "epoch", next.Epoch, "dispatcher", gossip.ID(next.Member), "previous", gossip.ID(rec.Member))
 			m.metrics.elections.Add(1)
-			if failover && next.Member == m.cfg.MemberID {
-				m.failedOver.Store(name, next.Epoch)
-			}
 			return next
 		}
 	}
