@@ -38,6 +38,14 @@ func churn(t *testing.T, l *Log, from int, reuse uint64) int {
 	}
 }
 
+// noWarnings fails the test if the log warned.
+func noWarnings(t *testing.T, warns *warnings) {
+	t.Helper()
+	if w := warns.take(); len(w) != 0 {
+		t.Errorf("warnings: %v", w)
+	}
+}
+
 // withSpare churns l until a segment was written over a spare file and
 // another spare file is kept.
 func withSpare(t *testing.T, l *Log) {
@@ -81,9 +89,7 @@ func TestLog_reusedFile_crash(t *testing.T) {
 
 	l, got := reopen(t, l, cfg, true)
 	checkReplay(t, got, want)
-	if w := warns.take(); len(w) != 0 {
-		t.Errorf("warnings: %v", w)
-	}
+	noWarnings(t, warns)
 	if size := fileSize(t, head); size != end {
 		t.Errorf("head holds %d bytes after the open, want its records' %d", size, end)
 	}
@@ -136,9 +142,7 @@ func TestLog_Open_version1(t *testing.T) {
 	want[mustAppend(t, l, rec(3, 100))] = string(rec(3, 100))
 	_, got = reopen(t, l, cfg, false)
 	checkReplay(t, got, want)
-	if w := warns.take(); len(w) != 0 {
-		t.Errorf("warnings: %v", w)
-	}
+	noWarnings(t, warns)
 }
 
 // TestLog_Open_laterVersion: a segment of a format this chute does not
@@ -238,9 +242,7 @@ func TestLog_reusedFile_olderFramesAligned(t *testing.T) {
 	}
 	_, got := reopen(t, l, cfg, true)
 	checkReplay(t, got, want)
-	if w := warns.take(); len(w) != 0 {
-		t.Errorf("warnings: %v", w)
-	}
+	noWarnings(t, warns)
 }
 
 // TestLog_fullDiskDropsSpares: a write that finds the disk full deletes
@@ -393,9 +395,7 @@ func TestLog_Open_spareRenameLost(t *testing.T) {
 	ccfg.Dir = crash
 	_, got := openLog(t, ccfg, hooks{})
 	checkReplay(t, got, want)
-	if w := warns.take(); len(w) != 0 {
-		t.Errorf("warnings: %v", w)
-	}
+	noWarnings(t, warns)
 }
 
 // TestLog_Open_rottedVersion: a header whose version field rotted is
