@@ -290,6 +290,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
 	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's files under the data dir: its segments, and deleted ones kept to be written over."))
+	logSpare := must(gauge("chute.queue_log.spare_bytes", "By", "Of chute.queue_log.bytes, the deleted segments' files kept to be written over (two at most): no queued message, deleted first when space is short."))
 	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
 	logAppended := must(counter("chute.queue_log.appended", "Records appended to the queue log."))
 	logFsyncs := must(counter("chute.queue_log.fsyncs", "Fsyncs of the queue log; appended/fsyncs is the group commit's batch."))
@@ -319,12 +320,13 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		if m.qlog != nil {
 			ls := m.qlog.Stats()
 			o.ObserveInt64(logBytes, ls.Size+ls.Spares)
+			o.ObserveInt64(logSpare, ls.Spares)
 			o.ObserveInt64(logRecords, int64(ls.Live))
 			o.ObserveInt64(logAppended, int64(ls.Appended))
 			o.ObserveInt64(logFsyncs, int64(ls.Fsyncs))
 		}
 		return nil
 	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused, waited,
-		forwards, broadcasts, elections, handovers, logBytes, logRecords, logAppended, logFsyncs)
+		forwards, broadcasts, elections, handovers, logBytes, logSpare, logRecords, logAppended, logFsyncs)
 	return err
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -150,5 +152,65 @@ func TestInsertMetrics_putsSwept(t *testing.T) {
 	im.puts.sweep(held)
 	if got, want := labels(), []string{"held"}; !slices.Equal(got, want) {
 		t.Fatalf("after two sweeps without puts: %v, want %v", got, want)
+	}
+}
+
+// TestMetrics_queueLogSpareBytes: segments deleted once their messages
+// are acknowledged are kept as spare files to be written over; the
+// queue log's bytes count them, and chute.queue_log.spare_bytes says how
+// many of those bytes they are, as the log counts them.
+func TestMetrics_queueLogSpareBytes(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	n := startNode(t, func(c *Config) {
+		c.Meter = mp
+		c.DataDir, c.NoSync, c.QueueLogSegmentBytes = t.TempDir(), true, 4<<10
+	})
+	cli := n.client(t)
+	ctx := testCtx(t, 30*time.Second)
+	wc := cli.Watch(ctx, "/q/churn/c/w1")
+	gauges := func() map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(ctx, &rm); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int64{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				if g, ok := m.Data.(metricdata.Gauge[int64]); ok && len(g.DataPoints) == 1 {
+					got[m.Name] = g.DataPoints[0].Value
+				}
+			}
+		}
+		return got
+	}
+	for i := 0; ; i++ { // each message acknowledged: the segments they filled are deleted
+		if n.mgr.qlog.Stats().Spares > 0 {
+			break
+		}
+		if i == 500 {
+			t.Fatalf("no spare file after %d messages: %+v", i, n.mgr.qlog.Stats())
+		}
+		if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 200)); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range next(t, wc, 10*time.Second) {
+			if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The gauges and the log's own count, read until they agree: the
+	// writer may move on between the two reads.
+	for i := 0; ; i++ {
+		st, g := n.mgr.qlog.Stats(), gauges()
+		if g["chute.queue_log.spare_bytes"] == st.Spares && g["chute.queue_log.bytes"] == st.Size+st.Spares && st.Spares > 0 {
+			return
+		}
+		if i == 100 {
+			t.Fatalf("gauges %v, log %+v: want spare_bytes = Spares and bytes = Size + Spares", g, st)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
