@@ -98,14 +98,8 @@ func (l *Log) rewrite(path string, seg *segment) (f segFile, size int64, err err
 	if f, err = l.hooks.openFile(path, os.O_RDWR); err != nil {
 		return nil, 0, err
 	}
-	if _, err = f.WriteAt(appendHeader(nil, seg.base, seg.salt, true), 0); err != nil {
+	if err = l.writeHeader(f, seg); err != nil { // seg.reused: flagReused
 		return f, 0, err
-	}
-	if !l.cfg.NoSync {
-		if err = f.Sync(); err != nil {
-			return f, 0, err
-		}
-		l.countFsync()
 	}
 	if err = os.Rename(path, seg.path); err != nil {
 		return f, 0, err

@@ -556,12 +556,9 @@ func (l *Log) create(seg *segment) (segFile, error) {
 	if err != nil {
 		return nil, ioError(err)
 	}
-	_, err = f.WriteAt(appendHeader(nil, seg.base, seg.salt, false), 0)
+	err = l.writeHeader(f, seg)
 	if err == nil && !l.cfg.NoSync {
-		if err = f.Sync(); err == nil {
-			l.countFsync()
-			err = syncDir(l.cfg.Dir)
-		}
+		err = syncDir(l.cfg.Dir)
 	}
 	if err != nil {
 		_ = f.Close()
@@ -569,6 +566,22 @@ func (l *Log) create(seg *segment) (segFile, error) {
 		return nil, fmt.Errorf("qlog: new segment %s: %w", seg.path, ioError(err))
 	}
 	return f, nil
+}
+
+// writeHeader writes seg's header at the start of f and, unless NoSync,
+// fsyncs it: of a new file (create) or over a spare's (rewrite).
+func (l *Log) writeHeader(f segFile, seg *segment) error {
+	if _, err := f.WriteAt(appendHeader(nil, seg.base, seg.salt, seg.reused), 0); err != nil {
+		return err
+	}
+	if l.cfg.NoSync {
+		return nil
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	l.countFsync()
+	return nil
 }
 
 func (l *Log) countFsync() {
