@@ -550,14 +550,7 @@ func TestManager_DataDir_valuesOutliveCompaction(t *testing.T) {
 		if i == 2000 {
 			t.Fatalf("no segment deleted after %d messages: %+v", i, n.mgr.qlog.Stats())
 		}
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 100)); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range next(t, wc, 10*time.Second) {
-			if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		putAndAck(t, ctx, cli, wc, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 100))
 	}
 	if st := n.mgr.qlog.Stats(); st.Moved == 0 {
 		t.Fatalf("stats %+v: want the kept record moved", st)

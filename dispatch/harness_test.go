@@ -112,6 +112,20 @@ func next(t *testing.T, wc clientv3.WatchChan, d time.Duration) []*clientv3.Even
 	return nil
 }
 
+// putAndAck puts value at key, then acknowledges (deletes) what wc, a
+// consumer's watch of the same queue, delivers next.
+func putAndAck(t *testing.T, ctx context.Context, cli *clientv3.Client, wc clientv3.WatchChan, key, value string) {
+	t.Helper()
+	if _, err := cli.Put(ctx, key, value); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range next(t, wc, 10*time.Second) {
+		if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // collectN reads n events from wc.
 func collectN(t *testing.T, wc clientv3.WatchChan, n int, d time.Duration) []*clientv3.Event {
 	t.Helper()

@@ -192,14 +192,7 @@ func TestMetrics_queueLogSpareBytes(t *testing.T) {
 		if i == 500 {
 			t.Fatalf("no spare file after %d messages: %+v", i, n.mgr.qlog.Stats())
 		}
-		if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 200)); err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range next(t, wc, 10*time.Second) {
-			if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
-				t.Fatal(err)
-			}
-		}
+		putAndAck(t, ctx, cli, wc, fmt.Sprintf("/q/churn/p/%d", i), strings.Repeat("c", 200))
 	}
 	// The gauges and the log's own count, read until they agree: the
 	// writer may move on between the two reads.

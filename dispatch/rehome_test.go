@@ -40,14 +40,7 @@ func TestRehome_clickHouseRowsFreeDeletedSegments(t *testing.T) {
 			t.Fatal(err)
 		}
 		for j := range 30 { // about a segment of messages, each acknowledged
-			if _, err := cli.Put(ctx, fmt.Sprintf("/q/churn/p/%d-%d", i, j), strings.Repeat("c", 100)); err != nil {
-				t.Fatal(err)
-			}
-			for _, ev := range next(t, wc, 10*time.Second) {
-				if _, err := cli.Delete(ctx, string(ev.Kv.Key)); err != nil {
-					t.Fatal(err)
-				}
-			}
+			putAndAck(t, ctx, cli, wc, fmt.Sprintf("/q/churn/p/%d-%d", i, j), strings.Repeat("c", 100))
 		}
 	}
 	if d := n.depth("ch:events"); d != 60 {
