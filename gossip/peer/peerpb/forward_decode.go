@@ -285,7 +285,7 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 				v = v[k:]
 			}
 			b = b[n:]
-		case (num == 1 || num == 4 || num == 6 || num == 8) && typ == protowire.VarintType:
+		case (num == 1 || num == 4 || num == 6 || num == 8 || num == 9) && typ == protowire.VarintType:
 			v, n := consumeVarint(b)
 			if n < 0 {
 				return errFrame
@@ -302,9 +302,11 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 				x.Seqs = append(x.Seqs, v)
 			case 8:
 				x.Puts = v != 0
+			case 9:
+				x.BackupOf = v
 			}
 			b = b[n:]
-		case (num == 3 || num == 5 || num == 7) && typ == protowire.BytesType:
+		case (num == 3 || num == 5 || num == 7 || num == 10) && typ == protowire.BytesType:
 			v, n := consumeBytes(b)
 			if n < 0 || !utf8.Valid(v) {
 				return errFrame
@@ -316,6 +318,8 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 				x.Queue = string(v)
 			case 7:
 				x.Boot = string(v)
+			case 10:
+				x.BackupBoot = string(v)
 			}
 			b = b[n:]
 		default:

@@ -14,7 +14,8 @@ import (
 )
 
 // sampleFrames are frames as members send them: a txn's produce batch, a
-// backup frame with releases, a handed-over message, an empty frame.
+// backup frame with releases, a handed-over message, an empty frame, a
+// restarted backup's copies.
 func sampleFrames() []*ForwardFrame {
 	produce := &ForwardBatch{Id: 7, Puts: true, Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
 	for i := range 3 {
@@ -27,6 +28,9 @@ func sampleFrames() []*ForwardFrame {
 		{Queue: "other", Tail: "b"}, // another queue: the receiver refuses it, the decoder keeps it
 		{Queue: "jobs", Tail: "c", Value: []byte{}},
 	}}
+	// A restarted backup's copies of its dispatcher's messages.
+	restored := &ForwardBatch{Id: 12, BackupOf: 1<<63 + 9, BackupBoot: "3w5e11264sgsf",
+		Messages: []*QueueMessage{{Queue: "jobs", Tail: "r", Value: []byte("v"), Seq: 2<<32 + 7, Origin: 4, N: 5}}}
 	// Tails longer than the first: the decoder's buffer of tails fills.
 	long := &ForwardBatch{Id: 11, Messages: []*QueueMessage{
 		{Queue: "q", Tail: "s", Value: []byte("1")},
@@ -38,6 +42,7 @@ func sampleFrames() []*ForwardFrame {
 		{Batches: []*ForwardBatch{backup, handover, {Id: 10}}},
 		{},
 		{Batches: []*ForwardBatch{long}},
+		{Batches: []*ForwardBatch{restored, produce}},
 	}
 }
 

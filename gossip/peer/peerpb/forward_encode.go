@@ -67,7 +67,8 @@ func (b *SendBatch) Bytes() int { return b.bytes }
 // batches that are not is not sent (SendFrame).
 func (b *SendBatch) Encodable() bool {
 	h := &b.Head
-	return len(h.unknownFields) == 0 && len(h.Messages) == 0 && utf8.ValidString(h.Traceparent) && utf8.ValidString(h.Queue) && utf8.ValidString(h.Boot)
+	return len(h.unknownFields) == 0 && len(h.Messages) == 0 && utf8.ValidString(h.Traceparent) && utf8.ValidString(h.Queue) && utf8.ValidString(h.Boot) &&
+		utf8.ValidString(h.BackupBoot)
 }
 
 // size is the length of b's wire form.
@@ -82,7 +83,7 @@ func (b *SendBatch) size() int {
 	if h.Puts {
 		n += 2
 	}
-	return n
+	return n + sizeVarint(h.BackupOf) + sizeString(h.BackupBoot)
 }
 
 // appendEncoded appends b's wire form, in field order as proto.Marshal
@@ -105,7 +106,8 @@ func (b *SendBatch) appendEncoded(out []byte) []byte {
 	if h.Puts {
 		out = append(out, 8<<3|byte(protowire.VarintType), 1)
 	}
-	return out
+	out = appendVarint(out, 9, h.BackupOf)
+	return appendString(out, 10, h.BackupBoot)
 }
 
 // SendFrame is a ForwardFrame of SendBatches, which encodes itself as

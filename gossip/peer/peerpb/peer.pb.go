@@ -241,7 +241,16 @@ type ForwardBatch struct {
 	// still waiting for this answer, not copies (a handover, held copies):
 	// the dispatcher looks their ids up only if copies from the sender came
 	// before. false is always safe.
-	Puts          bool `protobuf:"varint,8,opt,name=puts,proto3" json:"puts,omitempty"`
+	Puts bool `protobuf:"varint,8,opt,name=puts,proto3" json:"puts,omitempty"`
+	// backup_of and backup_boot say that a PRODUCE batch holds copies the
+	// sender kept as the backup of member backup_of, run backup_boot, and
+	// read back from its queue log after a restart (ack=replicated). A
+	// dispatcher that is that run drops those it numbered in the epoch it
+	// dispatches in and no longer holds: they left its custody while the
+	// backup was down. 0 and "" on other batches; a member that does not
+	// know the fields takes the copies as any other.
+	BackupOf      uint64 `protobuf:"varint,9,opt,name=backup_of,json=backupOf,proto3" json:"backup_of,omitempty"`
+	BackupBoot    string `protobuf:"bytes,10,opt,name=backup_boot,json=backupBoot,proto3" json:"backup_boot,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +339,20 @@ func (x *ForwardBatch) GetPuts() bool {
 		return x.Puts
 	}
 	return false
+}
+
+func (x *ForwardBatch) GetBackupOf() uint64 {
+	if x != nil {
+		return x.BackupOf
+	}
+	return 0
+}
+
+func (x *ForwardBatch) GetBackupBoot() string {
+	if x != nil {
+		return x.BackupBoot
+	}
+	return ""
 }
 
 type ForwardFrame struct {
@@ -1417,7 +1440,7 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
 	"\battempts\x18\b \x01(\x03R\battempts\x12\x14\n" +
-	"\x05batch\x18\t \x01(\rR\x05batch\"\xfb\x01\n" +
+	"\x05batch\x18\t \x01(\rR\x05batch\"\xb9\x02\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
@@ -1426,7 +1449,11 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x05queue\x18\x05 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04seqs\x18\x06 \x03(\x04R\x04seqs\x12\x12\n" +
 	"\x04boot\x18\a \x01(\tR\x04boot\x12\x12\n" +
-	"\x04puts\x18\b \x01(\bR\x04puts\"E\n" +
+	"\x04puts\x18\b \x01(\bR\x04puts\x12\x1b\n" +
+	"\tbackup_of\x18\t \x01(\x04R\bbackupOf\x12\x1f\n" +
+	"\vbackup_boot\x18\n" +
+	" \x01(\tR\n" +
+	"backupBoot\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +
