@@ -70,8 +70,9 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 	}
 	maxBytes := m.settingsOf(b.Queue).MaxBytes // before backupMu, taken alone
 	copies := make([]incoming, len(b.Messages))
+	owner := &copyOwner{member: from, boot: b.Boot} // in their records: read back, they are handed over saying so
 	for i, msg := range b.Messages {
-		copies[i] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq, batch: int(msg.Batch)}
+		copies[i] = incoming{id: MsgID{Origin: msg.Origin, N: msg.N}, tail: msg.Tail, value: msg.Value, seq: msg.Seq, batch: int(msg.Batch), owner: owner}
 	}
 	if err := m.persistAs(ctx, recBackup, b.Queue, copies); err != nil { // before backupMu: no fsync under it
 		return err

@@ -60,7 +60,22 @@ const (
 	// writes its own recTried) forms it as the mark says. Written in the
 	// append of the head row's record, released as recTried is.
 	recMark byte = 4
+	// recBackupOf is a backup's copy, as recBackup, that names the
+	// dispatcher it was kept for and the run of that dispatcher's
+	// process (copyOwner): read back after a restart, the copy is handed
+	// to the dispatcher with them, and that run drops what it no longer
+	// holds (Manager.dropLeft).
+	recBackupOf byte = 5
 )
+
+// copyOwner is the dispatcher a backup kept a copy for: its member id
+// and the run of its process (its serf boot tag). The copies of one
+// backup frame, or read back from the log for one dispatcher's run,
+// share one.
+type copyOwner struct {
+	member uint64
+	boot   string
+}
 
 // encodeTried appends the record of tried batch rows of queue name: kind,
 // queue, the number of rows and their ids in order, as uvarints. Ids, not
@@ -252,9 +267,17 @@ func (m *Manager) persistTried(ctx context.Context, name string, rows []row) uin
 
 // encodeRecord appends the record of message in of queue name to b:
 // kind, queue, id, number (0: none), tail and value, the lengths and
-// integers as uvarints.
+// integers as uvarints. A backup's copy with its owner is written as
+// recBackupOf, the owner's member and run after the kind.
 func encodeRecord(b []byte, kind byte, name string, in incoming) []byte {
-	b = append(b, kind)
+	if kind == recBackup && in.owner != nil {
+		b = append(b, recBackupOf)
+		b = binary.AppendUvarint(b, in.owner.member)
+		b = binary.AppendUvarint(b, uint64(len(in.owner.boot)))
+		b = append(b, in.owner.boot...)
+	} else {
+		b = append(b, kind)
+	}
 	b = binary.AppendUvarint(b, uint64(len(name)))
 	b = append(b, name...)
 	b = binary.AppendUvarint(b, in.id.Origin)
@@ -274,10 +297,13 @@ var errBadRecord = errors.New("dispatch: queue log record does not decode")
 // the value is a copy too unless r, the log's mapping of rec, is given:
 // it is then rec's bytes, kept by in.region.
 func decodeRecord(rec []byte, r *qlog.Region) (name string, in incoming, err error) {
-	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup {
+	if len(rec) == 0 || rec[0] != recMessage && rec[0] != recBackup && rec[0] != recBackupOf {
 		return "", incoming{}, errBadRecord
 	}
 	rd := recordReader{p: rec[1:]}
+	if rec[0] == recBackupOf {
+		in.owner = &copyOwner{member: rd.uv(), boot: rd.str()}
+	}
 	name = rd.str()
 	in.id.Origin = rd.uv()
 	in.id.N = rd.uv()
@@ -359,6 +385,7 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 	lcfg.MaxRecordBytes = max(lcfg.MaxRecordBytes, cfg.MaxRequestBytes+cfg.MaxKeyBytes+1024)
 	recovered := make(map[string][]incoming)
 	tried := make(map[string][]triedRecord)
+	owners := make(map[copyOwner]*copyOwner) // one for the copies of each dispatcher's run
 	bad := 0
 	l, err = qlog.OpenMapped(lcfg, func(seq uint64, rec []byte, r *qlog.Region) error {
 		if len(rec) > 0 && (rec[0] == recTried || rec[0] == recMark) {
@@ -381,6 +408,14 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 			return nil // kept in the log, unreleased, for a version that reads it
 		}
 		in.lseq = seq
+		if in.owner != nil {
+			o, ok := owners[*in.owner]
+			if !ok {
+				o = in.owner
+				owners[*o] = o
+			}
+			in.owner = o
+		}
 		recovered[name] = append(recovered[name], in)
 		return nil
 	})
@@ -451,7 +486,7 @@ func (m *Manager) persistGroups(ctx context.Context, kind byte, groups []custody
 	for _, g := range groups {
 		for i := range g.msgs {
 			if g.msgs[i].lseq == 0 {
-				size += recordSize(g.name, g.msgs[i])
+				size += recordSize(kind, g.name, g.msgs[i])
 				n++
 			}
 			if needsMark(kind, g.msgs[i]) {
@@ -561,11 +596,15 @@ func (m *Manager) putAppendBufs(a *appendBufs, buf []byte, recs [][]byte, at []*
 	m.appends.Put(a)
 }
 
-// recordSize is the bytes of in's record of queue name, as encodeRecord
-// makes it.
-func recordSize(name string, in incoming) int {
-	return 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N) + uvarintLen(in.seq) +
+// recordSize is the bytes of in's record of kind and queue name, as
+// encodeRecord makes it.
+func recordSize(kind byte, name string, in incoming) int {
+	n := 1 + uvarintLen(uint64(len(name))) + len(name) + uvarintLen(in.id.Origin) + uvarintLen(in.id.N) + uvarintLen(in.seq) +
 		uvarintLen(uint64(len(in.tail))) + len(in.tail) + uvarintLen(uint64(len(in.value))) + len(in.value)
+	if kind == recBackup && in.owner != nil {
+		n += uvarintLen(in.owner.member) + uvarintLen(uint64(len(in.owner.boot))) + len(in.owner.boot)
+	}
+	return n
 }
 
 // uvarintLen is the bytes of x as a uvarint.

@@ -158,17 +158,31 @@ func TestManager_Shutdown_memoryOnlyLoss(t *testing.T) {
 	}
 }
 
-// TestRecord_roundTrip: a record decodes to the message encoded, and a
-// damaged one does not decode.
+// TestRecord_roundTrip: a record decodes to the message encoded, a
+// backup's copy with the dispatcher and run it was kept for (those of a
+// message or of a copy without them are not written), and a damaged one
+// does not decode.
 func TestRecord_roundTrip(t *testing.T) {
-	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`)}
-	rec := encodeRecord(nil, recBackup, "ch:events", in)
-	if got := recordSize("ch:events", in); got != len(rec) {
-		t.Errorf("recordSize: got %d, want %d", got, len(rec))
+	owner := &copyOwner{member: 1<<64 - 1, boot: "3w5e11264sgsf"}
+	in := incoming{id: MsgID{Origin: 7, N: 1 << 40}, seq: 1<<32 + 3, tail: "k/1", value: []byte(`{"a":1}`), owner: owner}
+	for _, kind := range []byte{recMessage, recBackup} {
+		for _, o := range []*copyOwner{nil, owner} {
+			in := in
+			in.owner = o
+			if got, want := recordSize(kind, "ch:events", in), len(encodeRecord(nil, kind, "ch:events", in)); got != want {
+				t.Errorf("recordSize of kind %d, owner %v: got %d, want %d", kind, o, got, want)
+			}
+			_, out, err := decodeRecord(encodeRecord(nil, kind, "ch:events", in), nil)
+			if err != nil || (out.owner != nil) != (kind == recBackup && o != nil) {
+				t.Errorf("kind %d, owner %v: decoded owner %v, %v", kind, o, out.owner, err)
+			}
+		}
 	}
+	rec := encodeRecord(nil, recBackup, "ch:events", in)
 	for _, r := range []*qlog.Region{nil, {}} {
 		name, out, err := decodeRecord(rec, r)
-		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) {
+		if err != nil || name != "ch:events" || out.id != in.id || out.seq != in.seq || out.tail != in.tail || string(out.value) != string(in.value) ||
+			out.owner == nil || *out.owner != *owner {
 			t.Fatalf("decoded %q %+v %v, want %q %+v", name, out, err, "ch:events", in)
 		}
 		// Mapped, the value is the record's bytes; else a copy.
@@ -390,6 +404,163 @@ func TestCustody_restartHandsToDispatcher(t *testing.T) {
 	}
 }
 
+// withRun returns a Config mutation that sets the run of the member's
+// process (its serf boot tag), and the data dir when dir is not "".
+func withRun(boot, dir string) func(*Config) {
+	return func(c *Config) { c.Boot, c.DataDir = boot, dir }
+}
+
+// TestCustody_restartedBackupDropsWhatItsDispatcherHas: the backup of
+// an ack=replicated queue is killed with copies of ten unacknowledged
+// messages in its log; while it is down the consumer acknowledges them
+// all, and the dispatcher forgets their ids (a busy queue acknowledges
+// far more meanwhile). Back on its data dir, the backup hands the
+// copies it read back to the dispatcher saying whose they are; that run
+// numbered them in the epoch it still dispatches in, holds none of them
+// and drops them all. Taken as other copies, they were numbered again
+// and delivered twice.
+func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
+	cl := newCluster(t)
+	cl.start("a", nil) // one more member of the key space, no peer of b or c
+	dir := t.TempDir()
+	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
+	connect(b, c)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, b, c)
+	putJobs(t, ctx, b, 10)
+	if got := backupRowsOf(c, "jobs"); got != 10 {
+		t.Fatalf("the backup holds %d copies, want 10", got)
+	}
+	c.stop() // killed: its copies stay in its log
+	connect(b)
+	wctx, wcancel := context.WithCancel(ctx)
+	consumeAll(t, ctx, b.cli.Watch(wctx, "/q/jobs/c/x"), b.cli, 10, 10*time.Second)
+	wcancel()
+	q := b.mgr.lookup("jobs")
+	q.mu.Lock()
+	q.done = newDoneSet(doneIDs) // as after 2×doneIDs later acknowledgements
+	q.mu.Unlock()
+	c2 := cl.start("c", withRun("c2", dir))
+	if n := heldOn(c2, "jobs"); n != 10 {
+		t.Fatalf("c read back %d copies, want 10", n)
+	}
+	connect(b, c2)
+	waitUntil(t, 10*time.Second, "c to hand over the copies it read back, or b to queue them", func() bool {
+		return heldOn(c2, "jobs") == 0 && liveRecords(c2.mgr) == 0 || rowsOn(b.mgr, "jobs") > 0
+	})
+	if n := rowsOn(b.mgr, "jobs"); n != 0 {
+		t.Fatalf("the dispatcher queued %d of the copies, acknowledged while the backup was down, want none", n)
+	}
+	w := b.cli.Watch(ctx, "/q/jobs/c/y")
+	select {
+	case resp := <-w:
+		if len(resp.Events) > 0 {
+			t.Fatalf("%s, acknowledged while the backup was down, delivered again", resp.Events[0].Kv.Key)
+		}
+	case <-time.After(time.Second):
+	}
+}
+
+// TestCustody_restartedBackupOutlivesItsDispatcher: the dispatcher of an
+// ack=replicated queue, without a data dir, and its backup are killed;
+// the dispatcher comes back first, holding nothing, its record as it was.
+// The backup, back on its data dir, hands it the copies it read back:
+// they are of an earlier run, the only copies of the messages, and each
+// is delivered.
+func TestCustody_restartedBackupOutlivesItsDispatcher(t *testing.T) {
+	cl := newCluster(t)
+	cl.start("a", nil) // keeps the key space while b and c are down
+	dir := t.TempDir()
+	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
+	connect(b, c)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, b, c)
+	putJobs(t, ctx, b, 10)
+	if got := backupRowsOf(c, "jobs"); got != 10 {
+		t.Fatalf("the backup holds %d copies, want 10", got)
+	}
+	c.stop()
+	b.stop()
+	b2 := cl.start("b", withRun("b2", ""))
+	c2 := cl.start("c", withRun("c2", dir))
+	connect(b2, c2)
+	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, 10, 10*time.Second)
+	if len(tails) != 10 {
+		t.Fatalf("%d of the 10 messages delivered", len(tails))
+	}
+}
+
+// TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch: as above, but
+// the queue's record is deleted while both are down (as when an idle
+// queue is forgotten) and the dispatcher's new run claims the queue
+// again at epoch 1, the epoch of the backup's copies: they are of an
+// earlier run of the same member, which the run tells apart, and each is
+// delivered with the new put.
+func TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	dir := t.TempDir()
+	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
+	connect(b, c)
+	ctx := testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, b, c)
+	putJobs(t, ctx, b, 10)
+	if rec, _ := ParseRecord(recordOn(b, "jobs")); rec.Member != b.id || rec.Epoch != 1 {
+		t.Fatalf("record %q, want b's at epoch 1", recordOn(b, "jobs"))
+	}
+	if got := backupRowsOf(c, "jobs"); got != 10 {
+		t.Fatalf("the backup holds %d copies, want 10", got)
+	}
+	c.stop()
+	b.stop()
+	if _, err := a.cli.Delete(ctx, RecordKey("jobs")); err != nil {
+		t.Fatal(err)
+	}
+	b2 := cl.start("b", withRun("b2", ""))
+	if _, err := b2.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _ := ParseRecord(recordOn(b2, "jobs")); rec.Member != b2.id || rec.Epoch != 1 {
+		t.Fatalf("record %q, want b's at epoch 1 again", recordOn(b2, "jobs"))
+	}
+	c2 := cl.start("c", withRun("c2", dir))
+	connect(b2, c2)
+	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, 11, 10*time.Second)
+	if len(tails) != 11 {
+		t.Fatalf("%d of the 11 messages delivered", len(tails))
+	}
+}
+
+// TestChunkEnd: a hand-over's chunks hold at most 512 messages and
+// maxFrameBytes (at least one message), and copies of one owner only: a
+// chunk's batch names the owner of its first (forward), and a copy that
+// is not the receiver's own taken for one would be dropped.
+func TestChunkEnd(t *testing.T) {
+	o1, o2 := &copyOwner{member: 1, boot: "r1"}, &copyOwner{member: 1, boot: "r2"}
+	msgs := []incoming{{}, {owner: o1}, {owner: o1}, {owner: o2}, {}, {}}
+	var got []int
+	for i := 0; i < len(msgs); i = chunkEnd(msgs, i) {
+		got = append(got, chunkEnd(msgs, i))
+	}
+	if want := []int{1, 3, 4, 6}; !slices.Equal(got, want) {
+		t.Errorf("chunk ends %v, want %v", got, want)
+	}
+	many := make([]incoming, 1000)
+	if end := chunkEnd(many, 0); end != 512 {
+		t.Errorf("1000 messages: first chunk ends at %d, want 512", end)
+	}
+	big := []incoming{{value: make([]byte, maxFrameBytes)}, {value: make([]byte, 1)}}
+	if end := chunkEnd(big, 0); end != 1 {
+		t.Errorf("a message of maxFrameBytes and another: first chunk ends at %d, want 1", end)
+	}
+}
+
+// heldOn returns the copies m holds of queue, 0 for none.
+func heldOn(m *member, queue string) int {
+	q, _ := queueOn(m, queue)
+	return q.Held
+}
+
 // TestNew_DataDir_locked: a second manager on a data dir in use fails,
 // rather than cutting the tail of a log the first one writes; once the
 // first is shut down the dir is free again.
@@ -576,7 +747,7 @@ func TestCustody_recordSize(t *testing.T) {
 		{id: MsgID{Origin: 1<<64 - 1, N: 1 << 63}, seq: 1 << 40, tail: "k", value: []byte(`{}`)},
 		{id: MsgID{Origin: 127, N: 128}, tail: string(make([]byte, 300)), value: make([]byte, 20000)},
 	} {
-		if got, want := recordSize("ch:events", in), len(encodeRecord(nil, recMessage, "ch:events", in)); got != want {
+		if got, want := recordSize(recMessage, "ch:events", in), len(encodeRecord(nil, recMessage, "ch:events", in)); got != want {
 			t.Errorf("recordSize of %d-byte value: got %d, want %d", len(in.value), got, want)
 		}
 	}

@@ -292,10 +292,16 @@
 // numbers kept where free) or hands them to the dispatcher, which keeps
 // one per id. A copy's record is released once the dispatcher, maybe
 // this member, has it on its own disk. A release lost in a crash brings
-// the message back once (at least once). The ids a dispatcher remembers
-// as acknowledged are bounded (doneIDs per queue), so a backup killed and
-// started again much later may bring back copies of messages acknowledged
-// meanwhile; a backup that leaves on SIGTERM publishes that it leaves
+// the message back once (at least once). A backup's copy's record names
+// the dispatcher and the run of its process it was kept for (a fifth
+// kind, recBackupOf), and the copy read back is handed over with them
+// (ForwardBatch's backup_of, backup_boot): that run, still dispatching in
+// the epoch of the copy's number, gave the number and drops the copy
+// unless it holds the message (dropLeftLocked). Other dispatchers drop
+// only the ids they remember as acknowledged, which are bounded (doneIDs
+// per queue), so a backup killed and started again much later may bring
+// back copies of messages acknowledged meanwhile when its dispatcher
+// restarted or failed over too; a backup that leaves on SIGTERM publishes that it leaves
 // (gossip.Membership.MarkLeaving), so that its alive dispatchers give
 // another member a full copy and RESET it, waits for that (at most 5 s),
 // and then releases what copies of alive dispatchers are left (Handoff),

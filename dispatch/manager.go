@@ -382,6 +382,9 @@ type Manager struct {
 	// only in such an epoch (mayNumber). entering holds the names whose
 	// record a goroutine is writing for that (enterSoon).
 	entered, entering sync.Map
+	// ownRun marks the copies a backup kept for this run of the process
+	// that it hands back (incoming.owner, dropLeftLocked).
+	ownRun *copyOwner
 	// failedOver holds, by queue name, the epoch this member claimed from
 	// a dispatcher gossip called gone, until it enters it: it then awaits
 	// the copies every other member may hold (dispatchLocked).
@@ -429,6 +432,7 @@ func New(cfg Config) (*Manager, error) {
 		clock:        cfg.Clock,
 		stop:         make(chan struct{}),
 		flushing:     make(chan struct{}),
+		ownRun:       &copyOwner{member: cfg.MemberID, boot: cfg.Boot},
 	}
 	m.conns = peer.NewConns(m.dialOpts...)
 	if cfg.Tracer != nil {
@@ -1271,11 +1275,53 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 		m.enterSoon(name)
 		return nil, errMoved // asked again once this member claimed its own epoch
 	}
+	if how == arrivedHanded {
+		msgs = m.dropLeftLocked(q, rec.Epoch, msgs)
+	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	if q.set.Ack == AckReplicated && len(added) < len(msgs) {
 		added = q.queuedAlreadyLocked(msgs, added)
 	}
 	return m.afterEnqueueLocked(q, added, len(msgs) > 0 && msgs[0].seq == 0), nil
+}
+
+// dropLeftLocked returns msgs, copies handed to q's dispatcher, without
+// those a backup kept for this run of the process (incoming.owner is
+// ownRun) that are numbered in epoch, the one it dispatches q in, and
+// that q no longer holds; their records are released. This run entered
+// the epoch (dispatchLocked), so it gave every number of it and has
+// dispatched q since: a message it numbered then and holds no more left
+// its custody, acknowledged. The backup, restarted on its data dir, read
+// such copies back from its log; taken as other copies, those whose ids
+// the queue no longer remembered (recent acknowledgements only) were
+// numbered again and delivered twice. Copies it still holds go on, to
+// be dropped as duplicates once the backup holds them again. The caller
+// holds q.mu.
+func (m *Manager) dropLeftLocked(q *queue, epoch uint64, msgs []incoming) []incoming {
+	var out []incoming
+	dropped := 0
+	for i, in := range msgs {
+		left := in.owner == m.ownRun && epochOfSeq(in.seq) == epoch
+		if left {
+			q.indexLocked()
+			left = !q.ids.has(in.id)
+		}
+		switch {
+		case left && out == nil:
+			out = append(make([]incoming, 0, len(msgs)-1), msgs[:i]...)
+			fallthrough
+		case left:
+			releaseLog(q.log, in.lseq, in.batchRec)
+			dropped++
+		case out != nil:
+			out = append(out, in)
+		}
+	}
+	if dropped == 0 {
+		return msgs
+	}
+	m.log.Info("dropped copies a backup kept for this run from before it restarted: they were acknowledged meanwhile", "queue", q.name, "copies", dropped)
+	return out
 }
 
 // queuedAlreadyLocked returns added, the messages of msgs the queue took,

@@ -323,6 +323,11 @@ func (m *Manager) persistFrame(ctx context.Context, f *frameMsgs, batches []*pee
 		for _, q := range b.Messages {
 			f.msgs = append(f.msgs, incomingOf(q))
 		}
+		if m.keptForThisRun(b) {
+			for k := start; k < len(f.msgs); k++ {
+				f.msgs[k].owner = m.ownRun
+			}
+		}
 		// The log's records are written per queue name: the batches of
 		// one queue that follow each other are one group.
 		if k := len(groups) - 1; k >= 0 && groups[k].name == name {
@@ -342,6 +347,14 @@ func (m *Manager) persistFrame(ctx context.Context, f *frameMsgs, batches []*pee
 		clear(f.at)
 	}
 	return f
+}
+
+// keptForThisRun reports whether b holds copies a backup kept for this
+// run of the process and read back after a restart (ForwardBatch's
+// backup_of and backup_boot). A run without a boot (tests, embedders)
+// cannot tell its copies from an earlier run's: none is.
+func (m *Manager) keptForThisRun(b *peerpb.ForwardBatch) bool {
+	return b.BackupOf == m.cfg.MemberID && b.BackupBoot == m.cfg.Boot && m.cfg.Boot != "" && b.BackupOf != 0
 }
 
 // acceptRun enqueues the messages of batches i to j-1 of f, a run of
@@ -595,6 +608,9 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 	b, err := f.batchOf(name, msgs)
 	if err == nil {
 		b.Head.Traceparent, b.Head.Puts = traceparent, puts
+		if o := msgs[0].owner; o != nil { // a chunk of a hand-over: all alike (chunkEnd)
+			b.Head.BackupOf, b.Head.BackupBoot = o.member, o.boot
+		}
 		err = f.send(ctx, b, timeout)
 	}
 	endSpan(span, err)

@@ -303,6 +303,11 @@ type incoming struct {
 	seq      uint64 // kept from the dispatcher that handed it over; 0 for none
 	consumer string // handed over while delivered to this consumer; "" for none
 	attempts int    // deliveries so far, for a handed-over message
+	// owner is the dispatcher, and its run, a backup's copy was kept for
+	// (recBackupOf), nil for none: read back from the log, the copy is
+	// handed over saying so. On that dispatcher, such a copy handed back
+	// has Manager.ownRun (dropLeftLocked).
+	owner    *copyOwner
 	batch    int    // heads a tried batch of this many rows (queue.tried); 0 for none
 	batchRec uint64 // the queue log record of that mark (recTried); 0 for none
 	trace    *msgTrace
@@ -827,13 +832,14 @@ func (q *queue) takeAll() []incoming {
 }
 
 // putBack returns messages that could not be handed over: dispatched ones
-// back into the queue (with their numbers), copies back to the held list.
+// back into the queue (with their numbers), copies back to the held list,
+// a backup's that name their owner too.
 func (q *queue) putBack(msgs []incoming, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var numbered, copies []incoming
 	for _, in := range msgs {
-		if in.seq != 0 {
+		if in.seq != 0 && in.owner == nil {
 			numbered = append(numbered, in)
 		} else {
 			copies = append(copies, in)

@@ -469,6 +469,30 @@ func TestQueue_statusCountsHandover(t *testing.T) {
 	}
 }
 
+// TestQueue_putBackKeepsABackupsCopiesHeld: a hand-over put back keeps
+// the copies a backup read back held, with their owner and numbers, so
+// that the next hand-over says whose they are; a number alone puts a
+// message back into the queue.
+func TestQueue_putBackKeepsABackupsCopiesHeld(t *testing.T) {
+	q := newQueue("jobs", Config{}.withDefaults().defaults())
+	owner := &copyOwner{member: 9, boot: "r1"}
+	q.mu.Lock()
+	q.holdLocked([]incoming{
+		{id: MsgID{Origin: 2, N: 1}, tail: "b", value: []byte("v"), seq: 7, owner: owner},
+		{id: MsgID{Origin: 2, N: 2}, tail: "c", value: []byte("v"), seq: 8},
+	})
+	q.mu.Unlock()
+	q.putBack(q.takeAll(), time.Now())
+	st := q.status()
+	if st.Rows != 1 || st.Held != 1 || len(q.held) != 1 || q.held[0].owner != owner || q.held[0].seq != 7 {
+		t.Fatalf("put back: %d rows, %d held (%+v); want the owned copy held, numbered 7, and the other queued", st.Rows, st.Held, q.held)
+	}
+	again := q.takeAll()
+	if len(again) != 2 || again[1].owner != owner {
+		t.Errorf("taken again: %+v, want the owned copy last, with its owner", again)
+	}
+}
+
 // TestQueue_ackUnderConsumerKeyIsThatConsumers: a delivery acknowledged
 // under a consumer's key (/q/{name}/c/{id}/{seq}/{key}) is acknowledged
 // only when it is out to that consumer: with write under its own key

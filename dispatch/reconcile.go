@@ -374,10 +374,11 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 const maxFrameBytes = 4 << 20
 
 // chunkEnd returns the end of the chunk of msgs starting at i: at most 512
-// messages and maxFrameBytes, at least one message.
+// messages and maxFrameBytes, at least one message, all of one owner
+// (incoming.owner): a batch says whose backup's copies it holds.
 func chunkEnd(msgs []incoming, i int) int {
 	j, bytes := i, 0
-	for j < len(msgs) && j-i < 512 {
+	for j < len(msgs) && j-i < 512 && msgs[j].owner == msgs[i].owner {
 		bytes += len(msgs[j].value) + len(msgs[j].tail)
 		if j > i && bytes > maxFrameBytes {
 			break
