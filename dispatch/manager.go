@@ -1320,7 +1320,11 @@ func (m *Manager) dropLeftLocked(q *queue, epoch uint64, msgs []incoming) []inco
 	if dropped == 0 {
 		return msgs
 	}
-	m.log.Info("dropped copies a backup kept for this run from before it restarted: they were acknowledged meanwhile", "queue", q.name, "copies", dropped)
+	level := slog.LevelInfo // a hand-over comes in chunks: once a second per queue
+	if m.warns.level("dropped "+q.name, m.clock.Now()) == slog.LevelDebug {
+		level = slog.LevelDebug
+	}
+	m.log.Log(context.Background(), level, "dropped copies its backup kept from before it restarted: they were acknowledged meanwhile", "queue", q.name, "copies", dropped)
 	return out
 }
 
