@@ -77,6 +77,12 @@ type copyOwner struct {
 	boot   string
 }
 
+// same reports whether o and p name one owner, or none: the copies of
+// one run come in many frames, each with an owner of its own.
+func (o *copyOwner) same(p *copyOwner) bool {
+	return o == p || o != nil && p != nil && *o == *p
+}
+
 // encodeTried appends the record of tried batch rows of queue name: kind,
 // queue, the number of rows and their ids in order, as uvarints. Ids, not
 // numbers: a put's record has no number (it is numbered once queued, in

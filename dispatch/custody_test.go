@@ -534,10 +534,13 @@ func TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch(t *testing.T) {
 // TestChunkEnd: a hand-over's chunks hold at most 512 messages and
 // maxFrameBytes (at least one message), and copies of one owner only: a
 // chunk's batch names the owner of its first (forward), and a copy that
-// is not the receiver's own taken for one would be dropped.
+// is not the receiver's own taken for one would be dropped. Owners are
+// compared by value: cut at each backup frame's owner, copies taken over
+// from a failed dispatcher went one frame's worth a round trip.
 func TestChunkEnd(t *testing.T) {
-	o1, o2 := &copyOwner{member: 1, boot: "r1"}, &copyOwner{member: 1, boot: "r2"}
-	msgs := []incoming{{}, {owner: o1}, {owner: o1}, {owner: o2}, {}, {}}
+	// o1 and again are one owner (two backup frames of one run).
+	o1, again, o2 := &copyOwner{member: 1, boot: "r1"}, &copyOwner{member: 1, boot: "r1"}, &copyOwner{member: 1, boot: "r2"}
+	msgs := []incoming{{}, {owner: o1}, {owner: again}, {owner: o2}, {}, {}}
 	var got []int
 	for i := 0; i < len(msgs); i = chunkEnd(msgs, i) {
 		got = append(got, chunkEnd(msgs, i))

@@ -378,7 +378,7 @@ const maxFrameBytes = 4 << 20
 // (incoming.owner): a batch says whose backup's copies it holds.
 func chunkEnd(msgs []incoming, i int) int {
 	j, bytes := i, 0
-	for j < len(msgs) && j-i < 512 && msgs[j].owner == msgs[i].owner {
+	for j < len(msgs) && j-i < 512 && msgs[j].owner.same(msgs[i].owner) {
 		bytes += len(msgs[j].value) + len(msgs[j].tail)
 		if j > i && bytes > maxFrameBytes {
 			break
