@@ -599,6 +599,11 @@ func (m *Manager) takeDone(from uint64, b *peerpb.ForwardBatch) error {
 		q.dropDoneCopiesLocked()
 	}
 	q.heardFromLocked(from, m.clock.Now())
+	if q.droppedOwn > 0 {
+		m.log.Info("dropped copies a restarted backup kept from before it stopped: they were acknowledged meanwhile", "queue", q.name,
+			"member", gossip.ID(from).String(), "copies", q.droppedOwn)
+		q.droppedOwn = 0
+	}
 	return nil
 }
 

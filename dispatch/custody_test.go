@@ -418,10 +418,18 @@ func withRun(boot, dir string) func(*Config) {
 // copies it read back to the dispatcher saying whose they are; that run
 // numbered them in the epoch it still dispatches in, holds none of them
 // and drops them all. Taken as other copies, they were numbered again
-// and delivered twice.
+// and delivered twice. The same with the queue's byte cap below the
+// copies' bytes: dropped before the room is checked, they take none
+// (they were refused, the hand-over tried again every round).
 func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
+	for _, capped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("capped=%v", capped), func(t *testing.T) { restartedBackupDrops(t, capped) })
+	}
+}
+
+func restartedBackupDrops(t *testing.T, capped bool) {
 	cl := newCluster(t)
-	cl.start("a", nil) // one more member of the key space, no peer of b or c
+	a := cl.start("a", nil) // one more member of the key space, no peer of b or c
 	dir := t.TempDir()
 	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
 	connect(b, c)
@@ -440,6 +448,12 @@ func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
 	q.mu.Lock()
 	q.done = newDoneSet(doneIDs) // as after 2×doneIDs later acknowledgements
 	q.mu.Unlock()
+	if capped { // 20 bytes: the ten copies are 30 ("v" and a tail of two)
+		if _, err := a.cli.Put(ctx, SettingsKey("jobs"), `{"ack":"replicated","max_bytes":20}`); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 5*time.Second, "b to have the cap", func() bool { return b.mgr.settingsOf("jobs").MaxBytes == 20 })
+	}
 	c2 := cl.start("c", withRun("c2", dir))
 	if n := heldOn(c2, "jobs"); n != 10 {
 		t.Fatalf("c read back %d copies, want 10", n)

@@ -1267,6 +1267,13 @@ func (m *Manager) enqueueLocal(ctx context.Context, name string, msgs []incoming
 func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how arrival) (func(context.Context) error, error) {
 	q = m.lockCurrent(q) // the fsync may have outlasted q
 	defer q.mu.Unlock()
+	if how == arrivedHanded {
+		// Before the room is checked: copies dropped take none. Under the
+		// record dispatchLocked admits by.
+		if v := m.view(name); v.ok && v.rec.Member == m.cfg.MemberID && m.mayNumber(name, v.rec) {
+			msgs = m.dropLeftLocked(q, v.rec.Epoch, msgs)
+		}
+	}
 	rec, err := m.admitLocked(q, name, msgs)
 	if err != nil {
 		return nil, err
@@ -1274,9 +1281,6 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 	if !m.dispatchLocked(q, rec) {
 		m.enterSoon(name)
 		return nil, errMoved // asked again once this member claimed its own epoch
-	}
-	if how == arrivedHanded {
-		msgs = m.dropLeftLocked(q, rec.Epoch, msgs)
 	}
 	added := q.enqueueLocked(msgs, m.clock.Now(), how, q.set.Ack != AckQueued)
 	if q.set.Ack == AckReplicated && len(added) < len(msgs) {
@@ -1288,7 +1292,10 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 // dropLeftLocked returns msgs, copies handed to q's dispatcher, without
 // those a backup kept for this run of the process (incoming.owner is
 // ownRun) that are numbered in epoch, the one it dispatches q in, and
-// that q no longer holds; their records are released. This run entered
+// that q no longer holds; their records are released, and their lseq
+// and batchRec in msgs cleared (a failed enqueue releases the rest of
+// msgs). The count joins q.droppedOwn, logged at the DONE that ends the
+// hand-over (takeDone). This run entered
 // the epoch (dispatchLocked), so it gave every number of it and has
 // dispatched q since: a message it numbered then and holds no more left
 // its custody, acknowledged. The backup, restarted on its data dir, read
@@ -1312,6 +1319,7 @@ func (m *Manager) dropLeftLocked(q *queue, epoch uint64, msgs []incoming) []inco
 			fallthrough
 		case left:
 			releaseLog(q.log, in.lseq, in.batchRec)
+			msgs[i].lseq, msgs[i].batchRec = 0, 0
 			dropped++
 		case out != nil:
 			out = append(out, in)
@@ -1320,11 +1328,8 @@ func (m *Manager) dropLeftLocked(q *queue, epoch uint64, msgs []incoming) []inco
 	if dropped == 0 {
 		return msgs
 	}
-	level := slog.LevelInfo // a hand-over comes in chunks: once a second per queue
-	if m.warns.level("dropped "+q.name, m.clock.Now()) == slog.LevelDebug {
-		level = slog.LevelDebug
-	}
-	m.log.Log(context.Background(), level, "dropped copies its backup kept from before it restarted: they were acknowledged meanwhile", "queue", q.name, "copies", dropped)
+	q.droppedOwn += dropped
+	m.log.Debug("dropped copies its backup kept from before it restarted: they were acknowledged meanwhile", "queue", q.name, "copies", dropped)
 	return out
 }
 

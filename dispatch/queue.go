@@ -213,6 +213,10 @@ type queue struct {
 	// arrival order, until they can be handed to the elected one.
 	held    []incoming
 	heldIDs map[MsgID]bool
+	// droppedOwn counts the copies handed back that this member dropped
+	// as its own, left its custody (Manager.dropLeftLocked), since the
+	// last DONE reported them.
+	droppedOwn int
 	// handing and handingBytes are the messages taken for a handover and
 	// not yet answered by the dispatcher: still in this member's custody,
 	// so /status and the depth metric go on counting them as held.
