@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"slices"
 	"strings"
@@ -542,6 +543,40 @@ func TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch(t *testing.T) {
 	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, 11, 10*time.Second)
 	if len(tails) != 11 {
 		t.Fatalf("%d of the 11 messages delivered", len(tails))
+	}
+}
+
+// TestDropLeft: of copies handed back, only those marked as this run's
+// (ownRun, by pointer: persistFrame sets it), numbered in the epoch it
+// dispatches in and no longer queued are dropped; none while the
+// queue's messages are out for a hand-over.
+func TestDropLeft(t *testing.T) {
+	m := &Manager{ownRun: &copyOwner{member: 1, boot: "r1"}, log: slog.New(slog.DiscardHandler)}
+	const epoch2 = 1<<32 + 1 // the first number of epoch 2
+	q := newQueue("jobs", Config{}.withDefaults().defaults())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.becomeDispatcherLocked(2, time.Now())
+	q.enqueueLocked([]incoming{{id: MsgID{Origin: 2, N: 2}, tail: "held", value: []byte("v")}}, time.Now(), arrivedLocal, false)
+	msgs := []incoming{
+		{id: MsgID{Origin: 2, N: 1}, seq: epoch2 + 5, owner: m.ownRun, lseq: 7},                 // left: dropped
+		{id: MsgID{Origin: 2, N: 2}, seq: epoch2, owner: m.ownRun},                              // still queued
+		{id: MsgID{Origin: 2, N: 3}, seq: 5, owner: m.ownRun},                                   // of epoch 1
+		{id: MsgID{Origin: 2, N: 4}, seq: epoch2 + 6},                                           // no owner
+		{id: MsgID{Origin: 2, N: 5}, seq: epoch2 + 7, owner: &copyOwner{member: 1, boot: "r1"}}, // not marked here
+	}
+	q.handing = 1
+	if got := m.dropLeftLocked(q, 2, slices.Clone(msgs)); len(got) != len(msgs) {
+		t.Errorf("during a hand-over: %d of %d kept, want all", len(got), len(msgs))
+	}
+	q.handing = 0
+	in := slices.Clone(msgs)
+	got := m.dropLeftLocked(q, 2, in)
+	if len(got) != len(msgs)-1 || got[0].id.N != 2 || q.droppedOwn != 1 {
+		t.Errorf("kept %+v (dropped %d), want all but the first", got, q.droppedOwn)
+	}
+	if in[0].lseq != 0 {
+		t.Errorf("the dropped copy's record %d is still on it: a failed enqueue would release it again", in[0].lseq)
 	}
 }
 

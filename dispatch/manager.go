@@ -1295,16 +1295,21 @@ func (m *Manager) enqueuePersisted(q *queue, name string, msgs []incoming, how a
 // that q no longer holds; their records are released, and their lseq
 // and batchRec in msgs cleared (a failed enqueue releases the rest of
 // msgs). The count joins q.droppedOwn, logged at the DONE that ends the
-// hand-over (takeDone). This run entered
-// the epoch (dispatchLocked), so it gave every number of it and has
+// hand-over (takeDone). This run entered the epoch (the record names
+// this member and mayNumber), so it gave every number of it and has
 // dispatched q since: a message it numbered then and holds no more left
 // its custody, acknowledged. The backup, restarted on its data dir, read
 // such copies back from its log; taken as other copies, those whose ids
 // the queue no longer remembered (recent acknowledgements only) were
 // numbered again and delivered twice. Copies it still holds go on, to
-// be dropped as duplicates once the backup holds them again. The caller
-// holds q.mu.
+// be dropped as duplicates once the backup holds them again. While q's
+// messages are out for a hand-over (q.handing: a record read before a
+// claim of this member's named another), they are held though not in
+// q: nothing is dropped then. The caller holds q.mu.
 func (m *Manager) dropLeftLocked(q *queue, epoch uint64, msgs []incoming) []incoming {
+	if q.handing != 0 {
+		return msgs
+	}
 	var out []incoming
 	dropped := 0
 	for i, in := range msgs {
