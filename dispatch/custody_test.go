@@ -19,6 +19,7 @@ import (
 
 	"chute/dispatch/qlog"
 	"chute/gossip/peer/peerpb"
+	"chute/kv"
 )
 
 // TestManager_DataDir_recoversUnacknowledged: messages put with
@@ -611,6 +612,74 @@ func TestChunkEnd(t *testing.T) {
 func heldOn(m *member, queue string) int {
 	q, _ := queueOn(m, queue)
 	return q.Held
+}
+
+// unsyncedRecords is a member's key space that has not caught up with
+// the cluster until synced is set; it counts the record writes tried
+// before.
+type unsyncedRecords struct {
+	*kv.Server
+	synced atomic.Bool
+	early  atomic.Int32
+}
+
+func (u *unsyncedRecords) Synced() bool { return u.synced.Load() }
+
+func (u *unsyncedRecords) CompareAndPut(ctx context.Context, key string, old, value []byte) (bool, error) {
+	if !u.synced.Load() {
+		u.early.Add(1)
+	}
+	return u.Server.CompareAndPut(ctx, key, old, value)
+}
+
+// TestCustody_restartClaimsOnceSynced: a member restarted on its data
+// dir with messages of a queue whose record it does not have, or has
+// naming itself from its earlier run, claims the queue only once its key
+// space caught up with the cluster: before, the record may only be late
+// or old, and a claim from it is refused after its write timed out,
+// round after round.
+func TestCustody_restartClaimsOnceSynced(t *testing.T) {
+	for _, deleted := range []bool{true, false} {
+		t.Run(fmt.Sprintf("record deleted=%v", deleted), func(t *testing.T) { restartClaimsOnceSynced(t, deleted) })
+	}
+}
+
+func restartClaimsOnceSynced(t *testing.T, deleteRecord bool) {
+	cl := newCluster(t)
+	dir := t.TempDir()
+	a, b := cl.start("a", withRun("a1", dir)), cl.start("b", nil)
+	connect(a, b)
+	ctx := testCtx(t, 30*time.Second)
+	putJobs(t, ctx, a, 5)
+	a.stop()
+	connect(b)
+	if deleteRecord {
+		if _, err := b.cli.Delete(ctx, RecordKey("jobs")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u := &unsyncedRecords{}
+	cl.records = func(name string, s *kv.Server) RecordStore {
+		if name == "a" {
+			u.Server = s
+			return u
+		}
+		return s
+	}
+	a2 := cl.start("a", withRun("a2", dir))
+	connect(a2, b)
+	time.Sleep(300 * time.Millisecond) // 15 reconcile rounds
+	if n := u.early.Load(); n != 0 {
+		t.Fatalf("%d record writes tried before the key space caught up", n)
+	}
+	if n := heldOn(a2, "jobs"); n != 5 {
+		t.Fatalf("a holds %d of its 5 messages, want all", n)
+	}
+	u.synced.Store(true)
+	tails := consumeAll(t, ctx, a2.cli.Watch(ctx, "/q/jobs/c/x"), a2.cli, 5, 10*time.Second)
+	if len(tails) != 5 {
+		t.Fatalf("%d of the 5 messages delivered", len(tails))
+	}
 }
 
 // TestNew_DataDir_locked: a second manager on a data dir in use fails,

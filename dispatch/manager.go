@@ -282,6 +282,12 @@ type RecordStore interface {
 	// Writable reports whether a write can commit now: a leader is
 	// known. Claims are not tried without one.
 	Writable() bool
+	// Synced reports whether this member's copy of the key space caught
+	// up with the cluster once since it started. Before, a record it
+	// misses or has old may only be late: the reconcile loop claims no
+	// queue from it (a member restarted with recovered messages tried,
+	// and waited out a refused write per queue, for seconds).
+	Synced() bool
 	// Linearize returns once Get holds every write committed before the
 	// call, or fails when the cluster could not be asked within ctx.
 	Linearize(ctx context.Context) error

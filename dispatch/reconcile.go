@@ -283,7 +283,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 		replicated := q.set.Ack == AckReplicated
 		q.mu.Unlock()
 		if !ready {
-			if numbers {
+			if numbers && m.records.Synced() {
 				m.enterSoon(q.name) // its own epoch first: the next round
 			}
 			return
@@ -312,7 +312,7 @@ func (m *Manager) reconcileQueue(q *queue) {
 		m.sendDoneOnce(q, rec)
 	default:
 		m.stopDrainer(q.name)
-		if q.holding() {
+		if q.holding() && m.records.Synced() {
 			m.dispatcherOf(context.Background(), q.name, claimAsProducer)
 		}
 	}
