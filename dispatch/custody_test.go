@@ -412,6 +412,26 @@ func withRun(boot, dir string) func(*Config) {
 	return func(c *Config) { c.Boot, c.DataDir = boot, dir }
 }
 
+// replicatedTen starts a (a member of the key space, no peer of the
+// others), b (run b1, no data dir), the dispatcher of the ack=replicated
+// queue jobs, and c (run c1, on dir), its backup, and puts ten messages
+// to b, each copied on c.
+func replicatedTen(t *testing.T) (cl *cluster, a, b, c *member, dir string, ctx context.Context) {
+	t.Helper()
+	cl = newCluster(t)
+	a = cl.start("a", nil)
+	dir = t.TempDir()
+	b, c = cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
+	connect(b, c)
+	ctx = testCtx(t, 60*time.Second)
+	replicateJobs(t, ctx, b, c)
+	putJobs(t, ctx, b, 10)
+	if got := backupRowsOf(c, "jobs"); got != 10 {
+		t.Fatalf("the backup holds %d copies, want 10", got)
+	}
+	return cl, a, b, c, dir, ctx
+}
+
 // TestCustody_restartedBackupDropsWhatItsDispatcherHas: the backup of
 // an ack=replicated queue is killed with copies of ten unacknowledged
 // messages in its log; while it is down the consumer acknowledges them
@@ -430,17 +450,7 @@ func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
 }
 
 func restartedBackupDrops(t *testing.T, capped bool) {
-	cl := newCluster(t)
-	a := cl.start("a", nil) // one more member of the key space, no peer of b or c
-	dir := t.TempDir()
-	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
-	connect(b, c)
-	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
+	cl, a, b, c, dir, ctx := replicatedTen(t)
 	c.stop() // killed: its copies stay in its log
 	connect(b)
 	wctx, wcancel := context.WithCancel(ctx)
@@ -482,68 +492,45 @@ func restartedBackupDrops(t *testing.T, capped bool) {
 // the dispatcher comes back first, holding nothing, its record as it was.
 // The backup, back on its data dir, hands it the copies it read back:
 // they are of an earlier run, the only copies of the messages, and each
-// is delivered.
+// is delivered. The same when the queue's record is deleted while both
+// are down (as when an idle queue is forgotten) and the dispatcher's new
+// run claims the queue again at epoch 1, the epoch of the copies: the
+// run, not the epoch, tells them apart (without the boot, only the new
+// put came).
 func TestCustody_restartedBackupOutlivesItsDispatcher(t *testing.T) {
-	cl := newCluster(t)
-	cl.start("a", nil) // keeps the key space while b and c are down
-	dir := t.TempDir()
-	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
-	connect(b, c)
-	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
-	c.stop()
-	b.stop()
-	b2 := cl.start("b", withRun("b2", ""))
-	c2 := cl.start("c", withRun("c2", dir))
-	connect(b2, c2)
-	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, 10, 10*time.Second)
-	if len(tails) != 10 {
-		t.Fatalf("%d of the 10 messages delivered", len(tails))
+	for _, deleted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("record deleted=%v", deleted), func(t *testing.T) { restartedBackupOutlives(t, deleted) })
 	}
 }
 
-// TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch: as above, but
-// the queue's record is deleted while both are down (as when an idle
-// queue is forgotten) and the dispatcher's new run claims the queue
-// again at epoch 1, the epoch of the backup's copies: they are of an
-// earlier run of the same member, which the run tells apart, and each is
-// delivered with the new put.
-func TestCustody_restartedBackupOfAnEarlierRunAtTheSameEpoch(t *testing.T) {
-	cl := newCluster(t)
-	a := cl.start("a", nil)
-	dir := t.TempDir()
-	b, c := cl.start("b", withRun("b1", "")), cl.start("c", withRun("c1", dir))
-	connect(b, c)
-	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, b, c)
-	putJobs(t, ctx, b, 10)
+func restartedBackupOutlives(t *testing.T, deleteRecord bool) {
+	cl, a, b, c, dir, ctx := replicatedTen(t) // a keeps the key space while b and c are down
 	if rec, _ := ParseRecord(recordOn(b, "jobs")); rec.Member != b.id || rec.Epoch != 1 {
 		t.Fatalf("record %q, want b's at epoch 1", recordOn(b, "jobs"))
 	}
-	if got := backupRowsOf(c, "jobs"); got != 10 {
-		t.Fatalf("the backup holds %d copies, want 10", got)
-	}
 	c.stop()
 	b.stop()
-	if _, err := a.cli.Delete(ctx, RecordKey("jobs")); err != nil {
-		t.Fatal(err)
+	want := 10
+	if deleteRecord {
+		if _, err := a.cli.Delete(ctx, RecordKey("jobs")); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b2 := cl.start("b", withRun("b2", ""))
-	if _, err := b2.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil {
-		t.Fatal(err)
-	}
-	if rec, _ := ParseRecord(recordOn(b2, "jobs")); rec.Member != b2.id || rec.Epoch != 1 {
-		t.Fatalf("record %q, want b's at epoch 1 again", recordOn(b2, "jobs"))
+	if deleteRecord {
+		if _, err := b2.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _ := ParseRecord(recordOn(b2, "jobs")); rec.Member != b2.id || rec.Epoch != 1 {
+			t.Fatalf("record %q, want b's at epoch 1 again", recordOn(b2, "jobs"))
+		}
+		want++
 	}
 	c2 := cl.start("c", withRun("c2", dir))
 	connect(b2, c2)
-	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, 11, 10*time.Second)
-	if len(tails) != 11 {
-		t.Fatalf("%d of the 11 messages delivered", len(tails))
+	tails := consumeAll(t, ctx, b2.cli.Watch(ctx, "/q/jobs/c/x"), b2.cli, want, 10*time.Second)
+	if len(tails) != want {
+		t.Fatalf("%d of the %d messages delivered", len(tails), want)
 	}
 }
 
