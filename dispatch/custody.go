@@ -64,7 +64,7 @@ const (
 	// dispatcher it was kept for and the run of that dispatcher's
 	// process (copyOwner): read back after a restart, the copy is handed
 	// to the dispatcher with them, and that run drops what it no longer
-	// holds (Manager.dropLeft).
+	// holds (Manager.dropLeftLocked).
 	recBackupOf byte = 5
 )
 

@@ -301,8 +301,9 @@
 // only the ids they remember as acknowledged, which are bounded (doneIDs
 // per queue), so a backup killed and started again much later may bring
 // back copies of messages acknowledged meanwhile when its dispatcher
-// restarted or failed over too; a backup that leaves on SIGTERM publishes that it leaves
-// (gossip.Membership.MarkLeaving), so that its alive dispatchers give
+// restarted or failed over too; a backup that leaves on SIGTERM
+// publishes that it leaves (gossip.Membership.MarkLeaving), so that its
+// alive dispatchers give
 // another member a full copy and RESET it, waits for that (at most 5 s),
 // and then releases what copies of alive dispatchers are left (Handoff),
 // which keep theirs. NoSync (--unsafe-no-fsync)
