@@ -438,7 +438,8 @@ func (q *queue) backupRun(boot string) bool {
 }
 
 // copyTo sends member a full copy of the queue: RESET, then BACKUP frames,
-// the first rows of batches sent to ClickHouse carrying their marks.
+// the first rows of batches sent to ClickHouse carrying their marks, the
+// last frame saying the copy is whole (ForwardBatch.full).
 // The caller holds q.backupMu, so no put sends a copy meanwhile; a put
 // that queued a message after the snapshot sends it again, which the
 // backup keeps once. What leaves the queue after the snapshot is noted
@@ -478,6 +479,7 @@ func (m *Manager) copyTo(ctx context.Context, q *queue, member uint64) (err erro
 			return err
 		}
 		b.Head.Kind, b.Head.Boot, b.Head.Queue = kind, m.cfg.Boot, q.name
+		b.Head.Full = j == len(all) // the last frame: the copy is whole
 		if err := f.send(ctx, b, forwardTimeout); err != nil {
 			return err
 		}
@@ -630,6 +632,7 @@ func (m *Manager) queueFrame(ctx context.Context, member uint64, kind peerpb.For
 		return nil, err
 	}
 	b.Head.Kind, b.Head.Boot, b.Head.Queue, b.Head.Seqs = kind, m.cfg.Boot, queue, seqs
+	b.Head.Full = kind == peerpb.ForwardKind_RESET // alone: keep nothing
 	return f.start(ctx, b)
 }
 

@@ -115,6 +115,27 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 	return nil
 }
 
+// supersede applies a frame from member from that ends with what that
+// run of its process wants this member to keep of queue (a RESET alone,
+// or the last frame of a full copy: ForwardBatch.full): the copies this
+// member kept for that run before it restarted, read back from its queue
+// log and held since, are replaced by it and dropped. Handed to that run
+// they are dropped there (dropLeftLocked), but the hand-over may not have
+// reached it yet; taken over once it fails, those acknowledged meanwhile
+// were delivered again.
+func (m *Manager) supersede(from uint64, b *peerpb.ForwardBatch) {
+	if !b.Full || from == 0 || b.Boot == "" || b.Boot == "?" {
+		return
+	}
+	q := m.lookup(b.Queue)
+	if q == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.supersedeLocked(copyOwner{member: from, boot: b.Boot})
+}
+
 // keep adds copies to set, but for those it holds or had released, whose
 // records are released. A copy it holds takes the mark of a tried batch
 // a copy sent again carries (markOnBackup). The caller holds backupMu.

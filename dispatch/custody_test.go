@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"chute/dispatch/qlog"
+	"chute/gossip"
 	"chute/gossip/peer/peerpb"
 	"chute/kv"
 )
@@ -451,11 +452,7 @@ func TestCustody_restartedBackupDropsWhatItsDispatcherHas(t *testing.T) {
 
 func restartedBackupDrops(t *testing.T, capped bool) {
 	cl, a, b, c, dir, ctx := replicatedTen(t)
-	c.stop() // killed: its copies stay in its log
-	connect(b)
-	wctx, wcancel := context.WithCancel(ctx)
-	consumeAll(t, ctx, b.cli.Watch(wctx, "/q/jobs/c/x"), b.cli, 10, 10*time.Second)
-	wcancel()
+	ackedWhileDown(t, ctx, b, c)
 	q := b.mgr.lookup("jobs")
 	q.mu.Lock()
 	q.done = newDoneSet(doneIDs) // as after 2×doneIDs later acknowledgements
@@ -478,6 +475,60 @@ func restartedBackupDrops(t *testing.T, capped bool) {
 		t.Fatalf("the dispatcher queued %d of the copies, acknowledged while the backup was down, want none", n)
 	}
 	w := b.cli.Watch(ctx, "/q/jobs/c/y")
+	select {
+	case resp := <-w:
+		if len(resp.Events) > 0 {
+			t.Fatalf("%s, acknowledged while the backup was down, delivered again", resp.Events[0].Kv.Key)
+		}
+	case <-time.After(time.Second):
+	}
+}
+
+// ackedWhileDown kills c, the backup, its copies left in its log, and
+// has the ten messages of replicatedTen consumed on b meanwhile.
+func ackedWhileDown(t *testing.T, ctx context.Context, b, c *member) {
+	t.Helper()
+	c.stop()
+	connect(b)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	consumeAll(t, ctx, b.cli.Watch(wctx, "/q/jobs/c/x"), b.cli, 10, 10*time.Second)
+}
+
+// TestCustody_restartedBackupGetsAFullCopyFirst: the backup of an
+// ack=replicated queue is killed with copies of ten messages in its
+// log, all acknowledged while it is down. Back on its data dir, it
+// cannot reach the dispatcher to hand them over, while the dispatcher
+// reaches it and gives it a full copy again, then the copy of a new
+// message. The full copy comes from the run the ten were kept for and
+// replaces them, as it replaces the copies of a backup that did not
+// restart: once the dispatcher is killed, the backup takes the queue
+// over with the new message only. The ten were delivered again.
+func TestCustody_restartedBackupGetsAFullCopyFirst(t *testing.T) {
+	cl, _, b, c, dir, ctx := replicatedTen(t)
+	ackedWhileDown(t, ctx, b, c)
+	c2 := cl.start("c", withRun("c2", dir))
+	px := newLinkProxy(t, b.link.Addrs()[0].String())
+	px.setCut(true)
+	cut := b.asPeer()
+	cut.Addr = px.addr()
+	c2.peers.set([]gossip.Peer{cut})
+	b.peers.set([]gossip.Peer{c2.asPeer()})
+	if _, err := b.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if n := backupRowsOf(c2, "jobs"); n != 1 {
+		t.Fatalf("the restarted backup keeps %d copies for the dispatcher, want the new one", n)
+	}
+	if n := heldOn(c2, "jobs"); n != 0 {
+		t.Errorf("the restarted backup holds %d of the copies it read back after its full copy, want none", n)
+	}
+	b.stop()
+	connect(c2)
+	w := c2.cli.Watch(ctx, "/q/jobs/c/x")
+	if tails := consumeAll(t, ctx, w, c2.cli, 1, 10*time.Second); tails[0] != "new" {
+		t.Fatalf("%s, acknowledged while the backup was down, delivered again", tails[0])
+	}
 	select {
 	case resp := <-w:
 		if len(resp.Events) > 0 {

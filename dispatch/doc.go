@@ -297,7 +297,9 @@
 // kind, recBackupOf), and the copy read back is handed over with them
 // (ForwardBatch's backup_of, backup_boot): that run, still dispatching in
 // the epoch of the copy's number, gave the number and drops the copy
-// unless it holds the message (dropLeftLocked). Other dispatchers drop
+// unless it holds the message (dropLeftLocked); that run's full copy or
+// lone RESET (ForwardBatch.full) replaces such copies still held here,
+// which are dropped then (supersede). Other dispatchers drop
 // only the ids they remember as acknowledged, which are bounded (doneIDs
 // per queue), so a backup killed and started again much later may bring
 // back copies of messages acknowledged meanwhile when its dispatcher

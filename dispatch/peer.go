@@ -130,8 +130,8 @@ func (s *queueService) Forward(stream grpc.BidiStreamingServer[peerpb.ForwardFra
 				var err error
 				if b.Kind == peerpb.ForwardKind_DONE {
 					err = s.m.takeDone(from, b)
-				} else {
-					err = s.m.keepBackup(ctx, from, b)
+				} else if err = s.m.keepBackup(ctx, from, b); err == nil {
+					s.m.supersede(from, b)
 				}
 				res.Results = append(res.Results, forwardResult(b.Id, err))
 				i++

@@ -213,6 +213,10 @@ type queue struct {
 	// arrival order, until they can be handed to the elected one.
 	held    []incoming
 	heldIDs map[MsgID]bool
+	// superseded are runs of dispatchers that replaced the copies this
+	// member kept for them (supersedeLocked), the last few: a copy of
+	// theirs is not held again, as when a hand-over of it fails.
+	superseded []copyOwner
 	// droppedOwn counts the copies handed back that this member dropped
 	// as its own, left its custody (Manager.dropLeftLocked), since the
 	// last DONE reported them.
@@ -776,17 +780,49 @@ func (q *queue) indexLocked() {
 	}
 }
 
-// holdLocked keeps copies for an unreachable dispatcher, once per id. The
-// caller holds mu.
+// holdLocked keeps copies for an unreachable dispatcher, once per id,
+// but for a backup's copies that their dispatcher replaced. The caller
+// holds mu.
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
-		if q.heldIDs[in.id] || q.isDone(in.id) {
+		if q.heldIDs[in.id] || q.isDone(in.id) || in.owner != nil && slices.Contains(q.superseded, *in.owner) {
 			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
 		}
 		q.heldIDs[in.id] = true
 		q.held = append(q.held, in)
 		q.bytes += int64(len(in.value) + len(in.tail))
+	}
+}
+
+// maxSuperseded bounds queue.superseded: a run is named there only while
+// copies kept for it may be held or on their way, for seconds after a
+// restart.
+const maxSuperseded = 4
+
+// supersedeLocked drops the held copies kept for owner, a run of a
+// dispatcher of the queue that has just said which copies it wants this
+// member to keep (Manager.supersede), and remembers the run while copies
+// may still come back to the held list. The caller holds mu.
+func (q *queue) supersedeLocked(owner copyOwner) {
+	kept, dropped := q.held[:0], 0
+	for _, in := range q.held {
+		if in.owner == nil || *in.owner != owner {
+			kept = append(kept, in)
+			continue
+		}
+		dropped++
+		delete(q.heldIDs, in.id)
+		q.bytes -= int64(len(in.value) + len(in.tail))
+		releaseLog(q.log, in.lseq, in.batchRec)
+	}
+	clear(q.held[len(kept):])
+	q.held = kept
+	if (dropped > 0 || q.handing > 0) && !slices.Contains(q.superseded, owner) {
+		if len(q.superseded) == maxSuperseded {
+			q.superseded = slices.Delete(q.superseded, 0, 1)
+		}
+		q.superseded = append(q.superseded, owner)
 	}
 }
 

@@ -493,6 +493,44 @@ func TestQueue_putBackKeepsABackupsCopiesHeld(t *testing.T) {
 	}
 }
 
+// TestQueue_supersede: a run's word on what it wants kept drops the held
+// copies kept for it, compared by value, and no others; those out for a
+// hand-over that comes back are dropped as they return, and the runs
+// remembered for that are the last few.
+func TestQueue_supersede(t *testing.T) {
+	q := newQueue("jobs", Config{}.withDefaults().defaults())
+	r1, r2 := &copyOwner{member: 9, boot: "r1"}, &copyOwner{member: 9, boot: "r2"}
+	q.mu.Lock()
+	q.holdLocked([]incoming{
+		{id: MsgID{Origin: 2, N: 1}, tail: "a", value: []byte("v"), seq: 7, owner: r1},
+		{id: MsgID{Origin: 2, N: 2}, tail: "b", value: []byte("v"), seq: 8, owner: r2},
+		{id: MsgID{Origin: 2, N: 3}, tail: "c", value: []byte("v")},
+		{id: MsgID{Origin: 2, N: 4}, tail: "d", value: []byte("v"), seq: 9, owner: &copyOwner{member: 9, boot: "r1"}},
+	})
+	q.supersedeLocked(copyOwner{member: 9, boot: "r1"})
+	q.mu.Unlock()
+	if st := q.status(); st.Held != 2 || q.bytes != 4 || q.held[0].tail != "b" || q.held[1].tail != "c" || q.heldIDs[MsgID{Origin: 2, N: 1}] {
+		t.Fatalf("held %+v (%d bytes), want b and c", q.held, q.bytes)
+	}
+	out := q.takeAll()
+	q.mu.Lock()
+	q.supersedeLocked(*r2) // while b is out for a hand-over
+	q.mu.Unlock()
+	q.putBack(out, time.Now())
+	if len(q.held) != 1 || q.held[0].tail != "c" {
+		t.Fatalf("put back: %+v, want c alone", q.held)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i := range 2 * maxSuperseded {
+		q.handing = 1
+		q.supersedeLocked(copyOwner{member: 9, boot: fmt.Sprint("later", i)})
+	}
+	if len(q.superseded) != maxSuperseded || q.superseded[maxSuperseded-1].boot != fmt.Sprint("later", 2*maxSuperseded-1) {
+		t.Errorf("runs remembered: %+v, want the last %d", q.superseded, maxSuperseded)
+	}
+}
+
 // TestQueue_ackUnderConsumerKeyIsThatConsumers: a delivery acknowledged
 // under a consumer's key (/q/{name}/c/{id}/{seq}/{key}) is acknowledged
 // only when it is out to that consumer: with write under its own key

@@ -285,7 +285,7 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 				v = v[k:]
 			}
 			b = b[n:]
-		case (num == 1 || num == 4 || num == 6 || num == 8 || num == 9) && typ == protowire.VarintType:
+		case (num == 1 || num == 4 || num == 6 || num == 8 || num == 9 || num == 11) && typ == protowire.VarintType:
 			v, n := consumeVarint(b)
 			if n < 0 {
 				return errFrame
@@ -304,6 +304,8 @@ func (x *ForwardBatch) unmarshalOwned(b []byte, d *frameSlabs, msgs int) error {
 				x.Puts = v != 0
 			case 9:
 				x.BackupOf = v
+			case 11:
+				x.Full = v != 0
 			}
 			b = b[n:]
 		case (num == 3 || num == 5 || num == 7 || num == 10) && typ == protowire.BytesType:

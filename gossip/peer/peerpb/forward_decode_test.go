@@ -31,6 +31,10 @@ func sampleFrames() []*ForwardFrame {
 	// A restarted backup's copies of its dispatcher's messages.
 	restored := &ForwardBatch{Id: 12, BackupOf: 1<<63 + 9, BackupBoot: "3w5e11264sgsf",
 		Messages: []*QueueMessage{{Queue: "jobs", Tail: "r", Value: []byte("v"), Seq: 2<<32 + 7, Origin: 4, N: 5}}}
+	// The last frame of a full copy, and a RESET alone.
+	copied := &ForwardBatch{Id: 13, Kind: ForwardKind_BACKUP, Queue: "jobs", Boot: "b1", Full: true,
+		Messages: []*QueueMessage{{Queue: "jobs", Tail: "z", Value: []byte("v"), Seq: 2<<32 + 8}}}
+	reset := &ForwardBatch{Id: 14, Kind: ForwardKind_RESET, Queue: "jobs", Boot: "b1", Full: true}
 	// Tails longer than the first: the decoder's buffer of tails fills.
 	long := &ForwardBatch{Id: 11, Messages: []*QueueMessage{
 		{Queue: "q", Tail: "s", Value: []byte("1")},
@@ -43,6 +47,7 @@ func sampleFrames() []*ForwardFrame {
 		{},
 		{Batches: []*ForwardBatch{long}},
 		{Batches: []*ForwardBatch{restored, produce}},
+		{Batches: []*ForwardBatch{copied, reset}},
 	}
 }
 

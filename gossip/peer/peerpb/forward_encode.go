@@ -83,7 +83,11 @@ func (b *SendBatch) size() int {
 	if h.Puts {
 		n += 2
 	}
-	return n + sizeVarint(h.BackupOf) + sizeString(h.BackupBoot)
+	n += sizeVarint(h.BackupOf) + sizeString(h.BackupBoot)
+	if h.Full {
+		n += 2
+	}
+	return n
 }
 
 // appendEncoded appends b's wire form, in field order as proto.Marshal
@@ -107,7 +111,11 @@ func (b *SendBatch) appendEncoded(out []byte) []byte {
 		out = append(out, 8<<3|byte(protowire.VarintType), 1)
 	}
 	out = appendVarint(out, 9, h.BackupOf)
-	return appendString(out, 10, h.BackupBoot)
+	out = appendString(out, 10, h.BackupBoot)
+	if h.Full {
+		out = append(out, 11<<3|byte(protowire.VarintType), 1)
+	}
+	return out
 }
 
 // SendFrame is a ForwardFrame of SendBatches, which encodes itself as

@@ -14,7 +14,7 @@ func sendBatchOf(fb *ForwardBatch) (*SendBatch, bool) {
 	b := &SendBatch{}
 	b.Head.Id, b.Head.Kind, b.Head.Traceparent, b.Head.Queue = fb.Id, fb.Kind, fb.Traceparent, fb.Queue
 	b.Head.Seqs, b.Head.Boot, b.Head.Puts = fb.Seqs, fb.Boot, fb.Puts
-	b.Head.BackupOf, b.Head.BackupBoot = fb.BackupOf, fb.BackupBoot
+	b.Head.BackupOf, b.Head.BackupBoot, b.Head.Full = fb.BackupOf, fb.BackupBoot, fb.Full
 	for _, m := range fb.Messages {
 		if !b.AddMessage(m, false) {
 			return nil, false
@@ -65,7 +65,7 @@ func TestSendFrame_AppendEncoded_sameAsProto(t *testing.T) {
 		checkEncoded(t, fmt.Sprintf("frame %d", i), fr)
 	}
 	big := &ForwardBatch{Id: 1<<64 - 1, Kind: ForwardKind_RESET, Traceparent: "tp", Queue: "q", Seqs: []uint64{0, 1<<64 - 1}, Boot: "é", Puts: true,
-		BackupOf: 1<<64 - 1, BackupBoot: "ü",
+		BackupOf: 1<<64 - 1, BackupBoot: "ü", Full: true,
 		Messages: []*QueueMessage{{Queue: "q", Tail: "t", Value: bytes.Repeat([]byte("v"), 200), Origin: 1<<64 - 1, N: 1 << 35, Seq: 127, Consumer: "c", Attempts: -1, Batch: 1<<32 - 1}}}
 	checkEncoded(t, "every field", &ForwardFrame{Batches: []*ForwardBatch{big, {}}})
 

@@ -249,8 +249,14 @@ type ForwardBatch struct {
 	// dispatches in and no longer holds: they left its custody while the
 	// backup was down. 0 and "" on other batches; a member that does not
 	// know the fields takes the copies as any other.
-	BackupOf      uint64 `protobuf:"varint,9,opt,name=backup_of,json=backupOf,proto3" json:"backup_of,omitempty"`
-	BackupBoot    string `protobuf:"bytes,10,opt,name=backup_boot,json=backupBoot,proto3" json:"backup_boot,omitempty"`
+	BackupOf   uint64 `protobuf:"varint,9,opt,name=backup_of,json=backupOf,proto3" json:"backup_of,omitempty"`
+	BackupBoot string `protobuf:"bytes,10,opt,name=backup_boot,json=backupBoot,proto3" json:"backup_boot,omitempty"`
+	// full says that, with this frame, the receiver holds every copy of the
+	// queue the sender's run wants it to keep: set on a RESET alone and on
+	// the last frame of a full copy. Copies the receiver kept for that run
+	// before it restarted, read back from its queue log, are replaced and
+	// dropped. false is always safe.
+	Full          bool `protobuf:"varint,11,opt,name=full,proto3" json:"full,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -353,6 +359,13 @@ func (x *ForwardBatch) GetBackupBoot() string {
 		return x.BackupBoot
 	}
 	return ""
+}
+
+func (x *ForwardBatch) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
 }
 
 type ForwardFrame struct {
@@ -1440,7 +1453,7 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x03seq\x18\x06 \x01(\x04R\x03seq\x12\x1a\n" +
 	"\bconsumer\x18\a \x01(\tR\bconsumer\x12\x1a\n" +
 	"\battempts\x18\b \x01(\x03R\battempts\x12\x14\n" +
-	"\x05batch\x18\t \x01(\rR\x05batch\"\xb9\x02\n" +
+	"\x05batch\x18\t \x01(\rR\x05batch\"\xcd\x02\n" +
 	"\fForwardBatch\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x127\n" +
 	"\bmessages\x18\x02 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\x12 \n" +
@@ -1453,7 +1466,8 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\tbackup_of\x18\t \x01(\x04R\bbackupOf\x12\x1f\n" +
 	"\vbackup_boot\x18\n" +
 	" \x01(\tR\n" +
-	"backupBoot\"E\n" +
+	"backupBoot\x12\x12\n" +
+	"\x04full\x18\v \x01(\bR\x04full\"E\n" +
 	"\fForwardFrame\x125\n" +
 	"\abatches\x18\x01 \x03(\v2\x1b.chute.peer.v1.ForwardBatchR\abatches\"M\n" +
 	"\rForwardResult\x12\x0e\n" +
