@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"chute/gossip"
 	"chute/kv"
 )
 
@@ -665,5 +666,52 @@ func TestCluster_handoffAfterFailoverDropsDoneCopies(t *testing.T) {
 		case <-deadline:
 			return
 		}
+	}
+}
+
+// TestCluster_cutOffMemberDropsRelayedCopies: c's peer link to a, the
+// dispatcher, is down while gossip calls a alive (a partial partition).
+// Puts through c are held as copies on c and b; b reaches a and hands
+// its copies over, a delivers them and they are acknowledged. b tells c
+// that a took them, and c drops its copies. Kept until the link was
+// back, they reached a after it had forgotten their ids (a busy queue
+// acknowledges far more meanwhile) and were delivered again; had a
+// failed meanwhile, the next dispatcher delivered them all again.
+func TestCluster_cutOffMemberDropsRelayedCopies(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	connect(a, b, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	px.setCut(true)
+	cut := a.asPeer()
+	cut.Addr = px.addr()
+	c.peers.set([]gossip.Peer{cut, b.asPeer()})
+	const n = 20
+	for i := range n {
+		if _, err := c.cli.Put(ctx, fmt.Sprintf("/q/fo/p/m%02d", i), "v"); err != nil {
+			t.Fatalf("put while the dispatcher is cut off: %v", err)
+		}
+	}
+	w := a.cli.Watch(ctx, "/q/fo/c/x")
+	if got := consumeAll(t, ctx, w, a.cli, n+1, 10*time.Second); len(got) != n+1 {
+		t.Fatalf("a delivered %d of %d", len(got), n+1)
+	}
+	waitUntil(t, 5*time.Second, "c to drop the copies a took from b", func() bool { return heldOn(c, "fo") == 0 })
+	q := a.mgr.lookup("fo")
+	q.mu.Lock()
+	q.done = newDoneSet(doneIDs) // as after 2×doneIDs later acknowledgements
+	q.mu.Unlock()
+	px.setCut(false)
+	select {
+	case resp := <-w:
+		if len(resp.Events) > 0 {
+			t.Fatalf("%s, acknowledged while c was cut off, delivered again", resp.Events[0].Kv.Key)
+		}
+	case <-time.After(time.Second):
 	}
 }

@@ -77,7 +77,11 @@
 // by one only when together they pass the queue's byte cap. When
 // the dispatcher cannot be reached, the put is held by every alive member
 // under its cluster-unique id; the reconcile loop hands held copies to the
-// dispatcher elected next, which keeps one per id.
+// dispatcher elected next, which keeps one per id. A member that hands
+// held puts to a dispatcher that answers tells the other members
+// (taken.go), which drop their copies of them: one that cannot reach
+// that dispatcher (a partial partition) no longer keeps them until its
+// link is back, to bring them after the dispatcher forgot their ids.
 //
 // Keeping one per id costs two table lookups per message, so a queue looks
 // up only what can be a second copy (queue.go, arrival): handed-over,
@@ -365,6 +369,8 @@
 //     triples (an origin, N/64 below 2^58, a bitmap), of which the queue
 //     keeps the last doneIDs ids; a frame names at most 2^20 in all, which
 //     the peer codec counts before it makes them (peerpb.MaxFrameSeqs).
+//     A Taken call carries at most 2^14 blocks of ids, as bytes (24 a
+//     block: DONE's triples), held to their length in memory.
 //   - Each message's queue name and key are one segment of the key
 //     grammar (key.go), its producer key /q/{name}/p/{key} at most
 //     Config.MaxKeyBytes and its value at most Config.MaxRequestBytes, the

@@ -217,6 +217,10 @@ type queue struct {
 	// member kept for them (supersedeLocked), the last few: a copy of
 	// theirs is not held again, as when a hand-over of it fails.
 	superseded []copyOwner
+	// taken are ids of puts the dispatcher took from another member
+	// (takenLocked), the last doneIDs: a copy of one is not held again.
+	// nil until a member says so.
+	taken *doneSet
 	// droppedOwn counts the copies handed back that this member dropped
 	// as its own, left its custody (Manager.dropLeftLocked), since the
 	// last DONE reported them.
@@ -781,11 +785,12 @@ func (q *queue) indexLocked() {
 }
 
 // holdLocked keeps copies for an unreachable dispatcher, once per id,
-// but for a backup's copies that their dispatcher replaced. The caller
-// holds mu.
+// but for a backup's copies that their dispatcher replaced and copies of
+// puts a dispatcher took from another member. The caller holds mu.
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
-		if q.heldIDs[in.id] || q.isDone(in.id) || in.owner != nil && slices.Contains(q.superseded, *in.owner) {
+		if q.heldIDs[in.id] || q.isDone(in.id) || in.owner != nil && slices.Contains(q.superseded, *in.owner) ||
+			q.taken != nil && q.taken.has(in.id) {
 			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
 		}

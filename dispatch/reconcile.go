@@ -351,6 +351,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
 			q.putBack(msgs[i:], m.clock.Now())
+			m.tellTaken(q.name, member, msgs[:i])
 			return err
 		}
 		// The dispatcher answered: the part is on its disk, no longer in
@@ -362,6 +363,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}
+	m.tellTaken(q.name, member, msgs)
 	m.sendDone(ctx, q, member)
 	m.resetBackup(ctx, q) // the new dispatcher's backup holds them now
 	m.log.Debug("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))

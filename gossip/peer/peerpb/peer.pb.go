@@ -610,6 +610,103 @@ func (*HoldResponse) Descriptor() ([]byte, []int) {
 	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
+// TakenRequest tells a member that the queue's dispatcher took the
+// messages of the sender's hand-over: on the dispatcher's disk, they are
+// no longer any other member's to hold, and the receiver drops the
+// copies it holds of them (held while the dispatcher was unreachable
+// from it, not from the sender).
+type TakenRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// blocks are the ids, 24 bytes a block: origin, N/64 and the bitmap
+	// of the 64 ids from N/64*64, as little-endian uint64s (DONE's
+	// triples). Bytes, not a packed field: held to their length on the
+	// wire, not eight times it in memory.
+	Blocks        []byte `protobuf:"bytes,2,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakenRequest) Reset() {
+	*x = TakenRequest{}
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakenRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakenRequest) ProtoMessage() {}
+
+func (x *TakenRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakenRequest.ProtoReflect.Descriptor instead.
+func (*TakenRequest) Descriptor() ([]byte, []int) {
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TakenRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *TakenRequest) GetBlocks() []byte {
+	if x != nil {
+		return x.Blocks
+	}
+	return nil
+}
+
+type TakenResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TakenResponse) Reset() {
+	*x = TakenResponse{}
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TakenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TakenResponse) ProtoMessage() {}
+
+func (x *TakenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TakenResponse.ProtoReflect.Descriptor instead.
+func (*TakenResponse) Descriptor() ([]byte, []int) {
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+}
+
 // PingRequest asks a member whether its queues answer.
 // PingRequest may name a queue: the answer then says whether the member
 // holds anything of it (a new dispatcher waiting for its hand-over asks).
@@ -622,7 +719,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -634,7 +731,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[7]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -647,7 +744,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PingRequest) GetQueue() string {
@@ -670,7 +767,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +779,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[8]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +792,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PingResponse) GetBoot() string {
@@ -725,7 +822,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +834,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[9]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +847,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ConsumeRequest) GetQueue() string {
@@ -785,7 +882,7 @@ type Delivery struct {
 
 func (x *Delivery) Reset() {
 	*x = Delivery{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +894,7 @@ func (x *Delivery) String() string {
 func (*Delivery) ProtoMessage() {}
 
 func (x *Delivery) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[10]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +907,7 @@ func (x *Delivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delivery.ProtoReflect.Descriptor instead.
 func (*Delivery) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Delivery) GetKey() []byte {
@@ -843,7 +940,7 @@ type Deliveries struct {
 
 func (x *Deliveries) Reset() {
 	*x = Deliveries{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +952,7 @@ func (x *Deliveries) String() string {
 func (*Deliveries) ProtoMessage() {}
 
 func (x *Deliveries) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[11]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +965,7 @@ func (x *Deliveries) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Deliveries.ProtoReflect.Descriptor instead.
 func (*Deliveries) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Deliveries) GetDeliveries() []*Delivery {
@@ -893,7 +990,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -905,7 +1002,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[12]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -918,7 +1015,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{12}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckRequest) GetQueue() string {
@@ -958,7 +1055,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1067,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[13]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1080,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{13}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AckResponse) GetAcked() bool {
@@ -1002,7 +1099,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1111,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[14]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1124,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{14}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
 }
 
 // InsertFailure is the last failed ClickHouse insert of a queue, redacted
@@ -1046,7 +1143,7 @@ type InsertFailure struct {
 
 func (x *InsertFailure) Reset() {
 	*x = InsertFailure{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1155,7 @@ func (x *InsertFailure) String() string {
 func (*InsertFailure) ProtoMessage() {}
 
 func (x *InsertFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[15]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1168,7 @@ func (x *InsertFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InsertFailure.ProtoReflect.Descriptor instead.
 func (*InsertFailure) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{15}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *InsertFailure) GetUnixNanos() int64 {
@@ -1145,7 +1242,7 @@ type QueueState struct {
 
 func (x *QueueState) Reset() {
 	*x = QueueState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1254,7 @@ func (x *QueueState) String() string {
 func (*QueueState) ProtoMessage() {}
 
 func (x *QueueState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[16]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1267,7 @@ func (x *QueueState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueState.ProtoReflect.Descriptor instead.
 func (*QueueState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{16}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QueueState) GetName() string {
@@ -1313,7 +1410,7 @@ type BackupState struct {
 
 func (x *BackupState) Reset() {
 	*x = BackupState{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1422,7 @@ func (x *BackupState) String() string {
 func (*BackupState) ProtoMessage() {}
 
 func (x *BackupState) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[17]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1435,7 @@ func (x *BackupState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupState.ProtoReflect.Descriptor instead.
 func (*BackupState) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{17}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BackupState) GetQueue() string {
@@ -1383,7 +1480,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1395,7 +1492,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[18]
+	mi := &file_gossip_peer_peerpb_peer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1408,7 +1505,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{18}
+	return file_gossip_peer_peerpb_peer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *StatusResponse) GetQueues() []*QueueState {
@@ -1479,7 +1576,11 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\aapplied\x18\x02 \x01(\x04R\aapplied\"F\n" +
 	"\vHoldRequest\x127\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1b.chute.peer.v1.QueueMessageR\bmessages\"\x0e\n" +
-	"\fHoldResponse\"#\n" +
+	"\fHoldResponse\"<\n" +
+	"\fTakenRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x16\n" +
+	"\x06blocks\x18\x02 \x01(\fR\x06blocks\"\x0f\n" +
+	"\rTakenResponse\"#\n" +
 	"\vPingRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\"<\n" +
 	"\fPingResponse\x12\x12\n" +
@@ -1557,10 +1658,11 @@ const file_gossip_peer_peerpb_peer_proto_rawDesc = "" +
 	"\x06BACKUP\x10\x01\x12\v\n" +
 	"\aRELEASE\x10\x02\x12\t\n" +
 	"\x05RESET\x10\x03\x12\b\n" +
-	"\x04DONE\x10\x042\xa1\x03\n" +
+	"\x04DONE\x10\x042\xe5\x03\n" +
 	"\x06Queues\x12I\n" +
 	"\aForward\x12\x1b.chute.peer.v1.ForwardFrame\x1a\x1d.chute.peer.v1.ForwardResults(\x010\x01\x12?\n" +
-	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12E\n" +
+	"\x04Hold\x12\x1a.chute.peer.v1.HoldRequest\x1a\x1b.chute.peer.v1.HoldResponse\x12B\n" +
+	"\x05Taken\x12\x1b.chute.peer.v1.TakenRequest\x1a\x1c.chute.peer.v1.TakenResponse\x12E\n" +
 	"\aConsume\x12\x1d.chute.peer.v1.ConsumeRequest\x1a\x19.chute.peer.v1.Deliveries0\x01\x12<\n" +
 	"\x03Ack\x12\x19.chute.peer.v1.AckRequest\x1a\x1a.chute.peer.v1.AckResponse\x12E\n" +
 	"\x06Status\x12\x1c.chute.peer.v1.StatusRequest\x1a\x1d.chute.peer.v1.StatusResponse\x12?\n" +
@@ -1579,7 +1681,7 @@ func file_gossip_peer_peerpb_peer_proto_rawDescGZIP() []byte {
 }
 
 var file_gossip_peer_peerpb_peer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_gossip_peer_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
 	(ForwardKind)(0),       // 0: chute.peer.v1.ForwardKind
 	(*QueueMessage)(nil),   // 1: chute.peer.v1.QueueMessage
@@ -1589,18 +1691,20 @@ var file_gossip_peer_peerpb_peer_proto_goTypes = []any{
 	(*ForwardResults)(nil), // 5: chute.peer.v1.ForwardResults
 	(*HoldRequest)(nil),    // 6: chute.peer.v1.HoldRequest
 	(*HoldResponse)(nil),   // 7: chute.peer.v1.HoldResponse
-	(*PingRequest)(nil),    // 8: chute.peer.v1.PingRequest
-	(*PingResponse)(nil),   // 9: chute.peer.v1.PingResponse
-	(*ConsumeRequest)(nil), // 10: chute.peer.v1.ConsumeRequest
-	(*Delivery)(nil),       // 11: chute.peer.v1.Delivery
-	(*Deliveries)(nil),     // 12: chute.peer.v1.Deliveries
-	(*AckRequest)(nil),     // 13: chute.peer.v1.AckRequest
-	(*AckResponse)(nil),    // 14: chute.peer.v1.AckResponse
-	(*StatusRequest)(nil),  // 15: chute.peer.v1.StatusRequest
-	(*InsertFailure)(nil),  // 16: chute.peer.v1.InsertFailure
-	(*QueueState)(nil),     // 17: chute.peer.v1.QueueState
-	(*BackupState)(nil),    // 18: chute.peer.v1.BackupState
-	(*StatusResponse)(nil), // 19: chute.peer.v1.StatusResponse
+	(*TakenRequest)(nil),   // 8: chute.peer.v1.TakenRequest
+	(*TakenResponse)(nil),  // 9: chute.peer.v1.TakenResponse
+	(*PingRequest)(nil),    // 10: chute.peer.v1.PingRequest
+	(*PingResponse)(nil),   // 11: chute.peer.v1.PingResponse
+	(*ConsumeRequest)(nil), // 12: chute.peer.v1.ConsumeRequest
+	(*Delivery)(nil),       // 13: chute.peer.v1.Delivery
+	(*Deliveries)(nil),     // 14: chute.peer.v1.Deliveries
+	(*AckRequest)(nil),     // 15: chute.peer.v1.AckRequest
+	(*AckResponse)(nil),    // 16: chute.peer.v1.AckResponse
+	(*StatusRequest)(nil),  // 17: chute.peer.v1.StatusRequest
+	(*InsertFailure)(nil),  // 18: chute.peer.v1.InsertFailure
+	(*QueueState)(nil),     // 19: chute.peer.v1.QueueState
+	(*BackupState)(nil),    // 20: chute.peer.v1.BackupState
+	(*StatusResponse)(nil), // 21: chute.peer.v1.StatusResponse
 }
 var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
 	1,  // 0: chute.peer.v1.ForwardBatch.messages:type_name -> chute.peer.v1.QueueMessage
@@ -1608,24 +1712,26 @@ var file_gossip_peer_peerpb_peer_proto_depIdxs = []int32{
 	2,  // 2: chute.peer.v1.ForwardFrame.batches:type_name -> chute.peer.v1.ForwardBatch
 	4,  // 3: chute.peer.v1.ForwardResults.results:type_name -> chute.peer.v1.ForwardResult
 	1,  // 4: chute.peer.v1.HoldRequest.messages:type_name -> chute.peer.v1.QueueMessage
-	11, // 5: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
-	16, // 6: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
-	17, // 7: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
-	18, // 8: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
+	13, // 5: chute.peer.v1.Deliveries.deliveries:type_name -> chute.peer.v1.Delivery
+	18, // 6: chute.peer.v1.QueueState.last_insert_error:type_name -> chute.peer.v1.InsertFailure
+	19, // 7: chute.peer.v1.StatusResponse.queues:type_name -> chute.peer.v1.QueueState
+	20, // 8: chute.peer.v1.StatusResponse.backups:type_name -> chute.peer.v1.BackupState
 	3,  // 9: chute.peer.v1.Queues.Forward:input_type -> chute.peer.v1.ForwardFrame
 	6,  // 10: chute.peer.v1.Queues.Hold:input_type -> chute.peer.v1.HoldRequest
-	10, // 11: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
-	13, // 12: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
-	15, // 13: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
-	8,  // 14: chute.peer.v1.Queues.Ping:input_type -> chute.peer.v1.PingRequest
-	5,  // 15: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
-	7,  // 16: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
-	12, // 17: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
-	14, // 18: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
-	19, // 19: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
-	9,  // 20: chute.peer.v1.Queues.Ping:output_type -> chute.peer.v1.PingResponse
-	15, // [15:21] is the sub-list for method output_type
-	9,  // [9:15] is the sub-list for method input_type
+	8,  // 11: chute.peer.v1.Queues.Taken:input_type -> chute.peer.v1.TakenRequest
+	12, // 12: chute.peer.v1.Queues.Consume:input_type -> chute.peer.v1.ConsumeRequest
+	15, // 13: chute.peer.v1.Queues.Ack:input_type -> chute.peer.v1.AckRequest
+	17, // 14: chute.peer.v1.Queues.Status:input_type -> chute.peer.v1.StatusRequest
+	10, // 15: chute.peer.v1.Queues.Ping:input_type -> chute.peer.v1.PingRequest
+	5,  // 16: chute.peer.v1.Queues.Forward:output_type -> chute.peer.v1.ForwardResults
+	7,  // 17: chute.peer.v1.Queues.Hold:output_type -> chute.peer.v1.HoldResponse
+	9,  // 18: chute.peer.v1.Queues.Taken:output_type -> chute.peer.v1.TakenResponse
+	14, // 19: chute.peer.v1.Queues.Consume:output_type -> chute.peer.v1.Deliveries
+	16, // 20: chute.peer.v1.Queues.Ack:output_type -> chute.peer.v1.AckResponse
+	21, // 21: chute.peer.v1.Queues.Status:output_type -> chute.peer.v1.StatusResponse
+	11, // 22: chute.peer.v1.Queues.Ping:output_type -> chute.peer.v1.PingResponse
+	16, // [16:23] is the sub-list for method output_type
+	9,  // [9:16] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1642,7 +1748,7 @@ func file_gossip_peer_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gossip_peer_peerpb_peer_proto_rawDesc), len(file_gossip_peer_peerpb_peer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

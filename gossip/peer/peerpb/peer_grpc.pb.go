@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Queues_Forward_FullMethodName = "/chute.peer.v1.Queues/Forward"
 	Queues_Hold_FullMethodName    = "/chute.peer.v1.Queues/Hold"
+	Queues_Taken_FullMethodName   = "/chute.peer.v1.Queues/Taken"
 	Queues_Consume_FullMethodName = "/chute.peer.v1.Queues/Consume"
 	Queues_Ack_FullMethodName     = "/chute.peer.v1.Queues/Ack"
 	Queues_Status_FullMethodName  = "/chute.peer.v1.Queues/Status"
@@ -41,6 +42,9 @@ type QueuesClient interface {
 	// Hold keeps copies of messages whose dispatcher is unreachable, until
 	// a dispatcher is elected and they are handed to it.
 	Hold(ctx context.Context, in *HoldRequest, opts ...grpc.CallOption) (*HoldResponse, error)
+	// Taken drops held copies of messages the dispatcher took from the
+	// sender.
+	Taken(ctx context.Context, in *TakenRequest, opts ...grpc.CallOption) (*TakenResponse, error)
 	// Consume streams a remote consumer's deliveries.
 	Consume(ctx context.Context, in *ConsumeRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[Deliveries], error)
 	// Ack acknowledges a message on its dispatcher.
@@ -78,6 +82,16 @@ func (c *queuesClient) Hold(ctx context.Context, in *HoldRequest, opts ...grpc.C
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(HoldResponse)
 	err := c.cc.Invoke(ctx, Queues_Hold_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *queuesClient) Taken(ctx context.Context, in *TakenRequest, opts ...grpc.CallOption) (*TakenResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TakenResponse)
+	err := c.cc.Invoke(ctx, Queues_Taken_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -143,6 +157,9 @@ type QueuesServer interface {
 	// Hold keeps copies of messages whose dispatcher is unreachable, until
 	// a dispatcher is elected and they are handed to it.
 	Hold(context.Context, *HoldRequest) (*HoldResponse, error)
+	// Taken drops held copies of messages the dispatcher took from the
+	// sender.
+	Taken(context.Context, *TakenRequest) (*TakenResponse, error)
 	// Consume streams a remote consumer's deliveries.
 	Consume(*ConsumeRequest, grpc.ServerStreamingServer[Deliveries]) error
 	// Ack acknowledges a message on its dispatcher.
@@ -168,6 +185,9 @@ func (UnimplementedQueuesServer) Forward(grpc.BidiStreamingServer[ForwardFrame, 
 }
 func (UnimplementedQueuesServer) Hold(context.Context, *HoldRequest) (*HoldResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Hold not implemented")
+}
+func (UnimplementedQueuesServer) Taken(context.Context, *TakenRequest) (*TakenResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Taken not implemented")
 }
 func (UnimplementedQueuesServer) Consume(*ConsumeRequest, grpc.ServerStreamingServer[Deliveries]) error {
 	return status.Error(codes.Unimplemented, "method Consume not implemented")
@@ -223,6 +243,24 @@ func _Queues_Hold_Handler(srv interface{}, ctx context.Context, dec func(interfa
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(QueuesServer).Hold(ctx, req.(*HoldRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Queues_Taken_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TakenRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(QueuesServer).Taken(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Queues_Taken_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(QueuesServer).Taken(ctx, req.(*TakenRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -302,6 +340,10 @@ var Queues_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Hold",
 			Handler:    _Queues_Hold_Handler,
+		},
+		{
+			MethodName: "Taken",
+			Handler:    _Queues_Taken_Handler,
 		},
 		{
 			MethodName: "Ack",

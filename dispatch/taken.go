@@ -1,0 +1,143 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/binary"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"chute/gossip"
+	"chute/gossip/peer/peerpb"
+)
+
+// While a dispatcher is unreachable from one member but not from another
+// (a partial partition: gossip calls it alive), the puts made on the
+// first are held as copies there and on every other member; the others
+// hand theirs to the dispatcher at their next round. Each that does then
+// tells the members (Taken) that the dispatcher took those messages, and
+// they drop their copies of them. Kept until their own link was back,
+// the copies reached the dispatcher after it had forgotten their ids (it
+// remembers the last doneIDs acknowledged), or reached the next
+// dispatcher should it fail meanwhile, and were delivered again.
+
+// takenBlockBytes is the size of one block of ids in a Taken call: its
+// origin, N/64 and the bitmap of the 64 ids from N/64*64.
+const takenBlockBytes = 24
+
+// maxTakenBlocks bounds the blocks of one Taken call (384 KiB); a
+// member names more in several calls.
+const maxTakenBlocks = 1 << 14
+
+// tellTaken tells every other alive member but dispatcher that
+// dispatcher took msgs, handed over by this member, in the background:
+// copies of the puts among them held there are dropped. A call lost
+// leaves those copies until their hand-over, as before.
+func (m *Manager) tellTaken(name string, dispatcher uint64, msgs []incoming) {
+	if m.cluster == nil {
+		return
+	}
+	ids := newDoneSet(len(msgs) + 1) // one generation: every id kept
+	for _, in := range msgs {
+		if in.seq == 0 && in.owner == nil { // a put, not a numbered message or a backup's copy
+			ids.add(in.id)
+		}
+	}
+	blocks := ids.blocks(nil)
+	if len(blocks) == 0 {
+		return
+	}
+	var peers []gossip.Peer
+	for _, p := range m.cluster.Peers() {
+		if p.ID != dispatcher && p.ID != m.cfg.MemberID {
+			peers = append(peers, p)
+		}
+	}
+	if len(peers) == 0 {
+		return
+	}
+	var calls []*peerpb.TakenRequest
+	for i := 0; i < len(blocks); i += 3 * maxTakenBlocks {
+		part := blocks[i:min(len(blocks), i+3*maxTakenBlocks)]
+		b := make([]byte, 0, len(part)*8)
+		for _, v := range part {
+			b = binary.LittleEndian.AppendUint64(b, v)
+		}
+		calls = append(calls, &peerpb.TakenRequest{Queue: name, Blocks: b})
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+		defer cancel()
+		go func() {
+			select {
+			case <-m.stop: // a member stopping does not wait for a slow peer
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		for _, p := range peers {
+			conn, err := m.conn(p.Addr)
+			if err != nil {
+				continue
+			}
+			for _, r := range calls {
+				if _, err := peerpb.NewQueuesClient(conn).Taken(m.outgoing(ctx), r); err != nil {
+					m.log.Debug("telling a member the dispatcher took the copies it holds", "queue", name, "peer", gossip.ID(p.ID), "err", err)
+					break
+				}
+			}
+		}
+	}()
+}
+
+// Taken drops the copies of a queue this member holds whose messages
+// the dispatcher took from the caller's hand-over.
+func (s *queueService) Taken(_ context.Context, r *peerpb.TakenRequest) (*peerpb.TakenResponse, error) {
+	if !validQueueName(r.Queue) || len(r.Blocks)%takenBlockBytes != 0 || len(r.Blocks) > maxTakenBlocks*takenBlockBytes {
+		return nil, status.Errorf(codes.InvalidArgument, "dispatch: a Taken call needs a valid queue name and at most %d blocks of %d bytes", maxTakenBlocks, takenBlockBytes)
+	}
+	blocks := make([]uint64, 0, len(r.Blocks)/8)
+	for b := r.Blocks; len(b) > 0; b = b[8:] {
+		blocks = append(blocks, binary.LittleEndian.Uint64(b))
+	}
+	for i := 1; i < len(blocks); i += 3 {
+		if blocks[i] >= 1<<58 {
+			return nil, status.Error(codes.InvalidArgument, "dispatch: a Taken call names an id past 2^64")
+		}
+	}
+	q := s.m.lookup(r.Queue)
+	if q == nil {
+		return &peerpb.TakenResponse{}, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.takenLocked(blocks)
+	return &peerpb.TakenResponse{}, nil
+}
+
+// takenLocked drops the held copies of the ids in blocks (DONE's
+// triples), which a dispatcher took from another member, and remembers
+// the ids (the last doneIDs), so that copies out for a hand-over that
+// fails are not held again as they come back. The caller holds mu.
+func (q *queue) takenLocked(blocks []uint64) {
+	if q.taken == nil {
+		q.taken = newDoneSet(doneIDs)
+	}
+	for i := 0; i+2 < len(blocks); i += 3 {
+		q.taken.addBlock(blocks[i], blocks[i+1], blocks[i+2])
+	}
+	kept := q.held[:0]
+	for _, in := range q.held {
+		if !q.taken.has(in.id) {
+			kept = append(kept, in)
+			continue
+		}
+		delete(q.heldIDs, in.id)
+		q.bytes -= int64(len(in.value) + len(in.tail))
+		releaseLog(q.log, in.lseq, in.batchRec)
+	}
+	clear(q.held[len(kept):])
+	q.held = kept
+}
