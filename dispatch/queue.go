@@ -810,25 +810,33 @@ const maxSuperseded = 4
 // member to keep (Manager.supersede), and remembers the run while copies
 // may still come back to the held list. The caller holds mu.
 func (q *queue) supersedeLocked(owner copyOwner) {
-	kept, dropped := q.held[:0], 0
-	for _, in := range q.held {
-		if in.owner == nil || *in.owner != owner {
-			kept = append(kept, in)
-			continue
-		}
-		dropped++
-		delete(q.heldIDs, in.id)
-		q.bytes -= int64(len(in.value) + len(in.tail))
-		releaseLog(q.log, in.lseq, in.batchRec)
-	}
-	clear(q.held[len(kept):])
-	q.held = kept
+	dropped := q.dropHeldLocked(func(in *incoming) bool { return in.owner != nil && *in.owner == owner })
 	if (dropped > 0 || q.handing > 0) && !slices.Contains(q.superseded, owner) {
 		if len(q.superseded) == maxSuperseded {
 			q.superseded = slices.Delete(q.superseded, 0, 1)
 		}
 		q.superseded = append(q.superseded, owner)
 	}
+}
+
+// dropHeldLocked drops the held copies drop reports, their records
+// released, and returns how many. The caller holds mu.
+func (q *queue) dropHeldLocked(drop func(*incoming) bool) int {
+	kept := q.held[:0]
+	for i := range q.held {
+		in := &q.held[i]
+		if !drop(in) {
+			kept = append(kept, *in)
+			continue
+		}
+		delete(q.heldIDs, in.id)
+		q.bytes -= int64(len(in.value) + len(in.tail))
+		releaseLog(q.log, in.lseq, in.batchRec)
+	}
+	dropped := len(q.held) - len(kept)
+	clear(q.held[len(kept):])
+	q.held = kept
+	return dropped
 }
 
 // takeAll removes and returns every message this member holds for the

@@ -128,16 +128,5 @@ func (q *queue) takenLocked(blocks []uint64) {
 	for i := 0; i+2 < len(blocks); i += 3 {
 		q.taken.addBlock(blocks[i], blocks[i+1], blocks[i+2])
 	}
-	kept := q.held[:0]
-	for _, in := range q.held {
-		if !q.taken.has(in.id) {
-			kept = append(kept, in)
-			continue
-		}
-		delete(q.heldIDs, in.id)
-		q.bytes -= int64(len(in.value) + len(in.tail))
-		releaseLog(q.log, in.lseq, in.batchRec)
-	}
-	clear(q.held[len(kept):])
-	q.held = kept
+	q.dropHeldLocked(func(in *incoming) bool { return q.taken.has(in.id) })
 }
