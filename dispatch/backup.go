@@ -35,6 +35,9 @@ type backupSet struct {
 	// can overtake the copy on another path), so the copy is not kept.
 	released *recent[uint64, struct{}]
 	seen     time.Time // last frame from the dispatcher
+	// reset says the set began with a RESET to this run of the process:
+	// the last frame of a full copy (ForwardBatch.full) makes it whole.
+	reset bool
 }
 
 // releasedMemory bounds the early releases a backup set remembers.
@@ -88,7 +91,8 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 		set = nil
 	}
 	if set == nil {
-		set = &backupSet{msgs: make(map[uint64]incoming), released: newRecent[uint64, struct{}](releasedMemory)}
+		set = &backupSet{msgs: make(map[uint64]incoming), released: newRecent[uint64, struct{}](releasedMemory),
+			reset: b.Kind == peerpb.ForwardKind_RESET}
 		m.backups[key] = set
 	}
 	set.seen = m.clock.Now()
@@ -115,17 +119,28 @@ func (m *Manager) keepBackup(ctx context.Context, from uint64, b *peerpb.Forward
 	return nil
 }
 
-// supersede applies a frame from member from that ends with what that
-// run of its process wants this member to keep of queue (a RESET alone,
-// or the last frame of a full copy: ForwardBatch.full): the copies this
-// member kept for that run before it restarted, read back from its queue
-// log and held since, are replaced by it and dropped. Handed to that run
-// they are dropped there (dropLeftLocked), but the hand-over may not have
-// reached it yet; taken over once it fails, those acknowledged meanwhile
-// were delivered again.
+// supersede applies a frame from member from, kept, that ends with what
+// that run of its process wants this member to keep of queue (a RESET
+// alone, or the last frame of a full copy whose RESET came to this run
+// of this process: ForwardBatch.full): the copies this member kept for
+// that run before it restarted, read back from its queue log and held
+// since, are replaced by it and dropped. Handed to that run they are
+// dropped there (dropLeftLocked), but the hand-over may not have reached
+// it yet; taken over once it fails, those acknowledged meanwhile were
+// delivered again. The last frame of a copy begun before a restart of
+// this process says nothing of what it holds (the next full copy does).
 func (m *Manager) supersede(from uint64, b *peerpb.ForwardBatch) {
 	if !b.Full || from == 0 || b.Boot == "" || b.Boot == "?" {
 		return
+	}
+	if b.Kind != peerpb.ForwardKind_RESET {
+		m.backupMu.Lock()
+		set := m.backups[backupKey{queue: b.Queue, dispatcher: from, boot: b.Boot}]
+		whole := set != nil && set.reset
+		m.backupMu.Unlock()
+		if !whole {
+			return
+		}
 	}
 	q := m.lookup(b.Queue)
 	if q == nil {

@@ -538,6 +538,45 @@ func TestCustody_restartedBackupGetsAFullCopyFirst(t *testing.T) {
 	}
 }
 
+// TestSupersede_wholeCopiesOnly: copies read back for a run of a
+// dispatcher are dropped by that run's lone RESET, or by the last frame
+// of a full copy whose RESET came to this run of the member; not by a
+// last frame alone (the copy began before this member restarted, its
+// first frames went to the run before), nor by another run's.
+func TestSupersede_wholeCopiesOnly(t *testing.T) {
+	n := startNode(t, nil)
+	ctx := testCtx(t, 5*time.Second)
+	owner := &copyOwner{member: 9, boot: "r1"}
+	q := n.mgr.queueFor("jobs")
+	q.mu.Lock()
+	q.holdLocked([]incoming{{id: MsgID{Origin: 2, N: 1}, tail: "a", value: []byte("v"), seq: 7, owner: owner}})
+	q.mu.Unlock()
+	frame := func(kind peerpb.ForwardKind, boot string, seq uint64) *peerpb.ForwardBatch {
+		b := &peerpb.ForwardBatch{Kind: kind, Queue: "jobs", Boot: boot, Full: true}
+		if seq != 0 {
+			b.Messages = []*peerpb.QueueMessage{{Queue: "jobs", Tail: "x", Value: []byte("v"), Origin: 3, N: seq, Seq: seq}}
+		}
+		return b
+	}
+	for _, step := range []struct {
+		what string
+		b    *peerpb.ForwardBatch
+		held int
+	}{
+		{"the last frame of a copy begun before", frame(peerpb.ForwardKind_BACKUP, "r1", 1), 1},
+		{"another run's RESET", frame(peerpb.ForwardKind_RESET, "r2", 0), 1},
+		{"a full copy in one frame", frame(peerpb.ForwardKind_RESET, "r1", 2), 0},
+	} {
+		if err := n.mgr.keepBackup(ctx, 9, step.b); err != nil {
+			t.Fatal(err)
+		}
+		n.mgr.supersede(9, step.b)
+		if got := q.status().Held; got != step.held {
+			t.Fatalf("after %s: %d held, want %d", step.what, got, step.held)
+		}
+	}
+}
+
 // TestCustody_restartedBackupOutlivesItsDispatcher: the dispatcher of an
 // ack=replicated queue, without a data dir, and its backup are killed;
 // the dispatcher comes back first, holding nothing, its record as it was.

@@ -78,10 +78,10 @@
 // the dispatcher cannot be reached, the put is held by every alive member
 // under its cluster-unique id; the reconcile loop hands held copies to the
 // dispatcher elected next, which keeps one per id. A member that hands
-// held puts to a dispatcher that answers tells the other members
-// (taken.go), which drop their copies of them: one that cannot reach
-// that dispatcher (a partial partition) no longer keeps them until its
-// link is back, to bring them after the dispatcher forgot their ids.
+// held puts to a dispatcher that answers tells the other members, without
+// waiting (taken.go), and they drop their copies of them: one that cannot
+// reach that dispatcher (a partial partition) no longer keeps them until
+// its link is back, to bring them after the dispatcher forgot their ids.
 //
 // Keeping one per id costs two table lookups per message, so a queue looks
 // up only what can be a second copy (queue.go, arrival): handed-over,

@@ -213,14 +213,15 @@ type queue struct {
 	// arrival order, until they can be handed to the elected one.
 	held    []incoming
 	heldIDs map[MsgID]bool
-	// superseded are runs of dispatchers that replaced the copies this
-	// member kept for them (supersedeLocked), the last few: a copy of
-	// theirs is not held again, as when a hand-over of it fails.
+	// superseded and taken say, while held copies are out for a
+	// hand-over (handing), which of them to drop should they come back
+	// (putBack): those kept for a run of a dispatcher that replaced them
+	// (supersedeLocked), and copies of puts a dispatcher took from
+	// another member (takenLocked), at most maxReturning of each. Both
+	// are emptied once nothing is out: they name copies kept before they
+	// came, not those kept after.
 	superseded []copyOwner
-	// taken are ids of puts the dispatcher took from another member
-	// (takenLocked), the last doneIDs: a copy of one is not held again.
-	// nil until a member says so.
-	taken *doneSet
+	taken      []*doneSet
 	// droppedOwn counts the copies handed back that this member dropped
 	// as its own, left its custody (Manager.dropLeftLocked), since the
 	// last DONE reported them.
@@ -784,13 +785,11 @@ func (q *queue) indexLocked() {
 	}
 }
 
-// holdLocked keeps copies for an unreachable dispatcher, once per id,
-// but for a backup's copies that their dispatcher replaced and copies of
-// puts a dispatcher took from another member. The caller holds mu.
+// holdLocked keeps copies for an unreachable dispatcher, once per id. The
+// caller holds mu.
 func (q *queue) holdLocked(msgs []incoming) {
 	for _, in := range msgs {
-		if q.heldIDs[in.id] || q.isDone(in.id) || in.owner != nil && slices.Contains(q.superseded, *in.owner) ||
-			q.taken != nil && q.taken.has(in.id) {
+		if q.heldIDs[in.id] || q.isDone(in.id) {
 			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
 		}
@@ -800,22 +799,48 @@ func (q *queue) holdLocked(msgs []incoming) {
 	}
 }
 
-// maxSuperseded bounds queue.superseded: a run is named there only while
-// copies kept for it may be held or on their way, for seconds after a
-// restart.
-const maxSuperseded = 4
+// maxReturning bounds queue.superseded and queue.taken: a few calls
+// come in the seconds a hand-over is out at most.
+const maxReturning = 4
 
 // supersedeLocked drops the held copies kept for owner, a run of a
 // dispatcher of the queue that has just said which copies it wants this
-// member to keep (Manager.supersede), and remembers the run while copies
-// may still come back to the held list. The caller holds mu.
+// member to keep (Manager.supersede), and those out for a hand-over
+// should they come back. The caller holds mu.
 func (q *queue) supersedeLocked(owner copyOwner) {
-	dropped := q.dropHeldLocked(func(in *incoming) bool { return in.owner != nil && *in.owner == owner })
-	if (dropped > 0 || q.handing > 0) && !slices.Contains(q.superseded, owner) {
-		if len(q.superseded) == maxSuperseded {
+	q.dropHeldLocked(func(in *incoming) bool { return in.owner != nil && *in.owner == owner })
+	if q.handing > 0 && !slices.Contains(q.superseded, owner) {
+		if len(q.superseded) == maxReturning {
 			q.superseded = slices.Delete(q.superseded, 0, 1)
 		}
 		q.superseded = append(q.superseded, owner)
+	}
+}
+
+// returnedLocked drops, of copies back from a hand-over that failed,
+// those superseded or taken while they were out, their records
+// released, and returns the rest. The caller holds mu.
+func (q *queue) returnedLocked(copies []incoming) []incoming {
+	if len(q.superseded) == 0 && len(q.taken) == 0 {
+		return copies
+	}
+	kept := copies[:0]
+	for _, in := range copies {
+		if in.owner != nil && slices.Contains(q.superseded, *in.owner) ||
+			slices.ContainsFunc(q.taken, func(s *doneSet) bool { return s.has(in.id) }) {
+			releaseLog(q.log, in.lseq, in.batchRec)
+			continue
+		}
+		kept = append(kept, in)
+	}
+	return kept
+}
+
+// nothingOutLocked forgets what supersedeLocked and takenLocked noted
+// for copies out for a hand-over, once none is. The caller holds mu.
+func (q *queue) nothingOutLocked() {
+	if q.handing == 0 {
+		q.superseded, q.taken = nil, nil
 	}
 }
 
@@ -899,7 +924,8 @@ func (q *queue) putBack(msgs []incoming, now time.Time) {
 		}
 	}
 	q.handing, q.handingBytes = 0, 0 // the rest is counted again where it goes
-	q.holdLocked(copies)
+	q.holdLocked(q.returnedLocked(copies))
+	q.nothingOutLocked()
 	q.enqueueLocked(numbered, now, arrivedCopy, false)
 }
 
@@ -911,6 +937,7 @@ func (q *queue) handedOver(msgs []incoming) {
 	for _, in := range msgs {
 		q.handingBytes -= int64(len(in.value) + len(in.tail))
 	}
+	q.nothingOutLocked()
 }
 
 // dropDoneCopiesLocked drops the messages waiting to be delivered that

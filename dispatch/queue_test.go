@@ -495,8 +495,10 @@ func TestQueue_putBackKeepsABackupsCopiesHeld(t *testing.T) {
 
 // TestQueue_supersede: a run's word on what it wants kept drops the held
 // copies kept for it, compared by value, and no others; those out for a
-// hand-over that comes back are dropped as they return, and the runs
-// remembered for that are the last few.
+// hand-over that comes back are dropped as they return. Once nothing is
+// out the word is forgotten: a copy kept for that run later (a takeover
+// holding its backup set until its epoch) is held. The runs noted while
+// a hand-over is out are the last few.
 func TestQueue_supersede(t *testing.T) {
 	q := newQueue("jobs", Config{}.withDefaults().defaults())
 	r1, r2 := &copyOwner{member: 9, boot: "r1"}, &copyOwner{member: 9, boot: "r2"}
@@ -512,6 +514,9 @@ func TestQueue_supersede(t *testing.T) {
 	if st := q.status(); st.Held != 2 || q.bytes != 4 || q.held[0].tail != "b" || q.held[1].tail != "c" || q.heldIDs[MsgID{Origin: 2, N: 1}] {
 		t.Fatalf("held %+v (%d bytes), want b and c", q.held, q.bytes)
 	}
+	if len(q.superseded) != 0 {
+		t.Fatalf("noted %+v with nothing out for a hand-over, want nothing", q.superseded)
+	}
 	out := q.takeAll()
 	q.mu.Lock()
 	q.supersedeLocked(*r2) // while b is out for a hand-over
@@ -522,12 +527,16 @@ func TestQueue_supersede(t *testing.T) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i := range 2 * maxSuperseded {
-		q.handing = 1
+	q.holdLocked([]incoming{{id: MsgID{Origin: 2, N: 5}, tail: "e", value: []byte("v"), seq: 10, owner: r2}})
+	if len(q.held) != 2 {
+		t.Fatalf("a copy kept for r2 after its word and the hand-over: held %+v, want c and e", q.held)
+	}
+	q.handing = 1
+	for i := range 2 * maxReturning {
 		q.supersedeLocked(copyOwner{member: 9, boot: fmt.Sprint("later", i)})
 	}
-	if len(q.superseded) != maxSuperseded || q.superseded[maxSuperseded-1].boot != fmt.Sprint("later", 2*maxSuperseded-1) {
-		t.Errorf("runs remembered: %+v, want the last %d", q.superseded, maxSuperseded)
+	if len(q.superseded) != maxReturning || q.superseded[maxReturning-1].boot != fmt.Sprint("later", 2*maxReturning-1) {
+		t.Errorf("runs noted: %+v, want the last %d", q.superseded, maxReturning)
 	}
 }
 

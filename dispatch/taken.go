@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -65,31 +66,36 @@ func (m *Manager) tellTaken(name string, dispatcher uint64, msgs []incoming) {
 		}
 		calls = append(calls, &peerpb.TakenRequest{Queue: name, Blocks: b})
 	}
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
-		defer cancel()
+	select {
+	case <-m.stop:
+		return
+	default:
+	}
+	for _, p := range peers { // each on its own: a frozen member does not hold up the others
+		m.wg.Add(1)
 		go func() {
-			select {
-			case <-m.stop: // a member stopping does not wait for a slow peer
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		for _, p := range peers {
+			defer m.wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+			defer cancel()
+			go func() {
+				select {
+				case <-m.stop: // a member stopping does not wait for a slow peer
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
 			conn, err := m.conn(p.Addr)
 			if err != nil {
-				continue
+				return
 			}
 			for _, r := range calls {
 				if _, err := peerpb.NewQueuesClient(conn).Taken(m.outgoing(ctx), r); err != nil {
 					m.log.Debug("telling a member the dispatcher took the copies it holds", "queue", name, "peer", gossip.ID(p.ID), "err", err)
-					break
+					return
 				}
 			}
-		}
-	}()
+		}()
+	}
 }
 
 // Taken drops the copies of a queue this member holds whose messages
@@ -98,12 +104,8 @@ func (s *queueService) Taken(_ context.Context, r *peerpb.TakenRequest) (*peerpb
 	if !validQueueName(r.Queue) || len(r.Blocks)%takenBlockBytes != 0 || len(r.Blocks) > maxTakenBlocks*takenBlockBytes {
 		return nil, status.Errorf(codes.InvalidArgument, "dispatch: a Taken call needs a valid queue name and at most %d blocks of %d bytes", maxTakenBlocks, takenBlockBytes)
 	}
-	blocks := make([]uint64, 0, len(r.Blocks)/8)
-	for b := r.Blocks; len(b) > 0; b = b[8:] {
-		blocks = append(blocks, binary.LittleEndian.Uint64(b))
-	}
-	for i := 1; i < len(blocks); i += 3 {
-		if blocks[i] >= 1<<58 {
+	for b := r.Blocks; len(b) > 0; b = b[takenBlockBytes:] {
+		if binary.LittleEndian.Uint64(b[8:]) >= 1<<58 {
 			return nil, status.Error(codes.InvalidArgument, "dispatch: a Taken call names an id past 2^64")
 		}
 	}
@@ -111,22 +113,25 @@ func (s *queueService) Taken(_ context.Context, r *peerpb.TakenRequest) (*peerpb
 	if q == nil {
 		return &peerpb.TakenResponse{}, nil
 	}
+	ids := newDoneSet(len(r.Blocks) / takenBlockBytes * 64) // one generation: the call's ids kept whole
+	for b := r.Blocks; len(b) > 0; b = b[takenBlockBytes:] {
+		ids.addBlock(binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:]))
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.takenLocked(blocks)
+	q.takenLocked(ids)
 	return &peerpb.TakenResponse{}, nil
 }
 
-// takenLocked drops the held copies of the ids in blocks (DONE's
-// triples), which a dispatcher took from another member, and remembers
-// the ids (the last doneIDs), so that copies out for a hand-over that
-// fails are not held again as they come back. The caller holds mu.
-func (q *queue) takenLocked(blocks []uint64) {
-	if q.taken == nil {
-		q.taken = newDoneSet(doneIDs)
+// takenLocked drops the held copies of ids, which a dispatcher took from
+// another member, and those out for a hand-over should they come back.
+// The caller holds mu.
+func (q *queue) takenLocked(ids *doneSet) {
+	q.dropHeldLocked(func(in *incoming) bool { return ids.has(in.id) })
+	if q.handing > 0 {
+		if len(q.taken) == maxReturning {
+			q.taken = slices.Delete(q.taken, 0, 1)
+		}
+		q.taken = append(q.taken, ids)
 	}
-	for i := 0; i+2 < len(blocks); i += 3 {
-		q.taken.addBlock(blocks[i], blocks[i+1], blocks[i+2])
-	}
-	q.dropHeldLocked(func(in *incoming) bool { return q.taken.has(in.id) })
 }

@@ -77,3 +77,34 @@ func TestQueueService_Taken(t *testing.T) {
 		t.Errorf("held %+v (%d bytes), want a alone", q.held, q.bytes)
 	}
 }
+
+// TestQueueService_Taken_manyIDs: one call naming more ids than a queue
+// remembers as acknowledged (doneIDs, two generations) drops every held
+// copy it names: the ids of a call are kept whole while it is applied.
+func TestQueueService_Taken_manyIDs(t *testing.T) {
+	m, err := New(Config{MemberID: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3 * doneIDs
+	held := make([]incoming, n)
+	var blocks []byte
+	for i := range held {
+		held[i] = incoming{id: MsgID{Origin: 2, N: uint64(i)}, tail: "k", value: []byte("v")}
+	}
+	for hi := range uint64(n / 64) {
+		for _, v := range []uint64{2, hi, 1<<64 - 1} {
+			blocks = binary.LittleEndian.AppendUint64(blocks, v)
+		}
+	}
+	q := m.queueFor("jobs")
+	q.mu.Lock()
+	q.holdLocked(held)
+	q.mu.Unlock()
+	if _, err := m.PeerService().Taken(testCtx(t, 5*time.Second), &peerpb.TakenRequest{Queue: "jobs", Blocks: blocks}); err != nil {
+		t.Fatal(err)
+	}
+	if got := q.status().Held; got != 0 {
+		t.Fatalf("%d of %d copies held after a call naming them all, want none", got, n)
+	}
+}
