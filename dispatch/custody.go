@@ -75,6 +75,15 @@ const (
 type copyOwner struct {
 	member uint64
 	boot   string
+	// readBack says the copies were read back from the queue log as this
+	// process started: kept by its run before, the only ones a word of
+	// their dispatcher's run replaces (queue.supersedeLocked).
+	readBack bool
+}
+
+// readBackFor reports whether o is run's, read back from the log.
+func (o *copyOwner) readBackFor(run copyOwner) bool {
+	return o != nil && o.readBack && o.member == run.member && o.boot == run.boot
 }
 
 // same reports whether o and p name one owner, or none: the copies of
@@ -415,6 +424,7 @@ func openLog(cfg Config) (l *qlog.Log, lock *os.File, _ map[string][]incoming, e
 		}
 		in.lseq = seq
 		if in.owner != nil {
+			in.owner.readBack = true
 			o, ok := owners[*in.owner]
 			if !ok {
 				o = in.owner

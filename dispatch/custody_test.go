@@ -546,7 +546,7 @@ func TestCustody_restartedBackupGetsAFullCopyFirst(t *testing.T) {
 func TestSupersede_wholeCopiesOnly(t *testing.T) {
 	n := startNode(t, nil)
 	ctx := testCtx(t, 5*time.Second)
-	owner := &copyOwner{member: 9, boot: "r1"}
+	owner := &copyOwner{member: 9, boot: "r1", readBack: true}
 	q := n.mgr.queueFor("jobs")
 	q.mu.Lock()
 	q.holdLocked([]incoming{{id: MsgID{Origin: 2, N: 1}, tail: "a", value: []byte("v"), seq: 7, owner: owner}})

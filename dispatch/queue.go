@@ -803,12 +803,14 @@ func (q *queue) holdLocked(msgs []incoming) {
 // come in the seconds a hand-over is out at most.
 const maxReturning = 4
 
-// supersedeLocked drops the held copies kept for owner, a run of a
-// dispatcher of the queue that has just said which copies it wants this
-// member to keep (Manager.supersede), and those out for a hand-over
-// should they come back. The caller holds mu.
+// supersedeLocked drops the held copies read back from the log that were
+// kept for owner, a run of a dispatcher of the queue that has just said
+// which copies it wants this member to keep (Manager.supersede), and
+// those out for a hand-over should they come back. Copies kept for it
+// since this process started (a takeover holding a backup set until it
+// may number) are that run's latest word, and stay. The caller holds mu.
 func (q *queue) supersedeLocked(owner copyOwner) {
-	q.dropHeldLocked(func(in *incoming) bool { return in.owner != nil && *in.owner == owner })
+	q.dropHeldLocked(func(in *incoming) bool { return in.owner.readBackFor(owner) })
 	if q.handing > 0 && !slices.Contains(q.superseded, owner) {
 		if len(q.superseded) == maxReturning {
 			q.superseded = slices.Delete(q.superseded, 0, 1)
@@ -826,7 +828,7 @@ func (q *queue) returnedLocked(copies []incoming) []incoming {
 	}
 	kept := copies[:0]
 	for _, in := range copies {
-		if in.owner != nil && slices.Contains(q.superseded, *in.owner) ||
+		if slices.ContainsFunc(q.superseded, in.owner.readBackFor) ||
 			slices.ContainsFunc(q.taken, func(s *doneSet) bool { return s.has(in.id) }) {
 			releaseLog(q.log, in.lseq, in.batchRec)
 			continue
@@ -899,6 +901,7 @@ func (q *queue) takeAll() []incoming {
 	q.renamed = nil // the numbers they name are no longer here
 	q.tried = nil   // they go with their first rows
 	q.handing, q.handingBytes = len(out), q.bytes
+	q.superseded, q.taken = nil, nil // only words that come while these are out
 	q.bytes = 0
 	for _, c := range q.consumers {
 		if c.drain == nil {

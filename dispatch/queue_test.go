@@ -494,25 +494,28 @@ func TestQueue_putBackKeepsABackupsCopiesHeld(t *testing.T) {
 }
 
 // TestQueue_supersede: a run's word on what it wants kept drops the held
-// copies kept for it, compared by value, and no others; those out for a
-// hand-over that comes back are dropped as they return. Once nothing is
-// out the word is forgotten: a copy kept for that run later (a takeover
-// holding its backup set until its epoch) is held. The runs noted while
-// a hand-over is out are the last few.
+// copies read back from the log that were kept for it, compared by value,
+// and no others: not those kept for it since this process started (a
+// takeover holding the run's backup set until it may number, which may
+// come just before the word); those out for a hand-over that comes back
+// are dropped as they return. Once nothing is out the word is forgotten.
+// The runs noted while a hand-over is out are the last few.
 func TestQueue_supersede(t *testing.T) {
 	q := newQueue("jobs", Config{}.withDefaults().defaults())
-	r1, r2 := &copyOwner{member: 9, boot: "r1"}, &copyOwner{member: 9, boot: "r2"}
+	r1 := &copyOwner{member: 9, boot: "r1", readBack: true}
+	r2 := &copyOwner{member: 9, boot: "r2", readBack: true}
 	q.mu.Lock()
 	q.holdLocked([]incoming{
 		{id: MsgID{Origin: 2, N: 1}, tail: "a", value: []byte("v"), seq: 7, owner: r1},
 		{id: MsgID{Origin: 2, N: 2}, tail: "b", value: []byte("v"), seq: 8, owner: r2},
 		{id: MsgID{Origin: 2, N: 3}, tail: "c", value: []byte("v")},
-		{id: MsgID{Origin: 2, N: 4}, tail: "d", value: []byte("v"), seq: 9, owner: &copyOwner{member: 9, boot: "r1"}},
+		{id: MsgID{Origin: 2, N: 4}, tail: "d", value: []byte("v"), seq: 9, owner: &copyOwner{member: 9, boot: "r1", readBack: true}},
+		{id: MsgID{Origin: 2, N: 6}, tail: "t", value: []byte("v"), seq: 11, owner: &copyOwner{member: 9, boot: "r1"}}, // a takeover's
 	})
 	q.supersedeLocked(copyOwner{member: 9, boot: "r1"})
 	q.mu.Unlock()
-	if st := q.status(); st.Held != 2 || q.bytes != 4 || q.held[0].tail != "b" || q.held[1].tail != "c" || q.heldIDs[MsgID{Origin: 2, N: 1}] {
-		t.Fatalf("held %+v (%d bytes), want b and c", q.held, q.bytes)
+	if st := q.status(); st.Held != 3 || q.bytes != 6 || q.held[0].tail != "b" || q.held[1].tail != "c" || q.held[2].tail != "t" || q.heldIDs[MsgID{Origin: 2, N: 1}] {
+		t.Fatalf("held %+v (%d bytes), want b, c and t", q.held, q.bytes)
 	}
 	if len(q.superseded) != 0 {
 		t.Fatalf("noted %+v with nothing out for a hand-over, want nothing", q.superseded)
@@ -522,14 +525,14 @@ func TestQueue_supersede(t *testing.T) {
 	q.supersedeLocked(*r2) // while b is out for a hand-over
 	q.mu.Unlock()
 	q.putBack(out, time.Now())
-	if len(q.held) != 1 || q.held[0].tail != "c" {
-		t.Fatalf("put back: %+v, want c alone", q.held)
+	if len(q.held) != 2 || q.held[0].tail != "c" || q.held[1].tail != "t" {
+		t.Fatalf("put back: %+v, want c and t", q.held)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.holdLocked([]incoming{{id: MsgID{Origin: 2, N: 5}, tail: "e", value: []byte("v"), seq: 10, owner: r2}})
-	if len(q.held) != 2 {
-		t.Fatalf("a copy kept for r2 after its word and the hand-over: held %+v, want c and e", q.held)
+	if len(q.held) != 3 {
+		t.Fatalf("a copy of r2 held after its word and the hand-over: held %+v, want c, t and e", q.held)
 	}
 	q.handing = 1
 	for i := range 2 * maxReturning {
