@@ -514,6 +514,11 @@ func TestCustody_restartedBackupGetsAFullCopyFirst(t *testing.T) {
 	cut.Addr = px.addr()
 	c2.peers.set([]gossip.Peer{cut})
 	b.peers.set([]gossip.Peer{c2.asPeer()})
+	q := b.mgr.lookup("jobs")
+	waitUntil(t, 10*time.Second, "b to give c's new run a full copy", func() bool {
+		boot := q.backupBoot.Load()
+		return q.backupMember.Load() == c2.id && boot != nil && *boot == "c2"
+	})
 	if _, err := b.cli.Put(ctx, "/q/jobs/p/new", "v"); err != nil {
 		t.Fatal(err)
 	}
