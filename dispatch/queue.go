@@ -129,6 +129,11 @@ type queue struct {
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
 	handoverMu sync.Mutex
+	// unreachable is the last hand-over that failed for want of its
+	// dispatcher: until then a put holds its messages behind the held
+	// ones without trying again (produceRemote), as each try takes and
+	// puts back every held copy. Guarded by handoverMu.
+	unreachable handoverFailure
 
 	// lastUse is when the member last looked the queue up (queueFor,
 	// lookup), as Manager.tick said then: a queue unused for forgetAfter
@@ -914,7 +919,8 @@ func (q *queue) takeAll() []incoming {
 
 // putBack returns messages that could not be handed over: dispatched ones
 // back into the queue (with their numbers), copies back to the held list,
-// a backup's that name their owner too.
+// a backup's that name their owner too, ahead of the copies held while
+// they were out (a put's, which came after them).
 func (q *queue) putBack(msgs []incoming, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -927,7 +933,22 @@ func (q *queue) putBack(msgs []incoming, now time.Time) {
 		}
 	}
 	q.handing, q.handingBytes = 0, 0 // the rest is counted again where it goes
+	// Held while these were out: after them, in put order.
+	later := q.held
+	q.held = nil
+	for _, in := range later {
+		delete(q.heldIDs, in.id)
+	}
 	q.holdLocked(q.returnedLocked(copies))
+	for _, in := range later {
+		if q.heldIDs[in.id] { // another copy of one back: it keeps its place
+			q.bytes -= int64(len(in.value) + len(in.tail))
+			releaseLog(q.log, in.lseq, in.batchRec)
+			continue
+		}
+		q.heldIDs[in.id] = true
+		q.held = append(q.held, in)
+	}
 	q.nothingOutLocked()
 	q.enqueueLocked(numbered, now, arrivedCopy, false)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -490,6 +491,32 @@ func TestQueue_putBackKeepsABackupsCopiesHeld(t *testing.T) {
 	again := q.takeAll()
 	if len(again) != 2 || again[1].owner != owner {
 		t.Errorf("taken again: %+v, want the owned copy last, with its owner", again)
+	}
+}
+
+// TestQueue_putBackBeforeLaterHolds: copies held while others were out
+// for a hand-over (a put made meanwhile) stay after them when the
+// hand-over fails and they come back: a producer's earlier puts were
+// delivered after its later ones.
+func TestQueue_putBackBeforeLaterHolds(t *testing.T) {
+	q := newQueue("jobs", Config{}.withDefaults().defaults())
+	hold := func(tails ...string) {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		for _, tl := range tails {
+			q.holdLocked([]incoming{{id: MsgID{Origin: 2, N: uint64(tl[0])}, tail: tl, value: []byte("v")}})
+		}
+	}
+	hold("a", "b")
+	out := q.takeAll()
+	hold("c", "a") // a put held meanwhile, and a copy of one out
+	q.putBack(out, time.Now())
+	var got []string
+	for _, in := range q.held {
+		got = append(got, in.tail)
+	}
+	if !slices.Equal(got, []string{"a", "b", "c"}) || q.bytes != 6 || len(q.heldIDs) != 3 {
+		t.Errorf("held %v (%d bytes, %d ids), want a, b, c (6 bytes, 3 ids)", got, q.bytes, len(q.heldIDs))
 	}
 }
 
