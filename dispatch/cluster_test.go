@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -723,4 +724,55 @@ func TestCluster_cutOffMemberDropsRelayedCopies(t *testing.T) {
 		}
 	case <-time.After(time.Second):
 	}
+}
+
+// TestCluster_putsWhileHoldingTryTheHandoverSeldom: while the dispatcher
+// is unreachable from c, each put on c was to hand over everything c held
+// first, take every held copy and put it back: 20,000 puts held one
+// after another took 70 s, each slower than the one before. A put now
+// holds its messages behind the others without trying again for a while
+// after a hand-over found the dispatcher unreachable: of 2,000 puts from
+// 16 clients, a few try (c's own rounds are the test's: none here).
+func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour })
+	connect(a, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	px.setCut(true)
+	cut := a.asPeer()
+	cut.Addr = px.addr()
+	c.peers.set([]gossip.Peer{cut})
+	const clients, each = 16, 125
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := c.cli.Put(ctx, fmt.Sprintf("/q/fo/p/%d-%d", g, i), "v"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := heldOn(c, "fo"); n != clients*each {
+		t.Fatalf("c holds %d copies, want %d", n, clients*each)
+	}
+	if n := c.mgr.metrics.handoverFailures.Load(); n > clients*each/10 {
+		t.Errorf("%d hand-overs tried and failed for %d puts, want few", n, clients*each)
+	}
+	px.setCut(false)
+	c.peers.set([]gossip.Peer{a.asPeer()})
+	w := a.cli.Watch(ctx, "/q/fo/c/x")
+	c.mgr.reconcile()
+	tails := consumeAll(t, ctx, w, a.cli, clients*each+1, 10*time.Second)
+	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
 }

@@ -1434,7 +1434,11 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// handover under way to be answered.
 			q.handoverMu.Lock()
 			if q.holding() {
-				err = m.handoverLocked(q, rec.Member)
+				if f := q.unreachable; f.member == rec.Member && m.clock.Now().Before(f.until) {
+					err = f.err // held behind them, not tried again so soon
+				} else {
+					err = m.handoverLocked(q, rec.Member)
+				}
 			}
 			q.handoverMu.Unlock()
 		}

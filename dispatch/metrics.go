@@ -289,6 +289,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	broadcasts := must(counter("chute.queue.broadcast", "Messages held on every member while their dispatcher was unreachable."))
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
+	handoverFailures := must(counter("chute.queue.handover_failures", "Hand-overs of what this member holds that the dispatcher did not take; the messages stay held."))
 	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's files under the data dir: its segments, and deleted ones kept to be written over."))
 	logSpare := must(gauge("chute.queue_log.spare_bytes", "By", "Of chute.queue_log.bytes, the deleted segments' files kept to be written over (two at most): no queued message, deleted first when space is short."))
 	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
@@ -317,6 +318,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		o.ObserveInt64(broadcasts, int64(m.metrics.broadcasts.Load()))
 		o.ObserveInt64(elections, int64(m.metrics.elections.Load()))
 		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
+		o.ObserveInt64(handoverFailures, int64(m.metrics.handoverFailures.Load()))
 		if m.qlog != nil {
 			ls := m.qlog.Stats()
 			o.ObserveInt64(logBytes, ls.Size+ls.Spares)
@@ -327,6 +329,6 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		}
 		return nil
 	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused, waited,
-		forwards, broadcasts, elections, handovers, logBytes, logSpare, logRecords, logAppended, logFsyncs)
+		forwards, broadcasts, elections, handovers, handoverFailures, logBytes, logSpare, logRecords, logAppended, logFsyncs)
 	return err
 }

@@ -24,6 +24,9 @@ type counters struct {
 	broadcasts atomic.Uint64 // messages held by every member instead
 	elections  atomic.Uint64 // dispatcher claims this member won locally
 	handovers  atomic.Uint64 // messages handed to a new dispatcher
+	// handoverFailures counts hand-overs of what this member holds that
+	// the dispatcher did not take (unreachable, moved, full).
+	handoverFailures atomic.Uint64
 }
 
 // PeerService returns the Queues service other members call; register it

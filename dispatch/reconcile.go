@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/gossip"
 	"chute/gossip/peer"
@@ -350,6 +352,10 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		part := msgs[i:chunkEnd(msgs, i)]
 		if err := m.forward(ctx, member, q.name, part, false, forwardTimeout); err != nil {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
+			m.metrics.handoverFailures.Add(1)
+			if holdsOn(err) {
+				q.unreachable = handoverFailure{member: member, until: m.clock.Now().Add(retryHandoverAfter), err: err}
+			}
 			q.putBack(msgs[i:], m.clock.Now())
 			m.tellTaken(q.name, member, msgs[:i])
 			return err
@@ -363,11 +369,36 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}
+	q.unreachable = handoverFailure{}
 	m.tellTaken(q.name, member, msgs)
 	m.sendDone(ctx, q, member)
 	m.resetBackup(ctx, q) // the new dispatcher's backup holds them now
 	m.log.Debug("handed messages to the dispatcher", "queue", q.name, "dispatcher", gossip.ID(member), "messages", len(msgs))
 	return nil
+}
+
+// handoverFailure is a hand-over to member that failed with err, the
+// dispatcher unreachable, not to be tried again by a put before until.
+type handoverFailure struct {
+	member uint64
+	until  time.Time
+	err    error
+}
+
+// retryHandoverAfter is how long puts hold their messages behind those a
+// hand-over could not give an unreachable dispatcher before one tries
+// again; the reconcile round tries too. Each try takes and puts back
+// every held copy: tried by every put, 20,000 held puts took 70 s.
+const retryHandoverAfter = 250 * time.Millisecond
+
+// holdsOn reports whether a forward that failed with err is held
+// (produceRemote): the dispatcher did not answer, rather than refused.
+func holdsOn(err error) bool {
+	switch status.Code(err) {
+	case codes.OK, codes.ResourceExhausted, codes.InvalidArgument, codes.FailedPrecondition:
+		return false
+	}
+	return true
 }
 
 // maxFrameBytes bounds the message bytes of one peer frame (a handover
