@@ -671,6 +671,23 @@ func TestCluster_handoffAfterFailoverDropsDoneCopies(t *testing.T) {
 	}
 }
 
+// cutOffFrom makes a the dispatcher of queue fo (a put, "first") and
+// cuts c's peer link to it; c's gossip still calls a alive, and others
+// too. It returns the cut link, to mend.
+func cutOffFrom(t *testing.T, ctx context.Context, a, c *member, others ...gossip.Peer) *linkProxy {
+	t.Helper()
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	px.setCut(true)
+	cut := a.asPeer()
+	cut.Addr = px.addr()
+	c.peers.set(append([]gossip.Peer{cut}, others...))
+	return px
+}
+
 // TestCluster_cutOffMemberDropsRelayedCopies: c's peer link to a, the
 // dispatcher, is down while gossip calls a alive (a partial partition).
 // Puts through c are held as copies on c and b; b reaches a and hands
@@ -684,15 +701,7 @@ func TestCluster_cutOffMemberDropsRelayedCopies(t *testing.T) {
 	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
 	connect(a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	px := newLinkProxy(t, a.link.Addrs()[0].String())
-	px.setCut(true)
-	cut := a.asPeer()
-	cut.Addr = px.addr()
-	c.peers.set([]gossip.Peer{cut, b.asPeer()})
+	px := cutOffFrom(t, ctx, a, c, b.asPeer())
 	// b also sees d, frozen: its peer link takes connections and never
 	// answers. b's word to c must not wait behind its word to d.
 	frozen, err := net.Listen("tcp", "127.0.0.1:0")
@@ -739,15 +748,7 @@ func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
 	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour })
 	connect(a, c)
 	ctx := testCtx(t, 60*time.Second)
-	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	px := newLinkProxy(t, a.link.Addrs()[0].String())
-	px.setCut(true)
-	cut := a.asPeer()
-	cut.Addr = px.addr()
-	c.peers.set([]gossip.Peer{cut})
+	px := cutOffFrom(t, ctx, a, c)
 	const clients, each = 16, 125
 	var wg sync.WaitGroup
 	for g := range clients {
