@@ -395,6 +395,19 @@ func consumeAll(t *testing.T, ctx context.Context, wc clientv3.WatchChan, ack *c
 	return tails
 }
 
+// noRedelivery fails t when w delivers anything within a second: every
+// message was acknowledged already, while (what the test did meanwhile).
+func noRedelivery(t *testing.T, w clientv3.WatchChan, while string) {
+	t.Helper()
+	select {
+	case resp := <-w:
+		if len(resp.Events) > 0 {
+			t.Fatalf("%s, acknowledged %s, delivered again", resp.Events[0].Kv.Key, while)
+		}
+	case <-time.After(time.Second):
+	}
+}
+
 // checkProducerOrder checks tails "<producer>-<n>" arrive in n order per
 // producer, each once, all of them.
 func checkProducerOrder(t *testing.T, tails []string, producers, each int) {
