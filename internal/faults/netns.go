@@ -83,8 +83,10 @@ func (c NetworkConfig) Validate() error {
 // namespace (over its loopback, so even an isolated node answers), and
 // offers services to them with ListenHub. Isolate takes a node's link to
 // the bridge down, which drops all its traffic (TCP, UDP) to and from
-// every other namespace; Heal brings it up. Its methods may be called
-// from any goroutine; Isolate, Heal and Close run ip commands.
+// every other namespace; Heal brings it up. Cut drops the traffic
+// between two nodes alone; Mend lets it through again. Its methods may
+// be called from any goroutine; Isolate, Heal, Cut, Mend and Close run
+// ip commands.
 type Network struct {
 	cfg   NetworkConfig
 	hub   string
@@ -158,6 +160,10 @@ func (n *Network) NodeIP(i int) string { return fmt.Sprintf("%s.%d", n.cfg.Subne
 // listeners are.
 func (n *Network) HubIP() string { return n.cfg.Subnet + ".254" }
 
+// NowhereIP is an address of the subnet no namespace has
+// (subnet.253): Cut routes through it.
+func (n *Network) NowhereIP() string { return n.cfg.Subnet + ".253" }
+
 // Namespace is the name of node i's namespace, as ip netns knows it.
 func (n *Network) Namespace(i int) string { return n.nodes[i] }
 
@@ -181,6 +187,50 @@ func (n *Network) Isolate(i int) error {
 func (n *Network) Heal(i int) error {
 	if err := n.ip("-n", n.hub, "link", "set", n.port(i), "up"); err != nil {
 		return fmt.Errorf("faults: heal node %d: %w", i, err)
+	}
+	return nil
+}
+
+// Cut cuts the link between nodes i and j alone, both ways, while each
+// still reaches every other node: a partial partition, across which
+// gossip's indirect probes keep each alive in the other's view. Each
+// routes the other's address through NowhereIP, which no namespace
+// has, so what either sends the other waits for an ARP answer that
+// never comes and is dropped, as on a dead path (TCP retransmits, then
+// its sender sees the host unreachable). Mend undoes it.
+func (n *Network) Cut(i, j int) error {
+	if err := n.pair(i, j); err != nil {
+		return fmt.Errorf("faults: cut %d-%d: %w", i, j, err)
+	}
+	for _, e := range [][2]int{{i, j}, {j, i}} {
+		if err := n.ip("-n", n.nodes[e[0]], "route", "add", n.NodeIP(e[1])+"/32", "via", n.NowhereIP()); err != nil {
+			return fmt.Errorf("faults: cut %d-%d: %w", i, j, err)
+		}
+	}
+	return nil
+}
+
+// Mend undoes Cut of nodes i and j.
+func (n *Network) Mend(i, j int) error {
+	if err := n.pair(i, j); err != nil {
+		return fmt.Errorf("faults: mend %d-%d: %w", i, j, err)
+	}
+	var errs []error
+	for _, e := range [][2]int{{i, j}, {j, i}} {
+		if err := n.ip("-n", n.nodes[e[0]], "route", "del", n.NodeIP(e[1])+"/32"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("faults: mend %d-%d: %w", i, j, err)
+	}
+	return nil
+}
+
+// pair reports nodes i and j that are not two nodes of the network.
+func (n *Network) pair(i, j int) error {
+	if i < 0 || j < 0 || i >= len(n.nodes) || j >= len(n.nodes) || i == j {
+		return fmt.Errorf("want two nodes of 0..%d", len(n.nodes)-1)
 	}
 	return nil
 }

@@ -146,6 +146,44 @@ func TestNetwork_isolateAndHeal(t *testing.T) {
 	}
 }
 
+func TestNetwork_cutAndMend(t *testing.T) {
+	n := newTestNetwork(t)
+	addr1 := net.JoinHostPort(n.NodeIP(1), "9000")
+	ln1, _ := listenIn(t, n, 1, "tcp", addr1)
+	go serveEcho(ln1)
+	_, pc1 := listenIn(t, n, 1, "udp", addr1)
+	addr2 := net.JoinHostPort(n.NodeIP(2), "9000")
+	ln2, _ := listenIn(t, n, 2, "tcp", addr2)
+	go serveEcho(ln2)
+
+	if err := n.Cut(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := echo(n, 0, addr1); err == nil {
+		t.Error("tcp from node 0 to node 1 across the cut: got through, want it dropped")
+	}
+	if udpArrives(t, n, 0, pc1, addr1) {
+		t.Error("udp from node 0 to node 1 across the cut: arrived, want it dropped")
+	}
+	if err := echo(n, 0, addr2); err != nil {
+		t.Errorf("tcp from node 0 to node 2: %v, want through", err)
+	}
+	if err := echo(n, 2, addr1); err != nil {
+		t.Errorf("tcp from node 2 to node 1: %v, want through", err)
+	}
+	if err := n.Mend(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := echoAfterHeal(n, 0, addr1); err != nil {
+		t.Errorf("tcp from node 0 to node 1 mended: %v", err)
+	}
+	for _, p := range [][2]int{{0, 0}, {0, 3}, {-1, 1}} {
+		if err := n.Cut(p[0], p[1]); err == nil {
+			t.Errorf("Cut(%d, %d): nil error, want one", p[0], p[1])
+		}
+	}
+}
+
 // echoAfterHeal is echo tried up to five times: a SYN sent as the port
 // comes up may be lost, and TCP sends it again only after a second,
 // when echo's own second is over (seen once under make test's load).
