@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,6 +84,8 @@ type member struct {
 
 	fsm          *countFSM
 	stopListener func()
+	// callTimeout bounds each raft call of its transport; zero: 5s.
+	callTimeout time.Duration
 }
 
 // fakeSource is one node's MemberSource over the world.
@@ -160,7 +163,7 @@ func (m *member) start(t *testing.T, w *world, seeded bool, mutate func(*Config)
 		LocalAddr: raft.ServerAddress(m.addr),
 		ClusterID: testCluster(),
 		MemberID:  gossip.MemberID(m.name),
-		Timeout:   5 * time.Second,
+		Timeout:   cmp.Or(m.callTimeout, 5*time.Second),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -182,18 +182,29 @@ func (n *Node) Configuration() (raft.Configuration, error) {
 	return f.Configuration(), nil
 }
 
-// Shutdown stops the loop and raft (which closes the transport), then
-// closes the stores. It does not leave the configuration: to the others
-// the node has failed. Every step is bounded without ctx: raft's
-// shutdown is, and the loop ends once raft is down, a configuration
-// change it waits for failing at once; ctx will bound the leadership
-// transfer a graceful leave adds. Idempotent: later calls return the
-// first one's error.
+// Shutdown stops the loop, raft and its transport, then closes the
+// stores. It does not leave the configuration: to the others the node
+// has failed. Every step is bounded without ctx: raft's shutdown is, once
+// the transport has ended its calls in flight, and the loop ends once
+// raft is down, a configuration change it waits for failing at once; ctx
+// will bound the leadership transfer a graceful leave adds. Idempotent:
+// later calls return the first one's error.
+//
+// Raft waits for its goroutines before it closes the transport itself,
+// and a call in flight to a member on a dead path (a heartbeat, a vote
+// request) returns only at the transport's timeout: a node stopped
+// during a partial partition took 10 s to, past its shutdown deadline.
+// The transport is closed as soon as raft is told to stop, which ends
+// those calls at once.
 func (n *Node) Shutdown(ctx context.Context) error {
 	_ = ctx
 	n.shutOnce.Do(func() {
 		close(n.stop)
-		err := n.raft.Shutdown().Error()
+		stopped := n.raft.Shutdown()
+		if tr, ok := n.cfg.Transport.(raft.WithClose); ok {
+			_ = tr.Close()
+		}
+		err := stopped.Error()
 		n.wg.Wait()
 		n.shutErr = errors.Join(err, n.stores.close())
 		n.log.Info("raft node stopped")

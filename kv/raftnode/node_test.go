@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -10,7 +11,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 
+	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 	"chute/kv/raftpeer"
 )
 
@@ -233,5 +237,102 @@ func TestNode_joinEndingMidRoundDoesNotBootstrap(t *testing.T) {
 	waitConfiguration(t, w, map[raft.ServerID]raft.ServerSuffrage{a.node.ID(): raft.Voter, x.node.ID(): raft.Voter})
 	if strings.Contains(x.log.String(), "bootstrapped raft cluster") {
 		t.Fatalf("x bootstrapped a cluster of its own:\n%s", x.log.String())
+	}
+}
+
+// hangingRaft is a member's peer listener that takes raft's calls and
+// never answers them, as a member on a dead path whose connection is
+// still open: each call ends only when its caller gives up. called is
+// signaled at each call.
+type hangingRaft struct {
+	peerpb.UnimplementedRaftServer
+	called chan struct{}
+}
+
+func (h *hangingRaft) hang(ctx context.Context) error {
+	select {
+	case h.called <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h *hangingRaft) AppendEntries(ctx context.Context, _ *peerpb.RaftRequest) (*peerpb.RaftResponse, error) {
+	return nil, h.hang(ctx)
+}
+
+func (h *hangingRaft) AppendEntriesPipeline(s grpc.BidiStreamingServer[peerpb.RaftRequest, peerpb.RaftResponse]) error {
+	return h.hang(s.Context())
+}
+
+func (h *hangingRaft) RequestVote(ctx context.Context, _ *peerpb.RaftRequest) (*peerpb.RaftResponse, error) {
+	return nil, h.hang(ctx)
+}
+
+func (h *hangingRaft) RequestPreVote(ctx context.Context, _ *peerpb.RaftRequest) (*peerpb.RaftResponse, error) {
+	return nil, h.hang(ctx)
+}
+
+// TestNode_Shutdown_endsCallsInFlight stops the leader while a call of
+// its to a follower hangs (the follower's listener takes it and never
+// answers, with a minute's timeout): Shutdown must end it rather than
+// wait for it. Raft waits for its goroutines before it closes the
+// transport, so without closing it first the leader's Shutdown lasted
+// until the call's timeout.
+func TestNode_Shutdown_endsCallsInFlight(t *testing.T) {
+	const callTimeout, within = time.Minute, 5 * time.Second
+	w := &world{}
+	ms := []*member{newMember(t, w, "a"), newMember(t, w, "b"), newMember(t, w, "c")}
+	want := map[raft.ServerID]raft.ServerSuffrage{}
+	for _, m := range ms {
+		m.callTimeout = callTimeout
+		m.start(t, w, true, nil)
+		want[m.node.ID()] = raft.Voter
+		waitConfiguration(t, w, want)
+	}
+	leader := waitLeader(t, w)
+	var lm, frozen *member
+	for _, m := range ms {
+		switch {
+		case m.node == leader:
+			lm = m
+		case frozen == nil:
+			frozen = m
+		}
+	}
+
+	// The follower stops, as far as raft can tell, without failing: its
+	// listener comes back taking calls and answering none.
+	if err := frozen.node.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	frozen.stopListener()
+	h := &hangingRaft{called: make(chan struct{}, 1)}
+	srv, err := peer.NewServer(peer.Config{ListenURLs: []string{"http://" + frozen.addr}, ClusterID: testCluster()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peerpb.RegisterRaftServer(srv, h)
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	frozen.stopListener = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}
+	select {
+	case <-h.called:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the leader made no call to the hanging follower within 10s")
+	}
+
+	start := time.Now()
+	if err := lm.node.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > within {
+		t.Fatalf("the leader's Shutdown took %v with a call in flight to a follower that does not answer, want under %v (the call's timeout is %v)", took, within, callTimeout)
 	}
 }
