@@ -607,8 +607,13 @@ func checkProducerOrder(t testing.TB, ds []delivery) {
 // /{prefix}/{queue}/p/{msg} with the message name as the value; it stops
 // at the first error and returns it.
 func produce(cli *clientv3.Client, prefix, queue string, msgs []string) error {
+	return produceWithin(cli, prefix, queue, msgs, rpcTimeout)
+}
+
+// produceWithin is produce with timeout for each put.
+func produceWithin(cli *clientv3.Client, prefix, queue string, msgs []string, timeout time.Duration) error {
 	for _, m := range msgs {
-		ctx, cancel := rpcCtx()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		_, err := cli.Put(ctx, "/"+prefix+"/"+queue+"/p/"+m, m)
 		cancel()
 		if err != nil {
