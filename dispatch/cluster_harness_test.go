@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -436,15 +435,19 @@ func checkProducerOrder(t *testing.T, tails []string, producers, each int) {
 // linkProxy passes TCP connections to a member's peer link until it is
 // cut: then it closes every connection and refuses new ones until it is
 // mended. A link that breaks for a moment, shorter than the failure
-// detection, is what it stands for.
+// detection, is what it stands for. Stalled, it keeps every connection
+// open and passes nothing either way until it flows again, as a dead
+// path whose TCP connections nothing ends.
 type linkProxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu      sync.Mutex
+	flowing *sync.Cond // signaled when stalled or cut changes
+	cut     bool
+	stalled bool
+	conns   map[net.Conn]struct{}
 }
 
 func newLinkProxy(t *testing.T, target string) *linkProxy {
@@ -454,6 +457,7 @@ func newLinkProxy(t *testing.T, target string) *linkProxy {
 		t.Fatal(err)
 	}
 	p := &linkProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.flowing = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(func() {
@@ -493,7 +497,21 @@ func (p *linkProxy) accept() {
 
 func (p *linkProxy) copy(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.waitFlowing() {
+				break
+			}
+			if _, err := dst.Write(buf[:n]); err != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()
@@ -502,11 +520,31 @@ func (p *linkProxy) copy(dst, src net.Conn) {
 	p.mu.Unlock()
 }
 
+// waitFlowing waits while the link is stalled; false: it was cut.
+func (p *linkProxy) waitFlowing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.stalled && !p.cut {
+		p.flowing.Wait()
+	}
+	return !p.cut
+}
+
+// setStalled stalls the link (nothing passes, nothing closes) or lets
+// it flow again, what was held back first.
+func (p *linkProxy) setStalled(stalled bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = stalled
+	p.flowing.Broadcast()
+}
+
 // setCut cuts the link (closing what is open) or mends it.
 func (p *linkProxy) setCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = cut
+	p.flowing.Broadcast()
 	if cut {
 		for c := range p.conns {
 			_ = c.Close()

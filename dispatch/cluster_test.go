@@ -734,8 +734,8 @@ func TestCluster_cutOffMemberDropsRelayedCopies(t *testing.T) {
 // first, take every held copy and put it back: 20,000 puts held one
 // after another took 70 s, each slower than the one before. A put now
 // holds its messages behind the others without trying again for a while
-// after a hand-over found the dispatcher unreachable: of 2,000 puts from
-// 16 clients, a few try (c's own rounds are the test's: none here).
+// until the reconcile round reaches the dispatcher again: of 2,000 puts
+// from 16 clients, a few try (c's own rounds are the test's: none here).
 func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
 	cl := newCluster(t)
 	a := cl.start("a", nil)
@@ -769,5 +769,73 @@ func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
 	w := a.cli.Watch(ctx, "/q/fo/c/x")
 	c.mgr.reconcile()
 	tails := consumeAll(t, ctx, w, a.cli, clients*each+1, 10*time.Second)
+	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
+}
+
+// TestCluster_putsAcrossADeadPathHoldAtOnce: c's peer link to a, the
+// dispatcher, stalls with its connections open (a dead path: nothing
+// comes back, nothing ends them) while gossip calls a alive. Each put
+// on c waited the forward timeout (5 s) before holding its message,
+// tried again every 250 ms, and c's reconcile round tried the hand-over
+// under the lock puts take, and each held put asked a to keep a copy
+// too, waiting 2 s for its answer: 3 sequential puts in 20 s. The first
+// put now finds a unreachable and the others hold at once, a not asked,
+// while the round pings a; once the link flows, puts are forwarded again
+// and everything reaches a's consumer, in order.
+func TestCluster_putsAcrossADeadPathHoldAtOnce(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	c := cl.start("c", nil)
+	connect(a, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	via := a.asPeer()
+	via.Addr = px.addr()
+	c.peers.set([]gossip.Peer{via})
+	if _, err := c.cli.Put(ctx, "/q/fo/p/0-0", "v"); err != nil { // the forward stream, open through the proxy
+		t.Fatal(err)
+	}
+	if n := heldOn(c, "fo"); n != 0 {
+		t.Fatalf("c holds %d copies before the stall, want 0", n)
+	}
+	// c's other connection to a, which holds and acknowledgements take,
+	// open too: each held put waited 2 s for a's answer to its Hold.
+	if _, err := c.mgr.ping(ctx, via.Addr, "fo"); err != nil {
+		t.Fatal(err)
+	}
+	px.setStalled(true)
+	const clients, each = 4, 50
+	start := time.Now()
+	var wg sync.WaitGroup
+	for g := range clients {
+		wg.Go(func() {
+			for i := range each {
+				if g == 0 && i == 0 {
+					continue // put before the stall
+				}
+				if _, err := c.cli.Put(ctx, fmt.Sprintf("/q/fo/p/%d-%d", g, i), "v"); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	if n := heldOn(c, "fo"); n != clients*each-1 {
+		t.Fatalf("c holds %d copies, want %d", n, clients*each-1)
+	}
+	// The first puts wait the forward timeout; had each put tried a, the
+	// 50 sequential puts of each client would wait it again and again.
+	if limit := 3 * forwardTimeout; took > limit {
+		t.Errorf("%d puts across the dead path took %v, want the first forward timeout (%v) and little more", clients*each-1, took, forwardTimeout)
+	}
+	px.setStalled(false)
+	w := a.cli.Watch(ctx, "/q/fo/c/x")
+	tails := consumeAll(t, ctx, w, a.cli, clients*each+1, 20*time.Second)
 	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
 }

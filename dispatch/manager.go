@@ -1433,12 +1433,10 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			// Older messages first: hand over what is held, or wait for a
 			// handover under way to be answered.
 			q.handoverMu.Lock()
-			if q.holding() {
-				if f := q.unreachable; f.member == rec.Member && m.clock.Now().Before(f.until) {
-					err = f.err // held behind them, not tried again so soon
-				} else {
-					err = m.handoverLocked(q, rec.Member)
-				}
+			if f := q.unreachable; f.member == rec.Member {
+				err = f.err // held at once: the reconcile round tries it again
+			} else if q.holding() {
+				err = m.handoverLocked(q, rec.Member)
 			}
 			q.handoverMu.Unlock()
 		}
@@ -1483,6 +1481,9 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			}
 		}
 		m.log.Log(ctx, m.warns.level("unreachable "+name, m.clock.Now()), "dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
+		if ctx.Err() == nil {
+			m.noteUnreachable(name, rec.Member, err)
+		}
 		return false, m.hold(ctx, name, msgs)
 	}
 }

@@ -129,10 +129,11 @@ type queue struct {
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
 	handoverMu sync.Mutex
-	// unreachable is the last hand-over that failed for want of its
-	// dispatcher: until then a put holds its messages behind the held
-	// ones without trying again (produceRemote), as each try takes and
-	// puts back every held copy. Guarded by handoverMu.
+	// unreachable is the last forward or hand-over that failed for want
+	// of its dispatcher's answer: while the dispatcher is that member, a
+	// put holds its messages behind the held ones without trying it
+	// (produceRemote) until the reconcile round reaches it again.
+	// Guarded by handoverMu.
 	unreachable handoverFailure
 
 	// lastUse is when the member last looked the queue up (queueFor,

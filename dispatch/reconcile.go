@@ -10,6 +10,7 @@ import (
 
 	"chute/gossip"
 	"chute/gossip/peer"
+	"chute/gossip/peer/peerpb"
 )
 
 // The reconcile loop keeps every queue this member knows in step with its
@@ -43,11 +44,12 @@ func (m *Manager) reconcile() {
 	qs := m.snapshot()
 	full := m.rounds%quietRounds == 0
 	m.rounds++
+	pinged := make(map[uint64]bool) // reachable's answers this round
 	for _, q := range qs {
 		if !full && m.quiet(q) {
 			continue
 		}
-		m.reconcileQueue(q)
+		m.reconcileQueue(q, pinged)
 	}
 	m.forgetIdle(qs)
 	m.adoptRecords()
@@ -273,7 +275,7 @@ func (m *Manager) sendDoneOnce(q *queue, rec Record) {
 // reconcileQueue hands over or claims one queue, and tells the members
 // that may keep stale copies of it for this member to drop them, whoever
 // dispatches it now (a queue handed over notes its backup stale).
-func (m *Manager) reconcileQueue(q *queue) {
+func (m *Manager) reconcileQueue(q *queue, pinged map[uint64]bool) {
 	m.refreshSettings(q)
 	defer m.resetStale(q)
 	rec, ok := m.record(q.name)
@@ -302,6 +304,9 @@ func (m *Manager) reconcileQueue(q *queue) {
 		m.flushReleases(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
+		if !m.reachable(q, rec.Member, pinged) && q.holding() {
+			return // kept, and tried next round
+		}
 		if !m.handedOverFirst(q, rec) {
 			return // kept and retried next round
 		}
@@ -354,7 +359,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
 			m.metrics.handoverFailures.Add(1)
 			if holdsOn(err) {
-				q.unreachable = handoverFailure{member: member, until: m.clock.Now().Add(retryHandoverAfter), err: err}
+				q.unreachable = handoverFailure{member: member, err: err}
 			}
 			q.putBack(msgs[i:], m.clock.Now())
 			m.tellTaken(q.name, member, msgs[:i])
@@ -377,19 +382,80 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	return nil
 }
 
-// handoverFailure is a hand-over to member that failed with err, the
-// dispatcher unreachable, not to be tried again by a put before until.
+// pingForwarded reports whether member answers a Ping within
+// probeTimeout over the connection of this member's forward stream to
+// it.
+func (m *Manager) pingForwarded(member uint64) bool {
+	f, err := m.forwarderFor(member)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(f.ctx, probeTimeout)
+	defer cancel()
+	_, err = peerpb.NewQueuesClient(f.conn).Ping(ctx, &peerpb.PingRequest{}, grpc.WaitForReady(true))
+	return err == nil
+}
+
+// handoverFailure is a forward or hand-over to member, the queue's
+// dispatcher, that failed with err for want of an answer. Until the
+// reconcile round reaches member again (reachable), puts hold their
+// messages at once, behind the held ones, without trying member: each
+// try of a dispatcher on a dead path (its connection open, nothing
+// coming back) waits the forward timeout, 5 s, and puts that tried again
+// after 250 ms took 5-9 s each; each try also took and put back every
+// held copy (20,000 held puts, each trying, took 70 s).
 type handoverFailure struct {
 	member uint64
-	until  time.Time
 	err    error
 }
 
-// retryHandoverAfter is how long puts hold their messages behind those a
-// hand-over could not give an unreachable dispatcher before one tries
-// again; the reconcile round tries too. Each try takes and puts back
-// every held copy: tried by every put, 20,000 held puts took 70 s.
-const retryHandoverAfter = 250 * time.Millisecond
+// noteUnreachable notes that a put's forward to member, the dispatcher
+// of queue name, failed with err for want of an answer: the puts after
+// it hold at once (handoverFailure). The queue is made here if this
+// member had none of it yet, as the put's hold would.
+func (m *Manager) noteUnreachable(name string, member uint64, err error) {
+	if !holdsOn(err) {
+		return
+	}
+	q := m.queueFor(name)
+	q.handoverMu.Lock()
+	defer q.handoverMu.Unlock()
+	q.unreachable = handoverFailure{member: member, err: err}
+}
+
+// probeTimeout bounds reachable's call.
+const probeTimeout = time.Second
+
+// reachable reports whether member, q's dispatcher, may be tried: no
+// forward or hand-over to it failed (q.unreachable), or it answers a
+// ping now over the forward stream's connection, which a hand-over or a
+// put takes next; answered, the mark goes and puts forward again. The
+// ping is made without handoverMu: puts read the mark under it, and a
+// hand-over tried under it on a dead path held every put for the
+// forward timeout, each round. pinged keeps the round's answers, so a
+// member is pinged once a round however many queues it dispatches.
+func (m *Manager) reachable(q *queue, member uint64, pinged map[uint64]bool) bool {
+	q.handoverMu.Lock()
+	marked := q.unreachable.member == member
+	q.handoverMu.Unlock()
+	if !marked {
+		return true
+	}
+	ok, asked := pinged[member]
+	if !asked {
+		ok = m.pingForwarded(member)
+		pinged[member] = ok
+	}
+	if !ok {
+		return false
+	}
+	q.handoverMu.Lock()
+	if q.unreachable.member == member {
+		q.unreachable = handoverFailure{}
+	}
+	q.handoverMu.Unlock()
+	return true
+}
 
 // holdsOn reports whether a forward that failed with err is held
 // (produceRemote): the dispatcher did not answer, rather than refused.
