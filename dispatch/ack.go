@@ -251,8 +251,9 @@ func (q *queue) stillHeldLocked(msgs []incoming) []incoming {
 	return held
 }
 
-// backupPassOver is how long a backup that did not answer is passed over.
-const backupPassOver = 5 * time.Second
+// readmitProbeEvery is how often the reconcile round pings a member
+// passed over (readmit), at most.
+const readmitProbeEvery = time.Second
 
 // passOver stops using member b as a backup for a while.
 func (m *Manager) passOver(q *queue, b uint64, err error) {
@@ -262,25 +263,65 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 	q.noteStale(b) // it keeps what it took until told (resetStale)
 }
 
-// markUnreachable passes member over for backupPassOver: no backup nor
-// hand-off target meanwhile (backupCandidate).
+// markUnreachable passes member over, no backup nor hand-off target
+// (backupCandidate), until it answers a ping of the reconcile round
+// (readmit). Passed over for a fixed 5 s instead, a backup on a dead
+// path (its connection open, nothing coming back) was chosen again
+// every 10 s, and every put of its queues waited 5 s for its full copy.
 func (m *Manager) markUnreachable(member uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unreachable[member] = m.clock.Now().Add(backupPassOver)
+	m.unreachable[member] = m.clock.Now().Add(readmitProbeEvery)
+}
+
+// readmit pings each member passed over once its next probe is due,
+// over the connection this member's frames to it take (pinged keeps the
+// round's answers): one that answers is a candidate again, one that
+// does not is pinged again after readmitProbeEvery, and one gossip no
+// longer calls alive is forgotten.
+func (m *Manager) readmit(pinged map[uint64]bool) {
+	now := m.clock.Now()
+	var due []uint64
+	m.mu.Lock()
+	for member, next := range m.unreachable {
+		switch {
+		case !m.alive(member):
+			delete(m.unreachable, member)
+		case !now.Before(next):
+			due = append(due, member)
+		}
+	}
+	m.mu.Unlock()
+	for _, member := range due {
+		ok, asked := pinged[member]
+		if !asked {
+			ok = m.pingForwarded(member)
+			pinged[member] = ok
+		}
+		m.mu.Lock()
+		if ok {
+			delete(m.unreachable, member)
+		} else if _, still := m.unreachable[member]; still {
+			m.unreachable[member] = m.clock.Now().Add(readmitProbeEvery)
+		}
+		m.mu.Unlock()
+		if ok {
+			m.log.Info("member passed over answers again", "member", gossip.ID(member))
+		}
+	}
 }
 
 // passedOver reports whether member is passed over now (markUnreachable).
 func (m *Manager) passedOver(member uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.passedOverLocked(member, m.clock.Now())
+	return m.passedOverLocked(member)
 }
 
-// passedOverLocked is passedOver at now. The caller holds mu.
-func (m *Manager) passedOverLocked(member uint64, now time.Time) bool {
-	until, ok := m.unreachable[member]
-	return ok && now.Before(until)
+// passedOverLocked is passedOver. The caller holds mu.
+func (m *Manager) passedOverLocked(member uint64) bool {
+	_, ok := m.unreachable[member]
+	return ok
 }
 
 // noteStale records that member may keep copies of q it should not
@@ -372,10 +413,9 @@ func (m *Manager) backupCandidatePeer() gossip.Peer {
 	}
 	peers := m.cluster.Peers()
 	cands := make([]gossip.Peer, 0, len(peers))
-	now := m.clock.Now()
 	m.mu.Lock()
 	for _, p := range peers {
-		if p.Leaving || m.passedOverLocked(p.ID, now) {
+		if p.Leaving || m.passedOverLocked(p.ID) {
 			continue
 		}
 		cands = append(cands, p)

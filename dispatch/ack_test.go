@@ -1028,6 +1028,52 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 	})
 }
 
+// TestAck_backupOnADeadPathStaysPassedOver: the link to an
+// ack=replicated queue's backup stalls with its connections open (a
+// dead path: nothing comes back, nothing ends them) while gossip calls
+// the backup alive. The put that finds it out waits for it, then the
+// other member keeps the copies; passed over for a fixed 5 s, the
+// backup was chosen again every 10 s and a put waited 5 s for its full
+// copy each time. It stays passed over until it answers a ping, and is
+// a candidate again once the link flows.
+func TestAck_backupOnADeadPathStaysPassedOver(t *testing.T) {
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	links := proxiedPeers(t, a, b, c)
+	ctx := testCtx(t, 90*time.Second)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 3)
+	q := a.mgr.queueFor("jobs")
+	first := map[uint64]*member{b.id: b, c.id: c}[q.backupMember.Load()]
+	if first == nil {
+		t.Fatalf("backup after the puts: %x, want b or c", q.backupMember.Load())
+	}
+	links[first.id].setStalled(true)
+	const stretch = 13 * time.Second // past two of the old 5 s pass-overs and their 5 s waits
+	var slow []string
+	start := time.Now()
+	for i := 0; time.Since(start) < stretch; i++ {
+		t0 := time.Now()
+		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/s%d", i), "v"); err != nil {
+			t.Fatalf("put %d with the backup on a dead path: %v", i, err)
+		}
+		if d := time.Since(t0); d > time.Second {
+			slow = append(slow, fmt.Sprintf("put %d at +%.1fs: %v", i, t0.Sub(start).Seconds(), d.Round(time.Millisecond)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(slow) > 1 {
+		t.Errorf("%d puts waited over a second for the backup on a dead path, want only the first: %v", len(slow), slow)
+	}
+	if !a.mgr.passedOver(first.id) {
+		t.Error("the backup on a dead path is not passed over")
+	}
+	links[first.id].setStalled(false)
+	waitUntil(t, 10*time.Second, "the backup to be a candidate again once its link flows", func() bool {
+		return !a.mgr.passedOver(first.id)
+	})
+}
+
 // TestAck_duringTakeover checks that an acknowledgement reaching the
 // backup after it claimed the queue of a failed dispatcher, and before it
 // queued its copies, is remembered: the acknowledged message is dropped

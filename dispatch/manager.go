@@ -318,7 +318,7 @@ type Manager struct {
 	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
 	fences       fences               // the drainers' reads before each attempt (fence.go)
 	warns        warnLimiter          // per-put warnings, once a second per queue
-	unreachable  map[uint64]time.Time // backups passed over, until then
+	unreachable  map[uint64]time.Time // members passed over, and when readmit pings each next
 	settings     settingsCache
 	views        viewCache // what puts read of each queue's keys
 	tables       tableGate // which ClickHouse queue names puts may use

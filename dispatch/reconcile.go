@@ -53,6 +53,7 @@ func (m *Manager) reconcile() {
 	}
 	m.forgetIdle(qs)
 	m.adoptRecords()
+	m.readmit(pinged)
 	m.reconcileBackups()
 	m.sweepDeadLetters()
 	m.rehomeValues()
