@@ -14,6 +14,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"chute/gossip"
 	"chute/kv"
@@ -838,4 +840,64 @@ func TestCluster_putsAcrossADeadPathHoldAtOnce(t *testing.T) {
 	w := a.cli.Watch(ctx, "/q/fo/c/x")
 	tails := consumeAll(t, ctx, w, a.cli, clients*each+1, 20*time.Second)
 	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
+}
+
+// TestCluster_replicatedPutsAcrossADeadPathFailAtOnce: as
+// TestCluster_putsAcrossADeadPathHoldAtOnce, for an ack=replicated queue,
+// whose puts are not held: each put on c waited its client's deadline
+// (the forward waits up to 30 s for a dispatcher passing backups over).
+// The first still does; a ping then gets no answer either, and the puts
+// after it fail at once with Unavailable, until the link flows again.
+func TestCluster_replicatedPutsAcrossADeadPathFailAtOnce(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	c := cl.start("c", nil)
+	connect(a, c)
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := a.cli.Put(ctx, SettingsKey("fo"), `{"ack":"replicated"}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "the settings on c", func() bool { return c.mgr.view("fo").set.Ack == AckReplicated })
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	via := a.asPeer()
+	via.Addr = px.addr()
+	c.peers.set([]gossip.Peer{via})
+	if _, err := c.cli.Put(ctx, "/q/fo/p/before", "v"); err != nil { // the forward stream, open through the proxy
+		t.Fatal(err)
+	}
+	px.setStalled(true)
+	put := func(i int, timeout time.Duration) (time.Duration, error) {
+		pctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		start := time.Now()
+		_, err := c.cli.Put(pctx, fmt.Sprintf("/q/fo/p/%d", i), "v")
+		return time.Since(start), err
+	}
+	if _, err := put(0, time.Second); !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("the first put across the dead path: %v, want its deadline exceeded", err)
+	}
+	waitUntil(t, 5*time.Second, "c to mark a unreachable", func() bool {
+		q := c.mgr.lookup("fo")
+		if q == nil {
+			return false
+		}
+		q.handoverMu.Lock()
+		defer q.handoverMu.Unlock()
+		return q.unreachable.member == a.id
+	})
+	for i := 1; i <= 20; i++ {
+		took, err := put(i, 5*time.Second)
+		if status.Code(err) != codes.Unavailable || took > time.Second {
+			t.Fatalf("put %d across the dead path: %v after %v, want Unavailable at once", i, err, took)
+		}
+	}
+	px.setStalled(false)
+	waitUntil(t, 10*time.Second, "puts on c to reach a again", func() bool {
+		_, err := put(100, 2*time.Second)
+		return err == nil
+	})
 }

@@ -1468,6 +1468,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			}
 			return false, status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
 		}
+		m.noteIfUnreachable(ctx, name, rec.Member, err)
 		if ack == AckInserted || ack == AckReplicated {
 			// Copies held here would return before the rows are in
 			// ClickHouse, or with no backup holding them (the
@@ -1481,9 +1482,6 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			}
 		}
 		m.log.Log(ctx, m.warns.level("unreachable "+name, m.clock.Now()), "dispatcher unreachable; holding copies on every member", "queue", name, "dispatcher", gossip.ID(rec.Member), "err", err)
-		if ctx.Err() == nil {
-			m.noteUnreachable(name, rec.Member, err)
-		}
 		return false, m.hold(ctx, name, msgs)
 	}
 }

@@ -400,7 +400,10 @@ func (m *Manager) pingForwarded(member uint64) bool {
 // handoverFailure is a forward or hand-over to member, the queue's
 // dispatcher, that failed with err for want of an answer. Until the
 // reconcile round reaches member again (reachable), puts hold their
-// messages at once, behind the held ones, without trying member: each
+// messages at once, behind the held ones, without trying member (in
+// the modes that do not hold, ack=replicated and ack=inserted, they fail
+// at once with err, Unavailable, where each waited its client's
+// deadline): each
 // try of a dispatcher on a dead path (its connection open, nothing
 // coming back) waits the forward timeout, 5 s, and puts that tried again
 // after 250 ms took 5-9 s each; each try also took and put back every
@@ -410,18 +413,25 @@ type handoverFailure struct {
 	err    error
 }
 
-// noteUnreachable notes that a put's forward to member, the dispatcher
-// of queue name, failed with err for want of an answer: the puts after
-// it hold at once (handoverFailure). The queue is made here if this
-// member had none of it yet, as the put's hold would.
-func (m *Manager) noteUnreachable(name string, member uint64, err error) {
-	if !holdsOn(err) {
+// noteIfUnreachable notes that a put's forward to member, the
+// dispatcher of queue name, failed with err for want of an answer: the
+// puts after it hold at once, or fail at once in the modes that do not
+// hold (handoverFailure). A put that gave up first (its client's
+// deadline, before the forward's own timeout: ack=replicated waits 30 s,
+// ack=inserted minutes) says nothing of the dispatcher, so a ping does:
+// one answered leaves it unmarked. The queue is made here if this member
+// had none of it yet, as the put's hold would.
+func (m *Manager) noteIfUnreachable(ctx context.Context, name string, member uint64, err error) {
+	if !holdsOn(err) || ctx.Err() != nil && m.pingForwarded(member) {
 		return
 	}
 	q := m.queueFor(name)
 	q.handoverMu.Lock()
 	defer q.handoverMu.Unlock()
-	q.unreachable = handoverFailure{member: member, err: err}
+	if q.unreachable.member != member {
+		q.unreachable = handoverFailure{member: member, err: status.Errorf(codes.Unavailable,
+			"dispatch: the dispatcher of %s does not answer this member; retry, or put through another", name)}
+	}
 }
 
 // probeTimeout bounds reachable's call.
