@@ -993,22 +993,31 @@ func proxiedPeers(t *testing.T, a, b, c *member) map[uint64]*linkProxy {
 	return links
 }
 
+// proxiedBackup starts a, b and c over proxied peer links (proxiedPeers),
+// makes a the dispatcher of the ack=replicated queue jobs with three
+// puts, and returns a, the links and the queue's backup, b or c.
+func proxiedBackup(t *testing.T, ctx context.Context) (*member, map[uint64]*linkProxy, *member) {
+	t.Helper()
+	cl := newCluster(t)
+	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
+	links := proxiedPeers(t, a, b, c)
+	replicateJobs(t, ctx, a, b, c)
+	putJobs(t, ctx, a, 3)
+	q := a.mgr.queueFor("jobs")
+	backup := map[uint64]*member{b.id: b, c.id: c}[q.backupMember.Load()]
+	if backup == nil {
+		t.Fatalf("backup after the puts: %x, want b or c", q.backupMember.Load())
+	}
+	return a, links, backup
+}
+
 // TestAck_passedOverBackupDropsItsCopies: a backup passed over (its link
 // broke during a put) keeps the copies it took until told otherwise; the
 // dispatcher tells it (RESET) once it can be reached, or it would queue
 // them again, acknowledged long before, should it take the queue over.
 func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	links := proxiedPeers(t, a, b, c)
 	ctx := testCtx(t, 60*time.Second)
-	replicateJobs(t, ctx, a, b, c)
-	putJobs(t, ctx, a, 3)
-	q := a.mgr.queueFor("jobs")
-	first := map[uint64]*member{b.id: b, c.id: c}[q.backupMember.Load()]
-	if first == nil {
-		t.Fatalf("backup after the puts: %x, want b or c", q.backupMember.Load())
-	}
+	a, links, first := proxiedBackup(t, ctx)
 	if got := backupRowsOf(first, "jobs"); got != 3 {
 		t.Fatalf("the backup keeps %d copies, want 3", got)
 	}
@@ -1016,7 +1025,7 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 	if _, err := a.cli.Put(ctx, "/q/jobs/p/after", "v"); err != nil {
 		t.Fatalf("a put while the backup is cut off: %v (the other member should keep the copy)", err)
 	}
-	if q.backupMember.Load() == first.id {
+	if a.mgr.queueFor("jobs").backupMember.Load() == first.id {
 		t.Fatal("the backup cut off was not passed over")
 	}
 	a.mgr.mu.Lock()
@@ -1037,17 +1046,8 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 // copy each time. It stays passed over until it answers a ping, and is
 // a candidate again once the link flows.
 func TestAck_backupOnADeadPathStaysPassedOver(t *testing.T) {
-	cl := newCluster(t)
-	a, b, c := cl.start("a", nil), cl.start("b", nil), cl.start("c", nil)
-	links := proxiedPeers(t, a, b, c)
 	ctx := testCtx(t, 90*time.Second)
-	replicateJobs(t, ctx, a, b, c)
-	putJobs(t, ctx, a, 3)
-	q := a.mgr.queueFor("jobs")
-	first := map[uint64]*member{b.id: b, c.id: c}[q.backupMember.Load()]
-	if first == nil {
-		t.Fatalf("backup after the puts: %x, want b or c", q.backupMember.Load())
-	}
+	a, links, first := proxiedBackup(t, ctx)
 	links[first.id].setStalled(true)
 	const stretch = 13 * time.Second // past two of the old 5 s pass-overs and their 5 s waits
 	var slow []string

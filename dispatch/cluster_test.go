@@ -774,6 +774,29 @@ func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
 	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
 }
 
+// deadPathTo makes a the dispatcher of queue fo (a put, "first") and
+// sends c's peer link to it through a proxy, for the test to stall: c's
+// forward stream (a put with key open) and its other connection to a
+// (holds and acknowledgements take it; a ping) are open through it.
+func deadPathTo(t *testing.T, ctx context.Context, a, c *member, open string) *linkProxy {
+	t.Helper()
+	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
+	px := newLinkProxy(t, a.link.Addrs()[0].String())
+	via := a.asPeer()
+	via.Addr = px.addr()
+	c.peers.set([]gossip.Peer{via})
+	if _, err := c.cli.Put(ctx, open, "v"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.mgr.ping(ctx, via.Addr, "fo"); err != nil {
+		t.Fatal(err)
+	}
+	return px
+}
+
 // TestCluster_putsAcrossADeadPathHoldAtOnce: c's peer link to a, the
 // dispatcher, stalls with its connections open (a dead path: nothing
 // comes back, nothing ends them) while gossip calls a alive. Each put
@@ -790,24 +813,9 @@ func TestCluster_putsAcrossADeadPathHoldAtOnce(t *testing.T) {
 	c := cl.start("c", nil)
 	connect(a, c)
 	ctx := testCtx(t, 60*time.Second)
-	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	px := newLinkProxy(t, a.link.Addrs()[0].String())
-	via := a.asPeer()
-	via.Addr = px.addr()
-	c.peers.set([]gossip.Peer{via})
-	if _, err := c.cli.Put(ctx, "/q/fo/p/0-0", "v"); err != nil { // the forward stream, open through the proxy
-		t.Fatal(err)
-	}
+	px := deadPathTo(t, ctx, a, c, "/q/fo/p/0-0")
 	if n := heldOn(c, "fo"); n != 0 {
 		t.Fatalf("c holds %d copies before the stall, want 0", n)
-	}
-	// c's other connection to a, which holds and acknowledgements take,
-	// open too: each held put waited 2 s for a's answer to its Hold.
-	if _, err := c.mgr.ping(ctx, via.Addr, "fo"); err != nil {
-		t.Fatal(err)
 	}
 	px.setStalled(true)
 	const clients, each = 4, 50
@@ -858,17 +866,7 @@ func TestCluster_replicatedPutsAcrossADeadPathFailAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 5*time.Second, "the settings on c", func() bool { return c.mgr.view("fo").set.Ack == AckReplicated })
-	if _, err := a.cli.Put(ctx, "/q/fo/p/first", "v"); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 5*time.Second, "a's record on c", func() bool { return strings.HasPrefix(recordOn(c, "fo"), fmt.Sprint(a.id, ";")) })
-	px := newLinkProxy(t, a.link.Addrs()[0].String())
-	via := a.asPeer()
-	via.Addr = px.addr()
-	c.peers.set([]gossip.Peer{via})
-	if _, err := c.cli.Put(ctx, "/q/fo/p/before", "v"); err != nil { // the forward stream, open through the proxy
-		t.Fatal(err)
-	}
+	px := deadPathTo(t, ctx, a, c, "/q/fo/p/before")
 	px.setStalled(true)
 	put := func(i int, timeout time.Duration) (time.Duration, error) {
 		pctx, cancel := context.WithTimeout(ctx, timeout)

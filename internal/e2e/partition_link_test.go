@@ -41,10 +41,7 @@ func TestPartition_linkCut(t *testing.T) {
 		nc.waitMemberNames(i, "a", "b", "c")
 	}
 	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
-	}
+	logf := sinceLogf(t, t0)
 
 	// One put on a makes a the dispatcher.
 	seed := msgNames("seed", 0, 1)

@@ -184,6 +184,15 @@ func (nc *nsCluster) waitMemberNames(i int, want ...string) time.Duration {
 	return time.Since(start)
 }
 
+// sinceLogf returns t.Logf with each line stamped with the seconds
+// since t0.
+func sinceLogf(t *testing.T, t0 time.Time) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		t.Helper()
+		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
+	}
+}
+
 // insertWindow is when one node had an INSERT connection open to
 // ClickHouse.
 type insertWindow struct {
@@ -209,10 +218,7 @@ func TestPartition_minority(t *testing.T) {
 		nc.waitMemberNames(i, "a", "b", "c")
 	}
 	t0 := time.Now()
-	logf := func(format string, args ...any) {
-		t.Helper()
-		t.Logf("+%.3fs "+format, append([]any{time.Since(t0).Seconds()}, args...)...)
-	}
+	logf := sinceLogf(t, t0)
 
 	// One put on a makes a the dispatcher.
 	seedCfg := faults.DefaultWorkloadConfig()
