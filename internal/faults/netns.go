@@ -133,7 +133,11 @@ func (n *Network) create() error {
 			return err
 		}
 	}
-	return nil
+	// The hub forwards nothing, so that what Cut routes through it is
+	// dropped; a new namespace may inherit the host's forwarding.
+	return inNamespace(n.hub, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("0\n"), 0o644)
+	})
 }
 
 // port is the bridge's end of node i's link, in the hub namespace.
@@ -159,10 +163,6 @@ func (n *Network) NodeIP(i int) string { return fmt.Sprintf("%s.%d", n.cfg.Subne
 // HubIP is the bridge's address (subnet.254), where ListenHub's
 // listeners are.
 func (n *Network) HubIP() string { return n.cfg.Subnet + ".254" }
-
-// NowhereIP is an address of the subnet no namespace has
-// (subnet.253): Cut routes through it.
-func (n *Network) NowhereIP() string { return n.cfg.Subnet + ".253" }
 
 // Namespace is the name of node i's namespace, as ip netns knows it.
 func (n *Network) Namespace(i int) string { return n.nodes[i] }
@@ -194,16 +194,16 @@ func (n *Network) Heal(i int) error {
 // Cut cuts the link between nodes i and j alone, both ways, while each
 // still reaches every other node: a partial partition, across which
 // gossip's indirect probes keep each alive in the other's view. Each
-// routes the other's address through NowhereIP, which no namespace
-// has, so what either sends the other waits for an ARP answer that
-// never comes and is dropped, as on a dead path (TCP retransmits, then
-// its sender sees the host unreachable). Mend undoes it.
+// routes the other's address through the hub, which forwards nothing:
+// what either sends the other is dropped without a word, and TCP
+// connections between them stay open, retransmitting into nothing, as
+// on a dead path no reset or unreachable host ends. Mend undoes it.
 func (n *Network) Cut(i, j int) error {
 	if err := n.pair(i, j); err != nil {
 		return fmt.Errorf("faults: cut %d-%d: %w", i, j, err)
 	}
 	for _, e := range [][2]int{{i, j}, {j, i}} {
-		if err := n.ip("-n", n.nodes[e[0]], "route", "add", n.NodeIP(e[1])+"/32", "via", n.NowhereIP()); err != nil {
+		if err := n.ip("-n", n.nodes[e[0]], "route", "add", n.NodeIP(e[1])+"/32", "via", n.HubIP()); err != nil {
 			return fmt.Errorf("faults: cut %d-%d: %w", i, j, err)
 		}
 	}

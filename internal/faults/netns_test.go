@@ -4,6 +4,7 @@ package faults
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -156,8 +157,26 @@ func TestNetwork_cutAndMend(t *testing.T) {
 	ln2, _ := listenIn(t, n, 2, "tcp", addr2)
 	go serveEcho(ln2)
 
+	// A connection open across the cut stays open: what it sends is
+	// lost, not refused, and gets through once the link is mended.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	open, err := n.Dial(ctx, 0, "tcp", addr1)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+
 	if err := n.Cut(0, 1); err != nil {
 		t.Fatal(err)
+	}
+	_ = open.SetDeadline(time.Now().Add(time.Second))
+	if _, err := open.Write([]byte("x")); err != nil {
+		t.Fatalf("write on a connection open across the cut: %v, want it taken", err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(open, b); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("read on a connection open across the cut: %v, want nothing until the deadline", err)
 	}
 	if err := echo(n, 0, addr1); err == nil {
 		t.Error("tcp from node 0 to node 1 across the cut: got through, want it dropped")
@@ -176,6 +195,10 @@ func TestNetwork_cutAndMend(t *testing.T) {
 	}
 	if err := echoAfterHeal(n, 0, addr1); err != nil {
 		t.Errorf("tcp from node 0 to node 1 mended: %v", err)
+	}
+	_ = open.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(open, b); err != nil {
+		t.Errorf("the echo sent across the cut, once mended: %v", err)
 	}
 	for _, p := range [][2]int{{0, 0}, {0, 3}, {-1, 1}} {
 		if err := n.Cut(p[0], p[1]); err == nil {
