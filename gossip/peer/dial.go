@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
 )
 
 // MaxMessageBytes bounds one message on the peer link, received by the
@@ -21,6 +22,23 @@ const MaxMessageBytes = 64 << 20
 // scheduler to take a processor back from one. A member holds a few
 // connections to each other member (queues, raft), 2 MiB each.
 const BufferBytes = 1 << 20
+
+// Keepalive of every peer connection: a connection that reads nothing
+// for KeepaliveTime sends a ping, and one not answered within
+// KeepaliveTimeout is closed, so that the next call dials anew. On a
+// dead path (a link dropping everything, its connections left open) a
+// connection otherwise stayed open, TCP retransmitting with a backoff
+// that grows to two minutes: once the link was back, a member kept
+// holding puts for the dispatcher it could reach again until TCP's next
+// try (16-24 s after a 30 s cut on namespaces, against under a second
+// with keepalive). grpc-go raises a client's time below 10 s to 10 s;
+// the listener accepts pings every MinPingInterval, with or without
+// calls open.
+const (
+	KeepaliveTime    = 10 * time.Second
+	KeepaliveTimeout = 5 * time.Second
+	MinPingInterval  = 5 * time.Second
+)
 
 // reconnect is how a connection to a peer that went away tries again:
 // soon and often. gRPC's default backs off to 2 minutes, so a member
@@ -48,5 +66,6 @@ func Dial(addr string, opts ...grpc.DialOption) (*grpc.ClientConn, error) {
 		grpc.WithConnectParams(reconnect()),
 		grpc.WithReadBufferSize(BufferBytes),
 		grpc.WithWriteBufferSize(BufferBytes),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout, PermitWithoutStream: true}),
 	}, opts...)...)
 }

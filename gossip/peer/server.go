@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 )
 
 // Server is a member's peer listener: one gRPC server, with the cluster
@@ -44,6 +45,7 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ReadBufferSize(BufferBytes),
 		grpc.WriteBufferSize(BufferBytes),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval, PermitWithoutStream: true}),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))
