@@ -23,9 +23,10 @@ const MaxMessageBytes = 64 << 20
 // connections to each other member (queues, raft), 2 MiB each.
 const BufferBytes = 1 << 20
 
-// Keepalive of every peer connection: a connection that reads nothing
-// for KeepaliveTime sends a ping, and one not answered within
-// KeepaliveTimeout is closed, so that the next call dials anew. On a
+// Keepalive of every peer connection, at both ends: a connection that
+// reads nothing for KeepaliveTime sends a ping, and one not answered
+// within KeepaliveTimeout is closed, so that the next call dials anew
+// and the streams on it end at the listener's end too. On a
 // dead path (a link dropping everything, its connections left open) a
 // connection otherwise stayed open, TCP retransmitting with a backoff
 // that grows to two minutes: once the link was back, a member kept

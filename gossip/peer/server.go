@@ -46,6 +46,7 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.ReadBufferSize(BufferBytes),
 		grpc.WriteBufferSize(BufferBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 	}
 	if cfg.Credentials != nil {
 		opts = append(opts, grpc.Creds(cfg.Credentials))

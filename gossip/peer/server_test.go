@@ -3,10 +3,13 @@ package peer
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
@@ -114,5 +117,128 @@ func TestServer_Shutdown_twiceAndBeforeStart(t *testing.T) {
 		if err := s.Shutdown(context.Background()); err != nil {
 			t.Fatalf("got %v, want nil", err)
 		}
+	}
+}
+
+// watchEnds is callerHealth whose Watch holds the stream open until its
+// context ends, then says so on ended.
+type watchEnds struct {
+	callerHealth
+	ended chan struct{}
+}
+
+func (w watchEnds) Watch(_ *healthpb.HealthCheckRequest, s healthpb.Health_WatchServer) error {
+	if err := s.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}); err != nil {
+		return err
+	}
+	<-s.Context().Done()
+	close(w.ended)
+	return nil
+}
+
+// stallingProxy passes one TCP connection to target until stall is
+// closed; then it passes nothing either way and closes nothing, as a
+// dead path.
+func stallingProxy(t *testing.T, target string, stall <-chan struct{}) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	done := make(chan struct{})
+	pass := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			select {
+			case <-stall:
+				<-done // held until the test ends
+				return
+			default:
+			}
+			if n > 0 {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			_ = c.Close()
+			return
+		}
+		mu.Lock()
+		conns = append(conns, c, u)
+		mu.Unlock()
+		wg.Go(func() { pass(u, c) })
+		wg.Go(func() { pass(c, u) })
+	})
+	t.Cleanup(func() {
+		close(done)
+		_ = ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return ln.Addr().String()
+}
+
+// TestServer_keepaliveEndsStreamsOfADeadPath: a stream whose client's
+// connection goes silent, open (a dead path, the client itself without
+// keepalive), ends at the listener within its keepalive's time and
+// timeout: a dispatcher's Consume stream to a member cut off from it
+// otherwise held that member's consumer, and the deliveries it was
+// given, until gossip called the member failed (about 20 s on
+// namespaces, against 5 s).
+func TestServer_keepaliveEndsStreamsOfADeadPath(t *testing.T) {
+	s, err := NewServer(Config{ListenURLs: []string{"http://127.0.0.1:0"}, ClusterID: 0xc1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watchEnds{ended: make(chan struct{})}
+	healthpb.RegisterHealthServer(s, w)
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Shutdown(context.Background()) }()
+	stall := make(chan struct{})
+	addr := stallingProxy(t, s.Addrs()[0].String(), stall)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	ctx, cancel := context.WithCancel(OutgoingContext(context.Background(), 0xc1, 7))
+	defer cancel()
+	stream, err := healthpb.NewHealthClient(conn).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	close(stall)
+	limit := KeepaliveTime*2 + KeepaliveTimeout + 5*time.Second // the keepalive timer ticks every KeepaliveTime
+	select {
+	case <-w.ended:
+	case <-time.After(limit):
+		t.Fatalf("the stream of a silent connection still open at the listener after %v", limit)
 	}
 }
