@@ -111,12 +111,32 @@ func udpArrives(t *testing.T, n *Network, i int, pc net.PacketConn, addr string)
 	return err == nil
 }
 
+// echoOn serves a TCP echo and listens for UDP on port 9000 of node i;
+// it returns that address and the UDP listener.
+func echoOn(t *testing.T, n *Network, i int) (string, net.PacketConn) {
+	t.Helper()
+	addr := net.JoinHostPort(n.NodeIP(i), "9000")
+	ln, _ := listenIn(t, n, i, "tcp", addr)
+	go serveEcho(ln)
+	_, pc := listenIn(t, n, i, "udp", addr)
+	return addr, pc
+}
+
+// checkDropped fails t unless TCP and UDP from node i to addr, where pc
+// listens, are dropped; where names the way, for the message.
+func checkDropped(t *testing.T, n *Network, i int, addr string, pc net.PacketConn, where string) {
+	t.Helper()
+	if err := echo(n, i, addr); err == nil {
+		t.Errorf("tcp from node %d %s: got through, want it dropped", i, where)
+	}
+	if udpArrives(t, n, i, pc, addr) {
+		t.Errorf("udp from node %d %s: arrived, want it dropped", i, where)
+	}
+}
+
 func TestNetwork_isolateAndHeal(t *testing.T) {
 	n := newTestNetwork(t)
-	addr := net.JoinHostPort(n.NodeIP(1), "9000")
-	ln, _ := listenIn(t, n, 1, "tcp", addr)
-	go serveEcho(ln)
-	_, pc := listenIn(t, n, 1, "udp", addr)
+	addr, pc := echoOn(t, n, 1)
 
 	if err := echo(n, 0, addr); err != nil {
 		t.Fatalf("tcp from node 0 to node 1: %v", err)
@@ -127,12 +147,7 @@ func TestNetwork_isolateAndHeal(t *testing.T) {
 	if err := n.Isolate(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := echo(n, 0, addr); err == nil {
-		t.Error("tcp from node 0 to isolated node 1: got through, want it dropped")
-	}
-	if udpArrives(t, n, 0, pc, addr) {
-		t.Error("udp from node 0 to isolated node 1: arrived, want it dropped")
-	}
+	checkDropped(t, n, 0, addr, pc, "to isolated node 1")
 	if err := echo(n, 1, addr); err != nil {
 		t.Errorf("tcp from isolated node 1 to itself: %v, want through", err)
 	}
@@ -149,13 +164,8 @@ func TestNetwork_isolateAndHeal(t *testing.T) {
 
 func TestNetwork_cutAndMend(t *testing.T) {
 	n := newTestNetwork(t)
-	addr1 := net.JoinHostPort(n.NodeIP(1), "9000")
-	ln1, _ := listenIn(t, n, 1, "tcp", addr1)
-	go serveEcho(ln1)
-	_, pc1 := listenIn(t, n, 1, "udp", addr1)
-	addr2 := net.JoinHostPort(n.NodeIP(2), "9000")
-	ln2, _ := listenIn(t, n, 2, "tcp", addr2)
-	go serveEcho(ln2)
+	addr1, pc1 := echoOn(t, n, 1)
+	addr2, _ := echoOn(t, n, 2)
 
 	// A connection open across the cut stays open: what it sends is
 	// lost, not refused, and gets through once the link is mended.
@@ -178,12 +188,7 @@ func TestNetwork_cutAndMend(t *testing.T) {
 	if _, err := io.ReadFull(open, b); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("read on a connection open across the cut: %v, want nothing until the deadline", err)
 	}
-	if err := echo(n, 0, addr1); err == nil {
-		t.Error("tcp from node 0 to node 1 across the cut: got through, want it dropped")
-	}
-	if udpArrives(t, n, 0, pc1, addr1) {
-		t.Error("udp from node 0 to node 1 across the cut: arrived, want it dropped")
-	}
+	checkDropped(t, n, 0, addr1, pc1, "to node 1 across the cut")
 	if err := echo(n, 0, addr2); err != nil {
 		t.Errorf("tcp from node 0 to node 2: %v, want through", err)
 	}
