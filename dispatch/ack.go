@@ -263,23 +263,26 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 	q.noteStale(b) // it keeps what it took until told (resetStale)
 }
 
-// markUnreachable passes member over, no backup nor hand-off target
-// (backupCandidate), until it answers a ping of the reconcile round
-// (readmit). Passed over for a fixed 5 s instead, a backup on a dead
-// path (its connection open, nothing coming back) was chosen again
+// markUnreachable passes member over until it answers a ping of the
+// reconcile round (readmit): no backup nor hand-off target
+// (backupCandidate), asked to hold no copy (hold), and, while it
+// dispatches a queue, tried by no put nor hand-over of it
+// (errNotAnswering). Passed over for a fixed 5 s instead, a backup on a
+// dead path (its connection open, nothing coming back) was chosen again
 // every 10 s, and every put of its queues waited 5 s for its full copy.
 func (m *Manager) markUnreachable(member uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.unreachable[member] = m.clock.Now().Add(readmitProbeEvery)
+	if _, ok := m.unreachable[member]; !ok {
+		m.unreachable[member] = m.clock.Now() // pinged in the next round
+	}
 }
 
 // readmit pings each member passed over once its next probe is due,
-// over the connection this member's frames to it take (pinged keeps the
-// round's answers): one that answers is a candidate again, one that
-// does not is pinged again after readmitProbeEvery, and one gossip no
-// longer calls alive is forgotten.
-func (m *Manager) readmit(pinged map[uint64]bool) {
+// over the connection this member's frames to it take: one that answers
+// is a candidate again, one that does not is pinged again after
+// readmitProbeEvery, and one gossip no longer calls alive is forgotten.
+func (m *Manager) readmit() {
 	now := m.clock.Now()
 	var due []uint64
 	m.mu.Lock()
@@ -293,11 +296,7 @@ func (m *Manager) readmit(pinged map[uint64]bool) {
 	}
 	m.mu.Unlock()
 	for _, member := range due {
-		ok, asked := pinged[member]
-		if !asked {
-			ok = m.pingForwarded(member)
-			pinged[member] = ok
-		}
+		ok := m.pingForwarded(member)
 		m.mu.Lock()
 		if ok {
 			delete(m.unreachable, member)
@@ -313,8 +312,8 @@ func (m *Manager) readmit(pinged map[uint64]bool) {
 
 // passedOver reports whether member is passed over now (markUnreachable).
 func (m *Manager) passedOver(member uint64) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	return m.passedOverLocked(member)
 }
 

@@ -878,15 +878,7 @@ func TestCluster_replicatedPutsAcrossADeadPathFailAtOnce(t *testing.T) {
 	if _, err := put(0, time.Second); !errors.Is(err, context.DeadlineExceeded) && status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("the first put across the dead path: %v, want its deadline exceeded", err)
 	}
-	waitUntil(t, 5*time.Second, "c to mark a unreachable", func() bool {
-		q := c.mgr.lookup("fo")
-		if q == nil {
-			return false
-		}
-		q.handoverMu.Lock()
-		defer q.handoverMu.Unlock()
-		return q.unreachable.member == a.id
-	})
+	waitUntil(t, 5*time.Second, "c to mark a unreachable", func() bool { return c.mgr.passedOver(a.id) })
 	for i := 1; i <= 20; i++ {
 		took, err := put(i, 5*time.Second)
 		if status.Code(err) != codes.Unavailable || took > time.Second {

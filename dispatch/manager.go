@@ -1429,13 +1429,13 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 	b := backoff.Backoff{Min: 10 * time.Millisecond, Max: 320 * time.Millisecond}
 	for attempt := 0; ; attempt++ {
 		err = nil
-		if q := m.lookup(name); q != nil {
+		if m.passedOver(rec.Member) {
+			err = errNotAnswering(name) // held at once: the reconcile round pings it (readmit)
+		} else if q := m.lookup(name); q != nil {
 			// Older messages first: hand over what is held, or wait for a
 			// handover under way to be answered.
 			q.handoverMu.Lock()
-			if f := q.unreachable; f.member == rec.Member {
-				err = f.err // held at once: the reconcile round tries it again
-			} else if q.holding() {
+			if q.holding() {
 				err = m.handoverLocked(q, rec.Member)
 			}
 			q.handoverMu.Unlock()
@@ -1468,7 +1468,7 @@ func (m *Manager) produceRemote(ctx context.Context, rec Record, name string, ms
 			}
 			return false, status.Error(codes.Unavailable, "dispatch: the dispatcher of "+name+" did not settle; retry")
 		}
-		m.noteIfUnreachable(ctx, name, rec.Member, err)
+		m.noteIfUnreachable(ctx, rec.Member, err)
 		if ack == AckInserted || ack == AckReplicated {
 			// Copies held here would return before the rows are in
 			// ClickHouse, or with no backup holding them (the

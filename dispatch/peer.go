@@ -622,9 +622,9 @@ func (m *Manager) forward(ctx context.Context, member uint64, name string, msgs 
 
 // hold keeps msgs here and asks every other alive member to keep a copy,
 // until a dispatcher is elected; they are handed to it then, once each.
-// The dispatcher a forward could not reach (queue.unreachable) is not
-// asked: on a dead path each put waited 2 s for its answer. Over the
-// queue's byte cap here it keeps nothing and returns errOverCap.
+// A member passed over (one a forward could not reach: markUnreachable)
+// is not asked: on a dead path each put waited 2 s for its answer. Over
+// the queue's byte cap here it keeps nothing and returns errOverCap.
 func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error {
 	if err := m.holdHere(ctx, name, msgs); err != nil {
 		return err
@@ -633,16 +633,10 @@ func (m *Manager) hold(ctx context.Context, name string, msgs []incoming) error 
 	if m.cluster == nil {
 		return nil
 	}
-	var skip uint64
-	if q := m.lookup(name); q != nil {
-		q.handoverMu.Lock()
-		skip = q.unreachable.member
-		q.handoverMu.Unlock()
-	}
 	req := &peerpb.HoldRequest{Messages: toMessages(name, msgs)}
 	var wg sync.WaitGroup
 	for _, p := range m.cluster.Peers() {
-		if p.ID == skip {
+		if m.passedOver(p.ID) {
 			continue
 		}
 		wg.Add(1)

@@ -129,12 +129,6 @@ type queue struct {
 	// handoverMu serialises handovers with the forwards that must follow
 	// them.
 	handoverMu sync.Mutex
-	// unreachable is the last forward or hand-over that failed for want
-	// of its dispatcher's answer: while the dispatcher is that member, a
-	// put holds its messages behind the held ones without trying it
-	// (produceRemote) until the reconcile round reaches it again.
-	// Guarded by handoverMu.
-	unreachable handoverFailure
 
 	// lastUse is when the member last looked the queue up (queueFor,
 	// lookup), as Manager.tick said then: a queue unused for forgetAfter

@@ -44,16 +44,15 @@ func (m *Manager) reconcile() {
 	qs := m.snapshot()
 	full := m.rounds%quietRounds == 0
 	m.rounds++
-	pinged := make(map[uint64]bool) // reachable's answers this round
+	m.readmit() // first: the queues' rounds then hand over to members that answer again
 	for _, q := range qs {
 		if !full && m.quiet(q) {
 			continue
 		}
-		m.reconcileQueue(q, pinged)
+		m.reconcileQueue(q)
 	}
 	m.forgetIdle(qs)
 	m.adoptRecords()
-	m.readmit(pinged)
 	m.reconcileBackups()
 	m.sweepDeadLetters()
 	m.rehomeValues()
@@ -276,7 +275,7 @@ func (m *Manager) sendDoneOnce(q *queue, rec Record) {
 // reconcileQueue hands over or claims one queue, and tells the members
 // that may keep stale copies of it for this member to drop them, whoever
 // dispatches it now (a queue handed over notes its backup stale).
-func (m *Manager) reconcileQueue(q *queue, pinged map[uint64]bool) {
+func (m *Manager) reconcileQueue(q *queue) {
 	m.refreshSettings(q)
 	defer m.resetStale(q)
 	rec, ok := m.record(q.name)
@@ -305,8 +304,8 @@ func (m *Manager) reconcileQueue(q *queue, pinged map[uint64]bool) {
 		m.flushReleases(q)
 	case ok && m.alive(rec.Member):
 		m.stopDrainer(q.name)
-		if !m.reachable(q, rec.Member, pinged) && q.holding() {
-			return // kept, and tried next round
+		if m.passedOver(rec.Member) && q.holding() {
+			return // kept, tried once it answers a ping (readmit)
 		}
 		if !m.handedOverFirst(q, rec) {
 			return // kept and retried next round
@@ -360,7 +359,7 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 			m.log.Debug("handover to the dispatcher failed; keeping the rest", "queue", q.name, "dispatcher", gossip.ID(member), "err", err)
 			m.metrics.handoverFailures.Add(1)
 			if holdsOn(err) {
-				q.unreachable = handoverFailure{member: member, err: err}
+				m.markUnreachable(member)
 			}
 			q.putBack(msgs[i:], m.clock.Now())
 			m.tellTaken(q.name, member, msgs[:i])
@@ -375,7 +374,6 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 		m.metrics.handovers.Add(uint64(len(part)))
 		i += len(part)
 	}
-	q.unreachable = handoverFailure{}
 	m.tellTaken(q.name, member, msgs)
 	m.sendDone(ctx, q, member)
 	m.resetBackup(ctx, q) // the new dispatcher's backup holds them now
@@ -383,9 +381,12 @@ func (m *Manager) handoverLocked(q *queue, member uint64) error {
 	return nil
 }
 
+// probeTimeout bounds pingForwarded's call.
+const probeTimeout = time.Second
+
 // pingForwarded reports whether member answers a Ping within
 // probeTimeout over the connection of this member's forward stream to
-// it.
+// it, which forwards, hand-overs and backup frames take.
 func (m *Manager) pingForwarded(member uint64) bool {
 	f, err := m.forwarderFor(member)
 	if err != nil {
@@ -397,75 +398,28 @@ func (m *Manager) pingForwarded(member uint64) bool {
 	return err == nil
 }
 
-// handoverFailure is a forward or hand-over to member, the queue's
-// dispatcher, that failed with err for want of an answer. Until the
-// reconcile round reaches member again (reachable), puts hold their
-// messages at once, behind the held ones, without trying member (in
-// the modes that do not hold, ack=replicated and ack=inserted, they fail
-// at once with err, Unavailable, where each waited its client's
-// deadline): each
-// try of a dispatcher on a dead path (its connection open, nothing
-// coming back) waits the forward timeout, 5 s, and puts that tried again
-// after 250 ms took 5-9 s each; each try also took and put back every
-// held copy (20,000 held puts, each trying, took 70 s).
-type handoverFailure struct {
-	member uint64
-	err    error
+// errNotAnswering is what a put of queue name meets while its
+// dispatcher is passed over (markUnreachable): it holds its messages at
+// once, behind the held ones, without trying the dispatcher, or, in the
+// modes that do not hold (ack=replicated, ack=inserted), fails at once.
+// Each try of a dispatcher on a dead path (its connection open, nothing
+// coming back) waits the forward timeout, 5 s: puts that tried again
+// after 250 ms took 5-9 s each, and each try also took and put back
+// every held copy (20,000 held puts, each trying, took 70 s).
+func errNotAnswering(name string) error {
+	return status.Errorf(codes.Unavailable, "dispatch: the dispatcher of %s does not answer this member; retry, or put through another", name)
 }
 
-// noteIfUnreachable notes that a put's forward to member, the
-// dispatcher of queue name, failed with err for want of an answer: the
-// puts after it hold at once, or fail at once in the modes that do not
-// hold (handoverFailure). A put that gave up first (its client's
-// deadline, before the forward's own timeout: ack=replicated waits 30 s,
-// ack=inserted minutes) says nothing of the dispatcher, so a ping does:
-// one answered leaves it unmarked. The queue is made here if this member
-// had none of it yet, as the put's hold would.
-func (m *Manager) noteIfUnreachable(ctx context.Context, name string, member uint64, err error) {
+// noteIfUnreachable passes member, the dispatcher a put's forward went
+// to, over when the forward failed with err for want of an answer. A put
+// that gave up first (its client's deadline, before the forward's own
+// timeout: ack=replicated waits 30 s, ack=inserted minutes) says nothing
+// of the dispatcher, so a ping does: one answered passes nobody over.
+func (m *Manager) noteIfUnreachable(ctx context.Context, member uint64, err error) {
 	if !holdsOn(err) || ctx.Err() != nil && m.pingForwarded(member) {
 		return
 	}
-	q := m.queueFor(name)
-	q.handoverMu.Lock()
-	defer q.handoverMu.Unlock()
-	if q.unreachable.member != member {
-		q.unreachable = handoverFailure{member: member, err: status.Errorf(codes.Unavailable,
-			"dispatch: the dispatcher of %s does not answer this member; retry, or put through another", name)}
-	}
-}
-
-// probeTimeout bounds reachable's call.
-const probeTimeout = time.Second
-
-// reachable reports whether member, q's dispatcher, may be tried: no
-// forward or hand-over to it failed (q.unreachable), or it answers a
-// ping now over the forward stream's connection, which a hand-over or a
-// put takes next; answered, the mark goes and puts forward again. The
-// ping is made without handoverMu: puts read the mark under it, and a
-// hand-over tried under it on a dead path held every put for the
-// forward timeout, each round. pinged keeps the round's answers, so a
-// member is pinged once a round however many queues it dispatches.
-func (m *Manager) reachable(q *queue, member uint64, pinged map[uint64]bool) bool {
-	q.handoverMu.Lock()
-	marked := q.unreachable.member == member
-	q.handoverMu.Unlock()
-	if !marked {
-		return true
-	}
-	ok, asked := pinged[member]
-	if !asked {
-		ok = m.pingForwarded(member)
-		pinged[member] = ok
-	}
-	if !ok {
-		return false
-	}
-	q.handoverMu.Lock()
-	if q.unreachable.member == member {
-		q.unreachable = handoverFailure{}
-	}
-	q.handoverMu.Unlock()
-	return true
+	m.markUnreachable(member)
 }
 
 // holdsOn reports whether a forward that failed with err is held
