@@ -251,8 +251,8 @@ func (q *queue) stillHeldLocked(msgs []incoming) []incoming {
 	return held
 }
 
-// readmitProbeEvery is how often the reconcile round pings a member
-// passed over (readmit), at most.
+// readmitProbeEvery is how often a member passed over is pinged
+// (readmit), at most.
 const readmitProbeEvery = time.Second
 
 // passOver stops using member b as a backup for a while.
@@ -263,8 +263,8 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 	q.noteStale(b) // it keeps what it took until told (resetStale)
 }
 
-// markUnreachable passes member over until it answers a ping of the
-// reconcile round (readmit): no backup nor hand-off target
+// markUnreachable passes member over until it answers a ping that the
+// reconcile round starts (readmit): no backup nor hand-off target
 // (backupCandidate), asked to hold no copy (hold), and, while it
 // dispatches a queue, tried by no put nor hand-over of it
 // (errNotAnswering). Passed over for a fixed 5 s instead, a backup on a
@@ -274,39 +274,64 @@ func (m *Manager) markUnreachable(member uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.unreachable[member]; !ok {
-		m.unreachable[member] = m.clock.Now() // pinged in the next round
+		m.unreachable[member] = passOver{next: m.clock.Now()} // pinged in the next round
 	}
 }
 
-// readmit pings each member passed over once its next probe is due,
-// over the connection this member's frames to it take: one that answers
-// is a candidate again, one that does not is pinged again after
-// readmitProbeEvery, and one gossip no longer calls alive is forgotten.
+// passOver is a member passed over (markUnreachable): when readmit pings
+// it next, or that a ping of it runs.
+type passOver struct {
+	next    time.Time
+	pinging bool
+}
+
+// readmit starts a ping of each member passed over once its next probe
+// is due, over the connection this member's frames to it take, and
+// returns without waiting for them: one that answers is a candidate
+// again (from the next round on), one that does not is pinged again
+// readmitProbeEvery after its ping failed, and one gossip no longer
+// calls alive is forgotten. Pinged in the round itself, each member on
+// a dead path held every queue's round up to probeTimeout.
 func (m *Manager) readmit() {
 	now := m.clock.Now()
 	var due []uint64
 	m.mu.Lock()
-	for member, next := range m.unreachable {
+	for member, p := range m.unreachable {
 		switch {
 		case !m.alive(member):
 			delete(m.unreachable, member)
-		case !now.Before(next):
+		case !p.pinging && !now.Before(p.next):
 			due = append(due, member)
+			m.unreachable[member] = passOver{pinging: true}
 		}
 	}
 	m.mu.Unlock()
+	m.wg.Add(len(due)) // the round's goroutine is one of wg's: Shutdown waits for these too
 	for _, member := range due {
-		ok := m.pingForwarded(member)
-		m.mu.Lock()
-		if ok {
-			delete(m.unreachable, member)
-		} else if _, still := m.unreachable[member]; still {
-			m.unreachable[member] = m.clock.Now().Add(readmitProbeEvery)
-		}
-		m.mu.Unlock()
-		if ok {
-			m.log.Info("member passed over answers again", "member", gossip.ID(member))
-		}
+		go func() {
+			defer m.wg.Done()
+			m.probeUnreachable(member)
+		}()
+	}
+}
+
+// probeUnreachable pings member, passed over, for readmit. The answer
+// counts only while the mark is the one readmit left: a mark made since
+// is newer.
+func (m *Manager) probeUnreachable(member uint64) {
+	ok := m.pingForwarded(member)
+	m.mu.Lock()
+	p, still := m.unreachable[member]
+	ok = ok && still && p.pinging
+	switch {
+	case ok:
+		delete(m.unreachable, member)
+	case still && p.pinging:
+		m.unreachable[member] = passOver{next: m.clock.Now().Add(readmitProbeEvery)}
+	}
+	m.mu.Unlock()
+	if ok {
+		m.log.Info("member passed over answers again", "member", gossip.ID(member))
 	}
 }
 

@@ -714,7 +714,7 @@ func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
 	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
 	a.mgr.mu.Lock()
-	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.unreachable[b.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
 	a.mgr.mu.Unlock()
 	_, err := a.cli.Put(ctx, "/q/jobs/p/after", "v")
 	if status.Code(err) != codes.Unavailable {
@@ -731,7 +731,7 @@ func TestAck_replicatedForwardedWithEveryBackupPassedOver(t *testing.T) {
 	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
 	a.mgr.mu.Lock()
-	a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.unreachable[b.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
 	a.mgr.mu.Unlock()
 	_, err := b.cli.Put(ctx, "/q/jobs/p/forwarded", "v")
 	if status.Code(err) != codes.Unavailable {
@@ -765,7 +765,7 @@ func TestAck_replicatedCopiesSentAgainWaitForTheBackup(t *testing.T) {
 			delete(a.mgr.unreachable, b.id)
 			return
 		}
-		a.mgr.unreachable[b.id] = a.mgr.clock.Now().Add(d)
+		a.mgr.unreachable[b.id] = passOver{next: a.mgr.clock.Now().Add(d)}
 	}
 	passOverB(time.Hour) // no member to keep a copy
 	if err := hand(); status.Code(err) != codes.Unavailable {
@@ -1029,7 +1029,7 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 		t.Fatal("the backup cut off was not passed over")
 	}
 	a.mgr.mu.Lock()
-	a.mgr.unreachable[first.id] = a.mgr.clock.Now().Add(time.Hour) // not chosen again: nothing else resets it
+	a.mgr.unreachable[first.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)} // not chosen again: nothing else resets it
 	a.mgr.mu.Unlock()
 	links[first.id].setCut(false)
 	waitUntil(t, 20*time.Second, "the member passed over to drop its copies", func() bool {
@@ -1153,7 +1153,7 @@ func TestAck_failedFullCopyKeepsTheOldBackupsReleases(t *testing.T) {
 	// The preferred backup is passed over for a while: the other one
 	// gets a full copy and is the backup.
 	a.mgr.mu.Lock()
-	a.mgr.unreachable[pref.id] = a.mgr.clock.Now().Add(time.Hour)
+	a.mgr.unreachable[pref.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
 	a.mgr.mu.Unlock()
 	const n = 5
 	for i := range n {

@@ -769,6 +769,8 @@ func TestCluster_putsWhileHoldingTryTheHandoverSeldom(t *testing.T) {
 	px.setCut(false)
 	c.peers.set([]gossip.Peer{a.asPeer()})
 	w := a.cli.Watch(ctx, "/q/fo/c/x")
+	c.mgr.reconcile() // pings a, passed over by the failed hand-overs, beside the round
+	waitUntil(t, 5*time.Second, "c to readmit a", func() bool { return !c.mgr.passedOver(a.id) })
 	c.mgr.reconcile()
 	tails := consumeAll(t, ctx, w, a.cli, clients*each+1, 10*time.Second)
 	checkProducerOrder(t, slices.DeleteFunc(tails, func(s string) bool { return s == "first" }), clients, each)
@@ -890,4 +892,37 @@ func TestCluster_replicatedPutsAcrossADeadPathFailAtOnce(t *testing.T) {
 		_, err := put(100, 2*time.Second)
 		return err == nil
 	})
+}
+
+// TestCluster_readmitLeavesTheRoundFree: the reconcile round pinged each
+// member passed over itself, and a member on a dead path held every
+// queue's round for the ping's timeout (probeTimeout) each second. The
+// pings run beside the round now: readmit returns at once, the member
+// stays passed over while its link is dead, and is readmitted once it
+// answers again.
+func TestCluster_readmitLeavesTheRoundFree(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	c := cl.start("c", nil)
+	connect(a, c)
+	ctx := testCtx(t, 60*time.Second)
+	px := deadPathTo(t, ctx, a, c, "/q/fo/p/before")
+	px.setStalled(true)
+	for i := range 3 {
+		c.mgr.markUnreachable(a.id)
+		c.mgr.mu.Lock()
+		c.mgr.unreachable[a.id] = passOver{next: c.mgr.clock.Now()} // due now, whatever the rounds did
+		c.mgr.mu.Unlock()
+		start := time.Now()
+		c.mgr.readmit()
+		if took := time.Since(start); took > probeTimeout/5 {
+			t.Fatalf("readmit %d with a on a dead path took %v, want it back at once (the ping times out after %v)", i, took, probeTimeout)
+		}
+	}
+	time.Sleep(probeTimeout + readmitProbeEvery)
+	if !c.mgr.passedOver(a.id) {
+		t.Fatal("a is readmitted while its link is dead")
+	}
+	px.setStalled(false)
+	waitUntil(t, 3*(probeTimeout+readmitProbeEvery), "c to readmit a once it answers", func() bool { return !c.mgr.passedOver(a.id) })
 }

@@ -314,11 +314,11 @@ type Manager struct {
 	dialOpts     []grpc.DialOption // for connections to other members: message buffers and codec
 	conns        *peer.Conns       // shared connections to other members' listeners, by address
 	sink         *sink.Client
-	servers      *sink.Servers        // health of the ClickHouse servers, shared by the drainers
-	tokenSupport map[string]bool      // by ClickHouse address: knows insert_deduplication_token
-	fences       fences               // the drainers' reads before each attempt (fence.go)
-	warns        warnLimiter          // per-put warnings, once a second per queue
-	unreachable  map[uint64]time.Time // members passed over, and when readmit pings each next
+	servers      *sink.Servers       // health of the ClickHouse servers, shared by the drainers
+	tokenSupport map[string]bool     // by ClickHouse address: knows insert_deduplication_token
+	fences       fences              // the drainers' reads before each attempt (fence.go)
+	warns        warnLimiter         // per-put warnings, once a second per queue
+	unreachable  map[uint64]passOver // members passed over (markUnreachable)
 	settings     settingsCache
 	views        viewCache // what puts read of each queue's keys
 	tables       tableGate // which ClickHouse queue names puts may use
@@ -430,7 +430,7 @@ func New(cfg Config) (*Manager, error) {
 		locals:       make(map[*localConsumer]struct{}),
 		drainers:     make(map[string]*drainer),
 		tokenSupport: make(map[string]bool),
-		unreachable:  make(map[uint64]time.Time),
+		unreachable:  make(map[uint64]passOver),
 		backups:      make(map[backupKey]*backupSet),
 		sink:         sink.NewClient(sink.ClientConfig{Timeout: maxTimeoutFactor * cfg.InsertTimeout, Logger: cfg.Logger}),
 		servers:      sink.NewServers(sink.ServersConfig{DownMin: cfg.ServerDownMin, DownMax: cfg.ServerDownMax, Now: cfg.Clock.Now}),

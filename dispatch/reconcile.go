@@ -44,7 +44,7 @@ func (m *Manager) reconcile() {
 	qs := m.snapshot()
 	full := m.rounds%quietRounds == 0
 	m.rounds++
-	m.readmit() // first: the queues' rounds then hand over to members that answer again
+	m.readmit() // its pings run beside the rounds: a member that answers is a candidate from the next
 	for _, q := range qs {
 		if !full && m.quiet(q) {
 			continue
