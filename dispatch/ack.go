@@ -270,10 +270,13 @@ func (m *Manager) passOver(q *queue, b uint64, err error) {
 // (errNotAnswering). Passed over for a fixed 5 s instead, a backup on a
 // dead path (its connection open, nothing coming back) was chosen again
 // every 10 s, and every put of its queues waited 5 s for its full copy.
+//
+// A member found not answering while a ping of it runs stays passed
+// over whatever that ping's answer: the newer finding counts.
 func (m *Manager) markUnreachable(member uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.unreachable[member]; !ok {
+	if p, ok := m.unreachable[member]; !ok || p.pinging {
 		m.unreachable[member] = passOver{next: m.clock.Now()} // pinged in the next round
 	}
 }
@@ -317,7 +320,7 @@ func (m *Manager) readmit() {
 
 // probeUnreachable pings member, passed over, for readmit. The answer
 // counts only while the mark is the one readmit left: a mark made since
-// is newer.
+// (markUnreachable too) is newer.
 func (m *Manager) probeUnreachable(member uint64) {
 	ok := m.pingForwarded(member)
 	m.mu.Lock()

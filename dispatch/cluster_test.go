@@ -926,3 +926,33 @@ func TestCluster_readmitLeavesTheRoundFree(t *testing.T) {
 	px.setStalled(false)
 	waitUntil(t, 3*(probeTimeout+readmitProbeEvery), "c to readmit a once it answers", func() bool { return !c.mgr.passedOver(a.id) })
 }
+
+// TestCluster_notAnsweringDuringAPingCounts: a member found not
+// answering (markUnreachable) while readmit's ping of it runs stays
+// passed over when that ping is answered after all: the finding is the
+// newer. The answer erased it, and a backup that had just failed was
+// chosen again at once.
+func TestCluster_notAnsweringDuringAPingCounts(t *testing.T) {
+	cl := newCluster(t)
+	a := cl.start("a", nil)
+	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs readmit
+	connect(a, c)
+	ctx := testCtx(t, 30*time.Second)
+	px := deadPathTo(t, ctx, a, c, "/q/fo/p/before")
+	px.setStalled(true)
+	c.mgr.markUnreachable(a.id)
+	c.mgr.readmit() // its ping waits on the stalled link
+	c.mgr.markUnreachable(a.id)
+	px.setStalled(false) // the ping is answered
+	pinging := func() bool {
+		c.mgr.mu.RLock()
+		defer c.mgr.mu.RUnlock()
+		return c.mgr.unreachable[a.id].pinging
+	}
+	time.Sleep(probeTimeout + 200*time.Millisecond) // the ping has ended, answered or not
+	if !c.mgr.passedOver(a.id) || pinging() {
+		t.Fatal("a is readmitted by the answer to a ping older than the finding that it does not answer")
+	}
+	c.mgr.readmit() // the finding's own ping
+	waitUntil(t, 3*probeTimeout, "c to readmit a once a ping after the finding is answered", func() bool { return !c.mgr.passedOver(a.id) })
+}
