@@ -247,7 +247,8 @@ func tagsSize(tags map[string]string) int {
 // so a killed node is reported failed 0.3-0.6s after it dies in a 3-node
 // cluster (about 0.5s measured by the membership tests under -race).
 //
-// Broadcasts are retransmitted as with LAN timings (RetransmitMult 4).
+// Broadcasts are retransmitted, and probes relayed through other members,
+// as with LAN timings (RetransmitMult 4, IndirectChecks 3).
 //
 // serf: reap every 500ms, failed members reconnected every 500ms and
 // forgotten (EventReap) after 10s, left members kept 10s, leave broadcast
@@ -261,6 +262,15 @@ func fastTimings(sc *serf.Config) {
 	ml.PushPullInterval = 2 * time.Second
 	ml.GossipToTheDeadTime = 2 * time.Second
 	ml.DeadNodeReclaimTime = time.Second
+	// DefaultLocalConfig asks 1 member to relay a probe that got no
+	// direct ack, and memberlist draws relays at random, 3*n draws over
+	// all n members (itself and the target included) unless n < 3 *
+	// IndirectChecks. In 3 nodes the one candidate is missed (2/3)^9 =
+	// 2.6% of the time: no relay is asked, and a node cut off from the
+	// prober alone is suspected every few seconds, and failed when its
+	// refutation through the third node takes over the 200ms suspicion
+	// timeout. LAN's 3 makes the search exhaustive below 9 nodes.
+	ml.IndirectChecks = 3
 	// DefaultLocalConfig's 2 sends a broadcast 2 * ceil(log10(N+1))
 	// times: in three nodes with one dead, once to the dead one and
 	// once to the only other. That one packet lost under make test's
