@@ -220,19 +220,7 @@ func TestPartition_minority(t *testing.T) {
 	t0 := time.Now()
 	logf := sinceLogf(t, t0)
 
-	// One put on a makes a the dispatcher.
-	seedCfg := faults.DefaultWorkloadConfig()
-	seedCfg.Queue, seedCfg.Endpoints = queue, []string{a.ClientAddr}
-	seedCfg.Producers, seedCfg.FirstProducer, seedCfg.MaxPuts = 1, 1000, 1
-	seedW, err := faults.StartWorkload(seedCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-seedW.Done()
-	log := seedW.Stop()
-	if log.Count(faults.Acked) != 1 {
-		t.Fatalf("the first put on a: %+v: %v", log, seedW.FirstErrors())
-	}
+	log := seedOn(t, a, queue) // a dispatches
 
 	start := func(first int, nodes ...*Proc) *faults.Workload {
 		cfg := faults.DefaultWorkloadConfig()
@@ -285,7 +273,7 @@ func TestPartition_minority(t *testing.T) {
 	// A key-space write on c: etcd's error within the request timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), partitionPutTimeout)
 	putStart := time.Now()
-	_, err = cliC.Put(ctx, "/partition/minority", "x")
+	_, err := cliC.Put(ctx, "/partition/minority", "x")
 	putTook := time.Since(putStart)
 	cancel()
 	logf("put on c: %v after %v", err, putTook.Round(time.Millisecond))
@@ -383,14 +371,38 @@ func TestPartition_minority(t *testing.T) {
 		t.Error(err)
 	}
 
-	// One dispatcher at a time: chute sends each batch on a connection of
-	// its own (Connection: close), and the nodes reach ClickHouse only
-	// through the hub's proxy, which recorded every connection with the
-	// node's address and its request line. A node inserts only while it
-	// dispatches the queue; two nodes that both believed they did would
-	// sooner or later have inserts open at the same time, which this
-	// finds. (Duplicate rows, checked above, are the other trace such a
-	// split would leave.)
+	checkOneInserter(t, nc, t0)
+}
+
+// seedOn puts one id to the ClickHouse queue through p, which makes p
+// its dispatcher when nobody is, and returns the put's log.
+func seedOn(t *testing.T, p *Proc, queue string) faults.Log {
+	t.Helper()
+	cfg := faults.DefaultWorkloadConfig()
+	cfg.Queue, cfg.Endpoints = queue, []string{p.ClientAddr}
+	cfg.Producers, cfg.FirstProducer, cfg.MaxPuts = 1, 1000, 1
+	w, err := faults.StartWorkload(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-w.Done()
+	log := w.Stop()
+	if log.Count(faults.Acked) != 1 {
+		t.Fatalf("the first put on %s: %+v: %v", p.Name, log, w.FirstErrors())
+	}
+	return log
+}
+
+// checkOneInserter checks that no two nodes of nc had an insert open at
+// once. chute sends each batch on a connection of its own (Connection:
+// close), and the nodes reach ClickHouse only through the hub's proxy,
+// which recorded every connection with the node's address and its
+// request line. A node inserts only while it dispatches the queue; two
+// nodes that both believed they did would sooner or later have inserts
+// open at the same time, which this finds. (Duplicate rows, which the
+// oracle finds, are the other trace such a split would leave.)
+func checkOneInserter(t *testing.T, nc *nsCluster, since time.Time) {
+	t.Helper()
 	byIP := map[string]string{}
 	for i, p := range nc.nodes {
 		byIP[nc.net.NodeIP(i)] = p.Name
@@ -405,14 +417,14 @@ func TestPartition_minority(t *testing.T) {
 		windows = append(windows, insertWindow{node: byIP[host], start: r.Start, end: r.End})
 		perNode[byIP[host]]++
 	}
-	logf("inserts by node: %v", perNode)
+	t.Logf("inserts by node: %v", perNode)
 	slices.SortFunc(windows, func(x, y insertWindow) int { return x.start.Compare(y.start) })
 	open := map[string]insertWindow{} // each node's insert that ends last, of those started so far
 	for _, w := range windows {
 		for node, o := range open {
 			if node != w.node && o.end.After(w.start) {
 				t.Errorf("%s and %s inserted at once: %s's insert open +%.3fs..+%.3fs, %s's from +%.3fs",
-					node, w.node, node, o.start.Sub(t0).Seconds(), o.end.Sub(t0).Seconds(), w.node, w.start.Sub(t0).Seconds())
+					node, w.node, node, o.start.Sub(since).Seconds(), o.end.Sub(since).Seconds(), w.node, w.start.Sub(since).Seconds())
 			}
 		}
 		if o, ok := open[w.node]; !ok || w.end.After(o.end) {
