@@ -3,12 +3,16 @@
 package e2e
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"chute/internal/chtest"
+	"chute/internal/faults"
 	"chute/internal/testutil"
 )
 
@@ -26,6 +30,16 @@ const (
 	linkCutPutTimeout = 15 * time.Second
 	linkCutDropTake   = 15 * time.Second // the cut-off node to drop the copies another node handed over
 	linkCutQuietTake  = 3 * time.Second  // after the new dispatcher delivered, nothing more may come
+
+	// linkLoadCut is how long TestPartition_linkCutUnderLoad keeps the
+	// link cut: past the 20 s after which gossip called a member across
+	// it failed.
+	linkLoadCut    = 45 * time.Second
+	linkLoadSettle = 90 * time.Second // ClickHouse to show every acknowledged id once the link is mended
+	// linkLoadSuspicions is how often a member may be suspected during
+	// the cut: a probe relayed late on a loaded machine. With one relay
+	// per failed probe, a and b each were 12 times.
+	linkLoadSuspicions = 3
 )
 
 // dispatchedByA starts three nodes a, b and c in namespaces, makes a the
@@ -171,4 +185,97 @@ func TestPartition_linkHeals(t *testing.T) {
 	logf("c forwards to a again")
 	waitAcked(t, deliverTimeout, msgs, onA)
 	checkExactlyOnce(t, msgs, onA)
+}
+
+// TestPartition_linkCutUnderLoad cuts the link between a ClickHouse
+// queue's dispatcher a and b alone for 45 s while producers put on all
+// three nodes. No node may suspect another (with the fast gossip
+// profile's one random relay per failed probe, a and b suspected each
+// other every few seconds and, under load, called each other failed),
+// the queue must stay with a, in the same epoch, and
+// every put be acknowledged: b holds its puts and hands them to a
+// through c. After the mend every acknowledged id is in ClickHouse
+// exactly once, and no two nodes ever had an insert open at once.
+func TestPartition_linkCutUnderLoad(t *testing.T) {
+	t.Parallel()
+	const table = "linkload"
+	queue := "ch:" + table
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default."+table+" (id UInt64, p UInt32, n UInt64, pad String) ENGINE = MergeTree ORDER BY id")
+	nc := newNSCluster(t, ch)
+	a := nc.nodes[0]
+	for i := range nc.nodes {
+		nc.waitMemberNames(i, "a", "b", "c")
+	}
+	t0 := time.Now()
+	logf := sinceLogf(t, t0)
+	log := seedOn(t, a, queue) // a dispatches
+	before := mustQueueOn(t, a, queue)
+
+	cfg := faults.DefaultWorkloadConfig()
+	cfg.Queue, cfg.Producers = queue, 6
+	cfg.Rate, cfg.Duration = 20, 3*time.Minute
+	cfg.PutTimeout = linkCutPutTimeout // b's first puts after the cut wait for its forward to give up
+	for _, p := range nc.nodes {
+		cfg.Endpoints = append(cfg.Endpoints, p.ClientAddr)
+	}
+	w, err := faults.StartWorkload(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop() })
+	time.Sleep(2 * time.Second) // puts flow on all three before the cut
+
+	if err := nc.net.Cut(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	cutAt := time.Now()
+	logf("link a-b cut")
+	failed := make(map[string]bool) // nodes that called a member failed
+	for time.Since(cutAt) < linkLoadCut {
+		time.Sleep(time.Second)
+		for _, p := range nc.nodes {
+			if n := metricSum(t, p, "chute_gossip_members", `state="failed"`); n != 0 && !failed[p.Name] {
+				failed[p.Name] = true
+				t.Errorf("%s calls %v member(s) failed %v after the cut of a-b alone", p.Name, n, time.Since(cutAt).Round(time.Second))
+			}
+		}
+	}
+	// A suspicion refuted in time leaves no failed member to see; the
+	// suspected member logs its refutation.
+	refuted := make(map[string]int)
+	for _, p := range nc.nodes {
+		refuted[p.Name] = strings.Count(p.Output(), "Refuting a suspect message")
+		if n := refuted[p.Name]; n > linkLoadSuspicions {
+			t.Errorf("%s was suspected, and refuted it, %d times with a-b cut alone, want at most %d", p.Name, n, linkLoadSuspicions)
+		}
+	}
+	logf("suspicions refuted during the cut: %v", refuted)
+	acked, putsFailed, timedOut := w.Counts()
+	logf("before the mend: %d puts acknowledged, %d failed, %d timed out", acked, putsFailed, timedOut)
+	if err := nc.net.Mend(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	logf("link a-b mended")
+	time.Sleep(2 * time.Second) // puts flow on the mended cluster
+	log = append(log, w.Stop()...)
+	if n := len(log) - log.Count(faults.Acked); n != 0 {
+		t.Errorf("%d of %d puts not acknowledged, want all: %v", n, len(log), w.FirstErrors())
+	}
+	if after := mustQueueOn(t, a, queue); after.Dispatcher != before.Dispatcher || after.Epoch != before.Epoch {
+		t.Errorf("the queue moved: dispatcher %s epoch %d before the cut, %s epoch %d after the mend", before.Dispatcher, before.Epoch, after.Dispatcher, after.Epoch)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), linkLoadSettle)
+	defer cancel()
+	found, err := faults.WaitIDs(ctx, ch.URL(), "default."+table, log.AckedIDs(), faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := faults.Judge(log, found)
+	logf("oracle: %v", v)
+	if err := v.Check(0, 0); err != nil {
+		t.Error(err)
+	}
+	checkOneInserter(t, nc, t0)
 }
