@@ -290,6 +290,7 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 	elections := must(counter("chute.queue.elections", "Dispatcher claims this member made."))
 	handovers := must(counter("chute.queue.handed_over", "Messages handed to a new dispatcher."))
 	handoverFailures := must(counter("chute.queue.handover_failures", "Hand-overs of what this member holds that the dispatcher did not take; the messages stay held."))
+	passedOver := must(gauge("chute.queue.members_passed_over", "{member}", "Members gossip calls alive that did not answer this member on the peer link, passed over until a ping answers."))
 	logBytes := must(gauge("chute.queue_log.bytes", "By", "Bytes of the queue log's files under the data dir: its segments, and deleted ones kept to be written over."))
 	logSpare := must(gauge("chute.queue_log.spare_bytes", "By", "Of chute.queue_log.bytes, the deleted segments' files kept to be written over (two at most): no queued message, deleted first when space is short."))
 	logRecords := must(gauge("chute.queue_log.records", "{record}", "Live records of the queue log: messages this member keeps on disk."))
@@ -319,6 +320,9 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		o.ObserveInt64(elections, int64(m.metrics.elections.Load()))
 		o.ObserveInt64(handovers, int64(m.metrics.handovers.Load()))
 		o.ObserveInt64(handoverFailures, int64(m.metrics.handoverFailures.Load()))
+		m.mu.RLock()
+		o.ObserveInt64(passedOver, int64(len(m.unreachable)))
+		m.mu.RUnlock()
 		if m.qlog != nil {
 			ls := m.qlog.Stats()
 			o.ObserveInt64(logBytes, ls.Size+ls.Spares)
@@ -329,6 +333,6 @@ func (m *Manager) registerMetrics(mp metric.MeterProvider) error {
 		}
 		return nil
 	}, depthRows, depthBytes, unacked, enqueued, delivered, redelivered, acked, refused, waited,
-		forwards, broadcasts, elections, handovers, handoverFailures, logBytes, logSpare, logRecords, logAppended, logFsyncs)
+		forwards, broadcasts, elections, handovers, handoverFailures, passedOver, logBytes, logSpare, logRecords, logAppended, logFsyncs)
 	return err
 }

@@ -168,6 +168,9 @@ func TestPartition_linkHeals(t *testing.T) {
 	logf("link a-c cut")
 	put("during-00000") // held once its forward finds no answer
 	logf("a put on c held")
+	if n := metricSum(t, c, "chute_queue_members_passed_over"); n != 1 {
+		t.Errorf("c shows %v members passed over with its link to a cut, want 1", n)
+	}
 	time.Sleep(time.Until(cutAt.Add(linkHealCut)))
 	forwarded := metricSum(t, c, "chute_queue_forwarded_total")
 	if err := nc.net.Mend(0, 2); err != nil {
@@ -183,6 +186,9 @@ func TestPartition_linkHeals(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	logf("c forwards to a again")
+	if n := metricSum(t, c, "chute_queue_members_passed_over"); n != 0 {
+		t.Errorf("c shows %v members passed over once it forwards to a again, want 0", n)
+	}
 	waitAcked(t, deliverTimeout, msgs, onA)
 	checkExactlyOnce(t, msgs, onA)
 }
