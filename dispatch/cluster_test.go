@@ -799,6 +799,19 @@ func deadPathTo(t *testing.T, ctx context.Context, a, c *member, open string) *l
 	return px
 }
 
+// deadPathPair starts a and c (c configured by confC, nil for the
+// defaults) and makes the link of c to a a proxy, for the test to stall
+// (deadPathTo, open the put that opens c's forward stream).
+func deadPathPair(t *testing.T, timeout time.Duration, open string, confC func(*Config)) (a, c *member, ctx context.Context, px *linkProxy) {
+	t.Helper()
+	cl := newCluster(t)
+	a = cl.start("a", nil)
+	c = cl.start("c", confC)
+	connect(a, c)
+	ctx = testCtx(t, timeout)
+	return a, c, ctx, deadPathTo(t, ctx, a, c, open)
+}
+
 // TestCluster_putsAcrossADeadPathHoldAtOnce: c's peer link to a, the
 // dispatcher, stalls with its connections open (a dead path: nothing
 // comes back, nothing ends them) while gossip calls a alive. Each put
@@ -810,12 +823,7 @@ func deadPathTo(t *testing.T, ctx context.Context, a, c *member, open string) *l
 // while the round pings a; once the link flows, puts are forwarded again
 // and everything reaches a's consumer, in order.
 func TestCluster_putsAcrossADeadPathHoldAtOnce(t *testing.T) {
-	cl := newCluster(t)
-	a := cl.start("a", nil)
-	c := cl.start("c", nil)
-	connect(a, c)
-	ctx := testCtx(t, 60*time.Second)
-	px := deadPathTo(t, ctx, a, c, "/q/fo/p/0-0")
+	a, c, ctx, px := deadPathPair(t, 60*time.Second, "/q/fo/p/0-0", nil)
 	if n := heldOn(c, "fo"); n != 0 {
 		t.Fatalf("c holds %d copies before the stall, want 0", n)
 	}
@@ -901,12 +909,7 @@ func TestCluster_replicatedPutsAcrossADeadPathFailAtOnce(t *testing.T) {
 // stays passed over while its link is dead, and is readmitted once it
 // answers again.
 func TestCluster_readmitLeavesTheRoundFree(t *testing.T) {
-	cl := newCluster(t)
-	a := cl.start("a", nil)
-	c := cl.start("c", nil)
-	connect(a, c)
-	ctx := testCtx(t, 60*time.Second)
-	px := deadPathTo(t, ctx, a, c, "/q/fo/p/before")
+	a, c, _, px := deadPathPair(t, 60*time.Second, "/q/fo/p/before", nil)
 	px.setStalled(true)
 	for i := range 3 {
 		c.mgr.markUnreachable(a.id)
@@ -933,12 +936,8 @@ func TestCluster_readmitLeavesTheRoundFree(t *testing.T) {
 // newer. The answer erased it, and a backup that had just failed was
 // chosen again at once.
 func TestCluster_notAnsweringDuringAPingCounts(t *testing.T) {
-	cl := newCluster(t)
-	a := cl.start("a", nil)
-	c := cl.start("c", func(c *Config) { c.ReconcileInterval = time.Hour }) // the test runs readmit
-	connect(a, c)
-	ctx := testCtx(t, 30*time.Second)
-	px := deadPathTo(t, ctx, a, c, "/q/fo/p/before")
+	byTest := func(c *Config) { c.ReconcileInterval = time.Hour } // the test runs readmit
+	a, c, _, px := deadPathPair(t, 30*time.Second, "/q/fo/p/before", byTest)
 	px.setStalled(true)
 	c.mgr.markUnreachable(a.id)
 	c.mgr.readmit() // its ping waits on the stalled link

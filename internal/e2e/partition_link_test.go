@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"chute/internal/chtest"
 	"chute/internal/faults"
 	"chute/internal/testutil"
 )
@@ -206,13 +204,8 @@ func TestPartition_linkCutUnderLoad(t *testing.T) {
 	t.Parallel()
 	const table = "linkload"
 	queue := "ch:" + table
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default."+table+" (id UInt64, p UInt32, n UInt64, pad String) ENGINE = MergeTree ORDER BY id")
-	nc := newNSCluster(t, ch)
+	ch, nc := workloadCluster(t, table)
 	a := nc.nodes[0]
-	for i := range nc.nodes {
-		nc.waitMemberNames(i, "a", "b", "c")
-	}
 	t0 := time.Now()
 	logf := sinceLogf(t, t0)
 	log := seedOn(t, a, queue) // a dispatches
@@ -272,13 +265,7 @@ func TestPartition_linkCutUnderLoad(t *testing.T) {
 		t.Errorf("the queue moved: dispatcher %s epoch %d before the cut, %s epoch %d after the mend", before.Dispatcher, before.Epoch, after.Dispatcher, after.Epoch)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), linkLoadSettle)
-	defer cancel()
-	found, err := faults.WaitIDs(ctx, ch.URL(), "default."+table, log.AckedIDs(), faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := faults.Judge(log, found)
+	v := judgeIDs(t, ch, table, log, linkLoadSettle)
 	logf("oracle: %v", v)
 	if err := v.Check(0, 0); err != nil {
 		t.Error(err)

@@ -210,13 +210,8 @@ func TestPartition_minority(t *testing.T) {
 	t.Parallel()
 	const table = "partition"
 	queue := "ch:" + table
-	ch := chtest.Start(t)
-	ch.Exec(t, "CREATE TABLE default."+table+" (id UInt64, p UInt32, n UInt64, pad String) ENGINE = MergeTree ORDER BY id")
-	nc := newNSCluster(t, ch)
+	ch, nc := workloadCluster(t, table)
 	a, c := nc.nodes[0], nc.nodes[2]
-	for i := range nc.nodes {
-		nc.waitMemberNames(i, "a", "b", "c")
-	}
 	t0 := time.Now()
 	logf := sinceLogf(t, t0)
 
@@ -356,13 +351,7 @@ func TestPartition_minority(t *testing.T) {
 		t.Errorf("queue puts on isolated c: %d of %d sent while cut off acknowledged, want all (and some)", acked, during)
 	}
 
-	sctx, scancel := context.WithTimeout(context.Background(), partitionSettle)
-	defer scancel()
-	found, err := faults.WaitIDs(sctx, ch.URL(), "default."+table, log.AckedIDs(), faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := faults.Judge(log, found)
+	v := judgeIDs(t, ch, table, log, partitionSettle)
 	logf("oracle: %v", v)
 	// A put c forwarded to the dispatcher as the cut came may have been
 	// enqueued there with its answer lost; c then holds a copy too
@@ -372,6 +361,21 @@ func TestPartition_minority(t *testing.T) {
 	}
 
 	checkOneInserter(t, nc, t0)
+}
+
+// workloadCluster starts a ClickHouse server with the workload's table
+// default.table (faults.StartWorkload's rows) and three nodes in
+// namespaces that reach it through the hub, and waits until each lists
+// all three.
+func workloadCluster(t *testing.T, table string) (*chtest.Server, *nsCluster) {
+	t.Helper()
+	ch := chtest.Start(t)
+	ch.Exec(t, "CREATE TABLE default."+table+" (id UInt64, p UInt32, n UInt64, pad String) ENGINE = MergeTree ORDER BY id")
+	nc := newNSCluster(t, ch)
+	for i := range nc.nodes {
+		nc.waitMemberNames(i, "a", "b", "c")
+	}
+	return ch, nc
 }
 
 // seedOn puts one id to the ClickHouse queue through p, which makes p
@@ -391,6 +395,19 @@ func seedOn(t *testing.T, p *Proc, queue string) faults.Log {
 		t.Fatalf("the first put on %s: %+v: %v", p.Name, log, w.FirstErrors())
 	}
 	return log
+}
+
+// judgeIDs waits up to timeout for ClickHouse's table default.table to
+// hold log's acknowledged ids, and judges what it holds against log.
+func judgeIDs(t *testing.T, ch *chtest.Server, table string, log faults.Log, timeout time.Duration) faults.Verdict {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	found, err := faults.WaitIDs(ctx, ch.URL(), "default."+table, log.AckedIDs(), faults.WaitConfig{Quiet: faultQuiet, Poll: faultPoll})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return faults.Judge(log, found)
 }
 
 // checkOneInserter checks that no two nodes of nc had an insert open at
