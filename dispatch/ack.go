@@ -324,12 +324,11 @@ func (m *Manager) readmit() {
 func (m *Manager) probeUnreachable(member uint64) {
 	ok := m.pingForwarded(member)
 	m.mu.Lock()
-	p, still := m.unreachable[member]
-	ok = ok && still && p.pinging
-	switch {
-	case ok:
+	if p, still := m.unreachable[member]; !still || !p.pinging {
+		ok = false // forgotten, or marked anew: not this ping's to settle
+	} else if ok {
 		delete(m.unreachable, member)
-	case still && p.pinging:
+	} else {
 		m.unreachable[member] = passOver{next: m.clock.Now().Add(readmitProbeEvery)}
 	}
 	m.mu.Unlock()
