@@ -713,9 +713,7 @@ func TestAck_replicateSkipsMessagesGone(t *testing.T) {
 func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
 	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
-	a.mgr.mu.Lock()
-	a.mgr.unreachable[b.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
-	a.mgr.mu.Unlock()
+	passOverFor(a.mgr, b.id, time.Hour)
 	_, err := a.cli.Put(ctx, "/q/jobs/p/after", "v")
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("a put while the only other member is passed over: got %v, want Unavailable (no copy, no acknowledgement)", err)
@@ -730,9 +728,7 @@ func TestAck_replicatedWithEveryBackupPassedOver(t *testing.T) {
 func TestAck_replicatedForwardedWithEveryBackupPassedOver(t *testing.T) {
 	a, b, ctx := replicatedPair(t)
 	putJobs(t, ctx, a, 1)
-	a.mgr.mu.Lock()
-	a.mgr.unreachable[b.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
-	a.mgr.mu.Unlock()
+	passOverFor(a.mgr, b.id, time.Hour)
 	_, err := b.cli.Put(ctx, "/q/jobs/p/forwarded", "v")
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("a put on b, forwarded to a with no member to keep a copy: got %v, want Unavailable", err)
@@ -993,6 +989,14 @@ func proxiedPeers(t *testing.T, a, b, c *member) map[uint64]*linkProxy {
 	return links
 }
 
+// passOverFor passes member over on m as markUnreachable does, its
+// next ping due after d, whatever a ping running now answers.
+func passOverFor(m *Manager, member uint64, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unreachable[member] = passOver{next: m.clock.Now().Add(d)}
+}
+
 // proxiedBackup starts a, b and c over proxied peer links (proxiedPeers),
 // makes a the dispatcher of the ack=replicated queue jobs with three
 // puts, and returns a, the links and the queue's backup, b or c.
@@ -1028,9 +1032,7 @@ func TestAck_passedOverBackupDropsItsCopies(t *testing.T) {
 	if a.mgr.queueFor("jobs").backupMember.Load() == first.id {
 		t.Fatal("the backup cut off was not passed over")
 	}
-	a.mgr.mu.Lock()
-	a.mgr.unreachable[first.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)} // not chosen again: nothing else resets it
-	a.mgr.mu.Unlock()
+	passOverFor(a.mgr, first.id, time.Hour) // not chosen again: nothing else resets it
 	links[first.id].setCut(false)
 	waitUntil(t, 20*time.Second, "the member passed over to drop its copies", func() bool {
 		return backupRowsOf(first, "jobs") == 0
@@ -1152,9 +1154,7 @@ func TestAck_failedFullCopyKeepsTheOldBackupsReleases(t *testing.T) {
 	}
 	// The preferred backup is passed over for a while: the other one
 	// gets a full copy and is the backup.
-	a.mgr.mu.Lock()
-	a.mgr.unreachable[pref.id] = passOver{next: a.mgr.clock.Now().Add(time.Hour)}
-	a.mgr.mu.Unlock()
+	passOverFor(a.mgr, pref.id, time.Hour)
 	const n = 5
 	for i := range n {
 		if _, err := a.cli.Put(ctx, fmt.Sprintf("/q/jobs/p/x%02d", i), "v"); err != nil {

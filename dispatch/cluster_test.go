@@ -912,10 +912,7 @@ func TestCluster_readmitLeavesTheRoundFree(t *testing.T) {
 	a, c, _, px := deadPathPair(t, 60*time.Second, "/q/fo/p/before", nil)
 	px.setStalled(true)
 	for i := range 3 {
-		c.mgr.markUnreachable(a.id)
-		c.mgr.mu.Lock()
-		c.mgr.unreachable[a.id] = passOver{next: c.mgr.clock.Now()} // due now, whatever the rounds did
-		c.mgr.mu.Unlock()
+		passOverFor(c.mgr, a.id, 0) // due now, whatever the rounds did
 		start := time.Now()
 		c.mgr.readmit()
 		if took := time.Since(start); took > probeTimeout/5 {
