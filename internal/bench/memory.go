@@ -43,6 +43,10 @@ type MemoryResult struct {
 	// garbage collector set before and after the rows were queued, each
 	// divided by 1+GOGC/100.
 	HeapBytes int64 `json:"heap_bytes"`
+	// HeapGoalBefore and HeapGoalAfter are those two goals, kept so that
+	// a reading that is off shows which of them is.
+	HeapGoalBefore int64 `json:"heap_goal_before"`
+	HeapGoalAfter  int64 `json:"heap_goal_after"`
 	// HeapPerRow is HeapBytes per row, and OverheadPerRow the same less
 	// the value: what the queue spends on a row beyond its value.
 	HeapPerRow     float64 `json:"heap_per_row"`
@@ -156,7 +160,8 @@ func measureRowMemory(ctx context.Context, t *target, cfg Config, rows int) (Mem
 // memoryResult computes a MemoryResult from two heap goals and two
 // resident sizes.
 func memoryResult(rows int64, valSize, keySize int, goal0, goal1, rss0, rss1 int64, gogc int) MemoryResult {
-	m := MemoryResult{Rows: rows, ValSize: valSize, KeySize: keySize, GOGC: gogc, RSSBytes: rss1 - rss0}
+	m := MemoryResult{Rows: rows, ValSize: valSize, KeySize: keySize, GOGC: gogc, RSSBytes: rss1 - rss0,
+		HeapGoalBefore: goal0, HeapGoalAfter: goal1}
 	m.HeapBytes = int64(float64(goal1-goal0) / (1 + float64(gogc)/100))
 	if rows > 0 {
 		m.HeapPerRow = float64(m.HeapBytes) / float64(rows)

@@ -9,6 +9,9 @@ func TestMemoryResult(t *testing.T) {
 	if m.HeapBytes != 44_200_000 || m.HeapPerRow != 442 || m.OverheadPerRow != 186 || m.RSSPerRow != 974 {
 		t.Errorf("got %+v, want 44.2 MB, 442 B a row, 186 beyond the value, 974 of RSS", m)
 	}
+	if m.HeapGoalBefore != 100_000_000 || m.HeapGoalAfter != 188_400_000 {
+		t.Errorf("goals: got %d and %d, want the two read", m.HeapGoalBefore, m.HeapGoalAfter)
+	}
 	if m := memoryResult(1000, 100, 16, 10_000_000, 10_300_000, 0, 0, 50); m.HeapBytes != 200_000 {
 		t.Errorf("GOGC 50: got %d bytes, want 200000", m.HeapBytes)
 	}
