@@ -840,7 +840,9 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 		attrs = append(attrs, "rows_per_sec", int64(r.Rows.RowsPerSec), "put_to_row_p99", r.Rows.P99, "rows_per_insert", int64(r.Rows.RowsPerInsert))
 	}
 	if len(r.CPU) > 0 {
-		// Each run's figures, for reading the spread of a repeated cell.
+		// Each run's figures, for reading the spread of a repeated cell:
+		// per put of the first node (a cluster's dispatcher), per row of
+		// each node and their sum.
 		attrs = append(attrs, "cpu_us_per_put", r.CPU[0].MicrosPerPut, "cpu_us_per_row", perRowSum(r.CPU))
 	}
 	if w := r.Wire; w != nil {
