@@ -372,6 +372,14 @@ func testRunMatrixClickHouse(t *testing.T, ch *chtest.Server) {
 			t.Errorf("result %d (%s): got CPU %+v, ClickHouse %+v, client %+v; want %d nodes, ClickHouse metered: %v, the client",
 				i, r.Server, r.CPU, r.ClickHouseCPU, r.ClientCPU, w.nodes, w.rows)
 		}
+		// A node that served the cell's puts read and wrote its sockets,
+		// and waited on them.
+		for _, c := range r.CPU {
+			if c.SyscallsPerRow <= 0 || c.SwitchesPerRow <= 0 {
+				t.Errorf("result %d (%s): node %s: got %v syscalls and %v switches a row, want some of each",
+					i, r.Server, c.Node, c.SyscallsPerRow, c.SwitchesPerRow)
+			}
+		}
 		// 400 rows may cost ClickHouse less than one tick of the CPU
 		// clock (10 ms): a cell may read zero, the matrix as a whole not.
 		if c := r.ClickHouseCPU; c != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -53,25 +54,103 @@ func parseStatCPU(stat []byte) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }
 
-// cpuMeter measures the CPU time some processes use between its start
-// and stop. It holds no goroutine.
+// usage is what a process has used so far: its CPU time, and, where
+// /proc shows them, its read and write syscalls and its context
+// switches. Syscalls and switches per row do not move with the
+// machine's speed, as CPU time does: a change to what the server does
+// per row shows in them run after run, where CPU time needs many runs.
+type usage struct {
+	cpu      time.Duration
+	syscalls int64 // syscr + syscw of /proc/<pid>/io; -1 when unread
+	switches int64 // summed over the live threads; -1 when unread
+}
+
+// readUsage returns what process pid has used so far. Its CPU time must
+// be read; syscalls and switches are -1 when /proc does not show them
+// (another user's process, or not Linux).
+func readUsage(pid int) (usage, error) {
+	t, err := readCPU(pid)
+	if err != nil {
+		return usage{}, err
+	}
+	u := usage{cpu: t, syscalls: -1, switches: -1}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		// syscr and syscw count the syscalls of every thread the
+		// process has had, the ones gone included.
+		if n, ok := sumFields(b, "syscr", "syscw"); ok {
+			u.syscalls = n
+		}
+	}
+	if n, ok := readSwitches(pid); ok {
+		u.switches = n
+	}
+	return u, nil
+}
+
+// sumFields returns the sum of the "name: value" lines of a /proc file
+// (io, status) called names, and whether each was there, once, as a
+// count.
+func sumFields(b []byte, names ...string) (int64, bool) {
+	var sum int64
+	found := 0
+	for line := range bytes.SplitSeq(b, []byte("\n")) {
+		name, val, ok := bytes.Cut(line, []byte(":"))
+		if !ok || !slices.Contains(names, string(name)) {
+			continue
+		}
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(val)), 10, 64)
+		if err != nil || n < 0 {
+			return 0, false
+		}
+		sum += n
+		found++
+	}
+	return sum, found == len(names)
+}
+
+// readSwitches returns the context switches, voluntary and not, of the
+// live threads of process pid: a thread that has ended takes its
+// switches with it, which a Go server's threads seldom do.
+func readSwitches(pid int) (int64, bool) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, false
+	}
+	var sum int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/status")
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		n, ok := sumFields(b, "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+		if !ok {
+			return 0, false
+		}
+		sum += n
+	}
+	return sum, true
+}
+
+// cpuMeter measures what some processes use between its start and stop.
+// It holds no goroutine.
 type cpuMeter struct {
 	procs []proc
-	start []time.Duration
+	start []usage
 	ok    []bool // the start was read
 }
 
-// startCPU reads the CPU time of procs now.
+// startCPU reads what procs have used until now.
 func startCPU(procs []proc) *cpuMeter {
-	m := &cpuMeter{procs: procs, start: make([]time.Duration, len(procs)), ok: make([]bool, len(procs))}
+	m := &cpuMeter{procs: procs, start: make([]usage, len(procs)), ok: make([]bool, len(procs))}
 	for i, p := range procs {
-		t, err := readCPU(p.pid)
-		m.start[i], m.ok[i] = t, err == nil
+		u, err := readUsage(p.pid)
+		m.start[i], m.ok[i] = u, err == nil
 	}
 	return m
 }
 
-// stop reads the CPU time of the processes again and returns what each
+// stop reads what the processes have used again and returns what each
 // used since start, per put of puts and per row of rows; a process
 // either read did not answer for (gone, or not on Linux) is left out.
 func (m *cpuMeter) stop(puts, rows int64) []NodeCPU {
@@ -80,11 +159,20 @@ func (m *cpuMeter) stop(puts, rows int64) []NodeCPU {
 		if !m.ok[i] {
 			continue
 		}
-		t, err := readCPU(p.pid)
+		u, err := readUsage(p.pid)
 		if err != nil {
 			continue
 		}
-		out = append(out, nodeCPU(p.name, t-m.start[i], puts, rows))
+		c := nodeCPU(p.name, u.cpu-m.start[i].cpu, puts, rows)
+		if rows > 0 {
+			if a, b := m.start[i].syscalls, u.syscalls; a >= 0 && b >= a {
+				c.SyscallsPerRow = float64(b-a) / float64(rows)
+			}
+			if a, b := m.start[i].switches, u.switches; a >= 0 && b >= a {
+				c.SwitchesPerRow = float64(b-a) / float64(rows)
+			}
+		}
+		out = append(out, c)
 	}
 	return out
 }

@@ -51,13 +51,49 @@ func TestCPUMeter_self(t *testing.T) {
 	m := startCPU([]proc{{name: "self", pid: os.Getpid()}, {name: "gone", pid: 1 << 30}})
 	deadline := time.Now().Add(5 * time.Second)
 	for x := 0; time.Now().Before(deadline); x++ { // burn until a tick or more is counted
-		if t, _ := readCPU(os.Getpid()); t-m.start[0] >= 50*time.Millisecond {
+		if t, _ := readCPU(os.Getpid()); t-m.start[0].cpu >= 50*time.Millisecond {
 			break
 		}
 	}
+	time.Sleep(20 * time.Millisecond) // a thread with nothing to run waits: a switch
 	got := m.stop(1000, 1000)
 	if len(got) != 1 || got[0].Node != "self" || got[0].Seconds < 0.05 || got[0].MicrosPerPut < 50 || got[0].MicrosPerRow != got[0].MicrosPerPut {
 		t.Errorf("cpu: got %+v, want self with 50 ms or more and nothing of the gone process", got)
+	}
+	// The loop read /proc/self/stat at least once a tick: its syscalls.
+	if len(got) == 1 && (got[0].SyscallsPerRow < 0.01 || got[0].SwitchesPerRow <= 0) {
+		t.Errorf("syscalls and switches: got %v and %v a row, want the loop's reads and the sleep's switch",
+			got[0].SyscallsPerRow, got[0].SwitchesPerRow)
+	}
+}
+
+func TestSumFields(t *testing.T) {
+	io := "rchar: 10\nwchar: 20\nsyscr: 300\nsyscw: 42\nread_bytes: 0\n"
+	if n, ok := sumFields([]byte(io), "syscr", "syscw"); !ok || n != 342 {
+		t.Errorf("sumFields(io): got %d, %v; want 342", n, ok)
+	}
+	status := "Name:\tchute\nvoluntary_ctxt_switches:\t7\nnonvoluntary_ctxt_switches:\t5\n"
+	if n, ok := sumFields([]byte(status), "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"); !ok || n != 12 {
+		t.Errorf("sumFields(status): got %d, %v; want 12", n, ok)
+	}
+	for _, bad := range []string{"syscr: 3\n", "syscr: 3\nsyscw: x\n", "syscr: 3\nsyscw: -1\n", ""} {
+		if n, ok := sumFields([]byte(bad), "syscr", "syscw"); ok {
+			t.Errorf("sumFields(%q): got %d, want not read", bad, n)
+		}
+	}
+}
+
+func TestNodeSum(t *testing.T) {
+	of := func(n NodeCPU) float64 { return n.SyscallsPerRow }
+	if got := nodeSum(nil, "%.3g", of); got != "-" {
+		t.Errorf("nodeSum of none: got %q, want -", got)
+	}
+	if got := nodeSum([]NodeCPU{{SyscallsPerRow: 0.0125}}, "%.3g", of); got != "0.0125" {
+		t.Errorf("nodeSum of one: got %q, want 0.0125", got)
+	}
+	three := []NodeCPU{{SyscallsPerRow: 0.5}, {SyscallsPerRow: 0.25}, {SyscallsPerRow: 0.125}}
+	if got := nodeSum(three, "%.3g", of); got != "0.5 + 0.25 + 0.125 = 0.875" {
+		t.Errorf("nodeSum of three: got %q, want 0.5 + 0.25 + 0.125 = 0.875", got)
 	}
 }
 

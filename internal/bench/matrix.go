@@ -843,7 +843,9 @@ func runCell(ctx context.Context, c cell, logger *slog.Logger) (Result, error) {
 		// Each run's figures, for reading the spread of a repeated cell:
 		// per put of the first node (a cluster's dispatcher), per row of
 		// each node and their sum.
-		attrs = append(attrs, "cpu_us_per_put", r.CPU[0].MicrosPerPut, "cpu_us_per_row", perRowSum(r.CPU))
+		attrs = append(attrs, "cpu_us_per_put", r.CPU[0].MicrosPerPut, "cpu_us_per_row", perRowSum(r.CPU),
+			"syscalls_per_row", nodeSum(r.CPU, "%.3g", func(n NodeCPU) float64 { return n.SyscallsPerRow }),
+			"switches_per_row", nodeSum(r.CPU, "%.3g", func(n NodeCPU) float64 { return n.SwitchesPerRow }))
 	}
 	if w := r.Wire; w != nil {
 		attrs = append(attrs, "compression", w.Compression, "wire_bytes_per_row", w.BytesPerRow, "node_cpu_us_per_row", w.NodeMicrosPerRow)

@@ -172,10 +172,12 @@ func medianNodeCPU(node string, c []NodeCPU) NodeCPU {
 		return median(v)
 	}
 	return NodeCPU{
-		Node:         node,
-		Seconds:      of(func(x NodeCPU) float64 { return x.Seconds }),
-		MicrosPerPut: of(func(x NodeCPU) float64 { return x.MicrosPerPut }),
-		MicrosPerRow: of(func(x NodeCPU) float64 { return x.MicrosPerRow }),
+		Node:           node,
+		Seconds:        of(func(x NodeCPU) float64 { return x.Seconds }),
+		MicrosPerPut:   of(func(x NodeCPU) float64 { return x.MicrosPerPut }),
+		MicrosPerRow:   of(func(x NodeCPU) float64 { return x.MicrosPerRow }),
+		SyscallsPerRow: of(func(x NodeCPU) float64 { return x.SyscallsPerRow }),
+		SwitchesPerRow: of(func(x NodeCPU) float64 { return x.SwitchesPerRow }),
 	}
 }
 

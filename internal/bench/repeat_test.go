@@ -142,6 +142,7 @@ func TestMedianResult_cpuPerRow(t *testing.T) {
 	run := func(rowsPerSec, node, ch, client float64, errs int64) Result {
 		r := runOf(rowsPerSec, time.Millisecond, rowsPerSec, node)
 		r.CPU[0].MicrosPerRow = node
+		r.CPU[0].SyscallsPerRow, r.CPU[0].SwitchesPerRow = node/10, node/100
 		r.ClickHouseCPU = &NodeCPU{Node: procClickHouse, Seconds: ch, MicrosPerRow: ch}
 		r.ClientCPU = &NodeCPU{Node: procClient, Seconds: client, MicrosPerRow: client}
 		r.Errors = errs
@@ -151,6 +152,9 @@ func TestMedianResult_cpuPerRow(t *testing.T) {
 	if got.CPU[0].MicrosPerRow != 5 || got.ClickHouseCPU.MicrosPerRow != 2 || got.ClientCPU.MicrosPerRow != 8 {
 		t.Errorf("medians: got node %v, ClickHouse %v, client %v µs/row; want 5, 2, 8",
 			got.CPU[0].MicrosPerRow, got.ClickHouseCPU.MicrosPerRow, got.ClientCPU.MicrosPerRow)
+	}
+	if c := got.CPU[0]; c.SyscallsPerRow != 0.5 || c.SwitchesPerRow != 0.05 {
+		t.Errorf("medians: got %v syscalls and %v switches a row, want 0.5 and 0.05", c.SyscallsPerRow, c.SwitchesPerRow)
 	}
 	sp := got.Spread
 	if sp.Errors != 384 || sp.MinMicrosPerRow != 4 || sp.MaxMicrosPerRow != 6 || sp.MinClickHouseMicrosPerRow != 1 || sp.MaxClickHouseMicrosPerRow != 3 {

@@ -760,17 +760,25 @@ func perRow(c *NodeCPU) string {
 // perRowSum is the nodes' µs per row: one node's alone, several as
 // "a + b + c = sum"; "-" for none.
 func perRowSum(nodes []NodeCPU) string {
+	return nodeSum(nodes, "%.2f", func(n NodeCPU) float64 { return n.MicrosPerRow })
+}
+
+// nodeSum is a figure of each node and their sum, each written with
+// format: "a + b + c = s", the figure alone of one node, "-" of none.
+func nodeSum(nodes []NodeCPU, format string, of func(NodeCPU) float64) string {
 	switch len(nodes) {
 	case 0:
 		return "-"
 	case 1:
-		return fmt.Sprintf("%.2f", nodes[0].MicrosPerRow)
+		return fmt.Sprintf(format, of(nodes[0]))
 	}
 	parts := make([]string, len(nodes))
+	var sum float64
 	for i, n := range nodes {
-		parts[i] = fmt.Sprintf("%.2f", n.MicrosPerRow)
+		parts[i] = fmt.Sprintf(format, of(n))
+		sum += of(n)
 	}
-	return fmt.Sprintf("%s = %.2f", strings.Join(parts, " + "), sumPerRow(nodes))
+	return strings.Join(parts, " + ") + " = " + fmt.Sprintf(format, sum)
 }
 
 // span is "min–max" with two decimals, "-" when neither was measured.

@@ -133,6 +133,11 @@ type NodeCPU struct {
 	// landed, the warmup's included (landedRows); over its puts when it
 	// did not watch rows, as for the no-op server, where a put is a row.
 	MicrosPerRow float64 `json:"cpu_us_per_row,omitempty"`
+	// SyscallsPerRow and SwitchesPerRow are the read and write syscalls
+	// and the context switches of the run over the same rows; zero when
+	// /proc did not show them (readUsage).
+	SyscallsPerRow float64 `json:"syscalls_per_row,omitempty"`
+	SwitchesPerRow float64 `json:"switches_per_row,omitempty"`
 }
 
 // TraceCount shows that a traced run was traced: the spans the bench's OTLP
