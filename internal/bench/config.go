@@ -29,14 +29,20 @@ const maxQueues = 64
 // Config is one benchmark run against one etcd-API server or cluster.
 type Config struct {
 	// Endpoints are host:port or http://host:port addresses of the server;
-	// each connection balances its calls over all of them. Required.
+	// connection i dials endpoint i mod len(Endpoints) alone, so that the
+	// connections reach the servers evenly and a server's connections
+	// carry as many putters each as one server's would: a client given
+	// every endpoint dials each, and against three nodes the putters
+	// spread over twice the connections, each answer and each request
+	// then sharing a write or a read with fewer others. Required.
 	Endpoints []string
 
 	// Clients is the number of concurrent putters. Zero is invalid.
 	Clients int
 
 	// Conns is the number of clientv3.Client connections the putters share
-	// round-robin; it is lowered to Clients when larger. Zero is invalid.
+	// round-robin; it is lowered to Clients when larger. Zero is invalid,
+	// and so is fewer than Endpoints (one would get none).
 	Conns int
 
 	// Puts is the number of measured puts (rows, with Tables). Zero is
@@ -154,6 +160,8 @@ func (c Config) Validate() error {
 	}
 	if c.Conns < 1 {
 		errs = append(errs, fmt.Errorf("bench: conns %d, want at least 1", c.Conns))
+	} else if n := len(c.Endpoints); n > 0 && c.Clients > 0 && c.conns() < n {
+		errs = append(errs, fmt.Errorf("bench: %d connections for %d endpoints: each connection dials one, want one or more each", c.conns(), n))
 	}
 	if c.Puts < 1 || c.Puts > maxPuts {
 		errs = append(errs, fmt.Errorf("bench: puts %d, want 1..%d", c.Puts, maxPuts))

@@ -56,7 +56,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&endpoints, "endpoints", "", "comma-separated host:port or http://host:port of an etcd-API server (not with --matrix)")
 	fs.StringVar(&o.label, "label", "", "server name in the report (default: the endpoints)")
 	fs.IntVar(&o.cfg.Clients, "clients", def.Clients, "concurrent putters")
-	fs.IntVar(&o.cfg.Conns, "conns", def.Conns, "clientv3 connections the putters share round-robin (at most --clients are opened)")
+	fs.IntVar(&o.cfg.Conns, "conns", def.Conns, "clientv3 connections the putters share round-robin (at most --clients are opened), spread over the endpoints, one endpoint each")
 	fs.IntVar(&o.cfg.Puts, "puts", def.Puts, "measured puts per run (rows, with --queues)")
 	fs.IntVar(&o.cfg.Txn, "txn", 0, "puts per txn, 2.."+fmt.Sprint(maxTxn)+"; 0 or 1 for unary puts (with --matrix --clickhouse-url: the txn runs' size, default 128)")
 	fs.DurationVar(&o.cfg.Duration, "duration", 0, "cap on a run's measured phase, 0 for none (a run never exceeds "+MaxRunDuration.String()+")")

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -196,6 +197,38 @@ func startDelayedNoop(t *testing.T, d NoopDelays) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
+	return serveNoop(t, l, d)
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// startCountedNoop is startNoop counting the connections it accepts in
+// accepted.
+func startCountedNoop(t *testing.T, accepted *atomic.Int64) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	return serveNoop(t, countingListener{Listener: l, accepted: accepted}, NoopDelays{})
+}
+
+// serveNoop serves a NoopServer on l until the test ends and returns
+// l's address.
+func serveNoop(t *testing.T, l net.Listener, d NoopDelays) string {
+	t.Helper()
 	srv := NewNoopServer(d)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
@@ -218,7 +251,7 @@ func smallConfig(endpoint string) Config {
 	cfg := DefaultConfig()
 	cfg.Endpoints = []string{endpoint}
 	cfg.Clients = 4
-	cfg.Conns = 2
+	cfg.Conns = 3 // one or more for each of three endpoints
 	cfg.Puts = 2000
 	cfg.Warmup = 50
 	cfg.KeyPrefix = "bench/test/"

@@ -8,7 +8,7 @@ import (
 
 // runKVGroup is the KV group of the ClickHouse plan: unary puts of
 // distinct plain keys, mc.base.Clients putters over mc.base.Conns
-// connections whose endpoint lists hold all three members, against three
+// connections spread over the three members (Config.Endpoints), against three
 // chute nodes (a fresh raft cluster) and three etcd members (mc.etcd)
 // started by the bench, both up for the whole group. The runs alternate,
 // chute then etcd, in mc.repeat rounds (runRounds), so that what drifts

@@ -125,7 +125,7 @@ func TestRunMatrix_traced(t *testing.T) {
 		calls   int64 // probes (one per connection) + warmup + puts
 	}{
 		{ServerNoop, 1, 0}, {ServerChute, 1, 0}, {ServerChuteTraced, 1, 1 + 10 + 300},
-		{ServerNoop, 4, 0}, {ServerChute, 4, 0}, {ServerChuteTraced, 4, 2 + 10 + 300},
+		{ServerNoop, 4, 0}, {ServerChute, 4, 0}, {ServerChuteTraced, 4, 3 + 10 + 300},
 	}
 	if len(results) != len(want) {
 		t.Fatalf("results: got %d, want %d: %+v", len(results), len(want), results)

@@ -204,7 +204,7 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 			"quarter of a core); the first gets the first put of every\n"+
 			"queue, so it claims and\n"+
 			"dispatches them all, and every other put goes to the second and\n"+
-			"third nodes (both in each client's endpoint list), which forward it;\n"+
+			"third nodes (half the connections to each), which forward it;\n"+
 			"after each run the first node must still dispatch every queue. Each\n"+
 			"group's processes are stopped before the next group starts. Peak RSS\n"+
 			"is the largest VmRSS of /proc/<pid>/status sampled every %v\n"+
@@ -306,8 +306,8 @@ func writeMethod(b *bytes.Buffer, s docSettings) {
 		}
 		if s.kv {
 			b.WriteString("KV: plain keys (`/bench/kv/<run>/<n>`, values as above), unary\n" +
-				"puts from the same putters and connections, every client's endpoint\n" +
-				"list holding all three members, against three chute nodes\n" +
+				"puts from the same putters and connections, the connections spread\n" +
+				"over the three members, against three chute nodes\n" +
 				"(`--bootstrap-expect 3`, measured once every node's `/readyz` is\n" +
 				"200) and against three members of an etcd cluster started by the\n" +
 				"bench (`--initial-cluster-state new` on loopback, each with its own\n" +

@@ -128,12 +128,13 @@ func waitRows(ctx context.Context, cfg Config, rw *rowWatch, got outcome) (*Rows
 	return rw.result(ctx, got.start, got.acks)
 }
 
-// dialAll creates the run's clients. clientv3.New does not wait for a
-// connection; probeAll does.
+// dialAll creates the run's clients, client i of endpoint i mod
+// len(cfg.Endpoints) alone (Config.Endpoints). clientv3.New does not wait
+// for a connection; probeAll does.
 func dialAll(ctx context.Context, cfg Config) ([]*clientv3.Client, error) {
 	clis := make([]*clientv3.Client, 0, cfg.conns())
-	for range cfg.conns() {
-		cli, err := newClient(ctx, cfg.Endpoints, cfg.DialTimeout)
+	for i := range cfg.conns() {
+		cli, err := newClient(ctx, []string{connEndpoint(cfg, i)}, cfg.DialTimeout)
 		if err != nil {
 			closeAll(clis)
 			return nil, err
@@ -141,6 +142,11 @@ func dialAll(ctx context.Context, cfg Config) ([]*clientv3.Client, error) {
 		clis = append(clis, cli)
 	}
 	return clis, nil
+}
+
+// connEndpoint is the endpoint connection i of a run dials.
+func connEndpoint(cfg Config, i int) string {
+	return cfg.Endpoints[i%len(cfg.Endpoints)]
 }
 
 // newClient is a clientv3 client of endpoints that logs nothing.
@@ -177,8 +183,8 @@ func probeAll(ctx context.Context, cfg Config, clis []*clientv3.Client) error {
 			defer cancel()
 			key := fmt.Sprintf("%sprobe/%d", cfg.KeyPrefix, i)
 			if _, err := cli.Put(pctx, key, ""); err != nil {
-				errs[i] = fmt.Errorf("bench: connection %d to %v does not answer a put within %v: %w",
-					i, cfg.Endpoints, cfg.DialTimeout, err)
+				errs[i] = fmt.Errorf("bench: connection %d to %s does not answer a put within %v: %w",
+					i, connEndpoint(cfg, i), cfg.DialTimeout, err)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,8 +34,8 @@ func TestRun_noopServer(t *testing.T) {
 	if r.P50 <= 0 || r.P50 > r.P99 {
 		t.Errorf("percentiles: got p50 %v p99 %v, want 0 < p50 <= p99", r.P50, r.P99)
 	}
-	if r.Clients != 4 || r.Conns != 2 || r.KeySize != cfg.KeySize || r.ValSize != cfg.ValSize {
-		t.Errorf("shape: got %+v, want 4 clients, 2 conns, sizes %d/%d", r, cfg.KeySize, cfg.ValSize)
+	if r.Clients != 4 || r.Conns != 3 || r.KeySize != cfg.KeySize || r.ValSize != cfg.ValSize {
+		t.Errorf("shape: got %+v, want 4 clients, 3 conns, sizes %d/%d", r, cfg.KeySize, cfg.ValSize)
 	}
 	if r.Elapsed <= 0 {
 		t.Errorf("elapsed: got %v, want > 0", r.Elapsed)
@@ -50,6 +51,27 @@ func TestRun_connsCappedAtClients(t *testing.T) {
 	}
 	if r.Conns != 2 {
 		t.Errorf("conns: got %d, want 2", r.Conns)
+	}
+}
+
+// Each connection dials one endpoint: against two servers, four
+// connections are two to each, as two are to one server of two.
+func TestRun_connectionsSpreadOverEndpoints(t *testing.T) {
+	var accepted [2]atomic.Int64
+	cfg := smallConfig(startCountedNoop(t, &accepted[0]))
+	cfg.Endpoints = append(cfg.Endpoints, startCountedNoop(t, &accepted[1]))
+	cfg.Clients, cfg.Conns, cfg.Puts, cfg.Warmup = 8, 4, 400, 0
+	r, err := Run(testContext(t), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if r.Conns != 4 || r.Puts != 400 {
+		t.Errorf("run: got %d conns, %d puts; want 4 and 400", r.Conns, r.Puts)
+	}
+	for i := range accepted {
+		if n := accepted[i].Load(); n != 2 {
+			t.Errorf("endpoint %d: accepted %d connections, want 2", i, n)
+		}
 	}
 }
 
@@ -114,6 +136,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"empty endpoint", func(c *Config) { c.Endpoints = []string{""} }, false},
 		{"zero clients", func(c *Config) { c.Clients = 0 }, false},
 		{"zero conns", func(c *Config) { c.Conns = 0 }, false},
+		{"a conn for each endpoint", func(c *Config) { c.Endpoints = []string{"a:1", "b:1", "c:1"} }, true},
+		{"fewer conns than endpoints", func(c *Config) { c.Endpoints, c.Conns = []string{"a:1", "b:1", "c:1"}, 2 }, false},
+		{"fewer clients than endpoints", func(c *Config) { c.Endpoints, c.Clients = []string{"a:1", "b:1", "c:1"}, 2 }, false},
 		{"zero puts", func(c *Config) { c.Puts = 0 }, false},
 		{"too many puts", func(c *Config) { c.Puts = maxPuts + 1 }, false},
 		{"negative duration", func(c *Config) { c.Duration = -time.Second }, false},
