@@ -775,8 +775,9 @@ func nodeSum(nodes []NodeCPU, format string, of func(NodeCPU) float64) string {
 	parts := make([]string, len(nodes))
 	var sum float64
 	for i, n := range nodes {
-		parts[i] = fmt.Sprintf(format, of(n))
-		sum += of(n)
+		v := of(n)
+		parts[i] = fmt.Sprintf(format, v)
+		sum += v
 	}
 	return strings.Join(parts, " + ") + " = " + fmt.Sprintf(format, sum)
 }
