@@ -193,11 +193,7 @@ func startNoop(t *testing.T) string {
 // startDelayedNoop is startNoop for a NoopServer that holds its answers.
 func startDelayedNoop(t *testing.T, d NoopDelays) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	return serveNoop(t, l, d)
+	return serveNoop(t, d, nil)
 }
 
 // countingListener counts the connections it accepts.
@@ -218,17 +214,21 @@ func (l countingListener) Accept() (net.Conn, error) {
 // accepted.
 func startCountedNoop(t *testing.T, accepted *atomic.Int64) string {
 	t.Helper()
+	return serveNoop(t, NoopDelays{}, accepted)
+}
+
+// serveNoop serves a NoopServer on a loopback port until the test ends
+// and returns its address; with accepted, counting the connections it
+// accepts there.
+func serveNoop(t *testing.T, d NoopDelays, accepted *atomic.Int64) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	return serveNoop(t, countingListener{Listener: l, accepted: accepted}, NoopDelays{})
-}
-
-// serveNoop serves a NoopServer on l until the test ends and returns
-// l's address.
-func serveNoop(t *testing.T, l net.Listener, d NoopDelays) string {
-	t.Helper()
+	if accepted != nil {
+		l = countingListener{Listener: l, accepted: accepted}
+	}
 	srv := NewNoopServer(d)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(l) }()
