@@ -12,7 +12,10 @@
 // machine, up to 10 s under load), and the test's cleanup stops the server
 // (SIGTERM, about 1 s; SIGKILL after 15 s) and, if the test failed, logs
 // the tail of its error log without the stack traces. Stop, Kill and
-// Restart exercise crashes and restarts on the same ports and data. A
+// Restart exercise crashes and restarts on the same ports and data; no
+// other test's server, in any package, is given those ports meanwhile
+// (18.16 binds with SO_REUSEPORT: the restarted server would share its
+// port with that one, and each answer for half the connections). A
 // missing binary fails the test with the command that installs it; it
 // never skips. Start fails a test built without the e2e tag: go test ./...
 // runs the unit tests, which must need no ClickHouse installed.

@@ -30,6 +30,8 @@ const (
 	// launchAttempts is how often Start picks new ports when another
 	// process took one between picking and the server's bind.
 	launchAttempts = 3
+	// maxPortPicks bounds the ports pickPorts asks the kernel for in one call.
+	maxPortPicks = 64
 	// errLogTail is how many lines of the error log a failed test shows.
 	errLogTail = 40
 )
@@ -48,7 +50,8 @@ type Server struct {
 	bin    string
 	dir    string
 	ports  ports
-	opts   Options // of Start, for the config Restart may write again
+	claims *portClaims // on ports; nil for ext
+	opts   Options     // of Start, for the config Restart may write again
 	client *http.Client
 
 	// lifecycle serializes Stop, Kill, Restart and cleanup, so one process
@@ -105,15 +108,28 @@ func Start(t testing.TB, opts ...Options) *Server {
 	if err != nil {
 		t.Fatal(missingBinary)
 	}
+	claims, err := openPortClaims()
+	if err != nil {
+		t.Fatalf("chtest: %v", err)
+	}
 	s := newServer(nil)
-	s.bin, s.dir, s.opts = bin, t.TempDir(), o
+	s.bin, s.dir, s.opts, s.claims = bin, t.TempDir(), o, claims
 	// Registered after t.TempDir, so it runs before the directory goes.
 	t.Cleanup(func() { s.cleanup(t) })
 
+	n := 2
+	if o.TLSCertFile != "" {
+		n = 3
+	}
 	for attempt := 1; ; attempt++ {
-		p, err := freePorts(o.TLSCertFile != "")
+		s.releasePorts(s.ports)
+		got, err := pickPorts(n, claims, nil, listenLoopback)
 		if err != nil {
 			t.Fatalf("chtest: %v", err)
+		}
+		p := ports{HTTP: got[0], TCP: got[1]}
+		if n == 3 {
+			p.HTTPS = got[2]
 		}
 		s.ports = p
 		if err := writeConfig(s.dir, p, o); err != nil {
@@ -157,34 +173,60 @@ func findBinary() (string, error) {
 	return "", errors.New(missingBinary)
 }
 
-// freePorts asks the kernel for two distinct free loopback ports, three
-// with https. They are released before the server binds them; launch
-// reports errPortInUse if another process was quicker.
-func freePorts(https bool) (ports, error) {
+// pickPorts asks the kernel for n distinct free loopback ports and claims
+// them in c, passing over the ports skip names and those another Server
+// claimed: that server may be stopped, to bind them again. The kernel may
+// give the ports to anyone once pickPorts returns; launch reports
+// errPortInUse if another process bound one first.
+func pickPorts(n int, c *portClaims, skip func(port int) bool, listen func() (net.Listener, error)) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
 			l.Close()
 		}
 	}()
-	n := 2
-	if https {
-		n = 3
-	}
 	var got []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return ports{}, fmt.Errorf("free port: %w", err)
+	fail := func(err error) ([]int, error) {
+		for _, port := range got {
+			c.release(port)
 		}
+		return nil, err
+	}
+	for len(got) < n {
+		if len(ls) == maxPortPicks {
+			return fail(fmt.Errorf("no free port unclaimed by another test's server in %d picks", maxPortPicks))
+		}
+		l, err := listen()
+		if err != nil {
+			return fail(fmt.Errorf("free port: %w", err))
+		}
+		// Held until the end, so that the kernel gives another port next.
 		ls = append(ls, l)
-		got = append(got, l.Addr().(*net.TCPAddr).Port)
+		port := l.Addr().(*net.TCPAddr).Port
+		if skip != nil && skip(port) {
+			continue
+		}
+		ok, err := c.claim(port)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			got = append(got, port)
+		}
 	}
-	p := ports{HTTP: got[0], TCP: got[1]}
-	if https {
-		p.HTTPS = got[2]
+	return got, nil
+}
+
+// listenLoopback listens on a port of the kernel's choice, for pickPorts.
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// releasePorts gives the claims on p up, before Start picks others.
+func (s *Server) releasePorts(p ports) {
+	for _, port := range []int{p.HTTP, p.TCP, p.HTTPS} {
+		if port != 0 {
+			s.claims.release(port)
+		}
 	}
-	return p, nil
 }
 
 // launch starts the binary on the written config and waits for /ping.
@@ -317,6 +359,9 @@ func (s *Server) cleanup(t testing.TB) {
 	if t.Failed() {
 		t.Logf("chtest: clickhouse-server on %s, files in %s; error log tail:\n%s", s.HTTPAddr(), s.dir, s.errLogTail())
 	}
+	if err := s.claims.close(); err != nil {
+		t.Errorf("chtest: %v", err)
+	}
 }
 
 // HTTPAddr is the server's HTTP address, "127.0.0.1:port".
@@ -428,21 +473,21 @@ func (s *Server) Restart(t testing.TB) {
 // newTCPPort moves the native protocol to another free port, keeping the
 // others, and writes the config again. The caller holds lifecycle.
 func (s *Server) newTCPPort() error {
-	for range launchAttempts {
-		p, err := freePorts(false)
-		if err != nil {
-			return err
-		}
-		for _, port := range []int{p.HTTP, p.TCP} {
-			if port != s.ports.HTTP && port != s.ports.HTTPS && port != s.ports.TCP {
-				s.mu.Lock()
-				s.ports.TCP = port
-				s.mu.Unlock()
-				return writeConfig(s.dir, s.ports, s.opts)
-			}
-		}
+	mine := func(port int) bool {
+		return port == s.ports.HTTP || port == s.ports.HTTPS || port == s.ports.TCP
 	}
-	return errors.New("no free port for the native protocol")
+	got, err := pickPorts(1, s.claims, mine, listenLoopback)
+	if err != nil {
+		return err
+	}
+	old := s.ports.TCP
+	s.mu.Lock()
+	s.ports.TCP = got[0]
+	s.mu.Unlock()
+	if err := s.claims.release(old); err != nil {
+		return err
+	}
+	return writeConfig(s.dir, s.ports, s.opts)
 }
 
 // errLogTail returns the last errLogTail lines of the server's error log,
