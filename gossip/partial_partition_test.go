@@ -101,10 +101,10 @@ type cutNode struct {
 }
 
 // cutTrio starts a, b and c on 127.0.<net>.1-3 as chute configures
-// memberlist (Config.serfConfig with Fast timings, gatedTransport), each
-// sending through a cutTransport, and waits until every one lists all
-// three alive.
-func cutTrio(t *testing.T, net int) (a, b, c *cutNode) {
+// memberlist (Config.serfConfig with Fast timings, gatedTransport), then
+// changed by tune, each sending through a cutTransport, and waits until
+// every one lists all three alive.
+func cutTrio(t *testing.T, net int, tune func(*memberlist.Config)) (a, b, c *cutNode) {
 	t.Helper()
 	var nodes []*cutNode
 	for i, name := range []string{"a", "b", "c"} {
@@ -116,6 +116,7 @@ func cutTrio(t *testing.T, net int) (a, b, c *cutNode) {
 		logger := log.New(lines, "", 0)
 		ml := cfg.serfConfig(resolvedAddr{host, port}, resolvedAddr{host, port}, nil, nil, logger).MemberlistConfig
 		ml.Name = name
+		tune(ml)
 		gt, err := newGatedTransport(host, port, logger)
 		if err != nil {
 			t.Fatal(err)
@@ -154,23 +155,30 @@ func cutTrio(t *testing.T, net int) (a, b, c *cutNode) {
 
 // With the link a-b cut both ways and c reaching both, each of a and b
 // probes the other through c, and neither suspects the other. memberlist
-// asks IndirectChecks members to relay a probe and picks them at random
-// (kRandomNodes): with DefaultLocalConfig's single relay and three
-// members, 3*n = 9 random draws miss c (2/3)^9 = 2.6% of the time, no
-// relay is asked, and the probed node is suspected (then, with Fast's 200
-// ms suspicion, reported failed whenever its refutation through c comes
-// late). Six trios for 10s make a miss near certain: about 10 suspicions
-// were expected with one relay (measured: 4 in 5 trios for 6s under
-// -race), so none passes by chance.
+// asks IndirectChecks members to relay a probe and, below 3*IndirectChecks
+// members, tries every member in turn; with DefaultLocalConfig's single
+// relay it draws at random, 3*n draws that miss c (2/3)^9 = 2.6% of the
+// time: no relay is asked, and the probed node is suspected. The fast
+// profile's 100 ms probe round is given 1 s here (500 ms for the direct
+// ack): the relayed ack must beat it, and under make test's load a round
+// of 100 ms missed it for a quarter of the probes (CI), whereas a missed
+// relay fails the probe whatever its time. At one probe of b by a every
+// 2 s, 30 trios make 300 probes in 10 s, about 8 suspicions with one relay
+// (a pass by chance e^-7.8 = 0.04% of the time).
 func TestMembership_partialPartition_indirectProbesKeepAlive(t *testing.T) {
 	const (
-		trios = 6
+		trios = 30
 		cut   = 10 * time.Second
 	)
+	slowRounds := func(ml *memberlist.Config) {
+		ml.ProbeInterval = time.Second
+		ml.ProbeTimeout = 500 * time.Millisecond
+		ml.GossipInterval = 200 * time.Millisecond
+	}
 	type pair struct{ a, b *cutNode }
 	var pairs []pair
 	for i := range trios {
-		a, b, _ := cutTrio(t, 20+i)
+		a, b, _ := cutTrio(t, 100+i, slowRounds)
 		pairs = append(pairs, pair{a, b})
 	}
 	for _, p := range pairs {
