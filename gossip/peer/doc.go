@@ -29,6 +29,9 @@
 //     https:// needs credentials (Config.Validate).
 //   - A message on the link is at most MaxMessageBytes, received by the
 //     listener and by every connection Dial opens.
+//   - Flow control is fixed at both ends: a stream holds at most
+//     StreamWindowBytes unread, a connection ConnWindowBytes, and no end
+//     pings to estimate the link's bandwidth.
 //   - Services are registered before Start; Shutdown cuts every stream
 //     rather than draining it, as the link's streams are long-lived and
 //     their users repair or retry what was cut.

@@ -45,6 +45,8 @@ func NewServer(cfg Config) (*Server, error) {
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.ReadBufferSize(BufferBytes),
 		grpc.WriteBufferSize(BufferBytes),
+		grpc.InitialWindowSize(StreamWindowBytes),
+		grpc.InitialConnWindowSize(ConnWindowBytes),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: MinPingInterval, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 	}

@@ -136,10 +136,10 @@ func (w watchEnds) Watch(_ *healthpb.HealthCheckRequest, s healthpb.Health_Watch
 	return nil
 }
 
-// stallingProxy passes one TCP connection to target until stall is
-// closed; then it passes nothing either way and closes nothing, as a
-// dead path.
-func stallingProxy(t *testing.T, target string, stall <-chan struct{}) string {
+// proxy passes one TCP connection to target, showing tap (if not nil)
+// what it passes, until stall is closed (never, if nil); then it passes
+// nothing either way and closes nothing, as a dead path.
+func proxy(t *testing.T, target string, stall <-chan struct{}, tap func(toServer bool, b []byte)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -150,7 +150,7 @@ func stallingProxy(t *testing.T, target string, stall <-chan struct{}) string {
 		conns []net.Conn
 	)
 	done := make(chan struct{})
-	pass := func(dst, src net.Conn) {
+	pass := func(dst, src net.Conn, toServer bool) {
 		buf := make([]byte, 32<<10)
 		for {
 			n, err := src.Read(buf)
@@ -161,6 +161,9 @@ func stallingProxy(t *testing.T, target string, stall <-chan struct{}) string {
 			default:
 			}
 			if n > 0 {
+				if tap != nil {
+					tap(toServer, buf[:n])
+				}
 				if _, err := dst.Write(buf[:n]); err != nil {
 					return
 				}
@@ -184,8 +187,8 @@ func stallingProxy(t *testing.T, target string, stall <-chan struct{}) string {
 		mu.Lock()
 		conns = append(conns, c, u)
 		mu.Unlock()
-		wg.Go(func() { pass(u, c) })
-		wg.Go(func() { pass(c, u) })
+		wg.Go(func() { pass(u, c, true) })
+		wg.Go(func() { pass(c, u, false) })
 	})
 	t.Cleanup(func() {
 		close(done)
@@ -219,7 +222,7 @@ func TestServer_keepaliveEndsStreamsOfADeadPath(t *testing.T) {
 	}
 	defer func() { _ = s.Shutdown(context.Background()) }()
 	stall := make(chan struct{})
-	addr := stallingProxy(t, s.Addrs()[0].String(), stall)
+	addr := proxy(t, s.Addrs()[0].String(), stall, nil)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
