@@ -40,10 +40,12 @@ type Consensus struct {
 	readyTerm atomic.Uint64
 	// readyIndex is that barrier's index: every entry up to it is in the
 	// StateMachine once the barrier answered, and every later entry
-	// of readyTerm reaches it (commands and configurations: this member
-	// appends no other kind in its term after that barrier).
+	// of readyTerm but the nudges reaches it (commands and
+	// configurations: this member appends no other kind in its term
+	// after that barrier).
 	readyIndex atomic.Uint64
 	barriers   atomic.Uint64 // barriers issued; tests count them
+	nudges     atomic.Uint64 // nudges issued (nudge.go); tests count them
 	verifies   atomic.Uint64 // leadership checks issued for reads; tests count them
 	forwards   atomic.Uint64 // Propose calls sent to a leader; tests count them
 
@@ -57,6 +59,11 @@ type Consensus struct {
 	queues map[raft.ServerAddress]*proposeQueue // commands to forward, by leader
 
 	applies applyQueue // commands to apply through this member's raft
+
+	nudgeMu    sync.Mutex // guards the three below
+	nudging    *nudge     // the nudge on its way, nil when none
+	nudged     *nudge     // the last nudge appended that answered
+	nudgeAgain bool       // nudgeIfQuiet was called while one was on its way
 }
 
 var _ kv.Consensus = (*Consensus)(nil)

@@ -170,7 +170,17 @@ func (m *member) stop(t *testing.T) {
 // ready leader.
 func startCluster(t *testing.T, mutate func(*Config)) []*member {
 	t.Helper()
-	ms := []*member{startMember(t, "m1", mutate), startMember(t, "m2", mutate), startMember(t, "m3", mutate)}
+	return startTunedCluster(t, mutate, nil)
+}
+
+// startTunedCluster is startCluster with raft's configuration adjusted
+// by tune.
+func startTunedCluster(t *testing.T, mutate func(*Config), tune func(*raft.Config)) []*member {
+	t.Helper()
+	var ms []*member
+	for _, name := range []string{"m1", "m2", "m3"} {
+		ms = append(ms, startRaft(t, name, testutil.FreeAddr(t), 0xabc, newDisk(), mutate, tune))
+	}
 	var servers []raft.Server
 	for _, m := range ms {
 		servers = append(servers, raft.Server{ID: m.id, Address: raft.ServerAddress(m.addr)})

@@ -140,6 +140,7 @@ func (q *applyQueue) run() {
 		batch := q.take()
 		if batch == nil {
 			q.order.Unlock()
+			q.c.nudgeIfQuiet() // the followers learn of the last entry's commit
 			return
 		}
 		if batch = q.inTerm(batch); len(batch) == 0 {

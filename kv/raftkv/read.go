@@ -23,8 +23,9 @@ import (
 // a command or a configuration (NewFSM passes both), never the no-op a
 // new leader appends or a barrier. Indexes up to readyIndex are answered
 // with the StateMachine's applied index, which is such an entry; later
-// ones are entries this leader appended in readyTerm after its barrier,
-// all commands or configurations.
+// ones are entries this leader appended in readyTerm after its barrier:
+// commands, configurations and nudges (nudge.go), an index up to the
+// last nudge answered with the nudge's read.
 
 // raft.VerifyLeader is not the whole check: it counts answers to
 // heartbeats sent before it was called, which a leader frozen or cut off
@@ -136,6 +137,13 @@ func (c *Consensus) verifiedIndex() (uint64, error) {
 	if idx <= c.readyIndex.Load() {
 		return c.sm.Applied(), nil
 	}
+	n, err := c.lastNudge()
+	if err != nil {
+		return 0, err
+	}
+	if n != nil && idx <= n.index {
+		return n.read, nil
+	}
 	return idx, nil
 }
 
@@ -218,5 +226,6 @@ func (c *Consensus) barrier() (uint64, error) {
 		c.readyIndex.Store(ix.Index())
 	}
 	c.readyTerm.Store(term)
+	c.nudgeIfQuiet() // the followers learn of the commits before it
 	return c.sm.Applied(), nil
 }

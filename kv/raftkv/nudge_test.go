@@ -1,0 +1,131 @@
+package raftkv
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"chute/internal/testutil"
+)
+
+// quietTick is a commit tick far longer than the tests below wait for a
+// follower: what a follower learns within promptly it learned from a
+// nudge, since raft's heartbeats carry no commit index.
+const quietTick = 10 * time.Second
+
+// promptly bounds a follower's apply after the leader's, a few round
+// trips on loopback with room for a loaded machine, and far below
+// quietTick.
+const promptly = 2 * time.Second
+
+func quietRaft(c *raft.Config) { c.CommitTimeout = quietTick }
+
+// TestNudge_followersApplyPromptly: with raft's commit tick out of
+// reach, each command a quiet cluster commits reaches the followers'
+// state machines within a few round trips, and so does the read index
+// a follower is handed for it; the nudges stop once they told the
+// followers (one for each command, none while the cluster stays quiet).
+func TestNudge_followersApplyPromptly(t *testing.T) {
+	ms := startTunedCluster(t, nil, quietRaft)
+	leader := waitLeader(t, ms...)
+	fs := followers(ms, leader)
+	for round := range 4 {
+		cmd := fmt.Sprintf("cmd-%d", round)
+		proposer := ms[round%len(ms)]
+		if err := proposer.c.Propose(testCtx(t), []byte(cmd)); err != nil {
+			t.Fatalf("round %d: propose on %s: %v", round, proposer.name, err)
+		}
+		at := leader.sm.indexOf(cmd)
+		for _, f := range fs {
+			testutil.EventuallyTrue(t, promptly, fmt.Sprintf("round %d: %s applies %s", round, f.name, cmd), func() bool {
+				return f.sm.indexOf(cmd) == at
+			})
+			idx, err := f.c.ReadIndex(testCtx(t))
+			if err != nil {
+				t.Fatalf("round %d: read index on %s: %v", round, f.name, err)
+			}
+			if idx < at {
+				t.Fatalf("round %d: read index %d on %s, below the command's %d", round, idx, f.name, at)
+			}
+			testutil.EventuallyTrue(t, promptly, fmt.Sprintf("round %d: %s reaches read index %d", round, f.name, idx), func() bool {
+				return f.sm.Applied() >= idx
+			})
+		}
+	}
+	// Quiet: the last nudge told of everything before it, and no other
+	// follows it.
+	testutil.EventuallyTrue(t, promptly, "the leader's log all committed", func() bool {
+		return leader.raft.CommitIndex() == leader.raft.LastIndex()
+	})
+	issued := leader.c.nudges.Load()
+	time.Sleep(500 * time.Millisecond)
+	if got := leader.c.nudges.Load(); got != issued {
+		t.Fatalf("the quiet leader issued %d nudges in half a second", got-issued)
+	}
+	if issued == 0 || issued > 4+2 {
+		t.Fatalf("%d nudges for 4 commands and a term's barrier", issued)
+	}
+	for _, m := range ms {
+		if m != leader && m.c.nudges.Load() != 0 {
+			t.Fatalf("follower %s issued %d nudges", m.name, m.c.nudges.Load())
+		}
+	}
+}
+
+// TestNudge_concurrentWritesAndReads: proposals from every member at
+// once, with reads on the followers between them; every read index is
+// at least the last command its reader saw acknowledged, and the
+// follower reaches it promptly, though the commit tick never comes. The
+// nudges then cover commands appended while one was on its way.
+func TestNudge_concurrentWritesAndReads(t *testing.T) {
+	ms := startTunedCluster(t, nil, quietRaft)
+	leader := waitLeader(t, ms...)
+	const writers, each = 3, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*len(ms))
+	for w := range writers {
+		for _, m := range ms {
+			wg.Go(func() {
+				for i := range each {
+					cmd := fmt.Sprintf("%s-%d-%d", m.name, w, i)
+					if err := m.c.Propose(testCtx(t), []byte(cmd)); err != nil {
+						errs <- fmt.Errorf("propose %s: %w", cmd, err)
+						return
+					}
+					if m == leader {
+						continue
+					}
+					idx, err := m.c.ReadIndex(testCtx(t))
+					if err != nil {
+						errs <- fmt.Errorf("read on %s: %w", m.name, err)
+						return
+					}
+					if at := leader.sm.indexOf(cmd); idx < at {
+						errs <- fmt.Errorf("read on %s: index %d, below %s's %d, acknowledged before", m.name, idx, cmd, at)
+						return
+					}
+					deadline := time.Now().Add(promptly)
+					for m.sm.indexOf(cmd) == 0 || m.sm.Applied() < idx {
+						if time.Now().After(deadline) {
+							errs <- fmt.Errorf("%s: %s applied at %d, %d applied of read index %d, after %v",
+								m.name, cmd, m.sm.indexOf(cmd), m.sm.Applied(), idx, promptly)
+							return
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if leader.c.nudges.Load() == 0 {
+		t.Fatal("no nudge issued")
+	}
+}
