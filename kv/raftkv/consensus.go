@@ -60,10 +60,11 @@ type Consensus struct {
 
 	applies applyQueue // commands to apply through this member's raft
 
-	nudgeMu    sync.Mutex // guards the three below
-	nudging    *nudge     // the nudge on its way, nil when none
-	nudged     *nudge     // the last nudge appended that answered
-	nudgeAgain bool       // nudgeIfQuiet was called while one was on its way
+	nudgeMu      sync.Mutex // guards the four below
+	nudgeRunning bool       // runNudges is on its way
+	nudgeAgain   bool       // nudgeIfQuiet was called since its last look
+	nudging      *nudge     // the nudge appended and not answered, nil when none
+	nudged       *nudge     // the last nudge that answered
 }
 
 var _ kv.Consensus = (*Consensus)(nil)

@@ -1,6 +1,8 @@
 package raftkv
 
 import (
+	"time"
+
 	"github.com/hashicorp/raft"
 
 	"chute/kv"
@@ -14,10 +16,13 @@ import (
 // That tick is most of what an idle cluster does (on the development
 // machine it was two thirds of three idle members' CPU at raft's 50 ms),
 // so cmd/chute sets it long, and the leader tells the followers itself:
-// once its apply queue is empty and everything in its log committed, it
-// appends a barrier, a nudge, whose request carries the commit of
-// everything before it. A follower then applies the last command within
-// a round trip of its commit, not a tick later.
+// once its log has been quiet for nudgeDelay (its apply queue empty, no
+// entry appended) and everything in it committed, it appends a barrier,
+// a nudge, whose request carries the commit of everything before it.
+// A follower then applies the last command within nudgeDelay and a
+// round trip of its commit. The delay bounds the nudges, each an entry
+// every member writes, to one per nudgeDelay however the writes come.
+// A cluster of one has no follower to tell.
 //
 // A nudge changes nothing, so no follower needs to learn that it
 // committed, and none is appended for one: the leader nudges again only
@@ -28,87 +33,107 @@ import (
 // nudge's read, the StateMachine's applied index once the nudge answered,
 // which holds every command before the nudge (verifiedIndex).
 
+// nudgeDelay is how long the leader's log stays quiet before a nudge:
+// raft's default commit tick, the most a follower waited before.
+const nudgeDelay = 50 * time.Millisecond
+
 // nudge is one barrier appended to tell the followers of the commit.
 type nudge struct {
 	done chan struct{} // closed once the fields are set
-	// index is the barrier's index, 0 when none was appended or it
-	// failed; told is the commit index before it was appended, which its
+	// index is the barrier's index, 0 when it failed; told is the commit index before it was appended, which its
 	// request carries at least; read is the StateMachine's Applied once
 	// it answered.
 	index, told, read uint64
 }
 
-// nudgeIfQuiet has a nudge appended, after this one answered if one is
-// on its way (one at a time), when this member leads and its log is
-// quiet (see nudgeOnce). It does not wait.
+// nudgeIfQuiet has the log looked at after nudgeDelay, and a nudge
+// appended then if it is quiet (nudgeOnce); once more after that when
+// called while a look is on its way. It does not wait.
 func (c *Consensus) nudgeIfQuiet() {
 	c.nudgeMu.Lock()
-	if c.nudging != nil {
+	if c.nudgeRunning {
 		c.nudgeAgain = true
 		c.nudgeMu.Unlock()
 		return
 	}
-	n := &nudge{done: make(chan struct{})}
-	c.nudging = n
+	c.nudgeRunning = true
 	c.nudgeMu.Unlock()
-	if !c.goAttach(func() { c.runNudges(n) }) {
+	if !c.goAttach(c.runNudges) {
 		c.nudgeMu.Lock()
-		c.nudging = nil
+		c.nudgeRunning = false
 		c.nudgeMu.Unlock()
-		close(n.done)
 	}
 }
 
-// runNudges runs n, and another after it while nudgeIfQuiet was called
-// meanwhile.
-func (c *Consensus) runNudges(n *nudge) {
-	for n != nil {
-		c.nudgeOnce(n)
+// runNudges looks at the log after nudgeDelay, again while nudgeIfQuiet
+// was called meanwhile, until closed.
+func (c *Consensus) runNudges() {
+	timer := time.NewTimer(nudgeDelay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+		case <-c.stop:
+			c.nudgeMu.Lock()
+			c.nudgeRunning = false
+			c.nudgeMu.Unlock()
+			return
+		}
 		c.nudgeMu.Lock()
-		if n.index != 0 {
-			c.nudged = n
-		}
-		done := n
-		n = nil
-		if c.nudgeAgain && !c.stopped() {
-			c.nudgeAgain = false
-			n = &nudge{done: make(chan struct{})}
-		}
-		c.nudging = n
+		c.nudgeAgain = false // a call from here on asks for another look
 		c.nudgeMu.Unlock()
-		close(done.done)
+		c.nudgeOnce()
+		c.nudgeMu.Lock()
+		if !c.nudgeAgain {
+			c.nudgeRunning = false
+			c.nudgeMu.Unlock()
+			return
+		}
+		c.nudgeMu.Unlock()
+		timer.Reset(nudgeDelay)
 	}
 }
 
-// nudgeOnce appends n's barrier and waits for it, when this member leads
-// in a term whose barrier committed, every entry of its log committed,
-// and the last is not a nudge that told of every entry before it. An
-// entry still on its way is left to whoever appended it: the apply
-// queue calls nudgeIfQuiet when its last entry answers.
-func (c *Consensus) nudgeOnce(n *nudge) {
+// nudgeOnce appends a nudge and waits for it, when this member leads in
+// a term whose barrier committed, has followers, every entry of its log
+// committed, and the last is not a nudge that told of every entry before
+// it. An entry still on its way is left to whoever appended it: the
+// apply queue calls nudgeIfQuiet when its last entry answers, and so
+// does the barrier of a term.
+func (c *Consensus) nudgeOnce() {
 	if c.raft.State() != raft.Leader || c.readyTerm.Load() != c.raft.CurrentTerm() {
+		return
+	}
+	if len(c.raft.GetConfiguration().Configuration().Servers) < 2 {
 		return
 	}
 	last, commit := c.raft.LastIndex(), c.raft.CommitIndex()
 	if commit < last {
 		return
 	}
+	n := &nudge{done: make(chan struct{})}
 	c.nudgeMu.Lock()
 	prev := c.nudged
-	c.nudgeMu.Unlock()
 	if prev != nil && prev.index == last && prev.told+1 >= last {
+		c.nudgeMu.Unlock()
 		return
 	}
+	c.nudging = n // before the barrier is appended: lastNudge waits for it
+	c.nudgeMu.Unlock()
 	c.nudges.Add(1)
 	f := c.raft.Barrier(c.cfg.ApplyTimeout)
-	if f.Error() != nil {
-		return // a leader that lost its term answers reads with a barrier of the next
+	if f.Error() == nil { // else a leader that lost its term answers reads with a barrier of the next
+		if ix, ok := f.(interface{ Index() uint64 }); ok {
+			n.index, n.told, n.read = ix.Index(), commit, c.sm.Applied()
+		}
 	}
-	ix, ok := f.(interface{ Index() uint64 })
-	if !ok {
-		return
+	c.nudgeMu.Lock()
+	if n.index != 0 {
+		c.nudged = n
 	}
-	n.index, n.told, n.read = ix.Index(), commit, c.sm.Applied()
+	c.nudging = nil
+	c.nudgeMu.Unlock()
+	close(n.done)
 }
 
 // lastNudge waits for the nudge on its way, if any, and returns the last

@@ -129,3 +129,51 @@ func TestNudge_concurrentWritesAndReads(t *testing.T) {
 		t.Fatal("no nudge issued")
 	}
 }
+
+// TestNudge_boundedBySteadyWrites: a command every 10 ms, each committed
+// well before the next, would each be the last of its burst; the
+// nudges, each an entry every member writes, stay at one per nudgeDelay.
+func TestNudge_boundedBySteadyWrites(t *testing.T) {
+	ms := startTunedCluster(t, nil, quietRaft)
+	leader := waitLeader(t, ms...)
+	time.Sleep(2 * nudgeDelay) // the term's nudge
+	before := leader.c.nudges.Load()
+	start := time.Now()
+	writes := 0
+	for time.Since(start) < time.Second {
+		if err := leader.c.Propose(testCtx(t), fmt.Appendf(nil, "w-%d", writes)); err != nil {
+			t.Fatal(err)
+		}
+		writes++
+		time.Sleep(10 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	time.Sleep(2 * nudgeDelay) // the last write's nudge
+	got := leader.c.nudges.Load() - before
+	if limit := uint64(elapsed/nudgeDelay) + 2; got > limit {
+		t.Fatalf("%d nudges for %d writes in %v, want at most %d (one per %v)", got, writes, elapsed, limit, nudgeDelay)
+	}
+	if got == 0 {
+		t.Fatal("no nudge after the writes")
+	}
+	t.Logf("%d nudges for %d writes in %v", got, writes, elapsed)
+}
+
+// TestNudge_oneMemberNone: a cluster of one has no follower to tell, and
+// appends no nudge after its commands.
+func TestNudge_oneMemberNone(t *testing.T) {
+	m := startMember(t, "solo", nil)
+	if err := m.raft.BootstrapCluster(raft.Configuration{Servers: []raft.Server{{ID: m.id, Address: raft.ServerAddress(m.addr)}}}).Error(); err != nil {
+		t.Fatal(err)
+	}
+	waitLeader(t, m)
+	for i := range 3 {
+		if err := m.c.Propose(testCtx(t), fmt.Appendf(nil, "solo-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * nudgeDelay)
+	}
+	if got := m.c.nudges.Load(); got != 0 {
+		t.Fatalf("a cluster of one appended %d nudges", got)
+	}
+}
