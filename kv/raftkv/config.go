@@ -36,6 +36,9 @@ const (
 	// that has not answered a read or a renewal by then is as likely
 	// gone as a follower's raft thinks it is.
 	DefaultTryTimeout = time.Second
+	// DefaultNudgeInterval is raft's default commit tick, the most a
+	// follower waited for a commit before the leader nudged (nudge.go).
+	DefaultNudgeInterval = 50 * time.Millisecond
 )
 
 // FieldError is a setting that cannot work; Field names it.
@@ -76,6 +79,11 @@ type Config struct {
 	// forwarded by a peer: peer input is bounded as client input is.
 	// Zero: DefaultMaxCommandBytes.
 	MaxCommandBytes int
+	// NudgeInterval is the least time between two nudges of the leader
+	// (nudge.go): a nudge goes at once after a quiet write, and after a
+	// write within NudgeInterval of the last nudge once that much passed.
+	// Zero: DefaultNudgeInterval.
+	NudgeInterval time.Duration
 	// Logger receives the package's logs. Nil: discarded.
 	Logger *slog.Logger
 }
@@ -87,6 +95,7 @@ func DefaultConfig() Config {
 		ApplyTimeout:    DefaultApplyTimeout,
 		TryTimeout:      DefaultTryTimeout,
 		MaxCommandBytes: DefaultMaxCommandBytes,
+		NudgeInterval:   DefaultNudgeInterval,
 	}
 }
 
@@ -106,6 +115,7 @@ func (c Config) Validate() error {
 	errs = append(errs, setting.Negative("raftkv", setting.Num("ApplyTimeout", c.ApplyTimeout))...)
 	errs = append(errs, setting.Negative("raftkv", setting.Num("TryTimeout", c.TryTimeout))...)
 	errs = append(errs, setting.Negative("raftkv", setting.Num("MaxCommandBytes", c.MaxCommandBytes))...)
+	errs = append(errs, setting.Negative("raftkv", setting.Num("NudgeInterval", c.NudgeInterval))...)
 	return errors.Join(errs...)
 }
 
@@ -119,6 +129,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxCommandBytes == 0 {
 		c.MaxCommandBytes = d.MaxCommandBytes
+	}
+	if c.NudgeInterval == 0 {
+		c.NudgeInterval = d.NudgeInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -12,8 +12,8 @@ import (
 
 // TestConfig_Validate names each field that cannot work.
 func TestConfig_Validate(t *testing.T) {
-	err := Config{ApplyTimeout: -1, MaxCommandBytes: -1}.Validate()
-	want := map[string]bool{"Raft": true, "Answers": true, "SM": true, "MemberID": true, "ApplyTimeout": true, "MaxCommandBytes": true}
+	err := Config{ApplyTimeout: -1, MaxCommandBytes: -1, NudgeInterval: -1}.Validate()
+	want := map[string]bool{"Raft": true, "Answers": true, "SM": true, "MemberID": true, "ApplyTimeout": true, "MaxCommandBytes": true, "NudgeInterval": true}
 	var fields []*setting.FieldError
 	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
 		var fe *setting.FieldError
@@ -34,7 +34,7 @@ func TestConfig_Validate(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("Validate of a complete config: %v", err)
 	}
-	if d := ok.withDefaults(); d.ApplyTimeout != DefaultApplyTimeout || d.MaxCommandBytes != DefaultMaxCommandBytes || d.Logger == nil {
+	if d := ok.withDefaults(); d.ApplyTimeout != DefaultApplyTimeout || d.MaxCommandBytes != DefaultMaxCommandBytes || d.NudgeInterval != DefaultNudgeInterval || d.Logger == nil {
 		t.Fatalf("withDefaults = %+v", d)
 	}
 }

@@ -65,6 +65,7 @@ type Consensus struct {
 	nudgeAgain   bool       // nudgeIfQuiet was called since its last look
 	nudging      *nudge     // the nudge appended and not answered, nil when none
 	nudged       *nudge     // the last nudge that answered
+	nudgeNext    time.Time  // the earliest the next nudge may go; runNudges' own
 }
 
 var _ kv.Consensus = (*Consensus)(nil)

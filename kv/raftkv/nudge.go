@@ -15,14 +15,16 @@ import (
 // every CommitTimeout, since raft's heartbeats carry no commit index.
 // That tick is most of what an idle cluster does (on the development
 // machine it was two thirds of three idle members' CPU at raft's 50 ms),
-// so cmd/chute sets it long, and the leader tells the followers itself:
-// once its log has been quiet for nudgeDelay (its apply queue empty, no
-// entry appended) and everything in it committed, it appends a barrier,
-// a nudge, whose request carries the commit of everything before it.
-// A follower then applies the last command within nudgeDelay and a
-// round trip of its commit. The delay bounds the nudges, each an entry
-// every member writes, to one per nudgeDelay however the writes come.
-// A cluster of one has no follower to tell.
+// so cmd/chute sets it long, and the leader tells the followers itself
+// (as etcd's leader sends an append as soon as its commit index moves):
+// once its apply queue is empty and everything in its log committed, it
+// appends a barrier, a nudge, whose request carries the commit of
+// everything before it, and a follower applies the last command within
+// a round trip of its commit. A nudge is an entry every member writes,
+// so nudges are at least Config.NudgeInterval apart: under a steady
+// trickle of writes a follower waits for a commit at most that long, as
+// it waited for raft's tick before. A cluster of one has no follower to
+// tell.
 //
 // A nudge changes nothing, so no follower needs to learn that it
 // committed, and none is appended for one: the leader nudges again only
@@ -33,22 +35,19 @@ import (
 // nudge's read, the StateMachine's applied index once the nudge answered,
 // which holds every command before the nudge (verifiedIndex).
 
-// nudgeDelay is how long the leader's log stays quiet before a nudge:
-// raft's default commit tick, the most a follower waited before.
-const nudgeDelay = 50 * time.Millisecond
-
 // nudge is one barrier appended to tell the followers of the commit.
 type nudge struct {
 	done chan struct{} // closed once the fields are set
-	// index is the barrier's index, 0 when it failed; told is the commit index before it was appended, which its
-	// request carries at least; read is the StateMachine's Applied once
-	// it answered.
+	// index is the barrier's index, 0 when it failed; told is the
+	// commit index before it was appended, which its request carries at
+	// least; read is the StateMachine's Applied once it answered.
 	index, told, read uint64
 }
 
-// nudgeIfQuiet has the log looked at after nudgeDelay, and a nudge
-// appended then if it is quiet (nudgeOnce); once more after that when
-// called while a look is on its way. It does not wait.
+// nudgeIfQuiet has the log looked at, and a nudge appended if it is
+// quiet (nudgeOnce): at once, or NudgeInterval after the last nudge; once
+// more after that when called while a look is on its way. It does not
+// wait.
 func (c *Consensus) nudgeIfQuiet() {
 	c.nudgeMu.Lock()
 	if c.nudgeRunning {
@@ -65,10 +64,11 @@ func (c *Consensus) nudgeIfQuiet() {
 	}
 }
 
-// runNudges looks at the log after nudgeDelay, again while nudgeIfQuiet
-// was called meanwhile, until closed.
+// runNudges looks at the log, again while nudgeIfQuiet was called
+// meanwhile, each look at least NudgeInterval after the last nudge,
+// until closed.
 func (c *Consensus) runNudges() {
-	timer := time.NewTimer(nudgeDelay)
+	timer := time.NewTimer(time.Until(c.nudgeNext))
 	defer timer.Stop()
 	for {
 		select {
@@ -82,7 +82,9 @@ func (c *Consensus) runNudges() {
 		c.nudgeMu.Lock()
 		c.nudgeAgain = false // a call from here on asks for another look
 		c.nudgeMu.Unlock()
-		c.nudgeOnce()
+		if c.nudgeOnce() {
+			c.nudgeNext = time.Now().Add(c.cfg.NudgeInterval)
+		}
 		c.nudgeMu.Lock()
 		if !c.nudgeAgain {
 			c.nudgeRunning = false
@@ -90,33 +92,34 @@ func (c *Consensus) runNudges() {
 			return
 		}
 		c.nudgeMu.Unlock()
-		timer.Reset(nudgeDelay)
+		timer.Reset(time.Until(c.nudgeNext))
 	}
 }
 
-// nudgeOnce appends a nudge and waits for it, when this member leads in
+// nudgeOnce appends a nudge and waits for it, and reports whether it
+// appended one, when this member leads in
 // a term whose barrier committed, has followers, every entry of its log
 // committed, and the last is not a nudge that told of every entry before
 // it. An entry still on its way is left to whoever appended it: the
 // apply queue calls nudgeIfQuiet when its last entry answers, and so
 // does the barrier of a term.
-func (c *Consensus) nudgeOnce() {
+func (c *Consensus) nudgeOnce() bool {
 	if c.raft.State() != raft.Leader || c.readyTerm.Load() != c.raft.CurrentTerm() {
-		return
+		return false
 	}
 	if len(c.raft.GetConfiguration().Configuration().Servers) < 2 {
-		return
+		return false
 	}
 	last, commit := c.raft.LastIndex(), c.raft.CommitIndex()
 	if commit < last {
-		return
+		return false
 	}
 	n := &nudge{done: make(chan struct{})}
 	c.nudgeMu.Lock()
 	prev := c.nudged
 	if prev != nil && prev.index == last && prev.told+1 >= last {
 		c.nudgeMu.Unlock()
-		return
+		return false
 	}
 	c.nudging = n // before the barrier is appended: lastNudge waits for it
 	c.nudgeMu.Unlock()
@@ -134,6 +137,7 @@ func (c *Consensus) nudgeOnce() {
 	c.nudging = nil
 	c.nudgeMu.Unlock()
 	close(n.done)
+	return true
 }
 
 // lastNudge waits for the nudge on its way, if any, and returns the last

@@ -132,11 +132,12 @@ func TestNudge_concurrentWritesAndReads(t *testing.T) {
 
 // TestNudge_boundedBySteadyWrites: a command every 10 ms, each committed
 // well before the next, would each be the last of its burst; the
-// nudges, each an entry every member writes, stay at one per nudgeDelay.
+// nudges, each an entry every member writes, stay at one per
+// NudgeInterval.
 func TestNudge_boundedBySteadyWrites(t *testing.T) {
 	ms := startTunedCluster(t, nil, quietRaft)
 	leader := waitLeader(t, ms...)
-	time.Sleep(2 * nudgeDelay) // the term's nudge
+	time.Sleep(2 * DefaultNudgeInterval) // the term's nudge
 	before := leader.c.nudges.Load()
 	start := time.Now()
 	writes := 0
@@ -148,10 +149,10 @@ func TestNudge_boundedBySteadyWrites(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	time.Sleep(2 * nudgeDelay) // the last write's nudge
+	time.Sleep(2 * DefaultNudgeInterval) // the last write's nudge
 	got := leader.c.nudges.Load() - before
-	if limit := uint64(elapsed/nudgeDelay) + 2; got > limit {
-		t.Fatalf("%d nudges for %d writes in %v, want at most %d (one per %v)", got, writes, elapsed, limit, nudgeDelay)
+	if limit := uint64(elapsed/DefaultNudgeInterval) + 2; got > limit {
+		t.Fatalf("%d nudges for %d writes in %v, want at most %d (one per %v)", got, writes, elapsed, limit, DefaultNudgeInterval)
 	}
 	if got == 0 {
 		t.Fatal("no nudge after the writes")
@@ -171,9 +172,28 @@ func TestNudge_oneMemberNone(t *testing.T) {
 		if err := m.c.Propose(testCtx(t), fmt.Appendf(nil, "solo-%d", i)); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * nudgeDelay)
+		time.Sleep(2 * DefaultNudgeInterval)
 	}
 	if got := m.c.nudges.Load(); got != 0 {
 		t.Fatalf("a cluster of one appended %d nudges", got)
+	}
+}
+
+// TestNudge_firstAtOnce: a write that comes when no nudge went for
+// NudgeInterval is nudged at once: with the interval at 1 s, followers
+// apply it well within it.
+func TestNudge_firstAtOnce(t *testing.T) {
+	const interval = time.Second
+	ms := startTunedCluster(t, func(c *Config) { c.NudgeInterval = interval }, quietRaft)
+	leader := waitLeader(t, ms...)
+	time.Sleep(interval + interval/5) // past the term's nudge
+	if err := leader.c.Propose(testCtx(t), []byte("lone")); err != nil {
+		t.Fatal(err)
+	}
+	at := leader.sm.indexOf("lone")
+	for _, f := range followers(ms, leader) {
+		testutil.EventuallyTrue(t, interval/2, f.name+" applies the lone write", func() bool {
+			return f.sm.indexOf("lone") == at
+		})
 	}
 }
