@@ -96,13 +96,12 @@ func (c *Consensus) runNudges() {
 	}
 }
 
-// nudgeOnce appends a nudge and waits for it, and reports whether it
-// appended one, when this member leads in
-// a term whose barrier committed, has followers, every entry of its log
+// nudgeOnce appends a nudge and waits for it when this member leads in a
+// term whose barrier committed, has followers, every entry of its log
 // committed, and the last is not a nudge that told of every entry before
-// it. An entry still on its way is left to whoever appended it: the
-// apply queue calls nudgeIfQuiet when its last entry answers, and so
-// does the barrier of a term.
+// it; it reports whether it appended one. An entry still on its way is
+// left to whoever appended it: the apply queue calls nudgeIfQuiet when
+// its last entry answers, and so does the barrier of a term.
 func (c *Consensus) nudgeOnce() bool {
 	if c.raft.State() != raft.Leader || c.readyTerm.Load() != c.raft.CurrentTerm() {
 		return false
