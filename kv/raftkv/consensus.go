@@ -41,8 +41,8 @@ type Consensus struct {
 	// readyIndex is that barrier's index: every entry up to it is in the
 	// StateMachine once the barrier answered, and every later entry
 	// of readyTerm but the nudges reaches it (commands and
-	// configurations: this member appends no other kind in its term
-	// after that barrier).
+	// configurations: the only other kind this member appends in its
+	// term after that barrier is the nudge, nudge.go).
 	readyIndex atomic.Uint64
 	barriers   atomic.Uint64 // barriers issued; tests count them
 	nudges     atomic.Uint64 // nudges issued (nudge.go); tests count them
