@@ -106,11 +106,11 @@ func (c *Consensus) nudgeOnce() bool {
 	if c.raft.State() != raft.Leader || c.readyTerm.Load() != c.raft.CurrentTerm() {
 		return false
 	}
-	if len(c.raft.GetConfiguration().Configuration().Servers) < 2 {
-		return false
-	}
 	last, commit := c.raft.LastIndex(), c.raft.CommitIndex()
 	if commit < last {
+		return false // the common case under write load: checked before the configuration's copy
+	}
+	if len(c.raft.GetConfiguration().Configuration().Servers) < 2 {
 		return false
 	}
 	n := &nudge{done: make(chan struct{})}
